@@ -1,0 +1,26 @@
+#pragma once
+// Shared pieces of spillway-cli's subcommands.
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "base/result.h"
+
+namespace spillway::cli {
+
+// Exit codes (documented in --help): 0 success, 1 the work failed (bad or unsupported model
+// file, I/O, out of memory), 2 the command line is wrong, 130 interrupted.
+enum ExitCode { ExitOk = 0, ExitFailed = 1, ExitUsage = 2, ExitInterrupted = 130 };
+
+// Prints "spillway-cli: <message>" on stderr and returns the exit code for the error.
+int reportError(const Error& error);
+
+// The bundled demo model (installed beside the binary, or in the source tree for a build).
+std::string demoModelPath();
+
+void addGenerateCommand(CLI::App& app, int& exitCode);
+void addInfoCommand(CLI::App& app, int& exitCode);
+void addSyntheticCommand(CLI::App& app, int& exitCode);
+void addBenchCommand(CLI::App& app, int& exitCode);
+
+}  // namespace spillway::cli

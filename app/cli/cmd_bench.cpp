@@ -1,0 +1,119 @@
+// spillway-cli bench: decode speed against the memory-bandwidth bound of this machine.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <vector>
+
+#include "cli_common.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "gpu/cpu/cpu_device.h"
+#include "gpu/registry.h"
+
+namespace spillway::cli {
+
+namespace {
+
+struct BenchCommand {
+    std::string model;
+    int tokens = 32;
+    int threads = 0;
+    int repeats = 3;
+    std::string json;
+    int bandwidthMiB = 1024;
+};
+
+int runBench(const BenchCommand& b)
+{
+    using Clock = std::chrono::steady_clock;
+    auto model = LlamaModel::load(b.model);
+    if (!model) return reportError(model.error());
+    gpu::DeviceOptions deviceOptions;
+    deviceOptions.threads = b.threads;
+    auto device = gpu::createDevice("cpu", deviceOptions);
+    if (!device) return reportError(device.error());
+    const int context = b.tokens + 8;
+    auto session = LlamaSession::create(**model, **device, context);
+    if (!session) return reportError(session.error());
+    const auto& config = (*model)->config();
+    const auto& info = (*device)->info();
+
+    // Warm-up: pulls every weight page into memory and the kernels into cache.
+    int32_t token = 1;
+    for (int pos = 0; pos < 2; ++pos)
+        token = argmax({(*session)->forward(token, pos), size_t(config.vocabSize)});
+
+    // Decode: `tokens` greedy steps from position 2 on; the median of `repeats` runs counts.
+    std::vector<double> seconds;
+    for (int r = 0; r < b.repeats; ++r) {
+        int32_t t = token;
+        const auto start = Clock::now();
+        for (int pos = 2; pos < 2 + b.tokens; ++pos)
+            t = argmax({(*session)->forward(t, pos), size_t(config.vocabSize)});
+        seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    std::sort(seconds.begin(), seconds.end());
+    const double tokensPerSecond = b.tokens / seconds[seconds.size() / 2];
+    const double bytesPerToken = double((*model)->weightBytesPerToken());
+    const double bandwidth = gpu::measureHostReadBandwidth(info.threads, size_t(b.bandwidthMiB) << 20, 5);
+    const double boundTokensPerSecond = bandwidth / bytesPerToken;
+    const double ratio = tokensPerSecond / boundTokensPerSecond;
+
+    std::printf("%-34s %s\n", "model", b.model.c_str());
+    std::printf("%-34s %s%s\n", "architecture", config.architecture.c_str(),
+                config.synthetic ? " (SYNTHETIC: random weights)" : "");
+    std::printf("%-34s %s, %d threads, %s kernels\n", "device", info.name.c_str(), info.threads,
+                info.kernels.c_str());
+    std::printf("%-34s %d (median of %d runs)\n", "decode tokens", b.tokens, b.repeats);
+    std::printf("%-34s %.2f\n", "decode tokens/s", tokensPerSecond);
+    std::printf("%-34s %.1f MiB\n", "weight bytes read per token", bytesPerToken / double(1 << 20));
+    std::printf("%-34s %.2f GB/s\n", "achieved weight bandwidth", tokensPerSecond * bytesPerToken / 1e9);
+    std::printf("%-34s %.2f GB/s\n", "measured memory read bandwidth", bandwidth / 1e9);
+    std::printf("%-34s %.2f\n", "bandwidth-bound tokens/s", boundTokensPerSecond);
+    std::printf("%-34s %.1f%%\n", "achieved / bound", 100.0 * ratio);
+
+    if (!b.json.empty()) {
+        nlohmann::json j = {
+            {"model", b.model},
+            {"architecture", config.architecture},
+            {"synthetic", config.synthetic},
+            {"device", info.name},
+            {"kernels", info.kernels},
+            {"threads", info.threads},
+            {"decode_tokens", b.tokens},
+            {"decode_tokens_per_s", tokensPerSecond},
+            {"weight_bytes_per_token", bytesPerToken},
+            {"memory_read_bandwidth_bytes_per_s", bandwidth},
+            {"bandwidth_bound_tokens_per_s", boundTokensPerSecond},
+            {"ratio_to_bound", ratio},
+        };
+        std::ofstream out(b.json);
+        out << j.dump(2) << "\n";
+        if (!out) return reportError(makeError(ErrorCode::Io, b.json + ": cannot write"));
+    }
+    return ExitOk;
+}
+
+}  // namespace
+
+void addBenchCommand(CLI::App& app, int& exitCode)
+{
+    auto b = std::make_shared<BenchCommand>();
+    b->model = demoModelPath();
+    auto* cmd = app.add_subcommand("bench", "Measure decode speed against the memory-bandwidth bound");
+    cmd->add_option("-m,--model", b->model, "GGUF model file")->check(CLI::ExistingFile);
+    cmd->add_option("-n,--tokens", b->tokens, "Tokens to decode per run")->check(CLI::Range(1, 4096));
+    cmd->add_option("-r,--repeats", b->repeats, "Runs (the median counts)")->check(CLI::Range(1, 100));
+    cmd->add_option("-t,--threads", b->threads, "CPU threads (default: one per core)");
+    cmd->add_option("--bandwidth-mib", b->bandwidthMiB, "Buffer size of the bandwidth measurement")
+        ->check(CLI::Range(64, 65536));
+    cmd->add_option("--json", b->json, "Also write the figures as JSON to this file");
+    cmd->callback([b, &exitCode] { exitCode = runBench(*b); });
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,110 @@
+// spillway-cli generate: prompt in, the prompt and its continuation out on stdout.
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <random>
+
+#include "cli_common.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/generator.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "gpu/registry.h"
+
+namespace spillway::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void onInterrupt(int) { g_interrupted.store(true); }
+
+struct GenerateOptions {
+    std::string model;
+    std::string prompt;
+    int tokens = 128;
+    int threads = 0;
+    int context = 0;
+    std::string backend = "cpu";
+    SamplerSettings sampling;
+    int64_t seed = -1;
+};
+
+int runGenerate(const GenerateOptions& o)
+{
+    auto model = LlamaModel::load(o.model);
+    if (!model) return reportError(model.error());
+    gpu::DeviceOptions deviceOptions;
+    deviceOptions.threads = o.threads;
+    auto device = gpu::createDevice(o.backend, deviceOptions);
+    if (!device) return reportError(device.error());
+    auto session = LlamaSession::create(**model, **device, o.context);
+    if (!session) return reportError(session.error());
+
+    SamplerSettings sampling = o.sampling;
+    sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+    Sampler sampler((*model)->config().vocabSize, sampling);
+
+    std::signal(SIGINT, onInterrupt);
+    GenerationRequest request;
+    request.prompt = o.prompt;
+    request.maxNewTokens = o.tokens;
+    request.stop = &g_interrupted;
+    request.onToken = [](std::string_view text, int32_t) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    };
+    std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
+    std::fflush(stdout);
+    auto stats = generate(**session, sampler, request);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (!stats) return reportError(stats.error());
+
+    const auto& s = *stats;
+    const auto& info = (*device)->info();
+    std::fprintf(stderr, "\nmodel: %s | device: %s (%s kernels) | seed: %llu\n", o.model.c_str(),
+                 info.name.c_str(), info.kernels.c_str(), (unsigned long long)sampling.seed);
+    std::fprintf(stderr, "prompt: %d tokens, time to first token %.1f ms (%.1f tokens/s)\n",
+                 s.promptTokens, s.timeToFirstToken * 1e3,
+                 s.timeToFirstToken > 0 ? s.promptTokens / s.timeToFirstToken : 0.0);
+    std::fprintf(stderr, "generated: %d tokens in %.1f ms, %.2f tokens/s%s\n", s.generatedTokens,
+                 (s.timeToFirstToken + s.decodeSeconds) * 1e3, s.decodeTokensPerSecond(),
+                 s.endOfText ? " (end of text)" : "");
+    if (s.stopped && g_interrupted.load()) return ExitInterrupted;
+    return ExitOk;
+}
+
+}  // namespace
+
+void addGenerateCommand(CLI::App& app, int& exitCode)
+{
+    auto o = std::make_shared<GenerateOptions>();
+    o->model = demoModelPath();
+    auto* cmd = app.add_subcommand("generate", "Generate text from a prompt");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled demo model)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+    cmd->add_option("-n,--tokens", o->tokens, "Number of new tokens")->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("--temp", o->sampling.temperature, "Temperature (0 = greedy)")
+        ->check(CLI::Range(0.0, 100.0));
+    cmd->add_option("--top-k", o->sampling.topK, "Keep the k most likely tokens (0 = off)");
+    cmd->add_option("--top-p", o->sampling.topP, "Nucleus sampling threshold (1 = off)")
+        ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--min-p", o->sampling.minP, "Drop tokens below min-p times the best (0 = off)")
+        ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--repeat-penalty", o->sampling.repeatPenalty, "Repetition penalty (1 = off)")
+        ->check(CLI::Range(0.01, 100.0));
+    cmd->add_option("--repeat-last-n", o->sampling.repeatLastN, "Tokens the penalty looks back at")
+        ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("--seed", o->seed, "Random seed (default: random; printed on stderr)");
+    cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per core)")
+        ->check(CLI::Range(0, 1024));
+    cmd->add_option("-c,--ctx", o->context, "Context length (default: trained, at most 4096)")
+        ->check(CLI::Range(0, 1 << 22));
+    cmd->add_option("--backend", o->backend, "Compute backend: cpu, cuda, vulkan, auto");
+    cmd->callback([o, &exitCode] { exitCode = runGenerate(*o); });
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,113 @@
+// spillway-cli info: what a model file holds.
+
+#include <cstdio>
+#include <map>
+
+#include "cli_common.h"
+#include "core/formats/gguf.h"
+#include "core/model/model_config.h"
+
+namespace spillway::cli {
+
+namespace {
+
+std::string humanBytes(double bytes)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4) {
+        bytes /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+    return buf;
+}
+
+std::string valueText(const gguf::Value& v)
+{
+    if (const auto* s = v.asString()) return s->size() > 80 ? "\"" + s->substr(0, 77) + "...\"" : "\"" + *s + "\"";
+    if (const auto* a = v.asArray())
+        return std::string("[") + gguf::valueTypeName(a->elementType) + " x " +
+               std::to_string(a->values.size()) + "]";
+    if (v.type == gguf::ValueType::Bool) return std::get<bool>(v.v) ? "true" : "false";
+    if (v.type == gguf::ValueType::Float32 || v.type == gguf::ValueType::Float64) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", *v.asFloat());
+        return buf;
+    }
+    if (const auto i = v.asInt()) return std::to_string(*i);
+    if (std::holds_alternative<uint64_t>(v.v)) return std::to_string(std::get<uint64_t>(v.v));
+    return "?";
+}
+
+int runInfo(const std::string& path, bool showMetadata)
+{
+    auto file = gguf::File::open(path);
+    if (!file) return reportError(file.error());
+    const gguf::File& f = **file;
+    std::printf("file: %s\nformat: GGUF v%u, %s, alignment %llu, %zu tensors, %zu metadata keys\n",
+                path.c_str(), f.version(), humanBytes(double(f.fileSize())).c_str(),
+                (unsigned long long)f.alignment(), f.tensors().size(), f.metadata().size());
+
+    auto config = llamaConfigFromGguf(f);
+    if (config) {
+        const auto& c = *config;
+        std::printf("architecture: %s%s%s\n", c.architecture.c_str(), c.name.empty() ? "" : "  name: ",
+                    c.name.c_str());
+        if (c.synthetic) std::printf("SYNTHETIC: real shapes, random weights (benchmarks only)\n");
+        std::printf("hyper-parameters: dim %d, layers %d, heads %d, kv heads %d, head dim %d, "
+                    "ffn %d, context %d\n",
+                    c.dim, c.nLayers, c.nHeads, c.nKvHeads, c.headDim, c.ffnDim, c.trainedContext);
+        std::printf("rms norm eps %g, rope base %g, rope dims %d, rope freq scale %g\n", c.normEps,
+                    c.ropeBase, c.ropeDims, c.ropeFreqScale);
+    } else {
+        const auto arch = f.getString("general.architecture");
+        std::printf("architecture: %s (%s)\n", arch ? arch->c_str() : "?", config.error().message.c_str());
+    }
+
+    std::map<std::string, std::pair<int, uint64_t>> byType;  // type -> (tensors, bytes)
+    uint64_t params = 0, bytes = 0;
+    for (const auto& t : f.tensors()) {
+        auto& e = byType[gpu::dtypeName(t.type)];
+        ++e.first;
+        e.second += t.bytes;
+        params += uint64_t(t.elements());
+        bytes += t.bytes;
+    }
+    std::string types;
+    for (const auto& [name, e] : byType)
+        types += (types.empty() ? "" : ", ") + name + " x" + std::to_string(e.first) + " (" +
+                 humanBytes(double(e.second)) + ")";
+    std::printf("file type: %s\nparameters: %.3f M, tensor data %s (%.2f bits per weight)\n",
+                types.c_str(), double(params) / 1e6, humanBytes(double(bytes)).c_str(),
+                params ? 8.0 * double(bytes) / double(params) : 0.0);
+
+    if (showMetadata) {
+        std::printf("\nmetadata:\n");
+        for (const auto& kv : f.metadata()) std::printf("  %-44s %s\n", kv.key.c_str(), valueText(kv.value).c_str());
+    }
+    std::printf("\n%-32s %-6s %-22s %12s %12s\n", "tensor", "type", "shape", "offset", "bytes");
+    for (const auto& t : f.tensors()) {
+        std::string shape;
+        for (size_t i = 0; i < t.dims.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.dims[i]);
+        std::printf("%-32s %-6s %-22s %12llu %12llu\n", t.name.c_str(), gpu::dtypeName(t.type),
+                    shape.c_str(), (unsigned long long)t.offset, (unsigned long long)t.bytes);
+    }
+    return ExitOk;
+}
+
+}  // namespace
+
+void addInfoCommand(CLI::App& app, int& exitCode)
+{
+    auto path = std::make_shared<std::string>(demoModelPath());
+    auto metadata = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("info", "Print a model's architecture, hyper-parameters and tensors");
+    cmd->add_option("-m,--model", *path, "GGUF model file (default: the bundled demo model)")
+        ->check(CLI::ExistingFile);
+    cmd->add_flag("--metadata", *metadata, "Also list every metadata key");
+    cmd->callback([path, metadata, &exitCode] { exitCode = runInfo(*path, *metadata); });
+}
+
+}  // namespace spillway::cli

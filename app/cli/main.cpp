@@ -1,0 +1,55 @@
+// spillway-cli: the engine from the command line (generate, info, make-synthetic, bench).
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+
+#include "cli_common.h"
+
+namespace spillway::cli {
+
+int reportError(const Error& error)
+{
+    std::fprintf(stderr, "spillway-cli: %s\n", error.message.c_str());
+    switch (error.code) {
+    case ErrorCode::InvalidArgument: return ExitUsage;
+    case ErrorCode::Cancelled: return ExitInterrupted;
+    default: return ExitFailed;
+    }
+}
+
+std::string demoModelPath()
+{
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const auto installed = exe.parent_path().parent_path() / "share/spillway/models/stories260K.gguf";
+        if (std::filesystem::exists(installed, ec)) return installed.string();
+    }
+    return SPILLWAY_DEMO_MODEL_BUILD;
+}
+
+}  // namespace spillway::cli
+
+int main(int argc, char** argv)
+{
+    using namespace spillway::cli;
+    CLI::App app{"spillway-cli: run language models bigger than your GPU's memory.\n"
+                 "Exit codes: 0 success, 1 the work failed (bad model file, I/O, memory), "
+                 "2 wrong command line, 130 interrupted."};
+    app.set_version_flag("--version", std::string("spillway-cli ") + SPILLWAY_VERSION);
+    app.require_subcommand(1);
+    int exitCode = ExitOk;
+    addGenerateCommand(app, exitCode);
+    addInfoCommand(app, exitCode);
+    addSyntheticCommand(app, exitCode);
+    addBenchCommand(app, exitCode);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return code == 0 ? ExitOk : ExitUsage;
+    }
+    return exitCode;
+}

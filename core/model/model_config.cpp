@@ -1,0 +1,108 @@
+#include "core/model/model_config.h"
+
+#include <cmath>
+
+#include "core/formats/gguf.h"
+
+namespace spillway {
+
+const char* supportedArchitectures() { return "llama, mistral"; }
+
+namespace {
+
+Error invalid(const gguf::File& f, const std::string& what)
+{
+    return makeError(ErrorCode::ModelFileInvalid, f.path() + ": " + what);
+}
+
+// Reads a required positive integer key within [1, maxValue].
+Result<int> positiveKey(const gguf::File& f, const std::string& key, int64_t maxValue)
+{
+    const auto v = f.getInt(key);
+    if (!v) return invalid(f, "missing or non-integer metadata key '" + key + "'");
+    if (*v < 1 || *v > maxValue)
+        return invalid(f, "metadata '" + key + "' = " + std::to_string(*v) + " is out of range");
+    return static_cast<int>(*v);
+}
+
+}  // namespace
+
+Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& f)
+{
+    LlamaConfig c;
+    const auto arch = f.getString("general.architecture");
+    if (!arch) return invalid(f, "missing metadata key 'general.architecture'");
+    c.architecture = *arch;
+    if (c.architecture != "llama" && c.architecture != "mistral") {
+        return makeError(ErrorCode::UnsupportedModel,
+                         f.path() + ": architecture '" + c.architecture +
+                             "' is not supported (supported: " + supportedArchitectures() + ")");
+    }
+    if (auto n = f.getString("general.name")) c.name = *n;
+    if (auto s = f.getBool("spillway.synthetic")) c.synthetic = *s;
+    const std::string p = c.architecture + ".";
+
+    auto dim = positiveKey(f, p + "embedding_length", 1 << 16);
+    if (!dim) return dim.error();
+    auto layers = positiveKey(f, p + "block_count", 1024);
+    if (!layers) return layers.error();
+    auto heads = positiveKey(f, p + "attention.head_count", 1024);
+    if (!heads) return heads.error();
+    auto ffn = positiveKey(f, p + "feed_forward_length", 1 << 20);
+    if (!ffn) return ffn.error();
+    c.dim = *dim;
+    c.nLayers = *layers;
+    c.nHeads = *heads;
+    c.ffnDim = *ffn;
+    c.nKvHeads = c.nHeads;
+    if (f.find(p + "attention.head_count_kv")) {
+        auto kv = positiveKey(f, p + "attention.head_count_kv", 1024);
+        if (!kv) return kv.error();
+        c.nKvHeads = *kv;
+    }
+    if (c.nHeads % c.nKvHeads != 0)
+        return invalid(f, "head_count " + std::to_string(c.nHeads) +
+                              " is not a multiple of head_count_kv " + std::to_string(c.nKvHeads));
+    if (c.dim % c.nHeads != 0 && !f.find(p + "attention.key_length"))
+        return invalid(f, "embedding_length is not a multiple of head_count");
+    c.headDim = c.dim / c.nHeads;
+    if (f.find(p + "attention.key_length")) {
+        auto kl = positiveKey(f, p + "attention.key_length", 1 << 12);
+        if (!kl) return kl.error();
+        c.headDim = *kl;
+    }
+    if (c.headDim % 2 != 0) return invalid(f, "head dimension must be even for RoPE");
+    c.trainedContext = 2048;
+    if (f.find(p + "context_length")) {
+        auto ctx = positiveKey(f, p + "context_length", 1 << 24);
+        if (!ctx) return ctx.error();
+        c.trainedContext = *ctx;
+    }
+    if (auto eps = f.getFloat(p + "attention.layer_norm_rms_epsilon")) c.normEps = float(*eps);
+    if (!(c.normEps > 0.0f && c.normEps < 1.0f)) return invalid(f, "RMSNorm epsilon out of range");
+    if (auto base = f.getFloat(p + "rope.freq_base")) c.ropeBase = float(*base);
+    if (!(c.ropeBase > 1.0f && std::isfinite(c.ropeBase))) return invalid(f, "rope.freq_base out of range");
+    c.ropeDims = c.headDim;
+    if (f.find(p + "rope.dimension_count")) {
+        auto rd = positiveKey(f, p + "rope.dimension_count", c.headDim);
+        if (!rd) return rd.error();
+        c.ropeDims = *rd & ~1;
+    }
+    const auto scaling = f.getString(p + "rope.scaling.type");
+    if (scaling && *scaling != "none") {
+        if (*scaling != "linear")
+            return makeError(ErrorCode::UnsupportedModel,
+                             f.path() + ": RoPE scaling '" + *scaling + "' is not supported yet "
+                                        "(supported: none, linear)");
+        const auto factor = f.getFloat(p + "rope.scaling.factor");
+        if (!factor || !(*factor >= 1.0 && *factor <= 1024.0))
+            return invalid(f, "rope.scaling.factor missing or out of range");
+        c.ropeFreqScale = float(1.0 / *factor);
+    } else if (auto factor = f.getFloat(p + "rope.scale_linear")) {  // older GGUF key
+        if (!(*factor >= 1.0 && *factor <= 1024.0)) return invalid(f, "rope.scale_linear out of range");
+        c.ropeFreqScale = float(1.0 / *factor);
+    }
+    return c;
+}
+
+}  // namespace spillway

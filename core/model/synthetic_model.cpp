@@ -1,0 +1,217 @@
+#include "core/model/synthetic_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <unordered_set>
+
+#include "core/formats/gguf.h"
+
+namespace spillway {
+
+const std::vector<SyntheticPreset>& syntheticPresets()
+{
+    // Shapes from the models' published configurations.
+    static const std::vector<SyntheticPreset> presets = {
+        {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f},
+        {"llama2-7b", "llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f},
+        {"llama2-13b", "llama", 5120, 40, 40, 40, 13824, 32000, 4096, 10000.0f},
+        {"llama2-70b", "llama", 8192, 80, 64, 8, 28672, 32000, 4096, 10000.0f},
+        {"mistral-7b", "llama", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f},
+        {"opt-6.7b", "opt", 4096, 32, 32, 32, 16384, 50272, 2048, 0.0f},
+        {"opt-13b", "opt", 5120, 40, 40, 40, 20480, 50272, 2048, 0.0f},
+    };
+    return presets;
+}
+
+SyntheticVocabulary makeSyntheticVocabulary(int size)
+{
+    SyntheticVocabulary v;
+    std::unordered_set<std::string> seen;
+    auto add = [&](std::string piece, float score, int32_t type) {
+        if (int(v.tokens.size()) >= size || !seen.insert(piece).second) return;
+        v.tokens.push_back(std::move(piece));
+        v.scores.push_back(score);
+        v.types.push_back(type);
+    };
+    add("<unk>", 0.0f, 2);
+    add("<s>", 0.0f, 3);
+    add("</s>", 0.0f, 3);
+    char hex[8];
+    for (int b = 0; b < 256; ++b) {
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        add(hex, 0.0f, 6);
+    }
+    const std::string space = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+    // Shorter pieces get higher scores, so merges build longer pieces from them.
+    float score = -1.0f;
+    add(space, score, 1);
+    for (char c = 33; c < 127; ++c) add(std::string(1, c), score -= 1.0f, 1);
+    const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";  // English letter frequency order
+    for (char a : letters) add(space + a, score -= 1.0f, 1);
+    for (char a : letters)
+        for (char b : letters) {
+            add(std::string{a, b}, score -= 1.0f, 1);
+            add(space + a + b, score -= 1.0f, 1);
+        }
+    for (char a : letters)
+        for (char b : letters)
+            for (char c : letters) {
+                add(std::string{a, b, c}, score -= 1.0f, 1);
+                add(space + a + b + c, score -= 1.0f, 1);
+            }
+    for (int i = 0; int(v.tokens.size()) < size; ++i)  // only for sizes past what is above
+        add("<extra_" + std::to_string(i) + ">", score -= 1.0f, 5);
+    return v;
+}
+
+namespace {
+
+// splitmix64: fast, seedable, and good enough for random weights.
+struct Random {
+    uint64_t state;
+    uint64_t next()
+    {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    // Uniform in [-1, 1).
+    float uniform() { return float(int64_t(next() >> 40) - (int64_t(1) << 23)) * (1.0f / float(1 << 23)); }
+};
+
+// Fills `out` with `rows x cols` values uniform in [-amplitude, amplitude], in `type`.
+void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64_t seed)
+{
+    Random rng{seed};
+    switch (type) {
+    case gpu::DType::F32:
+        for (size_t i = 0; i + 4 <= out.size(); i += 4) {
+            const float f = amplitude * rng.uniform();
+            std::memcpy(&out[i], &f, 4);
+        }
+        break;
+    case gpu::DType::F16:
+    case gpu::DType::BF16:
+        for (size_t i = 0; i + 2 <= out.size(); i += 2) {
+            const float f = amplitude * rng.uniform();
+            const uint16_t h = type == gpu::DType::F16 ? gpu::fp32ToFp16(f) : gpu::fp32ToBf16(f);
+            std::memcpy(&out[i], &h, 2);
+        }
+        break;
+    case gpu::DType::Q8_0:
+    case gpu::DType::Q4_0: {
+        const bool q8 = type == gpu::DType::Q8_0;
+        const size_t blockBytes = q8 ? 34 : 18;
+        const uint16_t d = gpu::fp32ToFp16(amplitude / (q8 ? 127.0f : 8.0f));
+        for (size_t i = 0; i + blockBytes <= out.size(); i += blockBytes) {
+            std::memcpy(&out[i], &d, 2);
+            for (size_t j = 2; j < blockBytes; j += 8) {
+                const uint64_t r = rng.next();
+                std::memcpy(&out[i + j], &r, std::min<size_t>(8, blockBytes - j));
+            }
+        }
+        break;
+    }
+    }
+}
+
+}  // namespace
+
+Status writeSyntheticModel(const SyntheticOptions& options, const std::string& path)
+{
+    const SyntheticPreset* preset = nullptr;
+    for (const auto& p : syntheticPresets())
+        if (p.name == options.preset) preset = &p;
+    if (!preset) {
+        std::string names;
+        for (const auto& p : syntheticPresets()) names += (names.empty() ? "" : ", ") + p.name;
+        return makeError(ErrorCode::InvalidArgument,
+                         "unknown preset '" + options.preset + "' (known: " + names + ")");
+    }
+    const int layers = options.layers > 0 ? options.layers : preset->nLayers;
+    const int64_t dim = preset->dim, ffn = preset->ffnDim, vocab = preset->vocabSize;
+    const int64_t headDim = dim / preset->nHeads, kvDim = headDim * preset->nKvHeads;
+    const bool opt = preset->architecture == "opt";
+    const std::string arch = preset->architecture;
+
+    gguf::Writer w(32);
+    w.setString("general.architecture", arch);
+    w.setString("general.name", "synthetic " + preset->name + " (random weights)");
+    w.setString("general.description",
+                "Made by spillway-cli make-synthetic: the shapes of " + preset->name +
+                    " with random weights, for benchmarks. It generates no meaningful text.");
+    w.setBool("spillway.synthetic", true);
+    w.setUInt32("general.file_type", gguf::ggmlFromDtype(options.type));
+    w.setUInt32(arch + ".context_length", uint32_t(preset->context));
+    w.setUInt32(arch + ".embedding_length", uint32_t(dim));
+    w.setUInt32(arch + ".block_count", uint32_t(layers));
+    w.setUInt32(arch + ".feed_forward_length", uint32_t(ffn));
+    w.setUInt32(arch + ".attention.head_count", uint32_t(preset->nHeads));
+    w.setUInt32(arch + ".attention.head_count_kv", uint32_t(preset->nKvHeads));
+    if (opt) {
+        w.setFloat32(arch + ".attention.layer_norm_epsilon", 1e-5f);
+    } else {
+        w.setFloat32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+        w.setFloat32(arch + ".rope.freq_base", preset->ropeBase);
+        w.setUInt32(arch + ".rope.dimension_count", uint32_t(headDim));
+    }
+    auto vocabulary = makeSyntheticVocabulary(int(vocab));
+    w.setString("tokenizer.ggml.model", "llama");
+    w.setStringArray("tokenizer.ggml.tokens", std::move(vocabulary.tokens));
+    w.setFloat32Array("tokenizer.ggml.scores", std::move(vocabulary.scores));
+    w.setInt32Array("tokenizer.ggml.token_type", std::move(vocabulary.types));
+    w.setUInt32("tokenizer.ggml.bos_token_id", 1);
+    w.setUInt32("tokenizer.ggml.eos_token_id", 2);
+    w.setUInt32("tokenizer.ggml.unknown_token_id", 0);
+    w.setBool("tokenizer.ggml.add_bos_token", true);
+
+    uint64_t seed = options.seed * 0x100000001B3ull;
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+        const float amplitude = std::sqrt(3.0f / float(cols));  // unit-variance outputs
+        const uint64_t s = ++seed;
+        w.addTensor(name, options.type, {cols, rows},
+                    [=](std::span<uint8_t> out) { fillRandom(out, options.type, amplitude, s); });
+    };
+    auto vector = [&](const std::string& name, int64_t n, float center) {
+        const uint64_t s = ++seed;
+        w.addTensor(name, gpu::DType::F32, {n}, [=](std::span<uint8_t> out) {
+            Random rng{s};
+            for (size_t i = 0; i + 4 <= out.size(); i += 4) {
+                const float f = center + 0.05f * rng.uniform();
+                std::memcpy(&out[i], &f, 4);
+            }
+        });
+    };
+    matrix("token_embd.weight", vocab, dim);
+    if (opt) matrix("position_embd.weight", preset->context + 2, dim);
+    for (int l = 0; l < layers; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        vector(b + "attn_norm.weight", dim, 1.0f);
+        if (opt) vector(b + "attn_norm.bias", dim, 0.0f);
+        matrix(b + "attn_q.weight", dim, dim);
+        matrix(b + "attn_k.weight", kvDim, dim);
+        matrix(b + "attn_v.weight", kvDim, dim);
+        matrix(b + "attn_output.weight", dim, dim);
+        if (opt) {
+            for (const char* bias : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})
+                vector(b + bias, bias[5] == 'k' || bias[5] == 'v' ? kvDim : dim, 0.0f);
+        }
+        vector(b + "ffn_norm.weight", dim, 1.0f);
+        if (opt) vector(b + "ffn_norm.bias", dim, 0.0f);
+        if (!opt) matrix(b + "ffn_gate.weight", ffn, dim);
+        matrix(b + "ffn_up.weight", ffn, dim);
+        matrix(b + "ffn_down.weight", dim, ffn);
+        if (opt) {
+            vector(b + "ffn_up.bias", ffn, 0.0f);
+            vector(b + "ffn_down.bias", dim, 0.0f);
+        }
+    }
+    vector("output_norm.weight", dim, 1.0f);
+    if (opt) vector("output_norm.bias", dim, 0.0f);
+    matrix("output.weight", vocab, dim);
+    return w.write(path);
+}
+
+}  // namespace spillway

@@ -1,0 +1,43 @@
+#pragma once
+// Synthetic models for benchmarks: the real shapes of well-known models with random weights, and
+// a built-in 32,000-token SentencePiece-style vocabulary. Their metadata says they are synthetic
+// (spillway.synthetic = true, and in general.name), so no figure from one passes for a real model.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "gpu/dtype.h"
+
+namespace spillway {
+
+struct SyntheticPreset {
+    std::string name;          // "tinyllama-1.1b"
+    std::string architecture;  // "llama" or "opt"
+    int dim, nLayers, nHeads, nKvHeads, ffnDim, vocabSize, context;
+    float ropeBase;
+};
+
+const std::vector<SyntheticPreset>& syntheticPresets();
+
+struct SyntheticOptions {
+    std::string preset;
+    gpu::DType type = gpu::DType::F16;  // type of the matrices; norms stay F32
+    int layers = 0;                     // 0: the preset's
+    uint64_t seed = 1;
+};
+
+// Writes the model as GGUF (atomically: no partial file on failure).
+Status writeSyntheticModel(const SyntheticOptions& options, const std::string& path);
+
+// The built-in vocabulary: <unk>, <s>, </s>, 256 byte-fallback tokens, then pieces (single
+// characters, "▁"-prefixed and bare letter pairs and triples, ...) up to `size` tokens.
+struct SyntheticVocabulary {
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<int32_t> types;
+};
+SyntheticVocabulary makeSyntheticVocabulary(int size);
+
+}  // namespace spillway

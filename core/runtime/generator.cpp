@@ -1,0 +1,72 @@
+#include "core/runtime/generator.h"
+
+#include <chrono>
+#include <span>
+
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace spillway {
+
+Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const GenerationRequest& request)
+{
+    using Clock = std::chrono::steady_clock;
+    const Tokenizer& tokenizer = session.model().tokenizer();
+    const int vocab = session.model().config().vocabSize;
+    GenerationStats stats;
+    stats.tokens = tokenizer.encode(request.prompt, request.addBos);
+    if (stats.tokens.empty())
+        return makeError(ErrorCode::InvalidArgument, "the prompt is empty and the model has no BOS token");
+    stats.promptTokens = int(stats.tokens.size());
+    if (stats.promptTokens >= session.contextLength())
+        return makeError(ErrorCode::InvalidArgument,
+                         "the prompt has " + std::to_string(stats.promptTokens) +
+                             " tokens, more than the context length " +
+                             std::to_string(session.contextLength()) + " allows");
+    for (int32_t t : stats.tokens) {
+        if (t < 0 || t >= vocab) return makeError(ErrorCode::Internal, "tokenizer produced an id out of range");
+        sampler.accept(t);
+    }
+    stats.tokens.reserve(stats.tokens.size() + size_t(std::max(request.maxNewTokens, 0)));
+
+    const auto start = Clock::now();
+    auto firstTokenAt = start;
+    int32_t token = stats.tokens[0];
+    for (int pos = 0; request.maxNewTokens > 0; ++pos) {
+        if (request.stop && request.stop->load(std::memory_order_relaxed)) {
+            stats.stopped = true;
+            break;
+        }
+        const float* logits = session.forward(token, pos);
+        // Still in the prompt? Take the next prompt token; otherwise sample one.
+        if (pos + 1 < stats.promptTokens) {
+            token = stats.tokens[size_t(pos) + 1];
+            continue;
+        }
+        const int32_t previous = token;
+        token = sampler.sample(std::span<const float>(logits, size_t(vocab)));
+        sampler.accept(token);
+        if (stats.generatedTokens == 0) firstTokenAt = Clock::now();
+        if (tokenizer.isEndOfGeneration(token)) {
+            stats.endOfText = true;
+            break;
+        }
+        stats.tokens.push_back(token);
+        ++stats.generatedTokens;
+        if (request.onToken && !request.onToken(tokenizer.decodeToken(previous, token), token)) {
+            stats.stopped = true;
+            break;
+        }
+        // The new token is run at pos + 1 next time round, if there is room for it.
+        if (stats.generatedTokens >= request.maxNewTokens || pos + 1 >= session.contextLength()) break;
+    }
+    const auto end = Clock::now();
+    if (stats.generatedTokens == 0 && !stats.endOfText) firstTokenAt = end;
+    stats.timeToFirstToken = std::chrono::duration<double>(firstTokenAt - start).count();
+    stats.promptSeconds = stats.timeToFirstToken;
+    stats.decodeSeconds = std::chrono::duration<double>(end - firstTokenAt).count();
+    return stats;
+}
+
+}  // namespace spillway

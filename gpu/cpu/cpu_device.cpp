@@ -1,0 +1,264 @@
+#include "gpu/cpu/cpu_device.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/cpu_memory.h"
+#include "gpu/cpu/cpu_ops.h"
+#include "gpu/cpu/thread_pool.h"
+
+namespace spillway::gpu {
+
+namespace {
+
+using cpu::Kernels;
+using cpu::MatvecInput;
+
+// A growable scratch array of 64-byte aligned bytes; grows only, so once warmed up an op never
+// allocates.
+class Scratch {
+public:
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() { cpu::freeHostMemory(m_data); }
+
+    template <class T>
+    T* reserve(size_t count)
+    {
+        const size_t bytes = count * sizeof(T);
+        if (bytes > m_bytes) {
+            const size_t grown = std::max(bytes, m_bytes + m_bytes / 2);
+            void* fresh = cpu::allocateHostMemory(grown);
+            if (!fresh) std::abort();  // scratch is tiny next to the weights it serves
+            cpu::freeHostMemory(m_data);
+            m_data = fresh;
+            m_bytes = grown;
+        }
+        return static_cast<T*>(m_data);
+    }
+
+private:
+    void* m_data = nullptr;
+    size_t m_bytes = 0;
+};
+
+// Per job of one matvec call: what its kernel reads, and where its chunks start.
+struct JobPlan {
+    MatvecInput input;
+    int64_t chunkRows = 0;   // rows per chunk (a multiple of 4)
+    int64_t firstChunk = 0;  // index of its first chunk in the call's chunk sequence
+    int64_t chunks = 0;
+};
+
+bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+
+class CpuDevice final : public Device {
+public:
+    CpuDevice(int threads, CpuKernelSet set)
+        : m_kernels(cpu::kernelsFor(set)), m_pool(threads > 0 ? threads : cpu::onlineCores())
+    {
+        const cpu::HostMemoryInfo mem = cpu::readHostMemoryInfo();
+        m_info.backend = "cpu";
+        m_info.threads = m_pool.size();
+        m_info.kernels = cpuKernelSetName(m_kernels.set);
+        m_info.name = cpu::cpuModelName() + " (" + std::to_string(m_pool.size()) +
+                      (m_pool.size() == 1 ? " thread, " : " threads, ") + m_info.kernels + ")";
+        m_info.totalMemory = mem.total;
+        m_info.freeMemory = mem.available;
+        m_info.caps.hostPointers = true;
+        m_plans.reserve(8);
+    }
+
+    const DeviceInfo& info() const override { return m_info; }
+    bool supports(DType type) const override { return static_cast<int>(type) <= 4; }
+
+    Result<Buffer> allocate(size_t bytes) override
+    {
+        void* p = cpu::allocateHostMemory(bytes);
+        if (!p)
+            return makeError(ErrorCode::OutOfMemory,
+                             "cpu device: cannot allocate " + std::to_string(bytes) + " bytes");
+        return Buffer(p, bytes, cpu::freeHostMemory);
+    }
+
+    void upload(void* deviceDst, const void* hostSrc, size_t bytes) override
+    {
+        if (bytes) std::memcpy(deviceDst, hostSrc, bytes);
+    }
+    void download(void* hostDst, const void* deviceSrc, size_t bytes) override
+    {
+        if (bytes) std::memcpy(hostDst, deviceSrc, bytes);
+    }
+    void synchronize() override {}
+
+    void matvec(std::span<const MatvecJob> jobs) override;
+
+    void getRow(const MatrixView& w, int64_t row, float* out) override
+    {
+        if (row < 0 || row >= w.rows) {  // a caller bug: make it loud rather than read wild
+            std::fill(out, out + w.cols, std::numeric_limits<float>::quiet_NaN());
+            return;
+        }
+        cpu::getRowOp(w, row, out);
+    }
+    void rmsnorm(const float* x, const float* weight, float* out, int n, float eps) override
+    {
+        cpu::rmsnormOp(x, weight, out, n, eps);
+    }
+    void rope(float* x, int nHeads, int headDim, int pos, const RopeParams& p) override
+    {
+        cpu::ropeOp(x, nHeads, headDim, pos, p, m_ropeScratch.reserve<float>(
+                                                    static_cast<size_t>(std::max(2, headDim))));
+    }
+    void attention(const AttentionArgs& a) override
+    {
+        if (a.scores) {
+            cpu::attentionOp(a, m_pool, m_kernels);
+            return;
+        }
+        AttentionArgs withScratch = a;
+        withScratch.scores = m_scoreScratch.reserve<float>(static_cast<size_t>(a.nHeads) *
+                                                           static_cast<size_t>(a.nPos));
+        cpu::attentionOp(withScratch, m_pool, m_kernels);
+    }
+    void swiglu(const float* gate, const float* up, float* out, int n) override
+    {
+        cpu::swigluOp(gate, up, out, n, m_pool);
+    }
+    void add(float* y, const float* x, int n) override { cpu::addOp(y, x, n); }
+
+private:
+    void planMatvec(std::span<const MatvecJob> jobs);
+
+    DeviceInfo m_info;
+    const Kernels& m_kernels;
+    cpu::ThreadPool m_pool;
+
+    // matvec state, reused across calls.
+    std::vector<JobPlan> m_plans;   // (jobs); grows only
+    Scratch m_xQuants;              // int8 qs (cols) then float d, sum8 (cols / 32) per x
+    Scratch m_ropeScratch;          // (rotaryDims) cos, sin
+    Scratch m_scoreScratch;         // (nHeads, nPos) when the caller gives no scores scratch
+    int64_t m_totalChunks = 0;
+    alignas(64) std::atomic<int64_t> m_nextChunk{0};
+};
+
+// Quantizes each distinct x of the quantized jobs once, and cuts every job into chunks of rows.
+void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
+{
+    if (m_plans.size() < jobs.size()) m_plans.resize(jobs.size());
+
+    // Bytes of Q8 scratch: per distinct x, cols int8 + 2 floats per block; 64-byte aligned.
+    auto quantBytes = [](int64_t cols) {
+        const size_t bytes = static_cast<size_t>(cols) + static_cast<size_t>(cols / 32) * 8;
+        return (bytes + 63) & ~size_t{63};
+    };
+    size_t needed = 0;
+    for (const MatvecJob& j : jobs)
+        if (isQuantized(j.w.type)) needed += quantBytes(j.w.cols);
+    uint8_t* scratch = needed ? m_xQuants.reserve<uint8_t>(needed) : nullptr;
+
+    int64_t totalRows = 0;
+    for (const MatvecJob& j : jobs) totalRows += std::max<int64_t>(j.w.rows, 0);
+    const int64_t threads = m_pool.size();
+    // Chunks of 16..64 rows, multiples of 4 (the row-group of the quantized kernels); small
+    // enough that a thread slowed by another process leaves its share to the others.
+    const int64_t chunkRows = std::clamp<int64_t>((totalRows / (threads * 8) + 3) & ~int64_t{3},
+                                                  16, 64);
+
+    int64_t chunk = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const MatvecJob& j = jobs[i];
+        JobPlan& plan = m_plans[i];
+        plan.input = MatvecInput{};
+        plan.input.x = j.x;
+        if (isQuantized(j.w.type) && j.w.rows > 0) {
+            // The Q, K and V projections share x: quantize it once.
+            bool reused = false;
+            for (size_t e = 0; e < i && !reused; ++e) {
+                if (jobs[e].x == j.x && jobs[e].w.cols == j.w.cols && isQuantized(jobs[e].w.type) &&
+                    jobs[e].w.rows > 0) {
+                    plan.input.q = m_plans[e].input.q;
+                    reused = true;
+                }
+            }
+            if (!reused) {
+                const int64_t blocks = j.w.cols / 32;
+                int8_t* qs = reinterpret_cast<int8_t*>(scratch);
+                float* d = reinterpret_cast<float*>(scratch + j.w.cols);
+                float* sum8 = d + blocks;
+                m_kernels.quantizeQ8(j.x, blocks * 32, qs, d, sum8);
+                plan.input.q = cpu::QuantizedX{qs, d, sum8};
+                scratch += quantBytes(j.w.cols);
+            }
+        }
+        plan.chunkRows = chunkRows;
+        plan.firstChunk = chunk;
+        plan.chunks = j.w.rows > 0 ? (j.w.rows + chunkRows - 1) / chunkRows : 0;
+        chunk += plan.chunks;
+    }
+    m_totalChunks = chunk;
+}
+
+// ---- THE HOT SPOT OF DECODING -------------------------------------------------------------------
+// Every thread of the pool takes chunks of rows from one shared counter until none are left; the
+// row kernels (cpu/kernels_*.cpp, per weight type and instruction set) do the arithmetic.
+void CpuDevice::matvec(std::span<const MatvecJob> jobs)
+{
+    if (jobs.empty()) return;
+    planMatvec(jobs);
+    if (m_totalChunks == 0) return;
+    m_nextChunk.store(0, std::memory_order_relaxed);
+
+    const JobPlan* plans = m_plans.data();
+    const size_t jobCount = jobs.size();
+    auto work = [&](int, int) {
+        size_t job = 0;  // chunks come in increasing order, so the job index only moves forward
+        for (;;) {
+            const int64_t c = m_nextChunk.fetch_add(1, std::memory_order_relaxed);
+            if (c >= m_totalChunks) return;
+            while (job + 1 < jobCount && c >= plans[job].firstChunk + plans[job].chunks) ++job;
+            const JobPlan& plan = plans[job];
+            const MatvecJob& j = jobs[job];
+            const int64_t r0 = (c - plan.firstChunk) * plan.chunkRows;
+            const int64_t r1 = std::min(r0 + plan.chunkRows, j.w.rows);
+            m_kernels.matvec[static_cast<int>(j.w.type)](j.w, plan.input, j.y, r0, r1);
+        }
+    };
+    if (m_totalChunks == 1 || m_pool.size() == 1)
+        work(0, 1);
+    else
+        m_pool.run(work);
+}
+
+CpuKernelSet kernelSetFromEnvironment()
+{
+    const char* forced = std::getenv("SPILLWAY_CPU_KERNELS");
+    const CpuKernelSet best = bestCpuKernelSet();
+    if (!forced) return best;
+    const std::string name = forced;
+    if (name == "scalar") return CpuKernelSet::Scalar;
+    if (name == "avx2") return std::min(best, CpuKernelSet::Avx2);
+    return best;  // "avx512", or a name we do not know: the widest set
+}
+
+}  // namespace
+
+std::unique_ptr<Device> createCpuDevice(int threads)
+{
+    return std::make_unique<CpuDevice>(threads, kernelSetFromEnvironment());
+}
+
+std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set)
+{
+    return std::make_unique<CpuDevice>(threads, set);
+}
+
+}  // namespace spillway::gpu

@@ -1,0 +1,36 @@
+#pragma once
+// The CPU backend: always built, the reference every other backend is compared with.
+// Multi-threaded (a persistent worker pool) and vectorized (AVX2/FMA/F16C kernels chosen at run
+// time; the binary still runs on any x86-64).
+
+#include <memory>
+
+#include "gpu/device.h"
+
+namespace spillway::gpu {
+
+// threads <= 0: one per online core. The kernel set is the widest the CPU runs, or a lower one
+// named by the environment variable SPILLWAY_CPU_KERNELS=scalar|avx2|avx512 (for comparisons).
+std::unique_ptr<Device> createCpuDevice(int threads);
+
+// Instruction-set levels of the CPU kernels, lowest first.
+enum class CpuKernelSet {
+    Scalar = 0,  // baseline x86-64: runs anywhere
+    Avx2 = 1,    // AVX2 + FMA + F16C
+    Avx512 = 2,  // AVX-512 F/BW/VL/DQ + VNNI
+};
+
+const char* cpuKernelSetName(CpuKernelSet set);  // "scalar", "avx2", "avx512"
+// The widest set this CPU supports.
+CpuKernelSet bestCpuKernelSet();
+
+// A device running exactly `set`, or the widest set below it that this CPU supports (tests
+// compare the sets against each other; SPILLWAY_CPU_KERNELS is not consulted).
+// info().kernels names the set that runs.
+std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set);
+
+// Measured sustained read bandwidth of host memory in bytes/s, reading `bytes` (far larger than
+// the caches) with `threads` threads and the widest loads the CPU has; best of `repeats` passes.
+double measureHostReadBandwidth(int threads, size_t bytes, int repeats);
+
+}  // namespace spillway::gpu

@@ -1,0 +1,28 @@
+#pragma once
+// Host memory for the CPU device, and what the machine says about its memory and CPU.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace spillway::gpu::cpu {
+
+// At least 64-byte aligned. Blocks of 4 MiB and more are 2 MiB aligned and advised to use
+// transparent huge pages (fewer TLB misses when streaming weights). Returns nullptr when the
+// request exceeds the machine's memory or the allocator fails; never throws or aborts.
+void* allocateHostMemory(size_t bytes);
+void freeHostMemory(void* p);
+
+struct HostMemoryInfo {
+    uint64_t total = 0;      // bytes, MemTotal of /proc/meminfo
+    uint64_t available = 0;  // bytes, MemAvailable of /proc/meminfo
+};
+HostMemoryInfo readHostMemoryInfo();
+
+// "model name" of /proc/cpuinfo, or "x86-64 CPU" when there is none.
+std::string cpuModelName();
+
+// Online cores this process may run on (at least 1).
+int onlineCores();
+
+}  // namespace spillway::gpu::cpu

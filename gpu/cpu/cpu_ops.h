@@ -1,0 +1,27 @@
+#pragma once
+// The CPU device's small ops (everything but matvec). They follow ggml's CPU code operation for
+// operation where that decides the float rounding (rmsnorm, rope, softmax), so results match
+// llama.cpp's reference outputs closely.
+
+#include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/thread_pool.h"
+#include "gpu/device.h"
+
+namespace spillway::gpu::cpu {
+
+void rmsnormOp(const float* x, const float* weight, float* out, int n, float eps);
+
+// cosSin: scratch of rotaryDims floats (cos, sin per rotating pair).
+void ropeOp(float* x, int nHeads, int headDim, int pos, const RopeParams& p, float* cosSin);
+
+// Heads are split across the pool. a.scores must hold nHeads * nPos floats.
+void attentionOp(const AttentionArgs& a, ThreadPool& pool, const Kernels& k);
+
+void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool& pool);
+
+void addOp(float* y, const float* x, int n);
+
+// out[c] = W[row, c], dequantized (exact for every type: d * q fits a float's mantissa).
+void getRowOp(const MatrixView& w, int64_t row, float* out);
+
+}  // namespace spillway::gpu::cpu

@@ -1,0 +1,143 @@
+// AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; chosen at run time only on CPUs
+// that have them). No std containers or out-of-line std templates here: see kernels_common.h.
+
+#include <immintrin.h>
+
+#include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/kernels_common.h"
+#include "gpu/cpu/kernels_x86_quant.h"
+
+namespace spillway::gpu::cpu {
+
+namespace {
+
+// Integer dot products with the sign trick: maddubs wants one unsigned operand, so multiply
+// |w| by x carrying w's sign. No saturation: |w| <= 128 and |x| <= 127 give pairs <= 32512.
+struct Avx2Isa {
+    static __m256i dotI8(__m256i w, __m256i x)
+    {
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+        return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    }
+    static __m256i dotU8I8(__m256i u, __m256i x)
+    {
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
+    }
+};
+
+// ---- float weight types: 8 values per step, 4 independent accumulators ------------------------
+
+struct LoadF32 {
+    static __m256 load8(const uint8_t* row, int64_t c)
+    {
+        return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+    }
+    static float load1(const uint8_t* row, int64_t c)
+    {
+        float v;
+        __builtin_memcpy(&v, row + 4 * c, 4);
+        return v;
+    }
+};
+
+struct LoadF16 {
+    static __m256 load8(const uint8_t* row, int64_t c)
+    {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+    }
+    static float load1(const uint8_t* row, int64_t c) { return _cvtsh_ss(loadU16(row + 2 * c)); }
+};
+
+struct LoadBf16 {
+    static __m256 load8(const uint8_t* row, int64_t c)
+    {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    static float load1(const uint8_t* row, int64_t c)
+    {
+        const uint32_t u = static_cast<uint32_t>(loadU16(row + 2 * c)) << 16;
+        float v;
+        __builtin_memcpy(&v, &u, 4);
+        return v;
+    }
+};
+
+template <class Load>
+float dotRow(const uint8_t* row, const float* x, int64_t n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t c = 0;
+    for (; c + 32 <= n; c += 32) {
+        a0 = _mm256_fmadd_ps(Load::load8(row, c), _mm256_loadu_ps(x + c), a0);
+        a1 = _mm256_fmadd_ps(Load::load8(row, c + 8), _mm256_loadu_ps(x + c + 8), a1);
+        a2 = _mm256_fmadd_ps(Load::load8(row, c + 16), _mm256_loadu_ps(x + c + 16), a2);
+        a3 = _mm256_fmadd_ps(Load::load8(row, c + 24), _mm256_loadu_ps(x + c + 24), a3);
+    }
+    for (; c + 8 <= n; c += 8) a0 = _mm256_fmadd_ps(Load::load8(row, c), _mm256_loadu_ps(x + c), a0);
+    float tail = 0.0f;
+    for (; c < n; ++c) tail += Load::load1(row, c) * x[c];
+    return hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
+}
+
+template <class Load>
+void matvecFloat(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r < r1; ++r) y[r] = dotRow<Load>(rowPointer(w, r), in.x, w.cols);
+}
+
+// ---- helpers for attention and the bandwidth probe -------------------------------------------
+
+float dotAvx2(const float* a, const float* b, int n)
+{
+    return dotRow<LoadF32>(reinterpret_cast<const uint8_t*>(a), b, n);
+}
+
+void axpyAvx2(float a, const float* x, float* y, int n)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] += a * x[i];
+}
+
+uint64_t readAllAvx2(const void* data, size_t bytes)
+{
+    const __m256i* p = static_cast<const __m256i*>(data);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    __m256i s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    for (size_t i = 0; i < bytes / 32; i += 8) {
+        s0 = _mm256_add_epi64(s0, _mm256_load_si256(p + i));
+        s1 = _mm256_add_epi64(s1, _mm256_load_si256(p + i + 1));
+        s2 = _mm256_add_epi64(s2, _mm256_load_si256(p + i + 2));
+        s3 = _mm256_add_epi64(s3, _mm256_load_si256(p + i + 3));
+        s4 = _mm256_add_epi64(s4, _mm256_load_si256(p + i + 4));
+        s5 = _mm256_add_epi64(s5, _mm256_load_si256(p + i + 5));
+        s6 = _mm256_add_epi64(s6, _mm256_load_si256(p + i + 6));
+        s7 = _mm256_add_epi64(s7, _mm256_load_si256(p + i + 7));
+    }
+    __m256i s = _mm256_add_epi64(_mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)),
+                                 _mm256_add_epi64(_mm256_add_epi64(s4, s5), _mm256_add_epi64(s6, s7)));
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return static_cast<uint64_t>(_mm_cvtsi128_si64(t)) ^
+           static_cast<uint64_t>(_mm_extract_epi64(t, 1));
+}
+
+}  // namespace
+
+void fillAvx2Kernels(Kernels& k)
+{
+    k.set = CpuKernelSet::Avx2;
+    k.matvec[static_cast<int>(DType::F32)] = matvecFloat<LoadF32>;
+    k.matvec[static_cast<int>(DType::F16)] = matvecFloat<LoadF16>;
+    k.matvec[static_cast<int>(DType::BF16)] = matvecFloat<LoadBf16>;
+    k.matvec[static_cast<int>(DType::Q8_0)] = matvecQ8_0X86<Avx2Isa>;
+    k.matvec[static_cast<int>(DType::Q4_0)] = matvecQ4_0X86<Avx2Isa>;
+    k.quantizeQ8 = quantizeQ8X86;
+    k.dot = dotAvx2;
+    k.axpy = axpyAvx2;
+    k.readAll = readAllAvx2;
+}
+
+}  // namespace spillway::gpu::cpu

@@ -1,0 +1,39 @@
+#pragma once
+// Helpers shared by the kernel files of every instruction set.
+//
+// Everything here has internal linkage (static): the *_avx2.cpp / *_avx512.cpp files are compiled
+// with wider instruction sets, and an inline function with external linkage instantiated there
+// could be the copy the linker keeps for the baseline code too (and crash a CPU without AVX2).
+// For the same reason, kernel files use no std containers or other out-of-line std templates.
+
+#include <cstdint>
+#include <cstring>
+
+#include "gpu/device.h"
+
+namespace spillway::gpu::cpu {
+
+// A 64 Ki-entry fp16 -> fp32 table (256 KiB) for the scalar kernels; built on first use.
+const float* fp16Table();
+
+static inline const uint8_t* rowPointer(const MatrixView& w, int64_t r)
+{
+    return static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.rowStride;
+}
+
+static inline uint16_t loadU16(const void* p)
+{
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+
+// The Q8 scale of one block of x (see QuantizedX): d = max|x| / 127; values are multiplied by
+// 1 / d and rounded to nearest even; d is kept rounded through fp16, as llama.cpp's block_q8_0
+// stores it. Every kernel set computes these exact float operations, so all agree bit for bit.
+static inline float q8Inverse(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+// 8 * d * sum(q), the Q4_0 offset term of one block.
+static inline float q8Sum8(float stored, int sum) { return stored * static_cast<float>(8 * sum); }
+
+}  // namespace spillway::gpu::cpu

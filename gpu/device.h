@@ -1,0 +1,136 @@
+#pragma once
+// The one backend interface. The engine calls only this; it never names a backend.
+// Every pointer an op takes points into memory the device owns: a Buffer it allocated, or, for
+// devices that report `hostPointers`, any host memory (memory-mapped model files included).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "base/result.h"
+#include "gpu/dtype.h"
+
+namespace spillway::gpu {
+
+struct DeviceCapabilities {
+    bool hostPointers = false;   // ops accept plain host pointers (the CPU device)
+    bool asyncCopy = false;      // copies overlap compute
+    bool pinnedHostMemory = false;
+    bool events = false;
+};
+
+struct DeviceInfo {
+    std::string backend;       // "cpu", "cuda", "vulkan"
+    std::string name;          // e.g. "AMD EPYC (2 threads, AVX2+FMA+F16C)"
+    uint64_t totalMemory = 0;  // bytes
+    uint64_t freeMemory = 0;   // bytes
+    int threads = 1;           // CPU worker threads (CPU device)
+    std::string kernels;       // which kernel set runs: "avx2", "scalar", ...
+    DeviceCapabilities caps;
+};
+
+// Device memory. Move-only; frees itself.
+class Buffer {
+public:
+    Buffer() = default;
+    Buffer(void* data, size_t bytes, void (*release)(void*)) : m_data(data), m_bytes(bytes), m_release(release) {}
+    Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+    Buffer& operator=(Buffer&& o) noexcept
+    {
+        if (this != &o) {
+            reset();
+            m_data = o.m_data; m_bytes = o.m_bytes; m_release = o.m_release;
+            o.m_data = nullptr; o.m_bytes = 0; o.m_release = nullptr;
+        }
+        return *this;
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() { reset(); }
+
+    void* data() const { return m_data; }
+    template <class T> T* as() const { return static_cast<T*>(m_data); }
+    size_t bytes() const { return m_bytes; }
+
+private:
+    void reset()
+    {
+        if (m_data && m_release) m_release(m_data);
+        m_data = nullptr;
+    }
+    void* m_data = nullptr;
+    size_t m_bytes = 0;
+    void (*m_release)(void*) = nullptr;
+};
+
+// A row-major weight matrix: `rows` rows of `cols` values, row r at data + r * rowStride bytes.
+struct MatrixView {
+    DType type = DType::F32;
+    const void* data = nullptr;
+    int64_t rows = 0;
+    int64_t cols = 0;          // multiple of the type's block size
+    size_t rowStride = 0;      // bytes; rowBytes(type, cols) for a packed matrix
+};
+
+// y = W x : y[r] = sum_c W[r, c] * x[c] for r in [0, w.rows). x holds w.cols floats.
+struct MatvecJob {
+    MatrixView w;
+    const float* x = nullptr;
+    float* y = nullptr;
+};
+
+struct RopeParams {
+    int rotaryDims = 0;        // leading dims of each head that rotate (= head dim for Llama)
+    float base = 10000.0f;     // theta base
+    float freqScale = 1.0f;    // linear rope scaling: position * freqScale
+    bool neox = false;         // false: rotate pairs (2i, 2i+1) (GGUF Llama); true: (i, i + d/2)
+};
+
+// Decode-time attention of one query token against positions [0, nPos) of one layer's KV cache.
+struct AttentionArgs {
+    const float* q = nullptr;       // (nHeads, headDim)
+    const float* kCache = nullptr;  // (ctx, nKvHeads, headDim), positions [0, nPos) valid
+    const float* vCache = nullptr;  // (ctx, nKvHeads, headDim)
+    float* out = nullptr;           // (nHeads, headDim)
+    float* scores = nullptr;        // scratch (nHeads, ctx)
+    int nHeads = 0;
+    int nKvHeads = 0;               // nHeads % nKvHeads == 0 (grouped-query attention)
+    int headDim = 0;
+    int nPos = 0;                   // number of cached positions to attend to (query included)
+    float scale = 1.0f;             // usually 1 / sqrt(headDim)
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+    virtual const DeviceInfo& info() const = 0;
+    virtual bool supports(DType type) const = 0;
+
+    // Device memory, aligned to at least 64 bytes. Out of memory is an Error, never a crash.
+    virtual Result<Buffer> allocate(size_t bytes) = 0;
+    // Copies between host memory and device buffers (synchronous for now).
+    virtual void upload(void* deviceDst, const void* hostSrc, size_t bytes) = 0;
+    virtual void download(void* hostDst, const void* deviceSrc, size_t bytes) = 0;
+    virtual void synchronize() = 0;
+
+    // ---- ops; activations are float32 -----------------------------------------------------
+    // Runs the jobs as one parallel dispatch (the Q, K and V projections of a layer, say).
+    // The hot spot of decoding: put faster kernels behind this.
+    virtual void matvec(std::span<const MatvecJob> jobs) = 0;
+    void matvec(const MatrixView& w, const float* x, float* y) { MatvecJob j{w, x, y}; matvec({&j, 1}); }
+    // out[c] = W[row, c] for c in [0, w.cols) (embedding lookup).
+    virtual void getRow(const MatrixView& w, int64_t row, float* out) = 0;
+    // out = x / sqrt(mean(x^2) + eps) * weight; n values. out may alias x.
+    virtual void rmsnorm(const float* x, const float* weight, float* out, int n, float eps) = 0;
+    // Rotates, in place, `nHeads` heads of `headDim` values at position `pos`.
+    virtual void rope(float* x, int nHeads, int headDim, int pos, const RopeParams& p) = 0;
+    virtual void attention(const AttentionArgs& a) = 0;
+    // out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
+    virtual void swiglu(const float* gate, const float* up, float* out, int n) = 0;
+    // y[i] += x[i]
+    virtual void add(float* y, const float* x, int n) = 0;
+};
+
+}  // namespace spillway::gpu

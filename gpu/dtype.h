@@ -1,0 +1,54 @@
+#pragma once
+// Weight storage types the backends compute on. Activations are always float32.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spillway::gpu {
+
+// Values stored on disk (model packages, caches): never reuse a number.
+enum class DType : uint8_t {
+    F32 = 0,
+    F16 = 1,
+    BF16 = 2,
+    Q8_0 = 3,  // blocks of 32: fp16 scale d, 32 x int8 q; value = d * q            (34 bytes)
+    Q4_0 = 4,  // blocks of 32: fp16 scale d, 16 bytes; low nibbles are values 0..15,
+               // high nibbles values 16..31; value = d * (nibble - 8)               (18 bytes)
+};
+
+struct DTypeTraits {
+    const char* name;
+    int blockSize;   // values per block
+    int blockBytes;  // bytes per block
+};
+
+inline const DTypeTraits& dtypeTraits(DType t)
+{
+    static constexpr DTypeTraits table[] = {
+        {"F32", 1, 4}, {"F16", 1, 2}, {"BF16", 1, 2}, {"Q8_0", 32, 34}, {"Q4_0", 32, 18},
+    };
+    return table[static_cast<int>(t)];
+}
+
+inline const char* dtypeName(DType t) { return dtypeTraits(t).name; }
+
+// Bytes of one row of `cols` values; cols must be a multiple of the block size.
+inline size_t rowBytes(DType t, int64_t cols)
+{
+    const auto& tr = dtypeTraits(t);
+    return static_cast<size_t>(cols / tr.blockSize) * static_cast<size_t>(tr.blockBytes);
+}
+
+// fp16 / bf16 <-> fp32 conversions (portable; the kernels use F16C where present).
+float fp16ToFp32(uint16_t h);
+uint16_t fp32ToFp16(float f);  // round to nearest even
+inline float bf16ToFp32(uint16_t h)
+{
+    uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t fp32ToBf16(float f);  // round to nearest even, NaN stays NaN
+
+}  // namespace spillway::gpu

@@ -1,0 +1,30 @@
+# Layer include roots.
+#
+# Every layer's headers are included by their folder name ("gpu/device.h", "core/model/llama.h").
+# A target sees a layer's headers only when it links that layer's target: each layer exports an
+# include root of its own, a folder in the build tree holding one symbolic link named after the
+# layer. The source tree itself is never on the include path, so an include that goes against
+# the arrows of ARCHITECTURE.md (gpu -> core, storage -> gpu, core -> ui, ...) fails to compile.
+# tests/layering checks that it does.
+
+set(SPILLWAY_INCLUDE_ROOTS ${CMAKE_BINARY_DIR}/include-roots)
+
+# spillway_include_root(<target> <name> <source-dir> [PUBLIC|INTERFACE])
+function(spillway_include_root target name source_dir scope)
+  set(root ${SPILLWAY_INCLUDE_ROOTS}/${name})
+  file(MAKE_DIRECTORY ${root})
+  if(NOT EXISTS ${root}/${name})
+    file(CREATE_LINK ${source_dir} ${root}/${name} SYMBOLIC)
+  endif()
+  target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${root}>)
+endfunction()
+
+# spillway_sources(<var> <dir>...): the .cpp files of the given folders (not recursive).
+function(spillway_sources var)
+  set(files)
+  foreach(dir IN LISTS ARGN)
+    file(GLOB found CONFIGURE_DEPENDS ${dir}/*.cpp)
+    list(APPEND files ${found})
+  endforeach()
+  set(${var} ${files} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,187 @@
+// bench-kernels: matvec throughput of the CPU backend per weight type and kernel set, next to
+// the ceiling it is bounded by (host memory read bandwidth with the same thread count).
+//
+//   bench-kernels [--threads N] [--json FILE] [--quick]
+//
+// Prints a table and writes the same figures as JSON (default bench-kernels.json). Matrices
+// rotate over copies totalling more than 256 MiB, so every matvec streams from memory, as
+// decoding a model bigger than the caches does.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu/cpu/cpu_device.h"
+
+using namespace spillway::gpu;
+
+namespace {
+
+struct Case {
+    DType type;
+    int64_t rows;
+    int64_t cols;
+};
+
+struct Measurement {
+    std::string kernels;
+    Case shape;
+    size_t bytes = 0;          // one matrix
+    double seconds = 0.0;      // best average time of one matvec
+    double bytesPerSecond = 0.0;
+};
+
+uint64_t g_state = 0x9e3779b97f4a7c15ull;
+uint64_t nextRandom()
+{
+    g_state ^= g_state << 13;
+    g_state ^= g_state >> 7;
+    g_state ^= g_state << 17;
+    return g_state;
+}
+
+// Random but well-formed weights: finite values and small block scales.
+void fillWeights(DType type, uint8_t* data, size_t bytes)
+{
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        const uint64_t r = nextRandom();
+        std::memcpy(data + i, &r, 8);
+    }
+    auto putHalf = [](uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); };
+    switch (type) {
+    case DType::F32:
+        for (size_t i = 0; i + 4 <= bytes; i += 4) {
+            const float v = static_cast<float>(static_cast<int32_t>(nextRandom())) * 0x1p-31f;
+            std::memcpy(data + i, &v, 4);
+        }
+        break;
+    case DType::F16:
+    case DType::BF16:
+        for (size_t i = 0; i + 2 <= bytes; i += 2) {
+            const float v = static_cast<float>(static_cast<int32_t>(nextRandom())) * 0x1p-31f;
+            putHalf(data + i, type == DType::F16 ? fp32ToFp16(v) : fp32ToBf16(v));
+        }
+        break;
+    case DType::Q8_0:
+        for (size_t i = 0; i + 34 <= bytes; i += 34) putHalf(data + i, fp32ToFp16(0.01f));
+        break;
+    case DType::Q4_0:
+        for (size_t i = 0; i + 18 <= bytes; i += 18) putHalf(data + i, fp32ToFp16(0.01f));
+        break;
+    }
+}
+
+Measurement measure(Device& device, const Case& c, double minSeconds)
+{
+    Measurement m;
+    m.kernels = device.info().kernels;
+    m.shape = c;
+    m.bytes = rowBytes(c.type, c.cols) * static_cast<size_t>(c.rows);
+    const size_t copies = std::max<size_t>(2, ((size_t{320} << 20) + m.bytes - 1) / m.bytes);
+
+    std::vector<Buffer> weights;
+    for (size_t i = 0; i < copies; ++i) {
+        auto b = device.allocate(m.bytes);
+        if (!b.ok()) {
+            std::fprintf(stderr, "allocate: %s\n", b.error().message.c_str());
+            return m;
+        }
+        fillWeights(c.type, b->as<uint8_t>(), m.bytes);
+        weights.push_back(std::move(*b));
+    }
+    std::vector<float> x(static_cast<size_t>(c.cols)), y(static_cast<size_t>(c.rows));
+    for (float& v : x) v = static_cast<float>(static_cast<int32_t>(nextRandom())) * 0x1p-31f;
+
+    auto run = [&](size_t i) {
+        MatrixView w{c.type, weights[i % copies].data(), c.rows, c.cols, rowBytes(c.type, c.cols)};
+        device.matvec(w, x.data(), y.data());
+    };
+    for (size_t i = 0; i < copies; ++i) run(i);  // warm up: page tables, scratch, pool
+
+    double best = 1e30;
+    for (int trial = 0; trial < 5; ++trial) {
+        size_t n = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        double elapsed = 0.0;
+        do {
+            run(n++);
+            elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        } while (elapsed < minSeconds || n < copies);
+        best = std::min(best, elapsed / static_cast<double>(n));
+    }
+    m.seconds = best;
+    m.bytesPerSecond = static_cast<double>(m.bytes) / best;
+    return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    int threads = 2;
+    std::string jsonPath = "bench-kernels.json";
+    bool quick = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+        else if (a == "--json" && i + 1 < argc) jsonPath = argv[++i];
+        else if (a == "--quick") quick = true;
+        else {
+            std::fprintf(stderr, "usage: bench-kernels [--threads N] [--json FILE] [--quick]\n");
+            return 2;
+        }
+    }
+    const double minSeconds = quick ? 0.1 : 0.3;
+
+    const double ceiling = measureHostReadBandwidth(threads, size_t{512} << 20, 10);
+    std::printf("host read bandwidth, %d threads: %.2f GB/s (ceiling)\n\n", threads, ceiling / 1e9);
+    std::printf("%-7s %-5s %13s %10s %9s %8s\n", "kernels", "type", "rows x cols", "us/matvec",
+                "GB/s", "% ceil");
+
+    std::vector<Case> cases;
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+        cases.push_back({t, 4096, 11008});
+    cases.push_back({DType::Q8_0, 5632, 2048});
+    cases.push_back({DType::Q8_0, 32000, 2048});
+
+    std::vector<Measurement> results;
+    for (int s = static_cast<int>(bestCpuKernelSet()); s >= 0; --s) {
+        auto device = createCpuDevice(threads, static_cast<CpuKernelSet>(s));
+        for (const Case& c : cases) {
+            if (s == 0 && quick && c.rows > 4096) continue;
+            const Measurement m = measure(*device, c, minSeconds);
+            results.push_back(m);
+            const std::string shape = std::to_string(c.rows) + "x" + std::to_string(c.cols);
+            std::printf("%-7s %-5s %13s %10.1f %9.2f %7.1f%%\n", m.kernels.c_str(),
+                        dtypeName(c.type), shape.c_str(), m.seconds * 1e6, m.bytesPerSecond / 1e9,
+                        100.0 * m.bytesPerSecond / ceiling);
+            std::fflush(stdout);
+        }
+    }
+
+    FILE* f = std::fopen(jsonPath.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "cannot write %s\n", jsonPath.c_str());
+        return 1;
+    }
+    std::fprintf(f, "{\n  \"threads\": %d,\n  \"hostReadBytesPerSecond\": %.0f,\n  \"results\": [\n",
+                 threads, ceiling);
+    for (size_t i = 0; i < results.size(); ++i) {
+        const Measurement& m = results[i];
+        std::fprintf(f,
+                     "    {\"kernels\": \"%s\", \"type\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
+                     "\"bytes\": %zu, \"seconds\": %.9f, \"bytesPerSecond\": %.0f, "
+                     "\"fractionOfHostRead\": %.4f}%s\n",
+                     m.kernels.c_str(), dtypeName(m.shape.type),
+                     static_cast<long long>(m.shape.rows), static_cast<long long>(m.shape.cols),
+                     m.bytes, m.seconds, m.bytesPerSecond, m.bytesPerSecond / ceiling,
+                     i + 1 < results.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+    std::printf("\nwrote %s\n", jsonPath.c_str());
+    return 0;
+}

@@ -1,0 +1,197 @@
+// spillway-cli as a user meets it: the reference text on stdout, and for corrupt model files a
+// one-line message naming the file, exit code 1 or 2, never a crash.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
+
+namespace {
+
+const std::string kShared = SPILLWAY_SHARED_DIR;
+#ifndef SPILLWAY_CLI_NAME
+#define SPILLWAY_CLI_NAME "spillway-cli"
+#endif
+const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/" SPILLWAY_CLI_NAME;
+
+struct CliRun {
+    int exitCode = -1;  // 128 + signal when killed
+    std::string out;
+    std::string err;
+};
+
+std::string slurp(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+CliRun runCli(const std::string& args)
+{
+    const std::string dir = testing::TempDir();
+    const std::string out = dir + "/cli.out", err = dir + "/cli.err";
+    const std::string cmd = "'" + kCli + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    CliRun r;
+    if (WIFEXITED(status)) r.exitCode = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r.exitCode = 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+}
+
+std::vector<uint8_t> readBytes(const std::string& path)
+{
+    const std::string s = slurp(path);
+    return {s.begin(), s.end()};
+}
+
+void writeBytes(const std::string& path, const std::vector<uint8_t>& bytes)
+{
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+// Position just after the name of tensor `name` in the tensor-info table (its n_dims field).
+size_t tensorInfoAfterName(const std::vector<uint8_t>& file, const std::string& name)
+{
+    std::string key(8, '\0');
+    const uint64_t len = name.size();
+    std::memcpy(key.data(), &len, 8);
+    key += name;
+    const auto it = std::search(file.begin(), file.end(), key.begin(), key.end());
+    EXPECT_NE(it, file.end());
+    return size_t(it - file.begin()) + key.size();
+}
+
+void expectCleanFailure(const std::string& path, const std::string& what)
+{
+    for (const char* command : {"info -m", "generate -n 4 --temp 0 -p Hi -m"}) {
+        const CliRun r = runCli(std::string(command) + " '" + path + "'");
+        EXPECT_TRUE(r.exitCode == 1 || r.exitCode == 2)
+            << what << ": " << command << " exited " << r.exitCode << "\n" << r.err;
+        const auto firstNewline = r.err.find('\n');
+        EXPECT_EQ(firstNewline, r.err.size() - 1) << what << ": expected one line, got:\n" << r.err;
+        EXPECT_NE(r.err.find(path), std::string::npos) << what << ": message must name the file: " << r.err;
+    }
+}
+
+}  // namespace
+
+TEST(Cli, GenerateGreedyPrintsPromptAndReferenceText)
+{
+    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    std::string line;
+    int checked = 0;
+    while (std::getline(refs, line)) {
+        const auto tab = line.find('\t');
+        const std::string prompt = line.substr(0, tab), text = line.substr(tab + 1);
+        const CliRun r = runCli("generate -m '" + kShared + "/models/stories260K.gguf' -p '" + prompt +
+                             "' -n 48 --temp 0 --threads 2");
+        EXPECT_EQ(r.exitCode, 0) << r.err;
+        EXPECT_EQ(r.out, text + "\n");
+        EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << "timings go to stderr";
+        ++checked;
+    }
+    EXPECT_EQ(checked, 3);
+}
+
+TEST(Cli, SameSeedSameText)
+{
+    const std::string args = "generate -p 'The dog' -n 24 --temp 0.9 --seed 42";
+    const CliRun a = runCli(args), b = runCli(args), c = runCli("generate -p 'The dog' -n 24 --temp 0.9 --seed 43");
+    EXPECT_EQ(a.exitCode, 0);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_NE(a.out, c.out);
+}
+
+TEST(Cli, InfoDescribesTheModel)
+{
+    const CliRun r = runCli("info -m '" + kShared + "/models/stories260K.gguf'");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    for (const char* s : {"GGUF v3", "architecture: llama", "dim 64", "layers 5", "heads 8", "kv heads 4",
+                          "ffn 172", "token_embd.weight", "blk.4.ffn_down.weight", "F32"})
+        EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in\n" << r.out;
+}
+
+TEST(Cli, UsageErrorsExitWithTwo)
+{
+    EXPECT_EQ(runCli("generate").exitCode, 2);  // no prompt
+    EXPECT_EQ(runCli("frobnicate").exitCode, 2);
+    EXPECT_EQ(runCli("generate -p x -m /nonexistent/model.gguf").exitCode, 2);
+    const CliRun help = runCli("--help");
+    EXPECT_EQ(help.exitCode, 0);
+    EXPECT_NE(help.out.find("generate"), std::string::npos);
+}
+
+TEST(Cli, CorruptModelFilesFailCleanly)
+{
+    const std::string dir = testing::TempDir() + "/corrupt";
+    std::filesystem::create_directories(dir);
+    const auto good = readBytes(kShared + "/models/stories260K.gguf");
+    ASSERT_GT(good.size(), 100000u);
+    int n = 0;
+    auto variant = [&](const std::string& what, std::vector<uint8_t> bytes) {
+        const std::string path = dir + "/case" + std::to_string(n++) + ".gguf";
+        writeBytes(path, bytes);
+        expectCleanFailure(path, what);
+    };
+    for (size_t cut : {size_t(0), size_t(3), size_t(16), size_t(200), size_t(5000), good.size() / 2,
+                       good.size() - 1})
+        variant("truncated at " + std::to_string(cut), {good.begin(), good.begin() + long(cut)});
+    {
+        auto b = good;
+        std::memcpy(b.data(), "GGML", 4);
+        variant("bad magic", b);
+    }
+    {
+        auto b = good;
+        const uint64_t absurd = uint64_t(1) << 40;
+        std::memcpy(b.data() + 8, &absurd, 8);
+        variant("absurd tensor count", b);
+    }
+    {
+        auto b = good;
+        const uint64_t absurd = ~uint64_t(0);
+        std::memcpy(b.data() + 16, &absurd, 8);
+        variant("absurd metadata count", b);
+    }
+    // output.weight: n_dims (4) dims (2 x 8) type (4) offset (8)
+    const size_t info = tensorInfoAfterName(good, "output.weight");
+    {
+        auto b = good;
+        const uint64_t past = good.size() * 4;
+        std::memcpy(b.data() + info + 4 + 16 + 4, &past, 8);
+        variant("offset past the end", b);
+    }
+    {
+        auto b = good;
+        const uint32_t unknown = 77;
+        std::memcpy(b.data() + info + 4 + 16, &unknown, 4);
+        variant("unknown tensor type", b);
+    }
+    {
+        auto b = good;
+        const uint32_t q4k = 12;
+        std::memcpy(b.data() + info + 4 + 16, &q4k, 4);
+        variant("unsupported tensor type", b);
+    }
+    {
+        auto b = good;
+        const uint64_t huge = uint64_t(1) << 62;
+        std::memcpy(b.data() + info + 4, &huge, 8);
+        variant("absurd dimension", b);
+    }
+    const std::string notGguf = dir + "/text.gguf";
+    writeBytes(notGguf, std::vector<uint8_t>(4096, 'x'));
+    expectCleanFailure(notGguf, "text file");
+    std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,225 @@
+// The Llama forward pass on the real stories260K.gguf against llama.cpp's greedy outputs, and the
+// engine's invariants: bitwise the same logits for any thread count, nothing allocated per token.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/model/llama_model.h"
+#include "core/model/synthetic_model.h"
+#include "core/runtime/generator.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "core/tokenizer/tokenizer.h"
+#include "gpu/cpu/cpu_device.h"
+
+// Counts heap allocations so the test can check that decoding allocates nothing.
+static std::atomic<long> g_allocations{0};
+void* operator new(size_t n)
+{
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+using namespace spillway;
+
+namespace {
+
+const std::string kShared = SPILLWAY_SHARED_DIR;
+const std::string kModel = kShared + "/models/stories260K.gguf";
+
+struct Reference {
+    std::string prompt;
+    std::string text;
+};
+
+std::vector<Reference> readReferences(const std::string& path)
+{
+    std::vector<Reference> refs;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto tab = line.find('\t');
+        if (tab != std::string::npos) refs.push_back({line.substr(0, tab), line.substr(tab + 1)});
+    }
+    return refs;
+}
+
+std::string greedy(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n,
+                   int* generated = nullptr)
+{
+    auto session = LlamaSession::create(model, device, 0);
+    EXPECT_TRUE(session.ok());
+    SamplerSettings settings;
+    settings.temperature = 0.0f;
+    Sampler sampler(model.config().vocabSize, settings);
+    std::string text = prompt;
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.maxNewTokens = n;
+    request.onToken = [&](std::string_view piece, int32_t) {
+        text += piece;
+        return true;
+    };
+    auto stats = generate(**session, sampler, request);
+    EXPECT_TRUE(stats.ok());
+    if (generated && stats.ok()) *generated = stats->generatedTokens;
+    return text;
+}
+
+class KernelSet : public ::testing::TestWithParam<const char*> {
+protected:
+    void SetUp() override { setenv("SPILLWAY_CPU_KERNELS", GetParam(), 1); }
+    void TearDown() override { unsetenv("SPILLWAY_CPU_KERNELS"); }
+};
+
+}  // namespace
+
+TEST_P(KernelSet, Stories260KMatchesLlamaCppGreedyText)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    const auto refs = readReferences(kShared + "/reference/stories260K.greedy48.tsv");
+    ASSERT_EQ(refs.size(), 3u);
+    for (int threads : {1, 2}) {
+        auto device = gpu::createCpuDevice(threads);
+        for (const auto& ref : refs) {
+            int generated = 0;
+            const std::string text = greedy(**model, *device, ref.prompt, 48, &generated);
+            EXPECT_EQ(generated, 48);
+            EXPECT_EQ(text, ref.text) << "kernels " << GetParam() << ", threads " << threads;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, KernelSet, ::testing::Values("scalar", "avx2", "avx512"));
+
+TEST(Llama, LogitsAreBitwiseEqualForAnyThreadCount)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model.ok());
+    const int vocab = (*model)->config().vocabSize;
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2, 3, 5}) {
+        auto device = gpu::createCpuDevice(threads);
+        auto session = LlamaSession::create(**model, *device, 64);
+        ASSERT_TRUE(session.ok());
+        std::vector<float> all;
+        const int tokens[] = {1, 403, 407, 261, 378, 500, 17, 300};
+        for (int pos = 0; pos < 8; ++pos) {
+            const float* logits = (*session)->forward(tokens[pos], pos);
+            all.insert(all.end(), logits, logits + vocab);
+        }
+        runs.push_back(std::move(all));
+    }
+    for (size_t i = 1; i < runs.size(); ++i)
+        EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * sizeof(float)))
+            << "thread count " << i;
+    for (float v : runs[0]) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(Llama, DecodingAllocatesNothingPerToken)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model.ok());
+    auto device = gpu::createCpuDevice(2);
+    auto session = LlamaSession::create(**model, *device, 128);
+    ASSERT_TRUE(session.ok());
+    (*session)->forward(1, 0);  // warm-up: kernels may size their scratch once
+    const long before = g_allocations.load();
+    int token = 1;
+    for (int pos = 1; pos < 100; ++pos)
+        token = argmax({(*session)->forward(token, pos), size_t((*model)->config().vocabSize)});
+    EXPECT_EQ(g_allocations.load() - before, 0);
+}
+
+TEST(Llama, ContextOverflowAndEmptyRequestsAreErrors)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model.ok());
+    auto device = gpu::createCpuDevice(1);
+    auto session = LlamaSession::create(**model, *device, 8);
+    ASSERT_TRUE(session.ok());
+    SamplerSettings settings;
+    settings.temperature = 0.0f;
+    Sampler sampler((*model)->config().vocabSize, settings);
+    GenerationRequest request;
+    request.prompt = "Once upon a time there was a very long prompt";
+    request.maxNewTokens = 4;
+    auto stats = generate(**session, sampler, request);
+    ASSERT_FALSE(stats.ok());
+    EXPECT_EQ(stats.error().code, ErrorCode::InvalidArgument);
+
+    // Generation stops at the end of the context instead of running past it.
+    request.prompt = "Once";
+    request.maxNewTokens = 100;
+    auto stopped = generate(**session, sampler, request);
+    ASSERT_TRUE(stopped.ok());
+    EXPECT_LE(stopped->promptTokens + stopped->generatedTokens, 9);
+}
+
+TEST(Llama, UnsupportedArchitectureIsNamed)
+{
+    const std::string path = testing::TempDir() + "/opt-synthetic.gguf";
+    SyntheticOptions o;
+    o.preset = "opt-6.7b";
+    o.layers = 1;
+    o.type = gpu::DType::Q4_0;
+    ASSERT_TRUE(writeSyntheticModel(o, path).ok());
+    auto model = LlamaModel::load(path);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.error().code, ErrorCode::UnsupportedModel);
+    EXPECT_NE(model.error().message.find("'opt'"), std::string::npos) << model.error().message;
+    EXPECT_NE(model.error().message.find("llama"), std::string::npos);
+    std::filesystem::remove(path);
+}
+
+TEST(Llama, SyntheticTinyLlamaLoadsAndDecodes)
+{
+    const std::string path = testing::TempDir() + "/tinyllama-synthetic.gguf";
+    SyntheticOptions o;
+    o.preset = "tinyllama-1.1b";
+    o.layers = 2;
+    o.type = gpu::DType::Q8_0;
+    ASSERT_TRUE(writeSyntheticModel(o, path).ok());
+    auto model = LlamaModel::load(path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    const auto& c = (*model)->config();
+    EXPECT_TRUE(c.synthetic);
+    EXPECT_EQ(c.dim, 2048);
+    EXPECT_EQ(c.nKvHeads, 4);
+    EXPECT_EQ(c.ffnDim, 5632);
+    EXPECT_EQ(c.vocabSize, 32000);
+    // The built-in vocabulary is a working SentencePiece vocabulary.
+    const auto& tok = (*model)->tokenizer();
+    const std::string text = "the quick brown fox jumps over the lazy dog 42! ünïcödé";
+    const auto ids = tok.encode(text, true);
+    EXPECT_EQ(ids.front(), 1);
+    EXPECT_LT(ids.size(), text.size());  // pieces merge
+    EXPECT_EQ(tok.decode(ids), text);
+
+    auto device = gpu::createCpuDevice(2);
+    auto session = LlamaSession::create(**model, *device, 16);
+    ASSERT_TRUE(session.ok());
+    for (int pos = 0; pos < 4; ++pos) {
+        const float* logits = (*session)->forward(ids[size_t(pos)], pos);
+        double sum = 0;
+        for (int i = 0; i < c.vocabSize; ++i) {
+            ASSERT_TRUE(std::isfinite(logits[i]));
+            sum += std::fabs(logits[i]);
+        }
+        EXPECT_GT(sum, 0.0);
+    }
+    std::filesystem::remove(path);
+}
