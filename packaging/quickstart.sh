@@ -33,7 +33,13 @@ if [[ "$mode" == test ]]; then
   exec ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:-}
 fi
 
+# The desktop app where there is a display; the terminal app (same engine) where there is none,
+# or when arguments for spillway-cli are given.
+if (($# == 0)) && [[ -x "$build/bin/spillway" ]] && [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
+  exec "$build/bin/spillway"
+fi
 if (($# == 0)); then
+  [[ -x "$build/bin/spillway" ]] && echo "quickstart: no display found; running the terminal app instead" >&2
   set -- generate --prompt "Once upon a time" --tokens 200
 fi
 exec "$build/bin/spillway-cli" "$@"

@@ -5,6 +5,7 @@
 
 #include "core/formats/gguf.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <new>
@@ -21,6 +22,7 @@ namespace {
 constexpr uint64_t kHeaderBytes = 4 + 4 + 8 + 8;  // magic, version, tensor count, kv count
 constexpr int kMaxArrayDepth = 8;                 // nested arrays deeper than this are refused
 constexpr uint32_t kMaxDims = 4;
+constexpr uint64_t kMaxArrayReserve = 1 << 16;  // entries reserved up front per list
 // Smallest possible encodings, to bound counts by the bytes left before allocating anything.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;               // key length, value type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name len, n_dims, 1 dim, type, off
@@ -169,7 +171,7 @@ private:
 
     Status parseMetadata()
     {
-        m_file.m_kv.reserve(m_kvCount);
+        m_file.m_kv.reserve(std::min<uint64_t>(m_kvCount, kMaxArrayReserve));
         for (uint64_t i = 0; i < m_kvCount; ++i) {
             m_where = "metadata key " + std::to_string(i);
             auto key = readString("name");
@@ -255,7 +257,9 @@ private:
                            " but the file ends at " + std::to_string(m_size));
         }
         std::vector<Value> values;
-        values.reserve(*count);  // bounded by the bytes left in the file
+        // The count is bounded by the bytes left, but nested arrays could each reserve that much
+        // before reading anything: reserve a little, then grow only with what is really read.
+        values.reserve(std::min<uint64_t>(*count, kMaxArrayReserve));
         m_elementPath[depth] = 0;
         m_depth = depth + 1;
         for (uint64_t i = 0; i < *count; ++i) {
@@ -294,7 +298,7 @@ private:
                            " bytes left at offset " +
                            std::to_string(m_pos));
         }
-        m_file.m_tensors.reserve(m_tensorCount);
+        m_file.m_tensors.reserve(std::min<uint64_t>(m_tensorCount, kMaxArrayReserve));
         for (uint64_t i = 0; i < m_tensorCount; ++i) {
             m_where = "tensor info " + std::to_string(i);
             TensorInfo t;

@@ -11,17 +11,39 @@ namespace spillway::gpu::cpu {
 
 namespace {
 
-// Integer dot products with the sign trick: maddubs wants one unsigned operand, so multiply
-// |w| by x carrying w's sign. No saturation: |w| <= 128 and |x| <= 127 give pairs <= 32512.
+// Integer dot products with maddubs (unsigned x signed bytes, pairs summed to int16) and madd
+// (pairs of int16 summed to int32).
 struct Avx2Isa {
-    static __m256i dotI8(__m256i w, __m256i x)
+    // Q8_0: the sign trick gives maddubs an unsigned operand: |w| times x carrying w's sign.
+    // No int16 saturation: |w| <= 128 and |x| <= 127 give pairs <= 32512.
+    struct Q8Shared {
+        __m256i x;
+    };
+    static Q8Shared q8Shared(__m256i x) { return {x}; }
+    static __m256i q8Dot(__m256i w, const Q8Shared& s)
     {
-        const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+        const __m256i pairs =
+            _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(s.x, w));
         return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
     }
-    static __m256i dotU8I8(__m256i u, __m256i x)
+
+    // Q4_0: nibbles are unsigned already; pairs <= 2 * 15 * 127, two of them still fit int16.
+    struct Q4Shared {
+        __m256i xlo, xhi;
+        __m256i offset;  // int32 lanes: 8 * (sum of the x values feeding that lane)
+    };
+    static Q4Shared q4Shared(__m256i xlo, __m256i xhi)
     {
-        return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
+        const __m256i eights = _mm256_set1_epi8(8);
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(eights, xlo),
+                                               _mm256_maddubs_epi16(eights, xhi));
+        return {xlo, xhi, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))};
+    }
+    static __m256i q4Dot(__m256i lo, __m256i hi, const Q4Shared& s)
+    {
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, s.xlo),
+                                               _mm256_maddubs_epi16(hi, s.xhi));
+        return _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), s.offset);
     }
 };
 

@@ -4,14 +4,14 @@
 // with its own integer dot-product policy (`Isa`) and its own compiler flags. Everything has
 // internal linkage (see kernels_common.h for why).
 //
-// Per 32-value block and row: one 32-byte load of the weights, an integer dot product with the
-// Q8 quantization of x (shared by the rows handled together), and one float FMA with the
-// product of the two block scales; rows are taken four at a time so that x is loaded once.
+// Rows are taken four at a time so that each block of x (and what is derived from it) is loaded
+// and prepared once for four rows of weights.
 //
-// Isa provides:
-//   static __m256i dotI8(__m256i w, __m256i x);   // 8 x int32: sums of 4 products w_i * x_i,
-//                                                 // w any int8, x in [-127, 127]
-//   static __m256i dotU8I8(__m256i u, __m256i x); // same with u in [0, 15] unsigned
+// Isa provides integer dot products, 8 x int32 lanes each the sum of 4 adjacent products:
+//   Q8Shared q8Shared(__m256i x);                 // per block of x, shared by the rows
+//   __m256i q8Dot(__m256i w, const Q8Shared&);   // w any int8; x in [-127, 127]
+//   Q4Shared q4Shared(__m256i xlo, __m256i xhi);  // per block pair of x, regrouped (see Q4_0)
+//   __m256i q4Dot(__m256i lo, __m256i hi, const Q4Shared&);  // sum (lo xlo + hi xhi - 8 x)
 
 #include <immintrin.h>
 
@@ -73,24 +73,34 @@ static inline void quantizeQ8X86(const float* x, int64_t n, int8_t* qs, float* d
 }
 
 // ---- Q8_0: blocks of (fp16 d, 32 x int8) = 34 bytes -------------------------------------------
+// Per block and row: load 32 weight bytes, Isa::q8Dot (8 int32 partial sums), convert, times
+// d_x (shared by the rows), FMA with d_w broadcast straight from the fp16 -> fp32 table (real
+// weights use few distinct scales, so the touched table lines stay in L1).
 
 template <class Isa, int R>
-static inline void q8_0Rows(const uint8_t* const* rows, const QuantizedX& q, int64_t blocks,
-                            float* out)
+static inline void q8_0Rows(const uint8_t* const* rows, size_t ahead, const QuantizedX& q,
+                            int64_t blocks, const float* fp16, float* out)
 {
+    // Every loop over j is unrolled, or GCC keeps acc[] in memory and stores it each block.
     __m256 acc[R];
+#pragma GCC unroll 4
     for (int j = 0; j < R; ++j) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
-        const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32));
-        const float dx = q.d[b];
+        const auto x = Isa::q8Shared(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32)));
+        const __m256 dx = _mm256_broadcast_ss(q.d + b);
 #pragma GCC unroll 4
         for (int j = 0; j < R; ++j) {
             const uint8_t* block = rows[j] + b * 34;
+            // The same block of the rows after this group; block ends are 34 < 64 bytes apart,
+            // so every cache line of those rows is requested.
+            _mm_prefetch(reinterpret_cast<const char*>(block + ahead + 33), _MM_HINT_T0);
             const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-            const __m256 sum = _mm256_cvtepi32_ps(Isa::dotI8(wq, xq));
-            acc[j] = _mm256_fmadd_ps(sum, _mm256_set1_ps(fp16Scalar(block) * dx), acc[j]);
+            const __m256 sum = _mm256_mul_ps(_mm256_cvtepi32_ps(Isa::q8Dot(wq, x)), dx);
+            acc[j] = _mm256_fmadd_ps(sum, _mm256_broadcast_ss(fp16 + loadU16(block)), acc[j]);
         }
     }
+#pragma GCC unroll 4
     for (int j = 0; j < R; ++j) out[j] = hsum256(acc[j]);
 }
 
@@ -98,68 +108,94 @@ template <class Isa>
 static void matvecQ8_0X86(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
                           int64_t r1)
 {
+    const float* fp16 = fp16Table();
     const int64_t blocks = w.cols / kQ8Block;
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const uint8_t* rows[4] = {rowPointer(w, r), rowPointer(w, r + 1), rowPointer(w, r + 2),
                                   rowPointer(w, r + 3)};
-        q8_0Rows<Isa, 4>(rows, in.q, blocks, y + r);
+        q8_0Rows<Isa, 4>(rows, 4 * w.rowStride, in.q, blocks, fp16, y + r);
     }
     for (; r < r1; ++r) {
         const uint8_t* rows[1] = {rowPointer(w, r)};
-        q8_0Rows<Isa, 1>(rows, in.q, blocks, y + r);
+        q8_0Rows<Isa, 1>(rows, w.rowStride, in.q, blocks, fp16, y + r);
     }
 }
 
 // ---- Q4_0: blocks of (fp16 d, 16 bytes of nibbles) = 18 bytes ----------------------------------
-// sum_i (n_i - 8) x_i = sum_i n_i x_i - 8 sum_i x_i: the nibbles go into the dot product
-// unsigned, and the second term comes precomputed per block of x (QuantizedX::sum8).
+// Two blocks at a time: their 2 x 16 nibble bytes fill one 256-bit register; masking gives the
+// low nibbles (values 0..15 of both blocks) and shifting the high ones (values 16..31). x is
+// regrouped the same way once per block pair and shared by the rows. The nibbles enter the dot
+// product unsigned; Isa subtracts 8 * sum(x) per lane (shared too). Result lanes 0..3 belong to
+// the first block, lanes 4..7 to the second.
+
+// Dot of one row's block pair (or one block with `second` = null and zero upper lanes).
+template <class Isa>
+static inline __m256 q4_0Pair(const uint8_t* first, const uint8_t* second,
+                              const typename Isa::Q4Shared& x, __m256 dx, const float* fp16,
+                              __m256 acc)
+{
+    const __m256i lowMask = _mm256_set1_epi8(0x0f);
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + 2));
+    const __m256i bytes =
+        second ? _mm256_inserti128_si256(_mm256_castsi128_si256(a),
+                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + 2)), 1)
+               : _mm256_zextsi128_si256(a);
+    const __m256i lo = _mm256_and_si256(bytes, lowMask);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), lowMask);
+    const __m128 d0 = _mm_broadcast_ss(fp16 + loadU16(first));
+    const __m128 d1 = second ? _mm_broadcast_ss(fp16 + loadU16(second)) : _mm_setzero_ps();
+    const __m256 scale = _mm256_mul_ps(_mm256_set_m128(d1, d0), dx);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::q4Dot(lo, hi, x)), scale, acc);
+}
 
 template <class Isa, int R>
 static inline void q4_0Rows(const uint8_t* const* rows, const QuantizedX& q, int64_t blocks,
-                            float* out)
+                            const float* fp16, float* out)
 {
-    const __m256i lowNibbles = _mm256_set1_epi8(0x0f);
+    // Every loop over j is unrolled, or GCC keeps acc[] in memory and stores it each block.
     __m256 acc[R];
-    float correction[R];
-    for (int j = 0; j < R; ++j) {
-        acc[j] = _mm256_setzero_ps();
-        correction[j] = 0.0f;
-    }
-    for (int64_t b = 0; b < blocks; ++b) {
-        const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32));
-        const float dx = q.d[b];
-        const float sum8 = q.sum8[b];
 #pragma GCC unroll 4
-        for (int j = 0; j < R; ++j) {
-            const uint8_t* block = rows[j] + b * 18;
-            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-            // Low nibbles are values 0..15, high nibbles values 16..31.
-            const __m256i nibbles =
-                _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), lowNibbles);
-            const __m256 sum = _mm256_cvtepi32_ps(Isa::dotU8I8(nibbles, xq));
-            const float dw = fp16Scalar(block);
-            acc[j] = _mm256_fmadd_ps(sum, _mm256_set1_ps(dw * dx), acc[j]);
-            correction[j] += dw * sum8;
-        }
+    for (int j = 0; j < R; ++j) acc[j] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+        const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32));
+        const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32 + 32));
+        const auto x = Isa::q4Shared(_mm256_permute2x128_si256(xa, xb, 0x20),
+                                     _mm256_permute2x128_si256(xa, xb, 0x31));
+        const __m256 dx = _mm256_set_m128(_mm_broadcast_ss(q.d + b + 1), _mm_broadcast_ss(q.d + b));
+#pragma GCC unroll 4
+        for (int j = 0; j < R; ++j)
+            acc[j] = q4_0Pair<Isa>(rows[j] + b * 18, rows[j] + b * 18 + 18, x, dx, fp16, acc[j]);
     }
-    for (int j = 0; j < R; ++j) out[j] = hsum256(acc[j]) - correction[j];
+    if (b < blocks) {  // an odd block count: the last block alone, upper lanes zero
+        const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32));
+        const auto x = Isa::q4Shared(_mm256_zextsi128_si256(_mm256_castsi256_si128(xa)),
+                                     _mm256_zextsi128_si256(_mm256_extracti128_si256(xa, 1)));
+        const __m256 dx = _mm256_zextps128_ps256(_mm_broadcast_ss(q.d + b));
+#pragma GCC unroll 4
+        for (int j = 0; j < R; ++j)
+            acc[j] = q4_0Pair<Isa>(rows[j] + b * 18, nullptr, x, dx, fp16, acc[j]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < R; ++j) out[j] = hsum256(acc[j]);
 }
 
 template <class Isa>
 static void matvecQ4_0X86(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
                           int64_t r1)
 {
+    const float* fp16 = fp16Table();
     const int64_t blocks = w.cols / kQ8Block;
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const uint8_t* rows[4] = {rowPointer(w, r), rowPointer(w, r + 1), rowPointer(w, r + 2),
                                   rowPointer(w, r + 3)};
-        q4_0Rows<Isa, 4>(rows, in.q, blocks, y + r);
+        q4_0Rows<Isa, 4>(rows, in.q, blocks, fp16, y + r);
     }
     for (; r < r1; ++r) {
         const uint8_t* rows[1] = {rowPointer(w, r)};
-        q4_0Rows<Isa, 1>(rows, in.q, blocks, y + r);
+        q4_0Rows<Isa, 1>(rows, in.q, blocks, fp16, y + r);
     }
 }
 

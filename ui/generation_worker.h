@@ -1,0 +1,50 @@
+#pragma once
+// The inference worker: owns the model, the compute device and, per request, a fresh session
+// and sampler. Lives on its own QThread ("inference"); the GUI talks to it only through queued
+// signals, plus requestStop(), which is safe to call from any thread.
+
+#include <QObject>
+#include <QString>
+#include <atomic>
+#include <memory>
+#include <string>
+
+namespace spillway {
+class LlamaModel;
+namespace gpu { class Device; }
+}
+
+namespace spillway::ui {
+
+class GenerationWorker : public QObject {
+    Q_OBJECT
+public:
+    explicit GenerationWorker(QObject* parent = nullptr);
+    ~GenerationWorker() override;
+
+    // Thread-safe: the running generation stops before its next token.
+    void requestStop() { m_stop.store(true, std::memory_order_relaxed); }
+    // Thread-safe: called by the GUI before it queues a request, so a stale stop is forgotten.
+    void clearStop() { m_stop.store(false, std::memory_order_relaxed); }
+
+public slots:
+    void loadModel(const QString& path);
+    void generate(const QString& prompt, int maxTokens, double temperature);
+
+signals:
+    void modelLoaded(const QString& description);
+    void failed(const QString& message);
+    // Text of new tokens, batched about every 16 ms; always whole UTF-8 characters.
+    void tokens(const QString& text);
+    void finished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+
+private:
+    std::unique_ptr<LlamaModel> m_model;
+    std::unique_ptr<gpu::Device> m_device;
+    std::atomic<bool> m_stop{false};
+};
+
+// Length of the longest prefix of `bytes` that ends on a UTF-8 character boundary.
+size_t completeUtf8Prefix(const std::string& bytes);
+
+}  // namespace spillway::ui
