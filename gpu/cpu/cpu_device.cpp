@@ -59,6 +59,15 @@ struct JobPlan {
 
 bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 
+// One thread's share of a matvec call's chunks, [next, end); other threads take from it when
+// their own share is done. One cache line each, so a thread's claims stay in its own core.
+struct alignas(64) ChunkCursor {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+};
+
+// The CPU device. Its ops are called from one thread at a time (the engine's inference thread);
+// they spread over the device's pool where the work is big enough to pay for the dispatch.
 class CpuDevice final : public Device {
 public:
     CpuDevice(int threads, CpuKernelSet set)
@@ -74,6 +83,7 @@ public:
         m_info.freeMemory = mem.available;
         m_info.caps.hostPointers = true;
         m_plans.reserve(8);
+        m_cursors = std::make_unique<ChunkCursor[]>(static_cast<size_t>(m_pool.size()));
     }
 
     const DeviceInfo& info() const override { return m_info; }
@@ -119,6 +129,9 @@ public:
     }
     void attention(const AttentionArgs& a) override
     {
+        if (a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 ||
+            a.headDim <= 0)
+            return;  // nothing sensible to compute (and no error channel): out stays as it was
         if (a.scores) {
             cpu::attentionOp(a, m_pool, m_kernels);
             return;
@@ -143,34 +156,38 @@ private:
 
     // matvec state, reused across calls.
     std::vector<JobPlan> m_plans;   // (jobs); grows only
-    Scratch m_xQuants;              // int8 qs (cols) then float d, sum8 (cols / 32) per x
+    Scratch m_xScratch;             // per distinct x: its Q8 form, or an aligned copy
     Scratch m_ropeScratch;          // (rotaryDims) cos, sin
     Scratch m_scoreScratch;         // (nHeads, nPos) when the caller gives no scores scratch
     int64_t m_totalChunks = 0;
-    alignas(64) std::atomic<int64_t> m_nextChunk{0};
+    std::unique_ptr<ChunkCursor[]> m_cursors;  // (threads)
 };
 
-// Quantizes each distinct x of the quantized jobs once, and cuts every job into chunks of rows.
+// Prepares each distinct x once (the Q, K and V projections share theirs): quantized to Q8 for
+// Q8_0/Q4_0 weights, copied 64-byte aligned for float weights when it is not (split vector
+// loads of x would halve the kernels' load throughput). Then cuts every job into chunks of rows.
 void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
 {
     if (m_plans.size() < jobs.size()) m_plans.resize(jobs.size());
 
-    // Bytes of Q8 scratch: per distinct x, cols int8 + 2 floats per block; 64-byte aligned.
-    auto quantBytes = [](int64_t cols) {
-        const size_t bytes = static_cast<size_t>(cols) + static_cast<size_t>(cols / 32) * 8;
+    // Scratch bytes for one x, 64-byte aligned: Q8 (cols int8 + 2 floats per block) or a copy.
+    auto scratchBytes = [](const MatvecJob& j) -> size_t {
+        const size_t cols = static_cast<size_t>(std::max<int64_t>(j.w.cols, 0));
+        size_t bytes = 0;
+        if (isQuantized(j.w.type)) bytes = cols + cols / 32 * 8;
+        else if (reinterpret_cast<uintptr_t>(j.x) % 64 != 0) bytes = cols * sizeof(float);
         return (bytes + 63) & ~size_t{63};
     };
     size_t needed = 0;
-    for (const MatvecJob& j : jobs)
-        if (isQuantized(j.w.type)) needed += quantBytes(j.w.cols);
-    uint8_t* scratch = needed ? m_xQuants.reserve<uint8_t>(needed) : nullptr;
+    for (const MatvecJob& j : jobs) needed += scratchBytes(j);
+    uint8_t* scratch = needed ? m_xScratch.reserve<uint8_t>(needed) : nullptr;
 
     int64_t totalRows = 0;
     for (const MatvecJob& j : jobs) totalRows += std::max<int64_t>(j.w.rows, 0);
     const int64_t threads = m_pool.size();
-    // Chunks of 16..64 rows, multiples of 4 (the row-group of the quantized kernels); small
-    // enough that a thread slowed by another process leaves its share to the others.
-    const int64_t chunkRows = std::clamp<int64_t>((totalRows / (threads * 8) + 3) & ~int64_t{3},
+    // Chunks of 16..64 rows, multiples of 4 (the row group of some kernels); small enough that
+    // a thread slowed by another process leaves a good part of its share to the others.
+    const int64_t chunkRows = std::clamp<int64_t>((totalRows / (threads * 16) + 3) & ~int64_t{3},
                                                   16, 64);
 
     int64_t chunk = 0;
@@ -179,24 +196,29 @@ void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
         JobPlan& plan = m_plans[i];
         plan.input = MatvecInput{};
         plan.input.x = j.x;
-        if (isQuantized(j.w.type) && j.w.rows > 0) {
-            // The Q, K and V projections share x: quantize it once.
+        const size_t bytes = j.w.rows > 0 ? scratchBytes(j) : 0;
+        if (bytes) {
             bool reused = false;
             for (size_t e = 0; e < i && !reused; ++e) {
-                if (jobs[e].x == j.x && jobs[e].w.cols == j.w.cols && isQuantized(jobs[e].w.type) &&
-                    jobs[e].w.rows > 0) {
-                    plan.input.q = m_plans[e].input.q;
+                const MatvecJob& o = jobs[e];
+                if (o.x == j.x && o.w.cols == j.w.cols && o.w.rows > 0 &&
+                    isQuantized(o.w.type) == isQuantized(j.w.type)) {
+                    plan.input = m_plans[e].input;
                     reused = true;
                 }
             }
-            if (!reused) {
+            if (!reused && isQuantized(j.w.type)) {
                 const int64_t blocks = j.w.cols / 32;
                 int8_t* qs = reinterpret_cast<int8_t*>(scratch);
                 float* d = reinterpret_cast<float*>(scratch + j.w.cols);
                 float* sum8 = d + blocks;
                 m_kernels.quantizeQ8(j.x, blocks * 32, qs, d, sum8);
                 plan.input.q = cpu::QuantizedX{qs, d, sum8};
-                scratch += quantBytes(j.w.cols);
+                scratch += bytes;
+            } else if (!reused) {
+                std::memcpy(scratch, j.x, static_cast<size_t>(j.w.cols) * sizeof(float));
+                plan.input.x = reinterpret_cast<const float*>(scratch);
+                scratch += bytes;
             }
         }
         plan.chunkRows = chunkRows;
@@ -207,35 +229,49 @@ void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
     m_totalChunks = chunk;
 }
 
-// ---- THE HOT SPOT OF DECODING -------------------------------------------------------------------
-// Every thread of the pool takes chunks of rows from one shared counter until none are left; the
-// row kernels (cpu/kernels_*.cpp, per weight type and instruction set) do the arithmetic.
+// ---- THE HOT SPOT OF DECODING ----------------------------------------------------------------
+// Thread t owns the t-th contiguous share of the call's chunks and works through it in order, so
+// it reads one long sequential stream of weights (what the prefetchers follow best); a thread
+// done early takes the remaining chunks of the others. The row kernels (cpu/kernels_*.cpp, per
+// weight type and instruction set) do the arithmetic.
 void CpuDevice::matvec(std::span<const MatvecJob> jobs)
 {
     if (jobs.empty()) return;
     planMatvec(jobs);
     if (m_totalChunks == 0) return;
-    m_nextChunk.store(0, std::memory_order_relaxed);
 
     const JobPlan* plans = m_plans.data();
     const size_t jobCount = jobs.size();
-    auto work = [&](int, int) {
-        size_t job = 0;  // chunks come in increasing order, so the job index only moves forward
-        for (;;) {
-            const int64_t c = m_nextChunk.fetch_add(1, std::memory_order_relaxed);
-            if (c >= m_totalChunks) return;
-            while (job + 1 < jobCount && c >= plans[job].firstChunk + plans[job].chunks) ++job;
-            const JobPlan& plan = plans[job];
-            const MatvecJob& j = jobs[job];
-            const int64_t r0 = (c - plan.firstChunk) * plan.chunkRows;
-            const int64_t r1 = std::min(r0 + plan.chunkRows, j.w.rows);
-            m_kernels.matvec[static_cast<int>(j.w.type)](j.w, plan.input, j.y, r0, r1);
+    auto runChunk = [&](int64_t c) {
+        size_t job = 0;
+        while (job + 1 < jobCount && c >= plans[job].firstChunk + plans[job].chunks) ++job;
+        const JobPlan& plan = plans[job];
+        const MatvecJob& j = jobs[job];
+        const int64_t r0 = (c - plan.firstChunk) * plan.chunkRows;
+        const int64_t r1 = std::min(r0 + plan.chunkRows, j.w.rows);
+        m_kernels.matvec[static_cast<int>(j.w.type)](j.w, plan.input, j.y, r0, r1);
+    };
+    const int threads = m_pool.size();
+    if (m_totalChunks == 1 || threads == 1) {
+        for (int64_t c = 0; c < m_totalChunks; ++c) runChunk(c);
+        return;
+    }
+    for (int t = 0; t < threads; ++t) {
+        m_cursors[t].next.store(m_totalChunks * t / threads, std::memory_order_relaxed);
+        m_cursors[t].end = m_totalChunks * (t + 1) / threads;
+    }
+    ChunkCursor* cursors = m_cursors.get();
+    auto work = [&](int thread, int) {
+        for (int k = 0; k < threads; ++k) {
+            ChunkCursor& cursor = cursors[(thread + k) % threads];
+            for (;;) {
+                const int64_t c = cursor.next.fetch_add(1, std::memory_order_relaxed);
+                if (c >= cursor.end) break;
+                runChunk(c);
+            }
         }
     };
-    if (m_totalChunks == 1 || m_pool.size() == 1)
-        work(0, 1);
-    else
-        m_pool.run(work);
+    m_pool.run(work);
 }
 
 CpuKernelSet kernelSetFromEnvironment()

@@ -17,7 +17,7 @@ namespace spillway::gpu::cpu {
 // qs[32 b + i] = round_to_nearest_even(x[32 b + i] * 127 / max|x|) in [-127, 127];
 // sum8[b] = 8 * d[b] * sum_i qs[32 b + i] (folds the "- 8" of Q4_0 nibbles out of the dot loop).
 struct QuantizedX {
-    const int8_t* qs = nullptr;   // (cols), 32-byte aligned
+    const int8_t* qs = nullptr;   // (cols), 64-byte aligned
     const float* d = nullptr;     // (cols / 32)
     const float* sum8 = nullptr;  // (cols / 32)
 };
@@ -60,8 +60,14 @@ void fillScalarKernels(Kernels& k);
 void fillAvx2Kernels(Kernels& k);
 void fillAvx512Kernels(Kernels& k);
 
-// Shared by all sets: one block of 32 floats quantized the Q8 way (see QuantizedX). The vector
-// versions must give bit-identical results.
+// The quantized row kernels of the AVX-512 set (kernels_quant_avx512.cpp).
+void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
+                      int64_t r1);
+void matvecQ4_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
+                      int64_t r1);
+
+// Values per block of Q8_0, Q4_0 and the Q8 quantization of x. Every set quantizes x with the
+// same float operations (kernels_common.h), so all sets see bit-identical QuantizedX.
 inline constexpr int kQ8Block = 32;
 
 }  // namespace spillway::gpu::cpu

@@ -50,6 +50,7 @@ struct Avx2Isa {
 // ---- float weight types: 8 values per step, 4 independent accumulators ------------------------
 
 struct LoadF32 {
+    static constexpr int kBytes = 4;  // per value
     static __m256 load8(const uint8_t* row, int64_t c)
     {
         return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
@@ -63,6 +64,7 @@ struct LoadF32 {
 };
 
 struct LoadF16 {
+    static constexpr int kBytes = 2;
     static __m256 load8(const uint8_t* row, int64_t c)
     {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
@@ -71,6 +73,7 @@ struct LoadF16 {
 };
 
 struct LoadBf16 {
+    static constexpr int kBytes = 2;
     static __m256 load8(const uint8_t* row, int64_t c)
     {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
@@ -85,6 +88,7 @@ struct LoadBf16 {
     }
 };
 
+// For the attention dots (short vectors, in cache): no prefetch.
 template <class Load>
 float dotRow(const uint8_t* row, const float* x, int64_t n)
 {
@@ -96,16 +100,61 @@ float dotRow(const uint8_t* row, const float* x, int64_t n)
         a2 = _mm256_fmadd_ps(Load::load8(row, c + 16), _mm256_loadu_ps(x + c + 16), a2);
         a3 = _mm256_fmadd_ps(Load::load8(row, c + 24), _mm256_loadu_ps(x + c + 24), a3);
     }
-    for (; c + 8 <= n; c += 8) a0 = _mm256_fmadd_ps(Load::load8(row, c), _mm256_loadu_ps(x + c), a0);
+    for (; c + 8 <= n; c += 8)
+        a0 = _mm256_fmadd_ps(Load::load8(row, c), _mm256_loadu_ps(x + c), a0);
     float tail = 0.0f;
     for (; c < n; ++c) tail += Load::load1(row, c) * x[c];
     return hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
 }
 
+// R rows at once, 16 values per step, so that each load of x serves R rows (see the AVX-512
+// version in kernels_avx512.cpp for the measurements behind this).
+template <class Load, int R>
+void dotRows(const uint8_t* const* rows, const float* x, int64_t n, float* out)
+{
+    __m256 acc[R][2];
+#pragma GCC unroll 4
+    for (int j = 0; j < R; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+        const __m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
+#pragma GCC unroll 4
+        for (int j = 0; j < R; ++j) {
+            // Prefetch kPrefetchAhead bytes on in this row (rows are read in order).
+            if (Load::kBytes == 4 || (c & 31) == 0)
+                prefetchLine(rows[j] + c * Load::kBytes + kPrefetchAhead);
+            acc[j][0] = _mm256_fmadd_ps(Load::load8(rows[j], c), x0, acc[j][0]);
+            acc[j][1] = _mm256_fmadd_ps(Load::load8(rows[j], c + 8), x1, acc[j][1]);
+        }
+    }
+    for (; c + 8 <= n; c += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + c);
+#pragma GCC unroll 4
+        for (int j = 0; j < R; ++j)
+            acc[j][0] = _mm256_fmadd_ps(Load::load8(rows[j], c), xv, acc[j][0]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < R; ++j) {
+        float tail = 0.0f;
+        for (int64_t k = c; k < n; ++k) tail += Load::load1(rows[j], k) * x[k];
+        out[j] = hsum256(_mm256_add_ps(acc[j][0], acc[j][1])) + tail;
+    }
+}
+
 template <class Load>
 void matvecFloat(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1)
 {
-    for (int64_t r = r0; r < r1; ++r) y[r] = dotRow<Load>(rowPointer(w, r), in.x, w.cols);
+    constexpr int R = 4;
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) {
+        const uint8_t* rows[R];
+        for (int j = 0; j < R; ++j) rows[j] = rowPointer(w, r + j);
+        dotRows<Load, R>(rows, in.x, w.cols, y + r);
+    }
+    for (; r < r1; ++r) {
+        const uint8_t* rows[1] = {rowPointer(w, r)};
+        dotRows<Load, 1>(rows, in.x, w.cols, y + r);
+    }
 }
 
 // ---- helpers for attention and the bandwidth probe -------------------------------------------
@@ -119,8 +168,10 @@ void axpyAvx2(float a, const float* x, float* y, int n)
 {
     const __m256 va = _mm256_set1_ps(a);
     int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i + 8 <= n; i += 8) {
+        const __m256 r = _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i));
+        _mm256_storeu_ps(y + i, r);
+    }
     for (; i < n; ++i) y[i] += a * x[i];
 }
 
@@ -139,8 +190,9 @@ uint64_t readAllAvx2(const void* data, size_t bytes)
         s6 = _mm256_add_epi64(s6, _mm256_load_si256(p + i + 6));
         s7 = _mm256_add_epi64(s7, _mm256_load_si256(p + i + 7));
     }
-    __m256i s = _mm256_add_epi64(_mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)),
-                                 _mm256_add_epi64(_mm256_add_epi64(s4, s5), _mm256_add_epi64(s6, s7)));
+    const __m256i s03 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    const __m256i s47 = _mm256_add_epi64(_mm256_add_epi64(s4, s5), _mm256_add_epi64(s6, s7));
+    const __m256i s = _mm256_add_epi64(s03, s47);
     __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     return static_cast<uint64_t>(_mm_cvtsi128_si64(t)) ^
            static_cast<uint64_t>(_mm_extract_epi64(t, 1));

@@ -1,11 +1,10 @@
 #pragma once
-// Q8_0 / Q4_0 matvec row kernels for AVX2-class CPUs: the hot spot of decoding quantized models.
-// Included only by kernels_avx2.cpp and kernels_avx512.cpp; each instantiates these templates
-// with its own integer dot-product policy (`Isa`) and its own compiler flags. Everything has
-// internal linkage (see kernels_common.h for why).
-//
-// Rows are taken four at a time so that each block of x (and what is derived from it) is loaded
-// and prepared once for four rows of weights.
+// The quantization of x and the Q8_0 / Q4_0 matvec row kernels for AVX2-class CPUs: the hot
+// spot of decoding quantized models on CPUs without AVX-512 (that set has its own, in
+// kernels_quant_avx512.cpp, and takes only the helpers and the quantization from here).
+// Included only by kernels_avx2.cpp and kernels_avx512.cpp, which compile it with their own
+// flags; everything has internal linkage (see kernels_common.h for why). The templates take the
+// integer dot products from a policy (`Isa`), so a VNNI variant is one struct away.
 //
 // Isa provides integer dot products, 8 x int32 lanes each the sum of 4 adjacent products:
 //   Q8Shared q8Shared(__m256i x);                 // per block of x, shared by the rows
@@ -72,36 +71,29 @@ static inline void quantizeQ8X86(const float* x, int64_t n, int8_t* qs, float* d
     }
 }
 
-// ---- Q8_0: blocks of (fp16 d, 32 x int8) = 34 bytes -------------------------------------------
-// Per block and row: load 32 weight bytes, Isa::q8Dot (8 int32 partial sums), convert, times
-// d_x (shared by the rows), FMA with d_w broadcast straight from the fp16 -> fp32 table (real
-// weights use few distinct scales, so the touched table lines stay in L1).
+// Bytes ahead of the block being read that the loops prefetch (see kernels_quant_avx512.cpp).
+constexpr size_t kPrefetchAhead = 8192;
 
-template <class Isa, int R>
-static inline void q8_0Rows(const uint8_t* const* rows, size_t ahead, const QuantizedX& q,
-                            int64_t blocks, const float* fp16, float* out)
+static inline void prefetchLine(const uint8_t* p)
 {
-    // Every loop over j is unrolled, or GCC keeps acc[] in memory and stores it each block.
-    __m256 acc[R];
-#pragma GCC unroll 4
-    for (int j = 0; j < R; ++j) acc[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < blocks; ++b) {
-        const auto x = Isa::q8Shared(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32)));
-        const __m256 dx = _mm256_broadcast_ss(q.d + b);
-#pragma GCC unroll 4
-        for (int j = 0; j < R; ++j) {
-            const uint8_t* block = rows[j] + b * 34;
-            // The same block of the rows after this group; block ends are 34 < 64 bytes apart,
-            // so every cache line of those rows is requested.
-            _mm_prefetch(reinterpret_cast<const char*>(block + ahead + 33), _MM_HINT_T0);
-            const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-            const __m256 sum = _mm256_mul_ps(_mm256_cvtepi32_ps(Isa::q8Dot(wq, x)), dx);
-            acc[j] = _mm256_fmadd_ps(sum, _mm256_broadcast_ss(fp16 + loadU16(block)), acc[j]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < R; ++j) out[j] = hsum256(acc[j]);
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
+// ---- Q8_0: blocks of (fp16 d, 32 x int8) = 34 bytes -------------------------------------------
+// One row at a time (rows are consecutive in memory: one sequential stream per thread, which the
+// hardware prefetchers follow best), two accumulators to hide the FMA latency. Per block: load 32
+// weight bytes, Isa::q8Dot, convert, times d_x, FMA with d_w broadcast from the fp16 table.
+
+template <class Isa>
+static inline __m256 q8_0Block(const uint8_t* block, const int8_t* xq, const float* dx,
+                               const float* fp16, __m256 acc)
+{
+    prefetchLine(block + kPrefetchAhead + 33);  // block ends are 34 < 64 bytes apart
+    const auto x = Isa::q8Shared(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq)));
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+    const __m256 sum =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(Isa::q8Dot(wq, x)), _mm256_broadcast_ss(dx));
+    return _mm256_fmadd_ps(sum, _mm256_broadcast_ss(fp16 + loadU16(block)), acc);
 }
 
 template <class Isa>
@@ -110,15 +102,18 @@ static void matvecQ8_0X86(const MatrixView& w, const MatvecInput& in, float* y, 
 {
     const float* fp16 = fp16Table();
     const int64_t blocks = w.cols / kQ8Block;
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const uint8_t* rows[4] = {rowPointer(w, r), rowPointer(w, r + 1), rowPointer(w, r + 2),
-                                  rowPointer(w, r + 3)};
-        q8_0Rows<Isa, 4>(rows, 4 * w.rowStride, in.q, blocks, fp16, y + r);
-    }
-    for (; r < r1; ++r) {
-        const uint8_t* rows[1] = {rowPointer(w, r)};
-        q8_0Rows<Isa, 1>(rows, w.rowStride, in.q, blocks, fp16, y + r);
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* row = rowPointer(w, r);
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        int64_t b = 0;
+        for (; b + 2 <= blocks; b += 2) {
+            acc0 = q8_0Block<Isa>(row + b * 34, in.q.qs + b * 32, in.q.d + b, fp16, acc0);
+            acc1 = q8_0Block<Isa>(row + b * 34 + 34, in.q.qs + b * 32 + 32, in.q.d + b + 1, fp16,
+                                  acc1);
+        }
+        if (b < blocks)
+            acc0 = q8_0Block<Isa>(row + b * 34, in.q.qs + b * 32, in.q.d + b, fp16, acc0);
+        y[r] = hsum256(_mm256_add_ps(acc0, acc1));
     }
 }
 
@@ -138,8 +133,9 @@ static inline __m256 q4_0Pair(const uint8_t* first, const uint8_t* second,
     const __m256i lowMask = _mm256_set1_epi8(0x0f);
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + 2));
     const __m256i bytes =
-        second ? _mm256_inserti128_si256(_mm256_castsi128_si256(a),
-                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + 2)), 1)
+        second ? _mm256_inserti128_si256(
+                     _mm256_castsi128_si256(a),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + 2)), 1)
                : _mm256_zextsi128_si256(a);
     const __m256i lo = _mm256_and_si256(bytes, lowMask);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), lowMask);
@@ -150,8 +146,8 @@ static inline __m256 q4_0Pair(const uint8_t* first, const uint8_t* second,
 }
 
 template <class Isa, int R>
-static inline void q4_0Rows(const uint8_t* const* rows, const QuantizedX& q, int64_t blocks,
-                            const float* fp16, float* out)
+static inline void q4_0Rows(const uint8_t* const* rows, size_t ahead, const QuantizedX& q,
+                            int64_t blocks, const float* fp16, float* out)
 {
     // Every loop over j is unrolled, or GCC keeps acc[] in memory and stores it each block.
     __m256 acc[R];
@@ -163,10 +159,14 @@ static inline void q4_0Rows(const uint8_t* const* rows, const QuantizedX& q, int
         const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32 + 32));
         const auto x = Isa::q4Shared(_mm256_permute2x128_si256(xa, xb, 0x20),
                                      _mm256_permute2x128_si256(xa, xb, 0x31));
-        const __m256 dx = _mm256_set_m128(_mm_broadcast_ss(q.d + b + 1), _mm_broadcast_ss(q.d + b));
+        const __m256 dx =
+            _mm256_set_m128(_mm_broadcast_ss(q.d + b + 1), _mm_broadcast_ss(q.d + b));
 #pragma GCC unroll 4
-        for (int j = 0; j < R; ++j)
+        for (int j = 0; j < R; ++j) {
+            // The same pair some row groups further on (36 < 64 bytes: every line).
+            prefetchLine(rows[j] + b * 18 + ahead + 35);
             acc[j] = q4_0Pair<Isa>(rows[j] + b * 18, rows[j] + b * 18 + 18, x, dx, fp16, acc[j]);
+        }
     }
     if (b < blocks) {  // an odd block count: the last block alone, upper lanes zero
         const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.qs + b * 32));
@@ -187,15 +187,19 @@ static void matvecQ4_0X86(const MatrixView& w, const MatvecInput& in, float* y, 
 {
     const float* fp16 = fp16Table();
     const int64_t blocks = w.cols / kQ8Block;
+    // Four rows share each block of x; prefetch whole groups of 4 rows ahead, at least
+    // kPrefetchAhead bytes.
+    const size_t group = 4 * w.rowStride;
+    const size_t ahead = group == 0 ? 0 : group * ((kPrefetchAhead + group - 1) / group);
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const uint8_t* rows[4] = {rowPointer(w, r), rowPointer(w, r + 1), rowPointer(w, r + 2),
                                   rowPointer(w, r + 3)};
-        q4_0Rows<Isa, 4>(rows, in.q, blocks, fp16, y + r);
+        q4_0Rows<Isa, 4>(rows, ahead, in.q, blocks, fp16, y + r);
     }
     for (; r < r1; ++r) {
         const uint8_t* rows[1] = {rowPointer(w, r)};
-        q4_0Rows<Isa, 1>(rows, in.q, blocks, fp16, y + r);
+        q4_0Rows<Isa, 1>(rows, w.rowStride, in.q, blocks, fp16, y + r);
     }
 }
 

@@ -31,8 +31,8 @@ struct Measurement {
     std::string kernels;
     Case shape;
     size_t bytes = 0;          // one matrix
-    double seconds = 0.0;        // best time of one matvec
-    double medianSeconds = 0.0;  // median time of one matvec
+    double seconds = 0.0;        // time of one matvec, in the best trial
+    double medianSeconds = 0.0;  // time of one matvec, in the median trial
     double ceiling = 0.0;        // bytes/s, host read bandwidth measured around this case
     double bytesPerSecond = 0.0;
 };
@@ -104,21 +104,22 @@ Measurement measure(Device& device, const Case& c, double minSeconds)
     };
     for (size_t i = 0; i < copies; ++i) run(i);  // warm up: page tables, scratch, pool
 
-    // Time every call: the best is comparable with the best-of-N ceiling; the median shows what
-    // a busy machine (other processes on the same cores) leaves.
-    std::vector<double> times;
+    // One trial reads every copy once (> 256 MiB, like one pass of the ceiling), so both
+    // figures average over the same stretch of memory traffic; best and median trial.
+    std::vector<double> trials;
     const auto start = std::chrono::steady_clock::now();
-    for (size_t n = 0;; ++n) {
+    size_t n = 0;
+    while (trials.size() < 5 ||
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+               minSeconds) {
         const auto t0 = std::chrono::steady_clock::now();
-        run(n);
+        for (size_t i = 0; i < copies; ++i) run(n++);
         const auto t1 = std::chrono::steady_clock::now();
-        times.push_back(std::chrono::duration<double>(t1 - t0).count());
-        if (std::chrono::duration<double>(t1 - start).count() > minSeconds && n >= 3 * copies)
-            break;
+        trials.push_back(std::chrono::duration<double>(t1 - t0).count() / copies);
     }
-    std::sort(times.begin(), times.end());
-    const double best = times.front();
-    m.medianSeconds = times[times.size() / 2];
+    std::sort(trials.begin(), trials.end());
+    const double best = trials.front();
+    m.medianSeconds = trials[trials.size() / 2];
     m.seconds = best;
     m.bytesPerSecond = static_cast<double>(m.bytes) / best;
     return m;
@@ -141,13 +142,16 @@ int main(int argc, char** argv)
         else if (a == "--kernels" && i + 1 < argc) onlyKernels = argv[++i];
         else {
             std::fprintf(stderr, "usage: bench-kernels [--threads N] [--json FILE] [--quick] "
-                                 "[--type F32|F16|BF16|Q8_0|Q4_0] [--kernels scalar|avx2|avx512]\n");
+                                 "[--type F32|F16|BF16|Q8_0|Q4_0] "
+                                 "[--kernels scalar|avx2|avx512]\n");
             return 2;
         }
     }
-    const double minSeconds = quick ? 0.1 : 0.3;
+    const double minSeconds = quick ? 0.2 : 1.0;
 
-    auto ceilingNow = [threads] { return measureHostReadBandwidth(threads, size_t{256} << 20, 8); };
+    auto ceilingNow = [threads] {
+        return measureHostReadBandwidth(threads, size_t{256} << 20, 8);
+    };
     double ceiling = ceilingNow();
     std::printf("host read bandwidth, %d threads: %.2f GB/s\n\n", threads, ceiling / 1e9);
     std::printf("%-7s %-5s %13s %10s %9s %10s %8s %12s\n", "kernels", "type", "rows x cols",

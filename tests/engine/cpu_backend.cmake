@@ -10,3 +10,11 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench_kernels.cpp)
   set_target_properties(bench_kernels PROPERTIES OUTPUT_NAME bench-kernels
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 endif()
+
+# The conformance suite again under AddressSanitizer + UBSan, in every build that has the
+# sanitized engine library (see asan.cmake).
+if(TARGET spillway_engine_asan)
+  spillway_test(test_cpu_backend_asan LABELS engine asan
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_backend.cpp
+    LIBS spillway_engine_asan)
+endif()

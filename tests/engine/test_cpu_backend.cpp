@@ -74,7 +74,7 @@ __attribute__((target("f16c"))) uint16_t hwToHalf(float f) { return _cvtss_sh(f,
 __attribute__((target("f16c"))) float hwFromHalf(uint16_t h) { return _cvtsh_ss(h); }
 bool haveF16c() { return __builtin_cpu_supports("avx2"); }  // every AVX2 CPU has F16C
 
-// ---- test weights: bytes in the stored layout plus this file's decoding of them ---------------
+// ---- test weights: bytes in the stored layout plus this file's decoding of them ----------------
 
 struct TestMatrix {
     DType type;
@@ -207,7 +207,7 @@ constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
 
 }  // namespace
 
-// ---- fp16 / bf16 conversions ---------------------------------------------------------------------
+// ---- fp16 / bf16 conversions -------------------------------------------------------------------
 
 TEST(Conversions, Fp16ToFp32Exhaustive)
 {
@@ -300,7 +300,7 @@ TEST(Conversions, Bf16)
     EXPECT_TRUE(std::isnan(bf16ToFp32(fp32ToBf16(floatOf(0x7f800001u)))));  // low-payload NaN
 }
 
-// ---- matvec --------------------------------------------------------------------------------------
+// ---- matvec ------------------------------------------------------------------------------------
 
 TEST(CpuBackend, MatvecEveryTypeAndShape)
 {
@@ -310,7 +310,7 @@ TEST(CpuBackend, MatvecEveryTypeAndShape)
         ASSERT_STREQ(device->info().kernels.c_str(), cpuKernelSetName(cfg.set));
         for (DType type : kAllTypes)
             for (int64_t rows : {1, 7, 33, 257})
-                for (int64_t cols : {32, 96, 4128}) {
+                for (int64_t cols : {32, 96, 224, 4128}) {
                     const size_t padding = rows == 33 ? 64 : 0;  // a row stride past the row
                     const TestMatrix m = makeMatrix(type, rows, cols, rng, padding);
                     const std::vector<float> x = randomVector(cols, rng);
@@ -458,10 +458,12 @@ TEST(CpuBackend, Rope)
     std::mt19937_64 rng(10);
     auto device = createCpuDevice(1, bestCpuKernelSet());
     struct Case { int heads, headDim, rotary, pos; float base, freqScale; bool neox; };
-    for (const Case& c : {Case{4, 64, 64, 0, 10000.f, 1.f, false}, Case{4, 64, 64, 3, 10000.f, 1.f, false},
-                          Case{8, 128, 128, 1234, 10000.f, 1.f, false},
-                          Case{2, 64, 32, 77, 500000.f, 0.25f, false},
-                          Case{4, 64, 64, 3, 10000.f, 1.f, true}, Case{3, 80, 40, 999, 10000.f, 0.5f, true}}) {
+    const Case cases[] = {
+        {4, 64, 64, 0, 10000.f, 1.f, false},    {4, 64, 64, 3, 10000.f, 1.f, false},
+        {8, 128, 128, 1234, 10000.f, 1.f, false}, {2, 64, 32, 77, 500000.f, 0.25f, false},
+        {4, 64, 64, 3, 10000.f, 1.f, true},     {3, 80, 40, 999, 10000.f, 0.5f, true},
+    };
+    for (const Case& c : cases) {
         const std::vector<float> x = randomVector(c.heads * c.headDim, rng);
         std::vector<float> y = x;
         device->rope(y.data(), c.heads, c.headDim, c.pos, {c.rotary, c.base, c.freqScale, c.neox});
@@ -483,7 +485,8 @@ TEST(CpuBackend, Rope)
                 if (c.pos <= 3) {
                     const double exact = c.pos * double(c.freqScale) *
                                          std::pow(double(c.base), -2.0 * k / c.rotary);
-                    ASSERT_NEAR(got[i0], src[i0] * std::cos(exact) - src[i1] * std::sin(exact), 1e-5);
+                    const double want = src[i0] * std::cos(exact) - src[i1] * std::sin(exact);
+                    ASSERT_NEAR(got[i0], want, 1e-5);
                 }
             }
             for (int i = c.rotary; i < c.headDim; ++i) ASSERT_EQ(got[i], src[i]);  // not rotated
@@ -521,8 +524,10 @@ TEST(CpuBackend, AttentionGroupedQuery)
                     for (double& e : p) sum += (e = std::exp(e - mx));
                     for (int i = 0; i < headDim; ++i) {
                         double want = 0;
-                        for (int t = 0; t < nPos; ++t) want += p[t] / sum * v[(t * nKv + g) * headDim + i];
-                        ASSERT_NEAR(out[h * headDim + i], want, 2e-6) << h << " " << i << " " << nPos;
+                        for (int t = 0; t < nPos; ++t)
+                            want += p[t] / sum * v[(t * nKv + g) * headDim + i];
+                        ASSERT_NEAR(out[h * headDim + i], want, 2e-6)
+                            << h << " " << i << " " << nPos;
                     }
                 }
                 ASSERT_TRUE(isPoison(out[nHeads * headDim]));
@@ -551,7 +556,7 @@ TEST(CpuBackend, SwigluAndAdd)
     }
 }
 
-// ---- memory, info, kernel-set selection ----------------------------------------------------------
+// ---- memory, info, kernel-set selection --------------------------------------------------------
 
 TEST(CpuBackend, AllocateAndCopy)
 {
