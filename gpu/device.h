@@ -31,18 +31,31 @@ struct DeviceInfo {
     DeviceCapabilities caps;
 };
 
-// Device memory. Move-only; frees itself.
+// Device-memory accounting, kept by the device's own allocator. `limit` is the budget the device
+// was created with (DeviceOptions::memoryLimit) or its physical memory; allocations past it fail.
+struct MemoryStats {
+    uint64_t used = 0;   // bytes in live device buffers
+    uint64_t peak = 0;   // highest `used` since creation (or the last resetPeak)
+    uint64_t limit = 0;  // 0: none beyond the machine's
+    uint64_t hostUsed = 0;  // bytes in live allocateHost buffers (pinned host memory)
+    uint64_t hostPeak = 0;
+};
+
+// Device memory. Move-only; gives itself back through `release(owner, data, bytes)`, so the
+// device that made it can keep its accounting. A device outlives the buffers it made.
 class Buffer {
 public:
+    using Release = void (*)(void* owner, void* data, size_t bytes);
     Buffer() = default;
-    Buffer(void* data, size_t bytes, void (*release)(void*)) : m_data(data), m_bytes(bytes), m_release(release) {}
+    Buffer(void* data, size_t bytes, Release release, void* owner)
+        : m_data(data), m_bytes(bytes), m_release(release), m_owner(owner) {}
     Buffer(Buffer&& o) noexcept { *this = std::move(o); }
     Buffer& operator=(Buffer&& o) noexcept
     {
         if (this != &o) {
             reset();
-            m_data = o.m_data; m_bytes = o.m_bytes; m_release = o.m_release;
-            o.m_data = nullptr; o.m_bytes = 0; o.m_release = nullptr;
+            m_data = o.m_data; m_bytes = o.m_bytes; m_release = o.m_release; m_owner = o.m_owner;
+            o.m_data = nullptr; o.m_bytes = 0; o.m_release = nullptr; o.m_owner = nullptr;
         }
         return *this;
     }
@@ -53,16 +66,19 @@ public:
     void* data() const { return m_data; }
     template <class T> T* as() const { return static_cast<T*>(m_data); }
     size_t bytes() const { return m_bytes; }
-
-private:
+    explicit operator bool() const { return m_data != nullptr; }
     void reset()
     {
-        if (m_data && m_release) m_release(m_data);
+        if (m_data && m_release) m_release(m_owner, m_data, m_bytes);
         m_data = nullptr;
+        m_bytes = 0;
     }
+
+private:
     void* m_data = nullptr;
     size_t m_bytes = 0;
-    void (*m_release)(void*) = nullptr;
+    Release m_release = nullptr;
+    void* m_owner = nullptr;
 };
 
 // A row-major weight matrix: `rows` rows of `cols` values, row r at data + r * rowStride bytes.
@@ -108,11 +124,21 @@ public:
     virtual const DeviceInfo& info() const = 0;
     virtual bool supports(DType type) const = 0;
 
-    // Device memory, aligned to at least 64 bytes. Out of memory is an Error, never a crash.
+    // Device memory, aligned to at least 64 bytes (4096 on the CPU device, so direct I/O can
+    // read into it). Out of memory, or past the budget, is an Error, never a crash.
     virtual Result<Buffer> allocate(size_t bytes) = 0;
-    // Copies between host memory and device buffers (synchronous for now).
+    // Page-locked host memory for staging copies (cudaHostAlloc on CUDA; aligned RAM on the
+    // CPU device), 4096-byte aligned. Counted in memoryStats().hostUsed.
+    virtual Result<Buffer> allocateHost(size_t bytes) = 0;
+    virtual MemoryStats memoryStats() const = 0;
+    virtual void resetPeak() = 0;
+    // Copies between host memory and device buffers. They return when the copy is complete and
+    // may be called from another thread while ops run (the runtime's prefetcher does so; on
+    // CUDA they go through a separate copy stream). An op issued after upload() returns sees
+    // the data.
     virtual void upload(void* deviceDst, const void* hostSrc, size_t bytes) = 0;
     virtual void download(void* hostDst, const void* deviceSrc, size_t bytes) = 0;
+    // Waits until every op issued so far has finished (a device buffer may be overwritten then).
     virtual void synchronize() = 0;
 
     // ---- ops; activations are float32 -----------------------------------------------------

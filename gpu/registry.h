@@ -18,7 +18,8 @@ struct BackendStatus {
 };
 
 struct DeviceOptions {
-    int threads = 0;  // CPU worker threads; 0 = one per core
+    int threads = 0;           // CPU worker threads; 0 = one per core
+    uint64_t memoryLimit = 0;  // device-memory budget in bytes; 0 = the device's own memory
 };
 
 std::vector<BackendStatus> backendStatus();

@@ -22,5 +22,7 @@ void addGenerateCommand(CLI::App& app, int& exitCode);
 void addInfoCommand(CLI::App& app, int& exitCode);
 void addSyntheticCommand(CLI::App& app, int& exitCode);
 void addBenchCommand(CLI::App& app, int& exitCode);
+void addPlanCommand(CLI::App& app, int& exitCode);
+void addProbeCommand(CLI::App& app, int& exitCode);
 
 }  // namespace spillway::cli

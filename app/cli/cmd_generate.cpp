@@ -11,6 +11,7 @@
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "gpu/registry.h"
+#include "offload.h"
 
 namespace spillway::cli {
 
@@ -28,17 +29,17 @@ struct GenerateOptions {
     std::string backend = "cpu";
     SamplerSettings sampling;
     int64_t seed = -1;
+    OffloadOptions offload;
 };
 
 int runGenerate(const GenerateOptions& o)
 {
     auto model = LlamaModel::load(o.model);
     if (!model) return reportError(model.error());
-    gpu::DeviceOptions deviceOptions;
-    deviceOptions.threads = o.threads;
-    auto device = gpu::createDevice(o.backend, deviceOptions);
-    if (!device) return reportError(device.error());
-    auto session = LlamaSession::create(**model, **device, o.context);
+    auto run = prepareOffload(**model, o.model, o.backend, o.threads, o.context, o.offload, false);
+    if (!run) return reportError(run.error());
+    auto& device = run->device;
+    auto session = LlamaSession::create(**model, *device, run->session);
     if (!session) return reportError(session.error());
 
     SamplerSettings sampling = o.sampling;
@@ -63,7 +64,7 @@ int runGenerate(const GenerateOptions& o)
     if (!stats) return reportError(stats.error());
 
     const auto& s = *stats;
-    const auto& info = (*device)->info();
+    const auto& info = device->info();
     std::fprintf(stderr, "\nmodel: %s | device: %s (%s kernels) | seed: %llu\n", o.model.c_str(),
                  info.name.c_str(), info.kernels.c_str(), (unsigned long long)sampling.seed);
     std::fprintf(stderr, "prompt: %d tokens, time to first token %.1f ms (%.1f tokens/s)\n",
@@ -72,6 +73,16 @@ int runGenerate(const GenerateOptions& o)
     std::fprintf(stderr, "generated: %d tokens in %.1f ms, %.2f tokens/s%s\n", s.generatedTokens,
                  (s.timeToFirstToken + s.decodeSeconds) * 1e3, s.decodeTokensPerSecond(),
                  s.endOfText ? " (end of text)" : "");
+    if (run->plan) {
+        const StreamerStats st = (*session)->streamer().stats();
+        std::fprintf(stderr, "offload: %.1f MiB read from the SSD, %.1f MiB copied to the device, "
+                             "compute waited %.1f ms for weights\n",
+                     st.ssdBytes / double(1 << 20), st.uploadBytes / double(1 << 20), st.stallNs / 1e6);
+    }
+    if (run->recorder && !o.offload.tracePath.empty()) {
+        auto written = trace::writeChromeTrace(run->recorder->snapshot(), o.offload.tracePath);
+        if (!written) return reportError(written.error());
+    }
     if (s.stopped && g_interrupted.load()) return ExitInterrupted;
     return ExitOk;
 }
@@ -104,6 +115,7 @@ void addGenerateCommand(CLI::App& app, int& exitCode)
     cmd->add_option("-c,--ctx", o->context, "Context length (default: trained, at most 4096)")
         ->check(CLI::Range(0, 1 << 22));
     cmd->add_option("--backend", o->backend, "Compute backend: cpu, cuda, vulkan, auto");
+    addOffloadOptions(cmd, o->offload, true);
     cmd->callback([o, &exitCode] { exitCode = runGenerate(*o); });
 }
 

@@ -45,6 +45,8 @@ int main(int argc, char** argv)
     addInfoCommand(app, exitCode);
     addSyntheticCommand(app, exitCode);
     addBenchCommand(app, exitCode);
+    addPlanCommand(app, exitCode);
+    addProbeCommand(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -32,20 +32,19 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
 
     const auto start = Clock::now();
     auto firstTokenAt = start;
-    int32_t token = stats.tokens[0];
-    for (int pos = 0; request.maxNewTokens > 0; ++pos) {
-        if (request.stop && request.stop->load(std::memory_order_relaxed)) {
-            stats.stopped = true;
-            break;
-        }
-        const float* logits = session.forward(token, pos);
-        // Still in the prompt? Take the next prompt token; otherwise sample one.
-        if (pos + 1 < stats.promptTokens) {
-            token = stats.tokens[size_t(pos) + 1];
-            continue;
-        }
+    if (request.stop && request.stop->load(std::memory_order_relaxed)) {
+        stats.stopped = true;
+        return stats;
+    }
+    // The prompt goes through the layers in batches (streamed weights come in once per batch);
+    // then one token at a time.
+    auto logits = request.maxNewTokens > 0 ? session.forward(std::span<const int32_t>(stats.tokens), 0)
+                                           : Result<const float*>(nullptr);
+    if (!logits) return logits.error();
+    int32_t token = stats.tokens.back();
+    for (int pos = stats.promptTokens; request.maxNewTokens > 0;) {
         const int32_t previous = token;
-        token = sampler.sample(std::span<const float>(logits, size_t(vocab)));
+        token = sampler.sample(std::span<const float>(*logits, size_t(vocab)));
         sampler.accept(token);
         if (stats.generatedTokens == 0) firstTokenAt = Clock::now();
         if (tokenizer.isEndOfGeneration(token)) {
@@ -58,8 +57,15 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
             stats.stopped = true;
             break;
         }
-        // The new token is run at pos + 1 next time round, if there is room for it.
-        if (stats.generatedTokens >= request.maxNewTokens || pos + 1 >= session.contextLength()) break;
+        // The new token runs at `pos` if there is room for it and more are wanted.
+        if (stats.generatedTokens >= request.maxNewTokens || pos >= session.contextLength()) break;
+        if (request.stop && request.stop->load(std::memory_order_relaxed)) {
+            stats.stopped = true;
+            break;
+        }
+        logits = session.forward(token, pos);
+        if (!logits) return logits.error();
+        ++pos;
     }
     const auto end = Clock::now();
     if (stats.generatedTokens == 0 && !stats.endOfText) firstTokenAt = end;

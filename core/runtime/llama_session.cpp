@@ -1,102 +1,220 @@
 #include "core/runtime/llama_session.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
+
+#include "core/plan/model_tensors.h"
+#include "core/trace/trace.h"
 
 namespace spillway {
 
-Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& model,
-                                                           gpu::Device& device, int contextLength)
+namespace {
+
+int resolveContext(const LlamaConfig& c, int contextLength)
+{
+    return contextLength > 0 ? contextLength : std::min(c.trainedContext, 4096);
+}
+
+struct Need {
+    gpu::Buffer* buffer;
+    uint64_t floats;
+};
+
+// The session's device buffers, in one list so that workingBytes() and create() agree.
+template <class F>
+void forEachNeed(const LlamaConfig& c, int ctx, int batch, F&& f)
+{
+    const uint64_t kvFloats = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.kvDim());
+    f(0, uint64_t(batch) * uint64_t(c.dim));               // x
+    f(1, uint64_t(std::max(c.dim, c.qDim())));             // xb
+    f(2, uint64_t(c.qDim()));                              // q
+    f(3, uint64_t(c.qDim()));                              // att
+    f(4, uint64_t(c.nHeads) * uint64_t(ctx));              // scores
+    f(5, uint64_t(c.ffnDim));                              // hb
+    f(6, uint64_t(c.ffnDim));                              // hb2
+    f(7, uint64_t(c.vocabSize));                           // logits
+    f(8, kvFloats);                                        // keys
+    f(9, kvFloats);                                        // values
+}
+
+}  // namespace
+
+uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int batch)
+{
+    uint64_t total = 0;
+    forEachNeed(c, resolveContext(c, contextLength), std::max(1, batch),
+                [&](int, uint64_t floats) { total += floats * sizeof(float); });
+    return total;
+}
+
+Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& model, gpu::Device& device,
+                                                           int contextLength)
+{
+    SessionOptions o;
+    o.contextLength = contextLength;
+    return create(model, device, o);
+}
+
+Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& model, gpu::Device& device,
+                                                           const SessionOptions& options)
 {
     const LlamaConfig& c = model.config();
-    int ctx = contextLength > 0 ? contextLength : std::min(c.trainedContext, 4096);
-    if (ctx > (1 << 22))
-        return makeError(ErrorCode::InvalidArgument, "context length " + std::to_string(ctx) + " is too large");
-    if (!device.info().caps.hostPointers)
-        return makeError(ErrorCode::BackendUnavailable,
-                         "backend '" + device.info().backend + "' cannot run models in place yet");
+    const int ctx = resolveContext(c, options.contextLength);
+    if (ctx < 1 || ctx > (1 << 22))
+        return makeError(ErrorCode::InvalidArgument, "context length " + std::to_string(ctx) + " is out of range");
+    if (options.batch < 1 || options.batch > 4096)
+        return makeError(ErrorCode::InvalidArgument, "batch " + std::to_string(options.batch) + " is out of range");
     auto s = std::unique_ptr<LlamaSession>(new LlamaSession(model, device));
     s->m_ctx = ctx;
+    s->m_batch = options.batch;
+    s->m_options = options;
     s->m_rope.rotaryDims = c.ropeDims;
     s->m_rope.base = c.ropeBase;
     s->m_rope.freqScale = c.ropeFreqScale;
     s->m_rope.neox = false;
 
-    struct Need { gpu::Buffer* buffer; uint64_t floats; };
-    const uint64_t kvFloats = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.kvDim());
-    const Need needs[] = {
-        {&s->m_x, uint64_t(c.dim)},       {&s->m_xb, uint64_t(std::max(c.dim, c.qDim()))},
-        {&s->m_q, uint64_t(c.qDim())},    {&s->m_att, uint64_t(c.qDim())},
-        {&s->m_scores, uint64_t(c.nHeads) * uint64_t(ctx)},
-        {&s->m_hb, uint64_t(c.ffnDim)},   {&s->m_hb2, uint64_t(c.ffnDim)},
-        {&s->m_logits, uint64_t(c.vocabSize)},
-        {&s->m_keys, kvFloats},           {&s->m_values, kvFloats},
-    };
-    for (const auto& n : needs) {
-        auto b = device.allocate(n.floats * sizeof(float));
-        if (!b) return b.error();
-        *n.buffer = std::move(b.value());
+    gpu::Buffer* buffers[] = {&s->m_x,   &s->m_xb,  &s->m_q,      &s->m_att,  &s->m_scores,
+                              &s->m_hb,  &s->m_hb2, &s->m_logits, &s->m_keys, &s->m_values};
+    Status failed;
+    forEachNeed(c, ctx, s->m_batch, [&](int i, uint64_t floats) {
+        if (!failed) return;
+        auto b = device.allocate(floats * sizeof(float));
+        if (!b) {
+            failed = b.error();
+            return;
+        }
+        *buffers[i] = std::move(b.value());
+    });
+    if (!failed) return failed.error();
+
+    plan::Placement placement;
+    if (options.placement) {
+        placement = *options.placement;
+    } else {
+        placement = plan::uniformPlacement(model, plan::Tier::Device);
+        placement.mapInPlace = device.info().caps.hostPointers;
     }
+    auto streamer = WeightStreamer::create(model, device, placement, options.streamer);
+    if (!streamer) return streamer.error();
+    s->m_streamer = std::move(streamer.value());
+    if (!device.info().caps.hostPointers) s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize));
     return s;
 }
 
-const float* LlamaSession::forward(int token, int pos)
+LlamaSession::~LlamaSession() = default;
+
+Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int pos)
 {
     const LlamaConfig& c = m_model.config();
-    const LlamaWeights& w = m_model.weights();
+    if (tokens.empty()) return makeError(ErrorCode::InvalidArgument, "forward: no tokens");
+    if (pos < 0 || pos + int64_t(tokens.size()) > m_ctx)
+        return makeError(ErrorCode::InvalidArgument,
+                         "positions " + std::to_string(pos) + ".." + std::to_string(pos + tokens.size() - 1) +
+                             " do not fit the context of " + std::to_string(m_ctx) + " tokens");
+    for (int32_t t : tokens)
+        if (t < 0 || t >= c.vocabSize)
+            return makeError(ErrorCode::InvalidArgument, "token id " + std::to_string(t) + " is out of range");
+    const float* last = nullptr;  // (no error value built up front: decoding allocates nothing)
+    for (size_t done = 0; done < tokens.size();) {
+        const size_t n = std::min(tokens.size() - done, size_t(m_batch));
+        auto logits = forwardBatch(tokens.subspan(done, n), pos + int(done));
+        if (!logits) return logits;
+        last = *logits;
+        done += n;
+    }
+    return last;
+}
+
+void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos)
+{
+    // x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = rmsnorm(x)
+    const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;
-    float* x = m_x.as<float>();
+    const size_t kvDim = size_t(c.kvDim());
+    const size_t layerStride = size_t(m_ctx) * kvDim;  // floats per layer in the KV cache
+    float* keys = m_keys.as<float>() + size_t(layer) * layerStride;  // (ctx, kvDim)
+    float* values = m_values.as<float>() + size_t(layer) * layerStride;
+    float* k = keys + size_t(pos) * kvDim;  // this position's K and V go straight to the cache
+    float* v = values + size_t(pos) * kvDim;
     float* xb = m_xb.as<float>();
     float* q = m_q.as<float>();
     float* att = m_att.as<float>();
+
+    d.rmsnorm(x, L.attnNorm, xb, c.dim, c.normEps);
+    const gpu::MatvecJob qkv[] = {{L.wq, xb, q}, {L.wk, xb, k}, {L.wv, xb, v}};
+    d.matvec(qkv);
+    d.rope(q, c.nHeads, c.headDim, pos, m_rope);
+    d.rope(k, c.nKvHeads, c.headDim, pos, m_rope);
+    gpu::AttentionArgs a;
+    a.q = q;
+    a.kCache = keys;
+    a.vCache = values;
+    a.out = att;
+    a.scores = m_scores.as<float>();
+    a.nHeads = c.nHeads;
+    a.nKvHeads = c.nKvHeads;
+    a.headDim = c.headDim;
+    a.nPos = pos + 1;
+    a.scale = 1.0f / std::sqrt(float(c.headDim));
+    d.attention(a);
+    d.matvec(L.wo, att, xb);
+    d.add(x, xb, c.dim);
+}
+
+void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
+{
+    // x += down · (silu(gate·n) ⊙ up·n), n = rmsnorm(x)
+    const LlamaConfig& c = m_model.config();
+    gpu::Device& d = m_device;
+    float* xb = m_xb.as<float>();
     float* hb = m_hb.as<float>();
     float* hb2 = m_hb2.as<float>();
-    const size_t kvDim = size_t(c.kvDim());
-    const size_t layerStride = size_t(m_ctx) * kvDim;  // floats per layer in the KV cache
+    d.rmsnorm(x, L.ffnNorm, xb, c.dim, c.normEps);
+    const gpu::MatvecJob gateUp[] = {{L.gate, xb, hb}, {L.up, xb, hb2}};
+    d.matvec(gateUp);
+    d.swiglu(hb, hb2, hb, c.ffnDim);
+    d.matvec(L.down, hb, xb);
+    d.add(x, xb, c.dim);
+}
 
-    assert(token >= 0 && token < c.vocabSize && pos >= 0 && pos < m_ctx);
-    d.getRow(w.tokenEmbedding, token, x);
+Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens, int pos)
+{
+    const LlamaConfig& c = m_model.config();
+    gpu::Device& d = m_device;
+    WeightStreamer& ws = *m_streamer;
+    trace::Recorder* rec = m_options.streamer.trace;
+    const uint32_t pass = m_pass++;
+    ws.setPass(pass);
+    const size_t dim = size_t(c.dim);
+    const int n = int(tokens.size());
+    float* x = m_x.as<float>();
+    for (int i = 0; i < n; ++i) ws.embedding(tokens[size_t(i)], x + size_t(i) * dim);
+
     for (int l = 0; l < c.nLayers; ++l) {
-        const LlamaLayerWeights& L = w.layers[size_t(l)];
-        float* keys = m_keys.as<float>() + size_t(l) * layerStride;    // (ctx, kvDim)
-        float* values = m_values.as<float>() + size_t(l) * layerStride;
-        float* k = keys + size_t(pos) * kvDim;  // this position's K and V go straight to the cache
-        float* v = values + size_t(pos) * kvDim;
-
-        // Attention: x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = rmsnorm(x)
-        d.rmsnorm(x, L.attnNorm, xb, c.dim, c.normEps);
-        const gpu::MatvecJob qkv[] = {{L.wq, xb, q}, {L.wk, xb, k}, {L.wv, xb, v}};
-        d.matvec(qkv);
-        d.rope(q, c.nHeads, c.headDim, pos, m_rope);
-        d.rope(k, c.nKvHeads, c.headDim, pos, m_rope);
-        gpu::AttentionArgs a;
-        a.q = q;
-        a.kCache = keys;
-        a.vCache = values;
-        a.out = att;
-        a.scores = m_scores.as<float>();
-        a.nHeads = c.nHeads;
-        a.nKvHeads = c.nKvHeads;
-        a.headDim = c.headDim;
-        a.nPos = pos + 1;
-        a.scale = 1.0f / std::sqrt(float(c.headDim));
-        d.attention(a);
-        d.matvec(L.wo, att, xb);
-        d.add(x, xb, c.dim);
-
-        // Feed-forward: x += down · (silu(gate·n) ⊙ up·n), n = rmsnorm(x)
-        d.rmsnorm(x, L.ffnNorm, xb, c.dim, c.normEps);
-        const gpu::MatvecJob gateUp[] = {{L.gate, xb, hb}, {L.up, xb, hb2}};
-        d.matvec(gateUp);
-        d.swiglu(hb, hb2, hb, c.ffnDim);
-        d.matvec(L.down, hb, xb);
-        d.add(x, xb, c.dim);
+        auto L = ws.acquireLayer(l);
+        if (!L) return L.error();
+        const uint64_t t0 = trace::nowNs();
+        for (int i = 0; i < n; ++i) {
+            attentionBlock(**L, l, x + size_t(i) * dim, pos + i);
+            ffnBlock(**L, x + size_t(i) * dim);
+        }
+        ws.release(l);  // synchronizes when the unit's slot is to be reused
+        if (rec) rec->record({trace::Lane::DeviceCompute, l, n > 1 ? "prompt layer" : "layer", 0, t0, trace::nowNs(), pass});
     }
-    d.rmsnorm(x, w.outputNorm, x, c.dim, c.normEps);
-    d.matvec(w.output, x, m_logits.as<float>());
+    auto head = ws.acquireHead();
+    if (!head) return head.error();
+    const uint64_t t0 = trace::nowNs();
+    float* last = x + size_t(n - 1) * dim;
+    d.rmsnorm(last, ws.outputNorm(), last, c.dim, c.normEps);
+    d.matvec(**head, last, m_logits.as<float>());
     d.synchronize();
-    return m_logits.as<float>();
+    ws.release(c.nLayers);
+    if (rec) rec->record({trace::Lane::DeviceCompute, -1, "head", 0, t0, trace::nowNs(), pass});
+    if (m_hostLogits) {
+        d.download(m_hostLogits.get(), m_logits.data(), size_t(c.vocabSize) * sizeof(float));
+        return static_cast<const float*>(m_hostLogits.get());
+    }
+    return static_cast<const float*>(m_logits.as<float>());
 }
 
 }  // namespace spillway

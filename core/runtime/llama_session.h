@@ -1,38 +1,69 @@
 #pragma once
 // One conversation's state on a device: activation buffers and the KV cache, all allocated up
-// front; forward() allocates nothing.
+// front, and the weight streamer that executes the session's placement. forward() allocates
+// nothing.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 
 #include "base/result.h"
 #include "core/model/llama_model.h"
+#include "core/plan/placement.h"
+#include "core/runtime/weight_streamer.h"
 #include "gpu/device.h"
 
 namespace spillway {
 
+struct SessionOptions {
+    int contextLength = 0;  // <= 0: the model's trained context, capped at 4096 tokens
+    int batch = 32;         // prompt tokens processed per pass over the weights
+    // Where the weights live. Unset: everything on the device (used in place from the mapped
+    // file on the CPU device).
+    std::optional<plan::Placement> placement;
+    StreamerOptions streamer;
+};
+
 class LlamaSession {
 public:
-    // contextLength <= 0: the model's trained context, capped at 4096 tokens.
+    static Result<std::unique_ptr<LlamaSession>> create(const LlamaModel& model, gpu::Device& device,
+                                                        const SessionOptions& options);
     static Result<std::unique_ptr<LlamaSession>> create(const LlamaModel& model, gpu::Device& device,
                                                         int contextLength);
+    ~LlamaSession();
 
     int contextLength() const { return m_ctx; }
     const LlamaModel& model() const { return m_model; }
+    const WeightStreamer& streamer() const { return *m_streamer; }
 
-    // Runs token `token` at position `pos` (0 <= pos < contextLength(); positions before it
-    // must have been run in this session) and returns the logits (vocabSize floats), valid until
-    // the next call.
-    const float* forward(int token, int pos);
+    // Device bytes a session of this shape allocates besides the weights (KV cache, activations).
+    static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch);
+
+    // Runs `tokens` at positions pos, pos+1, ... (positions before pos must have been run in
+    // this session; all must be < contextLength()) and returns the logits of the last token
+    // (vocabSize floats, host-readable, valid until the next call). Prompt tokens go through
+    // the layers `batch` at a time, so streamed weights are brought in once per batch.
+    Result<const float*> forward(std::span<const int32_t> tokens, int pos);
+    Result<const float*> forward(int32_t token, int pos) { return forward({&token, 1}, pos); }
 
 private:
     LlamaSession(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
+    Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
+    void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
+    void ffnBlock(const LlamaLayerWeights& L, float* x);
+
     const LlamaModel& m_model;
     gpu::Device& m_device;
     int m_ctx = 0;
+    int m_batch = 1;
+    uint32_t m_pass = 0;
     gpu::RopeParams m_rope;
+    std::unique_ptr<WeightStreamer> m_streamer;
+    SessionOptions m_options;
 
-    // Activations for the current token (device memory).
-    gpu::Buffer m_x;       // (dim) residual stream
+    // Activations (device memory).
+    gpu::Buffer m_x;       // (batch, dim) residual streams of the tokens in flight
     gpu::Buffer m_xb;      // (dim) normed input / attention output projected
     gpu::Buffer m_q;       // (qDim)
     gpu::Buffer m_att;     // (qDim) attention output before wo
@@ -42,6 +73,7 @@ private:
     gpu::Buffer m_logits;  // (vocab)
     gpu::Buffer m_keys;    // (layer, ctx, kvDim)
     gpu::Buffer m_values;  // (layer, ctx, kvDim)
+    std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
 };
 
 }  // namespace spillway

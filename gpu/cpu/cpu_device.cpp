@@ -70,8 +70,9 @@ struct alignas(64) ChunkCursor {
 // they spread over the device's pool where the work is big enough to pay for the dispatch.
 class CpuDevice final : public Device {
 public:
-    CpuDevice(int threads, CpuKernelSet set)
-        : m_kernels(cpu::kernelsFor(set)), m_pool(threads > 0 ? threads : cpu::onlineCores())
+    CpuDevice(int threads, CpuKernelSet set, uint64_t memoryLimit)
+        : m_kernels(cpu::kernelsFor(set)), m_pool(threads > 0 ? threads : cpu::onlineCores()),
+          m_limit(memoryLimit)
     {
         const cpu::HostMemoryInfo mem = cpu::readHostMemoryInfo();
         m_info.backend = "cpu";
@@ -79,8 +80,8 @@ public:
         m_info.kernels = cpuKernelSetName(m_kernels.set);
         m_info.name = cpu::cpuModelName() + " (" + std::to_string(m_pool.size()) +
                       (m_pool.size() == 1 ? " thread, " : " threads, ") + m_info.kernels + ")";
-        m_info.totalMemory = mem.total;
-        m_info.freeMemory = mem.available;
+        m_info.totalMemory = memoryLimit ? std::min<uint64_t>(memoryLimit, mem.total) : mem.total;
+        m_info.freeMemory = std::min<uint64_t>(m_info.totalMemory, mem.available);
         m_info.caps.hostPointers = true;
         m_plans.reserve(8);
         m_cursors = std::make_unique<ChunkCursor[]>(static_cast<size_t>(m_pool.size()));
@@ -89,13 +90,55 @@ public:
     const DeviceInfo& info() const override { return m_info; }
     bool supports(DType type) const override { return static_cast<int>(type) <= 4; }
 
+    ~CpuDevice() override = default;
+
+    // "Device memory" of the CPU device is host RAM; with a memory limit it behaves like a card
+    // of that size (the runtime's placements are exercised against it in tests).
     Result<Buffer> allocate(size_t bytes) override
+    {
+        uint64_t used = m_used.load(std::memory_order_relaxed);
+        do {
+            if (m_limit && (bytes > m_limit || used > m_limit - bytes))
+                return makeError(ErrorCode::OutOfDeviceMemory,
+                                 "cpu device: " + std::to_string(bytes) + " bytes do not fit the " +
+                                     std::to_string(m_limit) + "-byte device budget (" +
+                                     std::to_string(used) + " in use)");
+        } while (!m_used.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+        void* p = cpu::allocateHostMemory(bytes);
+        if (!p) {
+            m_used.fetch_sub(bytes, std::memory_order_relaxed);
+            return makeError(ErrorCode::OutOfMemory,
+                             "cpu device: cannot allocate " + std::to_string(bytes) + " bytes");
+        }
+        raisePeak(m_peak, used + bytes);
+        return Buffer(p, bytes, &CpuDevice::releaseDevice, this);
+    }
+
+    Result<Buffer> allocateHost(size_t bytes) override
     {
         void* p = cpu::allocateHostMemory(bytes);
         if (!p)
             return makeError(ErrorCode::OutOfMemory,
-                             "cpu device: cannot allocate " + std::to_string(bytes) + " bytes");
-        return Buffer(p, bytes, cpu::freeHostMemory);
+                             "cpu device: cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+        const uint64_t now = m_hostUsed.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+        raisePeak(m_hostPeak, now);
+        return Buffer(p, bytes, &CpuDevice::releaseHost, this);
+    }
+
+    MemoryStats memoryStats() const override
+    {
+        MemoryStats s;
+        s.used = m_used.load(std::memory_order_relaxed);
+        s.peak = m_peak.load(std::memory_order_relaxed);
+        s.limit = m_limit;
+        s.hostUsed = m_hostUsed.load(std::memory_order_relaxed);
+        s.hostPeak = m_hostPeak.load(std::memory_order_relaxed);
+        return s;
+    }
+    void resetPeak() override
+    {
+        m_peak.store(m_used.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        m_hostPeak.store(m_hostUsed.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
 
     void upload(void* deviceDst, const void* hostSrc, size_t bytes) override
@@ -156,11 +199,30 @@ private:
 
     // matvec state, reused across calls.
     std::vector<JobPlan> m_plans;   // (jobs); grows only
+    static void raisePeak(std::atomic<uint64_t>& peak, uint64_t value)
+    {
+        uint64_t seen = peak.load(std::memory_order_relaxed);
+        while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {}
+    }
+    static void releaseDevice(void* owner, void* data, size_t bytes)
+    {
+        cpu::freeHostMemory(data);
+        static_cast<CpuDevice*>(owner)->m_used.fetch_sub(bytes, std::memory_order_relaxed);
+    }
+    static void releaseHost(void* owner, void* data, size_t bytes)
+    {
+        cpu::freeHostMemory(data);
+        static_cast<CpuDevice*>(owner)->m_hostUsed.fetch_sub(bytes, std::memory_order_relaxed);
+    }
+
     Scratch m_xScratch;             // per distinct x: its Q8 form, or an aligned copy
     Scratch m_ropeScratch;          // (rotaryDims) cos, sin
     Scratch m_scoreScratch;         // (nHeads, nPos) when the caller gives no scores scratch
     int64_t m_totalChunks = 0;
     std::unique_ptr<ChunkCursor[]> m_cursors;  // (threads)
+
+    const uint64_t m_limit;  // device-memory budget; 0 = none
+    std::atomic<uint64_t> m_used{0}, m_peak{0}, m_hostUsed{0}, m_hostPeak{0};
 };
 
 // Prepares each distinct x once (the Q, K and V projections share theirs): quantized to Q8 for
@@ -287,14 +349,14 @@ CpuKernelSet kernelSetFromEnvironment()
 
 }  // namespace
 
-std::unique_ptr<Device> createCpuDevice(int threads)
+std::unique_ptr<Device> createCpuDevice(int threads, uint64_t memoryLimit)
 {
-    return std::make_unique<CpuDevice>(threads, kernelSetFromEnvironment());
+    return std::make_unique<CpuDevice>(threads, kernelSetFromEnvironment(), memoryLimit);
 }
 
-std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set)
+std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set, uint64_t memoryLimit)
 {
-    return std::make_unique<CpuDevice>(threads, set);
+    return std::make_unique<CpuDevice>(threads, set, memoryLimit);
 }
 
 }  // namespace spillway::gpu

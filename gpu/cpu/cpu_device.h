@@ -3,6 +3,7 @@
 // Multi-threaded (a persistent worker pool) and vectorized (AVX2/FMA/F16C kernels chosen at run
 // time; the binary still runs on any x86-64).
 
+#include <cstdint>
 #include <memory>
 
 #include "gpu/device.h"
@@ -11,7 +12,9 @@ namespace spillway::gpu {
 
 // threads <= 0: one per online core. The kernel set is the widest the CPU runs, or a lower one
 // named by the environment variable SPILLWAY_CPU_KERNELS=scalar|avx2|avx512 (for comparisons).
-std::unique_ptr<Device> createCpuDevice(int threads);
+// memoryLimit > 0 makes the device behave like a card with that much memory: allocate() fails
+// past it (the runtime's placements are tested against such budgets).
+std::unique_ptr<Device> createCpuDevice(int threads, uint64_t memoryLimit = 0);
 
 // Instruction-set levels of the CPU kernels, lowest first.
 enum class CpuKernelSet {
@@ -27,7 +30,7 @@ CpuKernelSet bestCpuKernelSet();
 // A device running exactly `set`, or the widest set below it that this CPU supports (tests
 // compare the sets against each other; SPILLWAY_CPU_KERNELS is not consulted).
 // info().kernels names the set that runs.
-std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set);
+std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set, uint64_t memoryLimit = 0);
 
 // Measured sustained read bandwidth of host memory in bytes/s, reading `bytes` (far larger than
 // the caches) with `threads` threads and the widest loads the CPU has; best of `repeats` passes.

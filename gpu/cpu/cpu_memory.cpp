@@ -42,7 +42,7 @@ void* allocateHostMemory(size_t bytes)
     // some allocators (AddressSanitizer's) abort instead of returning null.
     static const uint64_t totalMemory = readHostMemoryInfo().total;
     if (totalMemory != 0 && bytes > totalMemory) return nullptr;
-    const size_t alignment = bytes >= kHugeThreshold ? kHugePage : 64;
+    const size_t alignment = bytes >= kHugeThreshold ? kHugePage : 4096;
     void* p = nullptr;
     if (posix_memalign(&p, alignment, bytes == 0 ? 64 : bytes) != 0) return nullptr;
     if (bytes >= kHugeThreshold) madvise(p, bytes & ~(kHugePage - 1), MADV_HUGEPAGE);

@@ -7,7 +7,7 @@
 
 namespace spillway::gpu::cpu {
 
-// At least 64-byte aligned. Blocks of 4 MiB and more are 2 MiB aligned and advised to use
+// 4096-byte aligned (direct I/O can read into it). Blocks of 4 MiB and more are 2 MiB aligned and advised to use
 // transparent huge pages (fewer TLB misses when streaming weights). Returns nullptr when the
 // request exceeds the machine's memory or the allocator fails; never throws or aborts.
 void* allocateHostMemory(size_t bytes);

@@ -16,8 +16,24 @@ if(NOT SPILLWAY_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # sm_80 (A100, Ampere desktop cards run it too) and sm_90 (H100) machine code, plus sm_90
+    # PTX that newer GPUs compile at load time. Few architectures keep the build short (CI has
+    # 2 cores); set CMAKE_CUDA_ARCHITECTURES to build for others.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;90")
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 does not know nvcc's C++20 flag.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    find_package(CUDAToolkit REQUIRED)
+    if(CCACHE_PROGRAM AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+      set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+    endif()
     set(SPILLWAY_HAVE_CUDA ON)
-    set(SPILLWAY_CUDA_WHY "toolkit found (${CMAKE_CUDA_COMPILER}); not built yet: the CUDA backend module lands with issue 8")
+    string(REPLACE ";" "," archs "${CMAKE_CUDA_ARCHITECTURES}")
+    string(CONCAT SPILLWAY_CUDA_WHY "built as module lib/libspillway_cuda.so, loaded at run time "
+                  "(nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${archs}; static cudart, shared cuBLAS)")
   elseif(SPILLWAY_CUDA STREQUAL "ON")
     message(FATAL_ERROR "SPILLWAY_CUDA=ON but no CUDA compiler (nvcc) was found. "
                         "Install the CUDA Toolkit or set SPILLWAY_CUDA=AUTO/OFF.")

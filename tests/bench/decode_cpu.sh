@@ -13,6 +13,6 @@ for type in q8_0 f16; do
   model=$models/tinyllama-1.1b-$type.gguf
   [[ -f $model ]] || "$cli" make-synthetic --preset tinyllama-1.1b --type "$type" -o "$model"
   echo "== synthetic TinyLlama-1.1B ($type, random weights), 2 threads"
-  "$cli" bench -m "$model" --threads 2 -n 32 -r 3 --json "$out/decode-tinyllama-$type.json"
+  "$cli" bench -m "$model" --threads 2 -n 32 -r 5 --json "$out/decode-tinyllama-$type.json"
   echo
 done

@@ -1,13 +1,16 @@
 # Model files are untrusted input: the GGUF tests and spillway-cli's corrupt-file tests also run
 # under AddressSanitizer + UBSan in every build of the suite. Rather than a second build tree,
 # the engine's sources are compiled once more with the sanitizers into one library used by
-# test_gguf_asan and spillway-cli-asan. (A build with SPILLWAY_ASAN=ON sanitizes everything.)
+# spillway-cli-asan here and by test_gguf_asan (gguf.cmake) and test_cpu_backend_asan
+# (cpu_backend.cmake); CMakeLists.txt includes this file before those, in name order.
+# (A build with SPILLWAY_ASAN=ON sanitizes everything.)
 if(SPILLWAY_ASAN OR SPILLWAY_TSAN)
   return()
 endif()
 
 set(asan_flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g)
-set(asan_dirs gpu gpu/cpu storage core/formats core/model core/tokenizer core/runtime core/hw)
+set(asan_dirs gpu gpu/cpu storage core/formats core/model core/tokenizer core/runtime core/hw core/trace
+  core/plan)
 set(asan_sources)
 foreach(d IN LISTS asan_dirs)
   file(GLOB found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${d}/*.cpp)
@@ -24,17 +27,24 @@ foreach(src IN LISTS asan_sources)
   endif()
 endforeach()
 
+# Source properties are per folder too: registry.cpp gets the definitions gpu/CMakeLists.txt gives
+# it (the backend interface hash; whether the CUDA module was built) copied from there.
+set(registry_src ${PROJECT_SOURCE_DIR}/gpu/registry.cpp)
+get_source_file_property(registry_defs ${registry_src} DIRECTORY ${PROJECT_SOURCE_DIR}/gpu
+                         COMPILE_DEFINITIONS)
+if(registry_defs)
+  set_source_files_properties(${registry_src} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+                              PROPERTIES COMPILE_DEFINITIONS "${registry_defs}")
+endif()
+
 add_library(spillway_engine_asan STATIC ${asan_sources})
 target_compile_options(spillway_engine_asan PUBLIC ${asan_flags})
 target_link_options(spillway_engine_asan PUBLIC -fsanitize=address,undefined)
 target_include_directories(spillway_engine_asan PUBLIC
   ${SPILLWAY_INCLUDE_ROOTS}/base ${SPILLWAY_INCLUDE_ROOTS}/gpu ${SPILLWAY_INCLUDE_ROOTS}/storage
   ${SPILLWAY_INCLUDE_ROOTS}/core)
-target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads
-  PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2)
-
-spillway_test(test_gguf_asan LABELS engine asan
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf.cpp LIBS spillway_engine_asan)
+target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads ${CMAKE_DL_LIBS}
+  PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING)
 
 file(GLOB cli_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/app/cli/*.cpp)
 add_executable(spillway-cli-asan ${cli_sources})

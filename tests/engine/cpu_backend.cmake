@@ -1,6 +1,12 @@
-# The CPU backend: conformance of every op and kernel set, and a kernel benchmark.
+# The CPU backend: conformance of every op and kernel set, the device's memory accounting, and a
+# kernel benchmark. Helpers shared by the test sources are in cpu_test_util.h.
+set(cpu_backend_test_sources
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_conversions.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_matvec.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_ops.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_device.cpp)
 spillway_test(test_cpu_backend LABELS engine
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_backend.cpp
+  SOURCES ${cpu_backend_test_sources}
   LIBS spillway_gpu)
 
 # Not a CTest test: prints matvec GB/s per weight type next to the host read bandwidth.
@@ -12,9 +18,9 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench_kernels.cpp)
 endif()
 
 # The conformance suite again under AddressSanitizer + UBSan, in every build that has the
-# sanitized engine library (see asan.cmake).
+# sanitized engine library (asan.cmake, included before this file).
 if(TARGET spillway_engine_asan)
   spillway_test(test_cpu_backend_asan LABELS engine asan
-    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_backend.cpp
+    SOURCES ${cpu_backend_test_sources}
     LIBS spillway_engine_asan)
 endif()

@@ -118,7 +118,7 @@ TEST(Llama, LogitsAreBitwiseEqualForAnyThreadCount)
         std::vector<float> all;
         const int tokens[] = {1, 403, 407, 261, 378, 500, 17, 300};
         for (int pos = 0; pos < 8; ++pos) {
-            const float* logits = (*session)->forward(tokens[pos], pos);
+            const float* logits = (*session)->forward(tokens[pos], pos).value();
             all.insert(all.end(), logits, logits + vocab);
         }
         runs.push_back(std::move(all));
@@ -136,11 +136,11 @@ TEST(Llama, DecodingAllocatesNothingPerToken)
     auto device = gpu::createCpuDevice(2);
     auto session = LlamaSession::create(**model, *device, 128);
     ASSERT_TRUE(session.ok());
-    (*session)->forward(1, 0);  // warm-up: kernels may size their scratch once
+    (void)(*session)->forward(1, 0);  // warm-up: kernels may size their scratch once
     const long before = g_allocations.load();
     int token = 1;
     for (int pos = 1; pos < 100; ++pos)
-        token = argmax({(*session)->forward(token, pos), size_t((*model)->config().vocabSize)});
+        token = argmax({(*session)->forward(token, pos).value(), size_t((*model)->config().vocabSize)});
     EXPECT_EQ(g_allocations.load() - before, 0);
 }
 
@@ -213,7 +213,7 @@ TEST(Llama, SyntheticTinyLlamaLoadsAndDecodes)
     auto session = LlamaSession::create(**model, *device, 16);
     ASSERT_TRUE(session.ok());
     for (int pos = 0; pos < 4; ++pos) {
-        const float* logits = (*session)->forward(ids[size_t(pos)], pos);
+        const float* logits = (*session)->forward(ids[size_t(pos)], pos).value();
         double sum = 0;
         for (int i = 0; i < c.vocabSize; ++i) {
             ASSERT_TRUE(std::isfinite(logits[i]));

@@ -1,0 +1,24 @@
+#pragma once
+// The options of `spillway-cli bench`, shared by its in-memory and offloaded forms.
+
+#include <string>
+
+#include "offload.h"
+
+namespace spillway::cli {
+
+struct BenchCommand {
+    std::string model;
+    int tokens = 32;
+    int threads = 0;
+    int repeats = 5;
+    std::string json;
+    int bandwidthMiB = 1024;
+    int context = 0;
+    OffloadOptions offload;
+};
+
+// Decode with budgets (cmd_bench_offload.cpp).
+int runOffloadBench(BenchCommand& b);
+
+}  // namespace spillway::cli

@@ -1,0 +1,149 @@
+// spillway-cli bench with budgets: decode with weights spread over device memory, RAM and the
+// SSD as the planner placed them; measured against the planner's prediction, the probe's SSD
+// bandwidth and the naive (load-before-use) baseline.
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "bench_command.h"
+
+namespace spillway::cli {
+
+namespace {
+
+struct Measured {
+    double tokensPerSecond = 0;
+    double seconds = 0;
+    uint64_t ssdBytes = 0;
+    uint64_t stallNs = 0;
+    trace::Summary summary;
+    std::vector<trace::Span> spans;
+};
+
+// Decodes `tokens` greedy steps after a two-token warm-up, with `options`.
+Result<Measured> decode(const LlamaModel& model, gpu::Device& device, const SessionOptions& options, int tokens,
+                        trace::Recorder* recorder)
+{
+    using Clock = std::chrono::steady_clock;
+    auto session = LlamaSession::create(model, device, options);
+    if (!session) return session.error();
+    const int vocab = model.config().vocabSize;
+    int32_t token = 1;
+    for (int pos = 0; pos < 2; ++pos) {
+        auto logits = (*session)->forward(token, pos);
+        if (!logits) return logits.error();
+        token = argmax({*logits, size_t(vocab)});
+    }
+    if (recorder) recorder->clear();
+    const StreamerStats before = (*session)->streamer().stats();
+    const uint64_t t0 = trace::nowNs();
+    const auto start = Clock::now();
+    for (int pos = 2; pos < 2 + tokens; ++pos) {
+        auto logits = (*session)->forward(token, pos);
+        if (!logits) return logits.error();
+        token = argmax({*logits, size_t(vocab)});
+    }
+    Measured m;
+    m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const uint64_t t1 = trace::nowNs();
+    const StreamerStats after = (*session)->streamer().stats();
+    m.tokensPerSecond = tokens / m.seconds;
+    m.ssdBytes = after.ssdBytes - before.ssdBytes;
+    m.stallNs = after.stallNs - before.stallNs;
+    if (recorder) {
+        m.spans = recorder->snapshot();
+        m.summary = trace::summarize(m.spans, t0, t1);
+    }
+    return m;
+}
+
+}  // namespace
+
+int runOffloadBench(BenchCommand& b)
+{
+    auto model = LlamaModel::load(b.model);
+    if (!model) return reportError(model.error());
+    const int context = b.context > 0 ? b.context : b.tokens + 8;
+    auto run = prepareOffload(**model, b.model, "cpu", b.threads, context, b.offload, true);
+    if (!run) return reportError(run.error());
+    const plan::PlanResult& plan = *run->plan;
+    auto measured = decode(**model, *run->device, run->session, b.tokens, run->recorder.get());
+    if (!measured) return reportError(measured.error());
+
+    const bool streams = plan.ssdBytes > 0 || plan.hostWeightBytes > 0;
+    std::optional<Measured> naive;
+    if (streams && !b.offload.naive) {
+        SessionOptions n = run->session;
+        n.placement->prefetchDepth = 0;
+        n.streamer.trace = nullptr;
+        auto m = decode(**model, *run->device, n, b.tokens, nullptr);
+        if (!m) return reportError(m.error());
+        naive = std::move(m.value());
+    }
+
+    const double ssdSeq = run->profile.storage.sequentialBytesPerSecond;
+    const double ssdRate = measured->ssdBytes / measured->seconds;
+    const double predicted = plan.tokensPerSecond();
+    const auto& mem = run->device->memoryStats();
+    std::printf("%s", plan::planText(plan, false).c_str());
+    std::printf("\nmeasured (%d tokens%s)\n", b.tokens, b.offload.naive ? ", naive" : "");
+    std::printf("  %-36s %.3f (predicted %.3f, measured/predicted %.2f)\n", "tokens/s", measured->tokensPerSecond,
+                predicted, measured->tokensPerSecond / predicted);
+    std::printf("  %-36s %.1f MiB/token\n", "SSD read", measured->ssdBytes / double(b.tokens) / double(1 << 20));
+    std::printf("  %-36s %.2f GB/s of the probe's %.2f GB/s sequential direct reads (%.0f%%)\n",
+                "SSD throughput during decode", ssdRate / 1e9, ssdSeq / 1e9, 100.0 * ssdRate / ssdSeq);
+    std::printf("  %-36s %.1f%% of decode time\n", "compute waiting for weights",
+                100.0 * double(measured->stallNs) / 1e9 / measured->seconds);
+    std::printf("  %-36s %s\n", "where the time went", measured->summary.text().c_str());
+    std::printf("  %-36s %.1f MiB (budget %.1f), pinned RAM peak %.1f MiB\n", "device memory peak",
+                mem.peak / double(1 << 20), mem.limit / double(1 << 20), mem.hostPeak / double(1 << 20));
+    if (naive)
+        std::printf("  %-36s %.3f tokens/s; speed-up of the planned run %.2fx\n", "naive baseline",
+                    naive->tokensPerSecond, measured->tokensPerSecond / naive->tokensPerSecond);
+    std::vector<trace::LanePrediction> predictions = {
+        {trace::Lane::SsdRead, plan.lanes.ssdRead},
+        {trace::Lane::HostToDevice, plan.lanes.hostToDevice},
+        {trace::Lane::DeviceCompute, plan.lanes.deviceCompute},
+    };
+    std::printf("\n%s", trace::compareWithPrediction(measured->summary, predictions).c_str());
+
+    if (!b.offload.tracePath.empty()) {
+        auto st = trace::writeChromeTrace(measured->spans, b.offload.tracePath);
+        if (!st) return reportError(st.error());
+    }
+    if (!b.json.empty()) {
+        nlohmann::json j = nlohmann::json::parse(plan::planJson(plan));
+        j.erase("tensors");
+        j["model"] = b.model;
+        j["synthetic"] = (*model)->config().synthetic;
+        j["decode_tokens"] = b.tokens;
+        j["measured"] = {
+            {"tokens_per_s", measured->tokensPerSecond},
+            {"ssd_bytes_per_token", double(measured->ssdBytes) / b.tokens},
+            {"ssd_bytes_per_s", ssdRate},
+            {"stall_fraction", double(measured->stallNs) / 1e9 / measured->seconds},
+            {"bottleneck", measured->summary.text()},
+            {"device_peak_bytes", mem.peak},
+            {"pinned_ram_peak_bytes", mem.hostPeak},
+        };
+        j["probe_ssd_sequential_bytes_per_s"] = ssdSeq;
+        j["ssd_ratio_to_probe"] = ssdRate / ssdSeq;
+        j["measured_over_predicted"] = measured->tokensPerSecond / predicted;
+        if (naive) {
+            j["naive_tokens_per_s"] = naive->tokensPerSecond;
+            j["speedup_over_naive"] = measured->tokensPerSecond / naive->tokensPerSecond;
+        }
+        std::ofstream out(b.json);
+        out << j.dump(2) << "\n";
+        if (!out) return reportError(makeError(ErrorCode::Io, b.json + ": cannot write"));
+    }
+    return ExitOk;
+}
+
+}  // namespace spillway::cli

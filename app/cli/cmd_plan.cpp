@@ -1,0 +1,49 @@
+// spillway-cli plan: where each tensor of a model would live under given budgets, why, and the
+// predicted per-token time of every lane.
+
+#include <cstdio>
+
+#include "cli_common.h"
+#include "core/model/llama_model.h"
+#include "offload.h"
+
+namespace spillway::cli {
+
+namespace {
+
+struct PlanCommand {
+    std::string model;
+    int context = 0;
+    int threads = 0;
+    bool json = false;
+    OffloadOptions offload;
+};
+
+int runPlan(PlanCommand& c)
+{
+    auto model = LlamaModel::load(c.model);
+    if (!model) return reportError(model.error());
+    c.offload.alwaysPlan = true;
+    auto run = prepareOffload(**model, c.model, "cpu", c.threads, c.context, c.offload, false);
+    if (!run) return reportError(run.error());
+    const std::string text = c.json ? plan::planJson(*run->plan) + "\n" : plan::planText(*run->plan, true);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return ExitOk;
+}
+
+}  // namespace
+
+void addPlanCommand(CLI::App& app, int& exitCode)
+{
+    auto c = std::make_shared<PlanCommand>();
+    c->model = demoModelPath();
+    auto* cmd = app.add_subcommand("plan", "Show where each tensor would live under given budgets, and why");
+    cmd->add_option("-m,--model", c->model, "GGUF model file")->check(CLI::ExistingFile);
+    cmd->add_option("-c,--ctx", c->context, "Context length the KV cache is sized for (default: trained, at most 4096)");
+    cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
+    cmd->add_flag("--json", c->json, "Print the plan as JSON");
+    addOffloadOptions(cmd, c->offload, false);
+    cmd->callback([c, &exitCode] { exitCode = runPlan(*c); });
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,112 @@
+#include "offload.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/plan/model_tensors.h"
+#include "gpu/registry.h"
+
+namespace spillway::cli {
+
+void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace)
+{
+    cmd->add_option("--vram-budget", o.vramBudget, "Device memory to use, e.g. 8GiB (default: all free)");
+    cmd->add_option("--ram-budget", o.ramBudget, "Pinned RAM for weights and staging, e.g. 16GiB (default: half the available)");
+    cmd->add_option("--prefetch", o.prefetch, "Units (layers) loaded ahead of compute")->check(CLI::Range(0, 16));
+    cmd->add_flag("--naive", o.naive, "Baseline: load each layer synchronously right before use");
+    cmd->add_option("--tier", o.tier, "Put every weight on one tier instead of planning")
+        ->check(CLI::IsMember({"device", "ram", "ssd"}));
+    cmd->add_option("--probe-path", o.probePath, "Folder whose SSD the probe measures (default: the model's)");
+    cmd->add_flag("--remeasure", o.remeasure, "Measure the hardware again instead of using the cached profile");
+    cmd->add_flag("--quick-probe", o.quickProbe, "Small, rough hardware measurements (for tests)");
+    if (withTrace) cmd->add_option("--trace", o.tracePath, "Write a Chrome trace (open in Perfetto) of the run");
+}
+
+Result<uint64_t> parseBytes(const std::string& text)
+{
+    size_t used = 0;
+    double value = 0;
+    try {
+        value = std::stod(text, &used);
+    } catch (...) {
+        return makeError(ErrorCode::InvalidArgument, "'" + text + "' is not a size (e.g. 8GiB, 512M)");
+    }
+    std::string unit = text.substr(used);
+    double scale = 1;
+    if (unit.empty() || unit == "B") scale = 1;
+    else if (unit == "K" || unit == "KiB" || unit == "KB") scale = 1024.0;
+    else if (unit == "M" || unit == "MiB" || unit == "MB") scale = 1024.0 * 1024;
+    else if (unit == "G" || unit == "GiB" || unit == "GB") scale = 1024.0 * 1024 * 1024;
+    else if (unit == "T" || unit == "TiB" || unit == "TB") scale = 1024.0 * 1024 * 1024 * 1024;
+    else return makeError(ErrorCode::InvalidArgument, "'" + text + "': unknown unit '" + unit + "'");
+    if (!(value > 0) || !std::isfinite(value) || value * scale > 1e18)
+        return makeError(ErrorCode::InvalidArgument, "'" + text + "' is not a positive size");
+    return uint64_t(value * scale);
+}
+
+Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& modelPath, const std::string& backend,
+                                  int threads, int contextLength, const OffloadOptions& o, bool alwaysTrace)
+{
+    OffloadRun run;
+    uint64_t vram = 0, ram = 0;
+    if (!o.vramBudget.empty()) {
+        auto b = parseBytes(o.vramBudget);
+        if (!b) return b.error();
+        vram = *b;
+    }
+    if (!o.ramBudget.empty()) {
+        auto b = parseBytes(o.ramBudget);
+        if (!b) return b.error();
+        ram = *b;
+    }
+    gpu::DeviceOptions deviceOptions;
+    deviceOptions.threads = threads;
+    deviceOptions.memoryLimit = vram;
+    auto device = gpu::createDevice(backend, deviceOptions);
+    if (!device) return device.error();
+    run.device = std::move(device.value());
+    run.session.contextLength = contextLength;
+    run.session.streamer.hostBudget = ram;
+    if (alwaysTrace || !o.tracePath.empty()) {
+        run.recorder = std::make_unique<trace::Recorder>();
+        run.session.streamer.trace = run.recorder.get();
+    }
+    if (!o.offloading()) return run;
+
+    hw::ProbeOptions probe;
+    probe.storagePath = !o.probePath.empty() ? o.probePath
+                                             : std::filesystem::absolute(modelPath).parent_path().string();
+    probe.threads = run.device->info().threads;
+    probe.remeasure = o.remeasure;
+    probe.quick = o.quickProbe;
+    auto profile = hw::probeHardware(probe);
+    if (!profile) return profile.error();
+    run.profile = std::move(profile.value());
+
+    plan::PlannerInput in;
+    in.model = &model;
+    in.profile = run.profile;
+    in.backend = run.device->info().backend;
+    in.vramBudget = vram;
+    in.ramBudget = ram;
+    in.contextLength = contextLength;
+    in.batch = run.session.batch;
+    in.prefetchDepth = o.naive ? 0 : o.prefetch;
+    Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");
+    if (!o.tier.empty()) {
+        const plan::Tier tier = o.tier == "device" ? plan::Tier::Device : o.tier == "ram" ? plan::Tier::Host : plan::Tier::Ssd;
+        plan::Placement p = plan::uniformPlacement(model, tier);
+        p.prefetchDepth = in.prefetchDepth;
+        planned = plan::predictPlacement(in, p);
+    } else {
+        planned = plan::planPlacement(in);
+    }
+    if (!planned) return planned.error();
+    if (o.naive) planned->placement.prefetchDepth = 0;
+    run.session.placement = planned->placement;
+    if (!ram) run.session.streamer.hostBudget = planned->ramBudget;
+    run.plan = std::move(planned.value());
+    return run;
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,55 @@
+#pragma once
+// Options shared by the commands that run a model with weights spread over device memory, RAM
+// and the SSD (generate, bench, plan): budgets, prefetch, naive baseline, trace output.
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/result.h"
+#include "core/hw/probe.h"
+#include "core/plan/planner.h"
+#include "core/runtime/llama_session.h"
+#include "core/trace/trace.h"
+#include "gpu/device.h"
+
+namespace spillway::cli {
+
+struct OffloadOptions {
+    std::string vramBudget;   // "8GiB", "512M", "1073741824"
+    std::string ramBudget;
+    int prefetch = 2;
+    bool naive = false;
+    std::string tier;         // "device", "ram" or "ssd": everything there (skips the planner)
+    std::string tracePath;    // Chrome trace JSON
+    std::string probePath;    // where the SSD is measured; default: the model's folder
+    bool remeasure = false;
+    bool quickProbe = false;  // small, rough measurements (tests)
+    bool alwaysPlan = false;  // plan even without budgets (spillway-cli plan)
+
+    bool offloading() const
+    {
+        return alwaysPlan || !vramBudget.empty() || !ramBudget.empty() || naive || !tier.empty();
+    }
+};
+
+void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace);
+
+// "8GiB", "8G", "512MiB", "512M", "64KiB", "1.5GiB", "123" (bytes); binary units.
+Result<uint64_t> parseBytes(const std::string& text);
+
+struct OffloadRun {
+    std::unique_ptr<gpu::Device> device;
+    std::optional<plan::PlanResult> plan;     // set when offloading
+    SessionOptions session;
+    std::unique_ptr<trace::Recorder> recorder;
+    hw::HardwareProfile profile;
+};
+
+// Creates the device (with the VRAM budget as its memory limit), measures or loads the
+// hardware profile and plans the placement when offloading.
+Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& modelPath, const std::string& backend,
+                                  int threads, int contextLength, const OffloadOptions& o, bool alwaysTrace);
+
+}  // namespace spillway::cli

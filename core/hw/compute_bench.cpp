@@ -1,0 +1,164 @@
+// Device micro-benchmarks: matvec throughput per weight format, and host->device copy bandwidth
+// from pinned and from pageable memory. Written against gpu::Device only, so they run on every
+// backend the same way.
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/hw/measure.h"
+
+namespace spillway::hw::detail {
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Random but well-formed weights of `type` (finite values, small block scales, never all zeros).
+// A 1 MiB pattern is generated and repeated: the matrix is far bigger than the caches either way.
+void fillWeights(gpu::DType type, uint8_t* data, size_t bytes, uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    auto randomFloat = [&] { return float(int32_t(rng())) * 0x1p-31f; };
+    auto putHalf = [](uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); };
+    const size_t blockBytes = size_t(gpu::dtypeTraits(type).blockBytes);
+    const size_t pattern = std::min(bytes, (kMiB / blockBytes) * blockBytes);
+    switch (type) {
+    case gpu::DType::F32:
+        for (size_t i = 0; i + 4 <= pattern; i += 4) {
+            const float v = randomFloat();
+            std::memcpy(data + i, &v, 4);
+        }
+        break;
+    case gpu::DType::F16:
+    case gpu::DType::BF16:
+        for (size_t i = 0; i + 2 <= pattern; i += 2) {
+            const float v = randomFloat();
+            putHalf(data + i, type == gpu::DType::F16 ? gpu::fp32ToFp16(v) : gpu::fp32ToBf16(v));
+        }
+        break;
+    case gpu::DType::Q8_0:
+    case gpu::DType::Q4_0:
+        for (size_t i = 0; i < pattern; ++i) data[i] = uint8_t(rng());
+        for (size_t i = 0; i + blockBytes <= pattern; i += blockBytes)
+            putHalf(data + i, gpu::fp32ToFp16(0.01f + 0.001f * float(rng() % 16)));
+        break;
+    }
+    for (size_t at = pattern; at < bytes; at += pattern)
+        std::memcpy(data + at, data, std::min(pattern, bytes - at));
+}
+
+double median(std::vector<double> v)
+{
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Times `run` repeatedly for about `seconds` (at least `minRuns` times); median seconds per run.
+template <class F>
+double timeRuns(F&& run, double seconds, int minRuns)
+{
+    std::vector<double> times;
+    const double start = nowSeconds();
+    while (int(times.size()) < minRuns || nowSeconds() - start < seconds) {
+        const double t0 = nowSeconds();
+        run();
+        times.push_back(nowSeconds() - t0);
+        if (times.size() >= 1000) break;
+    }
+    return median(times);
+}
+
+// Allocates the largest of `bytes`, bytes/2, ... (down to `least`) the device grants.
+Result<gpu::Buffer> allocateUpTo(gpu::Device& device, size_t bytes, size_t least, bool host)
+{
+    for (;;) {
+        auto b = host ? device.allocateHost(bytes) : device.allocate(bytes);
+        if (b || bytes / 2 < least) return b;
+        bytes /= 2;
+    }
+}
+
+}  // namespace
+
+std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
+{
+    std::vector<FormatThroughput> out;
+    // Matrices of ~32 MiB (a 4096 x 4096 fp16 projection), as many copies as make 384 MiB, and
+    // every trial reads each copy once: however big the last-level cache, the weights stream
+    // from memory, as when decoding a model bigger than the caches.
+    const size_t matrixBytes = quick ? 2 * kMiB : 32 * kMiB;
+    const size_t totalBytes = quick ? 4 * kMiB : 384 * kMiB;
+    const int64_t cols = 4096;  // a multiple of every block size
+    for (gpu::DType type : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0,
+                            gpu::DType::Q4_0}) {
+        if (!device.supports(type)) continue;
+        const size_t rowBytes = gpu::rowBytes(type, cols);
+        const int64_t rows = int64_t(matrixBytes / rowBytes);
+        const size_t bytes = size_t(rows) * rowBytes;
+        auto x = device.allocate(size_t(cols) * sizeof(float));
+        auto y = device.allocate(size_t(rows) * sizeof(float));
+        auto staging = device.allocateHost(bytes);
+        if (!x || !y || !staging) continue;
+        fillWeights(type, staging->as<uint8_t>(), bytes, uint64_t(type) + 1);
+        std::vector<gpu::Buffer> copies;
+        while (copies.size() * bytes < totalBytes) {
+            auto w = device.allocate(bytes);
+            if (!w) break;  // a small device: fewer copies
+            // Weights go through a staging buffer, as on any device; each copy a little different.
+            staging->as<uint8_t>()[copies.size() % bytes] ^= 0x10;
+            device.upload(w->data(), staging->data(), bytes);
+            copies.push_back(std::move(*w));
+        }
+        if (copies.empty()) continue;
+        {
+            std::vector<float> xs(static_cast<size_t>(cols));
+            std::mt19937 rng(7);
+            for (float& v : xs) v = float(int32_t(rng())) * 0x1p-31f;
+            device.upload(x->data(), xs.data(), xs.size() * sizeof(float));
+        }
+        auto pass = [&] {
+            for (const gpu::Buffer& w : copies)
+                device.matvec(gpu::MatrixView{type, w.data(), rows, cols, rowBytes}, x->as<const float>(),
+                              y->as<float>());
+            device.synchronize();
+        };
+        pass();  // warm-up: pages, scratch, worker pool
+        const double seconds = timeRuns(pass, quick ? 0.02 : 0.3, quick ? 3 : 5);
+        if (seconds > 0) out.push_back({type, double(bytes * copies.size()) / seconds});
+    }
+    return out;
+}
+
+UploadBandwidth measureUpload(gpu::Device& device, bool quick)
+{
+    UploadBandwidth r;
+    const size_t want = quick ? 8 * kMiB : 256 * kMiB;
+    const double seconds = quick ? 0.02 : 0.25;
+    auto dst = allocateUpTo(device, want, kMiB, false);
+    if (!dst) return r;
+    const size_t bytes = dst->bytes();
+    if (auto pinned = allocateUpTo(device, bytes, bytes, true)) {
+        std::memset(pinned->data(), 0x5a, bytes);  // touch every page before timing
+        auto run = [&] { device.upload(dst->data(), pinned->data(), bytes); };
+        run();
+        const double s = timeRuns(run, seconds, 3);
+        if (s > 0) r.pinned = double(bytes) / s;
+    }
+    {
+        std::unique_ptr<uint8_t[]> pageable(new (std::nothrow) uint8_t[bytes]);
+        if (pageable) {
+            std::memset(pageable.get(), 0xa5, bytes);
+            auto run = [&] { device.upload(dst->data(), pageable.get(), bytes); };
+            run();
+            const double s = timeRuns(run, seconds, 3);
+            if (s > 0) r.pageable = double(bytes) / s;
+        }
+    }
+    return r;
+}
+
+}  // namespace spillway::hw::detail

@@ -1,0 +1,34 @@
+#pragma once
+// Internal to core/hw: the micro-benchmarks probe.cpp puts together into a HardwareProfile.
+
+#include <string>
+#include <vector>
+
+#include "core/hw/probe.h"
+#include "gpu/device.h"
+
+namespace spillway::hw::detail {
+
+// Writes a temporary test file of `fileBytes` (0 = automatic) in `folder`, sweeps sequential and
+// random direct reads over it, and removes it (also on error, cancel or crash: it is unlinked
+// right after it is created, so only the open descriptors keep it alive).
+Result<StorageProfile> measureStorage(const std::string& folder, uint64_t fileBytes, bool quick);
+
+// "ext4 on /dev/vda", from /proc/self/mountinfo; "" when unknown.
+std::string describeFilesystem(const std::string& folder);
+
+// Weight bytes/s of matvec per format the device supports: 32 MiB matrices with random contents,
+// rotating over 384 MiB of copies so that nothing stays in cache (quick: 2 MiB, 4 MiB).
+std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick);
+
+// Host memory -> device buffer copy bandwidth (bytes/s) from pinned (allocateHost) and from
+// pageable (plain new[]) memory; 256 MiB copies (quick: 8 MiB).
+struct UploadBandwidth {
+    double pinned = 0, pageable = 0;
+};
+UploadBandwidth measureUpload(gpu::Device& device, bool quick);
+
+// Seconds since an arbitrary epoch (steady clock).
+double nowSeconds();
+
+}  // namespace spillway::hw::detail

@@ -1,0 +1,233 @@
+// probeHardware: measure (or load the cached measurement of) this machine.
+
+#include "core/hw/probe.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "core/hw/measure.h"
+#include "gpu/cpu/cpu_device.h"
+#include "gpu/cpu/cpu_memory.h"
+#include "gpu/registry.h"
+#include "storage/atomic_file.h"
+
+namespace spillway::hw {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string homeDir()
+{
+    const char* home = std::getenv("HOME");
+    return home && *home ? home : ".";
+}
+
+std::string envDir(const char* name, const std::string& fallback)
+{
+    const char* v = std::getenv(name);
+    return v && *v == '/' ? v : fallback;
+}
+
+// UTC, ISO 8601 with milliseconds: two measurements in one second still differ.
+std::string utcNow()
+{
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    std::tm tm {};
+    gmtime_r(&secs, &tm);
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
+    return buf;
+}
+
+struct FingerprintInput {
+    std::string cpuName;
+    int cores = 0;
+    uint64_t ramTotal = 0;
+    std::vector<std::pair<std::string, uint64_t>> devices;  // name, memory; GPU backends only
+    uint64_t storageDevice = 0;                              // st_dev of the storage folder
+};
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull)
+{
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+std::string fingerprintOf(const FingerprintInput& in)
+{
+    // The CPU device is left out of the device list: its name carries the thread count, and the
+    // CPU model and RAM above describe it already.
+    std::string text = "cpu=" + in.cpuName + "\ncores=" + std::to_string(in.cores) +
+                       "\nram=" + std::to_string(in.ramTotal) + "\nstorage-dev=" + std::to_string(in.storageDevice);
+    for (const auto& [name, memory] : in.devices) text += "\ndevice=" + name + "/" + std::to_string(memory);
+    char buf[20];
+    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(text));
+    return buf;
+}
+
+uint64_t storageDeviceId(const std::string& path)
+{
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_dev) : 0;
+}
+
+std::string resolveStoragePath(const std::string& path)
+{
+    std::error_code ec;
+    const fs::path p = path.empty() ? fs::path(defaultStoragePath()) : fs::path(path);
+    const fs::path abs = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    return abs.empty() ? p.string() : abs.string();
+}
+
+Result<std::string> readFile(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return makeError(ErrorCode::Io, path + ": cannot open");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+Status saveCache(const std::string& path, const HardwareProfile& p)
+{
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    auto file = storage::AtomicFile::create(path);
+    if (!file) return file.error();
+    const std::string text = profileToJson(p) + "\n";
+    SPILLWAY_TRY(file->write(text.data(), text.size()));
+    return file->commit();
+}
+
+}  // namespace
+
+std::string defaultProbeCacheFile()
+{
+    return envDir("XDG_CACHE_HOME", homeDir() + "/.cache") + "/spillway/hardware-profile.json";
+}
+
+std::string defaultStoragePath()
+{
+    const std::string models = envDir("XDG_DATA_HOME", homeDir() + "/.local/share") + "/spillway/models";
+    std::error_code ec;
+    if (fs::is_directory(models, ec)) return models;
+    const fs::path cwd = fs::current_path(ec);
+    return ec ? "." : cwd.string();
+}
+
+std::string hardwareFingerprint(const std::string& storagePath)
+{
+    FingerprintInput in;
+    in.cpuName = gpu::cpu::cpuModelName();
+    in.cores = gpu::cpu::onlineCores();
+    in.ramTotal = gpu::cpu::readHostMemoryInfo().total;
+    in.storageDevice = storageDeviceId(resolveStoragePath(storagePath));
+    for (const auto& b : gpu::backendStatus()) {
+        if (!b.usable || b.name == "cpu") continue;
+        auto device = gpu::createDevice(b.name, {});
+        if (device) in.devices.emplace_back((*device)->info().name, (*device)->info().totalMemory);
+    }
+    return fingerprintOf(in);
+}
+
+Result<HardwareProfile> measureHardware(const ProbeOptions& o)
+{
+    const std::string storagePath = resolveStoragePath(o.storagePath);
+    std::error_code ec;
+    if (!fs::is_directory(storagePath, ec))
+        return makeError(ErrorCode::Io, storagePath + ": not a folder (the probe measures the disk "
+                                                      "where models live)");
+    auto cpuDevice = gpu::createDevice("cpu", {o.threads, 0});
+    if (!cpuDevice) return cpuDevice.error();
+    gpu::Device& cpu = **cpuDevice;
+
+    HardwareProfile p;
+    p.quick = o.quick;
+    FingerprintInput fp;
+
+    // Storage first: a full disk is refused before anything else is measured.
+    auto storageProfile = detail::measureStorage(storagePath, o.testFileBytes, o.quick);
+    if (!storageProfile) return storageProfile.error();
+    p.storage = std::move(*storageProfile);
+    fp.storageDevice = storageDeviceId(storagePath);
+
+    // Host: CPU, RAM, memory bandwidth, CPU matvec (the ceiling the matvec is compared with).
+    const gpu::cpu::HostMemoryInfo mem = gpu::cpu::readHostMemoryInfo();
+    p.host.cpuName = fp.cpuName = gpu::cpu::cpuModelName();
+    p.host.cores = fp.cores = gpu::cpu::onlineCores();
+    p.host.threads = cpu.info().threads;
+    p.host.ramTotal = fp.ramTotal = mem.total;
+    p.host.ramAvailable = mem.available;
+    p.host.memoryReadBytesPerSecond = gpu::measureHostReadBandwidth(
+        p.host.threads, o.quick ? size_t{32} << 20 : size_t{512} << 20, o.quick ? 2 : 5);
+    p.host.cpuMatvec = detail::measureMatvec(cpu, o.quick);
+
+    // Devices: every usable backend. The CPU device is the host measured above; its "upload"
+    // is a memcpy.
+    for (const auto& b : gpu::backendStatus()) {
+        if (!b.usable) continue;
+        std::unique_ptr<gpu::Device> owned;
+        gpu::Device* device = &cpu;
+        if (b.name != "cpu") {
+            auto created = gpu::createDevice(b.name, {o.threads, 0});
+            if (!created) continue;  // listed usable, yet refused: leave it out
+            owned = std::move(*created);
+            device = owned.get();
+        }
+        const gpu::DeviceInfo& info = device->info();
+        DeviceProfile d;
+        d.backend = info.backend;
+        d.name = info.name;
+        d.kernels = info.kernels;
+        d.totalMemory = info.totalMemory;
+        d.freeMemory = info.freeMemory;
+        d.caps = info.caps;
+        const detail::UploadBandwidth up = detail::measureUpload(*device, o.quick);
+        d.hostToDevicePinned = up.pinned;
+        d.hostToDevicePageable = up.pageable;
+        d.matvec = device == &cpu ? p.host.cpuMatvec : detail::measureMatvec(*device, o.quick);
+        if (b.name != "cpu") fp.devices.emplace_back(info.name, info.totalMemory);
+        p.devices.push_back(std::move(d));
+    }
+    p.fingerprint = fingerprintOf(fp);
+    p.measuredAt = utcNow();
+    return p;
+}
+
+Result<HardwareProfile> probeHardware(const ProbeOptions& o)
+{
+    const std::string cacheFile = o.cacheFile.empty() ? defaultProbeCacheFile() : o.cacheFile;
+    if (!o.remeasure) {
+        auto text = readFile(cacheFile);
+        auto cached = text ? profileFromJson(*text) : Result<HardwareProfile>(text.error());
+        // A missing, corrupt or stale cache is simply measured again.
+        if (cached) {
+            const HardwareProfile& c = *cached;
+            const int threads = o.threads > 0 ? o.threads : gpu::cpu::onlineCores();
+            const bool fits = c.fingerprint == hardwareFingerprint(o.storagePath) &&
+                              c.host.threads == threads && (!c.quick || o.quick);
+            if (fits) return cached;
+        }
+    }
+    auto measured = measureHardware(o);
+    if (!measured) return measured;
+    // A cache that cannot be written costs a re-measure next time, nothing more.
+    (void)saveCache(cacheFile, *measured);
+    return measured;
+}
+
+}  // namespace spillway::hw

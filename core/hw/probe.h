@@ -1,0 +1,113 @@
+#pragma once
+// The hardware probe: what this machine can do, measured, not assumed. The planner takes every
+// figure it uses from here: SSD read bandwidth at several queue depths, host memory bandwidth,
+// host->device copy bandwidth, and matvec throughput per weight format on every device.
+//
+// Measuring takes ~10-20 s (a 1 GiB test file is written and read back), so the profile is cached
+// as JSON together with a fingerprint of the hardware; probeHardware() returns the cached profile
+// while the fingerprint matches. All figures are bytes per second unless named otherwise.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "gpu/device.h"
+#include "gpu/dtype.h"
+
+namespace spillway::hw {
+
+// One point of a read sweep: `queueDepth` requests of `requestBytes` kept in flight.
+struct ReadBandwidth {
+    int queueDepth = 0;
+    size_t requestBytes = 0;
+    double bytesPerSecond = 0;
+    double iops = 0;  // requests per second
+    bool operator==(const ReadBandwidth&) const = default;
+};
+
+struct StorageProfile {
+    std::string path;            // folder measured (where models live), absolute
+    std::string filesystem;      // e.g. "ext4 on /dev/vda"
+    uint64_t totalBytes = 0, freeBytes = 0;
+    bool directIo = false;       // O_DIRECT worked there
+    std::string ioEngine;        // "io_uring" / "pread threads"
+    double sequentialBytesPerSecond = 0;   // best of the sequential sweep
+    std::vector<ReadBandwidth> sequential; // 1 MiB (and 4 MiB) requests at QD 1, 4, 16, 32
+    std::vector<ReadBandwidth> random32k;  // 32 KiB random reads at QD 1, 4, 16, 64
+    uint64_t testFileBytes = 0;  // size of the temporary file the sweeps read
+    bool operator==(const StorageProfile&) const = default;
+};
+
+// Weight bytes per second one matvec streams (y = W x, W of `type`, bigger than the caches).
+struct FormatThroughput {
+    gpu::DType type = gpu::DType::F32;
+    double bytesPerSecond = 0;
+    bool operator==(const FormatThroughput&) const = default;
+};
+
+struct DeviceProfile {
+    std::string backend, name;
+    uint64_t totalMemory = 0, freeMemory = 0;
+    gpu::DeviceCapabilities caps;
+    double hostToDevicePinned = 0, hostToDevicePageable = 0;  // bytes/s; a memcpy on the CPU device
+    std::vector<FormatThroughput> matvec;
+    std::string kernels;  // kernel set that ran ("avx2", ...), where the device says
+};
+bool operator==(const DeviceProfile& a, const DeviceProfile& b);
+
+struct HostProfile {
+    std::string cpuName;
+    int cores = 0;    // online cores this process may use
+    int threads = 0;  // CPU threads the measurements ran with
+    uint64_t ramTotal = 0, ramAvailable = 0;  // bytes
+    double memoryReadBytesPerSecond = 0;
+    std::vector<FormatThroughput> cpuMatvec;
+    bool operator==(const HostProfile&) const = default;
+};
+
+struct HardwareProfile {
+    int version = 1;          // of this layout; a cache of another version is measured again
+    std::string fingerprint;  // hardwareFingerprint() when measured
+    std::string measuredAt;   // UTC, ISO 8601 with milliseconds
+    bool quick = false;       // measured with ProbeOptions::quick (small sizes; tests only)
+    HostProfile host;
+    StorageProfile storage;
+    std::vector<DeviceProfile> devices;  // every usable backend; "cpu" is always one of them
+    bool operator==(const HardwareProfile&) const = default;
+};
+
+struct ProbeOptions {
+    std::string storagePath;   // folder to measure; "" = defaultStoragePath()
+    int threads = 0;           // CPU threads; 0 = one per core
+    bool remeasure = false;    // ignore the cache
+    std::string cacheFile;     // "" = defaultProbeCacheFile()
+    bool quick = false;        // small sizes and short timings, for tests (figures are rough)
+    uint64_t testFileBytes = 0;  // 0 = automatic: min(1 GiB, 5% of free space); quick: 64 MiB
+};
+
+// The cached profile when the cache file holds one whose fingerprint matches this machine (and
+// was measured with the same thread count, and not in quick mode unless quick is asked for),
+// else a fresh measurement, which is then written to the cache file atomically. A corrupt or
+// unreadable cache is measured again. Errors: the storage folder missing (Io), too little free
+// space for the test file (DiskFull), no CPU device (BackendUnavailable). A failing cache write
+// is not an error (the profile is returned all the same).
+Result<HardwareProfile> probeHardware(const ProbeOptions& o);
+
+// Measures without looking at or writing the cache.
+Result<HardwareProfile> measureHardware(const ProbeOptions& o);
+
+std::string profileToJson(const HardwareProfile& p);  // pretty (indent 2)
+Result<HardwareProfile> profileFromJson(const std::string& text);
+
+// $XDG_CACHE_HOME/spillway/hardware-profile.json, or ~/.cache/spillway/hardware-profile.json.
+std::string defaultProbeCacheFile();
+// Where models live: $XDG_DATA_HOME/spillway/models (or ~/.local/share/spillway/models) when
+// that folder exists, else the current directory.
+std::string defaultStoragePath();
+
+// A hash (FNV-1a, hex) of: CPU model, core count, RAM total, the name and memory of every usable
+// device, and the filesystem device id of storagePath. Stable while the hardware is.
+std::string hardwareFingerprint(const std::string& storagePath);
+
+}  // namespace spillway::hw

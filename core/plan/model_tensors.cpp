@@ -1,0 +1,42 @@
+#include "core/plan/model_tensors.h"
+
+#include "core/formats/gguf.h"
+
+namespace spillway::plan {
+
+std::vector<TensorPlacement> modelTensors(const LlamaModel& model)
+{
+    const gguf::File& f = model.file();
+    const int layers = model.config().nLayers;
+    const bool tied = f.tensor("output.weight") == nullptr;
+    static const char* kLayerTensors[] = {"attn_q.weight",   "attn_k.weight", "attn_v.weight",
+                                          "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
+                                          "ffn_down.weight"};
+    std::vector<TensorPlacement> list;
+    auto add = [&](const std::string& name, int unit) {
+        const auto* t = f.tensor(name);
+        TensorPlacement p;
+        p.name = name;
+        p.unit = unit;
+        p.bytes = t ? t->bytes : 0;
+        list.push_back(std::move(p));
+    };
+    add("token_embd.weight", tied ? layers : -1);
+    for (int l = 0; l < layers; ++l)
+        for (const char* suffix : kLayerTensors) add("blk." + std::to_string(l) + "." + suffix, l);
+    if (!tied) add("output.weight", layers);
+    return list;
+}
+
+Placement uniformPlacement(const LlamaModel& model, Tier tier)
+{
+    Placement p;
+    p.tensors = modelTensors(model);
+    for (auto& t : p.tensors) {
+        t.tier = tier;
+        t.reason = std::string("uniform placement: everything on ") + tierName(tier);
+    }
+    return p;
+}
+
+}  // namespace spillway::plan

@@ -1,0 +1,358 @@
+#include "core/plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/formats/gguf.h"
+#include "core/plan/model_tensors.h"
+#include "core/runtime/llama_session.h"
+
+namespace spillway::plan {
+
+namespace {
+
+constexpr uint64_t kAlign = 4096;
+uint64_t alignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// The hardware figures the cost model uses, from the probe.
+struct Hardware {
+    std::string deviceName;
+    double ssd = 0;          // sequential direct-read bytes/s
+    double copy = 0;         // host→device bytes/s (pinned)
+    double cpuMatvec = 0;    // host CPU matvec bytes/s (for HeteGen's α)
+    std::map<gpu::DType, double> matvec;  // device matvec weight bytes/s
+    bool directToDevice = false;          // SSD reads land in device memory (CPU device)
+    uint64_t deviceFree = 0, ramAvailable = 0;
+};
+
+Result<Hardware> hardwareFrom(const PlannerInput& in)
+{
+    Hardware h;
+    const hw::DeviceProfile* dev = nullptr;
+    for (const auto& d : in.profile.devices)
+        if (d.backend == in.backend) { dev = &d; break; }
+    if (!dev)
+        return makeError(ErrorCode::BackendUnavailable,
+                         "the hardware profile has no '" + in.backend + "' device (run `spillway-cli probe`)");
+    if (in.profile.storage.sequentialBytesPerSecond <= 0 || dev->hostToDevicePinned <= 0)
+        return makeError(ErrorCode::InvalidArgument, "the hardware profile lacks SSD or copy bandwidth figures");
+    h.deviceName = dev->name;
+    h.ssd = in.profile.storage.sequentialBytesPerSecond;
+    h.copy = dev->hostToDevicePinned;
+    h.directToDevice = dev->caps.hostPointers;
+    h.deviceFree = dev->freeMemory;
+    h.ramAvailable = in.profile.host.ramAvailable;
+    for (const auto& f : dev->matvec) h.matvec[f.type] = f.bytesPerSecond;
+    for (const auto& f : in.profile.host.cpuMatvec) h.cpuMatvec = std::max(h.cpuMatvec, f.bytesPerSecond);
+    return h;
+}
+
+struct Tensor {
+    int unit = 0;            // -1 embedding, 0..L-1 layers, L head
+    uint64_t bytes = 0;
+    double compute = 0;      // device seconds per token
+    std::string role;        // suffix after "blk.N." or the full name
+};
+
+// The cost model: a simulation of the runtime's loader and compute over a few passes.
+struct Evaluation {
+    double secondsPerToken = 0;
+    LaneTimes lanes;
+    double loadSum = 0;
+    uint64_t residentBytes = 0, slotBytes = 0, hostBytes = 0, stagingBytes = 0, ssdBytes = 0;
+    int slots = 0;
+};
+
+class CostModel {
+public:
+    CostModel(const Hardware& hw, std::vector<Tensor> tensors, int units, uint64_t fixedDevice)
+        : m_hw(hw), m_tensors(std::move(tensors)), m_units(units), m_fixed(fixedDevice) {}
+
+    Evaluation evaluate(const std::vector<Tier>& tiers, int slots) const
+    {
+        Evaluation e;
+        e.slots = slots;
+        std::vector<double> load(size_t(m_units), 0.0), compute(size_t(m_units), 0.0);
+        std::vector<uint64_t> slotBytes(size_t(m_units), 0), ssdBytes(size_t(m_units), 0);
+        for (size_t i = 0; i < m_tensors.size(); ++i) {
+            const Tensor& t = m_tensors[i];
+            const Tier tier = tiers[i];
+            if (t.unit < 0) {  // the embedding: resident, or one row from the mapped file per token
+                if (tier == Tier::Device) e.residentBytes += alignUp(t.bytes);
+                continue;
+            }
+            const size_t u = size_t(t.unit);
+            compute[u] += t.compute;
+            e.lanes.deviceCompute += t.compute;
+            if (tier == Tier::Device) {
+                e.residentBytes += alignUp(t.bytes);
+                continue;
+            }
+            slotBytes[u] += alignUp(t.bytes) + (tier == Tier::Ssd ? kAlign : 0);
+            const double copy = double(t.bytes) / m_hw.copy;
+            if (tier == Tier::Host) {
+                e.hostBytes += alignUp(t.bytes);
+                load[u] += copy;
+                e.lanes.hostToDevice += copy;
+            } else {
+                const double read = double(t.bytes) / m_hw.ssd;
+                ssdBytes[u] += t.bytes;
+                e.ssdBytes += t.bytes;
+                load[u] += read;
+                e.lanes.ssdRead += read;
+                if (!m_hw.directToDevice) {
+                    load[u] += copy;
+                    e.lanes.hostToDevice += copy;
+                }
+            }
+        }
+        bool anyStreamed = false;
+        for (int u = 0; u < m_units; ++u) {
+            e.slotBytes = std::max(e.slotBytes, slotBytes[size_t(u)]);
+            if (!m_hw.directToDevice) e.stagingBytes = std::max(e.stagingBytes, ssdBytes[size_t(u)] + 2 * kAlign);
+            e.loadSum += load[size_t(u)];
+            anyStreamed = anyStreamed || slotBytes[size_t(u)] > 0;
+        }
+        if (!anyStreamed) e.slots = 0;
+        e.secondsPerToken = simulate(load, compute, slotBytes, slots);
+        return e;
+    }
+
+    uint64_t deviceTotal(const Evaluation& e) const { return m_fixed + e.residentBytes + e.slotBytes * uint64_t(e.slots); }
+    uint64_t hostTotal(const Evaluation& e) const { return e.hostBytes + e.stagingBytes; }
+    const std::vector<Tensor>& tensors() const { return m_tensors; }
+
+private:
+    // One loader fills slots in unit order (prefetching up to `slots - 1` units ahead, or right
+    // before use when slots == 1 and naive); compute runs units in order. Steady state of the
+    // third pass.
+    double simulate(const std::vector<double>& load, const std::vector<double>& compute,
+                    const std::vector<uint64_t>& slotBytes, int slots) const
+    {
+        const int passes = 3;
+        std::vector<double> releaseAt;  // per streamed use: when compute released its slot
+        double loaderFree = 0, computeFree = 0, passStart = 0, lastPass = 0;
+        for (int p = 0; p < passes; ++p) {
+            passStart = computeFree;
+            for (int u = 0; u < m_units; ++u) {
+                double ready = computeFree;
+                if (slotBytes[size_t(u)] > 0) {
+                    const size_t use = releaseAt.size();
+                    double start = loaderFree;
+                    if (slots <= 1) start = std::max(start, computeFree);  // naive: load on demand
+                    if (use >= size_t(std::max(slots, 1))) start = std::max(start, releaseAt[use - size_t(std::max(slots, 1))]);
+                    loaderFree = start + load[size_t(u)];
+                    ready = std::max(ready, loaderFree);
+                }
+                computeFree = ready + compute[size_t(u)];
+                if (slotBytes[size_t(u)] > 0) releaseAt.push_back(computeFree);
+            }
+            lastPass = computeFree - passStart;
+        }
+        return lastPass;
+    }
+
+    Hardware m_hw;
+    std::vector<Tensor> m_tensors;
+    int m_units;
+    uint64_t m_fixed;
+};
+
+std::string mib(uint64_t bytes)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
+    return buf;
+}
+struct Setup {
+    Hardware hw;
+    std::vector<TensorPlacement> list;
+    std::unique_ptr<CostModel> model;
+    uint64_t vram = 0, ram = 0, fixed = 0;
+};
+
+Result<Setup> setUp(const PlannerInput& in)
+{
+    if (!in.model) return makeError(ErrorCode::InvalidArgument, "planner: no model");
+    auto hw = hardwareFrom(in);
+    if (!hw) return hw.error();
+    Setup s;
+    s.hw = *hw;
+    const LlamaModel& m = *in.model;
+    const LlamaConfig& c = m.config();
+    s.list = modelTensors(m);
+    std::vector<Tensor> tensors;
+    const double fallback = in.profile.host.memoryReadBytesPerSecond > 0 ? in.profile.host.memoryReadBytesPerSecond : 1e10;
+    for (const auto& t : s.list) {
+        const auto* info = m.file().tensor(t.name);
+        const gpu::DType type = info ? info->type : gpu::DType::F32;
+        const auto it = s.hw.matvec.find(type);
+        const double rate = it != s.hw.matvec.end() && it->second > 0 ? it->second : fallback;
+        Tensor x;
+        x.unit = t.unit;
+        x.bytes = t.bytes;
+        x.compute = t.unit < 0 ? 0.0 : double(t.bytes) / rate;
+        const size_t dot = t.name.find('.', 4);
+        x.role = t.name.rfind("blk.", 0) == 0 && dot != std::string::npos ? t.name.substr(dot + 1) : t.name;
+        tensors.push_back(x);
+    }
+    const uint64_t norms = alignUp((uint64_t(c.nLayers) * 2 + 1) * uint64_t(c.dim) * sizeof(float));
+    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch) + norms + kAlign * 16;
+    s.vram = in.vramBudget ? in.vramBudget : s.hw.deviceFree;
+    s.ram = in.ramBudget ? in.ramBudget : s.hw.ramAvailable / 2;
+    s.model = std::make_unique<CostModel>(s.hw, std::move(tensors), c.nLayers + 1, s.fixed);
+    return s;
+}
+
+PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlacement> list, const Evaluation& e)
+{
+    PlanResult r;
+    r.placement.tensors = std::move(list);
+    r.placement.prefetchDepth = std::max(0, e.slots - 1);
+    if (in.prefetchDepth == 0) r.placement.prefetchDepth = 0;
+    r.placement.directToDevice = true;
+    r.placement.mapInPlace = false;
+    r.deviceName = s.hw.deviceName;
+    r.vramBudget = s.vram;
+    r.ramBudget = s.ram;
+    r.deviceWeightBytes = e.residentBytes;
+    r.slots = e.slots;
+    r.deviceSlotBytes = e.slotBytes * uint64_t(e.slots);
+    r.deviceWorkingBytes = s.fixed;
+    r.hostWeightBytes = e.hostBytes;
+    r.stagingBytes = e.stagingBytes;
+    r.ssdBytes = e.ssdBytes;
+    r.lanes = e.lanes;
+    r.secondsPerToken = e.secondsPerToken;
+    const auto& ts = s.model->tensors();
+    for (size_t i = 0; i < r.placement.tensors.size(); ++i) {
+        TensorCost cost;
+        const Tensor& t = ts[i];
+        cost.computeSeconds = t.compute;
+        cost.copySeconds = double(t.bytes) / s.hw.copy;
+        cost.ssdSeconds = double(t.bytes) / s.hw.ssd;
+        // HeteGen Eq. 9: α ≈ T'cpu / (T'cpu + max(T'pin, T'trans)), the device's share of rows.
+        if (s.hw.cpuMatvec > 0 && !s.hw.directToDevice) {
+            const double cpu = double(t.bytes) / s.hw.cpuMatvec;
+            cost.hetegenAlpha = cpu / (cpu + cost.copySeconds);
+        }
+        r.costs.push_back(cost);
+    }
+    if (s.hw.directToDevice)
+        r.notes.push_back("the device computes on host memory: SSD reads land in device slots directly, and a "
+                          "CPU/device split (HeteGen α) gains nothing, so α = 1 everywhere");
+    return r;
+}
+
+int slotsFor(int prefetchDepth) { return prefetchDepth <= 0 ? 1 : prefetchDepth + 1; }
+
+}  // namespace
+
+Result<PlanResult> predictPlacement(const PlannerInput& in, const Placement& placement)
+{
+    auto s = setUp(in);
+    if (!s) return s.error();
+    std::vector<Tier> tiers;
+    for (const auto& t : s->list) {
+        const TensorPlacement* p = placement.find(t.name);
+        tiers.push_back(p ? p->tier : Tier::Device);
+    }
+    const Evaluation e = s->model->evaluate(tiers, slotsFor(placement.prefetchDepth));
+    std::vector<TensorPlacement> list = s->list;
+    for (size_t i = 0; i < list.size(); ++i) {
+        list[i].tier = tiers[i];
+        list[i].reason = "given";
+    }
+    PlannerInput copy = in;
+    copy.prefetchDepth = placement.prefetchDepth;
+    PlanResult r = finish(*s, copy, std::move(list), e);
+    r.placement.prefetchDepth = placement.prefetchDepth;
+    r.placement.mapInPlace = placement.mapInPlace;
+    r.placement.directToDevice = placement.directToDevice;
+    return r;
+}
+
+Result<PlanResult> planPlacement(const PlannerInput& in)
+{
+    auto setup = setUp(in);
+    if (!setup) return setup.error();
+    Setup& s = *setup;
+    const CostModel& cm = *s.model;
+    const size_t n = s.list.size();
+    std::vector<Tier> tiers(n, Tier::Ssd);
+    std::vector<std::string> reasons(n);
+    int slots = slotsFor(in.prefetchDepth);
+    auto fits = [&](const Evaluation& e) { return cm.deviceTotal(e) <= s.vram && cm.hostTotal(e) <= s.ram; };
+
+    Evaluation base = cm.evaluate(tiers, slots);
+    std::vector<std::string> notes;
+    while (!fits(base) && slots > 1) {
+        --slots;
+        notes.push_back("prefetch depth lowered to " + std::to_string(slots - 1) + " to fit the VRAM budget");
+        base = cm.evaluate(tiers, slots);
+    }
+    if (!fits(base))
+        return makeError(ErrorCode::OutOfDeviceMemory,
+                         "the budgets are too small for this model: streaming everything from the SSD needs " +
+                             mib(cm.deviceTotal(base)) + " of device memory (KV cache and activations " +
+                             mib(s.fixed) + ", one slot " + mib(base.slotBytes) + ") and " + mib(cm.hostTotal(base)) +
+                             " of RAM; the budgets are " + mib(s.vram) + " and " + mib(s.ram));
+
+    // Greedy by gain per byte. Tensors of one role (say ffn_gate) in different layers cost and
+    // save the same, so one candidate per role and tier: the lowest layer still to move.
+    const auto& ts = cm.tensors();
+    for (int step = 1;; ++step) {
+        struct Candidate { size_t index; Tier to; double perByte; double gain; uint64_t cost; };
+        Candidate best{0, Tier::Ssd, 0, 0, 0};
+        bool found = false;
+        std::map<std::pair<std::string, int>, bool> tried;
+        for (size_t i = 0; i < n; ++i) {
+            if (tiers[i] == Tier::Device) continue;
+            if (!tried.emplace(std::make_pair(ts[i].role, int(tiers[i])), true).second) continue;
+            for (Tier to : {Tier::Device, Tier::Host}) {
+                if (to == Tier::Host && tiers[i] != Tier::Ssd) continue;
+                if (to == Tier::Host && ts[i].unit < 0) continue;  // the embedding gains nothing in RAM
+                std::vector<Tier> next = tiers;
+                next[i] = to;
+                const Evaluation e = cm.evaluate(next, slots);
+                if (!fits(e)) continue;
+                const double gain = (base.secondsPerToken - e.secondsPerToken) + 1e-3 * (base.loadSum - e.loadSum);
+                if (gain <= 0) continue;
+                const int64_t used = to == Tier::Device ? int64_t(cm.deviceTotal(e)) - int64_t(cm.deviceTotal(base))
+                                                        : int64_t(cm.hostTotal(e)) - int64_t(cm.hostTotal(base));
+                const uint64_t cost = uint64_t(std::max<int64_t>(used, 1));
+                const double perByte = gain / double(cost);
+                if (!found || perByte > best.perByte) {
+                    best = {i, to, perByte, gain, cost};
+                    found = true;
+                }
+            }
+        }
+        if (!found) break;
+        tiers[best.index] = best.to;
+        base = cm.evaluate(tiers, slots);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "step %d: saves %.3g ms/token for %s of %s (%.3f ms per GiB)", step,
+                      best.gain * 1e3, mib(best.cost).c_str(), best.to == Tier::Device ? "VRAM" : "RAM",
+                      best.gain * 1e3 / (double(best.cost) / double(1 << 30)));
+        reasons[best.index] = buf;
+    }
+    std::vector<TensorPlacement> list = s.list;
+    for (size_t i = 0; i < n; ++i) {
+        list[i].tier = tiers[i];
+        if (!reasons[i].empty()) {
+            list[i].reason = reasons[i];
+        } else if (ts[i].unit < 0) {
+            list[i].reason = "one row per token, read from the mapped file";
+        } else {
+            list[i].reason = "no budget left where it would save time (device " + mib(cm.deviceTotal(base)) + " of " +
+                             mib(s.vram) + ", RAM " + mib(cm.hostTotal(base)) + " of " + mib(s.ram) + ")";
+        }
+    }
+    PlanResult r = finish(s, in, std::move(list), base);
+    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+    return r;
+}
+
+}  // namespace spillway::plan

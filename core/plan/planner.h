@@ -1,0 +1,75 @@
+#pragma once
+// The placement planner: from measured hardware figures (hw::HardwareProfile), a model and
+// budgets, it chooses each weight tensor's tier so that decoding is fastest, and predicts the
+// per-token time of every lane (SSD read, host→device copy, decompress, device compute, CPU
+// compute) with a pipeline model of the runtime's prefetcher.
+//
+// Order of placement follows HeteGen's schedule gain: starting with everything on the SSD, the
+// move (SSD→RAM, or to the device) that saves the most predicted time per byte of the budget it
+// uses is taken first, until nothing more fits. Budgets are hard limits and include the KV
+// cache, activations, the streaming slots and the staging buffer.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "core/hw/probe.h"
+#include "core/model/llama_model.h"
+#include "core/plan/placement.h"
+
+namespace spillway::plan {
+
+struct PlannerInput {
+    const LlamaModel* model = nullptr;
+    hw::HardwareProfile profile;
+    std::string backend = "cpu";   // which of profile.devices computes
+    uint64_t vramBudget = 0;       // 0: the device's free memory
+    uint64_t ramBudget = 0;        // pinned RAM for weights and staging; 0: half the available RAM
+    int contextLength = 0;         // <= 0: the model's trained context, capped at 4096
+    int batch = 32;                // prompt batch (sizes the activation buffers)
+    int prefetchDepth = 2;         // units loaded ahead; 0 = naive
+};
+
+// Seconds per decoded token each lane is busy, and the pipeline's result.
+struct LaneTimes {
+    double ssdRead = 0, hostToDevice = 0, decompress = 0, deviceCompute = 0, cpuCompute = 0;
+};
+
+struct TensorCost {
+    double ssdSeconds = 0, copySeconds = 0, computeSeconds = 0;
+    double hetegenAlpha = 1.0;     // HeteGen Eq. 9 for a RAM-tier tensor (device share of rows)
+};
+
+struct PlanResult {
+    Placement placement;
+    std::vector<TensorCost> costs;         // parallel to placement.tensors
+    std::string deviceName;
+    uint64_t vramBudget = 0, ramBudget = 0;
+    // Memory per tier.
+    uint64_t deviceWeightBytes = 0;        // resident weights (and norms)
+    uint64_t deviceSlotBytes = 0;          // all streaming slots together
+    int slots = 0;
+    uint64_t deviceWorkingBytes = 0;       // KV cache, activations, embedding row
+    uint64_t hostWeightBytes = 0;          // RAM-tier weights
+    uint64_t stagingBytes = 0;
+    uint64_t ssdBytes = 0;                 // read from the SSD per token
+    uint64_t deviceTotal() const { return deviceWeightBytes + deviceSlotBytes + deviceWorkingBytes; }
+    uint64_t hostTotal() const { return hostWeightBytes + stagingBytes; }
+    // Prediction.
+    LaneTimes lanes;                       // busy seconds per token
+    double secondsPerToken = 0;            // pipeline result (lanes overlap)
+    double tokensPerSecond() const { return secondsPerToken > 0 ? 1.0 / secondsPerToken : 0; }
+    std::vector<std::string> notes;
+};
+
+Result<PlanResult> planPlacement(const PlannerInput& input);
+
+// Predicts a given placement on the input's hardware (the planner's cost model, exposed for the
+// bench and for explaining user-chosen placements).
+Result<PlanResult> predictPlacement(const PlannerInput& input, const Placement& placement);
+
+std::string planText(const PlanResult& plan, bool perTensor);
+std::string planJson(const PlanResult& plan);
+
+}  // namespace spillway::plan

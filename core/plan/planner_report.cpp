@@ -1,0 +1,106 @@
+// Human and JSON forms of a plan.
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/plan/planner.h"
+
+namespace spillway::plan {
+
+namespace {
+
+std::string format(const char* fmt, auto... args)
+{
+    char buf[512];
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    return buf;
+}
+
+double mibOf(uint64_t bytes) { return double(bytes) / double(1 << 20); }
+
+}  // namespace
+
+std::string planText(const PlanResult& r, bool perTensor)
+{
+    std::string out;
+    out += format("device: %s\n", r.deviceName.c_str());
+    out += format("budgets: device %.1f MiB, pinned RAM %.1f MiB\n", mibOf(r.vramBudget), mibOf(r.ramBudget));
+    if (perTensor) {
+        out += format("\n%-28s %-6s %10s %6s %9s %9s %9s  %s\n", "tensor", "tier", "MiB", "alpha", "ssd ms",
+                      "copy ms", "comp ms", "reason");
+        for (size_t i = 0; i < r.placement.tensors.size(); ++i) {
+            const auto& t = r.placement.tensors[i];
+            const auto& c = r.costs[i];
+            out += format("%-28s %-6s %10.2f %6.2f %9.3f %9.3f %9.3f  %s\n", t.name.c_str(), tierName(t.tier),
+                          mibOf(t.bytes), t.tier == Tier::Device ? 1.0 : c.hetegenAlpha,
+                          t.tier == Tier::Ssd ? c.ssdSeconds * 1e3 : 0.0,
+                          t.tier == Tier::Device ? 0.0 : c.copySeconds * 1e3, c.computeSeconds * 1e3,
+                          t.reason.c_str());
+        }
+    }
+    out += "\nmemory per tier\n";
+    out += format("  device  %10.1f MiB = weights %.1f + %d slot(s) %.1f + KV cache/activations %.1f  (budget %.1f)\n",
+                  mibOf(r.deviceTotal()), mibOf(r.deviceWeightBytes), r.slots, mibOf(r.deviceSlotBytes),
+                  mibOf(r.deviceWorkingBytes), mibOf(r.vramBudget));
+    out += format("  RAM     %10.1f MiB = weights %.1f + staging %.1f  (budget %.1f)\n", mibOf(r.hostTotal()),
+                  mibOf(r.hostWeightBytes), mibOf(r.stagingBytes), mibOf(r.ramBudget));
+    out += format("  SSD     %10.1f MiB read per token\n", mibOf(r.ssdBytes));
+    out += format("prefetch depth %d%s\n", r.placement.prefetchDepth,
+                  r.placement.prefetchDepth == 0 ? " (naive: each unit loaded right before use)" : "");
+    out += "\npredicted per token (lanes overlap)\n";
+    out += format("  SSD read        %9.2f ms\n", r.lanes.ssdRead * 1e3);
+    out += format("  host->device    %9.2f ms\n", r.lanes.hostToDevice * 1e3);
+    out += format("  decompress      %9.2f ms\n", r.lanes.decompress * 1e3);
+    out += format("  device compute  %9.2f ms\n", r.lanes.deviceCompute * 1e3);
+    out += format("  CPU compute     %9.2f ms\n", r.lanes.cpuCompute * 1e3);
+    out += format("  token           %9.2f ms  = %.2f tokens/s\n", r.secondsPerToken * 1e3, r.tokensPerSecond());
+    for (const auto& n : r.notes) out += "note: " + n + "\n";
+    return out;
+}
+
+std::string planJson(const PlanResult& r)
+{
+    nlohmann::json tensors = nlohmann::json::array();
+    for (size_t i = 0; i < r.placement.tensors.size(); ++i) {
+        const auto& t = r.placement.tensors[i];
+        const auto& c = r.costs[i];
+        tensors.push_back({{"name", t.name},
+                           {"unit", t.unit},
+                           {"bytes", t.bytes},
+                           {"tier", tierName(t.tier)},
+                           {"device_fraction", t.deviceFraction},
+                           {"hetegen_alpha", c.hetegenAlpha},
+                           {"ssd_seconds", c.ssdSeconds},
+                           {"copy_seconds", c.copySeconds},
+                           {"compute_seconds", c.computeSeconds},
+                           {"reason", t.reason}});
+    }
+    nlohmann::json j = {
+        {"device", r.deviceName},
+        {"budgets", {{"device_bytes", r.vramBudget}, {"ram_bytes", r.ramBudget}}},
+        {"memory",
+         {{"device_weight_bytes", r.deviceWeightBytes},
+          {"device_slot_bytes", r.deviceSlotBytes},
+          {"slots", r.slots},
+          {"device_working_bytes", r.deviceWorkingBytes},
+          {"device_total_bytes", r.deviceTotal()},
+          {"ram_weight_bytes", r.hostWeightBytes},
+          {"staging_bytes", r.stagingBytes},
+          {"ram_total_bytes", r.hostTotal()},
+          {"ssd_bytes_per_token", r.ssdBytes}}},
+        {"prefetch_depth", r.placement.prefetchDepth},
+        {"predicted",
+         {{"ssd_read_s", r.lanes.ssdRead},
+          {"host_to_device_s", r.lanes.hostToDevice},
+          {"decompress_s", r.lanes.decompress},
+          {"device_compute_s", r.lanes.deviceCompute},
+          {"cpu_compute_s", r.lanes.cpuCompute},
+          {"seconds_per_token", r.secondsPerToken},
+          {"tokens_per_s", r.tokensPerSecond()}}},
+        {"notes", r.notes},
+        {"tensors", tensors},
+    };
+    return j.dump(2);
+}
+
+}  // namespace spillway::plan

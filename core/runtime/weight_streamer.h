@@ -1,0 +1,81 @@
+#pragma once
+// The executor of a placement: keeps device-resident weights in device memory, pinned-RAM
+// weights in host memory, and brings streamed units (a layer's matrices, or the output head)
+// into a ring of device slots before they are used: from RAM by a host→device copy, from the
+// SSD by direct reads (into the slot where the device allows it, else through a pinned staging
+// buffer). With a prefetch depth k, a loader thread fills units L+1..L+k while L computes; with
+// k = 0 each unit is loaded synchronously before use (the naive baseline).
+//
+// Units are used in a fixed cyclic order (layers 0..n-1, then the head); acquire/release must
+// follow it. Not thread-safe: one inference thread drives it (the loader is internal).
+
+#include <cstdint>
+#include <memory>
+
+#include "base/result.h"
+#include "core/model/llama_model.h"
+#include "core/plan/placement.h"
+#include "gpu/device.h"
+
+namespace spillway {
+
+namespace trace { class Recorder; }
+
+struct StreamerOptions {
+    uint64_t hostBudget = 0;       // pinned host bytes allowed (RAM-tier weights + staging); 0 = any
+    int ioQueueDepth = 16;         // direct reads in flight (the probe finds QD 16 of 4 MiB near the best)
+    size_t ioChunkBytes = size_t{4} << 20;
+    trace::Recorder* trace = nullptr;  // spans of every read, copy and stall; may be null
+};
+
+struct StreamerMemory {
+    uint64_t residentDeviceBytes = 0;  // device-tier weights and norms in device buffers
+    uint64_t slotBytes = 0;            // one slot
+    int slotCount = 0;
+    uint64_t hostBytes = 0;            // RAM-tier weights
+    uint64_t stagingBytes = 0;         // pinned staging for SSD reads (0 when reads go direct)
+};
+
+struct StreamerStats {
+    uint64_t ssdBytes = 0;      // read from the SSD
+    uint64_t uploadBytes = 0;   // copied host→device
+    uint64_t stallNs = 0;       // compute waited for a unit to arrive
+    uint64_t unitLoads = 0;
+};
+
+class WeightStreamer {
+public:
+    static Result<std::unique_ptr<WeightStreamer>> create(const LlamaModel& model, gpu::Device& device,
+                                                          const plan::Placement& placement,
+                                                          const StreamerOptions& options);
+    ~WeightStreamer();
+    WeightStreamer(const WeightStreamer&) = delete;
+    WeightStreamer& operator=(const WeightStreamer&) = delete;
+
+    // Waits for layer `layer`'s weights to be in device memory; its views stay valid until
+    // release(layer). Errors (a failed read) are sticky: every later call returns them too.
+    Result<const LlamaLayerWeights*> acquireLayer(int layer);
+    Result<const gpu::MatrixView*> acquireHead();
+    // Called once the unit's ops were issued: synchronizes the device before the slot can be
+    // refilled. unit = layer index, or layers for the head.
+    void release(int unit);
+
+    // out = row `token` of the embedding, as F32 in device memory.
+    void embedding(int token, float* out);
+    const float* outputNorm() const { return m_outputNorm; }
+
+    const StreamerMemory& memory() const { return m_memory; }
+    StreamerStats stats() const;
+    // Spans are tagged with this pass number (the session sets it to its forward-call count).
+    void setPass(uint32_t pass);
+
+    struct Impl;
+
+private:
+    WeightStreamer() = default;
+    std::unique_ptr<Impl> m_impl;
+    const float* m_outputNorm = nullptr;
+    StreamerMemory m_memory;
+};
+
+}  // namespace spillway

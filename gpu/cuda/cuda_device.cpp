@@ -1,0 +1,365 @@
+#include "gpu/cuda/cuda_device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gpu/cuda/cuda_ops.h"
+
+namespace spillway::gpu::cuda {
+
+namespace {
+
+std::string cudaMessage(cudaError_t e)
+{
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+void raisePeak(std::atomic<uint64_t>& peak, uint64_t value)
+{
+    uint64_t seen = peak.load(std::memory_order_relaxed);
+    while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {}
+}
+
+bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+
+size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Bytes of one x's Q8 form in the matvec scratch: int8 values, then d and sum8 floats.
+size_t q8Bytes(int64_t cols) { return alignUp(static_cast<size_t>(cols) + static_cast<size_t>(cols) / 32 * 8, 256); }
+
+}  // namespace
+
+std::unique_ptr<CudaDevice> CudaDevice::create(const DeviceOptions& options, std::string* error)
+{
+    auto fail = [error](const std::string& what, cudaError_t e) {
+        *error = "cuda: " + what + " failed (" + cudaMessage(e) + ")";
+        return nullptr;
+    };
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0)) {
+        *error = "no CUDA device";
+        return nullptr;
+    }
+    if (e != cudaSuccess) return fail("cudaGetDeviceCount", e);
+    if ((e = cudaSetDevice(0)) != cudaSuccess) return fail("cudaSetDevice(0)", e);
+    cudaDeviceProp prop{};
+    if ((e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) return fail("cudaGetDeviceProperties", e);
+    if (prop.major < 7 || (prop.major == 7 && prop.minor < 5)) {
+        *error = std::string("the GPU ") + prop.name + " (sm_" + std::to_string(prop.major * 10 + prop.minor) +
+                 ") is older than the oldest this build supports (sm_75)";
+        return nullptr;
+    }
+
+    std::unique_ptr<CudaDevice> d(new CudaDevice());
+    if ((e = cudaStreamCreateWithFlags(&d->m_compute, cudaStreamNonBlocking)) != cudaSuccess)
+        return fail("cudaStreamCreate", e);
+    if ((e = cudaStreamCreateWithFlags(&d->m_copy, cudaStreamNonBlocking)) != cudaSuccess)
+        return fail("cudaStreamCreate", e);
+    if ((e = cudaEventCreateWithFlags(&d->m_computeMark, cudaEventDisableTiming)) != cudaSuccess)
+        return fail("cudaEventCreate", e);
+    if (cublasStatus_t s = cublasCreate(&d->m_cublas); s != CUBLAS_STATUS_SUCCESS) {
+        *error = std::string("cuda: cublasCreate failed (") + cublasGetStatusName(s) + ")";
+        return nullptr;
+    }
+    cublasSetStream(d->m_cublas, d->m_compute);
+
+    size_t freeBytes = 0, totalBytes = 0;
+    if ((e = cudaMemGetInfo(&freeBytes, &totalBytes)) != cudaSuccess) return fail("cudaMemGetInfo", e);
+
+    d->m_limit = options.memoryLimit;
+    DeviceInfo& info = d->m_info;
+    info.backend = "cuda";
+    info.name = std::string(prop.name) + " (sm_" + std::to_string(prop.major * 10 + prop.minor) + ", " +
+                std::to_string(prop.multiProcessorCount) + " SMs, " +
+                std::to_string(prop.l2CacheSize >> 20) + " MiB L2)";
+    info.totalMemory = options.memoryLimit ? std::min<uint64_t>(options.memoryLimit, totalBytes) : totalBytes;
+    info.freeMemory = std::min<uint64_t>(info.totalMemory, freeBytes);
+    info.threads = 1;
+    info.kernels = "cuda: custom GEMV (16-byte loads; dp4a for Q8_0/Q4_0), cuBLAS";
+    info.caps.hostPointers = false;
+    info.caps.asyncCopy = true;
+    info.caps.pinnedHostMemory = true;
+    info.caps.events = true;
+    return d;
+}
+
+CudaDevice::~CudaDevice()
+{
+    if (m_compute) cudaStreamSynchronize(m_compute);
+    if (m_copy) cudaStreamSynchronize(m_copy);
+    if (m_xScratch.data) cudaFree(m_xScratch.data);
+    if (m_scoreScratch.data) cudaFree(m_scoreScratch.data);
+    if (m_cublas) cublasDestroy(m_cublas);
+    if (m_computeMark) cudaEventDestroy(m_computeMark);
+    if (m_copy) cudaStreamDestroy(m_copy);
+    if (m_compute) cudaStreamDestroy(m_compute);
+}
+
+const DeviceInfo& CudaDevice::info() const
+{
+    return m_failed.load(std::memory_order_acquire) ? m_failedInfo : m_info;
+}
+
+bool CudaDevice::supports(DType type) const { return static_cast<int>(type) <= 4; }
+
+// ---- errors ----------------------------------------------------------------------------------
+
+void CudaDevice::recordError(ErrorCode code, const std::string& message)
+{
+    std::lock_guard lock(m_errorMutex);
+    if (m_failed.load(std::memory_order_relaxed)) return;
+    m_firstError = makeError(code, message);
+    m_failedInfo = m_info;
+    m_failedInfo.name += " [failed: " + message + "]";
+    m_failed.store(true, std::memory_order_release);
+}
+
+bool CudaDevice::check(cudaError_t e, const char* what)
+{
+    if (e == cudaSuccess) return true;
+    recordError(e == cudaErrorMemoryAllocation ? ErrorCode::OutOfDeviceMemory : ErrorCode::DeviceLost,
+                std::string("cuda device: ") + what + " failed (" + cudaMessage(e) + ")");
+    return false;
+}
+
+Status CudaDevice::firstError() const
+{
+    if (!m_failed.load(std::memory_order_acquire)) return {};
+    return m_firstError;
+}
+
+// ---- memory ----------------------------------------------------------------------------------
+
+Result<Buffer> CudaDevice::allocate(size_t bytes)
+{
+    if (m_failed.load(std::memory_order_acquire)) return m_firstError;
+    uint64_t used = m_used.load(std::memory_order_relaxed);
+    do {
+        if (m_limit && used + bytes > m_limit)
+            return makeError(ErrorCode::OutOfDeviceMemory,
+                             "cuda device: " + std::to_string(bytes) + " bytes do not fit the " +
+                                 std::to_string(m_limit) + "-byte device budget (" +
+                                 std::to_string(used) + " in use)");
+    } while (!m_used.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+    if (e != cudaSuccess) {
+        m_used.fetch_sub(bytes, std::memory_order_relaxed);
+        cudaGetLastError();  // an allocation failure is not sticky: clear it
+        if (e == cudaErrorMemoryAllocation)
+            return makeError(ErrorCode::OutOfDeviceMemory,
+                             "cuda device: cannot allocate " + std::to_string(bytes) +
+                                 " bytes of device memory (" + std::to_string(used) +
+                                 " in use by this device)");
+        return makeError(ErrorCode::DeviceLost, "cuda device: cudaMalloc failed (" + cudaMessage(e) + ")");
+    }
+    raisePeak(m_peak, used + bytes);
+    return Buffer(p, bytes, &CudaDevice::releaseDevice, this);
+}
+
+Result<Buffer> CudaDevice::allocateHost(size_t bytes)
+{
+    if (m_failed.load(std::memory_order_acquire)) return m_firstError;
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 64), cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return makeError(ErrorCode::OutOfMemory, "cuda device: cannot allocate " + std::to_string(bytes) +
+                                                     " bytes of pinned host memory (" + cudaMessage(e) + ")");
+    }
+    raisePeak(m_hostPeak, m_hostUsed.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+    return Buffer(p, bytes, &CudaDevice::releaseHost, this);
+}
+
+void CudaDevice::releaseDevice(void* owner, void* data, size_t bytes)
+{
+    auto* self = static_cast<CudaDevice*>(owner);
+    self->check(cudaFree(data), "cudaFree");
+    self->m_used.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void CudaDevice::releaseHost(void* owner, void* data, size_t bytes)
+{
+    auto* self = static_cast<CudaDevice*>(owner);
+    self->check(cudaFreeHost(data), "cudaFreeHost");
+    self->m_hostUsed.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+MemoryStats CudaDevice::memoryStats() const
+{
+    MemoryStats s;
+    s.used = m_used.load(std::memory_order_relaxed);
+    s.peak = m_peak.load(std::memory_order_relaxed);
+    s.limit = m_limit;
+    s.hostUsed = m_hostUsed.load(std::memory_order_relaxed);
+    s.hostPeak = m_hostPeak.load(std::memory_order_relaxed);
+    return s;
+}
+
+void CudaDevice::resetPeak()
+{
+    m_peak.store(m_used.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    m_hostPeak.store(m_hostUsed.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+void* CudaDevice::reserve(Scratch& s, size_t bytes, const char* what)
+{
+    if (bytes <= s.bytes) return s.data;
+    const size_t grown = std::max(bytes, s.bytes + s.bytes / 2);
+    if (s.data) {
+        // cudaFree waits for the device, so no queued op still reads the old scratch.
+        if (!check(cudaFree(s.data), "cudaFree")) return nullptr;
+        s.data = nullptr;
+        s.bytes = 0;
+    }
+    const cudaError_t e = cudaMalloc(&s.data, grown);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        s.data = nullptr;
+        recordError(ErrorCode::OutOfDeviceMemory, std::string("cuda device: no device memory for the ") +
+                                                      what + " scratch (" + std::to_string(grown) + " bytes)");
+        return nullptr;
+    }
+    s.bytes = grown;
+    return s.data;
+}
+
+// ---- copies ----------------------------------------------------------------------------------
+
+void CudaDevice::upload(void* deviceDst, const void* hostSrc, size_t bytes)
+{
+    if (bytes == 0) return;
+    std::lock_guard lock(m_copyMutex);
+    if (check(cudaMemcpyAsync(deviceDst, hostSrc, bytes, cudaMemcpyHostToDevice, m_copy), "upload"))
+        check(cudaStreamSynchronize(m_copy), "upload (synchronize)");
+}
+
+void CudaDevice::download(void* hostDst, const void* deviceSrc, size_t bytes)
+{
+    if (bytes == 0) return;
+    std::lock_guard lock(m_copyMutex);
+    // The data may come from ops still queued on the compute stream: wait for those first.
+    if (!check(cudaEventRecord(m_computeMark, m_compute), "download (event)") ||
+        !check(cudaStreamWaitEvent(m_copy, m_computeMark, 0), "download (wait)"))
+        return;
+    if (check(cudaMemcpyAsync(hostDst, deviceSrc, bytes, cudaMemcpyDeviceToHost, m_copy), "download"))
+        check(cudaStreamSynchronize(m_copy), "download (synchronize)");
+}
+
+void CudaDevice::synchronize() { check(cudaStreamSynchronize(m_compute), "synchronize"); }
+
+// ---- ops -------------------------------------------------------------------------------------
+
+// ---- THE HOT SPOT OF DECODING: matvec_float.cu and matvec_quant.cu hold the kernels. ----------
+// Quantized weights first need their x in Q8 form: each distinct x of the call is quantized once
+// (the Q, K and V projections share theirs), then the jobs are launched back to back.
+void CudaDevice::matvec(std::span<const MatvecJob> jobs)
+{
+    size_t scratchBytes = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const MatvecJob& j = jobs[i];
+        if (j.w.rows <= 0 || j.w.cols <= 0 || !isQuantized(j.w.type)) continue;
+        bool seen = false;
+        for (size_t e = 0; e < i && !seen; ++e)
+            seen = jobs[e].x == j.x && jobs[e].w.cols == j.w.cols && isQuantized(jobs[e].w.type) &&
+                   jobs[e].w.rows > 0;
+        if (!seen) scratchBytes += q8Bytes(j.w.cols);
+    }
+    auto* scratch = static_cast<uint8_t*>(scratchBytes ? reserve(m_xScratch, scratchBytes, "matvec") : nullptr);
+    if (scratchBytes && !scratch) return;
+
+    // The Q8 form of job i's x (the first job with the same x and cols made it).
+    if (m_quantized.size() < jobs.size()) m_quantized.resize(jobs.size());
+    QuantizedXDevice* quantized = m_quantized.data();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const MatvecJob& j = jobs[i];
+        if (j.w.rows <= 0 || j.w.cols <= 0) continue;
+        if (!supports(j.w.type) || j.w.cols % dtypeTraits(j.w.type).blockSize != 0) {
+            recordError(ErrorCode::InvalidArgument,
+                        "cuda device: matvec of " + std::to_string(j.w.cols) + " columns of type " +
+                            std::to_string(static_cast<int>(j.w.type)) + " is not supported");
+            return;
+        }
+        cudaError_t e = cudaSuccess;
+        if (isQuantized(j.w.type)) {
+            bool reused = false;
+            for (size_t o = 0; o < i && !reused; ++o) {
+                if (jobs[o].x == j.x && jobs[o].w.cols == j.w.cols && isQuantized(jobs[o].w.type) &&
+                    jobs[o].w.rows > 0) {
+                    quantized[i] = quantized[o];
+                    reused = true;
+                }
+            }
+            if (!reused) {
+                auto* qs = reinterpret_cast<int8_t*>(scratch);
+                auto* d = reinterpret_cast<float*>(scratch + j.w.cols);
+                float* sum8 = d + j.w.cols / 32;
+                e = launchQuantizeQ8(j.x, j.w.cols, qs, d, sum8, m_compute);
+                if (!check(e, "matvec (quantize x)")) return;
+                quantized[i] = QuantizedXDevice{qs, d, sum8};
+                scratch += q8Bytes(j.w.cols);
+            }
+            e = launchMatvecQuant(j.w, quantized[i], j.y, m_compute);
+        } else if (j.w.type == DType::F32 && m_f32Cublas && j.w.rowStride % 4 == 0) {
+            // W is row-major (rows, cols): as column-major it is (cols, rows) with leading
+            // dimension rowStride / 4, so y = W x is op(A) = A^T.
+            const float one = 1.0f, zero = 0.0f;
+            const cublasStatus_t s = cublasSgemv(m_cublas, CUBLAS_OP_T, static_cast<int>(j.w.cols),
+                                                 static_cast<int>(j.w.rows), &one,
+                                                 static_cast<const float*>(j.w.data),
+                                                 static_cast<int>(j.w.rowStride / 4), j.x, 1, &zero, j.y, 1);
+            if (s != CUBLAS_STATUS_SUCCESS) {
+                recordError(ErrorCode::DeviceLost,
+                            std::string("cuda device: cublasSgemv failed (") + cublasGetStatusName(s) + ")");
+                return;
+            }
+        } else {
+            e = launchMatvecFloat(j.w, j.x, j.y, m_compute);
+        }
+        if (!check(e, "matvec")) return;
+    }
+}
+
+void CudaDevice::getRow(const MatrixView& w, int64_t row, float* out)
+{
+    check(launchGetRow(w, row, out, m_compute), "getRow");
+}
+
+void CudaDevice::rmsnorm(const float* x, const float* weight, float* out, int n, float eps)
+{
+    check(launchRmsnorm(x, weight, out, n, eps, m_compute), "rmsnorm");
+}
+
+void CudaDevice::rope(float* x, int nHeads, int headDim, int pos, const RopeParams& p)
+{
+    const int dims = std::min(p.rotaryDims, headDim) & ~1;
+    if (dims <= 0 || nHeads <= 0) return;
+    // The same float operation as the CPU device's ropeOp, on the host, so both see one value.
+    const float thetaScale = std::pow(p.base, -2.0f / static_cast<float>(dims));
+    check(launchRope(x, nHeads, headDim, pos, dims, thetaScale, p.freqScale, p.neox, m_compute), "rope");
+}
+
+void CudaDevice::attention(const AttentionArgs& a)
+{
+    if (a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 || a.headDim <= 0)
+        return;  // nothing sensible to compute, as on the CPU device: out stays as it was
+    AttentionArgs args = a;
+    if (!args.scores) {
+        const size_t bytes = static_cast<size_t>(a.nHeads) * static_cast<size_t>(a.nPos) * sizeof(float);
+        args.scores = static_cast<float*>(reserve(m_scoreScratch, bytes, "attention scores"));
+        if (!args.scores) return;
+    }
+    check(launchAttention(args, m_compute), "attention");
+}
+
+void CudaDevice::swiglu(const float* gate, const float* up, float* out, int n)
+{
+    check(launchSwiglu(gate, up, out, n, m_compute), "swiglu");
+}
+
+void CudaDevice::add(float* y, const float* x, int n) { check(launchAdd(y, x, n, m_compute), "add"); }
+
+}  // namespace spillway::gpu::cuda

@@ -1,0 +1,63 @@
+// The module's C entry points (see cuda_module.h). Nothing here throws past the boundary.
+
+#include "gpu/cuda/cuda_module.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <string>
+
+#include "gpu/cuda/cuda_device.h"
+
+#ifndef SPILLWAY_GPU_INTERFACE_HASH
+#error "SPILLWAY_GPU_INTERFACE_HASH must be defined (gpu/CMakeLists.txt)"
+#endif
+
+#define SPILLWAY_EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+void writeError(char* err, size_t errLen, const std::string& message)
+{
+    if (err && errLen) std::snprintf(err, errLen, "%s", message.c_str());
+}
+
+}  // namespace
+
+extern "C" {
+
+SPILLWAY_EXPORT int spillway_cuda_abi() { return SPILLWAY_CUDA_MODULE_ABI; }
+
+SPILLWAY_EXPORT const char* spillway_cuda_interface() { return SPILLWAY_GPU_INTERFACE_HASH; }
+
+SPILLWAY_EXPORT int spillway_cuda_probe(char* err, size_t errLen)
+{
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaErrorNoDevice) return 0;
+    if (e != cudaSuccess) {
+        writeError(err, errLen, std::string("cudaGetDeviceCount failed (") + cudaGetErrorName(e) + ": " +
+                                    cudaGetErrorString(e) + ")");
+        return -1;
+    }
+    return count;
+}
+
+SPILLWAY_EXPORT spillway::gpu::Device* spillway_cuda_create(const spillway::gpu::DeviceOptions* options,
+                                                            char* err, size_t errLen)
+{
+    try {
+        std::string error;
+        auto device = spillway::gpu::cuda::CudaDevice::create(
+            options ? *options : spillway::gpu::DeviceOptions{}, &error);
+        if (!device) writeError(err, errLen, error);
+        return device.release();
+    } catch (const std::exception& e) {
+        writeError(err, errLen, std::string("cuda: ") + e.what());
+    } catch (...) {
+        writeError(err, errLen, "cuda: unknown exception while creating the device");
+    }
+    return nullptr;
+}
+
+}  // extern "C"

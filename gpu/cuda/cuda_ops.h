@@ -1,0 +1,59 @@
+#pragma once
+// Launchers of the CUDA backend's kernels, one op per .cu file. Each enqueues its kernel(s) on
+// `stream` and returns the launch's status (cudaGetLastError), never waiting for the device.
+// Every pointer is device memory. Sizes have been checked by the caller (cuda_device.cpp).
+//
+// The kernels follow the CPU reference (gpu/cpu/cpu_ops.cpp, kernels_scalar.cpp) float
+// operation for float operation where that decides the rounding: x is quantized to Q8 blocks
+// before Q8_0/Q4_0 dot products exactly as the CPU does (bit-identical int8 values and scales),
+// rmsnorm sums float squares in double, softmax sums exponentials in double, rope's angles come
+// from the same iterated float product. What differs is only the order of float additions.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "gpu/device.h"
+
+namespace spillway::gpu::cuda {
+
+// x quantized to Q8 blocks of 32 (layout as gpu/cpu/cpu_kernels.h's QuantizedX).
+struct QuantizedXDevice {
+    const int8_t* qs = nullptr;   // (cols)
+    const float* d = nullptr;     // (cols / 32)
+    const float* sum8 = nullptr;  // (cols / 32)
+};
+
+// quantize_q8.cu: n a multiple of 32. qs 16-byte aligned.
+cudaError_t launchQuantizeQ8(const float* x, int64_t n, int8_t* qs, float* d, float* sum8,
+                             cudaStream_t stream);
+
+// matvec_float.cu: F32, F16, BF16 weights. 16-byte loads when the rows and x are 16-byte
+// aligned; element loads otherwise. cudaErrorMisalignedAddress when a row is not even aligned
+// to its element size.
+cudaError_t launchMatvecFloat(const MatrixView& w, const float* x, float* y, cudaStream_t stream);
+
+// matvec_quant.cu: Q8_0, Q4_0 weights (rows 2-byte aligned) times quantized x.
+cudaError_t launchMatvecQuant(const MatrixView& w, const QuantizedXDevice& x, float* y,
+                              cudaStream_t stream);
+
+// get_row.cu: out[c] = W[row, c], dequantized; a row outside [0, rows) fills out with NaN.
+cudaError_t launchGetRow(const MatrixView& w, int64_t row, float* out, cudaStream_t stream);
+
+// rmsnorm.cu
+cudaError_t launchRmsnorm(const float* x, const float* weight, float* out, int n, float eps,
+                          cudaStream_t stream);
+
+// rope.cu: dims rotating dims per head (even, > 0); thetaScale = base^(-2 / dims) computed on
+// the host with std::pow, as the CPU device does.
+cudaError_t launchRope(float* x, int nHeads, int headDim, int pos, int dims, float thetaScale,
+                       float freqScale, bool neox, cudaStream_t stream);
+
+// attention.cu: a.scores must hold nHeads * nPos floats (row h at scores + h * nPos).
+cudaError_t launchAttention(const AttentionArgs& a, cudaStream_t stream);
+
+// swiglu.cu, add.cu
+cudaError_t launchSwiglu(const float* gate, const float* up, float* out, int n, cudaStream_t stream);
+cudaError_t launchAdd(float* y, const float* x, int n, cudaStream_t stream);
+
+}  // namespace spillway::gpu::cuda

@@ -1,0 +1,153 @@
+// The CPU device itself: memory (allocation, copies, the device-memory budget and its
+// accounting), device info, kernel-set selection, and the host bandwidth measurement.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cpu_test_util.h"
+
+using namespace spillway;
+using namespace spillway::gpu;
+using namespace spillway::cpu_test;
+
+// ---- memory, info, kernel-set selection --------------------------------------------------------
+
+TEST(CpuBackend, AllocateAndCopy)
+{
+    auto device = createCpuDevice(1, bestCpuKernelSet());
+    auto absurd = device->allocate(size_t{1} << 62);
+    ASSERT_FALSE(absurd.ok());
+    EXPECT_EQ(absurd.error().code, ErrorCode::OutOfMemory);
+    EXPECT_FALSE(absurd.error().message.empty());
+
+    for (size_t bytes : {size_t{1}, size_t{1000}, size_t{5} << 20}) {
+        auto buffer = device->allocate(bytes);
+        ASSERT_TRUE(buffer.ok());
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % 64, 0u);
+        EXPECT_EQ(buffer->bytes(), bytes);
+        std::vector<uint8_t> src(bytes), back(bytes);
+        for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+        device->upload(buffer->data(), src.data(), bytes);
+        device->synchronize();
+        device->download(back.data(), buffer->data(), bytes);
+        EXPECT_EQ(src, back);
+    }
+}
+
+// A CPU device with a memory limit behaves like a card of that size: allocate() succeeds up to
+// the limit and returns OutOfDeviceMemory past it; memoryStats() follows allocations and Buffer
+// destruction; host staging buffers are counted apart and not against the limit.
+TEST(CpuBackend, MemoryLimitAndAccounting)
+{
+    constexpr size_t kLimit = size_t{1} << 20;  // bytes
+    constexpr size_t kQuarter = kLimit / 4;
+    auto device = createCpuDevice(1, CpuKernelSet::Scalar, kLimit);
+    const auto aligned = [](const Buffer& b) {
+        return reinterpret_cast<uintptr_t>(b.data()) % 4096 == 0;
+    };
+    EXPECT_EQ(device->info().totalMemory, kLimit);
+    EXPECT_LE(device->info().freeMemory, kLimit);
+    MemoryStats s = device->memoryStats();
+    EXPECT_EQ(s.limit, kLimit);
+    EXPECT_EQ(s.used, 0u);
+    EXPECT_EQ(s.peak, 0u);
+    EXPECT_EQ(s.hostUsed, 0u);
+    EXPECT_EQ(s.hostPeak, 0u);
+
+    // Fill the budget exactly, in uneven pieces.
+    std::vector<Buffer> held;  // destroyed before the device
+    size_t used = 0;
+    for (size_t bytes : {kQuarter, kQuarter, size_t{1000}, 2 * kQuarter - 1000}) {
+        auto b = device->allocate(bytes);
+        ASSERT_TRUE(b.ok()) << b.error().message;
+        EXPECT_TRUE(aligned(*b));
+        EXPECT_EQ(b->bytes(), bytes);
+        held.push_back(std::move(*b));
+        used += bytes;
+        EXPECT_EQ(device->memoryStats().used, used);
+        EXPECT_EQ(device->memoryStats().peak, used);
+    }
+    ASSERT_EQ(used, kLimit);
+
+    // One byte past the budget is an error value, and changes nothing.
+    auto over = device->allocate(1);
+    ASSERT_FALSE(over.ok());
+    EXPECT_EQ(over.error().code, ErrorCode::OutOfDeviceMemory);
+    EXPECT_FALSE(over.error().message.empty());
+    EXPECT_EQ(device->memoryStats().used, kLimit);
+    EXPECT_EQ(device->memoryStats().peak, kLimit);
+
+    // Destroying buffers gives their bytes back; the peak stays until resetPeak().
+    held.erase(held.begin(), held.begin() + 2);  // the two quarters
+    s = device->memoryStats();
+    EXPECT_EQ(s.used, 2 * kQuarter);
+    EXPECT_EQ(s.peak, kLimit);
+    device->resetPeak();
+    EXPECT_EQ(device->memoryStats().peak, 2 * kQuarter);
+    auto again = device->allocate(kQuarter);  // freed bytes can be allocated again
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(device->memoryStats().used, 3 * kQuarter);
+    EXPECT_EQ(device->memoryStats().peak, 3 * kQuarter);
+    auto tooBig = device->allocate(kQuarter + 1);
+    ASSERT_FALSE(tooBig.ok());
+    EXPECT_EQ(tooBig.error().code, ErrorCode::OutOfDeviceMemory);
+
+    // Host staging memory is counted apart, and not against the device budget.
+    {
+        auto host = device->allocateHost(2 * kLimit);
+        ASSERT_TRUE(host.ok()) << host.error().message;
+        EXPECT_TRUE(aligned(*host));
+        EXPECT_EQ(host->bytes(), 2 * kLimit);
+        s = device->memoryStats();
+        EXPECT_EQ(s.hostUsed, 2 * kLimit);
+        EXPECT_EQ(s.hostPeak, 2 * kLimit);
+        EXPECT_EQ(s.used, 3 * kQuarter);
+        auto last = device->allocate(kQuarter);  // the device budget is still all there
+        ASSERT_TRUE(last.ok()) << last.error().message;
+        EXPECT_EQ(device->memoryStats().used, kLimit);
+    }
+    s = device->memoryStats();
+    EXPECT_EQ(s.used, 3 * kQuarter);
+    EXPECT_EQ(s.peak, kLimit);
+    EXPECT_EQ(s.hostUsed, 0u);
+    EXPECT_EQ(s.hostPeak, 2 * kLimit);
+    device->resetPeak();
+    EXPECT_EQ(device->memoryStats().hostPeak, 0u);
+    EXPECT_EQ(device->memoryStats().peak, 3 * kQuarter);
+
+    held.clear();
+    *again = Buffer();  // move-assigning over a buffer releases it
+    EXPECT_EQ(device->memoryStats().used, 0u);
+}
+
+TEST(CpuBackend, InfoAndKernelSets)
+{
+    auto device = createCpuDevice(3, CpuKernelSet::Avx512);
+    const DeviceInfo& info = device->info();
+    EXPECT_EQ(info.backend, "cpu");
+    EXPECT_EQ(info.threads, 3);
+    EXPECT_TRUE(info.caps.hostPointers);
+    EXPECT_GT(info.totalMemory, 0u);
+    EXPECT_GT(info.freeMemory, 0u);
+    EXPECT_NE(info.name.find("3 threads"), std::string::npos) << info.name;
+    // Asking for more than the CPU has falls back to what it has.
+    EXPECT_EQ(info.kernels, cpuKernelSetName(bestCpuKernelSet()));
+    for (DType t : kAllTypes) EXPECT_TRUE(device->supports(t));
+
+    ::setenv("SPILLWAY_CPU_KERNELS", "scalar", 1);
+    EXPECT_EQ(createCpuDevice(1)->info().kernels, "scalar");
+    ::setenv("SPILLWAY_CPU_KERNELS", "avx512", 1);
+    EXPECT_EQ(createCpuDevice(1)->info().kernels, cpuKernelSetName(bestCpuKernelSet()));
+    ::unsetenv("SPILLWAY_CPU_KERNELS");
+    EXPECT_EQ(createCpuDevice(0)->info().kernels, cpuKernelSetName(bestCpuKernelSet()));
+}
+
+TEST(CpuBackend, HostReadBandwidthIsMeasured)
+{
+    const double bw = measureHostReadBandwidth(2, size_t{16} << 20, 2);
+    EXPECT_GT(bw, 1e8);  // > 0.1 GB/s on anything that runs this
+}

@@ -1,0 +1,189 @@
+// Conformance of the CPU matvec: every weight type, shape and kernel set this CPU runs (scalar,
+// avx2, avx512), with 1 and 3 threads, against double-precision references decoded by
+// cpu_test_util.h from the byte layouts of gpu/dtype.h; several jobs in one dispatch; and the
+// thread pool under many tiny dispatches.
+//
+// Tolerances (err = |y - ref| per output row):
+//   F32 matvec        err <= 1e-5 * sum_c |w_c x_c|   (float accumulation only)
+//   F16, BF16 matvec  err <= 1e-4 * sum_c |w_c x_c|   (weights exact in float; accumulation)
+//   Q8_0, Q4_0        x is quantized to Q8 blocks (as llama.cpp does), so per row
+//                     err <= sum_blocks sum_c |w_c| * 0.6 * max|x_block| / 127 + 1e-5 sum |w x|,
+//                     and over a whole output ||y - ref|| / ||ref|| < 1e-2;
+//                     with x exactly representable in Q8: err <= 1e-5 * sum_c |w_c x_c|.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu_test_util.h"
+#include "gpu/cpu/thread_pool.h"
+
+using namespace spillway;
+using namespace spillway::gpu;
+using namespace spillway::cpu_test;
+
+namespace {
+
+// x whose Q8 quantization is exact: per block integers k in [-127, 127] times 1/16, with one
+// element at +-127/16 so that the block scale is exactly 1/16.
+std::vector<float> q8ExactVector(int64_t n, std::mt19937_64& rng)
+{
+    std::uniform_int_distribution<int> k(-127, 127);
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = k(rng) / 16.0f;
+    for (int64_t b = 0; b < n / 32; ++b) v[b * 32 + (b % 32)] = (b & 1 ? -127 : 127) / 16.0f;
+    return v;
+}
+
+// Checks y = W x with the bounds stated at the top of the file.
+void checkMatvec(const TestMatrix& m, const std::vector<float>& x, const float* y, bool exactX,
+                 const std::string& what)
+{
+    const bool quantized = m.type == DType::Q8_0 || m.type == DType::Q4_0;
+    const double rel = m.type == DType::F32 ? 1e-5 : (quantized ? 1e-5 : 1e-4);
+    double errNorm = 0, refNorm = 0;
+    for (int64_t r = 0; r < m.rows; ++r) {
+        ASSERT_FALSE(isPoison(y[r])) << what << " row " << r << " not written";
+        double ref = 0, magnitude = 0, quantBound = 0;
+        for (int64_t c = 0; c < m.cols; ++c) {
+            const double wv = m.values[r * m.cols + c];
+            ref += wv * x[c];
+            magnitude += std::fabs(wv * x[c]);
+        }
+        for (int64_t b = 0; quantized && !exactX && b < m.cols / 32; ++b) {
+            double amax = 0, wsum = 0;
+            for (int i = 0; i < 32; ++i) {
+                amax = std::max(amax, std::fabs(double(x[b * 32 + i])));
+                wsum += std::fabs(m.values[r * m.cols + b * 32 + i]);
+            }
+            quantBound += wsum * 0.6 * amax / 127.0;
+        }
+        const double err = std::fabs(y[r] - ref);
+        ASSERT_LE(err, rel * magnitude + quantBound + 1e-30)
+            << what << " row " << r << ": got " << y[r] << ", want " << ref;
+        errNorm += err * err;
+        refNorm += ref * ref;
+    }
+    if (quantized && m.rows >= 33) {
+        EXPECT_LT(std::sqrt(errNorm / refNorm), 1e-2) << what;
+    }
+}
+
+}  // namespace
+
+// ---- matvec ------------------------------------------------------------------------------------
+
+TEST(CpuBackend, MatvecEveryTypeAndShape)
+{
+    std::mt19937_64 rng(3);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        ASSERT_STREQ(device->info().kernels.c_str(), cpuKernelSetName(cfg.set));
+        for (DType type : kAllTypes)
+            for (int64_t rows : {1, 7, 33, 257})
+                for (int64_t cols : {32, 96, 224, 4128}) {
+                    const size_t padding = rows == 33 ? 64 : 0;  // a row stride past the row
+                    const TestMatrix m = makeMatrix(type, rows, cols, rng, padding);
+                    const std::vector<float> x = randomVector(cols, rng);
+                    std::vector<float> y(rows + 1, kPoison);
+                    device->matvec(m.view(), x.data(), y.data());
+                    checkMatvec(m, x, y.data(), false, label(*device, type, rows, cols));
+                    ASSERT_TRUE(isPoison(y[rows])) << "wrote past the output";
+                }
+    }
+}
+
+TEST(CpuBackend, MatvecOddColumnsForFloatTypes)
+{
+    std::mt19937_64 rng(4);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        for (DType type : {DType::F32, DType::F16, DType::BF16})
+            for (int64_t cols : {1, 7, 33, 100, 1023}) {
+                const TestMatrix m = makeMatrix(type, 9, cols, rng, type == DType::F32 ? 4 : 2);
+                const std::vector<float> x = randomVector(cols, rng);
+                std::vector<float> y(9, kPoison);
+                device->matvec(m.view(), x.data(), y.data());
+                checkMatvec(m, x, y.data(), false, label(*device, type, 9, cols));
+            }
+    }
+}
+
+TEST(CpuBackend, MatvecQuantizedWithExactX)
+{
+    std::mt19937_64 rng(5);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        for (DType type : {DType::Q8_0, DType::Q4_0})
+            for (int64_t cols : {32, 96, 4128}) {
+                const TestMatrix m = makeMatrix(type, 257, cols, rng);
+                const std::vector<float> x = q8ExactVector(cols, rng);
+                std::vector<float> y(257, kPoison);
+                device->matvec(m.view(), x.data(), y.data());
+                checkMatvec(m, x, y.data(), true, label(*device, type, 257, cols) + " exact x");
+            }
+    }
+}
+
+TEST(CpuBackend, MatvecSeveralJobsInOneDispatch)
+{
+    std::mt19937_64 rng(6);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        // Q, K, V style: three matrices on one x (quantized once), plus other types and x's.
+        const std::vector<float> x = randomVector(4128, rng), x2 = randomVector(96, rng);
+        std::vector<TestMatrix> ms;
+        ms.push_back(makeMatrix(DType::Q8_0, 257, 4128, rng));
+        ms.push_back(makeMatrix(DType::Q8_0, 33, 4128, rng));
+        ms.push_back(makeMatrix(DType::Q4_0, 7, 4128, rng));
+        ms.push_back(makeMatrix(DType::F16, 65, 4128, rng));
+        ms.push_back(makeMatrix(DType::Q8_0, 1, 96, rng));
+        ms.push_back(makeMatrix(DType::F32, 0, 96, rng));  // an empty job is fine
+        ms.push_back(makeMatrix(DType::BF16, 40, 96, rng));
+        std::vector<std::vector<float>> ys;
+        std::vector<MatvecJob> jobs;
+        for (const TestMatrix& m : ms) ys.emplace_back(m.rows + 1, kPoison);
+        for (size_t i = 0; i < ms.size(); ++i)
+            jobs.push_back({ms[i].view(), ms[i].cols == 96 ? x2.data() : x.data(), ys[i].data()});
+        device->matvec(jobs);
+        for (size_t i = 0; i < ms.size(); ++i) {
+            const auto& xi = ms[i].cols == 96 ? x2 : x;
+            checkMatvec(ms[i], xi, ys[i].data(), false,
+                        label(*device, ms[i].type, ms[i].rows, ms[i].cols) + " job " +
+                            std::to_string(i));
+            EXPECT_TRUE(isPoison(ys[i][ms[i].rows]));
+        }
+    }
+}
+
+TEST(CpuBackend, ThreadPoolStress)
+{
+    // 10000 tiny dispatches through a 3-thread device: 48 rows = 3 chunks, so all threads work.
+    std::mt19937_64 rng(7);
+    auto device = createCpuDevice(3, bestCpuKernelSet());
+    const TestMatrix m = makeMatrix(DType::F32, 48, 32, rng);
+    std::vector<float> y(48);
+    for (int i = 0; i < 10000; ++i) {
+        const std::vector<float> x = randomVector(32, rng);
+        std::fill(y.begin(), y.end(), kPoison);
+        device->matvec(m.view(), x.data(), y.data());
+        for (int64_t r = 0; r < 48; ++r) {
+            double ref = 0, magnitude = 0;
+            for (int c = 0; c < 32; ++c) {
+                ref += m.values[r * 32 + c] * x[c];
+                magnitude += std::fabs(m.values[r * 32 + c] * x[c]);
+            }
+            ASSERT_LE(std::fabs(y[r] - ref), 1e-5 * magnitude) << "dispatch " << i;
+        }
+    }
+    // And the pool alone: every thread runs every dispatch exactly once.
+    cpu::ThreadPool pool(3);
+    std::vector<int> counts(3, 0);
+    auto work = [&counts](int thread, int threads) { counts[thread] += threads; };
+    for (int i = 0; i < 10000; ++i) pool.run(work);
+    for (int c : counts) EXPECT_EQ(c, 30000);
+}

@@ -1,0 +1,437 @@
+// Conformance of the CUDA backend: every op of the CUDA device against the CPU device (the
+// reference), on random inputs with awkward sizes. Outputs are poisoned with NaN before each op
+// and every element must be written.
+//
+// Tolerances, as relative L2 error ||cuda - cpu|| / ||cpu|| over a whole output:
+//   F32 matvec, rmsnorm, rope, attention, swiglu, add   <= 1e-5 (float rounding only)
+//   F16, BF16, Q8_0, Q4_0 matvec                         <= 1e-3 (both quantize x to Q8 the
+//                                                        same way; only summation order differs)
+//   getRow                                               exact
+// Where no CUDA device is usable every test is skipped with the registry's reason.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/cpu/cpu_device.h"
+#include "gpu/registry.h"
+
+using namespace spillway;
+using namespace spillway::gpu;
+
+namespace {
+
+struct Devices {
+    std::unique_ptr<Device> cuda;
+    std::unique_ptr<Device> cpu;
+    std::string reason;  // why there is no CUDA device
+};
+
+Devices& devices()
+{
+    static Devices d = [] {
+        Devices d;
+        auto cuda = createDevice("cuda", {});
+        if (cuda.ok()) d.cuda = std::move(cuda.value());
+        else d.reason = cuda.error().message;
+        d.cpu = createCpuDevice(2);
+        return d;
+    }();
+    return d;
+}
+
+double relL2(const std::vector<float>& got, const std::vector<float>& want)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double diff = static_cast<double>(got[i]) - want[i];
+        num += diff * diff;
+        den += static_cast<double>(want[i]) * want[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+size_t unwritten(const std::vector<float>& v)
+{
+    size_t n = 0;
+    for (float f : v) n += std::isnan(f) ? 1 : 0;
+    return n;
+}
+
+std::vector<float> randomFloats(size_t n, std::mt19937_64& rng, float lo = -1.0f, float hi = 1.0f)
+{
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& f : v) f = dist(rng);
+    return v;
+}
+
+// Random weights in the stored layout of gpu/dtype.h; `padding` bytes after each row.
+std::vector<uint8_t> randomMatrix(DType type, int64_t rows, int64_t cols, size_t stride, std::mt19937_64& rng)
+{
+    std::vector<uint8_t> bytes(stride * rows, 0xcd);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f), scale(0.001f, 0.1f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int64_t r = 0; r < rows; ++r) {
+        uint8_t* row = bytes.data() + r * stride;
+        for (int64_t c = 0; c < cols && (type == DType::F32 || type == DType::F16 || type == DType::BF16); ++c) {
+            const float v = unit(rng);
+            if (type == DType::F32) {
+                std::memcpy(row + 4 * c, &v, 4);
+            } else {
+                const uint16_t h = type == DType::F16 ? fp32ToFp16(v) : fp32ToBf16(v);
+                std::memcpy(row + 2 * c, &h, 2);
+            }
+        }
+        if (type != DType::Q8_0 && type != DType::Q4_0) continue;
+        const int blockBytes = dtypeTraits(type).blockBytes;
+        for (int64_t b = 0; b < cols / 32; ++b) {
+            uint8_t* block = row + b * blockBytes;
+            const uint16_t d = fp32ToFp16(scale(rng));
+            std::memcpy(block, &d, 2);
+            for (int i = 2; i < blockBytes; ++i) block[i] = static_cast<uint8_t>(byte(rng));
+        }
+    }
+    return bytes;
+}
+
+// A device buffer holding `bytes` of host data, or uninitialised.
+struct DeviceData {
+    Buffer buffer;
+    DeviceData(Device& d, size_t bytes)
+    {
+        auto b = d.allocate(bytes);
+        EXPECT_TRUE(b.ok()) << (b.ok() ? "" : b.error().message);
+        if (b.ok()) buffer = std::move(b.value());
+    }
+    template <class T>
+    DeviceData(Device& d, const std::vector<T>& host) : DeviceData(d, host.size() * sizeof(T))
+    {
+        if (buffer) d.upload(buffer.data(), host.data(), host.size() * sizeof(T));
+    }
+    float* f(size_t offset = 0) const { return buffer.as<float>() + offset; }
+};
+
+std::vector<float> download(Device& d, const float* p, size_t n)
+{
+    std::vector<float> v(n);
+    d.download(v.data(), p, n * sizeof(float));
+    return v;
+}
+
+void poison(Device& d, float* p, size_t n)
+{
+    std::vector<float> nan(n, std::nanf(""));
+    d.upload(p, nan.data(), n * sizeof(float));
+}
+
+class CudaConformance : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (!devices().cuda) GTEST_SKIP() << "no usable CUDA device: " << devices().reason;
+    }
+    Device& cuda() { return *devices().cuda; }
+    Device& cpu() { return *devices().cpu; }
+    void expectHealthy()
+    {
+        EXPECT_EQ(cuda().info().name.find("[failed"), std::string::npos) << cuda().info().name;
+    }
+    std::mt19937_64 rng{20240611};
+};
+
+TEST_F(CudaConformance, Info)
+{
+    const DeviceInfo& info = cuda().info();
+    EXPECT_EQ(info.backend, "cuda");
+    EXPECT_FALSE(info.name.empty());
+    EXPECT_GT(info.totalMemory, 0u);
+    EXPECT_GT(info.freeMemory, 0u);
+    EXPECT_FALSE(info.caps.hostPointers);
+    EXPECT_TRUE(info.caps.asyncCopy);
+    EXPECT_TRUE(info.caps.pinnedHostMemory);
+    EXPECT_TRUE(info.caps.events);
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) EXPECT_TRUE(cuda().supports(t));
+    std::printf("[ INFO     ] %s (%s)\n", info.name.c_str(), info.kernels.c_str());
+}
+
+void runMatvecCase(Device& cuda, Device& cpu, DType type, int64_t rows, int64_t cols, size_t padding,
+                   size_t xOffset, std::mt19937_64& rng)
+{
+    SCOPED_TRACE(std::string(dtypeName(type)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                 " padding " + std::to_string(padding) + " x offset " + std::to_string(xOffset));
+    const size_t stride = rowBytes(type, cols) + padding;
+    const std::vector<uint8_t> w = randomMatrix(type, rows, cols, stride, rng);
+    std::vector<float> x = randomFloats(cols + xOffset, rng);
+    std::vector<float> want(rows);
+    cpu.matvec(MatrixView{type, w.data(), rows, cols, stride}, x.data() + xOffset, want.data());
+
+    DeviceData dw(cuda, w), dx(cuda, x), dy(cuda, rows * sizeof(float));
+    poison(cuda, dy.f(), rows);
+    cuda.matvec(MatrixView{type, dw.buffer.data(), rows, cols, stride}, dx.f(xOffset), dy.f());
+    const std::vector<float> got = download(cuda, dy.f(), rows);
+    EXPECT_EQ(unwritten(got), 0u);
+    const double tolerance = type == DType::F32 ? 1e-5 : 1e-3;
+    const double err = relL2(got, want);
+    EXPECT_LE(err, tolerance);
+    if (type != DType::F32 || rows * cols > 100000)
+        std::printf("[ INFO     ] matvec %-4s %5lldx%-5lld pad %zu xoff %zu: rel L2 %.2e\n", dtypeName(type),
+                    static_cast<long long>(rows), static_cast<long long>(cols), padding, xOffset, err);
+}
+
+TEST_F(CudaConformance, MatvecEveryTypeAndShape)
+{
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+        for (int64_t rows : {1, 3, 129, 4099})
+            for (int64_t cols : {32, 96, 4128}) runMatvecCase(cuda(), cpu(), type, rows, cols, 0, 0, rng);
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, MatvecColsMultipleOf256)
+{
+    // The staged Q8_0/Q4_0 kernel takes 16-byte aligned rows of a multiple of 8 blocks; 4096 is
+    // a multiple of 64 blocks, 11008 and 256 are not (a partial last step).
+    for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0})
+        for (int64_t rows : {1, 3, 129, 4099})
+            for (int64_t cols : {256, 4096, 11008}) runMatvecCase(cuda(), cpu(), type, rows, cols, 0, 0, rng);
+    for (DType type : {DType::Q8_0, DType::Q4_0}) runMatvecCase(cuda(), cpu(), type, 129, 4096, 16, 0, rng);
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, MatvecPaddedRowsAndUnalignedX)
+{
+    // Padding of 16 keeps 16-byte rows (vector kernels); 2 and 4 break them (element kernels for
+    // the float types; quantized rows only need 2 bytes). An x one float off breaks 16-byte x.
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+        const size_t oddPadding = type == DType::F32 ? 4 : 2;
+        for (size_t padding : {size_t{16}, oddPadding})
+            runMatvecCase(cuda(), cpu(), type, 129, 4128, padding, 0, rng);
+        runMatvecCase(cuda(), cpu(), type, 129, 4128, 0, 1, rng);
+    }
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, MatvecJobSpanSharesX)
+{
+    // Q, K and V style: three jobs on one x (quantized once), plus one on another x and type.
+    const int64_t cols = 4128;
+    struct Spec { DType type; int64_t rows; int xi; };
+    const Spec specs[] = {{DType::Q8_0, 129, 0}, {DType::Q4_0, 33, 0}, {DType::Q8_0, 3, 0},
+                          {DType::F16, 65, 1}, {DType::Q4_0, 4099, 1}};
+    std::vector<std::vector<uint8_t>> hostW;
+    std::vector<std::unique_ptr<DeviceData>> devW, devY;
+    std::vector<float> x0 = randomFloats(cols, rng), x1 = randomFloats(cols, rng);
+    DeviceData dx0(cuda(), x0), dx1(cuda(), x1);
+    std::vector<MatvecJob> cpuJobs, cudaJobs;
+    std::vector<std::vector<float>> want;
+    for (const Spec& s : specs) {
+        const size_t stride = rowBytes(s.type, cols);
+        hostW.push_back(randomMatrix(s.type, s.rows, cols, stride, rng));
+        want.emplace_back(s.rows);
+        devW.push_back(std::make_unique<DeviceData>(cuda(), hostW.back()));
+        devY.push_back(std::make_unique<DeviceData>(cuda(), s.rows * sizeof(float)));
+        poison(cuda(), devY.back()->f(), s.rows);
+        cpuJobs.push_back({{s.type, hostW.back().data(), s.rows, cols, stride},
+                           s.xi ? x1.data() : x0.data(), want.back().data()});
+        cudaJobs.push_back({{s.type, devW.back()->buffer.data(), s.rows, cols, stride},
+                            s.xi ? dx1.f() : dx0.f(), devY.back()->f()});
+    }
+    cpu().matvec(cpuJobs);
+    cuda().matvec(cudaJobs);
+    for (size_t i = 0; i < std::size(specs); ++i) {
+        const std::vector<float> got = download(cuda(), devY[i]->f(), specs[i].rows);
+        EXPECT_EQ(unwritten(got), 0u) << "job " << i;
+        EXPECT_LE(relL2(got, want[i]), 1e-3) << "job " << i;
+    }
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, GetRowIsExact)
+{
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+        const int64_t rows = 129, cols = 4128;
+        const size_t stride = rowBytes(type, cols);
+        const std::vector<uint8_t> w = randomMatrix(type, rows, cols, stride, rng);
+        DeviceData dw(cuda(), w), out(cuda(), cols * sizeof(float));
+        for (int64_t row : {int64_t{0}, int64_t{77}, rows - 1}) {
+            std::vector<float> want(cols);
+            cpu().getRow(MatrixView{type, w.data(), rows, cols, stride}, row, want.data());
+            poison(cuda(), out.f(), cols);
+            cuda().getRow(MatrixView{type, dw.buffer.data(), rows, cols, stride}, row, out.f());
+            const std::vector<float> got = download(cuda(), out.f(), cols);
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), cols * sizeof(float)), 0)
+                << dtypeName(type) << " row " << row;
+        }
+        // Outside the matrix: NaN, as on the CPU device.
+        cuda().getRow(MatrixView{type, dw.buffer.data(), rows, cols, stride}, rows, out.f());
+        EXPECT_EQ(unwritten(download(cuda(), out.f(), cols)), static_cast<size_t>(cols));
+    }
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, Rmsnorm)
+{
+    for (int n : {1, 3, 129, 4099, 8192}) {
+        for (bool inPlace : {false, true}) {
+            const std::vector<float> x = randomFloats(n, rng, -3.0f, 3.0f), w = randomFloats(n, rng);
+            std::vector<float> want(n);
+            cpu().rmsnorm(x.data(), w.data(), want.data(), n, 1e-5f);
+            DeviceData dx(cuda(), x), dw(cuda(), w), out(cuda(), n * sizeof(float));
+            float* target = inPlace ? dx.f() : out.f();
+            if (!inPlace) poison(cuda(), target, n);
+            cuda().rmsnorm(dx.f(), dw.f(), target, n, 1e-5f);
+            const std::vector<float> got = download(cuda(), target, n);
+            EXPECT_EQ(unwritten(got), 0u) << n;
+            EXPECT_LE(relL2(got, want), 1e-5) << "n " << n << " in place " << inPlace;
+        }
+    }
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, RopeBothConventions)
+{
+    for (auto [heads, headDim] : {std::pair{8, 64}, {32, 128}, {5, 96}})
+        for (int rotary : {headDim, headDim / 2})
+            for (bool neox : {false, true})
+                for (int pos : {0, 1, 17, 300, 4099})
+                    for (float freqScale : {1.0f, 0.25f}) {
+                        const RopeParams p{rotary, neox ? 1000000.0f : 10000.0f, freqScale, neox};
+                        std::vector<float> want = randomFloats(static_cast<size_t>(heads) * headDim, rng);
+                        DeviceData dx(cuda(), want);
+                        cpu().rope(want.data(), heads, headDim, pos, p);
+                        cuda().rope(dx.f(), heads, headDim, pos, p);
+                        const std::vector<float> got = download(cuda(), dx.f(), want.size());
+                        EXPECT_EQ(unwritten(got), 0u);
+                        EXPECT_LE(relL2(got, want), 1e-5)
+                            << heads << "x" << headDim << " rotary " << rotary << " neox " << neox
+                            << " pos " << pos << " scale " << freqScale;
+                    }
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, AttentionGroupedQuery)
+{
+    for (auto [heads, kvHeads] : {std::pair{8, 2}, {32, 4}, {5, 5}})
+        for (int headDim : {64, 128})
+            for (int nPos : {1, 17, 300})
+                for (bool ownScores : {false, true}) {
+                    const int ctx = nPos + 5;
+                    const size_t kvFloats = static_cast<size_t>(ctx) * kvHeads * headDim;
+                    const std::vector<float> q = randomFloats(static_cast<size_t>(heads) * headDim, rng);
+                    const std::vector<float> k = randomFloats(kvFloats, rng), v = randomFloats(kvFloats, rng);
+                    std::vector<float> want(q.size());
+                    AttentionArgs a{q.data(), k.data(), v.data(), want.data(), nullptr, heads, kvHeads,
+                                    headDim, nPos, 1.0f / std::sqrt(static_cast<float>(headDim))};
+                    cpu().attention(a);
+                    DeviceData dq(cuda(), q), dk(cuda(), k), dv(cuda(), v), out(cuda(), q.size() * 4),
+                        scores(cuda(), static_cast<size_t>(heads) * ctx * 4);
+                    poison(cuda(), out.f(), q.size());
+                    AttentionArgs g = a;
+                    g.q = dq.f(); g.kCache = dk.f(); g.vCache = dv.f(); g.out = out.f();
+                    g.scores = ownScores ? scores.f() : nullptr;
+                    cuda().attention(g);
+                    const std::vector<float> got = download(cuda(), out.f(), q.size());
+                    EXPECT_EQ(unwritten(got), 0u);
+                    const double err = relL2(got, want);
+                    EXPECT_LE(err, 1e-5) << heads << "/" << kvHeads << " dim " << headDim << " nPos " << nPos;
+                }
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, SwigluAndAdd)
+{
+    for (int n : {1, 3, 129, 4099, 11008}) {
+        const std::vector<float> gate = randomFloats(n, rng, -6.0f, 6.0f), up = randomFloats(n, rng);
+        std::vector<float> want(n);
+        cpu().swiglu(gate.data(), up.data(), want.data(), n);
+        DeviceData dg(cuda(), gate), du(cuda(), up), out(cuda(), n * 4);
+        poison(cuda(), out.f(), n);
+        cuda().swiglu(dg.f(), du.f(), out.f(), n);
+        std::vector<float> got = download(cuda(), out.f(), n);
+        EXPECT_EQ(unwritten(got), 0u);
+        EXPECT_LE(relL2(got, want), 1e-5) << "swiglu " << n;
+        cuda().swiglu(dg.f(), du.f(), dg.f(), n);  // out aliasing gate
+        EXPECT_LE(relL2(download(cuda(), dg.f(), n), want), 1e-5) << "swiglu in place " << n;
+
+        std::vector<float> y = randomFloats(n, rng);
+        const std::vector<float> x = randomFloats(n, rng);
+        DeviceData dy(cuda(), y), dx(cuda(), x);
+        cpu().add(y.data(), x.data(), n);
+        cuda().add(dy.f(), dx.f(), n);
+        got = download(cuda(), dy.f(), n);
+        EXPECT_EQ(unwritten(got), 0u);
+        EXPECT_LE(relL2(got, y), 1e-5) << "add " << n;
+    }
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, MemoryBudgetAndAccounting)
+{
+    DeviceOptions options;
+    options.memoryLimit = 1 << 20;
+    auto made = createDevice("cuda", options);
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    Device& d = *made.value();
+    EXPECT_EQ(d.memoryStats().limit, 1u << 20);
+    EXPECT_EQ(d.info().totalMemory, 1u << 20);
+    {
+        auto a = d.allocate(600 << 10);
+        ASSERT_TRUE(a.ok());
+        auto b = d.allocate(600 << 10);
+        ASSERT_FALSE(b.ok());
+        EXPECT_EQ(b.error().code, ErrorCode::OutOfDeviceMemory);
+        EXPECT_EQ(d.memoryStats().used, 600u << 10);
+        auto h = d.allocateHost(3 << 20);  // pinned host memory: not in the device budget
+        ASSERT_TRUE(h.ok());
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(h->data()) % 4096, 0u);
+        EXPECT_EQ(d.memoryStats().hostUsed, 3u << 20);
+    }
+    const MemoryStats s = d.memoryStats();
+    EXPECT_EQ(s.used, 0u);
+    EXPECT_EQ(s.peak, 600u << 10);
+    EXPECT_EQ(s.hostUsed, 0u);
+    EXPECT_EQ(s.hostPeak, 3u << 20);
+    d.resetPeak();
+    EXPECT_EQ(d.memoryStats().peak, 0u);
+
+    // Far past the card, with no budget: an error value, and the device still works.
+    auto huge = cuda().allocate(size_t{1} << 50);
+    ASSERT_FALSE(huge.ok());
+    EXPECT_EQ(huge.error().code, ErrorCode::OutOfDeviceMemory);
+    auto small = cuda().allocate(4096);
+    EXPECT_TRUE(small.ok());
+    expectHealthy();
+}
+
+TEST_F(CudaConformance, UploadFromAnotherThreadWhileOpsRun)
+{
+    // The prefetcher's pattern: one thread uploads the next weights (pinned staging) while the
+    // inference thread runs matvecs; each upload is complete when it returns.
+    const int64_t rows = 4096, cols = 4096;
+    const size_t bytes = rowBytes(DType::F16, cols) * rows;
+    auto staging = cuda().allocateHost(bytes);
+    ASSERT_TRUE(staging.ok());
+    const std::vector<uint8_t> w = randomMatrix(DType::F16, rows, cols, rowBytes(DType::F16, cols), rng);
+    std::memcpy(staging->data(), w.data(), bytes);
+    DeviceData busyW(cuda(), w), x(cuda(), randomFloats(cols, rng)), y(cuda(), rows * 4);
+    DeviceData target(cuda(), bytes);
+    std::thread copier([&] {
+        for (int i = 0; i < 8; ++i) cuda().upload(target.buffer.data(), staging->data(), bytes);
+    });
+    for (int i = 0; i < 200; ++i)
+        cuda().matvec(MatrixView{DType::F16, busyW.buffer.data(), rows, cols, rowBytes(DType::F16, cols)},
+                      x.f(), y.f());
+    copier.join();
+    std::vector<uint8_t> back(bytes);
+    cuda().download(back.data(), target.buffer.data(), bytes);
+    EXPECT_EQ(back, w);
+    expectHealthy();
+}
+
+}  // namespace

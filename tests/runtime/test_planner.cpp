@@ -1,0 +1,137 @@
+// The placement planner on made-up hardware figures: budgets are hard limits, more budget never
+// means more SSD traffic, gain-per-byte order, the pipeline model, and the runtime's real
+// memory use stays within what the plan promised.
+
+#include <gtest/gtest.h>
+
+#include "core/model/llama_model.h"
+#include "core/plan/model_tensors.h"
+#include "core/plan/planner.h"
+#include "core/runtime/llama_session.h"
+#include "gpu/cpu/cpu_device.h"
+
+using namespace spillway;
+
+namespace {
+
+const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
+
+hw::HardwareProfile madeUpHardware()
+{
+    hw::HardwareProfile p;
+    p.host.ramAvailable = uint64_t(8) << 30;
+    p.host.memoryReadBytesPerSecond = 20e9;
+    p.storage.sequentialBytesPerSecond = 1e9;
+    hw::DeviceProfile d;
+    d.backend = "cpu";
+    d.name = "test device";
+    d.freeMemory = uint64_t(4) << 30;
+    d.caps.hostPointers = true;
+    d.hostToDevicePinned = 10e9;
+    for (gpu::DType t : {gpu::DType::F32, gpu::DType::F16, gpu::DType::Q8_0})
+        d.matvec.push_back({t, 20e9});
+    p.devices.push_back(d);
+    return p;
+}
+
+plan::PlannerInput input(const LlamaModel& m, uint64_t vram, uint64_t ram, int prefetch = 2)
+{
+    plan::PlannerInput in;
+    in.model = &m;
+    in.profile = madeUpHardware();
+    in.vramBudget = vram;
+    in.ramBudget = ram;
+    in.contextLength = 64;
+    in.batch = 4;
+    in.prefetchDepth = prefetch;
+    return in;
+}
+
+}  // namespace
+
+TEST(Planner, BudgetsAreHardLimitsAndMoreBudgetMeansLessSsd)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model);
+    const uint64_t working = LlamaSession::workingBytes((*model)->config(), 64, 4);
+    uint64_t previousSsd = UINT64_MAX;
+    for (uint64_t extra : {uint64_t(600) << 10, uint64_t(1) << 20, uint64_t(2) << 20, uint64_t(64) << 20}) {
+        auto r = plan::planPlacement(input(**model, working + extra, 1));
+        ASSERT_TRUE(r) << r.error().message;
+        EXPECT_LE(r->deviceTotal(), working + extra);
+        EXPECT_LE(r->hostTotal(), 1u);
+        EXPECT_LE(r->ssdBytes, previousSsd) << "budget " << extra;
+        previousSsd = r->ssdBytes;
+        for (const auto& t : r->placement.tensors) EXPECT_FALSE(t.reason.empty()) << t.name;
+
+        // The runtime, given this plan and a device of exactly that budget, fits in it.
+        auto device = gpu::createCpuDevice(1, working + extra);
+        SessionOptions o;
+        o.contextLength = 64;
+        o.batch = 4;
+        o.placement = r->placement;
+        auto session = LlamaSession::create(**model, *device, o);
+        ASSERT_TRUE(session) << session.error().message;
+        ASSERT_TRUE((*session)->forward(1, 0));
+        EXPECT_LE(device->memoryStats().peak, r->deviceTotal() + (64u << 10));
+    }
+    // With everything resident nothing is read from the SSD.
+    auto all = plan::planPlacement(input(**model, uint64_t(1) << 30, uint64_t(1) << 30));
+    ASSERT_TRUE(all);
+    EXPECT_EQ(all->ssdBytes, 0u);
+    EXPECT_EQ(all->placement.bytesOn(plan::Tier::Ssd), all->placement.find("token_embd.weight")->tier == plan::Tier::Ssd
+                                                           ? all->placement.find("token_embd.weight")->bytes : 0u);
+    // Too small: a clear error.
+    auto none = plan::planPlacement(input(**model, working / 2, 0));
+    ASSERT_FALSE(none);
+    EXPECT_EQ(none.error().code, ErrorCode::OutOfDeviceMemory);
+    EXPECT_NE(none.error().message.find("budgets are too small"), std::string::npos);
+}
+
+TEST(Planner, PipelineModelOverlapsLanesAndNaiveAddsThem)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model);
+    plan::Placement ssd = plan::uniformPlacement(**model, plan::Tier::Ssd);
+    ssd.prefetchDepth = 0;
+    auto naive = plan::predictPlacement(input(**model, 0, 0, 0), ssd);
+    ssd.prefetchDepth = 2;
+    auto prefetch = plan::predictPlacement(input(**model, 0, 0, 2), ssd);
+    ASSERT_TRUE(naive && prefetch);
+    const auto& l = naive->lanes;
+    // Naive: every load and every compute in sequence.
+    EXPECT_NEAR(naive->secondsPerToken, l.ssdRead + l.hostToDevice + l.deviceCompute, 1e-9);
+    // Prefetching: bounded below by the busiest lane, and faster than naive.
+    EXPECT_LT(prefetch->secondsPerToken, naive->secondsPerToken);
+    EXPECT_GE(prefetch->secondsPerToken + 1e-12, std::max(l.ssdRead, l.deviceCompute));
+    // The SSD lane follows the made-up 1 GB/s.
+    EXPECT_NEAR(l.ssdRead, double(naive->ssdBytes) / 1e9, 1e-9);
+}
+
+TEST(Planner, EveryMoveIsRecordedWithAPositiveGain)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model);
+    const uint64_t working = LlamaSession::workingBytes((*model)->config(), 64, 4);
+    auto r = plan::planPlacement(input(**model, working + (3u << 20), 1));
+    ASSERT_TRUE(r);
+    // Moves are numbered 1..k in the order taken (later moves can have a higher gain per byte
+    // than earlier ones: a move that shrinks the largest streamed unit frees slot memory).
+    std::vector<int> steps;
+    for (const auto& t : r->placement.tensors) {
+        int step = 0;
+        double saved = 0, perGiB = 0;
+        char budget[8] = {};
+        if (std::sscanf(t.reason.c_str(), "step %d: saves %lf ms/token for %*f MiB of %7s (%lf ms per GiB)", &step,
+                        &saved, budget, &perGiB) == 4) {
+            steps.push_back(step);
+            EXPECT_GT(saved, 0.0) << t.name;
+            EXPECT_EQ(std::string(budget), t.tier == plan::Tier::Device ? "VRAM" : "RAM") << t.name;
+        } else {
+            EXPECT_NE(t.tier, plan::Tier::Device) << t.name << ": on the device without a recorded move";
+        }
+    }
+    ASSERT_GT(steps.size(), 3u);
+    std::sort(steps.begin(), steps.end());
+    for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i], int(i) + 1);
+}

@@ -1,0 +1,261 @@
+// The hardware probe in quick mode, in a temporary folder: every figure is measured and sane,
+// the profile survives JSON, the cache is reused while the fingerprint matches and re-measured
+// when asked or corrupt, and the disk test leaves nothing behind.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "core/hw/probe.h"
+
+using namespace spillway;
+using namespace spillway::hw;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+public:
+    TempDir()
+    {
+        const char* t = std::getenv("TMPDIR");
+        std::string tmpl = std::string(t && *t ? t : "/tmp") + "/spillway-probe-test-XXXXXX";
+        if (::mkdtemp(tmpl.data())) m_path = fs::canonical(tmpl).string();
+    }
+    ~TempDir()
+    {
+        std::error_code ec;
+        if (!m_path.empty()) fs::remove_all(m_path, ec);
+    }
+    const std::string& path() const { return m_path; }
+
+private:
+    std::string m_path;
+};
+
+bool folderEmpty(const std::string& path) { return fs::is_empty(path); }
+
+constexpr double kSane = 1e12;  // bytes/s: no figure of this machine reaches 1 TB/s
+
+class ProbeTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        s_storage = std::make_unique<TempDir>();
+        s_cache = std::make_unique<TempDir>();
+        ASSERT_FALSE(s_storage->path().empty());
+        auto p = probeHardware(options(true));
+        ASSERT_TRUE(p.ok()) << p.error().message;
+        s_profile = std::make_unique<HardwareProfile>(*p);
+        std::printf("%s\n", profileToJson(*p).c_str());
+    }
+    static void TearDownTestSuite()
+    {
+        s_profile.reset();
+        s_storage.reset();
+        s_cache.reset();
+    }
+    static ProbeOptions options(bool remeasure)
+    {
+        ProbeOptions o;
+        o.storagePath = s_storage->path();
+        o.cacheFile = cacheFile();
+        o.quick = true;
+        o.threads = 2;
+        o.remeasure = remeasure;
+        return o;
+    }
+    static std::string cacheFile() { return s_cache->path() + "/spillway/hardware-profile.json"; }
+    void SetUp() override { ASSERT_TRUE(s_profile) << "the first probe failed"; }
+
+    static inline std::unique_ptr<TempDir> s_storage, s_cache;
+    static inline std::unique_ptr<HardwareProfile> s_profile;
+};
+
+}  // namespace
+
+TEST_F(ProbeTest, HostFiguresAreSane)
+{
+    const HostProfile& h = s_profile->host;
+    EXPECT_FALSE(h.cpuName.empty());
+    EXPECT_GT(h.cores, 0);
+    EXPECT_EQ(h.threads, 2);
+    EXPECT_GT(h.ramTotal, uint64_t{64} << 20);
+    EXPECT_GT(h.ramAvailable, 0u);
+    EXPECT_LE(h.ramAvailable, h.ramTotal);
+    EXPECT_GT(h.memoryReadBytesPerSecond, 1e8);
+    EXPECT_LT(h.memoryReadBytesPerSecond, kSane);
+    ASSERT_EQ(h.cpuMatvec.size(), 5u);  // F32, F16, BF16, Q8_0, Q4_0: the CPU runs them all
+    std::set<gpu::DType> types;
+    for (const auto& t : h.cpuMatvec) {
+        types.insert(t.type);
+        EXPECT_GT(t.bytesPerSecond, 1e6) << gpu::dtypeName(t.type);
+        EXPECT_LT(t.bytesPerSecond, kSane) << gpu::dtypeName(t.type);
+    }
+    EXPECT_EQ(types.size(), 5u);
+}
+
+TEST_F(ProbeTest, StorageFiguresAreSaneAndNothingIsLeftBehind)
+{
+    const StorageProfile& s = s_profile->storage;
+    EXPECT_EQ(s.path, s_storage->path());
+    EXPECT_FALSE(s.filesystem.empty());
+    EXPECT_GT(s.totalBytes, 0u);
+    EXPECT_GT(s.freeBytes, 0u);
+    EXPECT_LE(s.freeBytes, s.totalBytes);
+    EXPECT_TRUE(s.ioEngine == "io_uring" || s.ioEngine == "pread threads") << s.ioEngine;
+    EXPECT_EQ(s.testFileBytes, uint64_t{64} << 20);
+
+    ASSERT_EQ(s.sequential.size(), 4u);
+    const int seqDepths[] = {1, 4, 16, 32};
+    double best = 0;
+    for (size_t i = 0; i < s.sequential.size(); ++i) {
+        const ReadBandwidth& r = s.sequential[i];
+        EXPECT_EQ(r.queueDepth, seqDepths[i]);
+        EXPECT_EQ(r.requestBytes, size_t{1} << 20);
+        EXPECT_GT(r.bytesPerSecond, 1e6);
+        EXPECT_LT(r.bytesPerSecond, kSane);
+        EXPECT_NEAR(r.iops * double(r.requestBytes), r.bytesPerSecond, r.bytesPerSecond * 1e-6);
+        best = std::max(best, r.bytesPerSecond);
+    }
+    EXPECT_EQ(s.sequentialBytesPerSecond, best);
+
+    ASSERT_EQ(s.random32k.size(), 4u);
+    const int randDepths[] = {1, 4, 16, 64};
+    for (size_t i = 0; i < s.random32k.size(); ++i) {
+        const ReadBandwidth& r = s.random32k[i];
+        EXPECT_EQ(r.queueDepth, randDepths[i]);
+        EXPECT_EQ(r.requestBytes, size_t{32} << 10);
+        EXPECT_GT(r.iops, 10.0);
+        EXPECT_LT(r.bytesPerSecond, kSane);
+    }
+    // Big requests beat small ones at the same depth (per-request cost), however fast the disk.
+    EXPECT_GE(s.sequential[0].bytesPerSecond, s.random32k[0].bytesPerSecond);
+
+    // The test file was unlinked and is gone; nothing else was written there.
+    EXPECT_TRUE(folderEmpty(s_storage->path()));
+}
+
+TEST_F(ProbeTest, CpuDeviceIsListed)
+{
+    ASSERT_FALSE(s_profile->devices.empty());
+    const auto cpu = std::find_if(s_profile->devices.begin(), s_profile->devices.end(),
+                                  [](const DeviceProfile& d) { return d.backend == "cpu"; });
+    ASSERT_NE(cpu, s_profile->devices.end());
+    EXPECT_FALSE(cpu->name.empty());
+    EXPECT_GT(cpu->totalMemory, 0u);
+    EXPECT_TRUE(cpu->caps.hostPointers);
+    EXPECT_GT(cpu->hostToDevicePinned, 1e7);
+    EXPECT_GT(cpu->hostToDevicePageable, 1e7);
+    EXPECT_LT(cpu->hostToDevicePinned, kSane);
+    EXPECT_EQ(cpu->matvec, s_profile->host.cpuMatvec);  // the CPU device is the host
+}
+
+TEST_F(ProbeTest, JsonRoundTripIsExact)
+{
+    const std::string text = profileToJson(*s_profile);
+    auto back = profileFromJson(text);
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_TRUE(*back == *s_profile);
+    EXPECT_EQ(profileToJson(*back), text);
+    EXPECT_EQ(back->devices.front().caps.hostPointers, s_profile->devices.front().caps.hostPointers);
+
+    for (const char* bad : {"", "{", "[]", "{\"version\": 1}", "{\"version\": 99}", "null"}) {
+        auto r = profileFromJson(bad);
+        EXPECT_FALSE(r.ok()) << bad;
+    }
+    std::string wrongType = text;
+    wrongType.replace(wrongType.find("\"Q4_0\""), 6, "\"Q9_9\"");
+    EXPECT_FALSE(profileFromJson(wrongType).ok());
+}
+
+TEST_F(ProbeTest, FingerprintIsStableAndMatchesTheProfile)
+{
+    const std::string a = hardwareFingerprint(s_storage->path());
+    const std::string b = hardwareFingerprint(s_storage->path());
+    EXPECT_FALSE(a.empty());
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, s_profile->fingerprint);
+}
+
+TEST_F(ProbeTest, CacheIsReusedUntilRemeasureOrCorrupt)
+{
+    ASSERT_TRUE(fs::exists(cacheFile()));
+    // Reused: the same measurement comes back.
+    auto again = probeHardware(options(false));
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->measuredAt, s_profile->measuredAt);
+    EXPECT_TRUE(*again == *s_profile);
+
+    // Another thread count is another measurement.
+    ProbeOptions oneThread = options(false);
+    oneThread.threads = 1;
+    auto other = probeHardware(oneThread);
+    ASSERT_TRUE(other.ok()) << other.error().message;
+    EXPECT_NE(other->measuredAt, s_profile->measuredAt);
+    EXPECT_EQ(other->host.threads, 1);
+
+    // Remeasure: a new measurement, which then is the cache.
+    auto fresh = probeHardware(options(true));
+    ASSERT_TRUE(fresh.ok()) << fresh.error().message;
+    EXPECT_NE(fresh->measuredAt, s_profile->measuredAt);
+    auto cached = probeHardware(options(false));
+    ASSERT_TRUE(cached.ok());
+    EXPECT_EQ(cached->measuredAt, fresh->measuredAt);
+
+    // Corrupt cache: measured again, never a crash; the cache is whole again afterwards.
+    {
+        std::ofstream(cacheFile(), std::ios::trunc) << "{\"version\": 1, \"fingerprint\": tru";
+    }
+    auto repaired = probeHardware(options(false));
+    ASSERT_TRUE(repaired.ok()) << repaired.error().message;
+    EXPECT_NE(repaired->measuredAt, fresh->measuredAt);
+    std::ifstream in(cacheFile());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto parsed = profileFromJson(text);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    EXPECT_EQ(parsed->measuredAt, repaired->measuredAt);
+    EXPECT_TRUE(folderEmpty(s_storage->path()));
+}
+
+TEST_F(ProbeTest, TooLittleFreeSpaceIsDiskFullAndLeavesNothing)
+{
+    ProbeOptions o = options(true);
+    o.cacheFile = s_cache->path() + "/unused.json";
+    o.testFileBytes = uint64_t{1} << 60;  // an exbibyte: no disk has it free
+    auto r = probeHardware(o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::DiskFull);
+    EXPECT_NE(r.error().message.find(s_storage->path()), std::string::npos) << r.error().message;
+    EXPECT_TRUE(folderEmpty(s_storage->path()));
+    EXPECT_FALSE(fs::exists(o.cacheFile));
+}
+
+TEST_F(ProbeTest, MissingFolderIsIoError)
+{
+    ProbeOptions o = options(true);
+    o.storagePath = s_storage->path() + "/no-such-folder";
+    auto r = probeHardware(o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::Io);
+    EXPECT_NE(r.error().message.find("no-such-folder"), std::string::npos) << r.error().message;
+}
+
+TEST(ProbeDefaults, CacheFileFollowsXdg)
+{
+    const char* old = std::getenv("XDG_CACHE_HOME");
+    const std::string saved = old ? old : "";
+    ::setenv("XDG_CACHE_HOME", "/some/cache", 1);
+    EXPECT_EQ(defaultProbeCacheFile(), "/some/cache/spillway/hardware-profile.json");
+    ::setenv("XDG_CACHE_HOME", "relative", 1);  // not absolute: ignored (XDG base-dir spec)
+    EXPECT_NE(defaultProbeCacheFile().find("/.cache/spillway/hardware-profile.json"), std::string::npos);
+    if (old) ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+    else ::unsetenv("XDG_CACHE_HOME");
+    EXPECT_FALSE(defaultStoragePath().empty());
+}
