@@ -15,6 +15,7 @@ struct BenchCommand {
     std::string json;
     int bandwidthMiB = 1024;
     int context = 0;
+    std::string backend = "cpu";
     OffloadOptions offload;
 };
 

@@ -24,7 +24,7 @@ namespace {
 
 int runBench(BenchCommand& b)
 {
-    if (b.offload.offloading()) return runOffloadBench(b);
+    if (b.offload.offloading() || b.backend != "cpu") return runOffloadBench(b);
     using Clock = std::chrono::steady_clock;
     auto model = LlamaModel::load(b.model);
     if (!model) return reportError(model.error());
@@ -128,6 +128,7 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--bandwidth-mib", b->bandwidthMiB, "Buffer size of the bandwidth measurement")
         ->check(CLI::Range(64, 65536));
     cmd->add_option("--json", b->json, "Also write the figures as JSON to this file");
+    cmd->add_option("--backend", b->backend, "Compute backend of offloaded runs: cpu, cuda, auto");
     cmd->add_option("-c,--ctx", b->context, "Context length (offloaded runs; default: tokens + 8)");
     addOffloadOptions(cmd, b->offload, true);
     cmd->callback([b, &exitCode] { exitCode = runBench(*b); });

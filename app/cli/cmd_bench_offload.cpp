@@ -70,7 +70,8 @@ int runOffloadBench(BenchCommand& b)
     auto model = LlamaModel::load(b.model);
     if (!model) return reportError(model.error());
     const int context = b.context > 0 ? b.context : b.tokens + 8;
-    auto run = prepareOffload(**model, b.model, "cpu", b.threads, context, b.offload, true);
+    b.offload.alwaysPlan = true;
+    auto run = prepareOffload(**model, b.model, b.backend, b.threads, context, b.offload, true);
     if (!run) return reportError(run.error());
     const plan::PlanResult& plan = *run->plan;
     auto measured = decode(**model, *run->device, run->session, b.tokens, run->recorder.get());

@@ -16,6 +16,7 @@ struct PlanCommand {
     int context = 0;
     int threads = 0;
     bool json = false;
+    std::string backend = "cpu";
     OffloadOptions offload;
 };
 
@@ -24,7 +25,7 @@ int runPlan(PlanCommand& c)
     auto model = LlamaModel::load(c.model);
     if (!model) return reportError(model.error());
     c.offload.alwaysPlan = true;
-    auto run = prepareOffload(**model, c.model, "cpu", c.threads, c.context, c.offload, false);
+    auto run = prepareOffload(**model, c.model, c.backend, c.threads, c.context, c.offload, false);
     if (!run) return reportError(run.error());
     const std::string text = c.json ? plan::planJson(*run->plan) + "\n" : plan::planText(*run->plan, true);
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -42,6 +43,7 @@ void addPlanCommand(CLI::App& app, int& exitCode)
     cmd->add_option("-c,--ctx", c->context, "Context length the KV cache is sized for (default: trained, at most 4096)");
     cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
     cmd->add_flag("--json", c->json, "Print the plan as JSON");
+    cmd->add_option("--backend", c->backend, "Device to plan for: cpu, cuda, auto");
     addOffloadOptions(cmd, c->offload, false);
     cmd->callback([c, &exitCode] { exitCode = runPlan(*c); });
 }

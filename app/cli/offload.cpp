@@ -83,6 +83,15 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     if (!profile) return profile.error();
     run.profile = std::move(profile.value());
 
+    // Read the SSD the way the probe found fastest (request size and queue depth).
+    const hw::ReadBandwidth* best = nullptr;
+    for (const auto& r : run.profile.storage.sequential)
+        if (!best || r.bytesPerSecond > best->bytesPerSecond) best = &r;
+    if (best && best->queueDepth > 0 && best->requestBytes >= 4096 && best->requestBytes % 4096 == 0) {
+        run.session.streamer.ioQueueDepth = best->queueDepth;
+        run.session.streamer.ioChunkBytes = best->requestBytes;
+    }
+
     plan::PlannerInput in;
     in.model = &model;
     in.profile = run.profile;

@@ -83,6 +83,21 @@ public:
                 continue;
             }
             const size_t u = size_t(t.unit);
+            const double alpha = tier == Tier::Host ? splitAlpha(t) : 1.0;
+            if (alpha < 1.0) {
+                // HeteGen: the device computes α of the rows after copying them; the CPU computes
+                // the rest from RAM at the same time.
+                const double cpu = (1.0 - alpha) * double(t.bytes) / m_hw.cpuMatvec;
+                compute[u] += std::max(alpha * t.compute, cpu);
+                e.lanes.deviceCompute += alpha * t.compute;
+                e.lanes.cpuCompute += cpu;
+                const double copy = alpha * double(t.bytes) / m_hw.copy;
+                slotBytes[u] += alignUp(uint64_t(alpha * double(t.bytes))) + kAlign;
+                e.hostBytes += t.bytes;
+                load[u] += copy;
+                e.lanes.hostToDevice += copy;
+                continue;
+            }
             compute[u] += t.compute;
             e.lanes.deviceCompute += t.compute;
             if (tier == Tier::Device) {
@@ -117,6 +132,16 @@ public:
         if (!anyStreamed) e.slots = 0;
         e.secondsPerToken = simulate(load, compute, slotBytes, slots);
         return e;
+    }
+
+    // HeteGen Eq. 9 for a RAM-tier tensor: the device's share of rows, when the device cannot
+    // compute on host memory itself (otherwise splitting gains nothing: 1).
+    double splitAlpha(const Tensor& t) const
+    {
+        if (m_hw.directToDevice || m_hw.cpuMatvec <= 0 || t.bytes == 0) return 1.0;
+        const double cpu = double(t.bytes) / m_hw.cpuMatvec;
+        const double copy = double(t.bytes) / m_hw.copy;
+        return cpu / (cpu + copy);
     }
 
     uint64_t deviceTotal(const Evaluation& e) const { return m_fixed + e.residentBytes + e.slotBytes * uint64_t(e.slots); }
@@ -238,6 +263,9 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
             cost.hetegenAlpha = cpu / (cpu + cost.copySeconds);
         }
         r.costs.push_back(cost);
+        auto& placed = r.placement.tensors[i];
+        if (placed.tier == Tier::Host && !s.hw.directToDevice && cost.hetegenAlpha < 1.0)
+            placed.deviceFraction = cost.hetegenAlpha;
     }
     if (s.hw.directToDevice)
         r.notes.push_back("the device computes on host memory: SSD reads land in device slots directly, and a "

@@ -5,6 +5,7 @@
 
 #include "core/plan/model_tensors.h"
 #include "core/trace/trace.h"
+#include "gpu/cpu/cpu_device.h"
 
 namespace spillway {
 
@@ -97,7 +98,15 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     auto streamer = WeightStreamer::create(model, device, placement, options.streamer);
     if (!streamer) return streamer.error();
     s->m_streamer = std::move(streamer.value());
-    if (!device.info().caps.hostPointers) s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize));
+    if (!device.info().caps.hostPointers) {
+        s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize));
+        if (s->m_streamer->hasSplits()) {
+            const size_t widest = size_t(std::max({c.dim, c.qDim(), c.ffnDim, c.vocabSize}));
+            s->m_hostCpu = gpu::createCpuDevice(0);
+            s->m_hostX = std::make_unique<float[]>(widest);
+            s->m_hostY = std::make_unique<float[]>(widest);
+        }
+    }
     return s;
 }
 
@@ -125,6 +134,52 @@ Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int 
     return last;
 }
 
+void LlamaSession::matvec(std::span<const gpu::MatvecJob> jobs)
+{
+    const auto& splits = m_streamer->hostRows();
+    if (splits.empty()) {
+        m_device.matvec(jobs);
+        return;
+    }
+    // At most 3 jobs per call (q, k, v), each with at most one host part.
+    gpu::MatvecJob all[8];
+    size_t n = 0;
+    const HostRows* hostParts[4] = {};
+    const gpu::MatvecJob* hostJobs[4] = {};
+    size_t nHost = 0;
+    for (const auto& j : jobs) {
+        const HostRows* h = nullptr;
+        for (const auto& sp : splits)
+            if (sp.deviceData == j.w.data) h = &sp;
+        if (!h || h->deviceRows > 0) all[n++] = j;
+        if (h && nHost < 4) {
+            hostParts[nHost] = h;
+            hostJobs[nHost++] = &j;
+        }
+    }
+    if (m_device.info().caps.hostPointers) {
+        // The device computes on host memory: the host rows join the same dispatch.
+        for (size_t i = 0; i < nHost; ++i)
+            all[n++] = {hostParts[i]->host, hostJobs[i]->x, hostJobs[i]->y + hostParts[i]->deviceRows};
+        m_device.matvec({all, n});
+        return;
+    }
+    if (nHost == 0) {
+        m_device.matvec(jobs);
+        return;
+    }
+    // x to the host first, then the device's rows (asynchronous on a GPU) while the CPU computes
+    // the others from pinned RAM; their results go up behind.
+    for (size_t i = 0; i < nHost; ++i) {
+        const gpu::MatvecJob& j = *hostJobs[i];
+        const HostRows& h = *hostParts[i];
+        m_device.download(m_hostX.get(), j.x, size_t(h.host.cols) * sizeof(float));
+        if (i == 0 && n) m_device.matvec({all, n});
+        m_hostCpu->matvec(h.host, m_hostX.get(), m_hostY.get());
+        m_device.upload(j.y + h.deviceRows, m_hostY.get(), size_t(h.host.rows) * sizeof(float));
+    }
+}
+
 void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos)
 {
     // x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = rmsnorm(x)
@@ -142,7 +197,7 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
 
     d.rmsnorm(x, L.attnNorm, xb, c.dim, c.normEps);
     const gpu::MatvecJob qkv[] = {{L.wq, xb, q}, {L.wk, xb, k}, {L.wv, xb, v}};
-    d.matvec(qkv);
+    matvec(qkv);
     d.rope(q, c.nHeads, c.headDim, pos, m_rope);
     d.rope(k, c.nKvHeads, c.headDim, pos, m_rope);
     gpu::AttentionArgs a;
@@ -157,7 +212,8 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     a.nPos = pos + 1;
     a.scale = 1.0f / std::sqrt(float(c.headDim));
     d.attention(a);
-    d.matvec(L.wo, att, xb);
+    const gpu::MatvecJob wo[] = {{L.wo, att, xb}};
+    matvec(wo);
     d.add(x, xb, c.dim);
 }
 
@@ -171,9 +227,10 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
     float* hb2 = m_hb2.as<float>();
     d.rmsnorm(x, L.ffnNorm, xb, c.dim, c.normEps);
     const gpu::MatvecJob gateUp[] = {{L.gate, xb, hb}, {L.up, xb, hb2}};
-    d.matvec(gateUp);
+    matvec(gateUp);
     d.swiglu(hb, hb2, hb, c.ffnDim);
-    d.matvec(L.down, hb, xb);
+    const gpu::MatvecJob down[] = {{L.down, hb, xb}};
+    matvec(down);
     d.add(x, xb, c.dim);
 }
 
@@ -206,7 +263,8 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     const uint64_t t0 = trace::nowNs();
     float* last = x + size_t(n - 1) * dim;
     d.rmsnorm(last, ws.outputNorm(), last, c.dim, c.normEps);
-    d.matvec(**head, last, m_logits.as<float>());
+    const gpu::MatvecJob headJob[] = {{**head, last, m_logits.as<float>()}};
+    matvec(headJob);
     d.synchronize();
     ws.release(c.nLayers);
     if (rec) rec->record({trace::Lane::DeviceCompute, -1, "head", 0, t0, trace::nowNs(), pass});

@@ -52,6 +52,8 @@ private:
     Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
     void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
     void ffnBlock(const LlamaLayerWeights& L, float* x);
+    // Runs the jobs on the device, and the CPU's share of any split (HeteGen) tensor among them.
+    void matvec(std::span<const gpu::MatvecJob> jobs);
 
     const LlamaModel& m_model;
     gpu::Device& m_device;
@@ -74,6 +76,10 @@ private:
     gpu::Buffer m_keys;    // (layer, ctx, kvDim)
     gpu::Buffer m_values;  // (layer, ctx, kvDim)
     std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
+    // HeteGen splits on a device that cannot compute on host memory: a CPU device for the host
+    // rows, and host copies of x and of the host rows' results.
+    std::unique_ptr<gpu::Device> m_hostCpu;
+    std::unique_ptr<float[]> m_hostX, m_hostY;
 };
 
 }  // namespace spillway

@@ -43,9 +43,11 @@ struct Unit {
     LlamaLayerWeights layer;    // resident views filled in; streamed ones patched per slot
     gpu::MatrixView head;
     struct Range { uint64_t fileOffset; size_t bytes; size_t slotOffset; uint64_t needEnd; };  // one direct read
-    struct HostCopy { const void* host; size_t bytes; size_t slotOffset; };   // one upload
+    struct HostCopy { const void* host; size_t bytes; size_t slotOffset; size_t allBytes; };  // one upload
     struct Patch { LayerMember member; size_t slotOffset; };                  // member == nullptr: head
+    struct Split { LayerMember member; int64_t deviceRows; size_t hostCopy; };  // index into hostCopies
     std::vector<Range> ranges;
+    std::vector<Split> splits;
     std::vector<HostCopy> hostCopies;
     std::vector<Patch> patches;
     size_t slotBytes = 0;
@@ -74,6 +76,8 @@ struct WeightStreamer::Impl {
     // Working views of the unit most recently acquired.
     LlamaLayerWeights current;
     gpu::MatrixView currentHead;
+    std::vector<HostRows> currentSplits;
+    bool anySplit = false;
 
     // Loader/compute hand-off. Sequence numbers count streamed-unit uses from 0.
     std::mutex mutex;
@@ -171,6 +175,7 @@ struct WeightStreamer::Impl {
         Unit& unit = units[size_t(u)];
         current = unit.layer;
         currentHead = unit.head;
+        currentSplits.clear();  // capacity reserved at creation: no allocation here
         if (!unit.streamed()) return {};
         const int64_t seq = useSeq;
         const size_t n = order.size();
@@ -197,6 +202,18 @@ struct WeightStreamer::Impl {
         for (const auto& p : unit.patches) {
             gpu::MatrixView& view = p.member ? current.*(p.member) : currentHead;
             view.data = base + p.slotOffset;
+        }
+        for (const auto& sp : unit.splits) {
+            gpu::MatrixView& view = sp.member ? current.*(sp.member) : currentHead;
+            HostRows h;
+            h.deviceRows = sp.deviceRows;
+            h.host = view;
+            h.host.data = static_cast<const uint8_t*>(unit.hostCopies[sp.hostCopy].host) +
+                          size_t(sp.deviceRows) * view.rowStride;
+            h.host.rows = view.rows - sp.deviceRows;
+            view.rows = sp.deviceRows;
+            h.deviceData = view.data;
+            currentSplits.push_back(h);
         }
         return {};
     }
@@ -252,10 +269,14 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     auto tierOf = [&](const std::string& name) -> Result<plan::Tier> {
         const auto* t = placement.find(name);
         if (!t) return makeError(ErrorCode::InvalidArgument, "placement has no entry for tensor '" + name + "'");
-        if (t->deviceFraction < 1.0)
+        if (t->deviceFraction < 1.0 && (t->tier != plan::Tier::Host || !(t->deviceFraction >= 0.0)))
             return makeError(ErrorCode::InvalidArgument,
-                             "tensor '" + name + "': a CPU/device split is not executed by this runtime yet");
+                             "tensor '" + name + "': only RAM-tier tensors can be split between CPU and device");
         return t->tier;
+    };
+    auto fractionOf = [&](const std::string& name) {
+        const auto* t = placement.find(name);
+        return t ? t->deviceFraction : 1.0;
     };
     auto sourceOf = [&](const std::string& name, const gpu::MatrixView& view) {
         const auto* info = f.tensor(name);
@@ -293,7 +314,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     uint64_t hostBytes = 0, maxSsdBytes = 0;
     for (size_t u = 0; u < builders.size(); ++u) {
         uint64_t ssd = 0;
-        for (auto& e : builders[u].host) hostBytes += alignUp(matrixBytes(e.first.view), kAlign);
+        for (auto& e : builders[u].host) hostBytes += matrixBytes(e.first.view);
         for (auto& e : builders[u].ssd) ssd += matrixBytes(e.first.view) + 2 * kAlign;
         maxSsdBytes = std::max(maxSsdBytes, ssd);
     }
@@ -321,10 +342,19 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             i = j;
         }
         for (auto& e : builders[u].host) {
-            const size_t bytes = size_t(matrixBytes(e.first.view));
-            unit.hostCopies.push_back({e.first.view.data, bytes, cursor});  // host pointer fixed below
+            const gpu::MatrixView& v = e.first.view;
+            const size_t bytes = size_t(matrixBytes(v));
+            // HeteGen split: only the device's rows travel; the pinned copy keeps every row.
+            const double f = fractionOf(e.first.name);
+            const int64_t deviceRows = f >= 1.0 ? v.rows : std::clamp<int64_t>(int64_t(f * double(v.rows) + 0.5), 0, v.rows);
+            const size_t copyBytes = size_t(deviceRows) * v.rowStride;
+            if (deviceRows < v.rows) {
+                unit.splits.push_back({e.second.member, deviceRows, unit.hostCopies.size()});
+                im.anySplit = true;
+            }
+            unit.hostCopies.push_back({v.data, copyBytes, cursor, bytes});  // host pointer fixed below
             unit.patches.push_back({e.second.member, cursor});
-            cursor += alignUp(bytes, kAlign);
+            cursor += std::max(alignUp(copyBytes, kAlign), kAlign);  // distinct slot addresses
         }
         unit.slotBytes = cursor;
         maxSlot = std::max<uint64_t>(maxSlot, cursor);
@@ -407,14 +437,18 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     // RAM tier: pinned copies of the mapped weights.
     for (Unit& unit : im.units) {
         for (auto& hc : unit.hostCopies) {
-            auto b = device.allocateHost(hc.bytes);
+            auto b = device.allocateHost(hc.allBytes);
             if (!b) return b.error();
-            std::memcpy(b->data(), hc.host, hc.bytes);
+            std::memcpy(b->data(), hc.host, hc.allBytes);
             hc.host = b->data();
             im.hostMemory.push_back(std::move(b.value()));
-            s->m_memory.hostBytes += hc.bytes;
+            s->m_memory.hostBytes += hc.allBytes;
         }
+
     }
+    size_t maxSplits = 0;
+    for (const Unit& unit : im.units) maxSplits = std::max(maxSplits, unit.splits.size());
+    im.currentSplits.reserve(maxSplits);
     // Slots and staging.
     if (!im.order.empty()) {
         const int slotCount = placement.prefetchDepth <= 0 ? 1 : placement.prefetchDepth + 1;
@@ -464,6 +498,9 @@ Result<const gpu::MatrixView*> WeightStreamer::acquireHead()
 }
 
 void WeightStreamer::release(int unit) { m_impl->releaseUnit(unit); }
+
+const std::vector<HostRows>& WeightStreamer::hostRows() const { return m_impl->currentSplits; }
+bool WeightStreamer::hasSplits() const { return m_impl->anySplit; }
 
 void WeightStreamer::embedding(int token, float* out)
 {

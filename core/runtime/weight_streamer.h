@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "base/result.h"
 #include "core/model/llama_model.h"
@@ -36,6 +37,15 @@ struct StreamerMemory {
     uint64_t stagingBytes = 0;         // pinned staging for SSD reads (0 when reads go direct)
 };
 
+// A RAM-tier tensor split by HeteGen's α: the device computes rows [0, deviceRows) from its slot
+// (whose view has only those rows); the CPU computes `host` (the other rows) straight from
+// pinned RAM. `deviceData` identifies the tensor: it is the device view's data pointer.
+struct HostRows {
+    const void* deviceData = nullptr;
+    int64_t deviceRows = 0;
+    gpu::MatrixView host;
+};
+
 struct StreamerStats {
     uint64_t ssdBytes = 0;      // read from the SSD
     uint64_t uploadBytes = 0;   // copied host→device
@@ -59,6 +69,10 @@ public:
     // Called once the unit's ops were issued: synchronizes the device before the slot can be
     // refilled. unit = layer index, or layers for the head.
     void release(int unit);
+
+    // The split tensors of the unit acquired last (empty for most placements).
+    const std::vector<HostRows>& hostRows() const;
+    bool hasSplits() const;
 
     // out = row `token` of the embedding, as F32 in device memory.
     void embedding(int token, float* out);
