@@ -160,6 +160,8 @@ int main(int argc, char** argv)
     std::vector<Case> cases;
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
         cases.push_back({t, 4096, 11008});
+    cases.push_back({DType::Q8_0, 256, 2048});   // TinyLlama k, v: dispatch-bound
+    cases.push_back({DType::Q8_0, 2048, 2048});  // TinyLlama q, o
     cases.push_back({DType::Q8_0, 5632, 2048});
     cases.push_back({DType::Q8_0, 32000, 2048});
 
