@@ -16,6 +16,7 @@ struct SyntheticCommand {
     std::string type = "f16";
     std::string output;
     int layers = 0;
+    uint64_t alignment = 4096;
     uint64_t seed = 1;
 };
 
@@ -25,6 +26,7 @@ int runSynthetic(const SyntheticCommand& c)
     options.preset = c.preset;
     options.layers = c.layers;
     options.seed = c.seed;
+    options.alignment = c.alignment;
     if (c.type == "f16") options.type = gpu::DType::F16;
     else if (c.type == "bf16") options.type = gpu::DType::BF16;
     else if (c.type == "f32") options.type = gpu::DType::F32;
@@ -58,6 +60,8 @@ void addSyntheticCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--layers", c->layers, "Number of layers (default: the preset's)")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--seed", c->seed, "Seed of the random weights");
+    cmd->add_option("--align", c->alignment, "Tensor data alignment (4096: laid out for direct I/O)")
+        ->check(CLI::IsMember({32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}));
     cmd->callback([c, &exitCode] { exitCode = runSynthetic(*c); });
 }
 

@@ -136,7 +136,7 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
     const bool opt = preset->architecture == "opt";
     const std::string arch = preset->architecture;
 
-    gguf::Writer w(32);
+    gguf::Writer w(options.alignment);
     w.setString("general.architecture", arch);
     w.setString("general.name", "synthetic " + preset->name + " (random weights)");
     w.setString("general.description",

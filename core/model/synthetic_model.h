@@ -26,6 +26,9 @@ struct SyntheticOptions {
     gpu::DType type = gpu::DType::F16;  // type of the matrices; norms stay F32
     int layers = 0;                     // 0: the preset's
     uint64_t seed = 1;
+    // Tensor data alignment. 4096 lays the file out for direct I/O: every tensor starts on a
+    // page, so the runtime reads exactly its bytes with O_DIRECT.
+    uint64_t alignment = 4096;
 };
 
 // Writes the model as GGUF (atomically: no partial file on failure).
