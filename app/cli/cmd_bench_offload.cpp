@@ -107,6 +107,10 @@ int runOffloadBench(BenchCommand& b)
     if (naive)
         std::printf("  %-36s %.3f tokens/s; speed-up of the planned run %.2fx\n", "naive baseline",
                     naive->tokensPerSecond, measured->tokensPerSecond / naive->tokensPerSecond);
+    const auto perToken = trace::summarizePerToken(measured->spans);
+    for (size_t i = 0; i < perToken.size() && i < 8; ++i)
+        std::printf("  token %-30u %.1f ms: %s\n", perToken[i].firstToken, perToken[i].windowNs / 1e6,
+                    perToken[i].text().c_str());
     std::vector<trace::LanePrediction> predictions = {
         {trace::Lane::SsdRead, plan.lanes.ssdRead},
         {trace::Lane::HostToDevice, plan.lanes.hostToDevice},

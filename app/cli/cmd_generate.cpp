@@ -1,5 +1,6 @@
 // spillway-cli generate: prompt in, the prompt and its continuation out on stdout.
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -80,6 +81,16 @@ int runGenerate(const GenerateOptions& o)
                      st.ssdBytes / double(1 << 20), st.uploadBytes / double(1 << 20), st.stallNs / 1e6);
     }
     if (run->recorder && !o.offload.tracePath.empty()) {
+        const auto spans = run->recorder->snapshot();
+        if (!spans.empty()) {
+            uint64_t begin = spans.front().startNs, end = spans.front().endNs;
+            for (const auto& sp : spans) {
+                begin = std::min(begin, sp.startNs);
+                end = std::max(end, sp.endNs);
+            }
+            std::fprintf(stderr, "timeline: %s (trace: %s)\n", trace::summarize(spans, begin, end).text().c_str(),
+                         o.offload.tracePath.c_str());
+        }
         auto written = trace::writeChromeTrace(run->recorder->snapshot(), o.offload.tracePath);
         if (!written) return reportError(written.error());
     }
