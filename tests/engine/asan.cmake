@@ -10,7 +10,7 @@ endif()
 
 set(asan_flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g)
 set(asan_dirs gpu gpu/cpu storage core/formats core/model core/tokenizer core/runtime core/hw core/trace
-  core/plan)
+  core/plan core/compress)
 set(asan_sources)
 foreach(d IN LISTS asan_dirs)
   file(GLOB found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${d}/*.cpp)
@@ -44,7 +44,7 @@ target_include_directories(spillway_engine_asan PUBLIC
   ${SPILLWAY_INCLUDE_ROOTS}/base ${SPILLWAY_INCLUDE_ROOTS}/gpu ${SPILLWAY_INCLUDE_ROOTS}/storage
   ${SPILLWAY_INCLUDE_ROOTS}/core)
 target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads ${CMAKE_DL_LIBS}
-  PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING)
+  PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING PkgConfig::XXHASH PkgConfig::ZSTD)
 
 file(GLOB cli_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/app/cli/*.cpp)
 add_executable(spillway-cli-asan ${cli_sources})

@@ -1,0 +1,32 @@
+#pragma once
+// CPU kernels on the compressed weight forms: y = W x straight from the bitmap sparse form (no
+// dense intermediate), fused dequantize-GEMV on the group-quantized form, and decompression to
+// dense. Every call covers the row range [rowBegin, rowEnd) and touches only those rows' outputs,
+// so a caller can split rows across threads; no call allocates or starts threads.
+//
+// Indexing is global: y[r] for r in [rowBegin, rowEnd); a dense output holds the whole matrix,
+// row r at out + r * cols. x holds cols floats. Sums are fp32 (several partial sums per row).
+
+#include <cstdint>
+
+#include "core/compress/bitmap_sparse.h"
+#include "core/compress/group_quant.h"
+
+namespace spillway::compress {
+
+// The hot spots: faster (AVX2 / AVX-512) versions go behind these.
+void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int64_t rowBegin,
+                      int64_t rowEnd);
+void gemvQuantized(const QuantizedMatrix& w, const float* x, float* y, int64_t rowBegin, int64_t rowEnd);
+
+// Baseline: a dense fp16 matrix (rows, cols), row-major.
+void gemvDenseF16(const uint16_t* w, int64_t cols, const float* x, float* y, int64_t rowBegin,
+                  int64_t rowEnd);
+
+// Decompression to dense fp32 (any format): out holds (rows, cols) floats.
+void decompressRows(const BitmapSparseMatrix& w, int64_t rowBegin, int64_t rowEnd, float* out);
+// Decompression of an F16 or BF16 matrix to its dense 16-bit form (what a GPU GEMM reads):
+// out holds (rows, cols) uint16 values; zeros are written as +0.
+void decompressRows16(const BitmapSparseMatrix& w, int64_t rowBegin, int64_t rowEnd, uint16_t* out);
+
+}  // namespace spillway::compress
