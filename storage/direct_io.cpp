@@ -1,20 +1,16 @@
 #include "storage/direct_io.h"
 
-#include <liburing.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <condition_variable>
-#include <deque>
-#include <map>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
-#include <vector>
+
+#include "storage/direct_io_engine.h"
 
 namespace spillway::storage {
 
@@ -23,27 +19,16 @@ namespace {
 constexpr uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 bool aligned(uint64_t v) { return v % kDirectIoAlignment == 0; }
 
-// A request that keeps failing with EINTR/EAGAIN, or returning nothing but partial blocks, is
-// given up after this many attempts rather than spinning for ever.
-constexpr int kMaxRetries = 1000;
-
 Error openError(const std::string& path, const char* what, int err)
 {
     return makeError(ErrorCode::Io, path + ": " + what + ": " + std::strerror(err));
 }
 
-// Progress of one chunk across (possibly several) read calls.
-struct ChunkState {
-    uint64_t offset = 0;
-    size_t bytes = 0;
-    uint8_t* dst = nullptr;
-    size_t done = 0;
-    int retries = 0;
-};
+}  // namespace
 
-enum class Step { Done, Again, Failed };
+// ---- what both engines share ------------------------------------------------------------------
+namespace detail {
 
-// Applies one read result (bytes read, or -errno) to a chunk: finished, issue the rest, or failed.
 Step advance(ChunkState& s, long long res, const DirectFile& f, Error& error)
 {
     if (res < 0) {
@@ -73,209 +58,12 @@ Step advance(ChunkState& s, long long res, const DirectFile& f, Error& error)
     return Step::Again;
 }
 
-// A buffered file is being streamed into our own memory: the page cache need not keep it.
 void dropFromPageCache(const DirectFile& f, const ChunkState& s)
 {
     if (!f.direct()) ::posix_fadvise(f.fd(), off_t(s.offset), off_t(s.bytes), POSIX_FADV_DONTNEED);
 }
 
-// ---- io_uring: one thread, up to queueDepth reads in flight -----------------------------------
-class IoUringReader final : public DirectReader {
-public:
-    static std::unique_ptr<IoUringReader> tryCreate(const DirectReaderOptions& o)
-    {
-        auto r = std::unique_ptr<IoUringReader>(new IoUringReader(o));
-        if (io_uring_queue_init(unsigned(o.queueDepth), &r->m_ring, 0) < 0) return nullptr;
-        r->m_ringOpen = true;
-        io_uring_probe* probe = io_uring_get_probe_ring(&r->m_ring);
-        const bool canRead = probe && io_uring_opcode_supported(probe, IORING_OP_READ);
-        if (probe) io_uring_free_probe(probe);
-        if (!canRead) return nullptr;
-        return r;
-    }
-    ~IoUringReader() override
-    {
-        stopAsync();
-        if (m_ringOpen) io_uring_queue_exit(&m_ring);
-    }
-
-protected:
-    bool usesIoUring() const override { return true; }
-
-    Status readChunks(const DirectFile& f, std::span<const Chunk> chunks) override
-    {
-        const int depth = m_options.queueDepth;
-        std::vector<ChunkState> slots(static_cast<size_t>(depth));
-        std::vector<int> freeSlots;
-        for (int i = depth - 1; i >= 0; --i) freeSlots.push_back(i);
-        size_t next = 0;
-        int inflight = 0;
-        bool failed = false;
-        Error error;
-
-        auto issue = [&](int slot) {
-            ChunkState& s = slots[size_t(slot)];
-            io_uring_sqe* sqe = io_uring_get_sqe(&m_ring);  // never null: inflight <= entries
-            io_uring_prep_read(sqe, f.fd(), s.dst + s.done, unsigned(s.bytes - s.done),
-                               s.offset + s.done);
-            io_uring_sqe_set_data64(sqe, uint64_t(slot));
-            ++inflight;
-        };
-
-        for (;;) {
-            while (!failed && inflight < depth && next < chunks.size()) {
-                const int slot = freeSlots.back();
-                freeSlots.pop_back();
-                const Chunk& c = chunks[next++];
-                slots[size_t(slot)] = ChunkState{c.offset, c.bytes, c.dst, 0, 0};
-                issue(slot);
-            }
-            if (inflight == 0) break;
-            const int r = io_uring_submit_and_wait(&m_ring, 1);
-            if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-                // The ring itself failed; reads already submitted may still land in memory, so
-                // wait for them before giving the buffers back.
-                if (!failed) {
-                    failed = true;
-                    error = makeError(ErrorCode::Io, f.path() + ": io_uring submit failed: " +
-                                                         std::strerror(-r));
-                }
-                io_uring_cqe* cqe = nullptr;
-                if (io_uring_wait_cqe(&m_ring, &cqe) < 0) return error;
-            }
-            unsigned head = 0, seen = 0;
-            io_uring_cqe* cqe = nullptr;
-            io_uring_for_each_cqe(&m_ring, head, cqe)
-            {
-                ++seen;
-                --inflight;
-                const int slot = int(cqe->user_data);
-                ChunkState& s = slots[size_t(slot)];
-                Error e;
-                const Step step = advance(s, cqe->res, f, e);
-                if (step == Step::Again && !failed) {
-                    issue(slot);
-                    continue;
-                }
-                if (step == Step::Failed && !failed) {
-                    failed = true;
-                    error = std::move(e);
-                }
-                if (step == Step::Done) dropFromPageCache(f, s);
-                freeSlots.push_back(slot);
-            }
-            io_uring_cq_advance(&m_ring, seen);
-        }
-        if (failed) return error;
-        return {};
-    }
-
-private:
-    explicit IoUringReader(const DirectReaderOptions& o) : DirectReader(o) {}
-    io_uring m_ring{};
-    bool m_ringOpen = false;
-};
-
-// ---- a pool of queueDepth threads, each doing blocking preads ---------------------------------
-class ThreadPoolReader final : public DirectReader {
-public:
-    explicit ThreadPoolReader(const DirectReaderOptions& o) : DirectReader(o)
-    {
-        for (int i = 0; i < o.queueDepth; ++i) m_threads.emplace_back([this] { workerLoop(); });
-    }
-    ~ThreadPoolReader() override
-    {
-        stopAsync();
-        {
-            std::lock_guard lock(m_mutex);
-            m_stop = true;
-        }
-        m_wake.notify_all();
-        for (auto& t : m_threads) t.join();
-    }
-
-protected:
-    bool usesIoUring() const override { return false; }
-
-    Status readChunks(const DirectFile& f, std::span<const Chunk> chunks) override
-    {
-        std::unique_lock lock(m_mutex);
-        m_file = &f;
-        m_chunks = chunks;
-        m_next.store(0);
-        m_finished = 0;
-        m_failed.store(false);
-        ++m_generation;
-        m_wake.notify_all();
-        // Done when every chunk is finished and no worker still looks at this job.
-        m_done.wait(lock, [&] { return m_finished == chunks.size() && m_active == 0; });
-        m_file = nullptr;
-        m_chunks = {};
-        if (m_failed.load()) return m_error;
-        return {};
-    }
-
-private:
-    void workerLoop()
-    {
-        uint64_t seen = 0;
-        std::unique_lock lock(m_mutex);
-        for (;;) {
-            m_wake.wait(lock, [&] { return m_stop || m_generation != seen; });
-            if (m_stop) return;
-            seen = m_generation;
-            ++m_active;
-            const DirectFile& f = *m_file;
-            const std::span<const Chunk> chunks = m_chunks;
-            lock.unlock();
-            for (;;) {
-                const size_t i = m_next.fetch_add(1);
-                if (i >= chunks.size()) break;
-                Error error;
-                const bool ok = m_failed.load() || readOne(f, chunks[i], error);
-                lock.lock();
-                if (!ok && !m_failed.load()) {
-                    m_error = std::move(error);
-                    m_failed.store(true);
-                }
-                ++m_finished;
-                lock.unlock();
-            }
-            lock.lock();
-            --m_active;
-            if (m_active == 0 && m_finished == chunks.size()) m_done.notify_all();
-        }
-    }
-
-    static bool readOne(const DirectFile& f, const Chunk& c, Error& error)
-    {
-        ChunkState s{c.offset, c.bytes, c.dst, 0, 0};
-        for (;;) {
-            const ssize_t n = ::pread(f.fd(), s.dst + s.done, s.bytes - s.done, off_t(s.offset + s.done));
-            const Step step = advance(s, n < 0 ? -(long long)errno : (long long)n, f, error);
-            if (step == Step::Done) {
-                dropFromPageCache(f, s);
-                return true;
-            }
-            if (step == Step::Failed) return false;
-        }
-    }
-
-    std::vector<std::thread> m_threads;
-    std::mutex m_mutex;
-    std::condition_variable m_wake, m_done;
-    bool m_stop = false;
-    uint64_t m_generation = 0;
-    int m_active = 0;  // workers inside the current job
-    const DirectFile* m_file = nullptr;
-    std::span<const Chunk> m_chunks;
-    std::atomic<size_t> m_next{0};
-    size_t m_finished = 0;
-    std::atomic<bool> m_failed{false};
-    Error m_error;
-};
-
-}  // namespace
+}  // namespace detail
 
 AlignedRange alignRange(uint64_t offset, size_t bytes, size_t alignment)
 {
@@ -351,7 +139,50 @@ void DirectFile::close()
     m_fd = -1;
 }
 
-// ---- DirectReader -----------------------------------------------------------------------------
+// ---- DirectReader: the stream of groups that both engines read from ---------------------------
+// Tickets [first, next) are in `groups`, oldest first. Tickets below `finishedUpTo` are finished
+// (every chunk issued, or the group failed, and none in flight); waited ones leave from the front.
+struct DirectReader::Stream {
+    struct Group {
+        const DirectFile* file = nullptr;
+        std::vector<ReadRequest> requests;  // the parts inside the file, none empty
+        size_t nextRequest = 0;             // the next chunk to issue: this request,
+        uint64_t nextOffset = 0;            // this many bytes in
+        int inflight = 0;                   // chunks handed to the engine, not finished
+        bool failed = false;                // no more chunks are issued; `status` says why
+        bool waited = false;
+        Status status;
+        bool allIssued() const { return failed || nextRequest == requests.size(); }
+    };
+    std::deque<Group> groups;
+    Ticket first = 1, next = 1;
+    Ticket issueAt = 1;       // no group before this one has chunks left to issue
+    Ticket finishedUpTo = 1;
+    bool broken = false;      // failStream(): every later group fails with `brokenError`
+    Error brokenError;
+    std::condition_variable finished;  // with the reader's m_mutex: finishedUpTo moved
+
+    Group& at(Ticket t) { return groups[size_t(t - first)]; }
+
+    void advanceFinished()
+    {
+        const Ticket before = finishedUpTo;
+        while (finishedUpTo < next) {
+            const Group& g = at(finishedUpTo);
+            if (g.inflight > 0 || !g.allIssued()) break;
+            ++finishedUpTo;
+        }
+        if (finishedUpTo != before) finished.notify_all();
+    }
+};
+
+DirectReader::DirectReader(const DirectReaderOptions& o)
+    : m_options(o), m_stream(std::make_unique<Stream>())
+{
+}
+
+DirectReader::~DirectReader() = default;  // the engine has stopped and joined its threads
+
 Result<std::unique_ptr<DirectReader>> DirectReader::create(const DirectReaderOptions& o)
 {
     if (o.queueDepth < 1 || o.queueDepth > 1024)
@@ -362,9 +193,9 @@ Result<std::unique_ptr<DirectReader>> DirectReader::create(const DirectReaderOpt
                                                      "of 4096 bytes in (0, 1 GiB], not " +
                                                          std::to_string(o.chunkBytes));
     if (!o.forceThreadPool) {
-        if (auto ring = IoUringReader::tryCreate(o)) return std::unique_ptr<DirectReader>(std::move(ring));
+        if (auto ring = detail::createIoUringReader(o)) return ring;
     }
-    return std::unique_ptr<DirectReader>(std::make_unique<ThreadPoolReader>(o));
+    return detail::createThreadPoolReader(o);
 }
 
 const char* DirectReader::engine() const { return usesIoUring() ? "io_uring" : "pread threads"; }
@@ -377,11 +208,16 @@ Status DirectReader::read(const DirectFile& file, uint64_t offset, size_t bytes,
 
 Status DirectReader::readBatch(const DirectFile& file, std::span<const ReadRequest> requests)
 {
+    return wait(enqueue(file, std::vector<ReadRequest>(requests.begin(), requests.end())));
+}
+
+namespace {
+
+// Checks every request, zero-fills the parts past the end of the file, and leaves in
+// `requests` only the parts to read (none empty).
+Status prepare(const DirectFile& file, std::vector<ReadRequest>& requests)
+{
     if (file.fd() < 0) return makeError(ErrorCode::InvalidArgument, "direct reader: file is not open");
-    std::vector<Chunk> chunks;
-    const uint64_t size = file.size();
-    // Requests end at the file's end (its aligned end for a direct file); the rest is zeros.
-    const uint64_t readableEnd = file.direct() ? alignUp(size, kDirectIoAlignment) : size;
     for (const ReadRequest& r : requests) {
         if (r.bytes == 0) continue;
         if (!r.dst) return makeError(ErrorCode::InvalidArgument, file.path() + ": read into a null buffer");
@@ -390,108 +226,130 @@ Status DirectReader::readBatch(const DirectFile& file, std::span<const ReadReque
                              file.path() + ": direct read at offset " + std::to_string(r.offset) +
                                  " of " + std::to_string(r.bytes) +
                                  " bytes: offset, length and buffer must be 4096-byte aligned");
-        auto* dst = static_cast<uint8_t*>(r.dst);
+    }
+    // Requests end at the file's end (its aligned end for a direct file); the rest is zeros.
+    const uint64_t size = file.size();
+    const uint64_t readableEnd = file.direct() ? alignUp(size, kDirectIoAlignment) : size;
+    for (ReadRequest& r : requests) {
+        if (r.bytes == 0) continue;
         const uint64_t end = r.offset + r.bytes;
         const uint64_t inFileEnd = std::clamp(readableEnd, r.offset, end);
-        if (inFileEnd < end) std::memset(dst + (inFileEnd - r.offset), 0, size_t(end - inFileEnd));
-        for (uint64_t at = r.offset; at < inFileEnd; at += m_options.chunkBytes) {
-            const size_t n = size_t(std::min<uint64_t>(m_options.chunkBytes, inFileEnd - at));
-            chunks.push_back(Chunk{at, n, dst + (at - r.offset)});
-        }
+        if (inFileEnd < end)
+            std::memset(static_cast<uint8_t*>(r.dst) + (inFileEnd - r.offset), 0,
+                        size_t(end - inFileEnd));
+        r.bytes = size_t(inFileEnd - r.offset);
     }
-    if (chunks.empty()) return {};
-    std::lock_guard lock(m_mutex);
-    return readChunks(file, chunks);
+    std::erase_if(requests, [](const ReadRequest& r) { return r.bytes == 0; });
+    return {};
 }
 
-// ---- the asynchronous form: one thread per reader working through submitted batches -----------
-struct DirectReader::Async {
-    struct Job {
-        Ticket ticket;
-        const DirectFile* file;
-        std::vector<ReadRequest> requests;
-    };
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::deque<Job> queue;
-    std::map<Ticket, Status> finished;  // read, not yet waited for
-    Ticket running = 0;                 // the batch being read, 0 = none
-    Ticket nextTicket = 1;
-    bool stop = false;
-    std::thread thread;
-};
+}  // namespace
 
-DirectReader::DirectReader(const DirectReaderOptions& o) : m_options(o) {}
-DirectReader::~DirectReader() { stopAsync(); }
-
-void DirectReader::stopAsync()
+DirectReader::Ticket DirectReader::enqueue(const DirectFile& file, std::vector<ReadRequest> requests)
 {
-    std::lock_guard start(m_asyncStart);
-    if (!m_async) return;
+    Status valid = prepare(file, requests);
+    Ticket ticket = 0;
     {
-        std::lock_guard lock(m_async->mutex);
-        m_async->stop = true;
-        for (const auto& job : m_async->queue)
-            m_async->finished.emplace(job.ticket, makeError(ErrorCode::Cancelled, job.file->path() +
-                                                                                       ": read cancelled: reader destroyed"));
-        m_async->queue.clear();
+        std::lock_guard lock(m_mutex);
+        Stream& s = *m_stream;
+        ticket = s.next++;
+        Stream::Group& g = s.groups.emplace_back();
+        g.file = &file;
+        g.requests = std::move(requests);
+        if (!valid) g.status = std::move(valid);
+        else if (s.broken) g.status = s.brokenError;
+        else if (m_stopping)
+            g.status = makeError(ErrorCode::Cancelled, file.path() + ": read cancelled: reader destroyed");
+        g.failed = !g.status.ok();
+        s.advanceFinished();  // a failed or empty group finishes at once (after those before it)
     }
-    m_async->changed.notify_all();
-    m_async->thread.join();
-    m_async.reset();
-}
-
-DirectReader::Ticket DirectReader::submit(const DirectFile& file, std::vector<ReadRequest> requests)
-{
-    {
-        std::lock_guard start(m_asyncStart);
-        if (!m_async) {
-            m_async = std::make_unique<Async>();
-            m_async->thread = std::thread([this, a = m_async.get()] {
-                std::unique_lock lock(a->mutex);
-                for (;;) {
-                    a->changed.wait(lock, [a] { return a->stop || !a->queue.empty(); });
-                    if (a->queue.empty()) return;  // stopping
-                    Async::Job job = std::move(a->queue.front());
-                    a->queue.pop_front();
-                    a->running = job.ticket;
-                    lock.unlock();
-                    Status status = readBatch(*job.file, job.requests);
-                    lock.lock();
-                    a->running = 0;
-                    a->finished.emplace(job.ticket, std::move(status));
-                    a->changed.notify_all();
-                }
-            });
-        }
-    }
-    Async& a = *m_async;
-    std::lock_guard lock(a.mutex);
-    const Ticket t = a.nextTicket++;
-    a.queue.push_back(Async::Job{t, &file, std::move(requests)});
-    a.changed.notify_all();
-    return t;
+    wakeEngine();
+    return ticket;
 }
 
 Status DirectReader::wait(Ticket ticket)
 {
-    Async* a = nullptr;
-    {
-        std::lock_guard start(m_asyncStart);
-        a = m_async.get();
+    std::unique_lock lock(m_mutex);
+    Stream& s = *m_stream;
+    if (ticket < s.first || ticket >= s.next || s.at(ticket).waited)
+        return makeError(ErrorCode::InvalidArgument, "direct reader: unknown ticket " + std::to_string(ticket));
+    s.finished.wait(lock, [&] { return ticket < s.finishedUpTo; });
+    Stream::Group& g = s.at(ticket);
+    g.waited = true;
+    Status status = std::move(g.status);
+    while (!s.groups.empty() && s.groups.front().waited) {
+        s.groups.pop_front();
+        ++s.first;
     }
-    std::unique_lock<std::mutex> lock;
-    auto known = [&] {
-        if (!a) return false;
-        lock = std::unique_lock(a->mutex);
-        if (a->finished.count(ticket) || a->running == ticket) return true;
-        return std::any_of(a->queue.begin(), a->queue.end(), [&](const Async::Job& j) { return j.ticket == ticket; });
-    };
-    if (!known()) return makeError(ErrorCode::InvalidArgument, "direct reader: unknown ticket " + std::to_string(ticket));
-    a->changed.wait(lock, [&] { return a->finished.count(ticket) > 0; });
-    Status status = std::move(a->finished.at(ticket));
-    a->finished.erase(ticket);
     return status;
+}
+
+bool DirectReader::takeChunk(Chunk& c)
+{
+    Stream& s = *m_stream;
+    if (m_stopping) return false;
+    for (s.issueAt = std::max(s.issueAt, s.first); s.issueAt < s.next; ++s.issueAt) {
+        Stream::Group& g = s.at(s.issueAt);
+        if (g.allIssued()) continue;
+        const ReadRequest& r = g.requests[g.nextRequest];
+        const size_t n = size_t(std::min<uint64_t>(m_options.chunkBytes, r.bytes - g.nextOffset));
+        c = Chunk{r.offset + g.nextOffset, n, static_cast<uint8_t*>(r.dst) + g.nextOffset, g.file, s.issueAt};
+        g.nextOffset += n;
+        if (g.nextOffset == r.bytes) {
+            ++g.nextRequest;
+            g.nextOffset = 0;
+        }
+        ++g.inflight;
+        return true;
+    }
+    return false;
+}
+
+void DirectReader::finishChunk(Ticket ticket, Error* error)
+{
+    Stream& s = *m_stream;
+    Stream::Group& g = s.at(ticket);
+    --g.inflight;
+    if (error && !g.failed) {
+        g.failed = true;  // the rest of this group is not read; other groups go on
+        g.status = std::move(*error);
+    }
+    s.advanceFinished();
+}
+
+void DirectReader::failStream(const Error& error)
+{
+    Stream& s = *m_stream;
+    s.broken = true;
+    s.brokenError = error;
+    for (Ticket t = s.finishedUpTo; t < s.next; ++t) {
+        Stream::Group& g = s.at(t);
+        if (!g.allIssued()) {
+            g.failed = true;
+            g.status = error;
+        }
+    }
+    s.advanceFinished();
+}
+
+void DirectReader::stopStream()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_stopping) return;
+        m_stopping = true;
+        Stream& s = *m_stream;
+        for (Ticket t = s.finishedUpTo; t < s.next; ++t) {
+            Stream::Group& g = s.at(t);
+            if (!g.allIssued()) {
+                g.failed = true;
+                g.status = makeError(ErrorCode::Cancelled,
+                                     g.file->path() + ": read cancelled: reader destroyed");
+            }
+        }
+        s.advanceFinished();
+    }
+    wakeEngine();
 }
 
 }  // namespace spillway::storage

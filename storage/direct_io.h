@@ -81,8 +81,14 @@ struct ReadRequest {
 
 // Reads ranges of DirectFiles, `queueDepth` requests deep.
 //
-// Thread safety: every method may be called from any thread; calls on one reader are serialized
-// (one ring / one pool per reader). Readers that must run side by side need a reader each.
+// Every read goes through one stream per reader: callers enqueue groups of requests (a ticket
+// each), and the reader's engine keeps up to `queueDepth` chunks in flight across all of them,
+// taking the next group's chunks as soon as the previous group has none left to issue. So a
+// prefetcher that enqueues layer L+1 while L is still being read never lets the queue drain at
+// a layer boundary. Tickets finish in the order they were enqueued.
+//
+// Thread safety: every method may be called from any thread, and from several at once; the
+// groups of all callers share the one queue, in the order they were enqueued.
 class DirectReader {
 public:
     // Uses io_uring unless options.forceThreadPool, or io_uring_queue_init fails (old kernel,
@@ -90,6 +96,8 @@ public:
     // InvalidArgument for queueDepth outside [1, 1024] or chunkBytes not a multiple of 4096 in
     // (0, 1 GiB].
     static Result<std::unique_ptr<DirectReader>> create(const DirectReaderOptions& options);
+    // Waits for every read in flight; groups not yet started fail with ErrorCode::Cancelled.
+    // Do not call wait() while (or after) the reader is destroyed.
     virtual ~DirectReader();
 
     const char* engine() const;  // "io_uring" or "pread threads"
@@ -106,37 +114,50 @@ public:
     // tensors of one layer). Each request follows the rules of read().
     Status readBatch(const DirectFile& file, std::span<const ReadRequest> requests);
 
-    // Asynchronous form (the prefetcher reads layer L+1 while L computes): submit() queues a
-    // batch and returns at once; the batches are read in submission order, one at a time, on a
-    // thread of the reader. `file` and every dst must stay valid until wait(ticket) returns.
-    // wait() blocks until that batch is read and returns its status (as readBatch would); wait
-    // for each ticket once (an unknown or already waited ticket -> InvalidArgument). Destroying
-    // the reader finishes the batch being read and cancels the queued ones.
+    // Streaming form (the prefetcher enqueues layer L+1, L+2, ... while L is read): enqueue()
+    // queues a group and returns at once; its chunks join the running queue behind those of
+    // earlier groups. `file` and every dst must stay valid until wait(ticket) returns (or the
+    // reader is destroyed). wait() blocks until the group is read and returns its status (as
+    // readBatch would: a failed chunk fails its own ticket only, after that ticket's reads in
+    // flight have finished). Wait for each ticket once, in any order (an unknown or already
+    // waited ticket -> InvalidArgument). Tickets are never 0.
     using Ticket = uint64_t;
-    Ticket submit(const DirectFile& file, std::vector<ReadRequest> requests);
+    Ticket enqueue(const DirectFile& file, std::vector<ReadRequest> requests);
     Status wait(Ticket ticket);
 
 protected:
+    // One request of at most chunkBytes, as an engine reads it.
     struct Chunk {
-        uint64_t offset;  // file offset
-        size_t bytes;     // request length (aligned for a direct file)
-        uint8_t* dst;
+        uint64_t offset = 0;  // file offset
+        size_t bytes = 0;     // request length (aligned for a direct file)
+        uint8_t* dst = nullptr;
+        const DirectFile* file = nullptr;
+        Ticket ticket = 0;
     };
     explicit DirectReader(const DirectReaderOptions& o);
-    // Reads every chunk completely (zero-filling past end of file); the engines implement it.
-    virtual Status readChunks(const DirectFile& file, std::span<const Chunk> chunks) = 0;
+
+    // The engine's side of the stream; both need m_mutex held. takeChunk() gives the next chunk
+    // to read, in ticket order (false: none now, or stopping). finishChunk() reports one read
+    // chunk: error == nullptr for success, else it fails the chunk's ticket.
+    bool takeChunk(Chunk& chunk);
+    void finishChunk(Ticket ticket, Error* error);
+    // The engine can read no more (io_uring broke): every group not yet read fails with `error`,
+    // and so does every later enqueue().
+    void failStream(const Error& error);
+    // Engines call it first thing in their destructor, then join their threads: no new chunk
+    // is handed out, and groups not yet started are cancelled.
+    void stopStream();
+    // Work arrived, or stopStream() was called: the engine should look (called without m_mutex).
+    virtual void wakeEngine() = 0;
     virtual bool usesIoUring() const = 0;
-    // Engines call it first thing in their destructor: the submit() thread must not call
-    // readChunks() on a half-destroyed engine.
-    void stopAsync();
 
     DirectReaderOptions m_options;
+    std::mutex m_mutex;      // guards the stream (and the engines' own waiting)
+    bool m_stopping = false;
 
 private:
-    struct Async;
-    std::mutex m_mutex;  // serializes read()/readBatch() of one reader
-    std::mutex m_asyncStart;
-    std::unique_ptr<Async> m_async;  // started by the first submit()
+    struct Stream;
+    std::unique_ptr<Stream> m_stream;
 };
 
 }  // namespace spillway::storage

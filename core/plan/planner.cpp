@@ -125,7 +125,7 @@ public:
         bool anyStreamed = false;
         for (int u = 0; u < m_units; ++u) {
             e.slotBytes = std::max(e.slotBytes, slotBytes[size_t(u)]);
-            if (!m_hw.directToDevice) e.stagingBytes = std::max(e.stagingBytes, ssdBytes[size_t(u)] + 2 * kAlign);
+            if (!m_hw.directToDevice) e.stagingBytes = std::max(e.stagingBytes, (ssdBytes[size_t(u)] + 2 * kAlign) * uint64_t(std::max(slots, 1)));
             e.loadSum += load[size_t(u)];
             anyStreamed = anyStreamed || slotBytes[size_t(u)] > 0;
         }

@@ -1,235 +1,12 @@
-#include "core/runtime/weight_streamer.h"
+#include "core/runtime/weight_streamer_impl.h"
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
-#include <thread>
-#include <sys/stat.h>
-#include <vector>
 
 #include "core/formats/gguf.h"
-#include "core/trace/trace.h"
 #include "storage/direct_io.h"
 
 namespace spillway {
-
-namespace {
-
-constexpr size_t kAlign = 4096;             // direct I/O granularity and slot alignment
-constexpr uint64_t kMergeGap = 256 << 10;   // SSD tensors closer than this are read as one range
-
-size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-using LayerMember = gpu::MatrixView LlamaLayerWeights::*;
-struct MemberName {
-    LayerMember member;
-    const char* suffix;
-};
-constexpr MemberName kMembers[] = {
-    {&LlamaLayerWeights::wq, "attn_q.weight"},     {&LlamaLayerWeights::wk, "attn_k.weight"},
-    {&LlamaLayerWeights::wv, "attn_v.weight"},     {&LlamaLayerWeights::wo, "attn_output.weight"},
-    {&LlamaLayerWeights::gate, "ffn_gate.weight"}, {&LlamaLayerWeights::up, "ffn_up.weight"},
-    {&LlamaLayerWeights::down, "ffn_down.weight"},
-};
-
-uint64_t matrixBytes(const gpu::MatrixView& m) { return uint64_t(m.rowStride) * uint64_t(m.rows); }
-
-}  // namespace
-
-// One streaming unit: a layer's matrices or the output head.
-struct Unit {
-    LlamaLayerWeights layer;    // resident views filled in; streamed ones patched per slot
-    gpu::MatrixView head;
-    struct Range { uint64_t fileOffset; size_t bytes; size_t slotOffset; uint64_t needEnd; };  // one direct read
-    struct HostCopy { const void* host; size_t bytes; size_t slotOffset; size_t allBytes; };  // one upload
-    struct Patch { LayerMember member; size_t slotOffset; };                  // member == nullptr: head
-    struct Split { LayerMember member; int64_t deviceRows; size_t hostCopy; };  // index into hostCopies
-    std::vector<Range> ranges;
-    std::vector<Split> splits;
-    std::vector<HostCopy> hostCopies;
-    std::vector<Patch> patches;
-    size_t slotBytes = 0;
-    uint64_t ssdBytes = 0;
-    bool streamed() const { return !patches.empty(); }
-};
-
-struct WeightStreamer::Impl {
-    const LlamaModel* model = nullptr;
-    gpu::Device* device = nullptr;
-    StreamerOptions options;
-    int layers = 0;
-    std::vector<Unit> units;             // layers..., head
-    std::vector<int> order;              // streamed units in use order
-    std::vector<gpu::Buffer> resident;   // device-tier weights and norms
-    std::vector<gpu::Buffer> hostMemory; // RAM-tier weights (pinned)
-    std::vector<gpu::Buffer> slots;
-    gpu::Buffer staging;                 // pinned; empty when SSD reads go into the slot
-    gpu::Buffer embeddingRow;            // one row of a non-resident embedding, device memory
-    gpu::MatrixView embedding;           // resident or mapped
-    bool embeddingResident = false;
-    std::unique_ptr<storage::DirectFile> file;
-    std::unique_ptr<storage::DirectReader> reader;
-    bool directToDevice = false;
-
-    // Working views of the unit most recently acquired.
-    LlamaLayerWeights current;
-    gpu::MatrixView currentHead;
-    std::vector<HostRows> currentSplits;
-    bool anySplit = false;
-
-    // Loader/compute hand-off. Sequence numbers count streamed-unit uses from 0.
-    std::mutex mutex;
-    std::condition_variable changed;
-    int64_t readySeq = -1;     // loads done up to here (the loader fills in order)
-    int64_t releasedSeq = -1;  // uses finished up to here
-    int64_t useSeq = 0;        // next use
-    bool stopping = false;
-    Status failure;            // sticky loader error
-    std::thread loader;
-    std::atomic<uint32_t> pass{0};
-    std::atomic<uint64_t> ssdBytes{0}, uploadBytes{0}, stallNs{0}, unitLoads{0};
-
-    ~Impl()
-    {
-        {
-            std::lock_guard lock(mutex);
-            stopping = true;
-        }
-        changed.notify_all();
-        if (loader.joinable()) loader.join();
-    }
-
-    void span(trace::Lane lane, int layer, const char* op, uint64_t bytes, uint64_t t0)
-    {
-        if (options.trace)
-            options.trace->record({lane, layer, op, bytes, t0, trace::nowNs(), pass.load(std::memory_order_relaxed)});
-    }
-
-    // Fills `slot` with unit u's streamed weights.
-    Status load(int u, gpu::Buffer& slot)
-    {
-        Unit& unit = units[size_t(u)];
-        uint8_t* base = slot.as<uint8_t>();
-        const int layer = u < layers ? u : -1;
-        if (!unit.ranges.empty()) {
-            // The reader zero-fills past the end of the file (an aligned range may pass it), so a
-            // file truncated under us must be caught here rather than read as zeros.
-            struct stat st {};
-            if (fstat(file->fd(), &st) != 0 || uint64_t(st.st_size) < unit.ranges.back().needEnd)
-                return makeError(ErrorCode::ModelFileInvalid,
-                                 model->path() + ": the file changed size while the model was running "
-                                                 "(truncated?); stop and reload the model");
-        }
-        for (const auto& r : unit.ranges) {
-            uint8_t* dst = directToDevice ? base + r.slotOffset : staging.as<uint8_t>();
-            uint64_t t0 = trace::nowNs();
-            SPILLWAY_TRY(reader->read(*file, r.fileOffset, r.bytes, dst));
-            span(trace::Lane::SsdRead, layer, "read", r.bytes, t0);
-            ssdBytes.fetch_add(r.bytes, std::memory_order_relaxed);
-            if (!directToDevice) {
-                t0 = trace::nowNs();
-                device->upload(base + r.slotOffset, dst, r.bytes);
-                span(trace::Lane::HostToDevice, layer, "copy", r.bytes, t0);
-                uploadBytes.fetch_add(r.bytes, std::memory_order_relaxed);
-            }
-        }
-        for (const auto& c : unit.hostCopies) {
-            const uint64_t t0 = trace::nowNs();
-            device->upload(base + c.slotOffset, c.host, c.bytes);
-            span(trace::Lane::HostToDevice, layer, "copy", c.bytes, t0);
-            uploadBytes.fetch_add(c.bytes, std::memory_order_relaxed);
-        }
-        unitLoads.fetch_add(1, std::memory_order_relaxed);
-        return {};
-    }
-
-    void loaderLoop()
-    {
-        const int64_t n = int64_t(order.size());
-        const int64_t s = int64_t(slots.size());
-        for (int64_t seq = 0;; ++seq) {
-            {
-                std::unique_lock lock(mutex);
-                changed.wait(lock, [&] { return stopping || releasedSeq >= seq - s; });
-                if (stopping) return;
-            }
-            Status st = load(order[size_t(seq % n)], slots[size_t(seq % s)]);
-            {
-                std::lock_guard lock(mutex);
-                if (!st) {
-                    failure = st;
-                    changed.notify_all();
-                    return;
-                }
-                readySeq = seq;
-            }
-            changed.notify_all();
-        }
-    }
-
-    // Waits for the next streamed unit (which must be u) and patches its views.
-    Status acquire(int u)
-    {
-        Unit& unit = units[size_t(u)];
-        current = unit.layer;
-        currentHead = unit.head;
-        currentSplits.clear();  // capacity reserved at creation: no allocation here
-        if (!unit.streamed()) return {};
-        const int64_t seq = useSeq;
-        const size_t n = order.size();
-        if (order[size_t(seq) % n] != u)
-            return makeError(ErrorCode::Internal, "weight streamer: unit " + std::to_string(u) +
-                                                      " acquired out of order");
-        gpu::Buffer& slot = slots[size_t(seq) % slots.size()];
-        if (loader.joinable()) {
-            std::unique_lock lock(mutex);
-            if (readySeq < seq) {
-                const uint64_t t0 = trace::nowNs();
-                changed.wait(lock, [&] { return readySeq >= seq || bool(!failure); });
-                const uint64_t waited = trace::nowNs() - t0;
-                stallNs.fetch_add(waited, std::memory_order_relaxed);
-                if (options.trace)
-                    options.trace->record({trace::Lane::Stall, u < layers ? u : -1, "wait", 0, t0,
-                                           t0 + waited, pass.load(std::memory_order_relaxed)});
-                if (readySeq < seq) return failure;
-            }
-        } else {
-            SPILLWAY_TRY(load(u, slot));  // naive: load now, on this thread
-        }
-        uint8_t* base = slot.as<uint8_t>();
-        for (const auto& p : unit.patches) {
-            gpu::MatrixView& view = p.member ? current.*(p.member) : currentHead;
-            view.data = base + p.slotOffset;
-        }
-        for (const auto& sp : unit.splits) {
-            gpu::MatrixView& view = sp.member ? current.*(sp.member) : currentHead;
-            HostRows h;
-            h.deviceRows = sp.deviceRows;
-            h.host = view;
-            h.host.data = static_cast<const uint8_t*>(unit.hostCopies[sp.hostCopy].host) +
-                          size_t(sp.deviceRows) * view.rowStride;
-            h.host.rows = view.rows - sp.deviceRows;
-            view.rows = sp.deviceRows;
-            h.deviceData = view.data;
-            currentSplits.push_back(h);
-        }
-        return {};
-    }
-
-    void releaseUnit(int u)
-    {
-        if (!units[size_t(u)].streamed()) return;
-        device->synchronize();  // the slot's ops must finish before it is refilled
-        {
-            std::lock_guard lock(mutex);
-            releasedSeq = useSeq;
-            ++useSeq;
-        }
-        changed.notify_all();
-    }
-};
 
 namespace {
 
@@ -310,16 +87,13 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     auto embTier = tierOf("token_embd.weight");
     if (!embTier) return embTier.error();
 
-    // Host budget first (nothing allocated yet): RAM-tier weights and the staging buffer.
-    uint64_t hostBytes = 0, maxSsdBytes = 0;
-    for (size_t u = 0; u < builders.size(); ++u) {
-        uint64_t ssd = 0;
-        for (auto& e : builders[u].host) hostBytes += matrixBytes(e.first.view);
-        for (auto& e : builders[u].ssd) ssd += matrixBytes(e.first.view) + 2 * kAlign;
-        maxSsdBytes = std::max(maxSsdBytes, ssd);
-    }
-    // SSD ranges and slot layout per unit.
-    uint64_t maxSlot = 0;
+    // RAM-tier weights, counted for the host budget (checked below, before any allocation).
+    uint64_t hostBytes = 0;
+    for (const UnitBuilder& b : builders)
+        for (auto& e : b.host) hostBytes += matrixBytes(e.first.view);
+    // SSD ranges and slot layout per unit. A staging buffer mirrors the SSD part of a slot.
+    uint64_t maxSlot = 0, maxStaging = 0;
+    size_t maxRanges = 0;
     for (size_t u = 0; u < builders.size(); ++u) {
         Unit& unit = im.units[u];
         auto& ssd = builders[u].ssd;
@@ -341,6 +115,8 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             cursor += alignUp(r.bytes, kAlign);
             i = j;
         }
+        maxStaging = std::max<uint64_t>(maxStaging, cursor);
+        maxRanges = std::max(maxRanges, unit.ranges.size());
         for (auto& e : builders[u].host) {
             const gpu::MatrixView& v = e.first.view;
             const size_t bytes = size_t(matrixBytes(v));
@@ -360,11 +136,11 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         maxSlot = std::max<uint64_t>(maxSlot, cursor);
         if (unit.streamed()) im.order.push_back(int(u));
     }
-    uint64_t maxRange = 0;
-    for (const Unit& u : im.units)
-        for (const auto& r : u.ranges) maxRange = std::max<uint64_t>(maxRange, r.bytes);
-    const uint64_t stagingBytes = im.directToDevice ? 0 : maxRange;
-    (void)maxSsdBytes;
+    // Every unit in flight (one per slot) has its own staging buffer, so the reads of the next
+    // units can land while this one is copied to the device.
+    const int slotCount =
+        im.order.empty() ? 0 : placement.prefetchDepth <= 0 ? 1 : placement.prefetchDepth + 1;
+    const uint64_t stagingBytes = im.directToDevice ? 0 : maxStaging * uint64_t(slotCount);
     if (options.hostBudget && hostBytes + stagingBytes > options.hostBudget)
         return makeError(ErrorCode::OutOfMemory,
                          "placement needs " + std::to_string(hostBytes + stagingBytes) +
@@ -451,20 +227,20 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     im.currentSplits.reserve(maxSplits);
     // Slots and staging.
     if (!im.order.empty()) {
-        const int slotCount = placement.prefetchDepth <= 0 ? 1 : placement.prefetchDepth + 1;
         for (int i = 0; i < slotCount; ++i) {
             auto b = device.allocate(size_t(maxSlot));
             if (!b) return b.error();
             im.slots.push_back(std::move(b.value()));
+            if (stagingBytes) {
+                auto st = device.allocateHost(size_t(maxStaging));
+                if (!st) return st.error();
+                im.staging.push_back(std::move(st.value()));
+            }
+            im.reads.emplace_back().tickets.reserve(maxRanges);
         }
         s->m_memory.slotBytes = maxSlot;
         s->m_memory.slotCount = slotCount;
-        if (stagingBytes) {
-            auto b = device.allocateHost(size_t(stagingBytes));
-            if (!b) return b.error();
-            im.staging = std::move(b.value());
-            s->m_memory.stagingBytes = stagingBytes;
-        }
+        s->m_memory.stagingBytes = stagingBytes;
         bool needFile = false;
         for (const Unit& u : im.units) needFile = needFile || !u.ranges.empty();
         if (needFile) {
@@ -478,7 +254,11 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             if (!reader) return reader.error();
             im.reader = std::move(reader.value());
         }
-        if (placement.prefetchDepth > 0) im.loader = std::thread([&im] { im.loaderLoop(); });
+        if (placement.prefetchDepth > 0) {
+            im.prefetching = true;
+            im.completer = std::thread([&im] { im.completerLoop(); });
+            im.issuer = std::thread([&im] { im.issuerLoop(); });
+        }
     }
     return s;
 }

@@ -3,8 +3,11 @@
 // weights in host memory, and brings streamed units (a layer's matrices, or the output head)
 // into a ring of device slots before they are used: from RAM by a host→device copy, from the
 // SSD by direct reads (into the slot where the device allows it, else through a pinned staging
-// buffer). With a prefetch depth k, a loader thread fills units L+1..L+k while L computes; with
-// k = 0 each unit is loaded synchronously before use (the naive baseline).
+// buffer per slot). With a prefetch depth k, units L+1..L+k are loaded while L computes: an
+// issuer thread enqueues a unit's SSD reads as soon as its slot is free, so the reader's queue
+// stays full across unit boundaries, and a completer thread waits for them in order, copies
+// staged and RAM-tier weights to the device and marks the unit ready. With k = 0 each unit is
+// loaded synchronously before use (the naive baseline).
 //
 // Units are used in a fixed cyclic order (layers 0..n-1, then the head); acquire/release must
 // follow it. Not thread-safe: one inference thread drives it (the loader is internal).
@@ -34,7 +37,7 @@ struct StreamerMemory {
     uint64_t slotBytes = 0;            // one slot
     int slotCount = 0;
     uint64_t hostBytes = 0;            // RAM-tier weights
-    uint64_t stagingBytes = 0;         // pinned staging for SSD reads (0 when reads go direct)
+    uint64_t stagingBytes = 0;         // pinned staging for SSD reads, all slots' (0 when direct)
 };
 
 // A RAM-tier tensor split by HeteGen's α: the device computes rows [0, deviceRows) from its slot

@@ -1,9 +1,12 @@
 // DirectReader and DirectFile: bytes read through both engines (io_uring and the pread thread
 // pool) at several queue depths and chunk sizes equal the file's bytes; the tail past the end
-// of the file reads as zeros; misuse and missing files are errors that say what is wrong.
+// of the file reads as zeros; misuse and missing files are errors that say what is wrong. The
+// streaming form (enqueue/wait): many groups back to back, tickets finishing in order, a failed
+// read failing its own ticket, destruction with tickets outstanding.
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -298,7 +301,7 @@ TEST_F(DirectIoTest, ConcurrentCallersAreSerialized)
     }
 }
 
-TEST_F(DirectIoTest, SubmitAndWaitInAnyOrder)
+TEST_F(DirectIoTest, EnqueueAndWaitInAnyOrder)
 {
     auto file = DirectFile::open(m_file);
     ASSERT_TRUE(file.ok());
@@ -312,7 +315,7 @@ TEST_F(DirectIoTest, SubmitAndWaitInAnyOrder)
         for (int i = 0; i < 4; ++i) {
             bufs.push_back(std::make_unique<AlignedBuffer>(kBytes));
             offsets.push_back(uint64_t(i) * (3 << 20) / 4096 * 4096);
-            tickets.push_back((*reader)->submit(*file, {{offsets.back(), kBytes, bufs.back()->data}}));
+            tickets.push_back((*reader)->enqueue(*file, {{offsets.back(), kBytes, bufs.back()->data}}));
         }
         for (int i = 3; i >= 0; --i) {  // waited for in reverse order
             ASSERT_TRUE((*reader)->wait(tickets[size_t(i)]).ok());
@@ -321,12 +324,165 @@ TEST_F(DirectIoTest, SubmitAndWaitInAnyOrder)
         const Status again = (*reader)->wait(tickets[0]);  // each ticket once
         ASSERT_FALSE(again.ok());
         EXPECT_EQ(again.error().code, ErrorCode::InvalidArgument);
-        // A misaligned batch fails in wait(), as readBatch would.
-        const auto bad = (*reader)->submit(*file, {{100, 4096, bufs[0]->data}});
+        EXPECT_FALSE((*reader)->wait(0).ok());
+        EXPECT_FALSE((*reader)->wait(tickets.back() + 100).ok());
+        // A misaligned group fails in wait(), as readBatch would; so does an empty one succeed.
+        const auto bad = (*reader)->enqueue(*file, {{100, 4096, bufs[0]->data}});
         EXPECT_EQ((*reader)->wait(bad).ok(), !file->direct());
-        // Destroyed with batches in flight: the running one finishes, queued ones are cancelled.
-        for (int i = 0; i < 4; ++i) (*reader)->submit(*file, {{0, kBytes, bufs[size_t(i)]->data}});
-        reader->reset();
+        EXPECT_TRUE((*reader)->wait((*reader)->enqueue(*file, {})).ok());
+    }
+}
+
+// Many groups enqueued back to back (a prefetcher's layers): one queue, no drain between them;
+// every byte lands where its group said.
+TEST_F(DirectIoTest, StreamOfManyGroupsReadsRight)
+{
+    auto file = DirectFile::open(m_file);
+    ASSERT_TRUE(file.ok());
+    for (bool pool : {false, true}) {
+        for (int depth : {1, 3, 16}) {
+            auto reader = DirectReader::create({depth, 64 << 10, pool});
+            ASSERT_TRUE(reader.ok());
+            SCOPED_TRACE(std::string((*reader)->engine()) + " qd " + std::to_string(depth));
+            std::mt19937_64 rng(uint64_t(depth) * 2 + pool);
+            struct Group { DirectReader::Ticket ticket; std::vector<ReadRequest> reqs; };
+            std::vector<Group> groups;
+            std::vector<std::unique_ptr<AlignedBuffer>> bufs;
+            for (int g = 0; g < 60; ++g) {
+                Group group;
+                const int n = 1 + int(rng() % 3);
+                for (int i = 0; i < n; ++i) {
+                    // Some ranges run past the end of the file; some are a single block.
+                    const size_t bytes = (1 + rng() % 100) * 4096;
+                    const uint64_t off = rng() % (kFileBytes / 4096 + 4) * 4096;
+                    bufs.push_back(std::make_unique<AlignedBuffer>(bytes));
+                    group.reqs.push_back({off, bytes, bufs.back()->data});
+                }
+                group.ticket = (*reader)->enqueue(*file, group.reqs);
+                groups.push_back(std::move(group));
+            }
+            for (const Group& g : groups) {
+                ASSERT_TRUE((*reader)->wait(g.ticket).ok());
+                for (const ReadRequest& r : g.reqs)
+                    ASSERT_TRUE(matchesFile(static_cast<uint8_t*>(r.dst), r.offset, r.bytes, kFileBytes));
+            }
+        }
+    }
+}
+
+TEST_F(DirectIoTest, TicketsFinishInOrder)
+{
+    auto file = DirectFile::open(m_file);
+    ASSERT_TRUE(file.ok());
+    for (bool pool : {false, true}) {
+        auto reader = DirectReader::create({8, 64 << 10, pool});
+        ASSERT_TRUE(reader.ok());
+        for (int round = 0; round < 5; ++round) {
+            // A large group, then a small one whose reads may well finish first: once the small
+            // one's wait() returns, the large one must be complete too.
+            AlignedBuffer big(8 << 20), small(4096);
+            const auto first = (*reader)->enqueue(*file, {{0, 8 << 20, big.data}});
+            const auto second = (*reader)->enqueue(*file, {{4096, 4096, small.data}});
+            EXPECT_LT(first, second);
+            ASSERT_TRUE((*reader)->wait(second).ok());
+            EXPECT_TRUE(matchesFile(big.data, 0, 8 << 20, kFileBytes)) << (*reader)->engine();
+            EXPECT_TRUE(matchesFile(small.data, 4096, 4096, kFileBytes));
+            ASSERT_TRUE((*reader)->wait(first).ok());
+        }
+    }
+}
+
+// A read that fails (here: the descriptor turned into a folder's, so pread says EISDIR) fails
+// its own ticket, naming the file and the offset; the groups around it are read as usual.
+TEST_F(DirectIoTest, FailedReadFailsItsTicketOnly)
+{
+    auto good = DirectFile::open(m_file);
+    auto broken = DirectFile::open(m_file);
+    ASSERT_TRUE(good.ok() && broken.ok());
+    const int folder = ::open(m_dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(folder, 0);
+    ASSERT_EQ(::dup2(folder, broken->fd()), broken->fd());
+    ::close(folder);
+    for (bool pool : {false, true}) {
+        auto reader = DirectReader::create({4, 64 << 10, pool});
+        ASSERT_TRUE(reader.ok());
+        AlignedBuffer a(1 << 20), b(1 << 20), c(1 << 20);
+        const auto before = (*reader)->enqueue(*good, {{0, 1 << 20, a.data}});
+        const auto failing = (*reader)->enqueue(*broken, {{1 << 20, 1 << 20, b.data}});
+        const auto after = (*reader)->enqueue(*good, {{2 << 20, 1 << 20, c.data}});
+        EXPECT_TRUE((*reader)->wait(before).ok());
+        const Status s = (*reader)->wait(failing);
+        ASSERT_FALSE(s.ok()) << (*reader)->engine();
+        EXPECT_EQ(s.error().code, ErrorCode::Io);
+        EXPECT_NE(s.error().message.find(m_file), std::string::npos) << s.error().message;
+        // The offset of whichever of its chunks failed first: inside the group's range.
+        const size_t at = s.error().message.find("offset ");
+        ASSERT_NE(at, std::string::npos) << s.error().message;
+        const uint64_t offset = std::stoull(s.error().message.substr(at + 7));
+        EXPECT_GE(offset, 1u << 20);
+        EXPECT_LT(offset, 2u << 20);
+        EXPECT_TRUE((*reader)->wait(after).ok());
+        EXPECT_TRUE(matchesFile(a.data, 0, 1 << 20, kFileBytes));
+        EXPECT_TRUE(matchesFile(c.data, 2 << 20, 1 << 20, kFileBytes));
+        // Synchronous reads report it the same way.
+        const Status sync = (*reader)->read(*broken, 0, 4096, b.data);
+        ASSERT_FALSE(sync.ok());
+        EXPECT_EQ(sync.error().code, ErrorCode::Io);
+    }
+}
+
+// Destroyed with groups queued and in flight: the reads in flight finish before the destructor
+// returns (the buffers are freed after it), queued ones are dropped. Clean under the sanitizers.
+TEST_F(DirectIoTest, DestroyWithTicketsOutstanding)
+{
+    auto file = DirectFile::open(m_file);
+    ASSERT_TRUE(file.ok());
+    for (bool pool : {false, true}) {
+        for (int waitFirst : {0, 1}) {
+            std::vector<std::unique_ptr<AlignedBuffer>> bufs;
+            auto reader = DirectReader::create({4, 64 << 10, pool});
+            ASSERT_TRUE(reader.ok());
+            std::vector<DirectReader::Ticket> tickets;
+            for (int i = 0; i < 16; ++i) {
+                bufs.push_back(std::make_unique<AlignedBuffer>(2 << 20));
+                tickets.push_back((*reader)->enqueue(*file, {{uint64_t(i % 4) << 20, 2 << 20, bufs.back()->data}}));
+            }
+            if (waitFirst) {
+                ASSERT_TRUE((*reader)->wait(tickets[0]).ok());
+            }
+            reader->reset();
+        }
+    }
+}
+
+// Several threads streaming at once through one reader: each gets its own bytes.
+TEST_F(DirectIoTest, ConcurrentStreams)
+{
+    auto file = DirectFile::open(m_file);
+    ASSERT_TRUE(file.ok());
+    for (bool pool : {false, true}) {
+        auto reader = DirectReader::create({8, 64 << 10, pool});
+        ASSERT_TRUE(reader.ok());
+        std::atomic<int> failures{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 3; ++t) {
+            threads.emplace_back([&, t] {
+                std::mt19937_64 rng(200 + t);
+                std::vector<std::unique_ptr<AlignedBuffer>> bufs;
+                std::vector<std::pair<DirectReader::Ticket, uint64_t>> tickets;
+                for (int i = 0; i < 20; ++i) {
+                    const uint64_t off = rng() % (kFileBytes / 4096) * 4096;
+                    bufs.push_back(std::make_unique<AlignedBuffer>(256 << 10));
+                    tickets.emplace_back((*reader)->enqueue(*file, {{off, 256 << 10, bufs.back()->data}}), off);
+                }
+                for (size_t i = 0; i < tickets.size(); ++i)
+                    if (!(*reader)->wait(tickets[i].first).ok() ||
+                        !matchesFile(bufs[i]->data, tickets[i].second, 256 << 10, kFileBytes))
+                        ++failures;
+            });
+        }
+        for (auto& th : threads) th.join();
+        EXPECT_EQ(failures.load(), 0) << (*reader)->engine();
     }
 }
 
