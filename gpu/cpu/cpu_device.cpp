@@ -12,6 +12,7 @@
 #include "gpu/cpu/cpu_memory.h"
 #include "gpu/cpu/cpu_ops.h"
 #include "gpu/cpu/thread_pool.h"
+#include "gpu/memory_accounting.h"
 
 namespace spillway::gpu {
 
@@ -72,7 +73,7 @@ class CpuDevice final : public Device {
 public:
     CpuDevice(int threads, CpuKernelSet set, uint64_t memoryLimit)
         : m_kernels(cpu::kernelsFor(set)), m_pool(threads > 0 ? threads : cpu::onlineCores()),
-          m_limit(memoryLimit)
+          m_memory(memoryLimit)
     {
         const cpu::HostMemoryInfo mem = cpu::readHostMemoryInfo();
         m_info.backend = "cpu";
@@ -96,21 +97,13 @@ public:
     // of that size (the runtime's placements are exercised against it in tests).
     Result<Buffer> allocate(size_t bytes) override
     {
-        uint64_t used = m_used.load(std::memory_order_relaxed);
-        do {
-            if (m_limit && (bytes > m_limit || used > m_limit - bytes))
-                return makeError(ErrorCode::OutOfDeviceMemory,
-                                 "cpu device: " + std::to_string(bytes) + " bytes do not fit the " +
-                                     std::to_string(m_limit) + "-byte device budget (" +
-                                     std::to_string(used) + " in use)");
-        } while (!m_used.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+        SPILLWAY_TRY(m_memory.reserve(bytes, "cpu device"));
         void* p = cpu::allocateHostMemory(bytes);
         if (!p) {
-            m_used.fetch_sub(bytes, std::memory_order_relaxed);
+            m_memory.release(bytes);
             return makeError(ErrorCode::OutOfMemory,
                              "cpu device: cannot allocate " + std::to_string(bytes) + " bytes");
         }
-        raisePeak(m_peak, used + bytes);
         return Buffer(p, bytes, &CpuDevice::releaseDevice, this);
     }
 
@@ -120,26 +113,12 @@ public:
         if (!p)
             return makeError(ErrorCode::OutOfMemory,
                              "cpu device: cannot allocate " + std::to_string(bytes) + " bytes of host memory");
-        const uint64_t now = m_hostUsed.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-        raisePeak(m_hostPeak, now);
+        m_memory.addHost(bytes);
         return Buffer(p, bytes, &CpuDevice::releaseHost, this);
     }
 
-    MemoryStats memoryStats() const override
-    {
-        MemoryStats s;
-        s.used = m_used.load(std::memory_order_relaxed);
-        s.peak = m_peak.load(std::memory_order_relaxed);
-        s.limit = m_limit;
-        s.hostUsed = m_hostUsed.load(std::memory_order_relaxed);
-        s.hostPeak = m_hostPeak.load(std::memory_order_relaxed);
-        return s;
-    }
-    void resetPeak() override
-    {
-        m_peak.store(m_used.load(std::memory_order_relaxed), std::memory_order_relaxed);
-        m_hostPeak.store(m_hostUsed.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    }
+    MemoryStats memoryStats() const override { return m_memory.stats(); }
+    void resetPeak() override { m_memory.resetPeak(); }
 
     void upload(void* deviceDst, const void* hostSrc, size_t bytes) override
     {
@@ -199,20 +178,15 @@ private:
 
     // matvec state, reused across calls.
     std::vector<JobPlan> m_plans;   // (jobs); grows only
-    static void raisePeak(std::atomic<uint64_t>& peak, uint64_t value)
-    {
-        uint64_t seen = peak.load(std::memory_order_relaxed);
-        while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {}
-    }
     static void releaseDevice(void* owner, void* data, size_t bytes)
     {
         cpu::freeHostMemory(data);
-        static_cast<CpuDevice*>(owner)->m_used.fetch_sub(bytes, std::memory_order_relaxed);
+        static_cast<CpuDevice*>(owner)->m_memory.release(bytes);
     }
     static void releaseHost(void* owner, void* data, size_t bytes)
     {
         cpu::freeHostMemory(data);
-        static_cast<CpuDevice*>(owner)->m_hostUsed.fetch_sub(bytes, std::memory_order_relaxed);
+        static_cast<CpuDevice*>(owner)->m_memory.releaseHost(bytes);
     }
 
     Scratch m_xScratch;             // per distinct x: its Q8 form, or an aligned copy
@@ -221,8 +195,7 @@ private:
     int64_t m_totalChunks = 0;
     std::unique_ptr<ChunkCursor[]> m_cursors;  // (threads)
 
-    const uint64_t m_limit;  // device-memory budget; 0 = none
-    std::atomic<uint64_t> m_used{0}, m_peak{0}, m_hostUsed{0}, m_hostPeak{0};
+    MemoryAccounting m_memory;  // device-memory budget (0 = none) and use
 };
 
 // Prepares each distinct x once (the Q, K and V projections share theirs): quantized to Q8 for

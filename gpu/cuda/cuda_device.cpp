@@ -16,12 +16,6 @@ std::string cudaMessage(cudaError_t e)
     return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
-void raisePeak(std::atomic<uint64_t>& peak, uint64_t value)
-{
-    uint64_t seen = peak.load(std::memory_order_relaxed);
-    while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {}
-}
-
 bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -69,7 +63,7 @@ std::unique_ptr<CudaDevice> CudaDevice::create(const DeviceOptions& options, std
     size_t freeBytes = 0, totalBytes = 0;
     if ((e = cudaMemGetInfo(&freeBytes, &totalBytes)) != cudaSuccess) return fail("cudaMemGetInfo", e);
 
-    d->m_limit = options.memoryLimit;
+    d->m_memory.setLimit(options.memoryLimit);
     DeviceInfo& info = d->m_info;
     info.backend = "cuda";
     info.name = std::string(prop.name) + " (sm_" + std::to_string(prop.major * 10 + prop.minor) + ", " +
@@ -136,18 +130,12 @@ Status CudaDevice::firstError() const
 Result<Buffer> CudaDevice::allocate(size_t bytes)
 {
     if (m_failed.load(std::memory_order_acquire)) return m_firstError;
-    uint64_t used = m_used.load(std::memory_order_relaxed);
-    do {
-        if (m_limit && used + bytes > m_limit)
-            return makeError(ErrorCode::OutOfDeviceMemory,
-                             "cuda device: " + std::to_string(bytes) + " bytes do not fit the " +
-                                 std::to_string(m_limit) + "-byte device budget (" +
-                                 std::to_string(used) + " in use)");
-    } while (!m_used.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    SPILLWAY_TRY(m_memory.reserve(bytes, "cuda device"));
+    const uint64_t used = m_memory.used();
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
     if (e != cudaSuccess) {
-        m_used.fetch_sub(bytes, std::memory_order_relaxed);
+        m_memory.release(bytes);
         cudaGetLastError();  // an allocation failure is not sticky: clear it
         if (e == cudaErrorMemoryAllocation)
             return makeError(ErrorCode::OutOfDeviceMemory,
@@ -156,7 +144,6 @@ Result<Buffer> CudaDevice::allocate(size_t bytes)
                                  " in use by this device)");
         return makeError(ErrorCode::DeviceLost, "cuda device: cudaMalloc failed (" + cudaMessage(e) + ")");
     }
-    raisePeak(m_peak, used + bytes);
     return Buffer(p, bytes, &CudaDevice::releaseDevice, this);
 }
 
@@ -170,7 +157,7 @@ Result<Buffer> CudaDevice::allocateHost(size_t bytes)
         return makeError(ErrorCode::OutOfMemory, "cuda device: cannot allocate " + std::to_string(bytes) +
                                                      " bytes of pinned host memory (" + cudaMessage(e) + ")");
     }
-    raisePeak(m_hostPeak, m_hostUsed.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+    m_memory.addHost(bytes);
     return Buffer(p, bytes, &CudaDevice::releaseHost, this);
 }
 
@@ -178,32 +165,19 @@ void CudaDevice::releaseDevice(void* owner, void* data, size_t bytes)
 {
     auto* self = static_cast<CudaDevice*>(owner);
     self->check(cudaFree(data), "cudaFree");
-    self->m_used.fetch_sub(bytes, std::memory_order_relaxed);
+    self->m_memory.release(bytes);
 }
 
 void CudaDevice::releaseHost(void* owner, void* data, size_t bytes)
 {
     auto* self = static_cast<CudaDevice*>(owner);
     self->check(cudaFreeHost(data), "cudaFreeHost");
-    self->m_hostUsed.fetch_sub(bytes, std::memory_order_relaxed);
+    self->m_memory.releaseHost(bytes);
 }
 
-MemoryStats CudaDevice::memoryStats() const
-{
-    MemoryStats s;
-    s.used = m_used.load(std::memory_order_relaxed);
-    s.peak = m_peak.load(std::memory_order_relaxed);
-    s.limit = m_limit;
-    s.hostUsed = m_hostUsed.load(std::memory_order_relaxed);
-    s.hostPeak = m_hostPeak.load(std::memory_order_relaxed);
-    return s;
-}
+MemoryStats CudaDevice::memoryStats() const { return m_memory.stats(); }
 
-void CudaDevice::resetPeak()
-{
-    m_peak.store(m_used.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    m_hostPeak.store(m_hostUsed.load(std::memory_order_relaxed), std::memory_order_relaxed);
-}
+void CudaDevice::resetPeak() { m_memory.resetPeak(); }
 
 void* CudaDevice::reserve(Scratch& s, size_t bytes, const char* what)
 {

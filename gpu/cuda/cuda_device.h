@@ -25,6 +25,7 @@
 
 #include "gpu/cuda/cuda_ops.h"
 #include "gpu/device.h"
+#include "gpu/memory_accounting.h"
 #include "gpu/registry.h"
 
 namespace spillway::gpu::cuda {
@@ -90,8 +91,7 @@ private:
     Scratch m_xScratch;      // (distinct x of a matvec call) Q8 form: cols int8 + 2 * cols / 32 floats
     Scratch m_scoreScratch;  // (nHeads, nPos) floats when the caller gives no scores
 
-    uint64_t m_limit = 0;  // device-memory budget; 0 = none
-    std::atomic<uint64_t> m_used{0}, m_peak{0}, m_hostUsed{0}, m_hostPeak{0};
+    MemoryAccounting m_memory;  // device-memory budget (0 = none) and use
 
     mutable std::mutex m_errorMutex;
     std::atomic<bool> m_failed{false};
