@@ -1,0 +1,48 @@
+#!/bin/bash
+# GPU checks and benchmarks in one run, on a machine with an NVIDIA GPU (issue 8):
+#   CUDA conformance; reference text through the CUDA backend with every tier; bench-cuda (copy
+#   and GEMV bandwidth); offloaded decode of a synthetic TinyLlama-1.1B (CPU and CUDA backends);
+#   a synthetic Llama-2-13B fp16 with an 8 GiB GPU budget, Spillway against Hugging Face
+#   Accelerate's offloading (random weights in both; needs python3 with torch, transformers,
+#   accelerate).
+# Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
+#   BIN_DIR holds spillway-cli, libspillway_cuda.so, test_cuda_conformance, bench-cuda (a build's
+#   bin/, lib/ and tests/ copied together) and stories260K.greedy48.tsv.
+set -o pipefail
+D=$(cd "${1:?usage: run_all.sh BIN_DIR [OUT_DIR]}" && pwd)
+OUT=${2:-${OUT:-$PWD/gpu-bench-out}}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+lib=$(ldconfig -p | grep -o '/[^ ]*libcublas.so.13$' | head -1)
+[ -z "$lib" ] && lib=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$D:$(dirname "$lib"):$LD_LIBRARY_PATH
+export SPILLWAY_CUDA_MODULE=$D/libspillway_cuda.so
+B=$D/spillway-cli
+M=${SPILLWAY_BENCH_MODELS:-/var/tmp/spillway-models}
+mkdir -p "$M"
+dropCaches() { sync; [ -w /proc/sys/vm/drop_caches ] && echo 3 > /proc/sys/vm/drop_caches; }
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
+"$D/test_cuda_conformance" 2>&1 | tail -2
+while IFS=$'\t' read -r prompt expected; do
+  for tier in default device ram ssd; do
+    args=(); [ "$tier" != default ] && args=(--tier "$tier")
+    got=$("$B" generate --backend cuda -p "$prompt" -n 48 --temp 0 "${args[@]}" 2>/dev/null)
+    [ "$got" == "$expected" ] && echo "cuda $tier '$prompt': MATCH" || echo "cuda $tier '$prompt': DIFFERS"
+  done
+done < "$D/stories260K.greedy48.tsv"
+"$D/bench-cuda" --json "$OUT/bench-cuda.json" | tail -30
+
+[ -f "$M/tinyllama-f16.gguf" ] || "$B" make-synthetic --preset tinyllama-1.1b --type f16 -o "$M/tinyllama-f16.gguf"
+dropCaches
+"$B" bench -m "$M/tinyllama-f16.gguf" -t 2 -n 8 --vram-budget 1GiB --ram-budget 256MiB \
+  --json "$OUT/offload-tinyllama-cpu.json" | grep -E "tokens/s|SSD throughput|naive"
+dropCaches
+"$B" bench -m "$M/tinyllama-f16.gguf" --backend cuda -n 16 --vram-budget 1GiB --ram-budget 512MiB \
+  --json "$OUT/offload-tinyllama-cuda.json" | grep -E "tokens/s|SSD throughput|naive"
+
+PYTHONUNBUFFERED=1 python3 "$here/accelerate_13b.py" 8 2>&1 | grep -viE "warn" | tail -3
+[ -f "$M/llama2-13b-f16.gguf" ] || "$B" make-synthetic --preset llama2-13b --type f16 -o "$M/llama2-13b-f16.gguf"
+dropCaches
+"$B" bench -m "$M/llama2-13b-f16.gguf" --backend cuda -n 8 --vram-budget 8GiB --ram-budget 48GiB \
+  --json "$OUT/offload-13b-cuda.json" | grep -E "tokens/s|naive|where the time"
