@@ -6,6 +6,7 @@
 #include "core/plan/model_tensors.h"
 #include "core/trace/trace.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/cpu/cpu_memory.h"
 
 namespace spillway {
 
@@ -107,7 +108,9 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize));
         if (s->m_streamer->hasSplits()) {
             const size_t widest = size_t(std::max({c.dim, c.qDim(), c.ffnDim, c.vocabSize}));
-            s->m_hostCpu = gpu::createCpuDevice(0);
+            // Two cores stay free for the loader's issuer and completer threads: the pool's
+            // workers spin between dispatches and would otherwise delay the next layer's copies.
+            s->m_hostCpu = gpu::createCpuDevice(std::max(1, gpu::cpu::onlineCores() - 2));
             s->m_hostX = std::make_unique<float[]>(widest);
             s->m_hostY = std::make_unique<float[]>(widest);
         }
