@@ -1,9 +1,12 @@
 #include "core/compress/sparse_gemv.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/compress/half.h"
+#include "core/compress/sparse_gemv_kernels.h"
 
 namespace spillway::compress {
 
@@ -133,9 +136,45 @@ float denseDot(const Load& load, const float* x, int64_t n)
 
 }  // namespace
 
+// The AVX-512 kernel needs only F/BW/VL of the set's F/BW/VL/DQ/VNNI (it uses vexpandps, not
+// VBMI2's vpexpandw: slower on Zen 5, see sparse_gemv_avx512.cpp).
+gpu::CpuKernelSet bestSparseKernelSet() { return gpu::bestCpuKernelSet(); }
+
+gpu::CpuKernelSet activeSparseKernelSet()
+{
+    static const gpu::CpuKernelSet active = [] {
+        const gpu::CpuKernelSet best = bestSparseKernelSet();
+        const char* forced = std::getenv("SPILLWAY_CPU_KERNELS");
+        if (!forced) return best;
+        const std::string_view name(forced);
+        if (name == "scalar") return gpu::CpuKernelSet::Scalar;
+        if (name == "avx2") return std::min(best, gpu::CpuKernelSet::Avx2);
+        return best;
+    }();
+    return active;
+}
+
 void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int64_t rowBegin,
                       int64_t rowEnd)
 {
+    gemvBitmapSparse(w, x, y, rowBegin, rowEnd, activeSparseKernelSet());
+}
+
+void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int64_t rowBegin,
+                      int64_t rowEnd, gpu::CpuKernelSet set)
+{
+    set = std::min(set, bestSparseKernelSet());
+    const bool f16 = w.format == ValueFormat::F16 || w.format == ValueFormat::BF16;
+    if (f16 && set != gpu::CpuKernelSet::Scalar && rowBegin < rowEnd) {
+        const detail::SparseRows16 m{w.rowOffsets.data(), w.bitmap.data(), w.values.data(),
+                                     w.values.size(), w.cols, w.bitmapRowBytes(),
+                                     w.format == ValueFormat::BF16};
+        if (set == gpu::CpuKernelSet::Avx512)
+            detail::gemvSparse16Avx512(m, x, y, rowBegin, rowEnd);
+        else
+            detail::gemvSparse16Avx2(m, x, y, rowBegin, rowEnd);
+        return;
+    }
     for (int64_t r = rowBegin; r < rowEnd; ++r)
         y[r] = isQuantized(w.format) ? sparseRowQuantized(w, r, x) : sparseRowFloat(w, r, x);
 }

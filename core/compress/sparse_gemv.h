@@ -11,12 +11,23 @@
 
 #include "core/compress/bitmap_sparse.h"
 #include "core/compress/group_quant.h"
+#include "gpu/cpu/cpu_device.h"  // CpuKernelSet
 
 namespace spillway::compress {
 
-// The hot spots: faster (AVX2 / AVX-512) versions go behind these.
+// The hot spots. gemvBitmapSparse on F16 / BF16 values has AVX2 (+F16C, FMA) and AVX-512
+// kernels, chosen at run time (y equals the scalar kernel's within fp32 rounding for finite x); the other formats run the scalar
+// kernel under every set. The first form runs activeSparseKernelSet(); the second exactly `set`,
+// or the widest set below it this CPU runs (tests compare the sets against each other).
 void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int64_t rowBegin,
                       int64_t rowEnd);
+void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int64_t rowBegin,
+                      int64_t rowEnd, gpu::CpuKernelSet set);
+// The widest set the sparse kernels run here: gpu::bestCpuKernelSet() (the same CPU checks).
+gpu::CpuKernelSet bestSparseKernelSet();
+// bestSparseKernelSet(), or a lower one named by SPILLWAY_CPU_KERNELS=scalar|avx2|avx512 (the
+// variable the CPU backend reads); read once.
+gpu::CpuKernelSet activeSparseKernelSet();
 void gemvQuantized(const QuantizedMatrix& w, const float* x, float* y, int64_t rowBegin, int64_t rowEnd);
 
 // Baseline: a dense fp16 matrix (rows, cols), row-major.

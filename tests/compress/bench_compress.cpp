@@ -1,19 +1,23 @@
 // bench-compress: the compressed weight formats on one 4096 x 11008 matrix (a Llama-7B FFN
 // projection) pruned to 50% unstructured sparsity. Prints bytes per format, decompression
-// throughput, single-thread GEMV times (dense fp16 vs bitmap sparse fp16 vs bitmap + int8), and
-// zstd levels 1 and 3 on the same pruned fp16 bytes (ENDOR §5.1's comparison).
+// throughput, GEMV times and zstd levels 1 and 3 on the same pruned fp16 bytes (ENDOR §5.1's
+// comparison). The GEMV baseline is the engine's own dense fp16 matvec: the CPU device's
+// (gpu::createCpuDevice, widest kernel set) on the same matrix, at 1 and 2 threads; the bitmap
+// sparse kernels run under each kernel set this CPU has, the 2-thread runs splitting rows in half.
 //
 //   bench-compress [--json FILE] [--repeats N]
 
 #include <zstd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +25,7 @@
 #include "core/compress/bitmap_sparse.h"
 #include "core/compress/group_quant.h"
 #include "core/compress/sparse_gemv.h"
+#include "gpu/cpu/cpu_device.h"
 #include "gpu/dtype.h"
 
 using namespace spillway;
@@ -132,21 +137,81 @@ int main(int argc, char** argv)
         reportSize(name.c_str(), double(zn), dz);
     }
 
-    std::printf("\n%-22s %10s %10s %12s\n", "GEMV (1 thread)", "ms", "speed-up", "weight GB/s");
-    auto reportGemv = [&](const char* name, double bytes, double s, double base) {
-        std::printf("%-22s %10.2f %9.2fx %12.2f\n", name, s * 1e3, base / s, bytes / s / 1e9);
-        out["gemv"][name] = {{"seconds", s}, {"speedup_vs_dense_f16", base / s}, {"weight_GBps", bytes / s / 1e9}};
+    // GEMV. Baseline: the CPU device's dense fp16 matvec, the matrix in its own memory.
+    std::vector<float> yRef(rows), yDev(rows);
+    gemvDenseF16(dense16.data(), cols, x.data(), yRef.data(), 0, rows);
+    double baseline[3] = {0, 0, 0};  // by thread count
+    std::string baselineKernels;
+    for (int threads : {1, 2}) {
+        auto dev = gpu::createCpuDevice(threads);
+        baselineKernels = dev->info().kernels;
+        auto buf = dev->allocate(dense16.size() * 2);
+        if (!buf.ok()) {
+            std::fprintf(stderr, "cpu device: %s\n", buf.error().message.c_str());
+            return 1;
+        }
+        dev->upload(buf->data(), dense16.data(), dense16.size() * 2);
+        const gpu::MatrixView view{gpu::DType::F16, buf->data(), rows, cols, size_t(cols) * 2};
+        baseline[threads] = medianSeconds(repeats, [&] {
+            dev->matvec(view, x.data(), yDev.data());
+            dev->synchronize();
+        });
+        for (int64_t r = 0; r < rows; ++r)
+            if (std::fabs(yDev[r] - yRef[r]) > 1e-3f * (1 + std::fabs(yRef[r]))) {
+                std::fprintf(stderr, "cpu device matvec mismatch at row %lld\n", (long long)r);
+                return 1;
+            }
+    }
+    out["gemv_baseline"] = {{"what", "gpu::createCpuDevice matvec, DType::F16"}, {"kernels", baselineKernels}};
+
+    // Rows split in halves over `threads` threads (one call each; started per run, ~50 us).
+    auto split = [&](int threads, auto&& gemv) {
+        if (threads == 1) return gemv(int64_t{0}, rows);
+        std::thread t([&] { gemv(int64_t{0}, rows / 2); });
+        gemv(rows / 2, rows);
+        t.join();
     };
-    const double gDense = medianSeconds(repeats, [&] { gemvDenseF16(dense16.data(), cols, x.data(), y.data(), 0, rows); });
-    reportGemv("dense f16", denseF16Bytes, gDense, gDense);
-    reportGemv("bitmap f16", double(s16.bytes()),
-               medianSeconds(repeats, [&] { gemvBitmapSparse(s16, x.data(), y.data(), 0, rows); }), gDense);
-    reportGemv("bitmap int8 g64", double(s8.bytes()),
-               medianSeconds(repeats, [&] { gemvBitmapSparse(s8, x.data(), y.data(), 0, rows); }), gDense);
-    reportGemv("bitmap int4 g64", double(s4.bytes()),
-               medianSeconds(repeats, [&] { gemvBitmapSparse(s4, x.data(), y.data(), 0, rows); }), gDense);
-    reportGemv("dense int8 g64", double(q8.bytes()),
-               medianSeconds(repeats, [&] { gemvQuantized(q8, x.data(), y.data(), 0, rows); }), gDense);
+    std::printf("\nGEMV, baseline = CPU device dense f16 matvec (%s kernels); median of %d\n",
+                baselineKernels.c_str(), repeats);
+    std::printf("%-30s %8s %10s %10s %12s\n", "kernel", "threads", "ms", "speed-up", "weight GB/s");
+    auto reportGemv = [&](const std::string& name, int threads, double bytes, double sec) {
+        const double base = baseline[threads];
+        std::printf("%-30s %8d %10.2f %9.2fx %12.2f\n", name.c_str(), threads, sec * 1e3, base / sec,
+                    bytes / sec / 1e9);
+        out["gemv"][name + " t" + std::to_string(threads)] = {
+            {"threads", threads}, {"seconds", sec}, {"speedup_vs_dense_f16", base / sec},
+            {"weight_GBps", bytes / sec / 1e9}};
+    };
+    auto checkSparse = [&](const char* what) {
+        for (int64_t r = 0; r < rows; ++r)
+            if (std::fabs(y[r] - yRef[r]) > 1e-3f * (1 + std::fabs(yRef[r]))) {
+                std::fprintf(stderr, "%s mismatch at row %lld\n", what, (long long)r);
+                return false;
+            }
+        return true;
+    };
+    for (int threads : {1, 2}) {
+        reportGemv("dense f16 (cpu device)", threads, denseF16Bytes, baseline[threads]);
+        for (int s = int(bestSparseKernelSet()); s >= 0; --s) {
+            const auto set = gpu::CpuKernelSet(s);
+            const std::string name = std::string("bitmap f16 ") + gpu::cpuKernelSetName(set);
+            std::fill(y.begin(), y.end(), 0.0f);
+            const double sec = medianSeconds(repeats, [&] {
+                split(threads, [&](int64_t r0, int64_t r1) { gemvBitmapSparse(s16, x.data(), y.data(), r0, r1, set); });
+            });
+            if (!checkSparse(name.c_str())) return 1;
+            reportGemv(name, threads, double(s16.bytes()), sec);
+        }
+    }
+    // Kernels with scalar versions only, single thread.
+    reportGemv("dense f16 scalar (reference)", 1, denseF16Bytes,
+               medianSeconds(repeats, [&] { gemvDenseF16(dense16.data(), cols, x.data(), y.data(), 0, rows); }));
+    reportGemv("bitmap int8 g64 scalar", 1, double(s8.bytes()),
+               medianSeconds(repeats, [&] { gemvBitmapSparse(s8, x.data(), y.data(), 0, rows); }));
+    reportGemv("bitmap int4 g64 scalar", 1, double(s4.bytes()),
+               medianSeconds(repeats, [&] { gemvBitmapSparse(s4, x.data(), y.data(), 0, rows); }));
+    reportGemv("dense int8 g64 scalar", 1, double(q8.bytes()),
+               medianSeconds(repeats, [&] { gemvQuantized(q8, x.data(), y.data(), 0, rows); }));
 
     if (!jsonPath.empty()) {
         std::ofstream f(jsonPath);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -373,4 +374,59 @@ TEST(BitmapSparse, SizeGoalsAtHalfSparsity)
                 f16Ratio, i8Ratio, (long long)i8->nonZeros(), (long long)f16->nonZeros());
     EXPECT_LE(f16Ratio, 0.565);
     EXPECT_LE(i8Ratio, 0.32);
+}
+
+// The AVX2 / AVX-512 kernels of gemvBitmapSparse against a double reference and the scalar
+// kernel, under every kernel set this CPU runs (a set it lacks runs the widest one below it).
+TEST(BitmapSparse, GemvEveryKernelSetOnAwkwardShapes)
+{
+    const gpu::CpuKernelSet best = bestSparseKernelSet();
+    std::printf("sparse kernel sets: up to %s\n", gpu::cpuKernelSetName(best));
+    for (int s = 0; s <= static_cast<int>(best); ++s) {
+        const auto set = static_cast<gpu::CpuKernelSet>(s);
+        for (ValueFormat f : kFormats)
+            for (double sparsity : {0.0, 0.5, 0.9, 1.0})
+                for (int64_t rows : kRows)
+                    for (int64_t cols : kCols) {
+                        SCOPED_TRACE(std::string(gpu::cpuKernelSetName(set)) + " " + valueFormatName(f) + " " +
+                                     std::to_string(rows) + "x" + std::to_string(cols) + " sparsity " +
+                                     std::to_string(sparsity));
+                        const auto w = randomMatrix(rows, cols, sparsity, uint32_t(rows * 7919 + cols));
+                        auto m = encode(w.data(), rows, cols, f, 32);
+                        ASSERT_TRUE(m.ok());
+                        const auto x = randomVector(cols, 3);
+                        std::vector<double> y, mag;
+                        referenceGemv(decode(*m), rows, cols, x, y, mag);
+                        // Three row ranges, so the multi-row blocks and single-row tails both run.
+                        std::vector<float> got(rows, NAN), scalar(rows, NAN);
+                        gemvBitmapSparse(*m, x.data(), got.data(), 0, rows / 2, set);
+                        gemvBitmapSparse(*m, x.data(), got.data(), rows / 2, rows / 2 + 1, set);
+                        gemvBitmapSparse(*m, x.data(), got.data(), rows / 2 + 1, rows, set);
+                        expectGemvClose(got, y, mag, "gemvBitmapSparse");
+                        gemvBitmapSparse(*m, x.data(), scalar.data(), 0, rows, gpu::CpuKernelSet::Scalar);
+                        for (int64_t r = 0; r < rows; ++r)
+                            ASSERT_LE(std::fabs(double(got[r]) - scalar[r]), 1e-5 * mag[r] + 1e-30) << r;
+                    }
+    }
+}
+
+// The vector kernels read the packed values up to the last one and no further: a matrix whose
+// values end exactly at the end of their own allocation (std::vector of exact size) runs clean
+// under the ASan build, and here a last row ending in a lone value still sums right.
+TEST(BitmapSparse, GemvKernelsStopAtTheLastValue)
+{
+    for (int s = 0; s <= static_cast<int>(bestSparseKernelSet()); ++s)
+        for (ValueFormat f : {ValueFormat::F16, ValueFormat::BF16}) {
+            std::vector<float> w(3 * 200, 0.0f);
+            w[0] = 1.0f;
+            w[2 * 200 + 199] = 2.0f;  // the last column of the last row
+            auto m = encode(w.data(), 3, 200, f);
+            ASSERT_TRUE(m.ok());
+            m->values.shrink_to_fit();
+            std::vector<float> x(200, 0.5f), y(3, NAN);
+            gemvBitmapSparse(*m, x.data(), y.data(), 0, 3, static_cast<gpu::CpuKernelSet>(s));
+            EXPECT_EQ(y[0], 0.5f);
+            EXPECT_EQ(y[1], 0.0f);
+            EXPECT_EQ(y[2], 1.0f);
+        }
 }

@@ -34,11 +34,12 @@ std::string slurp(const std::string& path)
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-CliRun runCli(const std::string& args)
+// `env`: variable assignments put before the command ("NAME='value' ").
+CliRun runCli(const std::string& args, const std::string& env = "")
 {
     const std::string dir = testing::TempDir();
     const std::string out = dir + "/cli.out", err = dir + "/cli.err";
-    const std::string cmd = "'" + kCli + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const std::string cmd = env + "'" + kCli + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
     const int status = std::system(cmd.c_str());
     CliRun r;
     if (WIFEXITED(status)) r.exitCode = WEXITSTATUS(status);
@@ -102,6 +103,42 @@ TEST(Cli, GenerateGreedyPrintsPromptAndReferenceText)
         ++checked;
     }
     EXPECT_EQ(checked, 3);
+}
+
+// Offloading from the command line: the hardware probe is cached in a folder of the test's own
+// (XDG_CACHE_HOME), quick mode.
+TEST(Cli, OffloadedGenerateAndPlan)
+{
+    const std::string cache = testing::TempDir() + "/spillway-cli-cache";
+    const std::string env = "XDG_CACHE_HOME='" + cache + "' ";
+    const std::string model = "'" + kShared + "/models/stories260K.gguf'";
+    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    std::string line;
+    std::getline(refs, line);
+    const auto tab = line.find('\t');
+    // Every weight from the SSD, prefetching, with a trace: the same text.
+    const std::string trace = testing::TempDir() + "/cli-trace.json";
+    CliRun r = runCli("generate -m " + model + " -p '" + line.substr(0, tab) +
+                      "' -n 48 --temp 0 --tier ssd --quick-probe --trace '" + trace + "'", env);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out, line.substr(tab + 1) + "\n");
+    EXPECT_NE(r.err.find("read from the SSD"), std::string::npos) << r.err;
+    EXPECT_NE(slurp(trace).find("\"traceEvents\""), std::string::npos);
+    // A plan under a budget names tiers and reasons; the JSON form parses as an object.
+    r = runCli("plan -m " + model + " --vram-budget 3MiB --ram-budget 64KiB --ctx 64 --quick-probe", env);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("blk.0.ffn_down.weight"), std::string::npos);
+    EXPECT_NE(r.out.find("predicted per token"), std::string::npos);
+    r = runCli("plan -m " + model + " --json --quick-probe", env);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.front(), '{');
+    // Budgets too small for the working set, or not a size: one line, no crash.
+    r = runCli("plan -m " + model + " --vram-budget 64KiB --quick-probe", env);
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_NE(r.err.find("budgets are too small"), std::string::npos) << r.err;
+    r = runCli("generate -p x --vram-budget 12XB --quick-probe", env);
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("unknown unit"), std::string::npos) << r.err;
 }
 
 TEST(Cli, SameSeedSameText)
