@@ -17,14 +17,14 @@ foreach(d IN LISTS asan_dirs)
   list(APPEND asan_sources ${found})
 endforeach()
 # Same per-file instruction-set flags as gpu/CMakeLists.txt and core/CMakeLists.txt (source
-# properties are per folder; -mavx512vbmi2 is for core's sparse kernels, checked at run time).
+# properties are per folder).
 foreach(src IN LISTS asan_sources)
   if(src MATCHES "_avx2\\.cpp$")
     set_source_files_properties(${src} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
                                 PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
   elseif(src MATCHES "_avx512\\.cpp$")
     set_source_files_properties(${src} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTIES COMPILE_OPTIONS
-      "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512vbmi2")
+      "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
   endif()
 endforeach()
 
