@@ -1,5 +1,6 @@
 #include "core/runtime/generator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 
@@ -38,11 +39,20 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
     }
     // The prompt goes through the layers in batches (streamed weights come in once per batch);
     // then one token at a time.
-    auto logits = request.maxNewTokens > 0 ? session.forward(std::span<const int32_t>(stats.tokens), 0)
-                                           : Result<const float*>(nullptr);
-    if (!logits) return logits.error();
+    // The stop flag is checked between batches: with offloaded weights one batch can take a
+    // while.
+    Result<const float*> logits = static_cast<const float*>(nullptr);
+    const std::span<const int32_t> prompt(stats.tokens);
+    for (size_t done = 0; request.maxNewTokens > 0 && done < prompt.size() && !stats.stopped;) {
+        const size_t n = std::min(prompt.size() - done, size_t(session.batch()));
+        logits = session.forward(prompt.subspan(done, n), int(done));
+        if (!logits) return logits.error();
+        done += n;
+        if (done < prompt.size() && request.stop && request.stop->load(std::memory_order_relaxed))
+            stats.stopped = true;
+    }
     int32_t token = stats.tokens.back();
-    for (int pos = stats.promptTokens; request.maxNewTokens > 0;) {
+    for (int pos = stats.promptTokens; request.maxNewTokens > 0 && !stats.stopped;) {
         const int32_t previous = token;
         token = sampler.sample(std::span<const float>(*logits, size_t(vocab)));
         sampler.accept(token);

@@ -34,6 +34,7 @@ public:
     ~LlamaSession();
 
     int contextLength() const { return m_ctx; }
+    int batch() const { return m_batch; }
     const LlamaModel& model() const { return m_model; }
     const WeightStreamer& streamer() const { return *m_streamer; }
 

@@ -87,12 +87,18 @@ public:
     void synchronize() override { m_inner->synchronize(); }
     void matvec(std::span<const gpu::MatvecJob> jobs) override { m_inner->matvec(jobs); }
     void getRow(const gpu::MatrixView& w, int64_t r, float* out) override { m_inner->getRow(w, r, out); }
-    void rmsnorm(const float* x, const float* w, float* o, int n, float e) override { m_inner->rmsnorm(x, w, o, n, e); }
+    void rmsnorm(const float* x, const float* w, float* o, int n, float e) override
+    {
+        if (++rmsnorms == stopAfterRmsnorms && stop) stop->store(true);
+        m_inner->rmsnorm(x, w, o, n, e);
+    }
     void rope(float* x, int h, int d, int p, const gpu::RopeParams& r) override { m_inner->rope(x, h, d, p, r); }
     void attention(const gpu::AttentionArgs& a) override { m_inner->attention(a); }
     void swiglu(const float* g, const float* u, float* o, int n) override { m_inner->swiglu(g, u, o, n); }
     void add(float* y, const float* x, int n) override { m_inner->add(y, x, n); }
     std::atomic<uint64_t> uploads{0}, downloads{0};
+    uint64_t rmsnorms = 0, stopAfterRmsnorms = 0;  // sets *stop at that call (0: never)
+    std::atomic<bool>* stop = nullptr;
 
 private:
     std::unique_ptr<gpu::Device> m_inner;
@@ -183,6 +189,38 @@ TEST(Offload, DeviceWithoutHostPointersGivesTheSameLogits)
             EXPECT_GT(device.downloads.load(), 11u * uint64_t(model->config().nLayers)) << c.name;
         }
     }
+}
+
+TEST(Offload, StopDuringAPromptEndsAfterTheCurrentBatch)
+{
+    auto model = loadModel();
+    ASSERT_TRUE(model);
+    // A batch of 2 prompt tokens: 2 rmsnorms per token per layer, 1 before the head.
+    const uint64_t perBatch = 2 * 2 * uint64_t(model->config().nLayers) + 1;
+    OpaqueDevice device(gpu::createCpuDevice(1));
+    std::atomic<bool> stop{false};
+    device.stop = &stop;
+    device.stopAfterRmsnorms = perBatch;  // set during the first batch
+    SessionOptions o;
+    o.contextLength = 64;
+    o.batch = 2;
+    o.placement = plan::uniformPlacement(*model, plan::Tier::Ssd);
+    auto session = LlamaSession::create(*model, device, o);
+    ASSERT_TRUE(session);
+    const uint64_t before = device.rmsnorms;
+    SamplerSettings greedy;
+    greedy.temperature = 0;
+    Sampler sampler(model->config().vocabSize, greedy);
+    GenerationRequest request;
+    request.prompt = "Once upon a time there was a little girl";  // more than 2 tokens
+    request.maxNewTokens = 8;
+    request.stop = &stop;
+    auto stats = generate(**session, sampler, request);
+    ASSERT_TRUE(stats) << stats.error().message;
+    ASSERT_GT(stats->promptTokens, 4);
+    EXPECT_TRUE(stats->stopped);
+    EXPECT_EQ(stats->generatedTokens, 0);
+    EXPECT_EQ(device.rmsnorms - before, perBatch) << "one batch of two tokens ran, no more";
 }
 
 TEST(Offload, BudgetsHoldByTheAllocatorsAccounting)
