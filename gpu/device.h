@@ -140,6 +140,9 @@ public:
     virtual void download(void* hostDst, const void* deviceSrc, size_t bytes) = 0;
     // Waits until every op issued so far has finished (a device buffer may be overwritten then).
     virtual void synchronize() = 0;
+    // The first error an op or copy met on the device (ops return nothing, and on a GPU they
+    // run after they return); sticky. The CPU device never fails an op.
+    virtual Status lastError() const { return {}; }
 
     // ---- ops; activations are float32 -----------------------------------------------------
     // Runs the jobs as one parallel dispatch (the Q, K and V projections of a layer, say).

@@ -275,6 +275,7 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     matvec(headJob);
     d.synchronize();
     ws.release(c.nLayers);
+    if (Status failed = d.lastError(); !failed) return failed.error();  // e.g. a lost GPU
     if (rec) rec->record({trace::Lane::DeviceCompute, -1, "head", 0, t0, trace::nowNs(), pass});
     if (m_hostLogits) {
         d.download(m_hostLogits.get(), m_logits.data(), size_t(c.vocabSize) * sizeof(float));

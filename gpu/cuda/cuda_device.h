@@ -58,6 +58,7 @@ public:
 
     // The first error a void call met (ok when none).
     Status firstError() const;
+    Status lastError() const override { return firstError(); }
     // The stream ops run on (bench-cuda records its timing events there).
     cudaStream_t computeStream() const { return m_compute; }
     // F32 matvec through cublasSgemv instead of the custom kernel (for comparisons).

@@ -85,6 +85,7 @@ public:
     void upload(void* d, const void* h, size_t b) override { ++uploads; m_inner->upload(d, h, b); }
     void download(void* h, const void* d, size_t b) override { ++downloads; m_inner->download(h, d, b); }
     void synchronize() override { m_inner->synchronize(); }
+    Status lastError() const override { return injected; }
     void matvec(std::span<const gpu::MatvecJob> jobs) override { m_inner->matvec(jobs); }
     void getRow(const gpu::MatrixView& w, int64_t r, float* out) override { m_inner->getRow(w, r, out); }
     void rmsnorm(const float* x, const float* w, float* o, int n, float e) override
@@ -99,6 +100,7 @@ public:
     std::atomic<uint64_t> uploads{0}, downloads{0};
     uint64_t rmsnorms = 0, stopAfterRmsnorms = 0;  // sets *stop at that call (0: never)
     std::atomic<bool>* stop = nullptr;
+    Status injected;  // what lastError() reports (a GPU that failed an asynchronous op)
 
 private:
     std::unique_ptr<gpu::Device> m_inner;
@@ -221,6 +223,21 @@ TEST(Offload, StopDuringAPromptEndsAfterTheCurrentBatch)
     EXPECT_TRUE(stats->stopped);
     EXPECT_EQ(stats->generatedTokens, 0);
     EXPECT_EQ(device.rmsnorms - before, perBatch) << "one batch of two tokens ran, no more";
+}
+
+TEST(Offload, AnAsynchronousDeviceErrorFailsTheForwardPass)
+{
+    auto model = loadModel();
+    ASSERT_TRUE(model);
+    OpaqueDevice device(gpu::createCpuDevice(1));
+    auto session = LlamaSession::create(*model, device, 32);
+    ASSERT_TRUE(session);
+    ASSERT_TRUE((*session)->forward(1, 0));
+    device.injected = makeError(ErrorCode::DeviceLost, "test device: lost");
+    auto logits = (*session)->forward(2, 1);
+    ASSERT_FALSE(logits);
+    EXPECT_EQ(logits.error().code, ErrorCode::DeviceLost);
+    EXPECT_NE(logits.error().message.find("lost"), std::string::npos);
 }
 
 TEST(Offload, BudgetsHoldByTheAllocatorsAccounting)
