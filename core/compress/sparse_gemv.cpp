@@ -175,6 +175,12 @@ void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int
             detail::gemvSparse16Avx2(m, x, y, rowBegin, rowEnd);
         return;
     }
+    if (w.format == ValueFormat::Int8 && set == gpu::CpuKernelSet::Avx512 && rowBegin < rowEnd) {
+        const detail::SparseRowsInt8 m{w.rowOffsets.data(), w.bitmap.data(), w.values.data(),
+                                       w.values.size(), w.cols, w.bitmapRowBytes(), w.group};
+        detail::gemvSparseInt8Avx512(m, x, y, rowBegin, rowEnd);
+        return;
+    }
     for (int64_t r = rowBegin; r < rowEnd; ++r)
         y[r] = isQuantized(w.format) ? sparseRowQuantized(w, r, x) : sparseRowFloat(w, r, x);
 }

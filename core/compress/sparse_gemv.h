@@ -16,8 +16,9 @@
 namespace spillway::compress {
 
 // The hot spots. gemvBitmapSparse on F16 / BF16 values has AVX2 (+F16C, FMA) and AVX-512
-// kernels, chosen at run time (y equals the scalar kernel's within fp32 rounding for finite x); the other formats run the scalar
-// kernel under every set. The first form runs activeSparseKernelSet(); the second exactly `set`,
+// kernels, on Int8 values an AVX-512 kernel, chosen at run time (y equals the scalar kernel's
+// within fp32 rounding for finite x); the other formats (and Int8 under AVX2) run the scalar
+// kernel. The first form runs activeSparseKernelSet(); the second exactly `set`,
 // or the widest set below it this CPU runs (tests compare the sets against each other).
 void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int64_t rowBegin,
                       int64_t rowEnd);

@@ -376,38 +376,51 @@ TEST(BitmapSparse, SizeGoalsAtHalfSparsity)
     EXPECT_LE(i8Ratio, 0.32);
 }
 
+// One case of GemvEveryKernelSetOnAwkwardShapes: `set` against a double reference and the
+// scalar kernel.
+static void expectKernelSetMatches(gpu::CpuKernelSet set, ValueFormat f, int group, double sparsity,
+                                   int64_t rows, int64_t cols)
+{
+    SCOPED_TRACE(std::string(gpu::cpuKernelSetName(set)) + " " + valueFormatName(f) + " g" +
+                 std::to_string(group) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                 " sparsity " + std::to_string(sparsity));
+    const auto w = randomMatrix(rows, cols, sparsity, uint32_t(rows * 7919 + cols));
+    auto m = encode(w.data(), rows, cols, f, group);
+    ASSERT_TRUE(m.ok());
+    const auto x = randomVector(cols, 3);
+    std::vector<double> y, mag;
+    referenceGemv(decode(*m), rows, cols, x, y, mag);
+    // Three row ranges, so the multi-row blocks and single-row tails both run.
+    std::vector<float> got(rows, NAN), scalar(rows, NAN);
+    gemvBitmapSparse(*m, x.data(), got.data(), 0, rows / 2, set);
+    gemvBitmapSparse(*m, x.data(), got.data(), rows / 2, rows / 2 + 1, set);
+    gemvBitmapSparse(*m, x.data(), got.data(), rows / 2 + 1, rows, set);
+    expectGemvClose(got, y, mag, "gemvBitmapSparse");
+    gemvBitmapSparse(*m, x.data(), scalar.data(), 0, rows, gpu::CpuKernelSet::Scalar);
+    for (int64_t r = 0; r < rows; ++r)
+        ASSERT_LE(std::fabs(double(got[r]) - scalar[r]), 1e-5 * mag[r] + 1e-30) << r;
+}
+
 // The AVX2 / AVX-512 kernels of gemvBitmapSparse against a double reference and the scalar
 // kernel, under every kernel set this CPU runs (a set it lacks runs the widest one below it).
+// Int8 runs every group size: its groups span bitmap words and 1024-column blocks differently.
 TEST(BitmapSparse, GemvEveryKernelSetOnAwkwardShapes)
 {
     const gpu::CpuKernelSet best = bestSparseKernelSet();
     std::printf("sparse kernel sets: up to %s\n", gpu::cpuKernelSetName(best));
-    for (int s = 0; s <= static_cast<int>(best); ++s) {
-        const auto set = static_cast<gpu::CpuKernelSet>(s);
+    for (int s = 0; s <= static_cast<int>(best); ++s)
         for (ValueFormat f : kFormats)
-            for (double sparsity : {0.0, 0.5, 0.9, 1.0})
-                for (int64_t rows : kRows)
-                    for (int64_t cols : kCols) {
-                        SCOPED_TRACE(std::string(gpu::cpuKernelSetName(set)) + " " + valueFormatName(f) + " " +
-                                     std::to_string(rows) + "x" + std::to_string(cols) + " sparsity " +
-                                     std::to_string(sparsity));
-                        const auto w = randomMatrix(rows, cols, sparsity, uint32_t(rows * 7919 + cols));
-                        auto m = encode(w.data(), rows, cols, f, 32);
-                        ASSERT_TRUE(m.ok());
-                        const auto x = randomVector(cols, 3);
-                        std::vector<double> y, mag;
-                        referenceGemv(decode(*m), rows, cols, x, y, mag);
-                        // Three row ranges, so the multi-row blocks and single-row tails both run.
-                        std::vector<float> got(rows, NAN), scalar(rows, NAN);
-                        gemvBitmapSparse(*m, x.data(), got.data(), 0, rows / 2, set);
-                        gemvBitmapSparse(*m, x.data(), got.data(), rows / 2, rows / 2 + 1, set);
-                        gemvBitmapSparse(*m, x.data(), got.data(), rows / 2 + 1, rows, set);
-                        expectGemvClose(got, y, mag, "gemvBitmapSparse");
-                        gemvBitmapSparse(*m, x.data(), scalar.data(), 0, rows, gpu::CpuKernelSet::Scalar);
-                        for (int64_t r = 0; r < rows; ++r)
-                            ASSERT_LE(std::fabs(double(got[r]) - scalar[r]), 1e-5 * mag[r] + 1e-30) << r;
-                    }
-    }
+            for (int group : {32, 64, 128}) {
+                if (group != 32 && f != ValueFormat::Int8) continue;
+                for (double sparsity : {0.0, 0.5, 0.9, 1.0})
+                    for (int64_t rows : kRows)
+                        for (int64_t cols : kCols)
+                        {
+                            expectKernelSetMatches(static_cast<gpu::CpuKernelSet>(s), f, group,
+                                                   sparsity, rows, cols);
+                            if (HasFatalFailure()) return;
+                        }
+            }
 }
 
 // The vector kernels read the packed values up to the last one and no further: a matrix whose
@@ -416,7 +429,7 @@ TEST(BitmapSparse, GemvEveryKernelSetOnAwkwardShapes)
 TEST(BitmapSparse, GemvKernelsStopAtTheLastValue)
 {
     for (int s = 0; s <= static_cast<int>(bestSparseKernelSet()); ++s)
-        for (ValueFormat f : {ValueFormat::F16, ValueFormat::BF16}) {
+        for (ValueFormat f : {ValueFormat::F16, ValueFormat::BF16, ValueFormat::Int8}) {
             std::vector<float> w(3 * 200, 0.0f);
             w[0] = 1.0f;
             w[2 * 200 + 199] = 2.0f;  // the last column of the last row
@@ -425,8 +438,10 @@ TEST(BitmapSparse, GemvKernelsStopAtTheLastValue)
             m->values.shrink_to_fit();
             std::vector<float> x(200, 0.5f), y(3, NAN);
             gemvBitmapSparse(*m, x.data(), y.data(), 0, 3, static_cast<gpu::CpuKernelSet>(s));
-            EXPECT_EQ(y[0], 0.5f);
+            // Int8 stores 1 and 2 as 127 x scale: compare with the decoded weights.
+            const auto d = decode(*m);
+            EXPECT_EQ(y[0], d[0] * 0.5f);
             EXPECT_EQ(y[1], 0.0f);
-            EXPECT_EQ(y[2], 1.0f);
+            EXPECT_EQ(y[2], d[2 * 200 + 199] * 0.5f);
         }
 }
