@@ -20,6 +20,7 @@
 
 #include <cstring>
 
+#include "core/compress/sparse_gemv_avx512_x.h"
 #include "core/compress/sparse_gemv_kernels.h"
 
 namespace spillway::compress::detail {
@@ -35,14 +36,6 @@ struct GroupCursor {
     int left;     // codes left in the current group
     float scale;  // the current group's scale
 };
-
-// x[c, c + 16) as a masked load: lanes at or past cols are zero and never read.
-inline __m512 loadX(const float* x, int64_t c, int64_t cols)
-{
-    const int64_t n = cols - c;
-    const __mmask16 m = n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1u);
-    return _mm512_maskz_loadu_ps(m, x + c);
-}
 
 // Writes the row's next n weights (code * scale) to out; reads no byte past `end`.
 inline void dequantize(GroupCursor& g, int n, int group, const uint8_t* end, float* out)
@@ -112,13 +105,7 @@ void rows(const SparseRowsInt8& m, const float* x, float* y, int64_t r)
         for (int64_t wi = w0; wi < w1; ++wi) {  // 64 columns a step
             const int64_t c = wi * 64;
             __m512 xs[4];
-            if (c + 64 <= cols) {
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; ++q) xs[q] = _mm512_loadu_ps(x + c + 16 * q);
-            } else {  // the last, partial word
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; ++q) xs[q] = loadX(x, c + 16 * q, cols);
-            }
+            loadXWord(x, c, cols, xs);
 #pragma GCC unroll 4
             for (int j = 0; j < R; ++j) {
                 uint64_t b;

@@ -109,7 +109,6 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             }
             const storage::AlignedRange r = storage::alignRange(begin, size_t(end - begin), kAlign);
             unit.ranges.push_back({r.offset, r.bytes, cursor, end});
-            unit.ssdBytes += r.bytes;
             for (size_t k = i; k < j; ++k)
                 unit.patches.push_back({ssd[k].second.member, cursor + size_t(ssd[k].first.fileOffset - r.offset)});
             cursor += alignUp(r.bytes, kAlign);
@@ -194,7 +193,6 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     // Embedding: resident (shared with a tied, device-tier head when possible) or one row at a time.
     im.embedding = w.tokenEmbedding;
     if (*embTier == plan::Tier::Device) {
-        im.embeddingResident = true;
         if (!inPlace) {
             if (tied && *headTier == plan::Tier::Device) {
                 im.embedding.data = im.units.back().head.data;

@@ -56,7 +56,6 @@ struct Unit {
     std::vector<HostCopy> hostCopies;
     std::vector<Patch> patches;
     size_t slotBytes = 0;
-    uint64_t ssdBytes = 0;
     bool streamed() const { return !patches.empty(); }
 };
 
@@ -80,7 +79,6 @@ struct WeightStreamer::Impl {
     std::vector<UnitReads> reads;        // one per slot
     gpu::Buffer embeddingRow;            // one row of a non-resident embedding, device memory
     gpu::MatrixView embedding;           // resident or mapped
-    bool embeddingResident = false;
     // Declared after the slots and staging: destroyed first, it waits for reads still in flight.
     std::unique_ptr<storage::DirectFile> file;
     std::unique_ptr<storage::DirectReader> reader;
