@@ -87,8 +87,13 @@ struct MatrixView {
     const void* data = nullptr;
     int64_t rows = 0;
     int64_t cols = 0;          // multiple of the type's block size
-    size_t rowStride = 0;      // bytes; rowBytes(type, cols) for a packed matrix
+    size_t rowStride = 0;      // bytes; rowBytes(type, cols) for a packed matrix (unused for
+                               // BitmapSparse: data is the whole blob)
 };
+
+// Bytes the matrix occupies: rows * rowStride, or a BitmapSparse blob's size (read from its
+// header at data, which must be host-readable).
+uint64_t matrixBytes(const MatrixView& m);
 
 // y = W x : y[r] = sum_c W[r, c] * x[c] for r in [0, w.rows). x holds w.cols floats.
 struct MatvecJob {

@@ -14,7 +14,11 @@ enum class DType : uint8_t {
     Q8_0 = 3,  // blocks of 32: fp16 scale d, 32 x int8 q; value = d * q            (34 bytes)
     Q4_0 = 4,  // blocks of 32: fp16 scale d, 16 bytes; low nibbles are values 0..15,
                // high nibbles values 16..31; value = d * (nibble - 8)               (18 bytes)
+    BitmapSparse = 5,  // a whole matrix as one ENDOR bitmap sparse blob (gpu/sparse_format.h):
+                       // no fixed row size (rowBytes() is 0, rowStride unused); its header
+                       // names the value format (fp16/bf16/fp32, or group-quantized int8/int4)
 };
+inline constexpr int kDTypeCount = 6;
 
 struct DTypeTraits {
     const char* name;
@@ -26,13 +30,15 @@ inline const DTypeTraits& dtypeTraits(DType t)
 {
     static constexpr DTypeTraits table[] = {
         {"F32", 1, 4}, {"F16", 1, 2}, {"BF16", 1, 2}, {"Q8_0", 32, 34}, {"Q4_0", 32, 18},
+        {"BITMAP", 1, 0},
     };
     return table[static_cast<int>(t)];
 }
 
 inline const char* dtypeName(DType t) { return dtypeTraits(t).name; }
 
-// Bytes of one row of `cols` values; cols must be a multiple of the block size.
+// Bytes of one row of `cols` values; cols must be a multiple of the block size (0 for
+// BitmapSparse, whose rows differ in size).
 inline size_t rowBytes(DType t, int64_t cols)
 {
     const auto& tr = dtypeTraits(t);

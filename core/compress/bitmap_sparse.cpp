@@ -10,30 +10,6 @@
 
 namespace spillway::compress {
 
-const char* valueFormatName(ValueFormat f)
-{
-    switch (f) {
-    case ValueFormat::F32: return "f32";
-    case ValueFormat::F16: return "f16";
-    case ValueFormat::BF16: return "bf16";
-    case ValueFormat::Int8: return "int8";
-    case ValueFormat::Int4: return "int4";
-    }
-    return "unknown";
-}
-
-size_t packedValueBytes(ValueFormat f, int group, int64_t nnz)
-{
-    switch (f) {
-    case ValueFormat::F32: return static_cast<size_t>(nnz) * 4;
-    case ValueFormat::F16:
-    case ValueFormat::BF16: return static_cast<size_t>(nnz) * 2;
-    case ValueFormat::Int8:
-    case ValueFormat::Int4: return quantizedBytes(quantBits(f), group, nnz);
-    }
-    return 0;
-}
-
 int64_t BitmapSparseMatrix::rowNonZeros(int64_t r) const
 {
     const uint8_t* row = bitmapRow(r);
@@ -145,46 +121,23 @@ Result<BitmapSparseMatrix> encode(const float* dense, int64_t rows, int64_t cols
     return m;
 }
 
+gpu::BitmapSparseView viewOf(const BitmapSparseMatrix& m)
+{
+    gpu::BitmapSparseView v;
+    v.format = m.format;
+    v.group = m.group;
+    v.rows = m.rows;
+    v.cols = m.cols;
+    v.rowOffsets = m.rowOffsets.data();
+    v.bitmap = m.bitmap.data();
+    v.values = m.values.data();
+    v.valuesBytes = m.values.size();
+    return v;
+}
+
 void decodeRow(const BitmapSparseMatrix& m, int64_t row, float* out)
 {
-    std::memset(out, 0, static_cast<size_t>(m.cols) * sizeof(float));
-    const uint8_t* bits = m.bitmapRow(row);
-    const uint8_t* v = m.rowValues(row);
-    const int64_t words = m.bitmapRowBytes() / 8;
-    if (isQuantized(m.format)) {
-        // Dequantize the packed non-zeros into the row's tail, then scatter them forward: the
-        // k-th non-zero's column is >= k, so no value is overwritten before it is read.
-        const int64_t nnz = m.rowNonZeros(row);
-        float* packed = out + (m.cols - nnz);
-        dequantizeValues(v, nnz, quantBits(m.format), m.group, packed);
-        int64_t k = 0;
-        for (int64_t wi = 0; wi < words; ++wi) {
-            uint64_t w = detail::load64(bits + 8 * wi);
-            while (w) {
-                const int64_t c = wi * 64 + __builtin_ctzll(w);
-                const float value = packed[k];
-                if (packed + k != out + c) packed[k] = 0.0f;
-                out[c] = value;
-                ++k;
-                w &= w - 1;
-            }
-        }
-        return;
-    }
-    int64_t k = 0;
-    for (int64_t wi = 0; wi < words; ++wi) {
-        uint64_t w = detail::load64(bits + 8 * wi);
-        while (w) {
-            const int64_t c = wi * 64 + __builtin_ctzll(w);
-            switch (m.format) {
-            case ValueFormat::F32: std::memcpy(out + c, v + 4 * k, 4); break;
-            case ValueFormat::F16: out[c] = detail::halfToFloat(detail::load16(v + 2 * k)); break;
-            default: out[c] = detail::bf16ToFloat(detail::load16(v + 2 * k)); break;
-            }
-            ++k;
-            w &= w - 1;
-        }
-    }
+    gpu::decodeBitmapSparseRow(viewOf(m), row, out);
 }
 
 std::vector<float> decode(const BitmapSparseMatrix& m)

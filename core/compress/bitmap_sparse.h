@@ -10,7 +10,8 @@
 // it: every stored code is non-zero. Float formats keep every non-zero of `dense` (an fp16
 // rounding that underflows to ±0 keeps its bit).
 //
-// Serialized blob (little-endian; every section starts at a multiple of 64 bytes, padding zero):
+// Serialized blob: the layout of gpu/sparse_format.h (DType::BitmapSparse), repeated here:
+// (little-endian; every section starts at a multiple of 64 bytes, padding zero):
 //   header, 64 bytes:
 //     0  char[8] magic "SPWBSM1\0"     8  u32 version = 1      12 u8 format, u8[3] zero
 //     16 u32 group (0 for float formats)                        20 u32 zero
@@ -27,24 +28,16 @@
 #include <vector>
 
 #include "base/result.h"
+#include "gpu/sparse_format.h"
 
 namespace spillway::compress {
 
-// Values stored on disk: never reuse a number.
-enum class ValueFormat : uint8_t {
-    F32 = 0,
-    F16 = 1,
-    BF16 = 2,
-    Int8 = 3,  // group-quantized over the packed non-zeros
-    Int4 = 4,
-};
-
-const char* valueFormatName(ValueFormat f);
-inline bool isQuantized(ValueFormat f) { return f == ValueFormat::Int8 || f == ValueFormat::Int4; }
-inline int quantBits(ValueFormat f) { return f == ValueFormat::Int8 ? 8 : 4; }
-
-// Bytes of one row's `nnz` packed values.
-size_t packedValueBytes(ValueFormat f, int group, int64_t nnz);
+// The value formats of gpu/sparse_format.h (numbers stored on disk).
+using ValueFormat = gpu::SparseValues;
+inline const char* valueFormatName(ValueFormat f) { return gpu::sparseValuesName(f); }
+using gpu::isQuantized;
+using gpu::packedValueBytes;
+using gpu::quantBits;
 
 struct BitmapSparseMatrix {
     ValueFormat format = ValueFormat::F16;
@@ -69,6 +62,9 @@ struct BitmapSparseMatrix {
 // for Int8/Int4, ignored (stored as 0) otherwise. InvalidArgument on bad arguments.
 Result<BitmapSparseMatrix> encode(const float* dense, int64_t rows, int64_t cols,
                                   ValueFormat format, int group = 64);
+
+// The matrix as the backends see a blob (pointers into m; valid while m lives unchanged).
+gpu::BitmapSparseView viewOf(const BitmapSparseMatrix& m);
 
 // Writes row `row` as cols floats (zeros included). Rows decode independently.
 void decodeRow(const BitmapSparseMatrix& m, int64_t row, float* out);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/compress/half.h"
+#include "gpu/sparse_format.h"
 #include "gpu/dtype.h"
 
 namespace spillway::compress {
@@ -14,11 +15,6 @@ namespace {
 
 int qmaxOf(int bits) { return bits == 8 ? 127 : 7; }
 
-size_t groupBytes(int bits, int64_t len)
-{
-    return 2 + static_cast<size_t>(bits == 8 ? len : (len + 1) / 2);
-}
-
 }  // namespace
 
 bool validQuantParams(int bits, int group)
@@ -26,12 +22,7 @@ bool validQuantParams(int bits, int group)
     return (bits == 8 || bits == 4) && (group == 32 || group == 64 || group == 128);
 }
 
-size_t quantizedBytes(int bits, int group, int64_t n)
-{
-    const int64_t full = n / group;
-    const int64_t rest = n % group;
-    return static_cast<size_t>(full) * groupBytes(bits, group) + (rest ? groupBytes(bits, rest) : 0);
-}
+size_t quantizedBytes(int bits, int group, int64_t n) { return gpu::groupQuantizedBytes(bits, group, n); }
 
 void quantizeGroup(const float* v, int len, int bits, uint16_t* scale, int8_t* codes)
 {

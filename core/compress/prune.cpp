@@ -11,6 +11,7 @@
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
 #include "gpu/dtype.h"
+#include "gpu/sparse_format.h"
 
 namespace spillway::compress {
 
@@ -140,6 +141,14 @@ std::vector<NamedMatrix> linearMatrices(const LlamaModel& model)
 
 Result<std::vector<float>> denseRowsF32(const gpu::MatrixView& v)
 {
+    if (v.type == gpu::DType::BitmapSparse && v.data) {
+        const gpu::BitmapSparseView b = gpu::viewBitmapBlob(v.data);
+        if (b.rows != v.rows || b.cols != v.cols)
+            return makeError(ErrorCode::InvalidArgument, "denseRowsF32: bitmap sparse blob shape differs from its view");
+        std::vector<float> out(size_t(v.rows) * size_t(v.cols));
+        for (int64_t r = 0; r < v.rows; ++r) gpu::decodeBitmapSparseRow(b, r, out.data() + size_t(r) * size_t(v.cols));
+        return out;
+    }
     const auto& traits = gpu::dtypeTraits(v.type);
     if (!v.data || v.rows < 0 || v.cols < 0 || v.cols % traits.blockSize != 0 ||
         v.rowStride < gpu::rowBytes(v.type, v.cols))
@@ -179,6 +188,7 @@ Result<std::vector<float>> denseRowsF32(const gpu::MatrixView& v)
                 }
             }
             break;
+        case gpu::DType::BitmapSparse: break;  // handled above
         }
     }
     return out;

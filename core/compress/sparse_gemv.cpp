@@ -6,111 +6,10 @@
 #include <string_view>
 
 #include "core/compress/half.h"
-#include "core/compress/sparse_gemv_kernels.h"
 
 namespace spillway::compress {
 
 namespace {
-
-// Walks a row's bitmap and hands out the columns of its non-zeros, a chunk at a time, so the
-// kernels keep a fixed-size column buffer on the stack instead of allocating per row.
-class BitmapCursor {
-public:
-    BitmapCursor(const uint8_t* row, int64_t words) : m_row(row), m_words(words)
-    {
-        m_bits = words > 0 ? detail::load64(row) : 0;
-    }
-
-    // Writes up to `max` next non-zero columns into idx; returns how many (0 at the end).
-    int next(int32_t* idx, int max)
-    {
-        int n = 0;
-        while (n < max) {
-            while (m_bits == 0) {
-                if (++m_word >= m_words) return n;
-                m_bits = detail::load64(m_row + 8 * m_word);
-            }
-            idx[n++] = static_cast<int32_t>(m_word * 64 + __builtin_ctzll(m_bits));
-            m_bits &= m_bits - 1;
-        }
-        return n;
-    }
-
-private:
-    const uint8_t* m_row;
-    int64_t m_words;
-    int64_t m_word = 0;
-    uint64_t m_bits = 0;
-};
-
-// Chunk of non-zeros gathered per step: a multiple of every group size, so quantization groups
-// never straddle two chunks.
-constexpr int kChunk = 1024;
-
-template <class Load>
-float gatherDot(const Load& load, const int32_t* idx, int n, const float* x)
-{
-    float acc[4] = {0, 0, 0, 0};
-    int j = 0;
-    for (; j + 4 <= n; j += 4)
-        for (int l = 0; l < 4; ++l) acc[l] += load(j + l) * x[idx[j + l]];
-    for (; j < n; ++j) acc[0] += load(j) * x[idx[j]];
-    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
-}
-
-float sparseRowFloat(const BitmapSparseMatrix& w, int64_t r, const float* x)
-{
-    BitmapCursor cursor(w.bitmapRow(r), w.bitmapRowBytes() / 8);
-    const uint8_t* v = w.rowValues(r);
-    int32_t idx[kChunk];
-    float sum = 0.0f;
-    int64_t k = 0;
-    for (int n; (n = cursor.next(idx, kChunk)) > 0; k += n) {
-        switch (w.format) {
-        case ValueFormat::F32: {
-            const uint8_t* base = v + 4 * k;
-            sum += gatherDot([&](int j) { float f; std::memcpy(&f, base + 4 * j, 4); return f; }, idx, n, x);
-            break;
-        }
-        case ValueFormat::F16: {
-            const uint8_t* base = v + 2 * k;
-            sum += gatherDot([&](int j) { return detail::halfToFloat(detail::load16(base + 2 * j)); }, idx, n, x);
-            break;
-        }
-        default: {
-            const uint8_t* base = v + 2 * k;
-            sum += gatherDot([&](int j) { return detail::bf16ToFloat(detail::load16(base + 2 * j)); }, idx, n, x);
-            break;
-        }
-        }
-    }
-    return sum;
-}
-
-float sparseRowQuantized(const BitmapSparseMatrix& w, int64_t r, const float* x)
-{
-    BitmapCursor cursor(w.bitmapRow(r), w.bitmapRowBytes() / 8);
-    const uint8_t* p = w.rowValues(r);
-    const bool int8 = w.format == ValueFormat::Int8;
-    int32_t idx[kChunk];
-    float sum = 0.0f;
-    for (int n; (n = cursor.next(idx, kChunk)) > 0;) {
-        for (int g0 = 0; g0 < n; g0 += w.group) {
-            const int len = std::min(w.group, n - g0);
-            const float scale = detail::halfToFloat(detail::load16(p));
-            const uint8_t* q = p + 2;
-            const int32_t* gi = idx + g0;
-            float part;
-            if (int8)
-                part = gatherDot([&](int j) { return static_cast<float>(static_cast<int8_t>(q[j])); }, gi, len, x);
-            else
-                part = gatherDot([&](int j) { return static_cast<float>(detail::nibbleAt(q, j)); }, gi, len, x);
-            sum += scale * part;
-            p += 2 + (int8 ? len : (len + 1) / 2);
-        }
-    }
-    return sum;
-}
 
 // Dense dot: converts a block of weights to fp32 in one simple loop, then multiplies with 8
 // independent partial sums; both loops are shaped for the auto-vectorizer (no fp reordering
@@ -163,26 +62,7 @@ void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int
 void gemvBitmapSparse(const BitmapSparseMatrix& w, const float* x, float* y, int64_t rowBegin,
                       int64_t rowEnd, gpu::CpuKernelSet set)
 {
-    set = std::min(set, bestSparseKernelSet());
-    const bool f16 = w.format == ValueFormat::F16 || w.format == ValueFormat::BF16;
-    if (f16 && set != gpu::CpuKernelSet::Scalar && rowBegin < rowEnd) {
-        const detail::SparseRows16 m{w.rowOffsets.data(), w.bitmap.data(), w.values.data(),
-                                     w.values.size(), w.cols, w.bitmapRowBytes(),
-                                     w.format == ValueFormat::BF16};
-        if (set == gpu::CpuKernelSet::Avx512)
-            detail::gemvSparse16Avx512(m, x, y, rowBegin, rowEnd);
-        else
-            detail::gemvSparse16Avx2(m, x, y, rowBegin, rowEnd);
-        return;
-    }
-    if (w.format == ValueFormat::Int8 && set == gpu::CpuKernelSet::Avx512 && rowBegin < rowEnd) {
-        const detail::SparseRowsInt8 m{w.rowOffsets.data(), w.bitmap.data(), w.values.data(),
-                                       w.values.size(), w.cols, w.bitmapRowBytes(), w.group};
-        detail::gemvSparseInt8Avx512(m, x, y, rowBegin, rowEnd);
-        return;
-    }
-    for (int64_t r = rowBegin; r < rowEnd; ++r)
-        y[r] = isQuantized(w.format) ? sparseRowQuantized(w, r, x) : sparseRowFloat(w, r, x);
+    gpu::gemvBitmapSparse(viewOf(w), x, y, rowBegin, rowEnd, set);
 }
 
 void gemvQuantized(const QuantizedMatrix& w, const float* x, float* y, int64_t rowBegin, int64_t rowEnd)

@@ -91,6 +91,7 @@ uint32_t ggmlFromDtype(gpu::DType t)
     case gpu::DType::BF16: return kGgmlBF16;
     case gpu::DType::Q8_0: return kGgmlQ8_0;
     case gpu::DType::Q4_0: return kGgmlQ4_0;
+    case gpu::DType::BitmapSparse: break;  // no GGML type; the writer refuses it
     }
     return kGgmlF32;
 }

@@ -254,6 +254,8 @@ Status Writer::write(const std::string& path) const
                                   " dimensions (must be 1 to 4)");
             }
             if (!t.fill) return invalidArg(name + " has no fill function");
+            if (t.type == gpu::DType::BitmapSparse)
+                return invalidArg(name + " is bitmap sparse, which GGUF cannot hold (write a model package)");
             const auto& traits = gpu::dtypeTraits(t.type);
             int64_t elements = 1;
             for (int64_t d : t.dims) {

@@ -114,6 +114,7 @@ void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64
         }
         break;
     }
+    case gpu::DType::BitmapSparse: break;  // never asked for: the generator writes GGUF
     }
 }
 

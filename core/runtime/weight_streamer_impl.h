@@ -38,7 +38,7 @@ constexpr MemberName kMembers[] = {
     {&LlamaLayerWeights::down, "ffn_down.weight"},
 };
 
-inline uint64_t matrixBytes(const gpu::MatrixView& m) { return uint64_t(m.rowStride) * uint64_t(m.rows); }
+using gpu::matrixBytes;
 
 }  // namespace streamer_detail
 using namespace streamer_detail;

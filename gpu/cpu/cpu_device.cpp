@@ -89,7 +89,7 @@ public:
     }
 
     const DeviceInfo& info() const override { return m_info; }
-    bool supports(DType type) const override { return static_cast<int>(type) <= 4; }
+    bool supports(DType type) const override { return static_cast<int>(type) < kDTypeCount; }
 
     ~CpuDevice() override = default;
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "gpu/device.h"
+#include "gpu/sparse_format.h"
 
 namespace spillway::gpu {
 
@@ -31,6 +32,14 @@ CpuKernelSet bestCpuKernelSet();
 // compare the sets against each other; SPILLWAY_CPU_KERNELS is not consulted).
 // info().kernels names the set that runs.
 std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set, uint64_t memoryLimit = 0);
+
+// y[r] = W[r, :] . x for r in [rowBegin, rowEnd) straight from a bitmap sparse blob's view (the
+// CPU device's BitmapSparse matvec), with `set` or the widest set below it this CPU runs. F16 /
+// BF16 values have AVX2 and AVX-512 kernels, Int8 an AVX-512 one; the rest run the scalar
+// kernel, whose float sums are the dense scalar kernel's (a pruned dense matrix gives the same
+// bits). No allocation, no threads.
+void gemvBitmapSparse(const BitmapSparseView& w, const float* x, float* y, int64_t rowBegin, int64_t rowEnd,
+                      CpuKernelSet set);
 
 // Measured sustained read bandwidth of host memory in bytes/s, reading `bytes` (far larger than
 // the caches) with `threads` threads and the widest loads the CPU has; best of `repeats` passes.

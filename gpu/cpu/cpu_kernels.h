@@ -43,7 +43,7 @@ using ReadAllFn = uint64_t (*)(const void* data, size_t bytes);
 
 struct Kernels {
     CpuKernelSet set = CpuKernelSet::Scalar;
-    MatvecRowsFn matvec[5] = {};  // indexed by DType
+    MatvecRowsFn matvec[kDTypeCount] = {};  // indexed by DType
     QuantizeQ8Fn quantizeQ8 = nullptr;
     DotFn dot = nullptr;
     AxpyFn axpy = nullptr;
@@ -65,6 +65,14 @@ void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int6
                       int64_t r1);
 void matvecQ4_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
                       int64_t r1);
+
+// BitmapSparse rows (sparse_kernels.cpp), one entry per set, and the dispatch behind them
+// (`set` must be one this CPU runs).
+void matvecBitmapScalar(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1);
+void matvecBitmapAvx2(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1);
+void matvecBitmapAvx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1);
+void gemvBitmapSparseSet(const BitmapSparseView& w, const float* x, float* y, int64_t r0, int64_t r1,
+                         CpuKernelSet set);
 
 // Values per block of Q8_0, Q4_0 and the Q8 quantization of x. Every set quantizes x with the
 // same float operations (kernels_common.h), so all sets see bit-identical QuantizedX.

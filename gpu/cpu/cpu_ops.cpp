@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "gpu/cpu/kernels_common.h"
+#include "gpu/sparse_format.h"
 
 namespace spillway::gpu::cpu {
 
@@ -121,6 +122,10 @@ void addOp(float* y, const float* x, int n)
 
 void getRowOp(const MatrixView& w, int64_t row, float* out)
 {
+    if (w.type == DType::BitmapSparse) {
+        decodeBitmapSparseRow(viewBitmapBlob(w.data), row, out);
+        return;
+    }
     const uint8_t* p = rowPointer(w, row);
     const float* table = fp16Table();
     switch (w.type) {
@@ -151,6 +156,7 @@ void getRowOp(const MatrixView& w, int64_t row, float* out)
             }
         }
         return;
+    case DType::BitmapSparse: return;  // handled above
     }
 }
 

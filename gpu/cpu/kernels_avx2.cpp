@@ -208,6 +208,7 @@ void fillAvx2Kernels(Kernels& k)
     k.matvec[static_cast<int>(DType::BF16)] = matvecFloat<LoadBf16>;
     k.matvec[static_cast<int>(DType::Q8_0)] = matvecQ8_0X86<Avx2Isa>;
     k.matvec[static_cast<int>(DType::Q4_0)] = matvecQ4_0X86<Avx2Isa>;
+    k.matvec[static_cast<int>(DType::BitmapSparse)] = matvecBitmapAvx2;
     k.quantizeQ8 = quantizeQ8X86;
     k.dot = dotAvx2;
     k.axpy = axpyAvx2;

@@ -176,6 +176,7 @@ void fillAvx512Kernels(Kernels& k)
     k.matvec[static_cast<int>(DType::BF16)] = matvecFloat<LoadBf16>;
     k.matvec[static_cast<int>(DType::Q8_0)] = matvecQ8_0Avx512;
     k.matvec[static_cast<int>(DType::Q4_0)] = matvecQ4_0Avx512;
+    k.matvec[static_cast<int>(DType::BitmapSparse)] = matvecBitmapAvx512;
     k.quantizeQ8 = quantizeQ8X86;
     k.dot = dotAvx512;
     k.axpy = axpyAvx512;

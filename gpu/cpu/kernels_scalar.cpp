@@ -153,6 +153,7 @@ void fillScalarKernels(Kernels& k)
     k.matvec[static_cast<int>(DType::BF16)] = matvecBf16;
     k.matvec[static_cast<int>(DType::Q8_0)] = matvecQ8_0;
     k.matvec[static_cast<int>(DType::Q4_0)] = matvecQ4_0;
+    k.matvec[static_cast<int>(DType::BitmapSparse)] = matvecBitmapScalar;
     k.quantizeQ8 = quantizeQ8Scalar;
     k.dot = dotScalar;
     k.axpy = axpyScalar;

@@ -74,6 +74,7 @@ void fillWeights(DType type, uint8_t* data, size_t bytes)
     case DType::Q4_0:
         for (size_t i = 0; i + 18 <= bytes; i += 18) putHalf(data + i, fp32ToFp16(0.01f));
         break;
+    case DType::BitmapSparse: break;  // not a dense benchmark case
     }
 }
 

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <sys/wait.h>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -28,6 +30,17 @@ struct CliRun {
     std::string err;
 };
 
+// A folder of this process's own: test_cli and test_cli_asan may run at once in one TempDir().
+std::string tempDir()
+{
+    static const std::string dir = [] {
+        const std::string d = testing::TempDir() + "/test_cli-" + std::to_string(getpid());
+        std::filesystem::create_directories(d);
+        return d;
+    }();
+    return dir;
+}
+
 std::string slurp(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);
@@ -37,7 +50,7 @@ std::string slurp(const std::string& path)
 // `env`: variable assignments put before the command ("NAME='value' ").
 CliRun runCli(const std::string& args, const std::string& env = "")
 {
-    const std::string dir = testing::TempDir();
+    const std::string dir = tempDir();
     const std::string out = dir + "/cli.out", err = dir + "/cli.err";
     const std::string cmd = env + "'" + kCli + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
     const int status = std::system(cmd.c_str());
@@ -109,7 +122,7 @@ TEST(Cli, GenerateGreedyPrintsPromptAndReferenceText)
 // (XDG_CACHE_HOME), quick mode.
 TEST(Cli, OffloadedGenerateAndPlan)
 {
-    const std::string cache = testing::TempDir() + "/spillway-cli-cache";
+    const std::string cache = tempDir() + "/spillway-cli-cache";
     const std::string env = "XDG_CACHE_HOME='" + cache + "' ";
     const std::string model = "'" + kShared + "/models/stories260K.gguf'";
     std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
@@ -117,7 +130,7 @@ TEST(Cli, OffloadedGenerateAndPlan)
     std::getline(refs, line);
     const auto tab = line.find('\t');
     // Every weight from the SSD, prefetching, with a trace: the same text.
-    const std::string trace = testing::TempDir() + "/cli-trace.json";
+    const std::string trace = tempDir() + "/cli-trace.json";
     CliRun r = runCli("generate -m " + model + " -p '" + line.substr(0, tab) +
                       "' -n 48 --temp 0 --tier ssd --quick-probe --trace '" + trace + "'", env);
     EXPECT_EQ(r.exitCode, 0) << r.err;
@@ -171,7 +184,7 @@ TEST(Cli, UsageErrorsExitWithTwo)
 
 TEST(Cli, CorruptModelFilesFailCleanly)
 {
-    const std::string dir = testing::TempDir() + "/corrupt";
+    const std::string dir = tempDir() + "/corrupt";
     std::filesystem::create_directories(dir);
     const auto good = readBytes(kShared + "/models/stories260K.gguf");
     ASSERT_GT(good.size(), 100000u);

@@ -4,15 +4,15 @@
 // columns and zeroes the rest; the 8 values are widened to fp32 and multiplied with x. Pruned
 // columns multiply a +0 weight with x: y is the scalar kernel's for finite x (an inf or NaN in x
 // at a pruned column gives NaN here, where the scalar and AVX-512 kernels skip it).
-// See sparse_gemv_kernels.h for why this file includes no std headers.
+// See sparse_kernels.h for why this file includes no std headers.
 
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "core/compress/sparse_gemv_kernels.h"
+#include "gpu/cpu/sparse_kernels.h"
 
-namespace spillway::compress::detail {
+namespace spillway::gpu::cpu {
 
 namespace {
 
@@ -134,4 +134,4 @@ void gemvSparse16Avx2(const SparseRows16& m, const float* x, float* y, int64_t r
         gemv<CvtF16>(m, x, y, rowBegin, rowEnd);
 }
 
-}  // namespace spillway::compress::detail
+}  // namespace spillway::gpu::cpu

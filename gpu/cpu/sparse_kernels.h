@@ -1,7 +1,7 @@
 #pragma once
-// The instruction-set kernels behind gemvBitmapSparse (sparse_gemv.cpp picks one at run time).
+// The instruction-set kernels behind gemvBitmapSparse (sparse_kernels.cpp picks one at run time).
 //
-// sparse_gemv_avx2.cpp and sparse_gemv_avx512.cpp are compiled with wider instruction sets, so
+// sparse_kernels_avx2.cpp and sparse_kernels_avx512.cpp are compiled with wider instruction sets, so
 // they see the matrix only through this plain struct: an inline function with external linkage
 // (a std::vector operator[], BitmapSparseMatrix::rowValues) instantiated there could be the copy
 // the linker keeps for the baseline code too, and crash a CPU without AVX2. Same rule as
@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace spillway::compress::detail {
+namespace spillway::gpu::cpu {
 
 // A BitmapSparseMatrix with F16 or BF16 values, as raw pointers (layout of bitmap_sparse.h).
 struct SparseRows16 {
@@ -43,4 +43,4 @@ void gemvSparse16Avx512(const SparseRows16& m, const float* x, float* y, int64_t
 void gemvSparseInt8Avx512(const SparseRowsInt8& m, const float* x, float* y, int64_t rowBegin,
                           int64_t rowEnd);
 
-}  // namespace spillway::compress::detail
+}  // namespace spillway::gpu::cpu

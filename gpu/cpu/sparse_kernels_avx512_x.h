@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace spillway::compress::detail {
+namespace spillway::gpu::cpu {
 namespace {
 
 // x[c, c + 16) as a masked load: lanes at or past cols are zero and never read.
@@ -31,4 +31,4 @@ inline void loadXWord(const float* x, int64_t c, int64_t cols, __m512 xs[4])
 }
 
 }  // namespace
-}  // namespace spillway::compress::detail
+}  // namespace spillway::gpu::cpu

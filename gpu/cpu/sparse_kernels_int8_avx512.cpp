@@ -5,12 +5,12 @@
 //     words and blocks; its fp16 scale sits between the codes of two groups, so the codes are not
 //     contiguous across a group boundary). code * scale is exact in fp32 (7 + 11 bits).
 //  2. expand: per 16 columns, the next popcount(mask) weights of the buffer are moved to their
-//     columns with vexpandps and multiplied with x, as in sparse_gemv_avx512.cpp.
+//     columns with vexpandps and multiplied with x, as in sparse_kernels_avx512.cpp.
 // Sums differ from the scalar kernel's (which scales each group's partial sum) only by fp32
 // rounding order. Pruned lanes are +0: for finite x, y is the scalar kernel's within rounding.
 // R rows run together so that each x load serves R rows. Measured (4096 x 11008, 50%, int8 g64,
 // 1 thread, noisy shared 2-core AVX-512 VM): 7-10 ms against 29 ms scalar, 2.8-3.1 ms bitmap f16.
-// See sparse_gemv_kernels.h for why this file includes no std headers.
+// See sparse_kernels.h for why this file includes no std headers.
 
 // GCC 12's own AVX-512 headers trip these warnings (_mm512_undefined_* self-initialize).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -20,10 +20,10 @@
 
 #include <cstring>
 
-#include "core/compress/sparse_gemv_avx512_x.h"
-#include "core/compress/sparse_gemv_kernels.h"
+#include "gpu/cpu/sparse_kernels_avx512_x.h"
+#include "gpu/cpu/sparse_kernels.h"
 
-namespace spillway::compress::detail {
+namespace spillway::gpu::cpu {
 
 namespace {
 
@@ -72,7 +72,7 @@ inline void dequantize(GroupCursor& g, int n, int group, const uint8_t* end, flo
 }
 
 // Rows [r, r + R); every per-row array indexed by constants after unrolling (see
-// sparse_gemv_avx512.cpp: kept in registers that way).
+// sparse_kernels_avx512.cpp: kept in registers that way).
 template <int R>
 void rows(const SparseRowsInt8& m, const float* x, float* y, int64_t r)
 {
@@ -136,4 +136,4 @@ void gemvSparseInt8Avx512(const SparseRowsInt8& m, const float* x, float* y, int
     for (; r < rowEnd; ++r) rows<1>(m, x, y, r);
 }
 
-}  // namespace spillway::compress::detail
+}  // namespace spillway::gpu::cpu

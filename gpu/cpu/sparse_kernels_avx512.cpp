@@ -6,7 +6,7 @@
 // a register. As in the AVX2 kernel, y is the scalar kernel's for finite x (a pruned column
 // multiplies +0 by x: an inf or NaN there gives NaN, where the scalar kernel skips it). R rows run together so that each x load serves R rows (x is 4 bytes a column
 // against ~1.1 byte of sparse weights: its loads dominate otherwise).
-// See sparse_gemv_kernels.h for why this file includes no std headers.
+// See sparse_kernels.h for why this file includes no std headers.
 
 // GCC 12's own AVX-512 headers trip these warnings (_mm512_undefined_* self-initialize).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -16,10 +16,10 @@
 
 #include <cstring>
 
-#include "core/compress/sparse_gemv_avx512_x.h"
-#include "core/compress/sparse_gemv_kernels.h"
+#include "gpu/cpu/sparse_kernels_avx512_x.h"
+#include "gpu/cpu/sparse_kernels.h"
 
-namespace spillway::compress::detail {
+namespace spillway::gpu::cpu {
 
 namespace {
 
@@ -116,4 +116,4 @@ void gemvSparse16Avx512(const SparseRows16& m, const float* x, float* y, int64_t
         gemv<CvtF16>(m, x, y, rowBegin, rowEnd);
 }
 
-}  // namespace spillway::compress::detail
+}  // namespace spillway::gpu::cpu
