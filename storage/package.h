@@ -107,12 +107,22 @@ public:
     // tierHint, extraJson) are kept and the storage fields come from the writer.
     Status finish(PackageManifest manifest);
 
+    // finish() in two steps, for a caller that checks the package before publishing it:
+    // seal() writes and fsyncs everything into temporaryDir() (then a complete package that
+    // Package::open reads), setQuality() may then replace the manifest's quality report there
+    // (atomically), and publish() renames the folder to finalDir. Until publish(), destroying
+    // the writer removes the folder.
+    Status seal(PackageManifest manifest);
+    Status setQuality(std::string qualityJson);
+    Status publish();
+
     const std::string& temporaryDir() const;  // for tests and messages
 
 private:
     struct State;
     explicit PackageWriter(std::unique_ptr<State> state);
     Status fail(Error error);  // removes the temporary folder, remembers the error
+    Status writeManifest();    // the sealed manifest into the temporary folder
     std::unique_ptr<State> m_state;
 };
 

@@ -95,7 +95,9 @@ struct PackageWriter::State {
     uint64_t bytesDone = 0;            // tensor bytes written
     std::vector<uint8_t> fillBuffer;   // reused by addTensor(meta, fill)
     std::optional<Error> failed;       // set once; every later call returns it
-    bool finished = false;
+    bool sealed = false;               // shards and manifest complete in tmpDir
+    bool finished = false;             // renamed to finalDir
+    PackageManifest manifest;          // as sealed
 
     std::string shardPath(size_t i) const
     {
@@ -248,10 +250,16 @@ Status PackageWriter::addTensor(PackageTensor meta, std::span<const uint8_t> dat
 
 Status PackageWriter::finish(PackageManifest manifest)
 {
+    SPILLWAY_TRY(seal(std::move(manifest)));
+    return publish();
+}
+
+Status PackageWriter::seal(PackageManifest manifest)
+{
     State& s = *m_state;
     if (s.failed) return *s.failed;
-    if (s.finished)
-        return makeError(ErrorCode::InvalidArgument, s.finalDir + ": package already finished");
+    if (s.finished || s.sealed)
+        return makeError(ErrorCode::InvalidArgument, s.finalDir + ": package already sealed");
     if (manifest.tensors.empty()) {
         manifest.tensors = s.tensors;
     } else {
@@ -275,24 +283,55 @@ Status PackageWriter::finish(PackageManifest manifest)
     }
     manifest.version = kPackageVersion;
     manifest.shardSizes = s.shardSizes;
-    auto text = manifestToJson(manifest);
-    if (!text) return fail(text.error());
-
     s.closeShard();
     for (size_t i = 0; i < s.shardSizes.size(); ++i) {
         Status st = fsyncPath(s.shardPath(i), false);
         if (!st) return fail(st.error());
     }
-    const std::string manifestPath = s.tmpDir + "/manifest.json";
-    const int fd = ::open(manifestPath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return fail(ioError(manifestPath, "cannot create", errno));
-    Status w = writeAll(fd, reinterpret_cast<const uint8_t*>(text->data()), text->size(),
-                        manifestPath);
-    if (w && ::fsync(fd) != 0) w = ioError(manifestPath, "fsync failed", errno);
-    ::close(fd);
+    s.manifest = std::move(manifest);
+    Status w = writeManifest();
     if (!w) return fail(w.error());
-    Status dirSync = fsyncPath(s.tmpDir, true);
-    if (!dirSync) return fail(dirSync.error());
+    s.sealed = true;
+    return {};
+}
+
+// manifest.json.tmp, fsynced, renamed over manifest.json, folder fsynced: a reader sees the old
+// manifest or the new one, never a torn one.
+Status PackageWriter::writeManifest()
+{
+    State& s = *m_state;
+    auto text = manifestToJson(s.manifest);
+    if (!text) return text.error();
+    const std::string manifestPath = s.tmpDir + "/manifest.json";
+    const std::string tmpPath = manifestPath + ".tmp";
+    const int fd = ::open(tmpPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ioError(tmpPath, "cannot create", errno);
+    Status w = writeAll(fd, reinterpret_cast<const uint8_t*>(text->data()), text->size(), tmpPath);
+    if (w && ::fsync(fd) != 0) w = ioError(tmpPath, "fsync failed", errno);
+    ::close(fd);
+    if (w && ::rename(tmpPath.c_str(), manifestPath.c_str()) != 0) w = ioError(manifestPath, "cannot rename", errno);
+    if (!w) return w;
+    return fsyncPath(s.tmpDir, true);
+}
+
+Status PackageWriter::setQuality(std::string qualityJson)
+{
+    State& s = *m_state;
+    if (s.failed) return *s.failed;
+    if (!s.sealed || s.finished)
+        return makeError(ErrorCode::InvalidArgument, s.finalDir + ": setQuality() needs a sealed, unpublished package");
+    s.manifest.qualityJson = std::move(qualityJson);
+    Status w = writeManifest();
+    if (!w) return fail(w.error());
+    return {};
+}
+
+Status PackageWriter::publish()
+{
+    State& s = *m_state;
+    if (s.failed) return *s.failed;
+    if (!s.sealed || s.finished)
+        return makeError(ErrorCode::InvalidArgument, s.finalDir + ": publish() needs a sealed, unpublished package");
 
     // RENAME_NOREPLACE: a plain rename() would replace an existing empty folder.
     if (::renameat2(AT_FDCWD, s.tmpDir.c_str(), AT_FDCWD, s.finalDir.c_str(),

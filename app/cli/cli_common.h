@@ -24,5 +24,6 @@ void addSyntheticCommand(CLI::App& app, int& exitCode);
 void addBenchCommand(CLI::App& app, int& exitCode);
 void addPlanCommand(CLI::App& app, int& exitCode);
 void addProbeCommand(CLI::App& app, int& exitCode);
+void addCompressCommand(CLI::App& app, int& exitCode);
 
 }  // namespace spillway::cli

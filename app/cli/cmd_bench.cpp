@@ -121,7 +121,7 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     auto b = std::make_shared<BenchCommand>();
     b->model = demoModelPath();
     auto* cmd = app.add_subcommand("bench", "Measure decode speed against the memory-bandwidth bound");
-    cmd->add_option("-m,--model", b->model, "GGUF model file")->check(CLI::ExistingFile);
+    cmd->add_option("-m,--model", b->model, "GGUF model file or model package folder")->check(CLI::ExistingPath);
     cmd->add_option("-n,--tokens", b->tokens, "Tokens to decode per run")->check(CLI::Range(1, 4096));
     cmd->add_option("-r,--repeats", b->repeats, "Runs (the median counts)")->check(CLI::Range(1, 100));
     cmd->add_option("-t,--threads", b->threads, "CPU threads (default: one per core)");

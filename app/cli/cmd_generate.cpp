@@ -105,8 +105,8 @@ void addGenerateCommand(CLI::App& app, int& exitCode)
     auto o = std::make_shared<GenerateOptions>();
     o->model = demoModelPath();
     auto* cmd = app.add_subcommand("generate", "Generate text from a prompt");
-    cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled demo model)")
-        ->check(CLI::ExistingFile);
+    cmd->add_option("-m,--model", o->model, "GGUF model file or model package folder (default: the bundled demo model)")
+        ->check(CLI::ExistingPath);
     cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
     cmd->add_option("-n,--tokens", o->tokens, "Number of new tokens")->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--temp", o->sampling.temperature, "Temperature (0 = greedy)")

@@ -39,7 +39,7 @@ void addPlanCommand(CLI::App& app, int& exitCode)
     auto c = std::make_shared<PlanCommand>();
     c->model = demoModelPath();
     auto* cmd = app.add_subcommand("plan", "Show where each tensor would live under given budgets, and why");
-    cmd->add_option("-m,--model", c->model, "GGUF model file")->check(CLI::ExistingFile);
+    cmd->add_option("-m,--model", c->model, "GGUF model file or model package folder")->check(CLI::ExistingPath);
     cmd->add_option("-c,--ctx", c->context, "Context length the KV cache is sized for (default: trained, at most 4096)");
     cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
     cmd->add_flag("--json", c->json, "Print the plan as JSON");

@@ -47,6 +47,7 @@ int main(int argc, char** argv)
     addBenchCommand(app, exitCode);
     addPlanCommand(app, exitCode);
     addProbeCommand(app, exitCode);
+    addCompressCommand(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

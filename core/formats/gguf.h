@@ -64,6 +64,40 @@ struct KeyValue {
     Value value;
 };
 
+// Key-values with lookup by key: a GGUF file's metadata, or the same keys rebuilt from a model
+// package's JSON (metadataFromJson). `source` names where they came from, for messages.
+class Metadata {
+public:
+    Metadata() = default;
+    explicit Metadata(std::string source) : m_source(std::move(source)) {}
+
+    const std::string& source() const { return m_source; }
+    // Appends kv; false (and nothing added) when the key is present already.
+    bool add(KeyValue kv);
+    void reserve(size_t n) { m_kv.reserve(n); }
+    size_t indexOf(std::string_view key) const;  // SIZE_MAX when absent
+
+    const std::vector<KeyValue>& entries() const { return m_kv; }
+    const Value* find(std::string_view key) const;
+    std::optional<int64_t> getInt(std::string_view key) const;
+    std::optional<double> getFloat(std::string_view key) const;
+    std::optional<std::string> getString(std::string_view key) const;
+    std::optional<bool> getBool(std::string_view key) const;
+
+private:
+    std::string m_source;
+    std::vector<KeyValue> m_kv;
+    std::map<std::string, size_t, std::less<>> m_index;  // key -> index in m_kv
+};
+
+// The metadata whose keys `keep` accepts, as a JSON object text {key: value}: integers, floats,
+// booleans, strings and arrays of them (a non-finite float becomes null).
+std::string metadataToJson(const Metadata& m, const std::function<bool(std::string_view key)>& keep);
+// Adds the members of a JSON object text to `m` (integers as Int64/UInt64, other numbers as
+// Float64, arrays of one element type). ModelFileInvalid naming `what` for text that is not a
+// JSON object, a null, a mixed or nested array, or a key `m` holds already.
+Status metadataFromJson(const std::string& text, const std::string& what, Metadata& m);
+
 struct TensorInfo {
     std::string name;
     std::vector<int64_t> dims;   // GGUF order: dims[0] is the fastest-varying (columns)
@@ -109,12 +143,13 @@ public:
     // fileSize() only when the file holds no tensors.
     uint64_t dataOffset() const { return m_dataOffset; }
 
-    const std::vector<KeyValue>& metadata() const { return m_kv; }
-    const Value* find(std::string_view key) const;
-    std::optional<int64_t> getInt(std::string_view key) const;
-    std::optional<double> getFloat(std::string_view key) const;
-    std::optional<std::string> getString(std::string_view key) const;
-    std::optional<bool> getBool(std::string_view key) const;
+    const std::vector<KeyValue>& metadata() const { return m_meta.entries(); }
+    const Metadata& meta() const { return m_meta; }
+    const Value* find(std::string_view key) const { return m_meta.find(key); }
+    std::optional<int64_t> getInt(std::string_view key) const { return m_meta.getInt(key); }
+    std::optional<double> getFloat(std::string_view key) const { return m_meta.getFloat(key); }
+    std::optional<std::string> getString(std::string_view key) const { return m_meta.getString(key); }
+    std::optional<bool> getBool(std::string_view key) const { return m_meta.getBool(key); }
 
     const std::vector<TensorInfo>& tensors() const { return m_tensors; }
     const TensorInfo* tensor(std::string_view name) const;
@@ -128,9 +163,8 @@ private:
     uint64_t m_dataOffset = 0;
     const uint8_t* m_map = nullptr;
     std::unique_ptr<storage::MappedFile> m_mapping;  // keeps m_map and the tensor data valid
-    std::vector<KeyValue> m_kv;
+    Metadata m_meta;
     std::vector<TensorInfo> m_tensors;
-    std::map<std::string, size_t, std::less<>> m_kvIndex;      // key -> index in m_kv
     std::map<std::string, size_t, std::less<>> m_tensorIndex;  // name -> index in m_tensors
     friend class Parser;
 };

@@ -171,7 +171,8 @@ private:
 
     Status parseMetadata()
     {
-        m_file.m_kv.reserve(std::min<uint64_t>(m_kvCount, kMaxArrayReserve));
+        m_file.m_meta = Metadata(m_file.m_path);
+        m_file.m_meta.reserve(std::min<uint64_t>(m_kvCount, kMaxArrayReserve));
         for (uint64_t i = 0; i < m_kvCount; ++i) {
             m_where = "metadata key " + std::to_string(i);
             auto key = readString("name");
@@ -181,12 +182,12 @@ private:
             if (!type) return type.error();
             auto value = readValue(*type, 0);
             if (!value) return value.error();
-            auto [it, inserted] = m_file.m_kvIndex.emplace(*key, m_file.m_kv.size());
-            if (!inserted) {
+            const size_t first = m_file.m_meta.indexOf(*key);
+            if (first != SIZE_MAX) {
                 return invalid("duplicate metadata key " + detail::quoted(*key) + " (keys " +
-                               std::to_string(it->second) + " and " + std::to_string(i) + ")");
+                               std::to_string(first) + " and " + std::to_string(i) + ")");
             }
-            m_file.m_kv.push_back(KeyValue{std::move(*key), std::move(*value)});
+            m_file.m_meta.add(KeyValue{std::move(*key), std::move(*value)});
         }
         return {};
     }
@@ -439,34 +440,48 @@ Result<std::unique_ptr<File>> File::open(const std::string& path)
 
 File::~File() = default;
 
-const Value* File::find(std::string_view key) const
+bool Metadata::add(KeyValue kv)
 {
-    const auto it = m_kvIndex.find(key);
-    return it == m_kvIndex.end() ? nullptr : &m_kv[it->second].value;
+    const auto [it, inserted] = m_index.emplace(kv.key, m_kv.size());
+    if (!inserted) return false;
+    m_kv.push_back(std::move(kv));
+    return true;
 }
 
-std::optional<int64_t> File::getInt(std::string_view key) const
+size_t Metadata::indexOf(std::string_view key) const
+{
+    const auto it = m_index.find(key);
+    return it == m_index.end() ? SIZE_MAX : it->second;
+}
+
+const Value* Metadata::find(std::string_view key) const
+{
+    const auto it = m_index.find(key);
+    return it == m_index.end() ? nullptr : &m_kv[it->second].value;
+}
+
+std::optional<int64_t> Metadata::getInt(std::string_view key) const
 {
     const Value* v = find(key);
     if (!v) return std::nullopt;
     return v->asInt();
 }
 
-std::optional<double> File::getFloat(std::string_view key) const
+std::optional<double> Metadata::getFloat(std::string_view key) const
 {
     const Value* v = find(key);
     if (!v) return std::nullopt;
     return v->asFloat();
 }
 
-std::optional<std::string> File::getString(std::string_view key) const
+std::optional<std::string> Metadata::getString(std::string_view key) const
 {
     const Value* v = find(key);
     if (!v || !v->asString()) return std::nullopt;
     return *v->asString();
 }
 
-std::optional<bool> File::getBool(std::string_view key) const
+std::optional<bool> Metadata::getBool(std::string_view key) const
 {
     const Value* v = find(key);
     if (!v) return std::nullopt;

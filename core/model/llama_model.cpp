@@ -1,7 +1,12 @@
 #include "core/model/llama_model.h"
 
+#include <cctype>
+#include <filesystem>
+
 #include "core/formats/gguf.h"
 #include "core/tokenizer/tokenizer.h"
+#include "gpu/sparse_format.h"
+#include "storage/package.h"
 
 namespace spillway {
 
@@ -16,13 +21,13 @@ std::string shapeText(const std::vector<int64_t>& dims)
 
 class WeightBinder {
 public:
-    WeightBinder(const gguf::File& file, std::vector<std::vector<float>>& owned)
-        : m_file(file), m_owned(owned) {}
+    WeightBinder(const LlamaModel& model, std::vector<std::vector<float>>& owned)
+        : m_model(model), m_owned(owned) {}
 
     // A matrix of `rows` rows by `cols` columns (GGUF dims {cols, rows}).
     Result<gpu::MatrixView> matrix(const std::string& name, int64_t rows, int64_t cols)
     {
-        const auto* t = m_file.tensor(name);
+        const ModelTensor* t = m_model.tensor(name);
         if (!t) return missing(name);
         if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
             return wrongShape(*t, {cols, rows});
@@ -38,17 +43,17 @@ public:
     // A vector of n values as F32 (converted once at load when stored otherwise).
     Result<const float*> vector(const std::string& name, int64_t n)
     {
-        const auto* t = m_file.tensor(name);
+        const ModelTensor* t = m_model.tensor(name);
         if (!t) return missing(name);
-        if (t->elements() != n || t->dims[0] != n) return wrongShape(*t, {n});
+        if (t->dims.size() != 1 || t->dims[0] != n) return wrongShape(*t, {n});
         if (t->type == gpu::DType::F32) {
             if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)
                 return makeError(ErrorCode::ModelFileInvalid,
-                                 m_file.path() + ": tensor '" + name + "' is not 4-byte aligned");
+                                 m_model.path() + ": tensor '" + name + "' is not 4-byte aligned");
             return reinterpret_cast<const float*>(t->data);
         }
         if (t->type != gpu::DType::F16 && t->type != gpu::DType::BF16)
-            return makeError(ErrorCode::UnsupportedModel, m_file.path() + ": norm tensor '" + name +
+            return makeError(ErrorCode::UnsupportedModel, m_model.path() + ": norm tensor '" + name +
                                  "' has type " + gpu::dtypeName(t->type) + " (expected F32/F16/BF16)");
         auto& out = m_owned.emplace_back(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) {
@@ -62,44 +67,161 @@ public:
 private:
     Error missing(const std::string& name) const
     {
-        return makeError(ErrorCode::ModelFileInvalid, m_file.path() + ": missing tensor '" + name + "'");
+        return makeError(ErrorCode::ModelFileInvalid, m_model.path() + ": missing tensor '" + name + "'");
     }
-    Error wrongShape(const gguf::TensorInfo& t, const std::vector<int64_t>& expected) const
+    Error wrongShape(const ModelTensor& t, const std::vector<int64_t>& expected) const
     {
-        return makeError(ErrorCode::ModelFileInvalid, m_file.path() + ": tensor '" + t.name +
+        return makeError(ErrorCode::ModelFileInvalid, m_model.path() + ": tensor '" + t.name +
                              "' has shape " + shapeText(t.dims) + ", expected " + shapeText(expected));
     }
-    const gguf::File& m_file;
+    const LlamaModel& m_model;
     std::vector<std::vector<float>>& m_owned;
 };
 
+// "int8-g64" for a quantized blob's values, "f16" for a float one.
+std::string blobValuesName(const gpu::BitmapSparseView& v)
+{
+    std::string s = gpu::sparseValuesName(v.format);
+    if (gpu::isQuantized(v.format)) s += "-g" + std::to_string(v.group);
+    return s;
+}
+
 }  // namespace
+
+std::string packageFormatName(gpu::DType type, const void* blob)
+{
+    if (type == gpu::DType::BitmapSparse)
+        return blob ? "bitmap-" + blobValuesName(gpu::viewBitmapBlob(blob)) : std::string("bitmap");
+    std::string s = gpu::dtypeName(type);
+    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::optional<gpu::DType> dtypeOfPackageFormat(std::string_view format)
+{
+    if (format.rfind("bitmap-", 0) == 0) return gpu::DType::BitmapSparse;
+    for (int i = 0; i < gpu::kDTypeCount; ++i) {
+        const auto t = static_cast<gpu::DType>(i);
+        if (t != gpu::DType::BitmapSparse && packageFormatName(t) == format) return t;
+    }
+    return std::nullopt;
+}
 
 LlamaModel::~LlamaModel() = default;
 
-const std::string& LlamaModel::path() const { return m_file->path(); }
+const gguf::Metadata& LlamaModel::metadata() const { return m_file ? m_file->meta() : *m_packageMeta; }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path)
+const ModelTensor* LlamaModel::tensor(std::string_view name) const
 {
-    auto file = gguf::File::open(path);
-    if (!file) return file.error();
+    const auto it = m_tensorIndex.find(name);
+    return it == m_tensorIndex.end() ? nullptr : &m_tensors[it->second];
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn)
+{
+    namespace fs = std::filesystem;
     auto model = std::unique_ptr<LlamaModel>(new LlamaModel());
-    model->m_file = std::move(file.value());
-    const gguf::File& f = *model->m_file;
+    std::error_code ec;
+    std::string path = pathIn;
+    if (fs::path(path).filename() == "manifest.json") path = fs::path(path).parent_path().string();
+    if (fs::is_directory(path, ec)) {
+        auto package = storage::Package::open(path);
+        if (!package) return package.error();
+        model->m_package = std::make_unique<storage::Package>(std::move(package.value()));
+        const storage::Package& pkg = *model->m_package;
+        const storage::PackageManifest& man = pkg.manifest();
+        model->m_path = pkg.dir();
+        const std::string manifestPath = pkg.dir() + "/manifest.json";
+        model->m_packageMeta = std::make_unique<gguf::Metadata>(pkg.dir());
+        gguf::Metadata& meta = *model->m_packageMeta;
+        if (!man.hyperParametersJson.empty())
+            SPILLWAY_TRY(gguf::metadataFromJson(man.hyperParametersJson, manifestPath + " (hyperParameters)", meta));
+        if (!man.tokenizerJson.empty())
+            SPILLWAY_TRY(gguf::metadataFromJson(man.tokenizerJson, manifestPath + " (tokenizer)", meta));
+        if (!meta.find("general.architecture"))
+            meta.add({"general.architecture", gguf::Value::ofString(man.architecture)});
+        if (!man.chatTemplate.empty() && !meta.find("tokenizer.chat_template"))
+            meta.add({"tokenizer.chat_template", gguf::Value::ofString(man.chatTemplate)});
+        for (uint32_t i = 0; i < man.shardSizes.size(); ++i) model->m_dataFiles.push_back(pkg.shardPath(i));
+        for (const storage::PackageTensor& pt : man.tensors) {
+            auto bad = [&](const std::string& why) {
+                return makeError(ErrorCode::ModelFileInvalid, manifestPath + ": tensor '" + pt.name + "' " + why);
+            };
+            const auto type = dtypeOfPackageFormat(pt.format);
+            if (!type)
+                return makeError(ErrorCode::UnsupportedModel, manifestPath + ": tensor '" + pt.name +
+                                     "' has format '" + pt.format + "', which this version cannot read");
+            if (pt.shape.empty() || pt.shape.size() > 4) return bad("has " + std::to_string(pt.shape.size()) + " dimensions");
+            ModelTensor t;
+            t.name = pt.name;
+            t.type = *type;
+            t.dims.assign(pt.shape.rbegin(), pt.shape.rend());  // manifest: outermost first
+            auto bytes = pkg.map(pt);
+            if (!bytes) return bytes.error();
+            t.data = bytes->data();
+            t.bytes = bytes->size();
+            t.file = pt.shard;
+            t.fileOffset = pt.offset;
+            const int64_t cols = t.dims[0];
+            int64_t rows = 1;
+            for (size_t d = 1; d < t.dims.size(); ++d) {
+                if (t.dims[d] < 0 || (t.dims[d] && rows > (int64_t(1) << 40) / t.dims[d])) return bad("is too large");
+                rows *= t.dims[d];
+            }
+            if (*type == gpu::DType::BitmapSparse) {
+                if (const std::string problem = gpu::checkBitmapBlob(t.data, t.bytes); !problem.empty()) return bad(problem);
+                const gpu::BitmapSparseView v = gpu::viewBitmapBlob(t.data);
+                if (t.dims.size() != 2 || v.rows != rows || v.cols != cols)
+                    return bad("holds a " + std::to_string(v.rows) + " x " + std::to_string(v.cols) +
+                               " bitmap sparse blob, not its shape " + shapeText(pt.shape));
+                if (pt.format != "bitmap-" + blobValuesName(v))
+                    return bad("is '" + pt.format + "' but its blob holds bitmap-" + blobValuesName(v));
+            } else {
+                const auto& tr = gpu::dtypeTraits(*type);
+                if (cols < 0 || cols % tr.blockSize != 0)
+                    return bad("has " + std::to_string(cols) + " columns, not a multiple of " + std::to_string(tr.blockSize));
+                if (uint64_t(gpu::rowBytes(*type, cols)) * uint64_t(rows) != t.bytes)
+                    return bad("is " + std::to_string(t.bytes) + " bytes, its shape and format need " +
+                               std::to_string(uint64_t(gpu::rowBytes(*type, cols)) * uint64_t(rows)));
+            }
+            model->m_tensors.push_back(std::move(t));
+        }
+    } else {
+        auto file = gguf::File::open(path);
+        if (!file) return file.error();
+        model->m_file = std::move(file.value());
+        const gguf::File& f = *model->m_file;
+        model->m_path = f.path();
+        model->m_dataFiles.push_back(f.path());
+        for (const gguf::TensorInfo& info : f.tensors())
+            model->m_tensors.push_back(ModelTensor{info.name, info.type, info.dims, info.data, info.bytes, 0,
+                                                   f.dataOffset() + info.offset});
+    }
+    for (size_t i = 0; i < model->m_tensors.size(); ++i)
+        if (!model->m_tensorIndex.emplace(model->m_tensors[i].name, i).second)
+            return makeError(ErrorCode::ModelFileInvalid, model->m_path + ": tensor '" + model->m_tensors[i].name + "' appears twice");
+    SPILLWAY_TRY(model->bind());
+    return model;
+}
 
-    auto config = llamaConfigFromGguf(f);
+Status LlamaModel::bind()
+{
+    const std::string& path = m_path;
+    auto config = llamaConfigFromMetadata(metadata());
     if (!config) return config.error();
-    LlamaConfig& c = model->m_config = std::move(config.value());
+    LlamaConfig& c = m_config = std::move(config.value());
 
-    const auto* embd = f.tensor("token_embd.weight");
+    const ModelTensor* embd = tensor("token_embd.weight");
     if (!embd || embd->dims.size() != 2)
         return makeError(ErrorCode::ModelFileInvalid, path + ": missing 2-D tensor 'token_embd.weight'");
     if (embd->dims[1] < 1 || embd->dims[1] > (int64_t(1) << 24))
         return makeError(ErrorCode::ModelFileInvalid, path + ": vocabulary size out of range");
+    if (embd->type == gpu::DType::BitmapSparse)
+        return makeError(ErrorCode::UnsupportedModel, path + ": token_embd.weight is bitmap sparse (embeddings must be dense)");
     c.vocabSize = static_cast<int>(embd->dims[1]);
 
-    WeightBinder bind(f, model->m_ownedVectors);
-    LlamaWeights& w = model->m_weights;
+    WeightBinder bind(*this, m_ownedVectors);
+    LlamaWeights& w = m_weights;
     const int64_t dim = c.dim, q = c.qDim(), kv = c.kvDim(), ffn = c.ffnDim, vocab = c.vocabSize;
     auto assignMatrix = [&](gpu::MatrixView& dst, const std::string& n, int64_t r, int64_t k) -> Status {
         auto m = bind.matrix(n, r, k);
@@ -129,13 +251,13 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path)
         SPILLWAY_TRY(assignMatrix(L.down, b + "ffn_down.weight", dim, ffn));
     }
     SPILLWAY_TRY(assignVector(w.outputNorm, "output_norm.weight", dim));
-    if (f.tensor("output.weight")) {
+    if (!tiedEmbeddings()) {
         SPILLWAY_TRY(assignMatrix(w.output, "output.weight", vocab, dim));
     } else {
         w.output = w.tokenEmbedding;  // tied embeddings
     }
 
-    auto vocabulary = vocabularyFromGguf(f);
+    auto vocabulary = vocabularyFromMetadata(metadata());
     if (!vocabulary) return vocabulary.error();
     if (static_cast<int64_t>(vocabulary->tokens.size()) != vocab)
         return makeError(ErrorCode::ModelFileInvalid,
@@ -143,17 +265,17 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path)
                              " tokens but token_embd.weight has " + std::to_string(vocab) + " rows");
     auto tokenizer = Tokenizer::create(std::move(vocabulary.value()));
     if (!tokenizer) return tokenizer.error();
-    model->m_tokenizer = std::move(tokenizer.value());
-    return model;
+    m_tokenizer = std::move(tokenizer.value());
+    return {};
 }
 
 uint64_t LlamaModel::weightBytesPerToken() const
 {
-    auto bytes = [](const gpu::MatrixView& m) { return uint64_t(m.rowStride) * uint64_t(m.rows); };
-    uint64_t total = bytes(m_weights.output);
+    uint64_t total = gpu::matrixBytes(m_weights.output);
     for (const auto& L : m_weights.layers)
-        total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.gate) +
-                 bytes(L.up) + bytes(L.down) + 2 * sizeof(float) * uint64_t(m_config.dim);
+        total += gpu::matrixBytes(L.wq) + gpu::matrixBytes(L.wk) + gpu::matrixBytes(L.wv) + gpu::matrixBytes(L.wo) +
+                 gpu::matrixBytes(L.gate) + gpu::matrixBytes(L.up) + gpu::matrixBytes(L.down) +
+                 2 * sizeof(float) * uint64_t(m_config.dim);
     total += sizeof(float) * uint64_t(m_config.dim);
     return total;
 }
@@ -161,7 +283,11 @@ uint64_t LlamaModel::weightBytesPerToken() const
 uint64_t LlamaModel::parameterCount() const
 {
     uint64_t n = 0;
-    for (const auto& t : m_file->tensors()) n += static_cast<uint64_t>(t.elements());
+    for (const auto& t : m_tensors) {
+        uint64_t e = 1;
+        for (int64_t d : t.dims) e *= static_cast<uint64_t>(d);
+        n += e;
+    }
     return n;
 }
 

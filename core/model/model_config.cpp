@@ -10,13 +10,13 @@ const char* supportedArchitectures() { return "llama, mistral"; }
 
 namespace {
 
-Error invalid(const gguf::File& f, const std::string& what)
+Error invalid(const gguf::Metadata& f, const std::string& what)
 {
-    return makeError(ErrorCode::ModelFileInvalid, f.path() + ": " + what);
+    return makeError(ErrorCode::ModelFileInvalid, f.source() + ": " + what);
 }
 
 // Reads a required positive integer key within [1, maxValue].
-Result<int> positiveKey(const gguf::File& f, const std::string& key, int64_t maxValue)
+Result<int> positiveKey(const gguf::Metadata& f, const std::string& key, int64_t maxValue)
 {
     const auto v = f.getInt(key);
     if (!v) return invalid(f, "missing or non-integer metadata key '" + key + "'");
@@ -27,7 +27,7 @@ Result<int> positiveKey(const gguf::File& f, const std::string& key, int64_t max
 
 }  // namespace
 
-Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& f)
+Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
 {
     LlamaConfig c;
     const auto arch = f.getString("general.architecture");
@@ -35,7 +35,7 @@ Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& f)
     c.architecture = *arch;
     if (c.architecture != "llama" && c.architecture != "mistral") {
         return makeError(ErrorCode::UnsupportedModel,
-                         f.path() + ": architecture '" + c.architecture +
+                         f.source() + ": architecture '" + c.architecture +
                              "' is not supported (supported: " + supportedArchitectures() + ")");
     }
     if (auto n = f.getString("general.name")) c.name = *n;
@@ -92,7 +92,7 @@ Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& f)
     if (scaling && *scaling != "none") {
         if (*scaling != "linear")
             return makeError(ErrorCode::UnsupportedModel,
-                             f.path() + ": RoPE scaling '" + *scaling + "' is not supported yet "
+                             f.source() + ": RoPE scaling '" + *scaling + "' is not supported yet "
                                         "(supported: none, linear)");
         const auto factor = f.getFloat(p + "rope.scaling.factor");
         if (!factor || !(*factor >= 1.0 && *factor <= 1024.0))
@@ -104,5 +104,7 @@ Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& f)
     }
     return c;
 }
+
+Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& file) { return llamaConfigFromMetadata(file.meta()); }
 
 }  // namespace spillway

@@ -8,7 +8,7 @@
 
 namespace spillway {
 
-namespace gguf { class File; }
+namespace gguf { class File; class Metadata; }
 
 struct LlamaConfig {
     std::string architecture;  // general.architecture ("llama", ...)
@@ -35,5 +35,7 @@ struct LlamaConfig {
 const char* supportedArchitectures();  // "llama, mistral"
 
 Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& file);
+// The same from metadata keyed like GGUF's (a model package's hyper-parameters JSON).
+Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& metadata);
 
 }  // namespace spillway

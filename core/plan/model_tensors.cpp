@@ -1,20 +1,18 @@
 #include "core/plan/model_tensors.h"
 
-#include "core/formats/gguf.h"
 
 namespace spillway::plan {
 
 std::vector<TensorPlacement> modelTensors(const LlamaModel& model)
 {
-    const gguf::File& f = model.file();
     const int layers = model.config().nLayers;
-    const bool tied = f.tensor("output.weight") == nullptr;
+    const bool tied = model.tiedEmbeddings();
     static const char* kLayerTensors[] = {"attn_q.weight",   "attn_k.weight", "attn_v.weight",
                                           "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
                                           "ffn_down.weight"};
     std::vector<TensorPlacement> list;
     auto add = [&](const std::string& name, int unit) {
-        const auto* t = f.tensor(name);
+        const ModelTensor* t = model.tensor(name);
         TensorPlacement p;
         p.name = name;
         p.unit = unit;

@@ -53,6 +53,7 @@ struct Tensor {
     uint64_t bytes = 0;
     double compute = 0;      // device seconds per token
     std::string role;        // suffix after "blk.N." or the full name
+    bool splittable = true;  // rows can be split CPU/device (dense types; not bitmap sparse)
 };
 
 // The cost model: a simulation of the runtime's loader and compute over a few passes.
@@ -138,7 +139,7 @@ public:
     // compute on host memory itself (otherwise splitting gains nothing: 1).
     double splitAlpha(const Tensor& t) const
     {
-        if (m_hw.directToDevice || m_hw.cpuMatvec <= 0 || t.bytes == 0) return 1.0;
+        if (m_hw.directToDevice || m_hw.cpuMatvec <= 0 || t.bytes == 0 || !t.splittable) return 1.0;
         const double cpu = double(t.bytes) / m_hw.cpuMatvec;
         const double copy = double(t.bytes) / m_hw.copy;
         return cpu / (cpu + copy);
@@ -210,7 +211,7 @@ Result<Setup> setUp(const PlannerInput& in)
     std::vector<Tensor> tensors;
     const double fallback = in.profile.host.memoryReadBytesPerSecond > 0 ? in.profile.host.memoryReadBytesPerSecond : 1e10;
     for (const auto& t : s.list) {
-        const auto* info = m.file().tensor(t.name);
+        const ModelTensor* info = m.tensor(t.name);
         const gpu::DType type = info ? info->type : gpu::DType::F32;
         const auto it = s.hw.matvec.find(type);
         const double rate = it != s.hw.matvec.end() && it->second > 0 ? it->second : fallback;
@@ -218,6 +219,7 @@ Result<Setup> setUp(const PlannerInput& in)
         x.unit = t.unit;
         x.bytes = t.bytes;
         x.compute = t.unit < 0 ? 0.0 : double(t.bytes) / rate;
+        x.splittable = type != gpu::DType::BitmapSparse;
         const size_t dot = t.name.find('.', 4);
         x.role = t.name.rfind("blk.", 0) == 0 && dot != std::string::npos ? t.name.substr(dot + 1) : t.name;
         tensors.push_back(x);
@@ -258,7 +260,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
         cost.copySeconds = double(t.bytes) / s.hw.copy;
         cost.ssdSeconds = double(t.bytes) / s.hw.ssd;
         // HeteGen Eq. 9: α ≈ T'cpu / (T'cpu + max(T'pin, T'trans)), the device's share of rows.
-        if (s.hw.cpuMatvec > 0 && !s.hw.directToDevice) {
+        if (s.hw.cpuMatvec > 0 && !s.hw.directToDevice && t.splittable) {
             const double cpu = double(t.bytes) / s.hw.cpuMatvec;
             cost.hetegenAlpha = cpu / (cpu + cost.copySeconds);
         }

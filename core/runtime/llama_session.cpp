@@ -66,6 +66,12 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         return makeError(ErrorCode::InvalidArgument, "context length " + std::to_string(ctx) + " is out of range");
     if (options.batch < 1 || options.batch > 4096)
         return makeError(ErrorCode::InvalidArgument, "batch " + std::to_string(options.batch) + " is out of range");
+    for (const ModelTensor& t : model.tensors())
+        if (t.dims.size() == 2 && !device.supports(t.type))
+            return makeError(ErrorCode::UnsupportedModel,
+                             model.path() + ": tensor '" + t.name + "' is " + packageFormatName(t.type) + ", which the " +
+                                 device.info().backend + " device cannot compute on (run it on the CPU backend, or "
+                                 "compress the model without bitmap sparse layers)");
     auto s = std::unique_ptr<LlamaSession>(new LlamaSession(model, device));
     s->m_ctx = ctx;
     s->m_batch = options.batch;

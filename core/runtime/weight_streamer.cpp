@@ -13,6 +13,7 @@ namespace {
 struct TensorSource {
     std::string name;
     gpu::MatrixView view;   // into the mapping
+    uint32_t file = 0;      // index into the model's dataFiles()
     uint64_t fileOffset = 0;
 };
 
@@ -36,7 +37,6 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     im.options = options;
     const LlamaConfig& c = model.config();
     const LlamaWeights& w = model.weights();
-    const gguf::File& f = model.file();
     im.layers = c.nLayers;
     im.units.resize(size_t(c.nLayers) + 1);
     const bool hostPointers = device.info().caps.hostPointers;
@@ -51,15 +51,20 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
                              "tensor '" + name + "': only RAM-tier tensors can be split between CPU and device");
         return t->tier;
     };
+    auto splitsBitmap = [&](const std::string& name) {
+        const auto* t = placement.find(name);
+        const ModelTensor* m = model.tensor(name);
+        return t && t->deviceFraction < 1.0 && m && m->type == gpu::DType::BitmapSparse;
+    };
     auto fractionOf = [&](const std::string& name) {
         const auto* t = placement.find(name);
         return t ? t->deviceFraction : 1.0;
     };
     auto sourceOf = [&](const std::string& name, const gpu::MatrixView& view) {
-        const auto* info = f.tensor(name);
-        return TensorSource{name, view, f.dataOffset() + (info ? info->offset : 0)};
+        const ModelTensor* t = model.tensor(name);
+        return TensorSource{name, view, t ? t->file : 0, t ? t->fileOffset : 0};
     };
-    const bool tied = f.tensor("output.weight") == nullptr;
+    const bool tied = model.tiedEmbeddings();
 
     // Group every matrix by unit and tier.
     std::vector<UnitBuilder> builders(im.units.size());
@@ -70,6 +75,9 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             const std::string name = "blk." + std::to_string(l) + "." + m.suffix;
             auto tier = tierOf(name);
             if (!tier) return tier.error();
+            if (splitsBitmap(name))
+                return makeError(ErrorCode::InvalidArgument,
+                                 "tensor '" + name + "' is bitmap sparse: its rows cannot be split between CPU and device");
             auto entry = std::make_pair(sourceOf(name, L.*(m.member)), Unit::Patch{m.member, 0});
             auto& b = builders[size_t(l)];
             (*tier == plan::Tier::Device ? b.device : *tier == plan::Tier::Host ? b.host : b.ssd).push_back(entry);
@@ -97,18 +105,21 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     for (size_t u = 0; u < builders.size(); ++u) {
         Unit& unit = im.units[u];
         auto& ssd = builders[u].ssd;
-        std::sort(ssd.begin(), ssd.end(), [](const auto& a, const auto& b) { return a.first.fileOffset < b.first.fileOffset; });
+        std::sort(ssd.begin(), ssd.end(), [](const auto& a, const auto& b) {
+            return std::pair(a.first.file, a.first.fileOffset) < std::pair(b.first.file, b.first.fileOffset);
+        });
         size_t cursor = 0;
         for (size_t i = 0; i < ssd.size();) {
+            const uint32_t fileIndex = ssd[i].first.file;
             uint64_t begin = ssd[i].first.fileOffset;
             uint64_t end = begin + matrixBytes(ssd[i].first.view);
             size_t j = i + 1;
-            while (j < ssd.size() && ssd[j].first.fileOffset <= end + kMergeGap) {
+            while (j < ssd.size() && ssd[j].first.file == fileIndex && ssd[j].first.fileOffset <= end + kMergeGap) {
                 end = std::max(end, ssd[j].first.fileOffset + matrixBytes(ssd[j].first.view));
                 ++j;
             }
             const storage::AlignedRange r = storage::alignRange(begin, size_t(end - begin), kAlign);
-            unit.ranges.push_back({r.offset, r.bytes, cursor, end});
+            unit.ranges.push_back({fileIndex, r.offset, r.bytes, cursor, end});
             for (size_t k = i; k < j; ++k)
                 unit.patches.push_back({ssd[k].second.member, cursor + size_t(ssd[k].first.fileOffset - r.offset)});
             cursor += alignUp(r.bytes, kAlign);
@@ -240,11 +251,16 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         s->m_memory.slotCount = slotCount;
         s->m_memory.stagingBytes = stagingBytes;
         bool needFile = false;
-        for (const Unit& u : im.units) needFile = needFile || !u.ranges.empty();
+        for (const Unit& u : im.units)
+            for (const Unit::Range& r : u.ranges) {
+                needFile = true;
+                if (im.files.size() <= r.file) im.files.resize(size_t(r.file) + 1);
+                if (im.files[r.file]) continue;
+                auto file = storage::DirectFile::open(model.dataFiles().at(r.file));
+                if (!file) return file.error();
+                im.files[r.file] = std::make_unique<storage::DirectFile>(std::move(file.value()));
+            }
         if (needFile) {
-            auto file = storage::DirectFile::open(model.path());
-            if (!file) return file.error();
-            im.file = std::make_unique<storage::DirectFile>(std::move(file.value()));
             storage::DirectReaderOptions ro;
             ro.queueDepth = options.ioQueueDepth;
             ro.chunkBytes = options.ioChunkBytes;

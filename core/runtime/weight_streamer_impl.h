@@ -47,7 +47,7 @@ using namespace streamer_detail;
 struct Unit {
     LlamaLayerWeights layer;    // resident views filled in; streamed ones patched per slot
     gpu::MatrixView head;
-    struct Range { uint64_t fileOffset; size_t bytes; size_t slotOffset; uint64_t needEnd; };  // one direct read
+    struct Range { uint32_t file; uint64_t fileOffset; size_t bytes; size_t slotOffset; uint64_t needEnd; };  // one direct read
     struct HostCopy { const void* host; size_t bytes; size_t slotOffset; size_t allBytes; };  // one upload
     struct Patch { LayerMember member; size_t slotOffset; };                  // member == nullptr: head
     struct Split { LayerMember member; int64_t deviceRows; size_t hostCopy; };  // index into hostCopies
@@ -80,7 +80,7 @@ struct WeightStreamer::Impl {
     gpu::Buffer embeddingRow;            // one row of a non-resident embedding, device memory
     gpu::MatrixView embedding;           // resident or mapped
     // Declared after the slots and staging: destroyed first, it waits for reads still in flight.
-    std::unique_ptr<storage::DirectFile> file;
+    std::vector<std::unique_ptr<storage::DirectFile>> files;  // by the model's dataFiles() index; open where read
     std::unique_ptr<storage::DirectReader> reader;
     bool directToDevice = false;
 
@@ -137,15 +137,17 @@ struct WeightStreamer::Impl {
         if (unit.ranges.empty()) return {};
         // The reader zero-fills past the end of the file (an aligned range may pass it), so a
         // file truncated under us must be caught here rather than read as zeros.
-        struct stat st {};
-        if (fstat(file->fd(), &st) != 0 || uint64_t(st.st_size) < unit.ranges.back().needEnd)
-            return makeError(ErrorCode::ModelFileInvalid,
-                             model->path() + ": the file changed size while the model was running "
-                                             "(truncated?); stop and reload the model");
+        for (const auto& range : unit.ranges) {
+            struct stat st {};
+            if (fstat(files[range.file]->fd(), &st) != 0 || uint64_t(st.st_size) < range.needEnd)
+                return makeError(ErrorCode::ModelFileInvalid,
+                                 model->dataFiles()[range.file] + ": the file changed size while the model was "
+                                                                  "running (truncated?); stop and reload the model");
+        }
         uint8_t* base = directToDevice ? slots[si].as<uint8_t>() : staging[si].as<uint8_t>();
         for (const auto& range : unit.ranges)
             r.tickets.push_back(
-                reader->enqueue(*file, {{range.fileOffset, range.bytes, base + range.slotOffset}}));
+                reader->enqueue(*files[range.file], {{range.fileOffset, range.bytes, base + range.slotOffset}}));
         return {};
     }
 

@@ -13,7 +13,7 @@ namespace {
 
 class VocabularyReader {
 public:
-    explicit VocabularyReader(const gguf::File& file) : m_file(file) {}
+    explicit VocabularyReader(const gguf::Metadata& file) : m_file(file) {}
 
     Result<Vocabulary> read();
 
@@ -21,7 +21,7 @@ private:
     Error invalid(std::string_view key, const std::string& what) const
     {
         return makeError(ErrorCode::ModelFileInvalid,
-                         m_file.path() + ": " + std::string(key) + " " + what);
+                         m_file.source() + ": " + std::string(key) + " " + what);
     }
     // The array under `key`, nullptr with `error` set when it is not an array (or is absent and
     // `required`), nullptr with no error when absent and optional.
@@ -32,7 +32,7 @@ private:
     Status readTokenId(std::string_view key, int32_t& id, bool optionalId) const;
     Status readBool(std::string_view key, bool& value) const;
 
-    const gguf::File& m_file;
+    const gguf::Metadata& m_file;
 };
 
 const gguf::Array* VocabularyReader::array(std::string_view key, bool required,
@@ -125,7 +125,7 @@ Result<Vocabulary> VocabularyReader::read()
         vocab.kind = Vocabulary::Kind::ByteLevelBpe;
     } else {
         return makeError(ErrorCode::UnsupportedModel,
-                         m_file.path() + ": tokenizer '" + *modelName + "' (" + modelKey +
+                         m_file.source() + ": tokenizer '" + *modelName + "' (" + modelKey +
                              ") is not supported; known: llama (SentencePiece), gpt2 (BPE)");
     }
     const bool spm = vocab.kind == Vocabulary::Kind::SentencePiece;
@@ -214,9 +214,11 @@ Result<Vocabulary> VocabularyReader::read()
 
 }  // namespace
 
-Result<Vocabulary> vocabularyFromGguf(const gguf::File& file)
+Result<Vocabulary> vocabularyFromMetadata(const gguf::Metadata& file)
 {
     return VocabularyReader(file).read();
 }
+
+Result<Vocabulary> vocabularyFromGguf(const gguf::File& file) { return vocabularyFromMetadata(file.meta()); }
 
 }  // namespace spillway

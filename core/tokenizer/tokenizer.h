@@ -14,7 +14,7 @@
 
 namespace spillway {
 
-namespace gguf { class File; }
+namespace gguf { class File; class Metadata; }
 
 // Token types as GGUF/llama.cpp number them (values stored on disk: never reuse).
 enum class TokenType : int32_t {
@@ -44,6 +44,8 @@ struct Vocabulary {
 
 // Reads tokenizer.ggml.* keys. Missing or inconsistent keys give ModelFileInvalid naming them.
 Result<Vocabulary> vocabularyFromGguf(const gguf::File& file);
+// The same from metadata keyed like GGUF's (a model package's tokenizer JSON).
+Result<Vocabulary> vocabularyFromMetadata(const gguf::Metadata& metadata);
 
 class Tokenizer {
 public:

@@ -154,6 +154,30 @@ TEST(Cli, OffloadedGenerateAndPlan)
     EXPECT_NE(r.err.find("unknown unit"), std::string::npos) << r.err;
 }
 
+TEST(Cli, CompressThenGenerateFromThePackage)
+{
+    const std::string model = "'" + kShared + "/models/stories260K.gguf'";
+    const std::string out = tempDir() + "/compressed";
+    std::filesystem::remove_all(out);
+    CliRun r = runCli("compress -m " + model + " -o '" + out + "' --preset smallest --json");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("\"meanKl\""), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("checking quality"), std::string::npos) << r.err;  // progress
+    EXPECT_TRUE(std::filesystem::exists(out + "/manifest.json"));
+    r = runCli("generate -m '" + out + "' -p 'Once upon a time' -n 12 --temp 0");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_GT(r.out.size(), std::string("Once upon a time").size());
+    // The package from the SSD tier too.
+    r = runCli("generate -m '" + out + "' -p 'Once upon a time' -n 12 --temp 0 --tier ssd --quick-probe",
+               "XDG_CACHE_HOME='" + tempDir() + "/cache' ");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    // An existing output, a bad --prune or --quant: exit 2, nothing written.
+    EXPECT_EQ(runCli("compress -m " + model + " -o '" + out + "'").exitCode, 2);
+    EXPECT_EQ(runCli("compress -m " + model + " -o '" + out + "-2' --prune wanda:1.5").exitCode, 2);
+    EXPECT_EQ(runCli("compress -m " + model + " -o '" + out + "-2' --quant int3").exitCode, 2);
+    EXPECT_FALSE(std::filesystem::exists(out + "-2"));
+}
+
 TEST(Cli, SameSeedSameText)
 {
     const std::string args = "generate -p 'The dog' -n 24 --temp 0.9 --seed 42";

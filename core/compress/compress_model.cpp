@@ -1,0 +1,291 @@
+#include "core/compress/compress_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <cmath>
+#include <filesystem>
+
+#include "core/compress/bitmap_sparse.h"
+#include "core/compress/group_quant.h"
+#include "core/compress/prune.h"
+#include "core/formats/gguf.h"
+#include "core/model/llama_model.h"
+#include "storage/package.h"
+
+namespace spillway::compress {
+
+namespace {
+
+// What one source tensor becomes.
+enum class Action { Copy, Q8_0, Bitmap };
+
+struct Job {
+    const ModelTensor* tensor = nullptr;
+    gpu::MatrixView view;   // layer matrices only
+    Action action = Action::Copy;
+    std::string tierHint;
+};
+
+bool isLayerMatrix(const std::string& name)
+{
+    static const char* kSuffixes[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                                      ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"};
+    if (name.rfind("blk.", 0) != 0) return false;
+    for (const char* s : kSuffixes)
+        if (name.size() > std::string_view(s).size() && name.ends_with(s)) return true;
+    return false;
+}
+
+Status checkOptions(const CompressOptions& o)
+{
+    auto bad = [](const std::string& why) { return makeError(ErrorCode::InvalidArgument, "compress: " + why); };
+    const PruneSpec& p = o.prune;
+    if (p.method != PruneMethod::None) {
+        if (p.m > 0 ? (p.n < 0 || p.n > p.m) : !(p.ratio >= 0.0 && p.ratio <= 1.0))
+            return bad("pruning needs a ratio in [0, 1] or n:m with 0 <= n <= m");
+    }
+    if (o.quant.bits != 0 && !validQuantParams(o.quant.bits, o.quant.group))
+        return bad("quantization is int8 or int4 with group 32, 64 or 128");
+    if (o.calibrationTokens < 1) return bad("calibration tokens must be >= 1");
+    if (o.shardBytes == 0) return bad("shard size must be > 0");
+    return {};
+}
+
+// Bytes a job's output will take, for the free-space check (bitmap: from the ratio asked).
+uint64_t estimateBytes(const Job& j, const CompressOptions& o)
+{
+    const ModelTensor& t = *j.tensor;
+    if (j.action == Action::Copy) return t.bytes;
+    const uint64_t rows = uint64_t(j.view.rows), cols = uint64_t(j.view.cols);
+    if (j.action == Action::Q8_0) return rows * gpu::rowBytes(gpu::DType::Q8_0, int64_t(cols));
+    double keep = 1.0;
+    if (o.prune.method != PruneMethod::None) keep = o.prune.m > 0 ? double(o.prune.n) / o.prune.m : 1.0 - o.prune.ratio;
+    const double valueBytes = o.quant.bits == 0 ? 2.0 : o.quant.bits / 8.0 + 2.0 / o.quant.group;
+    return uint64_t(double(rows * cols) * keep * valueBytes) + rows * ((cols + 63) / 64 * 8) + (rows + 1) * 8 + 256;
+}
+
+std::string tensorExtra(int64_t zeros, int64_t weights, double relError)
+{
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "{\"sparsity\":%.6f,\"relError\":%.6g}", weights ? double(zeros) / double(weights) : 0.0,
+                  relError);
+    return buf;
+}
+
+}  // namespace
+
+const char* presetName(Preset p)
+{
+    switch (p) {
+    case Preset::Fast: return "fast";
+    case Preset::Balanced: return "balanced";
+    case Preset::Smallest: return "smallest";
+    }
+    return "?";
+}
+
+std::optional<Preset> presetFromName(const std::string& name)
+{
+    for (Preset p : {Preset::Fast, Preset::Balanced, Preset::Smallest})
+        if (name == presetName(p)) return p;
+    return std::nullopt;
+}
+
+CompressOptions presetOptions(Preset preset)
+{
+    CompressOptions o;
+    switch (preset) {
+    case Preset::Fast: o.quant = {8, 32}; break;
+    case Preset::Balanced: o.prune = {PruneMethod::Wanda, 0.5, 0, 0}; break;
+    case Preset::Smallest:
+        o.prune = {PruneMethod::Wanda, 0.5, 0, 0};
+        o.quant = {8, 64};
+        break;
+    }
+    return o;
+}
+
+Result<CompressReport> compressModel(const LlamaModel& source, const std::string& outDir,
+                                     const CompressOptions& options, gpu::Device& device)
+{
+    SPILLWAY_TRY(checkOptions(options));
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    const bool pruning = options.prune.method != PruneMethod::None;
+    const bool wanda = options.prune.method == PruneMethod::Wanda;
+    // Shares of the whole job, for one progress fraction.
+    const double calibShare = wanda ? 0.05 : 0.0;
+    const double qualityShare = options.qualityCheck ? 0.2 : 0.0;
+    const double writeShare = 1.0 - calibShare - qualityShare;
+
+    CompressReport report;
+    auto tell = [&](const std::string& stage, double fraction, const std::string& tensor) -> Status {
+        if (!options.progress) return {};
+        CompressProgress p;
+        p.stage = stage;
+        p.fraction = std::clamp(fraction, 0.0, 1.0);
+        p.bytesDone = report.sourceBytes;
+        p.tensor = tensor;
+        const double t = elapsed();
+        if (p.fraction > 0.01 && t > 0.5) p.etaSeconds = t / p.fraction * (1.0 - p.fraction);
+        if (!options.progress(p)) return makeError(ErrorCode::Cancelled, "compression cancelled");
+        return {};
+    };
+
+    // Which matrices change, and how.
+    std::map<std::string, gpu::MatrixView> layerViews;
+    for (const NamedMatrix& m : linearMatrices(source))
+        if (!m.head) layerViews[m.name] = m.view;
+    std::vector<Job> jobs;
+    uint64_t totalBytes = 0, estimate = 0;
+    for (const ModelTensor& t : source.tensors()) {
+        Job j;
+        j.tensor = &t;
+        const auto it = layerViews.find(t.name);
+        const plan::TensorPlacement* placed = options.placement ? options.placement->find(t.name) : nullptr;
+        if (placed) j.tierHint = plan::tierName(placed->tier);
+        if (it != layerViews.end() && isLayerMatrix(t.name)) {
+            j.view = it->second;
+            const bool denseOnly = !options.deviceSupportsBitmap && placed && placed->tier == plan::Tier::Device;
+            // Q8_0 blocks are 32 columns: other widths (stories260K's 172) stay bitmap int8.
+            const bool q8 = options.quant.bits == 8 && (options.quant.group == 32 || denseOnly) && j.view.cols % 32 == 0;
+            if (!pruning && options.quant.bits == 0) j.action = Action::Copy;
+            else if ((!pruning || denseOnly) && q8) j.action = Action::Q8_0;
+            else if (denseOnly) j.action = Action::Copy;
+            else j.action = Action::Bitmap;
+            if (j.action == Action::Q8_0 && t.type == gpu::DType::Q8_0) j.action = Action::Copy;
+        }
+        totalBytes += t.bytes;
+        estimate += estimateBytes(j, options);
+        jobs.push_back(j);
+    }
+    if (source.tensors().empty()) return makeError(ErrorCode::InvalidArgument, "compress: the model has no tensors");
+
+    ActivationNorms norms;
+    if (wanda) {
+        SPILLWAY_TRY(tell("calibrating", 0.0, ""));
+        auto n = collectActivationNorms(source, device, builtinCalibrationPrompts(), options.calibrationTokens);
+        if (!n) return n.error();
+        norms = std::move(*n);
+        SPILLWAY_TRY(tell("calibrating", calibShare, ""));
+    }
+
+    storage::PackageWriterOptions wo;
+    wo.shardBytes = options.shardBytes;
+    wo.expectedBytes = estimate + estimate / 20;  // 5% margin over the estimate
+    auto writer = storage::PackageWriter::create(outDir, wo);
+    if (!writer) return writer.error();
+
+    int64_t zeros = 0, weights = 0;
+    for (const Job& j : jobs) {
+        const ModelTensor& t = *j.tensor;
+        SPILLWAY_TRY(tell("compressing", calibShare + writeShare * double(report.sourceBytes) / double(totalBytes), t.name));
+        storage::PackageTensor meta;
+        meta.name = t.name;
+        meta.shape.assign(t.dims.rbegin(), t.dims.rend());
+        meta.tierHint = j.tierHint;
+        const bool layer = j.view.data != nullptr;
+        if (j.action == Action::Copy) {
+            meta.format = packageFormatName(t.type, t.data);
+            SPILLWAY_TRY(writer->addTensor(meta, std::span<const uint8_t>(t.data, t.bytes)));
+            if (layer) ++report.denseTensors;
+        } else {
+            auto dense = denseRowsF32(j.view);
+            if (!dense) return dense.error();
+            const std::vector<float> original = *dense;
+            const int64_t rows = j.view.rows, cols = j.view.cols;
+            if (pruning) {
+                const auto nit = norms.find(t.name);
+                const float* columnNorms = wanda && nit != norms.end() ? nit->second.data() : nullptr;
+                if (wanda && !columnNorms)
+                    return makeError(ErrorCode::InvalidArgument, "compress: no calibration statistics for '" + t.name + "'");
+                if (j.action == Action::Bitmap) {
+                    if (options.prune.m > 0)
+                        SPILLWAY_TRY(pruneNM(dense->data(), rows, cols, options.prune.n, options.prune.m, columnNorms));
+                    else
+                        SPILLWAY_TRY(pruneMagnitude(dense->data(), rows, cols, options.prune.ratio, columnNorms));
+                }
+            }
+            std::vector<uint8_t> bytes;
+            std::vector<float> decoded;
+            if (j.action == Action::Q8_0) {
+                auto q = quantize(dense->data(), rows, cols, 8, 32);  // [fp16 scale][32 x int8] = Q8_0 blocks
+                if (!q) return q.error();
+                bytes = std::move(q->data);
+                meta.format = packageFormatName(gpu::DType::Q8_0);
+                decoded.resize(original.size());
+                const QuantizedMatrix view{8, 32, rows, cols, bytes};
+                for (int64_t r = 0; r < rows; ++r) dequantizeRow(view, r, decoded.data() + r * cols);
+                ++report.denseTensors;
+            } else {
+                const ValueFormat values = options.quant.bits == 8   ? ValueFormat::Int8
+                                           : options.quant.bits == 4 ? ValueFormat::Int4
+                                           : t.type == gpu::DType::BF16 ? ValueFormat::BF16
+                                                                        : ValueFormat::F16;
+                auto m = encode(dense->data(), rows, cols, values, options.quant.bits ? options.quant.group : 0);
+                if (!m) return m.error();
+                decoded = decode(*m);
+                bytes = serialize(*m);
+                meta.format = packageFormatName(gpu::DType::BitmapSparse, bytes.data());
+                ++report.bitmapTensors;
+            }
+            double err = 0, ref = 0;
+            int64_t z = 0;
+            for (size_t i = 0; i < original.size(); ++i) {
+                const double d = double(original[i]) - double(decoded[i]);
+                err += d * d;
+                ref += double(original[i]) * double(original[i]);
+                z += decoded[i] == 0.0f;
+            }
+            zeros += z;
+            weights += int64_t(original.size());
+            meta.extraJson = tensorExtra(z, int64_t(original.size()), ref > 0 ? std::sqrt(err / ref) : 0.0);
+            SPILLWAY_TRY(writer->addTensor(meta, std::span<const uint8_t>(bytes)));
+        }
+        const uint64_t written = writer->tensors().back().bytes;
+        report.sourceBytes += t.bytes;
+        report.outputBytes += written;
+        if (layer) {
+            report.layerSourceBytes += t.bytes;
+            report.layerOutputBytes += written;
+        }
+    }
+    report.sparsity = weights ? double(zeros) / double(weights) : 0.0;
+
+    storage::PackageManifest manifest;
+    const gguf::Metadata& meta = source.metadata();
+    manifest.architecture = source.config().architecture;
+    manifest.hyperParametersJson = gguf::metadataToJson(meta, [](std::string_view k) {
+        return k.rfind("tokenizer.", 0) != 0 && k != "general.alignment";
+    });
+    manifest.tokenizerJson = gguf::metadataToJson(meta, [](std::string_view k) {
+        return k.rfind("tokenizer.", 0) == 0 && k != "tokenizer.chat_template";
+    });
+    if (auto chat = meta.getString("tokenizer.chat_template")) manifest.chatTemplate = *chat;
+    SPILLWAY_TRY(writer->seal(std::move(manifest)));
+
+    if (options.qualityCheck) {
+        SPILLWAY_TRY(tell("checking quality", calibShare + writeShare, ""));
+        auto candidate = LlamaModel::load(writer->temporaryDir());
+        if (!candidate) return candidate.error();
+        QualityOptions q = options.quality;
+        const double base = calibShare + writeShare;
+        bool cancelled = false;
+        q.progress = [&](double f) {
+            cancelled = !tell("checking quality", base + qualityShare * f, "");
+            return !cancelled;
+        };
+        auto quality = compareModels(source, **candidate, device, q);
+        if (!quality) return quality.error();
+        SPILLWAY_TRY(writer->setQuality(quality->toJson()));
+        report.quality = *quality;
+    }
+    SPILLWAY_TRY(writer->publish());
+    report.seconds = elapsed();
+    if (options.progress) (void)tell("done", 1.0, "");
+    return report;
+}
+
+}  // namespace spillway::compress
