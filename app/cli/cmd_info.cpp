@@ -1,11 +1,14 @@
 // spillway-cli info: what a model file holds.
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "cli_common.h"
 #include "core/formats/gguf.h"
+#include "core/model/llama_model.h"
 #include "core/model/model_config.h"
+#include "storage/package.h"
 
 namespace spillway::cli {
 
@@ -41,8 +44,45 @@ std::string valueText(const gguf::Value& v)
     return "?";
 }
 
+// A model package: the manifest's view (formats, tiers, quality) of what LlamaModel loads.
+int runPackageInfo(const std::string& path, bool showMetadata)
+{
+    auto model = LlamaModel::load(path);
+    if (!model) return reportError(model.error());
+    const LlamaModel& m = **model;
+    const storage::PackageManifest& man = m.package()->manifest();
+    const LlamaConfig& c = m.config();
+    uint64_t bytes = 0;
+    for (const auto& t : man.tensors) bytes += t.bytes;
+    std::printf("package: %s\nformat: Spillway model package v%d, %zu shard(s), %zu tensors, %s\n", m.path().c_str(),
+                man.version, man.shardSizes.size(), man.tensors.size(), humanBytes(double(bytes)).c_str());
+    std::printf("architecture: %s%s%s\n", c.architecture.c_str(), c.name.empty() ? "" : "  name: ", c.name.c_str());
+    if (c.synthetic) std::printf("SYNTHETIC: real shapes, random weights (benchmarks only)\n");
+    std::printf("hyper-parameters: dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d, context %d\n", c.dim,
+                c.nLayers, c.nHeads, c.nKvHeads, c.headDim, c.ffnDim, c.trainedContext);
+    std::printf("parameters: %.3f M (%.2f bits per weight)\n", double(m.parameterCount()) / 1e6,
+                m.parameterCount() ? 8.0 * double(bytes) / double(m.parameterCount()) : 0.0);
+    if (!man.qualityJson.empty()) std::printf("quality vs source: %s\n", man.qualityJson.c_str());
+    if (showMetadata) {
+        std::printf("\nmetadata:\n");
+        for (const auto& kv : m.metadata().entries())
+            std::printf("  %-44s %s\n", kv.key.c_str(), valueText(kv.value).c_str());
+    }
+    std::printf("\n%-32s %-16s %-14s %-7s %5s %12s %12s\n", "tensor", "format", "shape", "tier", "shard", "offset", "bytes");
+    for (const auto& t : man.tensors) {
+        std::string shape;
+        for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.shape[i]);
+        std::printf("%-32s %-16s %-14s %-7s %5u %12llu %12llu\n", t.name.c_str(), t.format.c_str(), shape.c_str(),
+                    t.tierHint.c_str(), t.shard, (unsigned long long)t.offset, (unsigned long long)t.bytes);
+    }
+    return ExitOk;
+}
+
 int runInfo(const std::string& path, bool showMetadata)
 {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec) || std::filesystem::path(path).filename() == "manifest.json")
+        return runPackageInfo(path, showMetadata);
     auto file = gguf::File::open(path);
     if (!file) return reportError(file.error());
     const gguf::File& f = **file;
@@ -104,8 +144,8 @@ void addInfoCommand(CLI::App& app, int& exitCode)
     auto path = std::make_shared<std::string>(demoModelPath());
     auto metadata = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("info", "Print a model's architecture, hyper-parameters and tensors");
-    cmd->add_option("-m,--model", *path, "GGUF model file (default: the bundled demo model)")
-        ->check(CLI::ExistingFile);
+    cmd->add_option("-m,--model", *path, "GGUF model file or model package folder (default: the bundled demo model)")
+        ->check(CLI::ExistingPath);
     cmd->add_flag("--metadata", *metadata, "Also list every metadata key");
     cmd->callback([path, metadata, &exitCode] { exitCode = runInfo(*path, *metadata); });
 }
