@@ -45,7 +45,7 @@ std::string valueText(const gguf::Value& v)
 }
 
 // A model package: the manifest's view (formats, tiers, quality) of what LlamaModel loads.
-int runPackageInfo(const std::string& path, bool showMetadata)
+int runPackageInfo(const std::string& path, bool showMetadata, bool verify)
 {
     auto model = LlamaModel::load(path);
     if (!model) return reportError(model.error());
@@ -63,6 +63,11 @@ int runPackageInfo(const std::string& path, bool showMetadata)
     std::printf("parameters: %.3f M (%.2f bits per weight)\n", double(m.parameterCount()) / 1e6,
                 m.parameterCount() ? 8.0 * double(bytes) / double(m.parameterCount()) : 0.0);
     if (!man.qualityJson.empty()) std::printf("quality vs source: %s\n", man.qualityJson.c_str());
+    if (verify) {
+        const Status ok = m.package()->verify();
+        if (!ok) return reportError(ok.error());
+        std::printf("checksums: all %zu tensors match (XXH3-64)\n", man.tensors.size());
+    }
     if (showMetadata) {
         std::printf("\nmetadata:\n");
         for (const auto& kv : m.metadata().entries())
@@ -78,11 +83,11 @@ int runPackageInfo(const std::string& path, bool showMetadata)
     return ExitOk;
 }
 
-int runInfo(const std::string& path, bool showMetadata)
+int runInfo(const std::string& path, bool showMetadata, bool verify)
 {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec) || std::filesystem::path(path).filename() == "manifest.json")
-        return runPackageInfo(path, showMetadata);
+        return runPackageInfo(path, showMetadata, verify);
     auto file = gguf::File::open(path);
     if (!file) return reportError(file.error());
     const gguf::File& f = **file;
@@ -146,8 +151,10 @@ void addInfoCommand(CLI::App& app, int& exitCode)
     auto* cmd = app.add_subcommand("info", "Print a model's architecture, hyper-parameters and tensors");
     cmd->add_option("-m,--model", *path, "GGUF model file or model package folder (default: the bundled demo model)")
         ->check(CLI::ExistingPath);
+    auto verify = std::make_shared<bool>(false);
     cmd->add_flag("--metadata", *metadata, "Also list every metadata key");
-    cmd->callback([path, metadata, &exitCode] { exitCode = runInfo(*path, *metadata); });
+    cmd->add_flag("--verify", *verify, "Model packages: recompute every tensor's checksum");
+    cmd->callback([path, metadata, verify, &exitCode] { exitCode = runInfo(*path, *metadata, *verify); });
 }
 
 }  // namespace spillway::cli

@@ -265,6 +265,14 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
     });
     if (auto chat = meta.getString("tokenizer.chat_template")) manifest.chatTemplate = *chat;
     SPILLWAY_TRY(writer->seal(std::move(manifest)));
+    {
+        // Read back what reached the disk: every tensor's checksum, before anything uses it.
+        auto written = storage::Package::open(writer->temporaryDir());
+        if (!written) return written.error();
+        SPILLWAY_TRY(written->verify([&](const storage::PackageProgress&) {
+            return static_cast<bool>(tell("verifying", calibShare + writeShare, ""));
+        }));
+    }
 
     if (options.qualityCheck) {
         SPILLWAY_TRY(tell("checking quality", calibShare + writeShare, ""));

@@ -14,7 +14,7 @@
 // quantizing to int8, else copied.
 //
 // The source is only ever read (through a read-only mapping). The package is written to a
-// temporary sibling folder, checked, and renamed into place: a failure, a full disk or a cancel
+// temporary sibling folder, read back (every tensor's checksum), checked, and renamed into place: a failure, a full disk or a cancel
 // leaves nothing behind.
 
 #include <cstdint>
@@ -55,7 +55,7 @@ const char* presetName(Preset p);  // "fast", "balanced", "smallest"
 std::optional<Preset> presetFromName(const std::string& name);
 
 struct CompressProgress {
-    std::string stage;        // "calibrating", "compressing", "checking quality"
+    std::string stage;        // "calibrating", "compressing", "verifying", "checking quality"
     double fraction = 0;      // of the whole job, 0..1
     uint64_t bytesDone = 0;   // source tensor bytes processed
     uint64_t bytesTotal = 0;

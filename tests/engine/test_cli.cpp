@@ -167,9 +167,10 @@ TEST(Cli, CompressThenGenerateFromThePackage)
     r = runCli("generate -m '" + out + "' -p 'Once upon a time' -n 12 --temp 0");
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_GT(r.out.size(), std::string("Once upon a time").size());
-    r = runCli("info -m '" + out + "'");
+    r = runCli("info --verify -m '" + out + "'");
     EXPECT_EQ(r.exitCode, 0) << r.err;
-    for (const char* s : {"Spillway model package", "bitmap-int8-g64", "quality vs source", "blk.4.ffn_down.weight"})
+    for (const char* s : {"Spillway model package", "bitmap-int8-g64", "quality vs source", "blk.4.ffn_down.weight",
+                          "checksums: all"})
         EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in\n" << r.out;
     // The package from the SSD tier too.
     r = runCli("generate -m '" + out + "' -p 'Once upon a time' -n 12 --temp 0 --tier ssd --quick-probe",
