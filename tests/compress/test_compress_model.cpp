@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/temp_dir.h"
 #include "core/compress/compress_model.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
@@ -29,29 +30,11 @@
 namespace spillway::compress {
 namespace {
 
+using TempDir = spillway::testing_support::TempDir;
+
 namespace fs = std::filesystem;
 
 const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
-
-class TempDir {
-public:
-    TempDir()
-    {
-        const char* t = std::getenv("TMPDIR");
-        std::string tmpl = std::string(t && *t ? t : "/tmp") + "/spillway-compress-test-XXXXXX";
-        if (::mkdtemp(tmpl.data())) m_path = fs::canonical(tmpl).string();
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        if (!m_path.empty()) fs::remove_all(m_path, ec);
-    }
-    std::string operator/(const std::string& name) const { return m_path + "/" + name; }
-    const std::string& path() const { return m_path; }
-
-private:
-    std::string m_path;
-};
 
 std::string slurp(const std::string& path)
 {

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/temp_dir.h"
 #include "core/compress/quality.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
@@ -34,26 +35,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using TempDir = spillway::testing_support::TempDir;
+
 const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
-
-class TempDir {
-public:
-    TempDir()
-    {
-        const char* t = std::getenv("TMPDIR");
-        std::string tmpl = std::string(t && *t ? t : "/tmp") + "/spillway-quality-test-XXXXXX";
-        if (::mkdtemp(tmpl.data())) m_path = fs::canonical(tmpl).string();
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        if (!m_path.empty()) fs::remove_all(m_path, ec);
-    }
-    const std::string& path() const { return m_path; }
-
-private:
-    std::string m_path;
-};
 
 std::unique_ptr<LlamaModel> load(const std::string& path)
 {

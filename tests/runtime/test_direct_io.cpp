@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "../common/temp_dir.h"
 #include "storage/direct_io.h"
 
 using namespace spillway;
@@ -47,23 +48,7 @@ struct AlignedBuffer {
     uint8_t* data;
 };
 
-class TempDir {
-public:
-    explicit TempDir(const std::string& parent)
-    {
-        std::string tmpl = parent + "/spillway-direct-io-XXXXXX";
-        if (::mkdtemp(tmpl.data())) m_path = tmpl;
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        if (!m_path.empty()) std::filesystem::remove_all(m_path, ec);
-    }
-    const std::string& path() const { return m_path; }
-
-private:
-    std::string m_path;
-};
+using TempDir = spillway::testing_support::TempDir;
 
 std::string tempParent()
 {
@@ -104,7 +89,7 @@ protected:
         m_file = m_dir.path() + "/pattern.bin";
         writePatternFile(m_file, kFileBytes);
     }
-    TempDir m_dir{tempParent()};
+    TempDir m_dir{"spillway-direct-io", tempParent()};
     std::string m_file;
 };
 
@@ -508,7 +493,7 @@ TEST_F(DirectIoTest, BufferedFileReadsUnalignedRanges)
 TEST(DirectIoTmpfs, FallsBackToBufferedAndReadsRight)
 {
     if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
-    TempDir dir("/dev/shm");
+    TempDir dir("spillway-direct-io", "/dev/shm");
     ASSERT_FALSE(dir.path().empty());
     const std::string path = dir.path() + "/pattern.bin";
     constexpr uint64_t kBytes = (1u << 20) + 777;

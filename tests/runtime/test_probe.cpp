@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "../common/temp_dir.h"
 #include "core/hw/probe.h"
 
 using namespace spillway;
@@ -20,24 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class TempDir {
-public:
-    TempDir()
-    {
-        const char* t = std::getenv("TMPDIR");
-        std::string tmpl = std::string(t && *t ? t : "/tmp") + "/spillway-probe-test-XXXXXX";
-        if (::mkdtemp(tmpl.data())) m_path = fs::canonical(tmpl).string();
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        if (!m_path.empty()) fs::remove_all(m_path, ec);
-    }
-    const std::string& path() const { return m_path; }
-
-private:
-    std::string m_path;
-};
+using TempDir = spillway::testing_support::TempDir;
 
 bool folderEmpty(const std::string& path) { return fs::is_empty(path); }
 
