@@ -1,9 +1,13 @@
 #include "chat_window.h"
 
 #include <QHBoxLayout>
+#include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
+#include <QMenu>
 #include <QPushButton>
+#include <QSplitter>
 #include <QStatusBar>
 #include <QTextBrowser>
 #include <QTextCursor>
@@ -14,12 +18,31 @@
 
 namespace spillway::ui {
 
-ChatWindow::ChatWindow(const QString& modelPath, QWidget* parent) : QMainWindow(parent)
+ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent)
+    : QMainWindow(parent)
 {
     setWindowTitle(tr("Spillway"));
-    resize(880, 520);
+    resize(1080, 560);
 
-    auto* central = new QWidget(this);
+    auto* splitter = new QSplitter(this);
+    auto* side = new QWidget(splitter);
+    auto* sideLayout = new QVBoxLayout(side);
+    sideLayout->setContentsMargins(4, 4, 4, 4);
+    m_newChat = new QPushButton(tr("New chat"), side);
+    m_newChat->setObjectName("newChat");
+    m_search = new QLineEdit(side);
+    m_search->setObjectName("search");
+    m_search->setPlaceholderText(tr("Search conversations"));
+    m_search->setClearButtonEnabled(true);
+    m_conversations = new QListWidget(side);
+    m_conversations->setObjectName("conversations");
+    m_conversations->setContextMenuPolicy(Qt::CustomContextMenu);
+    sideLayout->addWidget(m_newChat);
+    sideLayout->addWidget(m_search);
+    sideLayout->addWidget(m_conversations, 1);
+    side->setVisible(!dataFolder.isEmpty());
+
+    auto* central = new QWidget(splitter);
     auto* layout = new QVBoxLayout(central);
     m_transcript = new QTextBrowser(central);
     m_transcript->setObjectName("transcript");
@@ -44,7 +67,11 @@ ChatWindow::ChatWindow(const QString& modelPath, QWidget* parent) : QMainWindow(
     layout->addWidget(m_transcript, 1);
     layout->addWidget(m_error);
     layout->addLayout(row);
-    setCentralWidget(central);
+    splitter->addWidget(side);
+    splitter->addWidget(central);
+    splitter->setStretchFactor(1, 1);
+    splitter->setSizes({240, 840});
+    setCentralWidget(splitter);
 
     m_status = new QLabel(tr("Loading %1 …").arg(modelPath), this);
     m_status->setObjectName("statusLine");
@@ -74,6 +101,42 @@ ChatWindow::ChatWindow(const QString& modelPath, QWidget* parent) : QMainWindow(
             Qt::QueuedConnection);
     m_thread->start();
 
+    if (!dataFolder.isEmpty()) {
+        m_storageThread = new QThread(this);
+        m_storageThread->setObjectName("storage");
+        m_store = new ChatStore;
+        m_store->moveToThread(m_storageThread);
+        connect(m_storageThread, &QThread::finished, m_store, &QObject::deleteLater);
+        connect(this, &ChatWindow::storeOpen, m_store, &ChatStore::open, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeList, m_store, &ChatStore::list, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeCreate, m_store, &ChatStore::create, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeLoad, m_store, &ChatStore::load, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeAppend, m_store, &ChatStore::append, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeRename, m_store, &ChatStore::rename, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeRemove, m_store, &ChatStore::remove, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::opened, this, [this](const QString&, const QString& note) {
+            if (!note.isEmpty()) showError(note);
+            emit historyOpened();
+        }, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::listed, this, &ChatWindow::onListed, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::created, this, &ChatWindow::onCreated, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::loaded, this, &ChatWindow::onLoaded, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::stored, this, &ChatWindow::onStored, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::changed, this, [this] { emit storeList(m_search->text()); },
+                Qt::QueuedConnection);
+        connect(m_store, &ChatStore::failed, this, &ChatWindow::showError, Qt::QueuedConnection);
+        m_storageThread->start();
+        connect(m_newChat, &QPushButton::clicked, this, &ChatWindow::newConversation);
+        connect(m_search, &QLineEdit::textChanged, this, [this](const QString& q) { emit storeList(q); });
+        connect(m_conversations, &QListWidget::itemActivated, this,
+                [this](QListWidgetItem* item) { openConversation(item->data(Qt::UserRole).toLongLong()); });
+        connect(m_conversations, &QListWidget::itemClicked, this,
+                [this](QListWidgetItem* item) { openConversation(item->data(Qt::UserRole).toLongLong()); });
+        connect(m_conversations, &QListWidget::customContextMenuRequested, this,
+                &ChatWindow::showConversationMenu);
+        emit storeOpen(dataFolder);
+    }
+
     updateButtons();
     emit loadRequested(modelPath);
 }
@@ -83,6 +146,10 @@ ChatWindow::~ChatWindow()
     m_worker->requestStop();  // a running generation ends before its next token
     m_thread->quit();
     m_thread->wait();
+    if (m_storageThread) {  // pending writes finish first: the queue drains before quit
+        m_storageThread->quit();
+        m_storageThread->wait();
+    }
 }
 
 QString ChatWindow::statusText() const { return m_status->text(); }
@@ -106,9 +173,125 @@ void ChatWindow::send()
     appendToTranscript(" ", false);
     appendToTranscript(prompt, true);
     m_status->setText(tr("%1 — generating …").arg(m_modelDescription));
+    m_reply.clear();
 
+    if (m_store && m_conversation == 0) {
+        // The conversation is created first; the prompt is stored and sent once it exists.
+        m_pendingPrompt = prompt;
+        emit storeCreate(prompt.left(60).simplified());
+        return;
+    }
+    startGeneration(prompt);
+}
+
+void ChatWindow::startGeneration(const QString& prompt)
+{
+    if (m_store && m_conversation) {
+        ++m_pendingStores;
+        emit storeAppend(m_conversation, QStringLiteral("user"), prompt, 0, 0, QString());
+    }
     m_worker->clearStop();
     emit generateRequested(prompt, m_maxTokens, m_temperature);
+}
+
+void ChatWindow::onCreated(qint64 conversation)
+{
+    m_conversation = conversation;
+    const QString prompt = m_pendingPrompt;
+    m_pendingPrompt.clear();
+    if (m_generating && !prompt.isEmpty()) startGeneration(prompt);
+    emit storeList(m_search->text());
+}
+
+void ChatWindow::onStored(qint64 conversation, qint64)
+{
+    // Stores are answered in the order they were sent: the last one of an exchange is its reply.
+    if (--m_pendingStores == 0 && !m_generating) emit replyStored(conversation);
+}
+
+void ChatWindow::newConversation()
+{
+    if (m_generating) return;
+    m_conversation = 0;
+    m_transcript->clear();
+    m_conversations->clearSelection();
+    m_prompt->setFocus();
+}
+
+void ChatWindow::openConversation(qint64 id)
+{
+    if (m_generating || !m_store) return;
+    emit storeLoad(id);
+}
+
+void ChatWindow::renameConversation(qint64 id, const QString& title)
+{
+    if (m_store && !title.trimmed().isEmpty()) emit storeRename(id, title.trimmed());
+}
+
+void ChatWindow::deleteConversation(qint64 id)
+{
+    if (!m_store || (m_generating && id == m_conversation)) return;
+    if (id == m_conversation) newConversation();
+    emit storeRemove(id);
+}
+
+void ChatWindow::showConversationMenu(const QPoint& at)
+{
+    QListWidgetItem* item = m_conversations->itemAt(at);
+    if (!item) return;
+    const qint64 id = item->data(Qt::UserRole).toLongLong();
+    QMenu menu(this);
+    QAction* rename = menu.addAction(tr("Rename…"));
+    QAction* remove = menu.addAction(tr("Delete"));
+    QAction* chosen = menu.exec(m_conversations->viewport()->mapToGlobal(at));
+    if (chosen == rename) {
+        bool ok = false;
+        const QString title = QInputDialog::getText(this, tr("Rename conversation"), tr("Title:"),
+                                                    QLineEdit::Normal, item->text(), &ok);
+        if (ok) renameConversation(id, title);
+    } else if (chosen == remove) {
+        deleteConversation(id);
+    }
+}
+
+void ChatWindow::onListed(const QString& query, const QVector<ConversationItem>& items)
+{
+    if (query != m_search->text()) return;  // a newer search is on its way
+    m_conversations->clear();
+    for (const ConversationItem& c : items) {
+        auto* item = new QListWidgetItem(c.title.isEmpty() ? tr("(untitled)") : c.title, m_conversations);
+        item->setData(Qt::UserRole, c.id);
+        if (c.id == m_conversation) item->setSelected(true);
+    }
+    emit conversationsListed(int(items.size()));
+}
+
+void ChatWindow::onLoaded(qint64 conversation, const QVector<MessageItem>& messages)
+{
+    if (m_generating) return;
+    m_conversation = conversation;
+    m_transcript->clear();
+    QString lastPrompt;
+    for (const MessageItem& m : messages) {
+        if (m.role == QLatin1String("user")) {
+            m_transcript->append(QStringLiteral("<p><b>%1</b> %2</p>").arg(tr("You:"), m.content.toHtmlEscaped()));
+            lastPrompt = m.content;
+        } else {
+            m_transcript->append(QStringLiteral("<b>%1</b>").arg(tr("Model:")));
+            appendToTranscript(" ", false);
+            appendToTranscript(lastPrompt, true);
+            appendToTranscript(m.content, false);
+            if (m.tokensPerSecond > 0)
+                m_transcript->append(QStringLiteral("<p style=\"color:gray; font-size:small\">%1</p>")
+                                         .arg(tr("%1 tokens/s, first token %2 ms%3")
+                                                  .arg(m.tokensPerSecond, 0, 'f', 1)
+                                                  .arg(m.firstTokenMs, 0, 'f', 1)
+                                                  .arg(m.modelName.isEmpty() ? QString() : " — " + m.modelName)
+                                                  .toHtmlEscaped()));
+        }
+    }
+    emit conversationShown(conversation);
 }
 
 void ChatWindow::stop()
@@ -128,18 +311,33 @@ void ChatWindow::onModelLoaded(const QString& description)
 void ChatWindow::onFailed(const QString& message)
 {
     m_generating = false;
+    m_pendingPrompt.clear();
+    showError(message);
+    updateButtons();
+}
+
+void ChatWindow::showError(const QString& message)
+{
     m_error->setText(tr("Error: %1").arg(message));
     m_error->show();
     m_status->setText(tr("Error: %1").arg(message));
-    updateButtons();
     emit errorShown(message);
 }
 
-void ChatWindow::onTokens(const QString& text) { appendToTranscript(text, false); }
+void ChatWindow::onTokens(const QString& text)
+{
+    m_reply += text;
+    appendToTranscript(text, false);
+}
 
 void ChatWindow::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
 {
     m_generating = false;
+    if (m_store && m_conversation) {
+        ++m_pendingStores;
+        emit storeAppend(m_conversation, QStringLiteral("assistant"), m_reply, tokensPerSecond, timeToFirstTokenMs,
+                         m_modelDescription);
+    }
     m_status->setText(tr("%1 — %2 tokens, %3 tokens/s, first token %4 ms")
                           .arg(m_modelDescription)
                           .arg(tokens)
@@ -166,6 +364,7 @@ void ChatWindow::updateButtons()
     m_send->setEnabled(m_modelReady && !m_generating);
     m_prompt->setEnabled(m_modelReady);
     m_stop->setEnabled(m_generating);
+    m_newChat->setEnabled(!m_generating);
 }
 
 }  // namespace spillway::ui

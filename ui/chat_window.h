@@ -1,12 +1,18 @@
 #pragma once
-// The chat window: a transcript, a prompt line with Send and Stop, and a status line. All
-// engine work happens on the GenerationWorker's "inference" thread; this class only paints.
+// The chat window: the conversation list (with full-text search, new / rename / delete), a
+// transcript, a prompt line with Send and Stop, and a status line. All engine work happens on
+// the GenerationWorker's "inference" thread and all SQL on the ChatStore's "storage" thread;
+// this class only paints.
 
 #include <QMainWindow>
 #include <QString>
+#include <QVector>
+
+#include "chat_store.h"
 
 class QLabel;
 class QLineEdit;
+class QListWidget;
 class QPushButton;
 class QTextBrowser;
 class QThread;
@@ -18,8 +24,10 @@ class GenerationWorker;
 class ChatWindow : public QMainWindow {
     Q_OBJECT
 public:
-    // Starts loading `modelPath` on the inference thread at once.
-    explicit ChatWindow(const QString& modelPath, QWidget* parent = nullptr);
+    // Starts loading `modelPath` on the inference thread at once. `dataFolder`: where the chat
+    // history (spillway.db) lives; empty keeps nothing (tests, screenshots).
+    explicit ChatWindow(const QString& modelPath, const QString& dataFolder = QString(),
+                        QWidget* parent = nullptr);
     ~ChatWindow() override;
 
     void setTemperature(double temperature) { m_temperature = temperature; }  // 0 = greedy
@@ -35,10 +43,18 @@ public:
     QPushButton* stopButton() const { return m_stop; }
     QString statusText() const;  // the status bar line
     QString errorText() const;   // the inline error line; empty when there is none
+    QListWidget* conversationList() const { return m_conversations; }
+    QLineEdit* searchEdit() const { return m_search; }
+    QPushButton* newChatButton() const { return m_newChat; }
+    qint64 currentConversation() const { return m_conversation; }
 
 public slots:
     void send();
     void stop();
+    void newConversation();
+    void openConversation(qint64 id);
+    void renameConversation(qint64 id, const QString& title);
+    void deleteConversation(qint64 id);
 
 signals:
     // Requests to the worker (queued onto the inference thread).
@@ -48,19 +64,48 @@ signals:
     void modelReady();
     void replyFinished();
     void errorShown(const QString& message);
+    void historyOpened();
+    void conversationsListed(int count);
+    void conversationShown(qint64 id);
+    void replyStored(qint64 conversation);
+    // Requests to the chat store (queued onto the storage thread).
+    void storeOpen(const QString& folder);
+    void storeList(const QString& query);
+    void storeCreate(const QString& title);
+    void storeLoad(qint64 conversation);
+    void storeAppend(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
+                     double firstTokenMs, const QString& modelName);
+    void storeRename(qint64 conversation, const QString& title);
+    void storeRemove(qint64 conversation);
 
 private slots:
     void onModelLoaded(const QString& description);
     void onFailed(const QString& message);
     void onTokens(const QString& text);
     void onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    void onListed(const QString& query, const QVector<spillway::ui::ConversationItem>& items);
+    void onCreated(qint64 conversation);
+    void onLoaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
+    void onStored(qint64 conversation, qint64 message);
+    void showConversationMenu(const QPoint& at);
 
 private:
     void appendToTranscript(const QString& text, bool dim);
     void updateButtons();
+    void startGeneration(const QString& prompt);
+    void showError(const QString& message);
 
     QThread* m_thread = nullptr;
     GenerationWorker* m_worker = nullptr;  // lives on m_thread; deleted there
+    QThread* m_storageThread = nullptr;    // null without a data folder
+    ChatStore* m_store = nullptr;          // lives on m_storageThread; deleted there
+    QListWidget* m_conversations = nullptr;
+    QLineEdit* m_search = nullptr;
+    QPushButton* m_newChat = nullptr;
+    qint64 m_conversation = 0;             // 0: a new conversation, not stored yet
+    QString m_pendingPrompt;               // sent before its conversation existed
+    QString m_reply;                       // the reply being generated
+    int m_pendingStores = 0;               // appends sent to the store, not yet answered
     QTextBrowser* m_transcript = nullptr;
     QLineEdit* m_prompt = nullptr;
     QPushButton* m_send = nullptr;

@@ -4,6 +4,7 @@
 #include <QCommandLineParser>
 #include <QLineEdit>
 #include <QPixmap>
+#include <QStandardPaths>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
@@ -92,13 +93,17 @@ int main(int argc, char** argv)
     parser.setApplicationDescription("Spillway: chat locally with language models.");
     parser.addHelpOption();
     parser.addVersionOption();
-    QCommandLineOption modelOption("model", "GGUF model file (default: the bundled demo model).",
+    QCommandLineOption modelOption("model", "GGUF model file or model package folder (default: the bundled demo model).",
                                    "PATH", QString::fromStdString(demoModelPath()));
     QCommandLineOption screenshotOption(
         "screenshot", "Send --prompt, wait for the reply, save the window to OUT.png, exit.",
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot.", "TEXT");
-    parser.addOptions({modelOption, screenshotOption, promptOption});
+    QCommandLineOption dataOption("data-dir",
+                                  "Folder of the chat history (default: the user's data folder; "
+                                  "--screenshot keeps none).",
+                                  "DIR");
+    parser.addOptions({modelOption, screenshotOption, promptOption, dataOption});
     parser.process(app);
 
     if (parser.isSet(screenshotOption) && parser.value(promptOption).isEmpty()) {
@@ -106,7 +111,10 @@ int main(int argc, char** argv)
         return 2;
     }
 
-    spillway::ui::ChatWindow window(parser.value(modelOption));
+    QString dataDir = parser.value(dataOption);
+    if (dataDir.isEmpty() && !parser.isSet(screenshotOption))
+        dataDir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    spillway::ui::ChatWindow window(parser.value(modelOption), dataDir);
     if (parser.isSet(screenshotOption))
         driveScreenshot(window, parser.value(promptOption), parser.value(screenshotOption));
     window.show();

@@ -1,15 +1,19 @@
 // ChatWindow with the real demo model on the inference thread: greedy output matches the
-// reference, the status line shows the speed, Stop ends a long reply, a bad path is an error.
+// reference, the status line shows the speed, Stop ends a long reply, a bad path is an error;
+// conversations are stored (on the storage thread), listed, searched, reopened and deleted.
 
 #include <QElapsedTimer>
 #include <QFile>
 #include <QLineEdit>
+#include <QListWidget>
+#include <QTemporaryDir>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
 #include <QTextBrowser>
 #include <QTextStream>
 
+#include "storage/chat_db.h"
 #include "ui/chat_window.h"
 
 using spillway::ui::ChatWindow;
@@ -41,6 +45,7 @@ private slots:
     void greedyReplyMatchesReference();
     void stopEndsLongReply();
     void missingModelShowsError();
+    void conversationsAreStoredSearchedAndReopened();
 };
 
 void TestChatWindow::greedyReplyMatchesReference()
@@ -114,6 +119,85 @@ void TestChatWindow::missingModelShowsError()
     window.send();  // ignored: no model
     QVERIFY(!window.isGenerating());
     QVERIFY(!window.sendButton()->isEnabled());
+}
+
+void TestChatWindow::conversationsAreStoredSearchedAndReopened()
+{
+    QTemporaryDir data;
+    QVERIFY(data.isValid());
+    const QString prompt = QStringLiteral("Once upon a time");
+    {
+        ChatWindow window(kModel, data.path());
+        window.setTemperature(0.0);
+        window.setMaxTokens(16);
+        window.show();
+        QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+        QSignalSpy stored(&window, &ChatWindow::replyStored);
+        window.promptEdit()->setText(prompt);
+        window.send();
+        QTRY_VERIFY_WITH_TIMEOUT(stored.count() == 1, 30'000);
+        QVERIFY(window.currentConversation() > 0);
+        QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);
+        // A second exchange in the same conversation.
+        window.promptEdit()->setText(QStringLiteral("The dog"));
+        window.send();
+        QTRY_VERIFY_WITH_TIMEOUT(stored.count() == 2, 30'000);
+        QCOMPARE(window.conversationList()->count(), 1);
+        // New chat, one more conversation.
+        window.newChatButton()->click();
+        QCOMPARE(window.currentConversation(), 0);
+        window.promptEdit()->setText(QStringLiteral("Tom and Sue"));
+        window.send();
+        QTRY_VERIFY_WITH_TIMEOUT(stored.count() == 3, 30'000);
+        QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 2, 5'000);
+    }
+    // What reached the database, read directly.
+    {
+        auto db = spillway::storage::ChatDatabase::open(data.path().toStdString());
+        QVERIFY(db);
+        auto conversations = db->conversations();
+        QVERIFY(conversations);
+        QCOMPARE(int(conversations->size()), 2);
+        int64_t first = 0;
+        for (const auto& c : *conversations)
+            if (c.title == prompt.toStdString()) first = c.id;
+        QVERIFY(first > 0);
+        auto messages = db->messages(first);
+        QVERIFY(messages);
+        QCOMPARE(int(messages->size()), 4);
+        QCOMPARE(QString::fromStdString((*messages)[0].content), prompt);
+        QVERIFY((*messages)[1].role == spillway::storage::Role::Assistant);
+        QVERIFY(!(*messages)[1].content.empty());
+        QVERIFY((*messages)[1].generation.tokensPerSecond.value_or(0) > 0);
+    }
+    // A new window lists both, searches, reopens one, deletes one.
+    ChatWindow window(kModel, data.path());
+    window.show();
+    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 2, 10'000);
+    QSignalSpy listed(&window, &ChatWindow::conversationsListed);
+    window.searchEdit()->setText(QStringLiteral("Sue"));
+    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);
+    QCOMPARE(window.conversationList()->item(0)->text(), QStringLiteral("Tom and Sue"));
+    window.searchEdit()->setText(QStringLiteral("zebra"));
+    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 0, 5'000);
+    window.searchEdit()->clear();
+    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 2, 5'000);
+
+    QListWidgetItem* item = nullptr;
+    for (int i = 0; i < window.conversationList()->count(); ++i)
+        if (window.conversationList()->item(i)->text() == prompt) item = window.conversationList()->item(i);
+    QVERIFY(item);
+    QSignalSpy shown(&window, &ChatWindow::conversationShown);
+    window.openConversation(item->data(Qt::UserRole).toLongLong());
+    QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, 5'000);
+    const QString transcript = window.transcript()->toPlainText();
+    QVERIFY2(transcript.contains("The dog") && transcript.contains(prompt), qPrintable(transcript));
+    QVERIFY2(transcript.contains("tokens/s"), qPrintable(transcript));
+
+    window.deleteConversation(item->data(Qt::UserRole).toLongLong());
+    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);
+    QCOMPARE(window.currentConversation(), 0);
+    QVERIFY(window.errorText().isEmpty());
 }
 
 QTEST_MAIN(TestChatWindow)

@@ -1,0 +1,110 @@
+#include "chat_store.h"
+
+#include <set>
+
+#include "storage/chat_db.h"
+
+namespace spillway::ui {
+
+ChatStore::ChatStore(QObject* parent) : QObject(parent)
+{
+    qRegisterMetaType<ConversationItem>();
+    qRegisterMetaType<MessageItem>();
+    qRegisterMetaType<QVector<ConversationItem>>();
+    qRegisterMetaType<QVector<MessageItem>>();
+}
+
+ChatStore::~ChatStore() = default;
+
+bool ChatStore::ready()
+{
+    if (!m_db) emit failed(tr("the chat history is not open"));
+    return m_db != nullptr;
+}
+
+void ChatStore::open(const QString& folder)
+{
+    auto db = storage::ChatDatabase::open(folder.toStdString());
+    if (!db) {
+        emit failed(tr("cannot open the chat history: %1").arg(QString::fromStdString(db.error().message)));
+        return;
+    }
+    m_db = std::make_unique<storage::ChatDatabase>(std::move(db.value()));
+    emit opened(QString::fromStdString(m_db->path()), QString::fromStdString(m_db->recoveryReason()));
+    list(QString());
+}
+
+void ChatStore::list(const QString& query)
+{
+    if (!ready()) return;
+    auto all = m_db->conversations();
+    if (!all) return emit failed(QString::fromStdString(all.error().message));
+    std::set<int64_t> matching;
+    if (!query.trimmed().isEmpty()) {
+        storage::SearchOptions options;
+        options.limit = 500;
+        auto hits = m_db->search(query.toStdString(), options);
+        if (!hits) return emit failed(QString::fromStdString(hits.error().message));
+        for (const auto& h : *hits) matching.insert(h.conversationId);
+    }
+    QVector<ConversationItem> items;
+    for (const auto& c : *all) {
+        if (!query.trimmed().isEmpty() && !matching.count(c.id)) continue;
+        items.push_back({c.id, QString::fromStdString(c.title), c.updatedMs});
+    }
+    emit listed(query, items);
+}
+
+void ChatStore::create(const QString& title)
+{
+    if (!ready()) return;
+    auto id = m_db->createConversation(title.toStdString());
+    if (!id) return emit failed(QString::fromStdString(id.error().message));
+    emit created(*id);
+}
+
+void ChatStore::load(qint64 conversation)
+{
+    if (!ready()) return;
+    auto messages = m_db->messages(conversation);
+    if (!messages) return emit failed(QString::fromStdString(messages.error().message));
+    QVector<MessageItem> items;
+    for (const auto& m : *messages)
+        items.push_back({m.id, QString::fromUtf8(storage::roleName(m.role)), QString::fromStdString(m.content),
+                         m.generation.tokensPerSecond.value_or(0.0), m.generation.firstTokenMs.value_or(0.0),
+                         QString::fromStdString(m.generation.modelName)});
+    emit loaded(conversation, items);
+}
+
+void ChatStore::append(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
+                       double firstTokenMs, const QString& modelName)
+{
+    if (!ready()) return;
+    const auto r = storage::parseRole(role.toStdString());
+    if (!r) return emit failed(tr("unknown message role '%1'").arg(role));
+    storage::Generation g;
+    g.modelName = modelName.toStdString();
+    if (tokensPerSecond > 0) g.tokensPerSecond = tokensPerSecond;
+    if (firstTokenMs > 0) g.firstTokenMs = firstTokenMs;
+    auto id = m_db->appendMessage(conversation, *r, content.toStdString(), g);
+    if (!id) return emit failed(QString::fromStdString(id.error().message));
+    emit stored(conversation, *id);
+}
+
+void ChatStore::rename(qint64 conversation, const QString& title)
+{
+    if (!ready()) return;
+    const Status s = m_db->renameConversation(conversation, title.toStdString());
+    if (!s) return emit failed(QString::fromStdString(s.error().message));
+    emit changed();
+}
+
+void ChatStore::remove(qint64 conversation)
+{
+    if (!ready()) return;
+    const Status s = m_db->deleteConversation(conversation);
+    if (!s) return emit failed(QString::fromStdString(s.error().message));
+    emit changed();
+}
+
+}  // namespace spillway::ui

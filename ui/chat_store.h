@@ -1,0 +1,68 @@
+#pragma once
+// The chat history on its own thread: a QObject that owns the storage::ChatDatabase and lives on
+// the "storage" QThread (ARCHITECTURE.md: the GUI thread does no SQL). The GUI sends requests
+// by queued signals and gets results back as signals; requests run in the order they were sent.
+
+#include <QMetaType>
+#include <QObject>
+#include <QString>
+#include <QVector>
+#include <memory>
+
+namespace spillway::storage {
+class ChatDatabase;
+}
+
+namespace spillway::ui {
+
+struct ConversationItem {
+    qint64 id = 0;
+    QString title;
+    qint64 updatedMs = 0;
+};
+
+struct MessageItem {
+    qint64 id = 0;
+    QString role;  // "user", "assistant", "system"
+    QString content;
+    double tokensPerSecond = 0;  // 0 when unknown
+    double firstTokenMs = 0;
+    QString modelName;
+};
+
+class ChatStore : public QObject {
+    Q_OBJECT
+public:
+    explicit ChatStore(QObject* parent = nullptr);
+    ~ChatStore() override;
+
+public slots:
+    // Opens (or creates, or recovers) spillway.db in `folder`; then lists the conversations.
+    void open(const QString& folder);
+    // Every conversation (empty query) or those with a message matching it (full-text search).
+    void list(const QString& query);
+    void create(const QString& title);
+    void load(qint64 conversation);
+    void append(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
+                double firstTokenMs, const QString& modelName);
+    void rename(qint64 conversation, const QString& title);
+    void remove(qint64 conversation);
+
+signals:
+    void opened(const QString& path, const QString& recoveryNote);  // note empty unless recovered
+    void listed(const QString& query, const QVector<spillway::ui::ConversationItem>& items);
+    void created(qint64 conversation);
+    void loaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
+    void stored(qint64 conversation, qint64 message);
+    void changed();  // a conversation was renamed or removed
+    void failed(const QString& message);
+
+private:
+    bool ready();
+    std::unique_ptr<storage::ChatDatabase> m_db;
+};
+
+}  // namespace spillway::ui
+
+Q_DECLARE_METATYPE(spillway::ui::ConversationItem)
+Q_DECLARE_METATYPE(spillway::ui::MessageItem)
