@@ -12,6 +12,8 @@ ChatStore::ChatStore(QObject* parent) : QObject(parent)
     qRegisterMetaType<MessageItem>();
     qRegisterMetaType<QVector<ConversationItem>>();
     qRegisterMetaType<QVector<MessageItem>>();
+    qRegisterMetaType<ModelItem>();
+    qRegisterMetaType<QVector<ModelItem>>();
 }
 
 ChatStore::~ChatStore() = default;
@@ -32,6 +34,7 @@ void ChatStore::open(const QString& folder)
     m_db = std::make_unique<storage::ChatDatabase>(std::move(db.value()));
     emit opened(QString::fromStdString(m_db->path()), QString::fromStdString(m_db->recoveryReason()));
     list(QString());
+    listModels();
 }
 
 void ChatStore::list(const QString& query)
@@ -105,6 +108,52 @@ void ChatStore::remove(qint64 conversation)
     const Status s = m_db->deleteConversation(conversation);
     if (!s) return emit failed(QString::fromStdString(s.error().message));
     emit changed();
+}
+
+void ChatStore::addModel(const ModelItem& model)
+{
+    if (!ready()) return;
+    auto existing = m_db->modelByPath(model.path.toStdString());
+    if (!existing) return emit failed(QString::fromStdString(existing.error().message));
+    int64_t id = 0;
+    if (*existing) {
+        id = (*existing)->id;
+    } else {
+        storage::ModelRecord r;
+        r.path = model.path.toStdString();
+        r.format = storage::parseModelFormat(model.format.toStdString()).value_or(storage::ModelFormat::Gguf);
+        r.architecture = model.architecture.toStdString();
+        r.parameterCount = model.parameters;
+        r.sizeBytes = model.sizeBytes;
+        r.qualityJson = model.qualityJson.toStdString();
+        if (model.parentId > 0) r.parentId = model.parentId;
+        auto added = m_db->addModel(r);
+        if (!added) return emit failed(QString::fromStdString(added.error().message));
+        id = *added;
+    }
+    emit modelAdded(id, model.path);
+    listModels();
+}
+
+void ChatStore::listModels()
+{
+    if (!ready()) return;
+    auto models = m_db->models();
+    if (!models) return emit failed(QString::fromStdString(models.error().message));
+    QVector<ModelItem> items;
+    for (const auto& m : *models) {
+        ModelItem item;
+        item.id = m.id;
+        item.path = QString::fromStdString(m.path);
+        item.format = QString::fromUtf8(storage::modelFormatName(m.format));
+        item.architecture = QString::fromStdString(m.architecture);
+        item.parameters = m.parameterCount;
+        item.sizeBytes = m.sizeBytes;
+        item.qualityJson = QString::fromStdString(m.qualityJson);
+        item.parentId = m.parentId.value_or(0);
+        items.push_back(item);
+    }
+    emit modelsListed(items);
 }
 
 }  // namespace spillway::ui

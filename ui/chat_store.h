@@ -9,6 +9,8 @@
 #include <QVector>
 #include <memory>
 
+#include "model_worker.h"
+
 namespace spillway::storage {
 class ChatDatabase;
 }
@@ -47,6 +49,9 @@ public slots:
                 double firstTokenMs, const QString& modelName);
     void rename(qint64 conversation, const QString& title);
     void remove(qint64 conversation);
+    // The model catalog: adds (or finds, by path) a model, then lists them all.
+    void addModel(const spillway::ui::ModelItem& model);
+    void listModels();
 
 signals:
     void opened(const QString& path, const QString& recoveryNote);  // note empty unless recovered
@@ -55,6 +60,8 @@ signals:
     void loaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
     void stored(qint64 conversation, qint64 message);
     void changed();  // a conversation was renamed or removed
+    void modelAdded(qint64 id, const QString& path);
+    void modelsListed(const QVector<spillway::ui::ModelItem>& models);
     void failed(const QString& message);
 
 private:

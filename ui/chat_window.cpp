@@ -1,7 +1,17 @@
 #include "chat_window.h"
 
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QInputDialog>
+#include <QLocale>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QTabWidget>
+#include <QUrl>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -40,7 +50,51 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     sideLayout->addWidget(m_newChat);
     sideLayout->addWidget(m_search);
     sideLayout->addWidget(m_conversations, 1);
-    side->setVisible(!dataFolder.isEmpty());
+
+    // The model library: drop a model anywhere on the window, or Add model….
+    auto* library = new QWidget;
+    auto* libraryLayout = new QVBoxLayout(library);
+    libraryLayout->setContentsMargins(4, 4, 4, 4);
+    m_addModel = new QPushButton(tr("Add model…"), library);
+    m_addModel->setObjectName("addModel");
+    m_models = new QListWidget(library);
+    m_models->setObjectName("models");
+    m_models->setWordWrap(true);
+    m_compress = new QPushButton(tr("Compress"), library);
+    m_compress->setObjectName("compress");
+    m_compress->setToolTip(tr("Prune and quantize the selected model into a package (balanced preset)"));
+    auto* presets = new QMenu(m_compress);
+    for (const char* preset : {"fast", "balanced", "smallest"})
+        presets->addAction(QString::fromUtf8(preset), this, [this, preset] {
+            if (QListWidgetItem* item = m_models->currentItem())
+                compressModel(item->data(Qt::UserRole).toLongLong(), QString::fromUtf8(preset));
+        });
+    m_cancelCompress = new QPushButton(tr("Cancel"), library);
+    m_cancelCompress->setObjectName("cancelCompress");
+    m_compressBar = new QProgressBar(library);
+    m_compressBar->setRange(0, 1000);
+    m_compressBar->setTextVisible(false);
+    m_compressLabel = new QLabel(library);
+    m_compressLabel->setWordWrap(true);
+    auto* compressRow = new QHBoxLayout;
+    compressRow->addWidget(m_compress, 1);
+    compressRow->addWidget(m_cancelCompress);
+    auto* presetButton = new QPushButton(tr("Presets"), library);
+    presetButton->setMenu(presets);
+    compressRow->addWidget(presetButton);
+    libraryLayout->addWidget(m_addModel);
+    libraryLayout->addWidget(m_models, 1);
+    libraryLayout->addLayout(compressRow);
+    libraryLayout->addWidget(m_compressBar);
+    libraryLayout->addWidget(m_compressLabel);
+
+    auto* tabs = new QTabWidget(splitter);
+    auto* chats = side;
+    tabs->addTab(chats, tr("Chats"));
+    tabs->addTab(library, tr("Models"));
+    tabs->setVisible(!dataFolder.isEmpty());
+    m_dataFolder = dataFolder;
+    setAcceptDrops(!dataFolder.isEmpty());
 
     auto* central = new QWidget(splitter);
     auto* layout = new QVBoxLayout(central);
@@ -67,7 +121,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     layout->addWidget(m_transcript, 1);
     layout->addWidget(m_error);
     layout->addLayout(row);
-    splitter->addWidget(side);
+    splitter->addWidget(tabs);
     splitter->addWidget(central);
     splitter->setStretchFactor(1, 1);
     splitter->setSizes({240, 840});
@@ -134,7 +188,39 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
                 [this](QListWidgetItem* item) { openConversation(item->data(Qt::UserRole).toLongLong()); });
         connect(m_conversations, &QListWidget::customContextMenuRequested, this,
                 &ChatWindow::showConversationMenu);
+        connect(this, &ChatWindow::storeAddModel, m_store, &ChatStore::addModel, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::modelsListed, this, &ChatWindow::onModelsListed, Qt::QueuedConnection);
         emit storeOpen(dataFolder);
+
+        m_modelsThread = new QThread(this);
+        m_modelsThread->setObjectName("models");
+        m_modelWorker = new ModelWorker;
+        m_modelWorker->moveToThread(m_modelsThread);
+        connect(m_modelsThread, &QThread::finished, m_modelWorker, &QObject::deleteLater);
+        connect(this, &ChatWindow::inspectRequested, m_modelWorker, &ModelWorker::inspect, Qt::QueuedConnection);
+        connect(this, &ChatWindow::compressRequested, m_modelWorker, &ModelWorker::compress, Qt::QueuedConnection);
+        connect(m_modelWorker, &ModelWorker::inspected, this, [this](const ModelItem& m) { emit storeAddModel(m); },
+                Qt::QueuedConnection);
+        connect(m_modelWorker, &ModelWorker::rejected, this, [this](const QString& path, const QString& message) {
+            showError(message.contains(path) ? message : path + ": " + message);
+            emit modelRejected(path, message);
+        }, Qt::QueuedConnection);
+        connect(m_modelWorker, &ModelWorker::compressProgress, this, &ChatWindow::onCompressProgress,
+                Qt::QueuedConnection);
+        connect(m_modelWorker, &ModelWorker::compressed, this, &ChatWindow::onCompressed, Qt::QueuedConnection);
+        connect(m_modelWorker, &ModelWorker::compressFailed, this, &ChatWindow::onCompressFailed,
+                Qt::QueuedConnection);
+        m_modelsThread->start();
+        connect(m_addModel, &QPushButton::clicked, this, [this] {
+            const QString path = QFileDialog::getOpenFileName(this, tr("Add a model"), QString(),
+                                                              tr("Models (*.gguf manifest.json);;All files (*)"));
+            if (!path.isEmpty()) addModel(path);
+        });
+        connect(m_compress, &QPushButton::clicked, this, [this] {
+            if (QListWidgetItem* item = m_models->currentItem())
+                compressModel(item->data(Qt::UserRole).toLongLong(), QStringLiteral("balanced"));
+        });
+        connect(m_cancelCompress, &QPushButton::clicked, this, &ChatWindow::cancelCompression);
     }
 
     updateButtons();
@@ -146,6 +232,11 @@ ChatWindow::~ChatWindow()
     m_worker->requestStop();  // a running generation ends before its next token
     m_thread->quit();
     m_thread->wait();
+    if (m_modelsThread) {  // a running compression stops at its next progress report
+        m_modelWorker->cancelCompression();
+        m_modelsThread->quit();
+        m_modelsThread->wait();
+    }
     if (m_storageThread) {  // pending writes finish first: the queue drains before quit
         m_storageThread->quit();
         m_storageThread->wait();
@@ -359,12 +450,115 @@ void ChatWindow::appendToTranscript(const QString& text, bool dim)
     m_transcript->ensureCursorVisible();
 }
 
+QString ChatWindow::modelsFolder() const
+{
+    return m_dataFolder.isEmpty() ? QString() : QDir(m_dataFolder).filePath(QStringLiteral("models"));
+}
+
+void ChatWindow::addModel(const QString& path)
+{
+    if (m_modelWorker) emit inspectRequested(path);
+}
+
+void ChatWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void ChatWindow::dropEvent(QDropEvent* event)
+{
+    for (const QUrl& url : event->mimeData()->urls())
+        if (url.isLocalFile()) addModel(url.toLocalFile());
+    event->acceptProposedAction();
+}
+
+void ChatWindow::compressModel(qint64 id, const QString& preset)
+{
+    if (!m_modelWorker || m_compressing) return;
+    const ModelItem* source = nullptr;
+    for (const ModelItem& m : m_catalog)
+        if (m.id == id) source = &m;
+    if (!source) return;
+    // dataFolder/models/<name>-<preset>, numbered when taken.
+    const QString stem = QFileInfo(source->path).completeBaseName();
+    QString out = QDir(modelsFolder()).filePath(stem + "-" + preset);
+    for (int n = 2; QFileInfo::exists(out); ++n) out = QDir(modelsFolder()).filePath(QStringLiteral("%1-%2-%3").arg(stem, preset).arg(n));
+    m_compressing = true;
+    m_compressOut = out;
+    m_compressBar->setValue(0);
+    m_compressLabel->setText(tr("Compressing %1 (%2) …").arg(QFileInfo(source->path).fileName(), preset));
+    updateButtons();
+    m_modelWorker->clearCancel();
+    emit compressRequested(id, source->path, out, preset);
+}
+
+void ChatWindow::cancelCompression()
+{
+    if (m_compressing) m_modelWorker->cancelCompression();
+}
+
+void ChatWindow::onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal,
+                                    double eta)
+{
+    m_compressBar->setValue(int(fraction * 1000.0));
+    emit compressionProgress(fraction);
+    QString text = tr("%1: %2%").arg(stage).arg(int(fraction * 100.0));
+    if (bytesTotal > 0)
+        text += tr(", %1 of %2").arg(QLocale().formattedDataSize(bytesDone), QLocale().formattedDataSize(bytesTotal));
+    if (eta >= 0) text += tr(", about %1 s left").arg(int(eta + 0.5));
+    m_compressLabel->setText(text);
+}
+
+void ChatWindow::onCompressed(qint64, const ModelItem& package, const QString& summary)
+{
+    m_compressing = false;
+    m_compressBar->setValue(1000);
+    m_compressLabel->setText(tr("Done: %1").arg(summary));
+    emit storeAddModel(package);
+    updateButtons();
+    emit compressionFinished(package.path, summary);
+}
+
+void ChatWindow::onCompressFailed(const QString& message, bool cancelled)
+{
+    m_compressing = false;
+    m_compressBar->setValue(0);
+    m_compressLabel->setText(cancelled ? tr("Compression cancelled; nothing was written.") : tr("Compression failed."));
+    if (!cancelled) showError(message);
+    updateButtons();
+    emit compressionFailed(message, cancelled);
+}
+
+void ChatWindow::onModelsListed(const QVector<ModelItem>& models)
+{
+    m_catalog = models;
+    const qint64 selected = m_models->currentItem() ? m_models->currentItem()->data(Qt::UserRole).toLongLong() : 0;
+    m_models->clear();
+    for (const ModelItem& m : models) {
+        QString text = QStringLiteral("%1\n%2 · %3 · %4 M parameters · %5")
+                           .arg(QFileInfo(m.path).fileName(), m.format, m.architecture)
+                           .arg(double(m.parameters) / 1e6, 0, 'f', 2)
+                           .arg(QLocale().formattedDataSize(m.sizeBytes));
+        if (m.parentId > 0) text = QStringLiteral("  ↳ ") + text;
+        auto* item = new QListWidgetItem(text, m_models);
+        item->setData(Qt::UserRole, m.id);
+        item->setToolTip(m.path + (m.qualityJson.isEmpty() ? QString() : "\n" + m.qualityJson));
+        if (m.id == selected) m_models->setCurrentItem(item);
+    }
+    if (!m_models->currentItem() && m_models->count()) m_models->setCurrentRow(0);
+    updateButtons();
+    emit modelsListed(int(models.size()));
+}
+
 void ChatWindow::updateButtons()
 {
     m_send->setEnabled(m_modelReady && !m_generating);
     m_prompt->setEnabled(m_modelReady);
     m_stop->setEnabled(m_generating);
     m_newChat->setEnabled(!m_generating);
+    m_compress->setEnabled(!m_compressing && m_models->count() > 0);
+    m_cancelCompress->setEnabled(m_compressing);
+    m_addModel->setEnabled(true);
 }
 
 }  // namespace spillway::ui

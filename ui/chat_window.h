@@ -13,6 +13,7 @@
 class QLabel;
 class QLineEdit;
 class QListWidget;
+class QProgressBar;
 class QPushButton;
 class QTextBrowser;
 class QThread;
@@ -47,6 +48,10 @@ public:
     QLineEdit* searchEdit() const { return m_search; }
     QPushButton* newChatButton() const { return m_newChat; }
     qint64 currentConversation() const { return m_conversation; }
+    QListWidget* modelList() const { return m_models; }  // the catalog; item data: catalog id
+    QProgressBar* compressionBar() const { return m_compressBar; }
+    bool isCompressing() const { return m_compressing; }
+    QString modelsFolder() const;  // where packages are written (dataFolder/models)
 
 public slots:
     void send();
@@ -55,6 +60,11 @@ public slots:
     void openConversation(qint64 id);
     void renameConversation(qint64 id, const QString& title);
     void deleteConversation(qint64 id);
+    // Model library: validate and catalog a model (as a drop does); compress the catalog
+    // model `id` with a preset ("fast", "balanced", "smallest"); cancel that.
+    void addModel(const QString& path);
+    void compressModel(qint64 id, const QString& preset);
+    void cancelCompression();
 
 signals:
     // Requests to the worker (queued onto the inference thread).
@@ -68,6 +78,15 @@ signals:
     void conversationsListed(int count);
     void conversationShown(qint64 id);
     void replyStored(qint64 conversation);
+    void modelsListed(int count);
+    void modelRejected(const QString& path, const QString& message);
+    void compressionProgress(double fraction);
+    void compressionFinished(const QString& packagePath, const QString& summary);
+    void compressionFailed(const QString& message, bool cancelled);
+    // Requests to the model worker (queued onto the models thread).
+    void inspectRequested(const QString& path);
+    void compressRequested(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset);
+    void storeAddModel(const spillway::ui::ModelItem& model);
     // Requests to the chat store (queued onto the storage thread).
     void storeOpen(const QString& folder);
     void storeList(const QString& query);
@@ -88,6 +107,14 @@ private slots:
     void onLoaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
     void onStored(qint64 conversation, qint64 message);
     void showConversationMenu(const QPoint& at);
+    void onModelsListed(const QVector<spillway::ui::ModelItem>& models);
+    void onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
+    void onCompressed(qint64 sourceId, const spillway::ui::ModelItem& package, const QString& summary);
+    void onCompressFailed(const QString& message, bool cancelled);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
 
 private:
     void appendToTranscript(const QString& text, bool dim);
@@ -106,6 +133,18 @@ private:
     QString m_pendingPrompt;               // sent before its conversation existed
     QString m_reply;                       // the reply being generated
     int m_pendingStores = 0;               // appends sent to the store, not yet answered
+    QString m_dataFolder;
+    QThread* m_modelsThread = nullptr;
+    ModelWorker* m_modelWorker = nullptr;  // lives on m_modelsThread; deleted there
+    QListWidget* m_models = nullptr;
+    QPushButton* m_addModel = nullptr;
+    QPushButton* m_compress = nullptr;
+    QPushButton* m_cancelCompress = nullptr;
+    QProgressBar* m_compressBar = nullptr;
+    QLabel* m_compressLabel = nullptr;
+    QVector<ModelItem> m_catalog;
+    bool m_compressing = false;
+    QString m_compressOut;
     QTextBrowser* m_transcript = nullptr;
     QLineEdit* m_prompt = nullptr;
     QPushButton* m_send = nullptr;

@@ -2,11 +2,18 @@
 // reference, the status line shows the speed, Stop ends a long reply, a bad path is an error;
 // conversations are stored (on the storage thread), listed, searched, reopened and deleted.
 
+#include <QApplication>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QFile>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QDir>
+#include <QDropEvent>
+#include <QMimeData>
+#include <QProgressBar>
 #include <QTemporaryDir>
+#include <QUrl>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
@@ -46,6 +53,7 @@ private slots:
     void stopEndsLongReply();
     void missingModelShowsError();
     void conversationsAreStoredSearchedAndReopened();
+    void droppedModelsAreCatalogedAndCompressed();
 };
 
 void TestChatWindow::greedyReplyMatchesReference()
@@ -198,6 +206,77 @@ void TestChatWindow::conversationsAreStoredSearchedAndReopened()
     QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);
     QCOMPARE(window.currentConversation(), 0);
     QVERIFY(window.errorText().isEmpty());
+}
+
+namespace {
+
+// What a drag and drop of `path` onto the window delivers.
+void dropFile(QWidget& target, const QString& path)
+{
+    QMimeData data;
+    data.setUrls({QUrl::fromLocalFile(path)});
+    const QPoint at(target.width() / 2, target.height() / 2);
+    QDragEnterEvent enter(at, Qt::CopyAction, &data, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&target, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(at), Qt::CopyAction, &data, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&target, &drop);
+}
+
+}  // namespace
+
+void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
+{
+    QTemporaryDir data;
+    QVERIFY(data.isValid());
+    ChatWindow window(kModel, data.path());
+    window.show();
+    QSignalSpy listed(&window, &ChatWindow::modelsListed);
+    QTRY_VERIFY_WITH_TIMEOUT(listed.count() >= 1, 10'000);  // the empty catalog
+    QCOMPARE(window.modelList()->count(), 0);
+
+    dropFile(window, kModel);
+    QTRY_COMPARE_WITH_TIMEOUT(window.modelList()->count(), 1, 10'000);
+    QVERIFY2(window.modelList()->item(0)->text().contains("stories260K.gguf"), qPrintable(window.modelList()->item(0)->text()));
+    dropFile(window, kModel);  // the same file again: still one entry
+
+    // A truncated file: an error naming it, nothing added.
+    const QString truncated = QDir(data.path()).filePath("truncated.gguf");
+    {
+        QFile in(kModel), out(truncated);
+        QVERIFY(in.open(QIODevice::ReadOnly) && out.open(QIODevice::WriteOnly));
+        out.write(in.read(5000));
+    }
+    QSignalSpy rejected(&window, &ChatWindow::modelRejected);
+    dropFile(window, truncated);
+    QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 1, 10'000);
+    QVERIFY2(window.errorText().contains("truncated.gguf"), qPrintable(window.errorText()));
+    QCOMPARE(window.modelList()->count(), 1);
+
+    // Compress with the fast preset: progress, then a package in the catalog under the source.
+    const qint64 source = window.modelList()->item(0)->data(Qt::UserRole).toLongLong();
+    QSignalSpy progress(&window, &ChatWindow::compressionProgress);
+    QSignalSpy finished(&window, &ChatWindow::compressionFinished);
+    window.compressModel(source, QStringLiteral("fast"));
+    QVERIFY(window.isCompressing());
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60'000);
+    QVERIFY(progress.count() >= 3);
+    const QString package = finished.at(0).at(0).toString();
+    QVERIFY2(QFileInfo::exists(package + "/manifest.json"), qPrintable(package));
+    QVERIFY2(finished.at(0).at(1).toString().contains("top-1"), qPrintable(finished.at(0).at(1).toString()));
+    QTRY_COMPARE_WITH_TIMEOUT(window.modelList()->count(), 2, 10'000);
+    QCOMPARE(window.compressionBar()->value(), 1000);
+
+    // Cancelled at once: nothing is left in the models folder but the first package.
+    QSignalSpy failed(&window, &ChatWindow::compressionFailed);
+    window.compressModel(source, QStringLiteral("smallest"));
+    window.cancelCompression();
+    QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 60'000);
+    QVERIFY(failed.at(0).at(1).toBool());  // cancelled
+    QCOMPARE(QDir(window.modelsFolder()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
+             QStringList{QFileInfo(package).fileName()});
+    QCOMPARE(window.modelList()->count(), 2);
+    QVERIFY(!window.isCompressing());
 }
 
 QTEST_MAIN(TestChatWindow)

@@ -1,0 +1,75 @@
+#include "model_worker.h"
+
+#include <QLocale>
+#include <filesystem>
+
+#include "core/compress/compress_model.h"
+#include "core/model/llama_model.h"
+#include "gpu/cpu/cpu_device.h"
+
+namespace spillway::ui {
+
+namespace {
+
+ModelItem describe(const LlamaModel& m)
+{
+    ModelItem item;
+    item.path = QString::fromStdString(m.path());
+    item.format = m.isPackage() ? QStringLiteral("package") : QStringLiteral("gguf");
+    item.architecture = QString::fromStdString(m.config().architecture);
+    item.parameters = qint64(m.parameterCount());
+    std::error_code ec;
+    uint64_t bytes = 0;
+    for (const std::string& f : m.dataFiles()) bytes += std::filesystem::file_size(f, ec);
+    item.sizeBytes = qint64(bytes);
+    return item;
+}
+
+}  // namespace
+
+ModelWorker::ModelWorker(QObject* parent) : QObject(parent) { qRegisterMetaType<ModelItem>(); }
+
+void ModelWorker::inspect(const QString& path)
+{
+    auto model = LlamaModel::load(path.toStdString());
+    if (!model) return emit rejected(path, QString::fromStdString(model.error().message));
+    emit inspected(describe(**model));
+}
+
+void ModelWorker::compress(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset)
+{
+    const auto p = compress::presetFromName(preset.toStdString());
+    if (!p) return emit compressFailed(tr("unknown preset '%1'").arg(preset), false);
+    auto source = LlamaModel::load(sourcePath.toStdString());
+    if (!source) return emit compressFailed(QString::fromStdString(source.error().message), false);
+    compress::CompressOptions options = compress::presetOptions(*p);
+    options.progress = [this](const compress::CompressProgress& pr) {
+        emit compressProgress(pr.fraction, QString::fromStdString(pr.stage), qint64(pr.bytesDone),
+                              qint64(pr.bytesTotal), pr.etaSeconds);
+        return !m_cancel.load();
+    };
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(outDir.toStdString()).parent_path(), ec);
+    auto device = gpu::createCpuDevice(0);
+    auto report = compress::compressModel(**source, outDir.toStdString(), options, *device);
+    if (!report)
+        return emit compressFailed(QString::fromStdString(report.error().message),
+                                   report.error().code == ErrorCode::Cancelled);
+    auto package = LlamaModel::load(outDir.toStdString());
+    if (!package) return emit compressFailed(QString::fromStdString(package.error().message), false);
+    ModelItem item = describe(**package);
+    item.parentId = sourceId;
+    if (report->quality) item.qualityJson = QString::fromStdString(report->quality->toJson());
+    QString summary = tr("%1 → %2 (%3%)")
+                          .arg(QLocale().formattedDataSize(qint64(report->sourceBytes)),
+                               QLocale().formattedDataSize(qint64(report->outputBytes)))
+                          .arg(100.0 * double(report->outputBytes) / double(std::max<uint64_t>(1, report->sourceBytes)), 0,
+                               'f', 1);
+    if (report->quality)
+        summary += tr("; mean KL %1, top-1 agreement %2%")
+                       .arg(report->quality->meanKl, 0, 'g', 3)
+                       .arg(100.0 * report->quality->top1Agreement, 0, 'f', 1);
+    emit compressed(sourceId, item, summary);
+}
+
+}  // namespace spillway::ui
