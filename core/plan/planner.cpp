@@ -244,7 +244,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
     r.vramBudget = s.vram;
     r.ramBudget = s.ram;
     r.deviceWeightBytes = e.residentBytes;
-    r.slots = e.slots;
+    r.slotCount = e.slots;
     r.deviceSlotBytes = e.slotBytes * uint64_t(e.slots);
     r.deviceWorkingBytes = s.fixed;
     r.hostWeightBytes = e.hostBytes;

@@ -49,7 +49,7 @@ struct PlanResult {
     // Memory per tier.
     uint64_t deviceWeightBytes = 0;        // resident weights (and norms)
     uint64_t deviceSlotBytes = 0;          // all streaming slots together
-    int slots = 0;
+    int slotCount = 0;                     // streaming slots (named so: Qt defines `slots`)
     uint64_t deviceWorkingBytes = 0;       // KV cache, activations, embedding row
     uint64_t hostWeightBytes = 0;          // RAM-tier weights
     uint64_t stagingBytes = 0;

@@ -40,7 +40,7 @@ std::string planText(const PlanResult& r, bool perTensor)
     }
     out += "\nmemory per tier\n";
     out += format("  device  %10.1f MiB = weights %.1f + %d slot(s) %.1f + KV cache/activations %.1f  (budget %.1f)\n",
-                  mibOf(r.deviceTotal()), mibOf(r.deviceWeightBytes), r.slots, mibOf(r.deviceSlotBytes),
+                  mibOf(r.deviceTotal()), mibOf(r.deviceWeightBytes), r.slotCount, mibOf(r.deviceSlotBytes),
                   mibOf(r.deviceWorkingBytes), mibOf(r.vramBudget));
     out += format("  RAM     %10.1f MiB = weights %.1f + staging %.1f  (budget %.1f)\n", mibOf(r.hostTotal()),
                   mibOf(r.hostWeightBytes), mibOf(r.stagingBytes), mibOf(r.ramBudget));
@@ -81,7 +81,7 @@ std::string planJson(const PlanResult& r)
         {"memory",
          {{"device_weight_bytes", r.deviceWeightBytes},
           {"device_slot_bytes", r.deviceSlotBytes},
-          {"slots", r.slots},
+          {"slots", r.slotCount},
           {"device_working_bytes", r.deviceWorkingBytes},
           {"device_total_bytes", r.deviceTotal()},
           {"ram_weight_bytes", r.hostWeightBytes},

@@ -1,0 +1,110 @@
+#include "bottleneck_stats.h"
+
+#include <QCoreApplication>
+#include <algorithm>
+#include <cmath>
+
+namespace spillway::ui {
+
+using trace::Category;
+using trace::Lane;
+
+TokenStats computeTokenStats(std::span<const trace::Span> spans)
+{
+    TokenStats stats;
+    trace::Summary& total = stats.total;
+    const std::vector<trace::Summary> perToken = trace::summarizePerToken(spans);
+    if (perToken.empty()) return stats;
+
+    std::vector<std::pair<uint64_t, uint32_t>> starts;  // (first span start, token)
+    starts.reserve(perToken.size());
+    total.beginNs = perToken.front().beginNs;
+    total.endNs = perToken.front().endNs;
+    total.firstToken = perToken.front().firstToken;
+    total.lastToken = perToken.back().lastToken;
+    for (const trace::Summary& t : perToken) {
+        total.beginNs = std::min(total.beginNs, t.beginNs);
+        total.endNs = std::max(total.endNs, t.endNs);
+        total.windowNs += t.windowNs;
+        for (size_t c = 0; c < trace::kCategoryCount; ++c)
+            total.attributedNs[c] += t.attributedNs[c];
+        for (size_t l = 0; l < trace::kLaneCount; ++l) {
+            total.lanes[l].busyNs += t.lanes[l].busyNs;
+            total.lanes[l].bytes += t.lanes[l].bytes;
+            total.lanes[l].spans += t.lanes[l].spans;
+        }
+        starts.emplace_back(t.beginNs, t.firstToken);
+    }
+    total.tokens = static_cast<uint32_t>(perToken.size());
+    total.nsPerToken = static_cast<double>(total.windowNs) / total.tokens;
+    for (trace::LaneStats& lane : total.lanes) {
+        if (total.windowNs > 0)
+            lane.busyFraction =
+                static_cast<double>(lane.busyNs) / static_cast<double>(total.windowNs);
+        if (lane.busyNs > 0)
+            lane.bytesPerSecond = lane.bytes * 1e9 / static_cast<double>(lane.busyNs);
+    }
+
+    std::sort(starts.begin(), starts.end());
+    stats.tokenStartsNs.reserve(starts.size());
+    stats.tokenIds.reserve(starts.size());
+    for (const auto& [start, token] : starts) {
+        stats.tokenStartsNs.push_back(start);
+        stats.tokenIds.push_back(token);
+    }
+    return stats;
+}
+
+QString headlineFor(const trace::Summary& total)
+{
+    auto tr = [](const char* text) { return QCoreApplication::translate("BottleneckView", text); };
+    if (total.tokens == 0 || total.windowNs == 0) return tr("No spans recorded yet");
+
+    const Category category = total.bottleneck();
+    const int percent = static_cast<int>(std::lround(100.0 * total.share(category)));
+    switch (category) {
+    case Category::SsdRead:
+        return tr("%1% of each token waits on SSD reads").arg(percent);
+    case Category::HostToDevice:
+        return tr("%1% of each token waits on host→device copies").arg(percent);
+    case Category::Decompress:
+        return tr("%1% of each token waits on decompression").arg(percent);
+    case Category::Compute: {
+        const bool cpu =
+            total.lane(Lane::CpuCompute).busyNs > total.lane(Lane::DeviceCompute).busyNs;
+        return (cpu ? tr("%1% of each token is CPU compute")
+                    : tr("%1% of each token is device compute"))
+            .arg(percent);
+    }
+    case Category::Stalls:
+    case Category::Count:
+        break;
+    }
+    // bottleneck() says Stalls only when no compute or transfer lane was busy at all.
+    return tr("%1% of each token is stalls and idle gaps: no stage was busy")
+        .arg(static_cast<int>(std::lround(100.0 * total.share(Category::Stalls))));
+}
+
+QString formatDuration(double ns)
+{
+    const double a = std::abs(ns);
+    if (a >= 1e9) return QStringLiteral("%1 s").arg(ns / 1e9, 0, 'f', a >= 1e10 ? 1 : 2);
+    if (a >= 1e6) return QStringLiteral("%1 ms").arg(ns / 1e6, 0, 'f', a >= 1e7 ? 1 : 2);
+    if (a >= 1e3) return QStringLiteral("%1 µs").arg(ns / 1e3, 0, 'f', a >= 1e4 ? 1 : 2);
+    return QStringLiteral("%1 ns").arg(ns, 0, 'f', 0);
+}
+
+QString formatBytes(uint64_t bytes)
+{
+    static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (bytes < 1024) return QStringLiteral("%1 B").arg(bytes);
+    double value = static_cast<double>(bytes);
+    int unit = -1;
+    while (value >= 1024 && unit < 3) {
+        value /= 1024;
+        ++unit;
+    }
+    return QStringLiteral("%1 %2").arg(value, 0, 'f', 2).arg(QLatin1String(kUnits[unit]));
+}
+
+}  // namespace spillway::ui

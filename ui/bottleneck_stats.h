@@ -1,0 +1,38 @@
+#pragma once
+// What the bottleneck view says about a trace, apart from drawing it: each token's bottleneck
+// attribution added up over the shown tokens, the token boundaries, and the one-sentence
+// headline. Computed when the shown spans change, never per frame.
+
+#include <QString>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/trace/trace.h"
+
+namespace spillway::ui {
+
+struct TokenStats {
+    // trace::summarizePerToken() added up: windowNs is the sum of the tokens' own windows
+    // (first span start .. last span end of each token), so idle time between tokens (sampling,
+    // the GUI) does not count; attributedNs and lanes[].busyNs are sums, busyFraction and
+    // bytesPerSecond are recomputed from them; tokens = how many tokens.
+    trace::Summary total;
+    // Token boundaries, ascending by time: where each token's first span starts.
+    std::vector<uint64_t> tokenStartsNs;
+    std::vector<uint32_t> tokenIds;  // parallel to tokenStartsNs
+};
+
+TokenStats computeTokenStats(std::span<const trace::Span> spans);
+
+// One sentence about the largest share of each token: "71% of each token waits on SSD reads",
+// "64% of each token is device compute", … Names the dominant category and, for compute,
+// which of the device and the CPU was busier.
+QString headlineFor(const trace::Summary& total);
+
+// "1.52 ms", "35.2 µs", "820 ns".
+QString formatDuration(double ns);
+// "4.00 MiB", "512 B".
+QString formatBytes(uint64_t bytes);
+
+}  // namespace spillway::ui

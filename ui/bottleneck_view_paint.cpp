@@ -1,0 +1,236 @@
+// BottleneckView: layout and painting. One frame touches only the spans inside the visible time
+// range (a binary search per lane, then a scan that stops past the right edge), and merges
+// spans narrower than 3 px into runs, so the number of rectangles drawn is bounded by the
+// plot's width in pixels, not by the number of spans.
+
+#include <QElapsedTimer>
+#include <QPaintEvent>
+#include <QPainter>
+#include <algorithm>
+#include <cmath>
+
+#include "bottleneck_view.h"
+
+namespace spillway::ui {
+
+using trace::Lane;
+
+namespace {
+
+constexpr int kMargin = 8;            // px around the header and the plot
+constexpr int kMinWideSpanPx = 3;     // narrower spans are merged into runs
+constexpr int kLabelMinSpanPx = 44;   // wide enough to write "L12 read" inside
+
+QColor laneColor(Lane lane)
+{
+    switch (lane) {
+    case Lane::SsdRead: return QColor(0xe0, 0x8a, 0x1e);
+    case Lane::HostToDevice: return QColor(0x8e, 0x6b, 0xbf);
+    case Lane::Decompress: return QColor(0x1f, 0x9e, 0x89);
+    case Lane::DeviceCompute: return QColor(0x3a, 0x9a, 0x3a);
+    case Lane::CpuCompute: return QColor(0x35, 0x72, 0xc6);
+    case Lane::Stall: return QColor(0xc9, 0x4a, 0x4a);
+    case Lane::Count: break;
+    }
+    return Qt::gray;
+}
+
+// A 1, 2 or 5 × 10^k step of at least `minimum` ns.
+double niceStep(double minimum)
+{
+    const double decade = std::pow(10.0, std::floor(std::log10(std::max(minimum, 1.0))));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * decade >= minimum) return m * decade;
+    return 10 * decade;
+}
+
+}  // namespace
+
+int BottleneckView::headerHeight() const
+{
+    QFont bold = font();
+    bold.setBold(true);
+    return kMargin + QFontMetrics(bold).height() + 2 + fontMetrics().height() + kMargin;
+}
+
+QRectF BottleneckView::plotRect() const
+{
+    const QFontMetrics fm = fontMetrics();
+    const int gutter =
+        std::max(170, fm.horizontalAdvance(tr("100.00 ms/tok · pred 100.00")) + 2 * kMargin);
+    const int top = headerHeight() + fm.height();  // token labels above the lanes
+    const int bottom = height() - fm.height() - 6;  // the time axis below
+    return QRectF(gutter, top, std::max(1, width() - gutter - kMargin), std::max(1, bottom - top));
+}
+
+QRectF BottleneckView::laneRect(Lane lane) const
+{
+    const QRectF plot = plotRect();
+    const double laneHeight = plot.height() / trace::kLaneCount;
+    const double top = plot.top() + static_cast<double>(lane) * laneHeight;
+    return QRectF(plot.left(), top + 2, plot.width(), std::max(1.0, laneHeight - 4));
+}
+
+void BottleneckView::paintEvent(QPaintEvent*)
+{
+    QElapsedTimer timer;
+    timer.start();
+    QPainter p(this);
+    const QPalette pal = palette();
+    const QFontMetrics fm = fontMetrics();
+    QFont bold = font();
+    bold.setBold(true);
+    p.fillRect(rect(), pal.color(QPalette::Base));
+
+    // Header: the headline, then the breakdown and the whole-token time.
+    const QRectF plot = plotRect();
+    p.setPen(pal.color(QPalette::Text));
+    p.setFont(bold);
+    const int line1 = kMargin + QFontMetrics(bold).ascent();
+    p.drawText(kMargin, line1, m_headline);
+    p.setFont(font());
+    QString detail = m_breakdown;
+    const trace::Summary& total = m_stats.total;
+    if (total.tokens > 0) {
+        detail += tr(" · %n token(s), %1 ms/token", nullptr, static_cast<int>(total.tokens))
+                      .arg(total.nsPerToken / 1e6, 0, 'f', 2);
+        if (m_predictedSecondsPerToken > 0)
+            detail += tr(" (predicted %1)").arg(m_predictedSecondsPerToken * 1e3, 0, 'f', 2);
+    }
+    if (m_dropped > 0) detail += tr(" · %n span(s) lost: the trace ring overflowed", nullptr,
+                                    static_cast<int>(std::min<uint64_t>(m_dropped, INT32_MAX)));
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(kMargin, line1 + QFontMetrics(bold).descent() + 2 + fm.ascent(), detail);
+
+    // Lanes: stripes, and in the gutter the name, utilization, measured and predicted ms/token.
+    for (size_t l = 0; l < trace::kLaneCount; ++l) {
+        const Lane lane = static_cast<Lane>(l);
+        const QRectF r = laneRect(lane);
+        if (l % 2 == 0) p.fillRect(QRectF(0, r.top() - 2, width(), r.height() + 4),
+                                   pal.color(QPalette::AlternateBase));
+        p.fillRect(QRectF(kMargin, r.top() + 2, 4, r.height() - 4), laneColor(lane));
+        const double textLeft = kMargin + 10;
+        const double nameBase = r.center().y() - 2;
+        p.setPen(pal.color(QPalette::Text));
+        p.setFont(bold);
+        p.drawText(QPointF(textLeft, nameBase), QString::fromUtf8(trace::laneName(lane)));
+        p.setFont(font());
+        const QString busy = tr("%1%").arg(std::lround(100 * utilization(lane)));
+        p.drawText(QPointF(plot.left() - kMargin - fm.horizontalAdvance(busy), nameBase), busy);
+        QString times = tr("%1 ms/tok").arg(measuredMsPerToken(lane), 0, 'f', 2);
+        const double predicted = m_lanes[l].predictedMs;
+        if (predicted >= 0) times += tr(" · pred %1").arg(predicted, 0, 'f', 2);
+        p.setPen(pal.color(QPalette::PlaceholderText));
+        p.drawText(QPointF(textLeft, nameBase + fm.height()), times);
+    }
+
+    // Time axis and grid, labelled from the first span shown.
+    const double perPx = nsPerPixel();
+    const double step = niceStep(perPx * 110);
+    const double origin = static_cast<double>(m_dataBeginNs);
+    const QColor grid = pal.color(QPalette::Mid);
+    p.setPen(grid);
+    p.drawLine(QPointF(plot.left(), plot.bottom()), QPointF(plot.right(), plot.bottom()));
+    for (double t = std::ceil((m_viewBeginNs - origin) / step) * step; origin + t <= m_viewEndNs;
+         t += step) {
+        const double x = xForTime(origin + t);
+        p.setPen(grid);
+        p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom() + 3));
+        const QString label = t == 0 ? QStringLiteral("0") : formatDuration(t);
+        if (x + 2 + fm.horizontalAdvance(label) > width()) continue;  // would be cut off
+        p.setPen(pal.color(QPalette::Text));
+        p.drawText(QPointF(x + 2, plot.bottom() + 3 + fm.ascent()), label);
+    }
+
+    // Token boundaries.
+    QPen tokenPen(pal.color(QPalette::Text), 1, Qt::DashLine);
+    const auto& starts = m_stats.tokenStartsNs;
+    double lastLabelEnd = -1e9;
+    auto before = [](uint64_t s, double v) { return static_cast<double>(s) < v; };
+    for (auto it = std::lower_bound(starts.begin(), starts.end(), m_viewBeginNs, before);
+         it != starts.end() && static_cast<double>(*it) <= m_viewEndNs; ++it) {
+        const double x = xForTime(static_cast<double>(*it));
+        p.setPen(tokenPen);
+        p.drawLine(QPointF(x, plot.top() - fm.height() + 2), QPointF(x, plot.bottom()));
+        const QString label = tr("token %1").arg(m_stats.tokenIds[it - starts.begin()]);
+        if (x > lastLabelEnd) {
+            p.setPen(pal.color(QPalette::Text));
+            p.drawText(QPointF(x + 3, plot.top() - fm.descent() - 1), label);
+            lastLabelEnd = x + 3 + fm.horizontalAdvance(label) + 6;
+        }
+    }
+
+    // Spans.
+    p.save();
+    p.setClipRect(plot.adjusted(0, -2, 0, 2));
+    const double left = plot.left();
+    for (size_t l = 0; l < trace::kLaneCount; ++l) {
+        LaneView& lane = m_lanes[l];
+        lane.painted = 0;
+        m_thinRects.clear();
+        m_wideRects.clear();
+        m_wideSpans.clear();
+        const QRectF r = laneRect(static_cast<Lane>(l));
+        const double reach = std::max(static_cast<double>(lane.longestNs), perPx);
+        auto it = std::partition_point(lane.order.begin(), lane.order.end(), [&](uint32_t i) {
+            return static_cast<double>(m_spans[i].startNs) < m_viewBeginNs - reach;
+        });
+        double runX0 = 0, runX1 = 0;
+        bool runOpen = false;
+        for (; it != lane.order.end(); ++it) {
+            const trace::Span& s = m_spans[*it];
+            const double start = static_cast<double>(s.startNs);
+            if (start > m_viewEndNs) break;
+            const double end = std::max(static_cast<double>(s.endNs), start);
+            if (end < m_viewBeginNs) continue;
+            const double x0 = std::max(left + (start - m_viewBeginNs) / perPx, plot.left() - 2);
+            double x1 = std::min(left + (end - m_viewBeginNs) / perPx, plot.right() + 2);
+            ++lane.painted;
+            if (x1 - x0 >= kMinWideSpanPx) {
+                m_wideRects.emplace_back(x0, r.top(), x1 - x0, r.height());
+                m_wideSpans.push_back(*it);
+                continue;
+            }
+            x1 = std::max(x1, x0 + 1);  // at least one pixel
+            if (runOpen && x0 <= runX1 + 0.5) {
+                runX1 = std::max(runX1, x1);
+                continue;
+            }
+            if (runOpen) m_thinRects.emplace_back(runX0, r.top(), runX1 - runX0, r.height());
+            runX0 = x0;
+            runX1 = x1;
+            runOpen = true;
+        }
+        if (runOpen) m_thinRects.emplace_back(runX0, r.top(), runX1 - runX0, r.height());
+
+        const QColor color = laneColor(static_cast<Lane>(l));
+        p.setPen(Qt::NoPen);
+        p.setBrush(color);
+        if (!m_thinRects.empty())
+            p.drawRects(m_thinRects.data(), static_cast<int>(m_thinRects.size()));
+        p.setPen(color.darker(160));
+        if (!m_wideRects.empty())
+            p.drawRects(m_wideRects.data(), static_cast<int>(m_wideRects.size()));
+        // Zoomed in far enough, write each span's layer inside it.
+        p.setPen(Qt::white);
+        for (size_t i = 0; i < m_wideRects.size(); ++i) {
+            const QRectF& w = m_wideRects[i];
+            if (w.width() < kLabelMinSpanPx) continue;
+            const trace::Span& s = m_spans[m_wideSpans[i]];
+            const QString op = QString::fromUtf8(s.op);
+            const QString label = s.layer >= 0 ? tr("L%1 %2").arg(s.layer).arg(op) : op;
+            p.drawText(w.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                       fm.elidedText(label, Qt::ElideRight, static_cast<int>(w.width()) - 5));
+        }
+    }
+    p.restore();
+
+    if (m_spans.empty()) {
+        p.setPen(pal.color(QPalette::PlaceholderText));
+        p.drawText(plot, Qt::AlignCenter, m_live ? tr("Waiting for spans from the engine …")
+                                                 : tr("No trace loaded"));
+    }
+    m_lastPaintMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+}
+
+}  // namespace spillway::ui
