@@ -1,6 +1,7 @@
 #include "chat_window.h"
 
 #include <QDir>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
@@ -24,6 +25,8 @@
 #include <QThread>
 #include <QVBoxLayout>
 
+#include "bottleneck_view.h"
+#include "core/trace/trace.h"
 #include "generation_worker.h"
 
 namespace spillway::ui {
@@ -32,7 +35,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     : QMainWindow(parent)
 {
     setWindowTitle(tr("Spillway"));
-    resize(1080, 560);
+    resize(1200, 800);
 
     auto* splitter = new QSplitter(this);
     auto* side = new QWidget(splitter);
@@ -127,6 +130,15 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     splitter->setSizes({240, 840});
     setCentralWidget(splitter);
 
+    // The bottleneck visualizer, live while generating: it polls the trace ring on a timer.
+    auto* dock = new QDockWidget(tr("Bottleneck"), this);
+    dock->setObjectName("bottleneckDock");
+    m_bottleneck = new BottleneckView(dock);
+    m_bottleneck->setObjectName("bottleneck");
+    dock->setWidget(m_bottleneck);
+    addDockWidget(Qt::BottomDockWidgetArea, dock);
+    resizeDocks({dock}, {260}, Qt::Vertical);
+
     m_status = new QLabel(tr("Loading %1 …").arg(modelPath), this);
     m_status->setObjectName("statusLine");
     statusBar()->addWidget(m_status, 1);
@@ -139,6 +151,8 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     m_thread = new QThread(this);
     m_thread->setObjectName("inference");
     m_worker = new GenerationWorker;
+    m_recorder = std::make_unique<trace::Recorder>(size_t{1} << 16);
+    m_worker->setRecorder(m_recorder.get());
     m_worker->moveToThread(m_thread);
     connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
     connect(this, &ChatWindow::loadRequested, m_worker, &GenerationWorker::loadModel,
@@ -154,6 +168,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     connect(m_worker, &GenerationWorker::finished, this, &ChatWindow::onFinished,
             Qt::QueuedConnection);
     m_thread->start();
+    m_bottleneck->setRecorder(m_recorder.get());
 
     if (!dataFolder.isEmpty()) {
         m_storageThread = new QThread(this);

@@ -7,6 +7,7 @@
 #include <QMainWindow>
 #include <QString>
 #include <QVector>
+#include <memory>
 
 #include "chat_store.h"
 
@@ -18,8 +19,13 @@ class QPushButton;
 class QTextBrowser;
 class QThread;
 
+namespace spillway::trace {
+class Recorder;
+}
+
 namespace spillway::ui {
 
+class BottleneckView;
 class GenerationWorker;
 
 class ChatWindow : public QMainWindow {
@@ -50,6 +56,7 @@ public:
     qint64 currentConversation() const { return m_conversation; }
     QListWidget* modelList() const { return m_models; }  // the catalog; item data: catalog id
     QProgressBar* compressionBar() const { return m_compressBar; }
+    BottleneckView* bottleneckView() const { return m_bottleneck; }
     bool isCompressing() const { return m_compressing; }
     QString modelsFolder() const;  // where packages are written (dataFolder/models)
 
@@ -134,6 +141,8 @@ private:
     QString m_reply;                       // the reply being generated
     int m_pendingStores = 0;               // appends sent to the store, not yet answered
     QString m_dataFolder;
+    std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
+    BottleneckView* m_bottleneck = nullptr;
     QThread* m_modelsThread = nullptr;
     ModelWorker* m_modelWorker = nullptr;  // lives on m_modelsThread; deleted there
     QListWidget* m_models = nullptr;

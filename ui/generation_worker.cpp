@@ -79,7 +79,9 @@ void GenerationWorker::generate(const QString& prompt, int maxTokens, double tem
         return;
     }
     // A fresh session (KV cache) per request: simple and always correct.
-    auto session = LlamaSession::create(*m_model, *m_device, 0);
+    SessionOptions options;
+    options.streamer.trace = m_recorder;
+    auto session = LlamaSession::create(*m_model, *m_device, options);
     if (!session) {
         emit failed(QString::fromStdString(session.error().message));
         return;

@@ -12,6 +12,7 @@
 namespace spillway {
 class LlamaModel;
 namespace gpu { class Device; }
+namespace trace { class Recorder; }
 }
 
 namespace spillway::ui {
@@ -26,6 +27,9 @@ public:
     void requestStop() { m_stop.store(true, std::memory_order_relaxed); }
     // Thread-safe: called by the GUI before it queues a request, so a stale stop is forgotten.
     void clearStop() { m_stop.store(false, std::memory_order_relaxed); }
+    // Spans of every generation go here (the visualizer drains it); set before the worker moves
+    // to its thread. Not owned; must outlive the worker.
+    void setRecorder(trace::Recorder* recorder) { m_recorder = recorder; }
 
 public slots:
     void loadModel(const QString& path);
@@ -42,6 +46,7 @@ private:
     std::unique_ptr<LlamaModel> m_model;
     std::unique_ptr<gpu::Device> m_device;
     std::atomic<bool> m_stop{false};
+    trace::Recorder* m_recorder = nullptr;
 };
 
 // Length of the longest prefix of `bytes` that ends on a UTF-8 character boundary.

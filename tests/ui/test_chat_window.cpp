@@ -20,7 +20,9 @@
 #include <QTextBrowser>
 #include <QTextStream>
 
+#include "core/trace/trace.h"
 #include "storage/chat_db.h"
+#include "ui/bottleneck_view.h"
 #include "ui/chat_window.h"
 
 using spillway::ui::ChatWindow;
@@ -83,6 +85,9 @@ void TestChatWindow::greedyReplyMatchesReference()
     QVERIFY(window.statusText().contains("first token"));
     QVERIFY(window.sendButton()->isEnabled());
     QVERIFY(!window.stopButton()->isEnabled());
+    // The docked visualizer drew the layers the engine just ran.
+    QTRY_VERIFY_WITH_TIMEOUT(window.bottleneckView()->paintedSpanCount(spillway::trace::Lane::DeviceCompute) > 0, 5'000);
+    QVERIFY2(!window.bottleneckView()->headline().isEmpty(), "no headline");
 }
 
 void TestChatWindow::stopEndsLongReply()
