@@ -88,6 +88,7 @@ int main(int argc, char** argv)
     QApplication app(argc, argv);
     QApplication::setApplicationName("spillway");
     QApplication::setApplicationVersion(SPILLWAY_VERSION);
+    QGuiApplication::setDesktopFileName(QStringLiteral("io.spillway.Spillway"));  // packaging/linux
 
     QCommandLineParser parser;
     parser.setApplicationDescription("Spillway: chat locally with language models.");
