@@ -91,7 +91,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     libraryLayout->addWidget(m_compressBar);
     libraryLayout->addWidget(m_compressLabel);
 
-    auto* tabs = new QTabWidget(splitter);
+    auto* tabs = m_tabs = new QTabWidget(splitter);
     auto* chats = side;
     tabs->addTab(chats, tr("Chats"));
     tabs->addTab(library, tr("Models"));

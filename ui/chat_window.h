@@ -15,6 +15,7 @@ class QLabel;
 class QLineEdit;
 class QListWidget;
 class QProgressBar;
+class QTabWidget;
 class QPushButton;
 class QTextBrowser;
 class QThread;
@@ -57,6 +58,7 @@ public:
     QListWidget* modelList() const { return m_models; }  // the catalog; item data: catalog id
     QProgressBar* compressionBar() const { return m_compressBar; }
     BottleneckView* bottleneckView() const { return m_bottleneck; }
+    QTabWidget* sideTabs() const { return m_tabs; }  // Chats, Models
     bool isCompressing() const { return m_compressing; }
     QString modelsFolder() const;  // where packages are written (dataFolder/models)
 
@@ -143,6 +145,7 @@ private:
     QString m_dataFolder;
     std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
     BottleneckView* m_bottleneck = nullptr;
+    QTabWidget* m_tabs = nullptr;
     QThread* m_modelsThread = nullptr;
     ModelWorker* m_modelWorker = nullptr;  // lives on m_modelsThread; deleted there
     QListWidget* m_models = nullptr;

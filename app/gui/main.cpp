@@ -4,12 +4,16 @@
 #include <QCommandLineParser>
 #include <QLineEdit>
 #include <QPixmap>
+#include <QListWidget>
 #include <QStandardPaths>
+#include <QTabWidget>
+#include <QTemporaryDir>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "ui/bottleneck_view.h"
 #include "ui/chat_window.h"
 
 namespace {
@@ -42,26 +46,50 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot: send one prompt, wait for the reply, save the window as PNG, quit.
-void driveScreenshot(spillway::ui::ChatWindow& window, const QString& prompt, const QString& out)
+// --screenshot OUT.png --scene chat|models|visualizer: real content, rendered without a display.
+//   chat:       one prompt and its reply, the conversation in the list;
+//   models:     the demo model added to the catalog and compressed (balanced preset);
+//   visualizer: the bottleneck dock after that reply (the real trace of the engine).
+void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, const QString& prompt,
+                     const QString& modelPath, const QString& out)
 {
     auto fail = [](const QString& why) {
         std::fprintf(stderr, "spillway: screenshot failed: %s\n", qPrintable(why));
         QCoreApplication::exit(1);
     };
-    using spillway::ui::ChatWindow;
-    QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, prompt] {
-        window.promptEdit()->setText(prompt);
-        window.send();
-    });
-    QObject::connect(&window, &ChatWindow::errorShown, &window, fail);
-    QObject::connect(&window, &ChatWindow::replyFinished, &window, [&window, out, fail] {
-        if (!window.grab().save(out, "PNG"))
-            return fail(QStringLiteral("cannot write %1").arg(out));
+    auto save = [out, fail](QWidget* widget) {
+        if (!widget->grab().save(out, "PNG")) return fail(QStringLiteral("cannot write %1").arg(out));
         std::printf("spillway: wrote %s\n", qPrintable(out));
         QCoreApplication::exit(0);
-    });
-    QTimer::singleShot(60'000, &window, [fail] { fail(QStringLiteral("no reply within 60 s")); });
+    };
+    using spillway::ui::ChatWindow;
+    QObject::connect(&window, &ChatWindow::errorShown, &window, fail);
+    if (scene == QLatin1String("models")) {
+        QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, modelPath] {
+            window.sideTabs()->setCurrentIndex(1);
+            window.addModel(modelPath);
+        });
+        QObject::connect(&window, &ChatWindow::modelsListed, &window, [&window, save](int count) {
+            if (count == 1 && !window.isCompressing() && window.modelList()->count() == 1)
+                window.compressModel(window.modelList()->item(0)->data(Qt::UserRole).toLongLong(),
+                                     QStringLiteral("balanced"));
+            else if (count == 2)
+                QTimer::singleShot(100, &window, [&window, save] { save(&window); });
+        });
+    } else {
+        QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, prompt] {
+            window.promptEdit()->setText(prompt);
+            window.send();
+        });
+        const bool visualizer = scene == QLatin1String("visualizer");
+        // Wait until the reply is stored and listed, then let the visualizer poll once more.
+        QObject::connect(&window, &ChatWindow::replyStored, &window, [&window, save, visualizer] {
+            QTimer::singleShot(200, &window, [&window, save, visualizer] {
+                save(visualizer ? static_cast<QWidget*>(window.bottleneckView()) : &window);
+            });
+        });
+    }
+    QTimer::singleShot(120'000, &window, [fail] { fail(QStringLiteral("not done within 120 s")); });
 }
 
 }  // namespace
@@ -97,27 +125,38 @@ int main(int argc, char** argv)
     QCommandLineOption modelOption("model", "GGUF model file or model package folder (default: the bundled demo model).",
                                    "PATH", QString::fromStdString(demoModelPath()));
     QCommandLineOption screenshotOption(
-        "screenshot", "Send --prompt, wait for the reply, save the window to OUT.png, exit.",
+        "screenshot", "Render --scene with real content into OUT.png and exit (no display needed).",
         "OUT.png");
-    QCommandLineOption promptOption("prompt", "Prompt for --screenshot.", "TEXT");
+    QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
+                                    QStringLiteral("Once upon a time"));
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: chat, models or visualizer.", "SCENE",
+                                   QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
                                   "--screenshot keeps none).",
                                   "DIR");
-    parser.addOptions({modelOption, screenshotOption, promptOption, dataOption});
+    parser.addOptions({modelOption, screenshotOption, promptOption, sceneOption, dataOption});
     parser.process(app);
 
-    if (parser.isSet(screenshotOption) && parser.value(promptOption).isEmpty()) {
-        std::fprintf(stderr, "spillway: --screenshot needs --prompt TEXT\n");
+    const QString scene = parser.value(sceneOption);
+    if (parser.isSet(screenshotOption) && scene != "chat" && scene != "models" && scene != "visualizer") {
+        std::fprintf(stderr, "spillway: --scene must be chat, models or visualizer\n");
         return 2;
     }
 
+    // A screenshot keeps its chats and packages in a temporary folder (removed on exit).
+    QTemporaryDir screenshotData;
     QString dataDir = parser.value(dataOption);
-    if (dataDir.isEmpty() && !parser.isSet(screenshotOption))
-        dataDir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    if (dataDir.isEmpty())
+        dataDir = parser.isSet(screenshotOption) ? screenshotData.path()
+                                                 : QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
     spillway::ui::ChatWindow window(parser.value(modelOption), dataDir);
-    if (parser.isSet(screenshotOption))
-        driveScreenshot(window, parser.value(promptOption), parser.value(screenshotOption));
+    if (parser.isSet(screenshotOption)) {
+        window.setTemperature(0.0);
+        window.setMaxTokens(96);
+        driveScreenshot(window, scene, parser.value(promptOption), parser.value(modelOption),
+                        parser.value(screenshotOption));
+    }
     window.show();
     return app.exec();
 }

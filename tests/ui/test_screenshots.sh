@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `spillway --screenshot OUT.png --scene chat|models|visualizer` renders each scene with real
+# content (the demo model answering, compressing, the engine's trace) without a display: each PNG
+# must be written, be a PNG, and be large enough to hold more than an empty window.
+set -euo pipefail
+app=$1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for scene in chat models visualizer; do
+  "$app" --screenshot "$out/$scene.png" --scene "$scene" >"$out/$scene.log" 2>&1 || {
+    echo "FAIL: scene $scene exited with $?"; cat "$out/$scene.log"; exit 1; }
+  [[ -s $out/$scene.png ]] || { echo "FAIL: no $scene.png"; exit 1; }
+  magic=$(head -c 8 "$out/$scene.png" | od -An -tx1 | tr -d ' \n')
+  [[ $magic == 89504e470d0a1a0a ]] || { echo "FAIL: $scene.png is not a PNG ($magic)"; exit 1; }
+  size=$(stat -c %s "$out/$scene.png")
+  (( size > 20000 )) || { echo "FAIL: $scene.png is only $size bytes"; exit 1; }
+  echo "ok: $scene.png, $size bytes"
+done
+# A scene that does not exist is a usage error.
+if "$app" --screenshot "$out/x.png" --scene nonsense >/dev/null 2>&1; then echo "FAIL: bad scene accepted"; exit 1; fi
+[[ ! -e $out/x.png ]]
