@@ -11,6 +11,7 @@
 #include <QLocale>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QTabWidget>
 #include <QUrl>
 #include <QLabel>
@@ -280,6 +281,7 @@ void ChatWindow::send()
     appendToTranscript(prompt, true);
     m_status->setText(tr("%1 — generating …").arg(m_modelDescription));
     m_reply.clear();
+    m_replyStart = -1;
 
     if (m_store && m_conversation == 0) {
         // The conversation is created first; the prompt is stored and sent once it exists.
@@ -387,7 +389,11 @@ void ChatWindow::onLoaded(qint64 conversation, const QVector<MessageItem>& messa
             m_transcript->append(QStringLiteral("<b>%1</b>").arg(tr("Model:")));
             appendToTranscript(" ", false);
             appendToTranscript(lastPrompt, true);
+            QTextCursor end(m_transcript->document());
+            end.movePosition(QTextCursor::End);
+            const int start = end.position();
             appendToTranscript(m.content, false);
+            renderMarkdownFrom(start, m.content);
             if (m.tokensPerSecond > 0)
                 m_transcript->append(QStringLiteral("<p style=\"color:gray; font-size:small\">%1</p>")
                                          .arg(tr("%1 tokens/s, first token %2 ms%3")
@@ -432,13 +438,39 @@ void ChatWindow::showError(const QString& message)
 
 void ChatWindow::onTokens(const QString& text)
 {
+    if (m_replyStart < 0) {
+        QTextCursor end(m_transcript->document());
+        end.movePosition(QTextCursor::End);
+        m_replyStart = end.position();
+    }
     m_reply += text;
     appendToTranscript(text, false);
+}
+
+bool looksLikeMarkdown(const QString& text)
+{
+    if (text.contains(QLatin1String("```")) || text.contains(QLatin1String("**"))) return true;
+    static const QRegularExpression block(QStringLiteral(R"((^|\n)(#{1,6} |[-*] |\d+\. |> |\|))"));
+    return block.match(text).hasMatch();
+}
+
+void ChatWindow::renderMarkdownFrom(int start, const QString& markdown)
+{
+    // Streamed as plain text; once whole, a reply written in Markdown (code blocks, lists,
+    // headings) is shown rendered by Qt's own Markdown support.
+    if (start < 0 || !looksLikeMarkdown(markdown)) return;
+    QTextCursor cursor(m_transcript->document());
+    cursor.setPosition(start);
+    cursor.movePosition(QTextCursor::End, QTextCursor::KeepAnchor);
+    cursor.removeSelectedText();
+    cursor.insertBlock();
+    cursor.insertMarkdown(markdown);
 }
 
 void ChatWindow::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
 {
     m_generating = false;
+    renderMarkdownFrom(m_replyStart, m_reply);
     if (m_store && m_conversation) {
         ++m_pendingStores;
         emit storeAppend(m_conversation, QStringLiteral("assistant"), m_reply, tokensPerSecond, timeToFirstTokenMs,

@@ -129,6 +129,7 @@ private:
     void appendToTranscript(const QString& text, bool dim);
     void updateButtons();
     void startGeneration(const QString& prompt);
+    void renderMarkdownFrom(int start, const QString& markdown);
     void showError(const QString& message);
 
     QThread* m_thread = nullptr;
@@ -141,6 +142,7 @@ private:
     qint64 m_conversation = 0;             // 0: a new conversation, not stored yet
     QString m_pendingPrompt;               // sent before its conversation existed
     QString m_reply;                       // the reply being generated
+    int m_replyStart = -1;                 // its first character in the transcript
     int m_pendingStores = 0;               // appends sent to the store, not yet answered
     QString m_dataFolder;
     std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
@@ -169,5 +171,9 @@ private:
     bool m_modelReady = false;
     bool m_generating = false;
 };
+
+// True for text that uses Markdown blocks or emphasis (code fences, headings, lists, quotes,
+// tables, bold): such replies are shown rendered once complete.
+bool looksLikeMarkdown(const QString& text);
 
 }  // namespace spillway::ui

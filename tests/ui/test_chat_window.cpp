@@ -56,6 +56,7 @@ private slots:
     void missingModelShowsError();
     void conversationsAreStoredSearchedAndReopened();
     void droppedModelsAreCatalogedAndCompressed();
+    void markdownRepliesAreRendered();
 };
 
 void TestChatWindow::greedyReplyMatchesReference()
@@ -282,6 +283,40 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
              QStringList{QFileInfo(package).fileName()});
     QCOMPARE(window.modelList()->count(), 2);
     QVERIFY(!window.isCompressing());
+}
+
+void TestChatWindow::markdownRepliesAreRendered()
+{
+    QVERIFY(spillway::ui::looksLikeMarkdown("Here:\n```cpp\nint x;\n```"));
+    QVERIFY(spillway::ui::looksLikeMarkdown("# Title\ntext"));
+    QVERIFY(spillway::ui::looksLikeMarkdown("Steps:\n1. one\n2. two"));
+    QVERIFY(!spillway::ui::looksLikeMarkdown("Once upon a time, there was a girl. She was 3."));
+
+    // A stored reply written in Markdown shows rendered: a heading, a code block, no fences.
+    QTemporaryDir data;
+    QVERIFY(data.isValid());
+    qint64 id = 0;
+    {
+        auto db = spillway::storage::ChatDatabase::open(data.path().toStdString());
+        QVERIFY(db);
+        auto c = db->createConversation("markdown");
+        QVERIFY(c);
+        id = *c;
+        QVERIFY(db->appendMessage(id, spillway::storage::Role::User, "show code"));
+        QVERIFY(db->appendMessage(id, spillway::storage::Role::Assistant,
+                                  "# Result\n\nHere it is:\n\n```cpp\nint answer = 42;\n```\n"));
+    }
+    ChatWindow window(kModel, data.path());
+    window.show();
+    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 10'000);
+    QSignalSpy shown(&window, &ChatWindow::conversationShown);
+    window.openConversation(id);
+    QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, 5'000);
+    const QString text = window.transcript()->toPlainText();
+    QVERIFY2(text.contains("int answer = 42;") && !text.contains("```") && !text.contains("# Result"), qPrintable(text));
+    const QString html = window.transcript()->toHtml();
+    // Qt writes a Markdown heading as a large bold span and a code block as <pre>.
+    QVERIFY2(html.contains("font-size:xx-large") && html.contains("<pre"), qPrintable(html.right(600)));
 }
 
 QTEST_MAIN(TestChatWindow)
