@@ -2,6 +2,10 @@
 
 #include <QDir>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QPainter>
+#include <QSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
@@ -27,10 +31,52 @@
 #include <QVBoxLayout>
 
 #include "bottleneck_view.h"
+#include "core/plan/planner.h"
 #include "core/trace/trace.h"
 #include "generation_worker.h"
 
 namespace spillway::ui {
+
+namespace {
+
+// One stacked bar: the model's weights on the device, in pinned RAM and on the SSD.
+class TierBar : public QWidget {
+public:
+    explicit TierBar(QWidget* parent) : QWidget(parent) { setMinimumHeight(22); }
+    void set(double device, double ram, double ssd)
+    {
+        m_parts[0] = device;
+        m_parts[1] = ram;
+        m_parts[2] = ssd;
+        update();
+    }
+
+protected:
+    void paintEvent(QPaintEvent*) override
+    {
+        QPainter p(this);
+        const double total = m_parts[0] + m_parts[1] + m_parts[2];
+        const QColor colors[] = {QColor(0x2e, 0x7d, 0x32), QColor(0x7b, 0x4f, 0xa3), QColor(0xe0, 0x8a, 0x1e)};
+        const char* names[] = {"device", "RAM", "SSD"};
+        double x = 0;
+        for (int i = 0; i < 3; ++i) {
+            if (total <= 0 || m_parts[i] <= 0) continue;
+            const double w = width() * m_parts[i] / total;
+            const QRectF r(x, 0, w, height());
+            p.fillRect(r, colors[i]);
+            p.setPen(Qt::white);
+            if (w > 40) p.drawText(r, Qt::AlignCenter, QString::fromLatin1(names[i]));
+            x += w;
+        }
+        p.setPen(palette().color(QPalette::Mid));
+        p.drawRect(rect().adjusted(0, 0, -1, -1));
+    }
+
+private:
+    double m_parts[3] = {0, 0, 0};
+};
+
+}  // namespace
 
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent)
     : QMainWindow(parent)
@@ -92,10 +138,64 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     libraryLayout->addWidget(m_compressBar);
     libraryLayout->addWidget(m_compressLabel);
 
+    // Tuning: budgets and options; every change shows the planner's placement and prediction.
+    auto* tuning = new QWidget;
+    auto* tuningLayout = new QVBoxLayout(tuning);
+    tuningLayout->setContentsMargins(4, 4, 4, 4);
+    m_hardware = new QLabel(tr("Measuring this machine …"), tuning);
+    m_hardware->setObjectName("hardwareSummary");
+    m_hardware->setWordWrap(true);
+    auto* form = new QFormLayout;
+    auto mib = [tuning](double max) {
+        auto* box = new QDoubleSpinBox(tuning);
+        box->setRange(0, max);
+        box->setDecimals(2);
+        box->setSuffix(QStringLiteral(" MiB"));
+        box->setSpecialValueText(QObject::tr("default"));
+        box->setKeyboardTracking(false);
+        return box;
+    };
+    m_vramBox = mib(1e8);
+    m_ramBox = mib(1e8);
+    m_ctxBox = new QSpinBox(tuning);
+    m_ctxBox->setRange(0, 1 << 20);
+    m_ctxBox->setSpecialValueText(tr("trained (≤ 4096)"));
+    m_ctxBox->setKeyboardTracking(false);
+    m_prefetchBox = new QSpinBox(tuning);
+    m_prefetchBox->setRange(0, 16);
+    m_prefetchBox->setValue(2);
+    m_threadsBox = new QSpinBox(tuning);
+    m_threadsBox->setRange(0, 1024);
+    m_threadsBox->setSpecialValueText(tr("one per core"));
+    form->addRow(tr("Device budget"), m_vramBox);
+    form->addRow(tr("RAM budget"), m_ramBox);
+    form->addRow(tr("Context"), m_ctxBox);
+    form->addRow(tr("Prefetch depth"), m_prefetchBox);
+    form->addRow(tr("CPU threads"), m_threadsBox);
+    m_tierBar = new TierBar(tuning);
+    m_predictionLabel = new QLabel(tuning);
+    m_predictionLabel->setObjectName("prediction");
+    m_predictionLabel->setWordWrap(true);
+    m_apply = new QPushButton(tr("Apply"), tuning);
+    m_apply->setObjectName("applyTuning");
+    m_apply->setEnabled(false);
+    tuningLayout->addWidget(m_hardware);
+    tuningLayout->addLayout(form);
+    tuningLayout->addWidget(m_tierBar);
+    tuningLayout->addWidget(m_predictionLabel);
+    tuningLayout->addWidget(m_apply);
+    tuningLayout->addStretch(1);
+    for (QDoubleSpinBox* box : {m_vramBox, m_ramBox})
+        connect(box, &QDoubleSpinBox::valueChanged, this, &ChatWindow::requestPrediction);
+    for (QSpinBox* box : {m_ctxBox, m_prefetchBox, m_threadsBox})
+        connect(box, &QSpinBox::valueChanged, this, &ChatWindow::requestPrediction);
+    connect(m_apply, &QPushButton::clicked, this, &ChatWindow::applyTuning);
+
     auto* tabs = m_tabs = new QTabWidget(splitter);
     auto* chats = side;
     tabs->addTab(chats, tr("Chats"));
     tabs->addTab(library, tr("Models"));
+    tabs->addTab(tuning, tr("Tuning"));
     tabs->setVisible(!dataFolder.isEmpty());
     m_dataFolder = dataFolder;
     setAcceptDrops(!dataFolder.isEmpty());
@@ -237,6 +337,34 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
                 compressModel(item->data(Qt::UserRole).toLongLong(), QStringLiteral("balanced"));
         });
         connect(m_cancelCompress, &QPushButton::clicked, this, &ChatWindow::cancelCompression);
+
+        m_tuningThread = new QThread(this);
+        m_tuningThread->setObjectName("tuning");
+        m_tuningWorker = new TuningWorker;
+        m_tuningWorker->moveToThread(m_tuningThread);
+        connect(m_tuningThread, &QThread::finished, m_tuningWorker, &QObject::deleteLater);
+        connect(this, &ChatWindow::tuningPrepare, m_tuningWorker, &TuningWorker::prepare, Qt::QueuedConnection);
+        connect(this, &ChatWindow::tuningPredict, m_tuningWorker, &TuningWorker::predict, Qt::QueuedConnection);
+        connect(m_tuningWorker, &TuningWorker::ready, this, &ChatWindow::onTuningReady, Qt::QueuedConnection);
+        connect(m_tuningWorker, &TuningWorker::predicted, this, &ChatWindow::onPredicted, Qt::QueuedConnection);
+        connect(m_tuningWorker, &TuningWorker::failed, this, [this](const QString& message) {
+            m_predictionLabel->setText(tr("No plan: %1").arg(message));
+            m_apply->setEnabled(false);
+            emit tuningPredicted();
+        }, Qt::QueuedConnection);
+        m_tuningThread->start();
+        connect(this, &ChatWindow::applyRequested, m_worker, &GenerationWorker::applyPlan, Qt::QueuedConnection);
+        connect(m_worker, &GenerationWorker::planApplied, this, [this](const QString& description) {
+            m_modelDescription = description;
+            m_status->setText(description);
+            emit tuningApplied();
+        }, Qt::QueuedConnection);
+        m_modelPath = modelPath;
+        connect(this, &ChatWindow::modelReady, this, [this] {
+            if (m_tuningStarted) return;
+            m_tuningStarted = true;
+            emit tuningPrepare(m_modelPath, modelsFolder());
+        });
     }
 
     updateButtons();
@@ -252,6 +380,10 @@ ChatWindow::~ChatWindow()
         m_modelWorker->cancelCompression();
         m_modelsThread->quit();
         m_modelsThread->wait();
+    }
+    if (m_tuningThread) {
+        m_tuningThread->quit();
+        m_tuningThread->wait();
     }
     if (m_storageThread) {  // pending writes finish first: the queue drains before quit
         m_storageThread->quit();
@@ -495,6 +627,50 @@ void ChatWindow::appendToTranscript(const QString& text, bool dim)
                              : palette().color(QPalette::Text));
     cursor.insertText(text, format);
     m_transcript->ensureCursorVisible();
+}
+
+QString ChatWindow::hardwareSummary() const { return m_hardware->text(); }
+QString ChatWindow::predictionText() const { return m_predictionLabel->text(); }
+
+void ChatWindow::onTuningReady(const QString& summary, qint64, qint64, int)
+{
+    m_hardware->setText(summary);
+    emit tuningReady();
+    requestPrediction();
+}
+
+void ChatWindow::requestPrediction()
+{
+    if (!m_tuningWorker || !m_tuningStarted) return;
+    TuningSettings t;
+    t.vramBudget = qint64(m_vramBox->value() * 1024.0 * 1024.0);
+    t.ramBudget = qint64(m_ramBox->value() * 1024.0 * 1024.0);
+    t.contextLength = m_ctxBox->value();
+    t.prefetchDepth = m_prefetchBox->value();
+    t.threads = m_threadsBox->value();
+    emit tuningPredict(t);
+}
+
+void ChatWindow::onPredicted(const TuningPrediction& prediction)
+{
+    m_prediction = prediction;
+    const double ssd = double(std::max<qint64>(0, prediction.modelBytes - prediction.deviceBytes - prediction.ramBytes));
+    static_cast<TierBar*>(m_tierBar)->set(double(prediction.deviceBytes), double(prediction.ramBytes), ssd);
+    const QLocale locale;
+    m_predictionLabel->setText(tr("Predicted %1 tokens/s\ndevice %2 · RAM %3 · SSD %4 read per token\n%5")
+                                   .arg(prediction.tokensPerSecond, 0, 'f', 1)
+                                   .arg(locale.formattedDataSize(prediction.deviceBytes),
+                                        locale.formattedDataSize(prediction.ramBytes),
+                                        locale.formattedDataSize(prediction.ssdBytesPerToken), prediction.lanes));
+    m_apply->setEnabled(prediction.plan != nullptr && !m_generating);
+    emit tuningPredicted();
+}
+
+void ChatWindow::applyTuning()
+{
+    if (!m_prediction.plan || m_generating) return;
+    m_bottleneck->setPrediction(*m_prediction.plan);
+    emit applyRequested(m_prediction);
 }
 
 QString ChatWindow::modelsFolder() const

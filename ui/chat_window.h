@@ -10,11 +10,14 @@
 #include <memory>
 
 #include "chat_store.h"
+#include "tuning_worker.h"
 
 class QLabel;
 class QLineEdit;
 class QListWidget;
 class QProgressBar;
+class QDoubleSpinBox;
+class QSpinBox;
 class QTabWidget;
 class QPushButton;
 class QTextBrowser;
@@ -58,7 +61,17 @@ public:
     QListWidget* modelList() const { return m_models; }  // the catalog; item data: catalog id
     QProgressBar* compressionBar() const { return m_compressBar; }
     BottleneckView* bottleneckView() const { return m_bottleneck; }
-    QTabWidget* sideTabs() const { return m_tabs; }  // Chats, Models
+    QTabWidget* sideTabs() const { return m_tabs; }  // Chats, Models, Tuning
+    // Tuning: budgets in MiB (0 = default), context, prefetch depth, threads; Apply.
+    QDoubleSpinBox* vramBudgetBox() const { return m_vramBox; }
+    QDoubleSpinBox* ramBudgetBox() const { return m_ramBox; }
+    QSpinBox* contextBox() const { return m_ctxBox; }
+    QSpinBox* prefetchBox() const { return m_prefetchBox; }
+    QSpinBox* threadsBox() const { return m_threadsBox; }
+    QPushButton* applyButton() const { return m_apply; }
+    QString hardwareSummary() const;
+    QString predictionText() const;
+    const TuningPrediction& lastPrediction() const { return m_prediction; }
     bool isCompressing() const { return m_compressing; }
     QString modelsFolder() const;  // where packages are written (dataFolder/models)
 
@@ -74,6 +87,7 @@ public slots:
     void addModel(const QString& path);
     void compressModel(qint64 id, const QString& preset);
     void cancelCompression();
+    void applyTuning();
 
 signals:
     // Requests to the worker (queued onto the inference thread).
@@ -90,6 +104,13 @@ signals:
     void modelsListed(int count);
     void modelRejected(const QString& path, const QString& message);
     void compressionProgress(double fraction);
+    void tuningReady();
+    void tuningPredicted();
+    void tuningApplied();
+    // Requests to the tuning worker and the inference worker (queued).
+    void tuningPrepare(const QString& modelPath, const QString& storageFolder);
+    void tuningPredict(const spillway::ui::TuningSettings& settings);
+    void applyRequested(const spillway::ui::TuningPrediction& prediction);
     void compressionFinished(const QString& packagePath, const QString& summary);
     void compressionFailed(const QString& message, bool cancelled);
     // Requests to the model worker (queued onto the models thread).
@@ -120,6 +141,9 @@ private slots:
     void onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
     void onCompressed(qint64 sourceId, const spillway::ui::ModelItem& package, const QString& summary);
     void onCompressFailed(const QString& message, bool cancelled);
+    void onTuningReady(const QString& summary, qint64 deviceMemory, qint64 ramAvailable, int trainedContext);
+    void onPredicted(const spillway::ui::TuningPrediction& prediction);
+    void requestPrediction();
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -148,6 +172,20 @@ private:
     std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
     BottleneckView* m_bottleneck = nullptr;
     QTabWidget* m_tabs = nullptr;
+    QString m_modelPath;
+    QThread* m_tuningThread = nullptr;
+    TuningWorker* m_tuningWorker = nullptr;  // lives on m_tuningThread; deleted there
+    QLabel* m_hardware = nullptr;
+    QDoubleSpinBox* m_vramBox = nullptr;
+    QDoubleSpinBox* m_ramBox = nullptr;
+    QSpinBox* m_ctxBox = nullptr;
+    QSpinBox* m_prefetchBox = nullptr;
+    QSpinBox* m_threadsBox = nullptr;
+    QWidget* m_tierBar = nullptr;
+    QLabel* m_predictionLabel = nullptr;
+    QPushButton* m_apply = nullptr;
+    TuningPrediction m_prediction;
+    bool m_tuningStarted = false;
     QThread* m_modelsThread = nullptr;
     ModelWorker* m_modelWorker = nullptr;  // lives on m_modelsThread; deleted there
     QListWidget* m_models = nullptr;

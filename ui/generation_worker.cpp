@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/model/llama_model.h"
+#include "core/plan/planner.h"
 #include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
@@ -81,6 +82,11 @@ void GenerationWorker::generate(const QString& prompt, int maxTokens, double tem
     // A fresh session (KV cache) per request: simple and always correct.
     SessionOptions options;
     options.streamer.trace = m_recorder;
+    if (m_plan) {
+        options.placement = m_plan->placement;
+        options.streamer.hostBudget = m_plan->ramBudget;
+        options.contextLength = m_contextLength;
+    }
     auto session = LlamaSession::create(*m_model, *m_device, options);
     if (!session) {
         emit failed(QString::fromStdString(session.error().message));
@@ -120,6 +126,22 @@ void GenerationWorker::generate(const QString& prompt, int maxTokens, double tem
     }
     emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3,
                   stats->generatedTokens);
+}
+
+void GenerationWorker::applyPlan(const TuningPrediction& prediction)
+{
+    if (!m_model || !prediction.plan) return emit failed(tr("no model or plan to apply"));
+    gpu::DeviceOptions o;
+    o.threads = prediction.settings.threads;
+    o.memoryLimit = uint64_t(std::max<qint64>(0, prediction.settings.vramBudget));
+    auto device = gpu::createDevice("cpu", o);
+    if (!device) return emit failed(QString::fromStdString(device.error().message));
+    m_device = std::move(*device);
+    m_plan = prediction.plan;
+    m_contextLength = prediction.settings.contextLength;
+    emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s")
+                         .arg(describe(*m_model, *m_device))
+                         .arg(prediction.tokensPerSecond, 0, 'f', 1));
 }
 
 }  // namespace spillway::ui

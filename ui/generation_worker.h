@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "tuning_worker.h"
+
 namespace spillway {
 class LlamaModel;
 namespace gpu { class Device; }
@@ -34,6 +36,9 @@ public:
 public slots:
     void loadModel(const QString& path);
     void generate(const QString& prompt, int maxTokens, double temperature);
+    // Runs later generations with this plan: a device with the plan's memory budget and the
+    // thread count asked for, the plan's placement and RAM budget, the context length.
+    void applyPlan(const spillway::ui::TuningPrediction& prediction);
 
 signals:
     void modelLoaded(const QString& description);
@@ -41,12 +46,15 @@ signals:
     // Text of new tokens, batched about every 16 ms; always whole UTF-8 characters.
     void tokens(const QString& text);
     void finished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    void planApplied(const QString& description);
 
 private:
     std::unique_ptr<LlamaModel> m_model;
     std::unique_ptr<gpu::Device> m_device;
     std::atomic<bool> m_stop{false};
     trace::Recorder* m_recorder = nullptr;
+    std::shared_ptr<const plan::PlanResult> m_plan;  // applied by the tuning panel, or null
+    int m_contextLength = 0;
 };
 
 // Length of the longest prefix of `bytes` that ends on a UTF-8 character boundary.

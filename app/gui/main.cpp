@@ -6,6 +6,8 @@
 #include <QPixmap>
 #include <QListWidget>
 #include <QStandardPaths>
+#include <QDoubleSpinBox>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTimer>
@@ -46,10 +48,11 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene chat|models|visualizer: real content, rendered without a display.
+// --screenshot OUT.png --scene chat|models|tuning|visualizer: real content, rendered without a display.
 //   chat:       one prompt and its reply, the conversation in the list;
 //   models:     the demo model added to the catalog and compressed (balanced preset);
-//   visualizer: the bottleneck dock after that reply (the real trace of the engine).
+//   visualizer: the bottleneck dock after that reply (the real trace of the engine);
+//   tuning:     the measured machine and the planner's placement under tight budgets.
 void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, const QString& prompt,
                      const QString& modelPath, const QString& out)
 {
@@ -64,7 +67,20 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
     };
     using spillway::ui::ChatWindow;
     QObject::connect(&window, &ChatWindow::errorShown, &window, fail);
-    if (scene == QLatin1String("models")) {
+    if (scene == QLatin1String("tuning")) {
+        // The demo model under tight budgets (1 MiB of device memory, 64 KiB of pinned RAM), so
+        // the plan streams part of it from the SSD.
+        QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window] {
+            window.sideTabs()->setCurrentIndex(2);
+            window.contextBox()->setValue(64);
+            window.ramBudgetBox()->setValue(0.06);
+            window.vramBudgetBox()->setValue(1.0);
+        });
+        QObject::connect(&window, &ChatWindow::tuningPredicted, &window, [&window, save] {
+            if (window.lastPrediction().ssdBytesPerToken > 0)
+                QTimer::singleShot(100, &window, [&window, save] { save(&window); });
+        });
+    } else if (scene == QLatin1String("models")) {
         QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, modelPath] {
             window.sideTabs()->setCurrentIndex(1);
             window.addModel(modelPath);
@@ -129,7 +145,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: chat, models or visualizer.", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: chat, models, tuning or visualizer.", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -139,8 +155,9 @@ int main(int argc, char** argv)
     parser.process(app);
 
     const QString scene = parser.value(sceneOption);
-    if (parser.isSet(screenshotOption) && scene != "chat" && scene != "models" && scene != "visualizer") {
-        std::fprintf(stderr, "spillway: --scene must be chat, models or visualizer\n");
+    if (parser.isSet(screenshotOption) && scene != "chat" && scene != "models" && scene != "visualizer" &&
+        scene != "tuning") {
+        std::fprintf(stderr, "spillway: --scene must be chat, models, tuning or visualizer\n");
         return 2;
     }
 

@@ -12,6 +12,8 @@
 #include <QDropEvent>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QDoubleSpinBox>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QUrl>
 #include <QPushButton>
@@ -57,6 +59,7 @@ private slots:
     void conversationsAreStoredSearchedAndReopened();
     void droppedModelsAreCatalogedAndCompressed();
     void markdownRepliesAreRendered();
+    void tuningPlansAndAppliesAPlacement();
 };
 
 void TestChatWindow::greedyReplyMatchesReference()
@@ -317,6 +320,52 @@ void TestChatWindow::markdownRepliesAreRendered()
     const QString html = window.transcript()->toHtml();
     // Qt writes a Markdown heading as a large bold span and a code block as <pre>.
     QVERIFY2(html.contains("font-size:xx-large") && html.contains("<pre"), qPrintable(html.right(600)));
+}
+
+void TestChatWindow::tuningPlansAndAppliesAPlacement()
+{
+    QTemporaryDir data, cache;
+    QVERIFY(data.isValid() && cache.isValid());
+    qputenv("SPILLWAY_QUICK_PROBE", "1");
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    ChatWindow window(kModel, data.path());
+    window.setTemperature(0.0);
+    window.setMaxTokens(8);
+    window.show();
+    QSignalSpy ready(&window, &ChatWindow::tuningReady);
+    QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
+    QVERIFY2(window.hardwareSummary().contains("CPU") && window.hardwareSummary().contains("Disk"),
+             qPrintable(window.hardwareSummary()));
+    // Default budgets: the demo model fits on the device; nothing is read from the SSD.
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().plan != nullptr, 10'000);
+    QCOMPARE(window.lastPrediction().ssdBytesPerToken, 0);
+    QVERIFY(window.lastPrediction().tokensPerSecond > 0);
+
+    // Tight budgets: the planner moves weights to the SSD, and the panel says so at once.
+    window.contextBox()->setValue(64);
+    window.vramBudgetBox()->setValue(1.0);
+    window.ramBudgetBox()->setValue(0.06);
+    const qint64 vram = 1024 * 1024;
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.vramBudget == vram &&
+                                 window.lastPrediction().settings.ramBudget == qint64(0.06 * 1024 * 1024),
+                             10'000);
+    QVERIFY2(window.lastPrediction().ssdBytesPerToken > 0, qPrintable(window.predictionText()));
+    QVERIFY(window.predictionText().contains("tokens/s"));
+    QVERIFY(window.applyButton()->isEnabled());
+
+    // Apply, then a reply runs that placement: the visualizer shows SSD reads.
+    QSignalSpy applied(&window, &ChatWindow::tuningApplied);
+    window.applyButton()->click();
+    QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 10'000);
+    QVERIFY2(window.statusText().contains("plan applied"), qPrintable(window.statusText()));
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QVERIFY(window.errorText().isEmpty());
+    QTRY_VERIFY_WITH_TIMEOUT(window.bottleneckView()->paintedSpanCount(spillway::trace::Lane::SsdRead) > 0, 5'000);
+    qunsetenv("SPILLWAY_QUICK_PROBE");
+    qunsetenv("XDG_CACHE_HOME");
 }
 
 QTEST_MAIN(TestChatWindow)

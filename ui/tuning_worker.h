@@ -1,0 +1,62 @@
+#pragma once
+// The tuning panel's worker (on the "models" thread): measures the machine once (the probe,
+// cached under a hardware fingerprint), then answers "where would each tensor live, and how fast
+// would it run, with these budgets?" with the planner: fast enough to call on every move of a
+// control. It keeps its own mapping of the model (no engine state is shared with inference).
+
+#include <QMetaType>
+#include <QObject>
+#include <QString>
+#include <memory>
+
+namespace spillway {
+class LlamaModel;
+namespace plan { struct PlanResult; }
+namespace hw { struct HardwareProfile; }
+}
+
+namespace spillway::ui {
+
+struct TuningSettings {
+    qint64 vramBudget = 0;  // bytes of device memory; 0 = all free
+    qint64 ramBudget = 0;   // bytes of pinned RAM; 0 = half the available
+    int contextLength = 0;  // 0 = trained, at most 4096
+    int prefetchDepth = 2;
+    int threads = 0;        // 0 = one per core
+};
+
+struct TuningPrediction {
+    TuningSettings settings;
+    double tokensPerSecond = 0;
+    qint64 deviceBytes = 0, ramBytes = 0, ssdBytesPerToken = 0, modelBytes = 0;
+    QString lanes;  // "SSD 12.3 ms · compute 4.5 ms · …" per token
+    std::shared_ptr<const plan::PlanResult> plan;  // to apply
+};
+
+class TuningWorker : public QObject {
+    Q_OBJECT
+public:
+    explicit TuningWorker(QObject* parent = nullptr);
+    ~TuningWorker() override;
+
+public slots:
+    // Maps the model and measures the machine (storageFolder: the disk packages go to). With
+    // SPILLWAY_QUICK_PROBE=1 in the environment the probe is the small, rough one (tests).
+    void prepare(const QString& modelPath, const QString& storageFolder);
+    void predict(const spillway::ui::TuningSettings& settings);
+
+signals:
+    // A one-screen summary of the machine, and the defaults for the controls.
+    void ready(const QString& hardwareSummary, qint64 deviceMemory, qint64 ramAvailable, int trainedContext);
+    void predicted(const spillway::ui::TuningPrediction& prediction);
+    void failed(const QString& message);
+
+private:
+    std::unique_ptr<LlamaModel> m_model;
+    std::unique_ptr<hw::HardwareProfile> m_profile;
+};
+
+}  // namespace spillway::ui
+
+Q_DECLARE_METATYPE(spillway::ui::TuningSettings)
+Q_DECLARE_METATYPE(spillway::ui::TuningPrediction)
