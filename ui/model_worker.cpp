@@ -11,6 +11,17 @@ namespace spillway::ui {
 
 namespace {
 
+// Bytes on disk: a file, or every file of a folder.
+qint64 sizeOnDisk(const std::filesystem::path& path)
+{
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec)) return qint64(std::filesystem::file_size(path, ec));
+    uint64_t bytes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+        if (e.is_regular_file(ec)) bytes += e.file_size(ec);
+    return qint64(bytes);
+}
+
 ModelItem describe(const LlamaModel& m)
 {
     ModelItem item;
@@ -18,10 +29,7 @@ ModelItem describe(const LlamaModel& m)
     item.format = m.isPackage() ? QStringLiteral("package") : QStringLiteral("gguf");
     item.architecture = QString::fromStdString(m.config().architecture);
     item.parameters = qint64(m.parameterCount());
-    std::error_code ec;
-    uint64_t bytes = 0;
-    for (const std::string& f : m.dataFiles()) bytes += std::filesystem::file_size(f, ec);
-    item.sizeBytes = qint64(bytes);
+    item.sizeBytes = sizeOnDisk(m.path());
     return item;
 }
 
@@ -55,9 +63,11 @@ void ModelWorker::compress(qint64 sourceId, const QString& sourcePath, const QSt
     if (!report)
         return emit compressFailed(QString::fromStdString(report.error().message),
                                    report.error().code == ErrorCode::Cancelled);
-    auto package = LlamaModel::load(outDir.toStdString());
-    if (!package) return emit compressFailed(QString::fromStdString(package.error().message), false);
-    ModelItem item = describe(**package);
+    // The package has the source's architecture and shapes; compressModel already read it back.
+    ModelItem item = describe(**source);
+    item.path = outDir;
+    item.format = QStringLiteral("package");
+    item.sizeBytes = sizeOnDisk(outDir.toStdString());
     item.parentId = sourceId;
     if (report->quality) item.qualityJson = QString::fromStdString(report->quality->toJson());
     QString summary = tr("%1 → %2 (%3%)")

@@ -49,12 +49,11 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         if (t->deviceFraction < 1.0 && (t->tier != plan::Tier::Host || !(t->deviceFraction >= 0.0)))
             return makeError(ErrorCode::InvalidArgument,
                              "tensor '" + name + "': only RAM-tier tensors can be split between CPU and device");
-        return t->tier;
-    };
-    auto splitsBitmap = [&](const std::string& name) {
-        const auto* t = placement.find(name);
         const ModelTensor* m = model.tensor(name);
-        return t && t->deviceFraction < 1.0 && m && m->type == gpu::DType::BitmapSparse;
+        if (t->deviceFraction < 1.0 && m && m->type == gpu::DType::BitmapSparse)
+            return makeError(ErrorCode::InvalidArgument,
+                             "tensor '" + name + "' is bitmap sparse: its rows cannot be split between CPU and device");
+        return t->tier;
     };
     auto fractionOf = [&](const std::string& name) {
         const auto* t = placement.find(name);
@@ -75,9 +74,6 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             const std::string name = "blk." + std::to_string(l) + "." + m.suffix;
             auto tier = tierOf(name);
             if (!tier) return tier.error();
-            if (splitsBitmap(name))
-                return makeError(ErrorCode::InvalidArgument,
-                                 "tensor '" + name + "' is bitmap sparse: its rows cannot be split between CPU and device");
             auto entry = std::make_pair(sourceOf(name, L.*(m.member)), Unit::Patch{m.member, 0});
             auto& b = builders[size_t(l)];
             (*tier == plan::Tier::Device ? b.device : *tier == plan::Tier::Host ? b.host : b.ssd).push_back(entry);
