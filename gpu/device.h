@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "base/result.h"
 #include "gpu/dtype.h"
@@ -109,11 +111,53 @@ struct RopeParams {
     bool neox = false;         // false: rotate pairs (2i, 2i+1) (GGUF Llama); true: (i, i + d/2)
 };
 
+// Element type of the KV cache. Values kept in settings: never reuse a number.
+//   F32: float (exact; the default)
+//   F16: IEEE half, rounded to nearest even
+//   Q8:  int8 with one float scale per (position, kv head) vector of headDim values:
+//        scale = max|x| / 127, q = round_half_away_from_zero(x / scale) in [-127, 127] (all 0
+//        when max|x| is 0); value = q * scale
+enum class KvType : uint8_t { F32 = 0, F16 = 1, Q8 = 2 };
+inline constexpr int kKvTypeCount = 3;
+
+// "f32", "f16", "q8": the spelling of the command line and the settings.
+inline const char* kvTypeName(KvType t)
+{
+    switch (t) {
+    case KvType::F16: return "f16";
+    case KvType::Q8: return "q8";
+    case KvType::F32: break;
+    }
+    return "f32";
+}
+
+// The inverse of kvTypeName; nullopt for anything else.
+inline std::optional<KvType> parseKvType(std::string_view name)
+{
+    for (KvType t : {KvType::F32, KvType::F16, KvType::Q8})
+        if (name == kvTypeName(t)) return t;
+    return std::nullopt;
+}
+
+// Bytes of one cached value (Q8: its int8, the vector's scale not included).
+inline size_t kvElementBytes(KvType t)
+{
+    return t == KvType::F32 ? 4 : t == KvType::F16 ? 2 : 1;
+}
+
+// Bytes one cached (position, kv head) vector of headDim values takes, its Q8 scale included.
+inline uint64_t kvVectorBytes(KvType t, int headDim)
+{
+    const uint64_t n = headDim > 0 ? static_cast<uint64_t>(headDim) : 0;
+    return n * kvElementBytes(t) + (t == KvType::Q8 ? sizeof(float) : 0);
+}
+
 // Decode-time attention of one query token against positions [0, nPos) of one layer's KV cache.
+// The first fields keep their order (tests build this struct positionally).
 struct AttentionArgs {
     const float* q = nullptr;       // (nHeads, headDim)
-    const float* kCache = nullptr;  // (ctx, nKvHeads, headDim), positions [0, nPos) valid
-    const float* vCache = nullptr;  // (ctx, nKvHeads, headDim)
+    const void* kCache = nullptr;   // (ctx, nKvHeads, headDim) kvType values, [0, nPos) valid
+    const void* vCache = nullptr;   // (ctx, nKvHeads, headDim)
     float* out = nullptr;           // (nHeads, headDim)
     float* scores = nullptr;        // scratch (nHeads, ctx)
     int nHeads = 0;
@@ -121,6 +165,16 @@ struct AttentionArgs {
     int headDim = 0;
     int nPos = 0;                   // number of cached positions to attend to (query included)
     float scale = 1.0f;             // usually 1 / sqrt(headDim)
+    KvType kvType = KvType::F32;    // element type of kCache / vCache
+    const float* kScales = nullptr; // Q8 only: (ctx, nKvHeads) scale of each cached vector
+    const float* vScales = nullptr;
+    // This step's K and V (nKvHeads, headDim floats each), or null. When set, the op first
+    // writes them, converted to kvType, into the caches (and scales) at position nPos - 1, so
+    // an f16 or q8 cache is filled on the device that holds it; the caches must be writable
+    // then. Null: the caller has stored position nPos - 1 itself (an F32 cache can be written
+    // directly by the K/V projections).
+    const float* kNew = nullptr;
+    const float* vNew = nullptr;
 };
 
 class Device {

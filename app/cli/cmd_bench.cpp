@@ -32,8 +32,12 @@ int runBench(BenchCommand& b)
     deviceOptions.threads = b.threads;
     auto device = gpu::createDevice("cpu", deviceOptions);
     if (!device) return reportError(device.error());
-    const int context = b.tokens + 8;
-    auto session = LlamaSession::create(**model, **device, context);
+    auto kvType = kvTypeOf(b.offload);
+    if (!kvType) return reportError(kvType.error());
+    SessionOptions sessionOptions;
+    sessionOptions.contextLength = b.tokens + 8;
+    sessionOptions.kvType = *kvType;
+    auto session = LlamaSession::create(**model, **device, sessionOptions);
     if (!session) return reportError(session.error());
     const auto& config = (*model)->config();
     const auto& info = (*device)->info();
@@ -78,6 +82,7 @@ int runBench(BenchCommand& b)
                 config.synthetic ? " (SYNTHETIC: random weights)" : "");
     std::printf("%-34s %s, %d threads, %s kernels\n", "device", info.name.c_str(), info.threads,
                 info.kernels.c_str());
+    std::printf("%-34s %s\n", "KV cache type", gpu::kvTypeName(*kvType));
     std::printf("%-34s %d per run; %d runs, each between two bandwidth samples; median run shown\n",
                 "decode tokens", b.tokens, b.repeats);
     std::printf("%-34s %.2f\n", "decode tokens/s", tokensPerSecond);
@@ -98,6 +103,7 @@ int runBench(BenchCommand& b)
             {"device", info.name},
             {"kernels", info.kernels},
             {"threads", info.threads},
+            {"kv_type", gpu::kvTypeName(*kvType)},
             {"decode_tokens", b.tokens},
             {"decode_tokens_per_s", tokensPerSecond},
             {"weight_bytes_per_token", bytesPerToken},

@@ -8,6 +8,15 @@
 
 namespace spillway::cli {
 
+namespace {
+
+std::string kvTypeError(const std::string& value)
+{
+    return "'" + value + "' is not a KV cache type (choose f32, f16 or q8)";
+}
+
+}  // namespace
+
 void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace)
 {
     cmd->add_option("--vram-budget", o.vramBudget, "Device memory to use, e.g. 8GiB (default: all free)");
@@ -20,6 +29,21 @@ void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace)
     cmd->add_flag("--remeasure", o.remeasure, "Measure the hardware again instead of using the cached profile");
     cmd->add_flag("--quick-probe", o.quickProbe, "Small, rough hardware measurements (for tests)");
     if (withTrace) cmd->add_option("--trace", o.tracePath, "Write a Chrome trace (open in Perfetto) of the run");
+    const CLI::Validator kvTypes(
+        [](std::string& value) -> std::string {
+            return gpu::parseKvType(value) ? std::string() : kvTypeError(value);
+        },
+        "f32|f16|q8", "KV cache type");
+    cmd->add_option("--kv-type", o.kvType,
+                    "KV cache precision: f32 (exact, default), f16 (half the bytes) or q8 (int8 with a "
+                    "scale per vector, about a quarter)")
+        ->check(kvTypes);
+}
+
+Result<gpu::KvType> kvTypeOf(const OffloadOptions& o)
+{
+    if (auto t = gpu::parseKvType(o.kvType)) return *t;
+    return makeError(ErrorCode::InvalidArgument, "--kv-type: " + kvTypeError(o.kvType));
 }
 
 Result<uint64_t> parseBytes(const std::string& text)
@@ -48,6 +72,8 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
                                   int threads, int contextLength, const OffloadOptions& o, bool alwaysTrace)
 {
     OffloadRun run;
+    auto kvType = kvTypeOf(o);
+    if (!kvType) return kvType.error();
     uint64_t vram = 0, ram = 0;
     if (!o.vramBudget.empty()) {
         auto b = parseBytes(o.vramBudget);
@@ -66,6 +92,7 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     if (!device) return device.error();
     run.device = std::move(device.value());
     run.session.contextLength = contextLength;
+    run.session.kvType = *kvType;
     run.session.streamer.hostBudget = ram;
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();
@@ -99,6 +126,7 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     in.vramBudget = vram;
     in.ramBudget = ram;
     in.contextLength = contextLength;
+    in.kvType = *kvType;
     in.batch = run.session.batch;
     in.prefetchDepth = o.naive ? 0 : o.prefetch;
     Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");

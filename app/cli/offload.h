@@ -27,6 +27,7 @@ struct OffloadOptions {
     bool remeasure = false;
     bool quickProbe = false;  // small, rough measurements (tests)
     bool alwaysPlan = false;  // plan even without budgets (spillway-cli plan)
+    std::string kvType = "f32";  // KV cache element type: f32, f16 or q8 (checked by the parser)
 
     bool offloading() const
     {
@@ -35,6 +36,9 @@ struct OffloadOptions {
 };
 
 void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace);
+
+// o.kvType as a gpu::KvType (an InvalidArgument error naming the choices for anything else).
+Result<gpu::KvType> kvTypeOf(const OffloadOptions& o);
 
 // "8GiB", "8G", "512MiB", "512M", "64KiB", "1.5GiB", "123" (bytes); binary units.
 Result<uint64_t> parseBytes(const std::string& text);

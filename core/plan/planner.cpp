@@ -225,7 +225,7 @@ Result<Setup> setUp(const PlannerInput& in)
         tensors.push_back(x);
     }
     const uint64_t norms = alignUp((uint64_t(c.nLayers) * 2 + 1) * uint64_t(c.dim) * sizeof(float));
-    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch) + norms + kAlign * 16;
+    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch, in.kvType) + norms + kAlign * 16;
     s.vram = in.vramBudget ? in.vramBudget : s.hw.deviceFree;
     s.ram = in.ramBudget ? in.ramBudget : s.hw.ramAvailable / 2;
     s.model = std::make_unique<CostModel>(s.hw, std::move(tensors), c.nLayers + 1, s.fixed);
@@ -247,6 +247,8 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
     r.slotCount = e.slots;
     r.deviceSlotBytes = e.slotBytes * uint64_t(e.slots);
     r.deviceWorkingBytes = s.fixed;
+    r.kvType = in.kvType;
+    r.kvCacheBytes = LlamaSession::kvCacheBytes(in.model->config(), in.contextLength, in.kvType);
     r.hostWeightBytes = e.hostBytes;
     r.stagingBytes = e.stagingBytes;
     r.ssdBytes = e.ssdBytes;

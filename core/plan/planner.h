@@ -17,6 +17,7 @@
 #include "core/hw/probe.h"
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
+#include "gpu/device.h"
 
 namespace spillway::plan {
 
@@ -29,6 +30,8 @@ struct PlannerInput {
     int contextLength = 0;         // <= 0: the model's trained context, capped at 4096
     int batch = 32;                // prompt batch (sizes the activation buffers)
     int prefetchDepth = 2;         // units loaded ahead; 0 = naive
+    gpu::KvType kvType = gpu::KvType::F32;  // KV cache element type: sizes the cache, so a
+                                            // smaller type leaves more device memory to weights
 };
 
 // Seconds per decoded token each lane is busy, and the pipeline's result.
@@ -51,6 +54,8 @@ struct PlanResult {
     uint64_t deviceSlotBytes = 0;          // all streaming slots together
     int slotCount = 0;                     // streaming slots (named so: Qt defines `slots`)
     uint64_t deviceWorkingBytes = 0;       // KV cache, activations, embedding row
+    uint64_t kvCacheBytes = 0;             // the KV cache's part of deviceWorkingBytes
+    gpu::KvType kvType = gpu::KvType::F32;
     uint64_t hostWeightBytes = 0;          // RAM-tier weights
     uint64_t stagingBytes = 0;
     uint64_t ssdBytes = 0;                 // read from the SSD per token

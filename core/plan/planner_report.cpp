@@ -42,6 +42,7 @@ std::string planText(const PlanResult& r, bool perTensor)
     out += format("  device  %10.1f MiB = weights %.1f + %d slot(s) %.1f + KV cache/activations %.1f  (budget %.1f)\n",
                   mibOf(r.deviceTotal()), mibOf(r.deviceWeightBytes), r.slotCount, mibOf(r.deviceSlotBytes),
                   mibOf(r.deviceWorkingBytes), mibOf(r.vramBudget));
+    out += format("          KV cache %.1f MiB (%s)\n", mibOf(r.kvCacheBytes), gpu::kvTypeName(r.kvType));
     out += format("  RAM     %10.1f MiB = weights %.1f + staging %.1f  (budget %.1f)\n", mibOf(r.hostTotal()),
                   mibOf(r.hostWeightBytes), mibOf(r.stagingBytes), mibOf(r.ramBudget));
     out += format("  SSD     %10.1f MiB read per token\n", mibOf(r.ssdBytes));
@@ -83,6 +84,8 @@ std::string planJson(const PlanResult& r)
           {"device_slot_bytes", r.deviceSlotBytes},
           {"slots", r.slotCount},
           {"device_working_bytes", r.deviceWorkingBytes},
+          {"kv_cache_bytes", r.kvCacheBytes},
+          {"kv_type", gpu::kvTypeName(r.kvType)},
           {"device_total_bytes", r.deviceTotal()},
           {"ram_weight_bytes", r.hostWeightBytes},
           {"staging_bytes", r.stagingBytes},

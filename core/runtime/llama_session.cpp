@@ -17,36 +17,47 @@ int resolveContext(const LlamaConfig& c, int contextLength)
     return contextLength > 0 ? contextLength : std::min(c.trainedContext, 4096);
 }
 
-struct Need {
-    gpu::Buffer* buffer;
-    uint64_t floats;
-};
-
-// The session's device buffers, in one list so that workingBytes() and create() agree.
+// The session's device buffers, in one list so that workingBytes() and create() agree; f(index,
+// bytes), where 0 bytes means the buffer is not needed (the F32 cache has no scales and is
+// written by the K/V projections directly).
 template <class F>
-void forEachNeed(const LlamaConfig& c, int ctx, int batch, F&& f)
+void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, F&& f)
 {
-    const uint64_t kvFloats = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.kvDim());
-    f(0, uint64_t(batch) * uint64_t(c.dim));               // x
-    f(1, uint64_t(std::max(c.dim, c.qDim())));             // xb
-    f(2, uint64_t(c.qDim()));                              // q
-    f(3, uint64_t(c.qDim()));                              // att
-    f(4, uint64_t(c.nHeads) * uint64_t(ctx));              // scores
-    f(5, uint64_t(c.ffnDim));                              // hb
-    f(6, uint64_t(c.ffnDim));                              // hb2
-    f(7, uint64_t(c.vocabSize));                           // logits
-    f(8, kvFloats);                                        // keys
-    f(9, kvFloats);                                        // values
+    const uint64_t vectors = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.nKvHeads);
+    const uint64_t kvBytes = vectors * uint64_t(c.headDim) * gpu::kvElementBytes(kv);
+    const uint64_t scaleBytes = kv == gpu::KvType::Q8 ? vectors * sizeof(float) : 0;
+    const uint64_t newBytes = kv == gpu::KvType::F32 ? 0 : uint64_t(c.kvDim()) * sizeof(float);
+    constexpr uint64_t kFloat = sizeof(float);
+    f(0, uint64_t(batch) * uint64_t(c.dim) * kFloat);        // x
+    f(1, uint64_t(std::max(c.dim, c.qDim())) * kFloat);      // xb
+    f(2, uint64_t(c.qDim()) * kFloat);                       // q
+    f(3, uint64_t(c.qDim()) * kFloat);                       // att
+    f(4, uint64_t(c.nHeads) * uint64_t(ctx) * kFloat);       // scores
+    f(5, uint64_t(c.ffnDim) * kFloat);                       // hb
+    f(6, uint64_t(c.ffnDim) * kFloat);                       // hb2
+    f(7, uint64_t(c.vocabSize) * kFloat);                    // logits
+    f(8, kvBytes);                                           // keys
+    f(9, kvBytes);                                           // values
+    f(10, scaleBytes);                                       // key scales
+    f(11, scaleBytes);                                       // value scales
+    f(12, newBytes);                                         // this position's K
+    f(13, newBytes);                                         // this position's V
 }
 
 }  // namespace
 
-uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int batch)
+uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType)
 {
     uint64_t total = 0;
-    forEachNeed(c, resolveContext(c, contextLength), std::max(1, batch),
-                [&](int, uint64_t floats) { total += floats * sizeof(float); });
+    forEachNeed(c, resolveContext(c, contextLength), std::max(1, batch), kvType,
+                [&](int, uint64_t bytes) { total += bytes; });
     return total;
+}
+
+uint64_t LlamaSession::kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType)
+{
+    const uint64_t ctx = uint64_t(std::max(0, resolveContext(c, contextLength)));
+    return ctx * uint64_t(c.nLayers) * 2 * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kvType, c.headDim);
 }
 
 Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& model, gpu::Device& device,
@@ -62,6 +73,8 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
 {
     const LlamaConfig& c = model.config();
     const int ctx = resolveContext(c, options.contextLength);
+    if (int(options.kvType) >= gpu::kKvTypeCount)
+        return makeError(ErrorCode::InvalidArgument, "unknown KV cache type " + std::to_string(int(options.kvType)));
     if (ctx < 1 || ctx > (1 << 22))
         return makeError(ErrorCode::InvalidArgument, "context length " + std::to_string(ctx) + " is out of range");
     if (options.batch < 1 || options.batch > 4096)
@@ -81,12 +94,14 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     s->m_rope.freqScale = c.ropeFreqScale;
     s->m_rope.neox = false;
 
-    gpu::Buffer* buffers[] = {&s->m_x,   &s->m_xb,  &s->m_q,      &s->m_att,  &s->m_scores,
-                              &s->m_hb,  &s->m_hb2, &s->m_logits, &s->m_keys, &s->m_values};
+    gpu::Buffer* buffers[] = {&s->m_x,         &s->m_xb,          &s->m_q,    &s->m_att,
+                              &s->m_scores,    &s->m_hb,          &s->m_hb2,  &s->m_logits,
+                              &s->m_keys,      &s->m_values,      &s->m_keyScales,
+                              &s->m_valueScales, &s->m_kNew,      &s->m_vNew};
     Status failed;
-    forEachNeed(c, ctx, s->m_batch, [&](int i, uint64_t floats) {
-        if (!failed) return;
-        auto b = device.allocate(floats * sizeof(float));
+    forEachNeed(c, ctx, s->m_batch, options.kvType, [&](int i, uint64_t bytes) {
+        if (!failed || bytes == 0) return;
+        auto b = device.allocate(bytes);
         if (!b) {
             failed = b.error();
             return;
@@ -199,12 +214,17 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     // x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = rmsnorm(x)
     const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;
+    const gpu::KvType kvType = m_options.kvType;
     const size_t kvDim = size_t(c.kvDim());
-    const size_t layerStride = size_t(m_ctx) * kvDim;  // floats per layer in the KV cache
-    float* keys = m_keys.as<float>() + size_t(layer) * layerStride;  // (ctx, kvDim)
-    float* values = m_values.as<float>() + size_t(layer) * layerStride;
-    float* k = keys + size_t(pos) * kvDim;  // this position's K and V go straight to the cache
-    float* v = values + size_t(pos) * kvDim;
+    const size_t layerValues = size_t(m_ctx) * kvDim;  // cached values per layer (ctx, kvDim)
+    const size_t layerBytes = layerValues * gpu::kvElementBytes(kvType);
+    uint8_t* keys = m_keys.as<uint8_t>() + size_t(layer) * layerBytes;
+    uint8_t* values = m_values.as<uint8_t>() + size_t(layer) * layerBytes;
+    // An F32 cache takes this position's K and V straight from the projections; other types get
+    // them in fp32 scratch, and the attention op converts them into the cache.
+    const bool direct = kvType == gpu::KvType::F32;
+    float* k = direct ? reinterpret_cast<float*>(keys) + size_t(pos) * kvDim : m_kNew.as<float>();
+    float* v = direct ? reinterpret_cast<float*>(values) + size_t(pos) * kvDim : m_vNew.as<float>();
     float* xb = m_xb.as<float>();
     float* q = m_q.as<float>();
     float* att = m_att.as<float>();
@@ -225,6 +245,16 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     a.headDim = c.headDim;
     a.nPos = pos + 1;
     a.scale = 1.0f / std::sqrt(float(c.headDim));
+    a.kvType = kvType;
+    if (kvType == gpu::KvType::Q8) {
+        const size_t layerVectors = size_t(m_ctx) * size_t(c.nKvHeads);
+        a.kScales = m_keyScales.as<float>() + size_t(layer) * layerVectors;
+        a.vScales = m_valueScales.as<float>() + size_t(layer) * layerVectors;
+    }
+    if (!direct) {
+        a.kNew = k;
+        a.vNew = v;
+    }
     d.attention(a);
     const gpu::MatvecJob wo[] = {{L.wo, att, xb}};
     matvec(wo);

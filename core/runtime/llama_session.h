@@ -23,6 +23,9 @@ struct SessionOptions {
     // file on the CPU device).
     std::optional<plan::Placement> placement;
     StreamerOptions streamer;
+    // Element type of the KV cache: f32 (exact, the default); f16 or q8 (int8 with a float scale
+    // per position and kv head) take 1/2 or about 1/4 of the bytes, at a small cost in accuracy.
+    gpu::KvType kvType = gpu::KvType::F32;
 };
 
 class LlamaSession {
@@ -35,11 +38,18 @@ public:
 
     int contextLength() const { return m_ctx; }
     int batch() const { return m_batch; }
+    gpu::KvType kvType() const { return m_options.kvType; }
+    // Device bytes of this session's KV cache (keys, values and Q8 scales).
+    uint64_t kvCacheBytes() const { return kvCacheBytes(m_model.config(), m_ctx, m_options.kvType); }
     const LlamaModel& model() const { return m_model; }
     const WeightStreamer& streamer() const { return *m_streamer; }
 
     // Device bytes a session of this shape allocates besides the weights (KV cache, activations).
-    static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch);
+    static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch,
+                                 gpu::KvType kvType = gpu::KvType::F32);
+    // Device bytes of the KV cache alone: contextLength (resolved as in SessionOptions) times
+    // layers * 2 * kvHeads * kvVectorBytes(kvType, headDim).
+    static uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType);
 
     // Runs `tokens` at positions pos, pos+1, ... (positions before pos must have been run in
     // this session; all must be < contextLength()) and returns the logits of the last token
@@ -74,8 +84,12 @@ private:
     gpu::Buffer m_hb;      // (ffnDim) gate, then silu(gate) * up
     gpu::Buffer m_hb2;     // (ffnDim) up
     gpu::Buffer m_logits;  // (vocab)
-    gpu::Buffer m_keys;    // (layer, ctx, kvDim)
+    gpu::Buffer m_keys;    // (layer, ctx, kvDim) values of the session's KvType
     gpu::Buffer m_values;  // (layer, ctx, kvDim)
+    gpu::Buffer m_keyScales;    // Q8 only: (layer, ctx, nKvHeads) floats
+    gpu::Buffer m_valueScales;  // Q8 only
+    gpu::Buffer m_kNew;    // F16/Q8 only: (kvDim) this position's K, before the cache converts it
+    gpu::Buffer m_vNew;    // F16/Q8 only: (kvDim)
     std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
     // HeteGen splits on a device that cannot compute on host memory: a CPU device for the host
     // rows, and host copies of x and of the host rows' results.

@@ -152,7 +152,7 @@ public:
     void attention(const AttentionArgs& a) override
     {
         if (a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 ||
-            a.headDim <= 0)
+            a.headDim <= 0 || (a.kvType == KvType::Q8 && (!a.kScales || !a.vScales)))
             return;  // nothing sensible to compute (and no error channel): out stays as it was
         if (a.scores) {
             cpu::attentionOp(a, m_pool, m_kernels);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gpu/cpu/kernels_common.h"
+#include "gpu/half_inline.h"
 #include "gpu/sparse_format.h"
 
 namespace spillway::gpu::cpu {
@@ -53,19 +55,68 @@ void ropeOp(float* x, int nHeads, int headDim, int pos, const RopeParams& p, flo
 
 namespace {
 
+// Dequantized cache values are formed in chunks of this many floats on the stack, then go
+// through the kernel set's dot / axpy (any head dimension works; common ones fit one chunk).
+constexpr int kKvChunk = 256;
+
+// values[0, n) of one cached vector as floats (Q8: q, without the scale).
+void loadKvChunk(KvType type, const void* base, size_t first, int n, float* out)
+{
+    if (type == KvType::F16) {
+        const uint16_t* h = static_cast<const uint16_t*>(base) + first;
+        for (int i = 0; i < n; ++i) out[i] = detail::halfToFloat(h[i]);
+    } else {
+        const int8_t* q = static_cast<const int8_t*>(base) + first;
+        for (int i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]);
+    }
+}
+
+// q . k_t for an F16 or Q8 cache row (Q8: times the row's scale).
+float dotKv(const AttentionArgs& a, const float* q, size_t first, size_t scaleIndex, const Kernels& k)
+{
+    float chunk[kKvChunk];
+    float sum = 0.0f;
+    for (int c = 0; c < a.headDim; c += kKvChunk) {
+        const int n = std::min(kKvChunk, a.headDim - c);
+        loadKvChunk(a.kvType, a.kCache, first + c, n, chunk);
+        sum += k.dot(q + c, chunk, n);
+    }
+    return a.kvType == KvType::Q8 ? sum * a.kScales[scaleIndex] : sum;
+}
+
+// out += p * v_t for an F16 or Q8 cache row.
+void axpyKv(const AttentionArgs& a, float p, size_t first, size_t scaleIndex, float* out,
+            const Kernels& k)
+{
+    float chunk[kKvChunk];
+    const float weight = a.kvType == KvType::Q8 ? p * a.vScales[scaleIndex] : p;
+    for (int c = 0; c < a.headDim; c += kKvChunk) {
+        const int n = std::min(kKvChunk, a.headDim - c);
+        loadKvChunk(a.kvType, a.vCache, first + c, n, chunk);
+        k.axpy(weight, chunk, out + c, n);
+    }
+}
+
 void attentionHead(const AttentionArgs& a, int h, const Kernels& k)
 {
     const int group = a.nHeads / a.nKvHeads;
     const int kvHead = h / group;
-    const size_t kvStride = static_cast<size_t>(a.nKvHeads) * a.headDim;  // floats per position
+    const size_t kvStride = static_cast<size_t>(a.nKvHeads) * a.headDim;  // values per position
     const float* q = a.q + static_cast<size_t>(h) * a.headDim;
     float* scores = a.scores + static_cast<size_t>(h) * a.nPos;
     float* out = a.out + static_cast<size_t>(h) * a.headDim;
+    const bool f32 = a.kvType == KvType::F32;
+    const float* kf = static_cast<const float*>(a.kCache);
+    const float* vf = static_cast<const float*>(a.vCache);
+    // Cached vector t of this head: values from t * kvStride + kvHead * headDim, scale index
+    // t * nKvHeads + kvHead.
+    auto first = [&](int t) { return t * kvStride + static_cast<size_t>(kvHead) * a.headDim; };
+    auto scaleIndex = [&](int t) { return static_cast<size_t>(t) * a.nKvHeads + kvHead; };
 
     float maxScore = -std::numeric_limits<float>::infinity();
     for (int t = 0; t < a.nPos; ++t) {
-        const float* kt = a.kCache + t * kvStride + static_cast<size_t>(kvHead) * a.headDim;
-        scores[t] = k.dot(q, kt, a.headDim) * a.scale;
+        const float dot = f32 ? k.dot(q, kf + first(t), a.headDim) : dotKv(a, q, first(t), scaleIndex(t), k);
+        scores[t] = dot * a.scale;
         maxScore = std::max(maxScore, scores[t]);
     }
     // Softmax as ggml's: exponentials in float, their sum in double, then one float scale.
@@ -77,16 +128,66 @@ void attentionHead(const AttentionArgs& a, int h, const Kernels& k)
     const float inverse = static_cast<float>(1.0 / sum);
     std::fill(out, out + a.headDim, 0.0f);
     for (int t = 0; t < a.nPos; ++t) {
-        const float* vt = a.vCache + t * kvStride + static_cast<size_t>(kvHead) * a.headDim;
-        k.axpy(scores[t] * inverse, vt, out, a.headDim);
+        if (f32)
+            k.axpy(scores[t] * inverse, vf + first(t), out, a.headDim);
+        else
+            axpyKv(a, scores[t] * inverse, first(t), scaleIndex(t), out, k);
+    }
+}
+
+// One vector of headDim floats into a cache of `type` at dst (Q8: its scale to *scale).
+void storeKvVector(KvType type, const float* x, int headDim, void* dst, float* scale)
+{
+    switch (type) {
+    case KvType::F32:
+        std::memcpy(dst, x, static_cast<size_t>(headDim) * sizeof(float));
+        return;
+    case KvType::F16: {
+        uint16_t* h = static_cast<uint16_t*>(dst);
+        for (int i = 0; i < headDim; ++i) h[i] = fp32ToFp16(x[i]);
+        return;
+    }
+    case KvType::Q8: {
+        float maxAbs = 0.0f;
+        for (int i = 0; i < headDim; ++i) maxAbs = std::max(maxAbs, std::fabs(x[i]));
+        const float d = maxAbs / 127.0f;
+        int8_t* q = static_cast<int8_t*>(dst);
+        for (int i = 0; i < headDim; ++i) {
+            // std::round rounds half away from zero; the clamp guards x / d = 127 + ulp, and a
+            // NaN (from a non-finite vector) becomes 0 rather than an undefined conversion.
+            const float r = d != 0.0f ? std::round(x[i] / d) : 0.0f;
+            q[i] = r == r ? static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f)) : 0;
+        }
+        *scale = d;
+        return;
+    }
     }
 }
 
 }  // namespace
 
+void storeKvOp(const AttentionArgs& a)
+{
+    const int pos = a.nPos - 1;
+    const size_t elementBytes = kvElementBytes(a.kvType);
+    for (int h = 0; h < a.nKvHeads; ++h) {
+        const size_t vector = static_cast<size_t>(pos) * a.nKvHeads + h;
+        const size_t offset = vector * static_cast<size_t>(a.headDim) * elementBytes;
+        const float* k = a.kNew + static_cast<size_t>(h) * a.headDim;
+        const float* v = a.vNew + static_cast<size_t>(h) * a.headDim;
+        const bool q8 = a.kvType == KvType::Q8;
+        // The caches are writable when kNew / vNew are set (AttentionArgs).
+        storeKvVector(a.kvType, k, a.headDim, static_cast<uint8_t*>(const_cast<void*>(a.kCache)) + offset,
+                      q8 ? const_cast<float*>(a.kScales) + vector : nullptr);
+        storeKvVector(a.kvType, v, a.headDim, static_cast<uint8_t*>(const_cast<void*>(a.vCache)) + offset,
+                      q8 ? const_cast<float*>(a.vScales) + vector : nullptr);
+    }
+}
+
 void attentionOp(const AttentionArgs& a, ThreadPool& pool, const Kernels& k)
 {
     if (a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0) return;
+    if (a.kNew && a.vNew) storeKvOp(a);  // a few hundred values: not worth the pool
     auto work = [&a, &k](int thread, int threads) {
         // Contiguous runs of heads: heads of one KV group share their K/V rows in cache.
         const int begin = static_cast<int>(static_cast<int64_t>(a.nHeads) * thread / threads);

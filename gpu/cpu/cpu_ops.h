@@ -14,8 +14,13 @@ void rmsnormOp(const float* x, const float* weight, float* out, int n, float eps
 // cosSin: scratch of rotaryDims floats (cos, sin per rotating pair).
 void ropeOp(float* x, int nHeads, int headDim, int pos, const RopeParams& p, float* cosSin);
 
-// Heads are split across the pool. a.scores must hold nHeads * nPos floats.
+// Heads are split across the pool. a.scores must hold nHeads * nPos floats. With a.kNew /
+// a.vNew set, stores them first (storeKvOp).
 void attentionOp(const AttentionArgs& a, ThreadPool& pool, const Kernels& k);
+
+// Writes a.kNew / a.vNew, converted to a.kvType, at position nPos - 1 of the caches (and, for
+// Q8, their scales). The reference the CUDA store kernel matches bit for bit.
+void storeKvOp(const AttentionArgs& a);
 
 void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool& pool);
 

@@ -318,7 +318,8 @@ void CudaDevice::rope(float* x, int nHeads, int headDim, int pos, const RopePara
 
 void CudaDevice::attention(const AttentionArgs& a)
 {
-    if (a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 || a.headDim <= 0)
+    if (a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 || a.headDim <= 0 ||
+        (a.kvType == KvType::Q8 && (!a.kScales || !a.vScales)))
         return;  // nothing sensible to compute, as on the CPU device: out stays as it was
     AttentionArgs args = a;
     if (!args.scores) {

@@ -49,7 +49,8 @@ cudaError_t launchRmsnorm(const float* x, const float* weight, float* out, int n
 cudaError_t launchRope(float* x, int nHeads, int headDim, int pos, int dims, float thetaScale,
                        float freqScale, bool neox, cudaStream_t stream);
 
-// attention.cu: a.scores must hold nHeads * nPos floats (row h at scores + h * nPos).
+// attention.cu: a.scores must hold nHeads * nPos floats (row h at scores + h * nPos); caches of
+// any KvType (Q8 with a.kScales / a.vScales); a.kNew / a.vNew, when set, are stored first.
 cudaError_t launchAttention(const AttentionArgs& a, cudaStream_t stream);
 
 // swiglu.cu, add.cu

@@ -4,6 +4,7 @@
 //
 // Tolerances, as relative L2 error ||cuda - cpu|| / ||cpu|| over a whole output:
 //   F32 matvec, rmsnorm, rope, attention, swiglu, add   <= 1e-5 (float rounding only)
+//   attention on F16 / Q8 KV caches                      <= 1e-5, caches bit-identical
 //   F16, BF16, Q8_0, Q4_0 matvec                         <= 1e-3 (both quantize x to Q8 the
 //                                                        same way; only summation order differs)
 //   getRow                                               exact
@@ -340,6 +341,67 @@ TEST_F(CudaConformance, AttentionGroupedQuery)
                     EXPECT_EQ(unwritten(got), 0u);
                     const double err = relL2(got, want);
                     EXPECT_LE(err, 1e-5) << heads << "/" << kvHeads << " dim " << headDim << " nPos " << nPos;
+                }
+    expectHealthy();
+}
+
+// F16 and Q8 KV caches: each position stored by the attention op itself (kNew / vNew), on both
+// devices. The caches must hold the same bits (both round the same IEEE way), and the outputs
+// agree within float rounding like the F32 case.
+TEST_F(CudaConformance, AttentionF16AndQ8Caches)
+{
+    for (KvType type : {KvType::F16, KvType::Q8})
+        for (auto [heads, kvHeads] : {std::pair{8, 2}, {5, 5}})
+            for (int headDim : {64, 128})
+                for (int nPos : {1, 17, 300}) {
+                    SCOPED_TRACE(std::string(kvTypeName(type)) + " " + std::to_string(heads) + "/" +
+                                 std::to_string(kvHeads) + " dim " + std::to_string(headDim) + " nPos " +
+                                 std::to_string(nPos));
+                    const int ctx = nPos + 3;
+                    const size_t kvDim = static_cast<size_t>(kvHeads) * headDim;
+                    const size_t cacheBytes = static_cast<size_t>(ctx) * kvDim * kvElementBytes(type);
+                    const size_t vectors = static_cast<size_t>(ctx) * kvHeads;
+                    std::vector<uint8_t> k(cacheBytes, 0), v(cacheBytes, 0);
+                    std::vector<float> kScales(vectors, 0.0f), vScales(vectors, 0.0f);
+                    DeviceData dk(cuda(), k), dv(cuda(), v), dks(cuda(), kScales), dvs(cuda(), vScales);
+                    DeviceData dkNew(cuda(), kvDim * 4), dvNew(cuda(), kvDim * 4), out(cuda(), heads * headDim * 4);
+                    std::vector<float> want(static_cast<size_t>(heads) * headDim);
+                    std::vector<float> q;
+                    for (int pos = 0; pos < nPos; ++pos) {
+                        q = randomFloats(want.size(), rng);
+                        const std::vector<float> kNew = randomFloats(kvDim, rng, -2.0f, 2.0f);
+                        const std::vector<float> vNew = randomFloats(kvDim, rng);
+                        AttentionArgs a{q.data(), k.data(), v.data(), want.data(), nullptr, heads, kvHeads,
+                                        headDim, pos + 1, 1.0f / std::sqrt(static_cast<float>(headDim))};
+                        a.kvType = type;
+                        a.kScales = kScales.data();
+                        a.vScales = vScales.data();
+                        a.kNew = kNew.data();
+                        a.vNew = vNew.data();
+                        cpu().attention(a);
+                        cuda().synchronize();  // the previous step's kernels are done with kNew / q
+                        DeviceData dq(cuda(), q);
+                        cuda().upload(dkNew.f(), kNew.data(), kvDim * 4);
+                        cuda().upload(dvNew.f(), vNew.data(), kvDim * 4);
+                        poison(cuda(), out.f(), want.size());
+                        AttentionArgs g = a;
+                        g.q = dq.f(); g.kCache = dk.f(); g.vCache = dv.f(); g.out = out.f();
+                        g.kScales = dks.f(); g.vScales = dvs.f(); g.kNew = dkNew.f(); g.vNew = dvNew.f();
+                        cuda().attention(g);
+                        cuda().synchronize();
+                    }
+                    const std::vector<float> got = download(cuda(), out.f(), want.size());
+                    EXPECT_EQ(unwritten(got), 0u);
+                    EXPECT_LE(relL2(got, want), 1e-5);
+                    std::vector<uint8_t> gotK(cacheBytes), gotV(cacheBytes);
+                    cuda().download(gotK.data(), dk.buffer.data(), cacheBytes);
+                    cuda().download(gotV.data(), dv.buffer.data(), cacheBytes);
+                    EXPECT_TRUE(gotK == k) << "K cache bits differ";
+                    EXPECT_TRUE(gotV == v) << "V cache bits differ";
+                    if (type == KvType::Q8) {
+                        EXPECT_TRUE(download(cuda(), dks.f(), vectors) == kScales) << "K scales differ";
+                        EXPECT_TRUE(download(cuda(), dvs.f(), vectors) == vScales) << "V scales differ";
+                    }
                 }
     expectHealthy();
 }
