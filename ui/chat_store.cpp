@@ -75,7 +75,14 @@ void ChatStore::load(qint64 conversation)
     for (const auto& m : *messages)
         items.push_back({m.id, QString::fromUtf8(storage::roleName(m.role)), QString::fromStdString(m.content),
                          m.generation.tokensPerSecond.value_or(0.0), m.generation.firstTokenMs.value_or(0.0),
-                         QString::fromStdString(m.generation.modelName)});
+                         QString::fromStdString(m.generation.modelName), 1, m.versionCount});
+    for (MessageItem& item : items) {  // which version is current, for "‹ 2/3 ›"
+        if (item.versionCount < 2) continue;
+        auto versions = m_db->versions(item.id);
+        if (!versions) return emit failed(QString::fromStdString(versions.error().message));
+        for (const auto& v : *versions)
+            if (v.current) item.versionNumber = v.number;
+    }
     emit loaded(conversation, items);
 }
 
@@ -92,6 +99,64 @@ void ChatStore::append(qint64 conversation, const QString& role, const QString& 
     auto id = m_db->appendMessage(conversation, *r, content.toStdString(), g);
     if (!id) return emit failed(QString::fromStdString(id.error().message));
     emit stored(conversation, *id);
+}
+
+void ChatStore::addVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
+                           double tokensPerSecond, double firstTokenMs, const QString& modelName)
+{
+    if (!ready()) return;
+    const auto k = storage::parseVersionKind(kind.toStdString());
+    if (!k) return emit failed(tr("unknown version kind '%1'").arg(kind));
+    storage::Generation g;
+    g.modelName = modelName.toStdString();
+    if (tokensPerSecond > 0) g.tokensPerSecond = tokensPerSecond;
+    if (firstTokenMs > 0) g.firstTokenMs = firstTokenMs;
+    auto id = m_db->addVersion(message, *k, content.toStdString(), g);
+    if (!id) return emit failed(QString::fromStdString(id.error().message));
+    emit stored(conversation, message);
+}
+
+void ChatStore::selectVersion(qint64 conversation, qint64 message, int number)
+{
+    if (!ready()) return;
+    auto versions = m_db->versions(message);
+    if (!versions) return emit failed(QString::fromStdString(versions.error().message));
+    for (const auto& v : *versions)
+        if (v.number == number) {
+            const Status s = m_db->setCurrentVersion(message, v.id);
+            if (!s) return emit failed(QString::fromStdString(s.error().message));
+        }
+    load(conversation);
+}
+
+void ChatStore::truncateAfter(qint64 conversation, qint64 message)
+{
+    if (!ready()) return;
+    auto messages = m_db->messages(conversation);
+    if (!messages) return emit failed(QString::fromStdString(messages.error().message));
+    const Status s = m_db->transaction([&]() -> Status {
+        for (const auto& m : *messages)
+            if (m.id > message)
+                if (Status d = m_db->deleteMessage(m.id); !d) return d;
+        return {};
+    });
+    if (!s) return emit failed(QString::fromStdString(s.error().message));
+    emit truncated(conversation);
+}
+
+void ChatStore::readSetting(const QString& key)
+{
+    if (!ready()) return;
+    auto value = m_db->setting(key.toStdString());
+    if (!value) return emit failed(QString::fromStdString(value.error().message));
+    emit setting(key, value->has_value() ? QString::fromStdString(**value) : QString());
+}
+
+void ChatStore::writeSetting(const QString& key, const QString& valueJson)
+{
+    if (!ready()) return;
+    const Status s = m_db->setSetting(key.toStdString(), valueJson.toStdString());
+    if (!s) return emit failed(QString::fromStdString(s.error().message));
 }
 
 void ChatStore::rename(qint64 conversation, const QString& title)

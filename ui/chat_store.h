@@ -30,6 +30,8 @@ struct MessageItem {
     double tokensPerSecond = 0;  // 0 when unknown
     double firstTokenMs = 0;
     QString modelName;
+    int versionNumber = 1;  // which of its versions (edits, regenerations) is shown
+    int versionCount = 1;
 };
 
 class ChatStore : public QObject {
@@ -47,8 +49,20 @@ public slots:
     void load(qint64 conversation);
     void append(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
                 double firstTokenMs, const QString& modelName);
+    // A new version of a stored message (kind "edit" or "regeneration"), made current; answered
+    // by stored(conversation, message).
+    void addVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
+                    double tokensPerSecond, double firstTokenMs, const QString& modelName);
+    // Shows version `number` (1-based) of a message from now on; then loads the conversation.
+    void selectVersion(qint64 conversation, qint64 message, int number);
+    // Removes every message of the conversation after `message` (edit-and-resend of an earlier
+    // prompt), in one transaction; answered by truncated().
+    void truncateAfter(qint64 conversation, qint64 message);
     void rename(qint64 conversation, const QString& title);
     void remove(qint64 conversation);
+    // Settings (JSON texts) by key: answered by setting(key, valueJson), "" when unset.
+    void readSetting(const QString& key);
+    void writeSetting(const QString& key, const QString& valueJson);
     // The model catalog: adds (or finds, by path) a model, then lists them all.
     void addModel(const spillway::ui::ModelItem& model);
     void listModels();
@@ -60,6 +74,8 @@ signals:
     void loaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
     void stored(qint64 conversation, qint64 message);
     void changed();  // a conversation was renamed or removed
+    void truncated(qint64 conversation);
+    void setting(const QString& key, const QString& valueJson);
     void modelAdded(qint64 id, const QString& path);
     void modelsListed(const QVector<spillway::ui::ModelItem>& models);
     void failed(const QString& message);

@@ -23,7 +23,10 @@
 #include <QListWidget>
 #include <QMenu>
 #include <QPushButton>
+#include <QMessageBox>
+#include <QShortcut>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QStatusBar>
 #include <QTextBrowser>
 #include <QTextCursor>
@@ -34,49 +37,16 @@
 #include "core/plan/planner.h"
 #include "core/trace/trace.h"
 #include "generation_worker.h"
+#include "library_panel.h"
+#include "tuning_panel.h"
+#include "welcome_page.h"
 
 namespace spillway::ui {
 
 namespace {
-
-// One stacked bar: the model's weights on the device, in pinned RAM and on the SSD.
-class TierBar : public QWidget {
-public:
-    explicit TierBar(QWidget* parent) : QWidget(parent) { setMinimumHeight(22); }
-    void set(double device, double ram, double ssd)
-    {
-        m_parts[0] = device;
-        m_parts[1] = ram;
-        m_parts[2] = ssd;
-        update();
-    }
-
-protected:
-    void paintEvent(QPaintEvent*) override
-    {
-        QPainter p(this);
-        const double total = m_parts[0] + m_parts[1] + m_parts[2];
-        const QColor colors[] = {QColor(0x2e, 0x7d, 0x32), QColor(0x7b, 0x4f, 0xa3), QColor(0xe0, 0x8a, 0x1e)};
-        const char* names[] = {"device", "RAM", "SSD"};
-        double x = 0;
-        for (int i = 0; i < 3; ++i) {
-            if (total <= 0 || m_parts[i] <= 0) continue;
-            const double w = width() * m_parts[i] / total;
-            const QRectF r(x, 0, w, height());
-            p.fillRect(r, colors[i]);
-            p.setPen(Qt::white);
-            if (w > 40) p.drawText(r, Qt::AlignCenter, QString::fromLatin1(names[i]));
-            x += w;
-        }
-        p.setPen(palette().color(QPalette::Mid));
-        p.drawRect(rect().adjusted(0, 0, -1, -1));
-    }
-
-private:
-    double m_parts[3] = {0, 0, 0};
-};
-
+constexpr const char* kWelcomeDoneKey = "ui.welcomeDone";  // a setting: the first-launch screen was seen
 }  // namespace
+
 
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent)
     : QMainWindow(parent)
@@ -101,111 +71,29 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     sideLayout->addWidget(m_search);
     sideLayout->addWidget(m_conversations, 1);
 
-    // The model library: drop a model anywhere on the window, or Add model….
-    auto* library = new QWidget;
-    auto* libraryLayout = new QVBoxLayout(library);
-    libraryLayout->setContentsMargins(4, 4, 4, 4);
-    m_addModel = new QPushButton(tr("Add model…"), library);
-    m_addModel->setObjectName("addModel");
-    m_models = new QListWidget(library);
-    m_models->setObjectName("models");
-    m_models->setWordWrap(true);
-    m_compress = new QPushButton(tr("Compress"), library);
-    m_compress->setObjectName("compress");
-    m_compress->setToolTip(tr("Prune and quantize the selected model into a package (balanced preset)"));
-    auto* presets = new QMenu(m_compress);
-    for (const char* preset : {"fast", "balanced", "smallest"})
-        presets->addAction(QString::fromUtf8(preset), this, [this, preset] {
-            if (QListWidgetItem* item = m_models->currentItem())
-                compressModel(item->data(Qt::UserRole).toLongLong(), QString::fromUtf8(preset));
-        });
-    m_cancelCompress = new QPushButton(tr("Cancel"), library);
-    m_cancelCompress->setObjectName("cancelCompress");
-    m_compressBar = new QProgressBar(library);
-    m_compressBar->setRange(0, 1000);
-    m_compressBar->setTextVisible(false);
-    m_compressLabel = new QLabel(library);
-    m_compressLabel->setWordWrap(true);
-    auto* compressRow = new QHBoxLayout;
-    compressRow->addWidget(m_compress, 1);
-    compressRow->addWidget(m_cancelCompress);
-    auto* presetButton = new QPushButton(tr("Presets"), library);
-    presetButton->setMenu(presets);
-    compressRow->addWidget(presetButton);
-    libraryLayout->addWidget(m_addModel);
-    libraryLayout->addWidget(m_models, 1);
-    libraryLayout->addLayout(compressRow);
-    libraryLayout->addWidget(m_compressBar);
-    libraryLayout->addWidget(m_compressLabel);
-
-    // Tuning: budgets and options; every change shows the planner's placement and prediction.
-    auto* tuning = new QWidget;
-    auto* tuningLayout = new QVBoxLayout(tuning);
-    tuningLayout->setContentsMargins(4, 4, 4, 4);
-    m_hardware = new QLabel(tr("Measuring this machine …"), tuning);
-    m_hardware->setObjectName("hardwareSummary");
-    m_hardware->setWordWrap(true);
-    auto* form = new QFormLayout;
-    auto mib = [tuning](double max) {
-        auto* box = new QDoubleSpinBox(tuning);
-        box->setRange(0, max);
-        box->setDecimals(2);
-        box->setSuffix(QStringLiteral(" MiB"));
-        box->setSpecialValueText(QObject::tr("default"));
-        box->setKeyboardTracking(false);
-        return box;
-    };
-    m_vramBox = mib(1e8);
-    m_ramBox = mib(1e8);
-    m_ctxBox = new QSpinBox(tuning);
-    m_ctxBox->setRange(0, 1 << 20);
-    m_ctxBox->setSpecialValueText(tr("trained (≤ 4096)"));
-    m_ctxBox->setKeyboardTracking(false);
-    m_prefetchBox = new QSpinBox(tuning);
-    m_prefetchBox->setRange(0, 16);
-    m_prefetchBox->setValue(2);
-    m_threadsBox = new QSpinBox(tuning);
-    m_threadsBox->setRange(0, 1024);
-    m_threadsBox->setSpecialValueText(tr("one per core"));
-    form->addRow(tr("Device budget"), m_vramBox);
-    form->addRow(tr("RAM budget"), m_ramBox);
-    form->addRow(tr("Context"), m_ctxBox);
-    form->addRow(tr("Prefetch depth"), m_prefetchBox);
-    form->addRow(tr("CPU threads"), m_threadsBox);
-    m_tierBar = new TierBar(tuning);
-    m_predictionLabel = new QLabel(tuning);
-    m_predictionLabel->setObjectName("prediction");
-    m_predictionLabel->setWordWrap(true);
-    m_apply = new QPushButton(tr("Apply"), tuning);
-    m_apply->setObjectName("applyTuning");
-    m_apply->setEnabled(false);
-    tuningLayout->addWidget(m_hardware);
-    tuningLayout->addLayout(form);
-    tuningLayout->addWidget(m_tierBar);
-    tuningLayout->addWidget(m_predictionLabel);
-    tuningLayout->addWidget(m_apply);
-    tuningLayout->addStretch(1);
-    for (QDoubleSpinBox* box : {m_vramBox, m_ramBox})
-        connect(box, &QDoubleSpinBox::valueChanged, this, &ChatWindow::requestPrediction);
-    for (QSpinBox* box : {m_ctxBox, m_prefetchBox, m_threadsBox})
-        connect(box, &QSpinBox::valueChanged, this, &ChatWindow::requestPrediction);
-    connect(m_apply, &QPushButton::clicked, this, &ChatWindow::applyTuning);
+    // The model library (drop a model anywhere on the window) and the tuning panel.
+    m_library = new LibraryPanel;
+    m_tuning = new TuningPanel;
+    connect(m_tuning, &TuningPanel::changed, this, &ChatWindow::requestPrediction);
+    connect(m_tuning, &TuningPanel::applyClicked, this, &ChatWindow::applyTuning);
 
     auto* tabs = m_tabs = new QTabWidget(splitter);
     auto* chats = side;
     tabs->addTab(chats, tr("Chats"));
-    tabs->addTab(library, tr("Models"));
-    tabs->addTab(tuning, tr("Tuning"));
+    tabs->addTab(m_library, tr("Models"));
+    tabs->addTab(m_tuning, tr("Tuning"));
     tabs->setVisible(!dataFolder.isEmpty());
     m_dataFolder = dataFolder;
     setAcceptDrops(!dataFolder.isEmpty());
 
     auto* central = new QWidget(splitter);
     auto* layout = new QVBoxLayout(central);
-    m_transcript = new QTextBrowser(central);
+    m_transcript = new TranscriptView(central);
     m_transcript->setObjectName("transcript");
-    m_transcript->setReadOnly(true);
-    m_transcript->setOpenLinks(false);
+    m_editBanner = new QLabel(tr("Editing your message: Send resends it, Escape cancels."), central);
+    m_editBanner->setObjectName("editBanner");
+    m_editBanner->setStyleSheet("color: gray;");
+    m_editBanner->hide();
     m_error = new QLabel(central);
     m_error->setObjectName("inlineError");
     m_error->setStyleSheet("color: #b00020;");
@@ -224,9 +112,18 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     row->addWidget(m_stop);
     layout->addWidget(m_transcript, 1);
     layout->addWidget(m_error);
+    layout->addWidget(m_editBanner);
     layout->addLayout(row);
+    // The first-launch screen shares the chat's place; the chat shows unless it is the first.
+    m_stack = new QStackedWidget(splitter);
+    m_welcome = new WelcomePage(m_stack);
+    m_welcome->setObjectName("welcome");
+    m_stack->addWidget(central);
+    m_stack->addWidget(m_welcome);
+    m_stack->setCurrentWidget(central);
+    connect(m_welcome, &WelcomePage::startClicked, this, &ChatWindow::closeWelcome);
     splitter->addWidget(tabs);
-    splitter->addWidget(central);
+    splitter->addWidget(m_stack);
     splitter->setStretchFactor(1, 1);
     splitter->setSizes({240, 840});
     setCentralWidget(splitter);
@@ -238,6 +135,22 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     m_bottleneck->setObjectName("bottleneck");
     dock->setWidget(m_bottleneck);
     addDockWidget(Qt::BottomDockWidgetArea, dock);
+    // Right-click: export what is shown (Chrome trace JSON for Perfetto / chrome://tracing, or PNG).
+    m_bottleneck->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(m_bottleneck, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+        QMenu menu(this);
+        QAction* trace = menu.addAction(tr("Export Chrome trace…"));
+        QAction* png = menu.addAction(tr("Export PNG…"));
+        QAction* chosen = menu.exec(m_bottleneck->mapToGlobal(at));
+        if (!chosen) return;
+        const bool json = chosen == trace;
+        const QString path = QFileDialog::getSaveFileName(this, chosen->text(), json ? "spillway-trace.json" : "spillway-trace.png",
+                                                          json ? tr("Chrome trace (*.json)") : tr("PNG image (*.png)"));
+        if (path.isEmpty()) return;
+        const Status s = json ? m_bottleneck->exportChromeTrace(path) : m_bottleneck->exportPng(path);
+        if (!s) showError(QString::fromStdString(s.error().message));
+        else m_status->setText(tr("Wrote %1").arg(path));
+    });
     resizeDocks({dock}, {260}, Qt::Vertical);
 
     m_status = new QLabel(tr("Loading %1 …").arg(modelPath), this);
@@ -247,6 +160,14 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     connect(m_send, &QPushButton::clicked, this, &ChatWindow::send);
     connect(m_prompt, &QLineEdit::returnPressed, this, &ChatWindow::send);
     connect(m_stop, &QPushButton::clicked, this, &ChatWindow::stop);
+    connect(m_transcript, &TranscriptView::regenerateRequested, this, &ChatWindow::regenerate);
+    connect(m_transcript, &TranscriptView::editRequested, this, &ChatWindow::editMessage);
+    connect(m_transcript, &TranscriptView::versionRequested, this, &ChatWindow::showVersion);
+    auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), m_prompt);
+    escape->setContext(Qt::WidgetShortcut);
+    connect(escape, &QShortcut::activated, this, &ChatWindow::cancelEdit);
+    qRegisterMetaType<MessageItem>();
+    qRegisterMetaType<QVector<MessageItem>>();
 
     // The worker has no parent: it moves to the inference thread and is deleted there.
     m_thread = new QThread(this);
@@ -283,6 +204,9 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         connect(this, &ChatWindow::storeLoad, m_store, &ChatStore::load, Qt::QueuedConnection);
         connect(this, &ChatWindow::storeAppend, m_store, &ChatStore::append, Qt::QueuedConnection);
         connect(this, &ChatWindow::storeRename, m_store, &ChatStore::rename, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeVersion, m_store, &ChatStore::addVersion, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeSelectVersion, m_store, &ChatStore::selectVersion, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeTruncate, m_store, &ChatStore::truncateAfter, Qt::QueuedConnection);
         connect(this, &ChatWindow::storeRemove, m_store, &ChatStore::remove, Qt::QueuedConnection);
         connect(m_store, &ChatStore::opened, this, [this](const QString&, const QString& note) {
             if (!note.isEmpty()) showError(note);
@@ -295,6 +219,11 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         connect(m_store, &ChatStore::changed, this, [this] { emit storeList(m_search->text()); },
                 Qt::QueuedConnection);
         connect(m_store, &ChatStore::failed, this, &ChatWindow::showError, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeReadSetting, m_store, &ChatStore::readSetting, Qt::QueuedConnection);
+        connect(this, &ChatWindow::storeWriteSetting, m_store, &ChatStore::writeSetting, Qt::QueuedConnection);
+        connect(m_store, &ChatStore::setting, this, [this](const QString& key, const QString& value) {
+            if (key == QLatin1String(kWelcomeDoneKey) && value.isEmpty()) showWelcome();
+        }, Qt::QueuedConnection);
         m_storageThread->start();
         connect(m_newChat, &QPushButton::clicked, this, &ChatWindow::newConversation);
         connect(m_search, &QLineEdit::textChanged, this, [this](const QString& q) { emit storeList(q); });
@@ -307,6 +236,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         connect(this, &ChatWindow::storeAddModel, m_store, &ChatStore::addModel, Qt::QueuedConnection);
         connect(m_store, &ChatStore::modelsListed, this, &ChatWindow::onModelsListed, Qt::QueuedConnection);
         emit storeOpen(dataFolder);
+        emit storeReadSetting(QString::fromLatin1(kWelcomeDoneKey));
 
         m_modelsThread = new QThread(this);
         m_modelsThread->setObjectName("models");
@@ -327,16 +257,9 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         connect(m_modelWorker, &ModelWorker::compressFailed, this, &ChatWindow::onCompressFailed,
                 Qt::QueuedConnection);
         m_modelsThread->start();
-        connect(m_addModel, &QPushButton::clicked, this, [this] {
-            const QString path = QFileDialog::getOpenFileName(this, tr("Add a model"), QString(),
-                                                              tr("Models (*.gguf manifest.json);;All files (*)"));
-            if (!path.isEmpty()) addModel(path);
-        });
-        connect(m_compress, &QPushButton::clicked, this, [this] {
-            if (QListWidgetItem* item = m_models->currentItem())
-                compressModel(item->data(Qt::UserRole).toLongLong(), QStringLiteral("balanced"));
-        });
-        connect(m_cancelCompress, &QPushButton::clicked, this, &ChatWindow::cancelCompression);
+        connect(m_library, &LibraryPanel::addRequested, this, &ChatWindow::addModel);
+        connect(m_library, &LibraryPanel::compressRequested, this, &ChatWindow::compressModel);
+        connect(m_library, &LibraryPanel::cancelRequested, this, &ChatWindow::cancelCompression);
 
         m_tuningThread = new QThread(this);
         m_tuningThread->setObjectName("tuning");
@@ -347,9 +270,15 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         connect(this, &ChatWindow::tuningPredict, m_tuningWorker, &TuningWorker::predict, Qt::QueuedConnection);
         connect(m_tuningWorker, &TuningWorker::ready, this, &ChatWindow::onTuningReady, Qt::QueuedConnection);
         connect(m_tuningWorker, &TuningWorker::predicted, this, &ChatWindow::onPredicted, Qt::QueuedConnection);
+        connect(this, &ChatWindow::tuningPredictModels, m_tuningWorker, &TuningWorker::predictModels,
+                Qt::QueuedConnection);
+        connect(m_tuningWorker, &TuningWorker::modelPredicted, this, &ChatWindow::onModelPredicted,
+                Qt::QueuedConnection);
+        connect(m_tuningWorker, &TuningWorker::probeProgress, m_welcome, &WelcomePage::setProgress,
+                Qt::QueuedConnection);
         connect(m_tuningWorker, &TuningWorker::failed, this, [this](const QString& message) {
-            m_predictionLabel->setText(tr("No plan: %1").arg(message));
-            m_apply->setEnabled(false);
+            if (!m_tuningReady) m_welcome->setFailed(message);
+            m_tuning->showNoPlan(message);
             emit tuningPredicted();
         }, Qt::QueuedConnection);
         m_tuningThread->start();
@@ -399,61 +328,159 @@ void ChatWindow::send()
 {
     const QString prompt = m_prompt->text();
     if (!m_modelReady || m_generating || prompt.trimmed().isEmpty()) return;
+    if (m_editIndex >= 0) {
+        const int index = m_editIndex;
+        const int after = int(m_transcript->messages().size()) - index - 1;
+        if (after > 1 && QMessageBox::question(this, tr("Edit and resend"),
+                                               tr("Resending this message removes the %n message(s) after it.", "", after))
+                             != QMessageBox::Yes)
+            return;
+        cancelEdit();
+        editAndResend(index, prompt);
+        return;
+    }
+    beginExchange();
+    MessageItem user;
+    user.role = QStringLiteral("user");
+    user.content = prompt;
+    m_transcript->appendMessage(user);
+    startReply(int(m_transcript->messages().size()), 0);
+    if (m_store && m_conversation == 0) {
+        // The conversation is created first; the prompt is stored and sent once it exists.
+        m_awaitingConversation = true;
+        emit storeCreate(prompt.left(60).simplified());
+        return;
+    }
+    storeLastPrompt();
+    requestGeneration();
+}
+
+void ChatWindow::beginExchange()
+{
     m_generating = true;
     m_error->hide();
     m_error->clear();
     m_prompt->clear();
     updateButtons();
-
-    m_transcript->append(QStringLiteral("<p><b>%1</b> %2</p>")
-                             .arg(tr("You:"), prompt.toHtmlEscaped()));
-    m_transcript->append(QStringLiteral("<b>%1</b>").arg(tr("Model:")));
-    // The model continues the prompt: show the prompt dimmed, then the new text.
-    appendToTranscript(" ", false);
-    appendToTranscript(prompt, true);
     m_status->setText(tr("%1 — generating …").arg(m_modelDescription));
-    m_reply.clear();
-    m_replyStart = -1;
-
-    if (m_store && m_conversation == 0) {
-        // The conversation is created first; the prompt is stored and sent once it exists.
-        m_pendingPrompt = prompt;
-        emit storeCreate(prompt.left(60).simplified());
-        return;
-    }
-    startGeneration(prompt);
 }
 
-void ChatWindow::startGeneration(const QString& prompt)
+void ChatWindow::startReply(int index, qint64 replacesMessage)
 {
-    if (m_store && m_conversation) {
-        ++m_pendingStores;
-        emit storeAppend(m_conversation, QStringLiteral("user"), prompt, 0, 0, QString());
-    }
+    m_replyIndex = index;
+    m_replacesMessage = replacesMessage;
+    m_transcript->beginReply(index);
+}
+
+void ChatWindow::storeLastPrompt()
+{
+    // The prompt is the message just before the reply.
+    const int index = m_replyIndex - 1;
+    if (!m_store || !m_conversation || index < 0) return;
+    ++m_pendingStores;
+    m_storeTargets.push_back(index);
+    emit storeAppend(m_conversation, QStringLiteral("user"), m_transcript->messages()[index].content, 0, 0, QString());
+}
+
+void ChatWindow::requestGeneration()
+{
     m_worker->clearStop();
-    emit generateRequested(prompt, m_maxTokens, m_temperature);
+    emit generateRequested(m_transcript->messages().mid(0, m_replyIndex), m_maxTokens, m_temperature);
+}
+
+void ChatWindow::regenerate(int index)
+{
+    const auto& messages = m_transcript->messages();
+    if (!m_modelReady || m_generating || m_pendingStores > 0 || index != messages.size() - 1 ||
+        messages[index].role != QLatin1String("assistant"))
+        return;
+    const qint64 replaces = messages[index].id;
+    beginExchange();
+    startReply(index, replaces);
+    requestGeneration();
+}
+
+void ChatWindow::editMessage(int index)
+{
+    const auto& messages = m_transcript->messages();
+    if (m_generating || index < 0 || index >= messages.size() || messages[index].role != QLatin1String("user")) return;
+    m_editIndex = index;
+    m_prompt->setText(messages[index].content);
+    m_prompt->setFocus();
+    m_editBanner->show();
+}
+
+void ChatWindow::cancelEdit()
+{
+    if (m_editIndex < 0) return;
+    m_editIndex = -1;
+    m_editBanner->hide();
+    m_prompt->clear();
+}
+
+void ChatWindow::editAndResend(int index, const QString& text)
+{
+    const QVector<MessageItem> messages = m_transcript->messages();
+    if (!m_modelReady || m_generating || m_pendingStores > 0 || text.trimmed().isEmpty() || index < 0 ||
+        index >= messages.size() || messages[index].role != QLatin1String("user"))
+        return;
+    MessageItem edited = messages[index];
+    const qint64 promptId = edited.id;
+    // The last prompt keeps its reply as an earlier version; an earlier prompt drops what followed.
+    const bool lastExchange = index >= messages.size() - 2;
+    const qint64 replyId = lastExchange && index + 1 < messages.size() ? messages[index + 1].id : 0;
+    if (m_store && m_conversation && promptId) {
+        if (!lastExchange) emit storeTruncate(m_conversation, promptId);
+        ++m_pendingStores;
+        m_storeTargets.push_back(-1);
+        emit storeVersion(m_conversation, promptId, QStringLiteral("edit"), text, 0, 0, QString());
+        edited.versionCount += 1;
+        edited.versionNumber = edited.versionCount;
+    }
+    edited.content = text;
+    beginExchange();
+    m_transcript->truncate(index);
+    m_transcript->appendMessage(edited);
+    startReply(index + 1, replyId);
+    requestGeneration();
+}
+
+void ChatWindow::showVersion(int index, int number)
+{
+    const auto& messages = m_transcript->messages();
+    if (m_generating || !m_store || index < 0 || index >= messages.size() || !messages[index].id) return;
+    emit storeSelectVersion(m_conversation, messages[index].id, number);
 }
 
 void ChatWindow::onCreated(qint64 conversation)
 {
     m_conversation = conversation;
-    const QString prompt = m_pendingPrompt;
-    m_pendingPrompt.clear();
-    if (m_generating && !prompt.isEmpty()) startGeneration(prompt);
+    if (m_awaitingConversation) {
+        m_awaitingConversation = false;
+        if (m_generating) {
+            storeLastPrompt();
+            requestGeneration();
+        }
+    }
     emit storeList(m_search->text());
 }
 
-void ChatWindow::onStored(qint64 conversation, qint64)
+void ChatWindow::onStored(qint64 conversation, qint64 message)
 {
     // Stores are answered in the order they were sent: the last one of an exchange is its reply.
-    if (--m_pendingStores == 0 && !m_generating) emit replyStored(conversation);
+    const int target = m_storeTargets.isEmpty() ? -1 : m_storeTargets.takeFirst();
+    if (conversation == m_conversation && target >= 0) m_transcript->setMessageId(target, message);
+    if (--m_pendingStores > 0 || m_generating) return;
+    if (target < 0 && conversation == m_conversation) emit storeLoad(conversation);  // new version counts
+    emit replyStored(conversation);
 }
 
 void ChatWindow::newConversation()
 {
     if (m_generating) return;
     m_conversation = 0;
-    m_transcript->clear();
+    cancelEdit();
+    m_transcript->setMessages({});
     m_conversations->clearSelection();
     m_prompt->setFocus();
 }
@@ -511,30 +538,8 @@ void ChatWindow::onLoaded(qint64 conversation, const QVector<MessageItem>& messa
 {
     if (m_generating) return;
     m_conversation = conversation;
-    m_transcript->clear();
-    QString lastPrompt;
-    for (const MessageItem& m : messages) {
-        if (m.role == QLatin1String("user")) {
-            m_transcript->append(QStringLiteral("<p><b>%1</b> %2</p>").arg(tr("You:"), m.content.toHtmlEscaped()));
-            lastPrompt = m.content;
-        } else {
-            m_transcript->append(QStringLiteral("<b>%1</b>").arg(tr("Model:")));
-            appendToTranscript(" ", false);
-            appendToTranscript(lastPrompt, true);
-            QTextCursor end(m_transcript->document());
-            end.movePosition(QTextCursor::End);
-            const int start = end.position();
-            appendToTranscript(m.content, false);
-            renderMarkdownFrom(start, m.content);
-            if (m.tokensPerSecond > 0)
-                m_transcript->append(QStringLiteral("<p style=\"color:gray; font-size:small\">%1</p>")
-                                         .arg(tr("%1 tokens/s, first token %2 ms%3")
-                                                  .arg(m.tokensPerSecond, 0, 'f', 1)
-                                                  .arg(m.firstTokenMs, 0, 'f', 1)
-                                                  .arg(m.modelName.isEmpty() ? QString() : " — " + m.modelName)
-                                                  .toHtmlEscaped()));
-        }
-    }
+    cancelEdit();
+    m_transcript->setMessages(messages);
     emit conversationShown(conversation);
 }
 
@@ -543,9 +548,11 @@ void ChatWindow::stop()
     if (m_generating) m_worker->requestStop();
 }
 
-void ChatWindow::onModelLoaded(const QString& description)
+void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
 {
     m_modelReady = true;
+    m_transcript->setContinuation(!chatTemplate);
+    m_welcome->setModel(description);
     m_modelDescription = description;
     m_status->setText(description);
     updateButtons();
@@ -554,8 +561,12 @@ void ChatWindow::onModelLoaded(const QString& description)
 
 void ChatWindow::onFailed(const QString& message)
 {
+    if (m_generating && m_replyIndex >= 0) {  // the failed reply goes; its prompt stays
+        m_transcript->finishReply(0, 0, QString());
+        m_transcript->truncate(m_replyIndex);
+    }
     m_generating = false;
-    m_pendingPrompt.clear();
+    m_awaitingConversation = false;
     showError(message);
     updateButtons();
 }
@@ -568,45 +579,24 @@ void ChatWindow::showError(const QString& message)
     emit errorShown(message);
 }
 
-void ChatWindow::onTokens(const QString& text)
-{
-    if (m_replyStart < 0) {
-        QTextCursor end(m_transcript->document());
-        end.movePosition(QTextCursor::End);
-        m_replyStart = end.position();
-    }
-    m_reply += text;
-    appendToTranscript(text, false);
-}
-
-bool looksLikeMarkdown(const QString& text)
-{
-    if (text.contains(QLatin1String("```")) || text.contains(QLatin1String("**"))) return true;
-    static const QRegularExpression block(QStringLiteral(R"((^|\n)(#{1,6} |[-*] |\d+\. |> |\|))"));
-    return block.match(text).hasMatch();
-}
-
-void ChatWindow::renderMarkdownFrom(int start, const QString& markdown)
-{
-    // Streamed as plain text; once whole, a reply written in Markdown (code blocks, lists,
-    // headings) is shown rendered by Qt's own Markdown support.
-    if (start < 0 || !looksLikeMarkdown(markdown)) return;
-    QTextCursor cursor(m_transcript->document());
-    cursor.setPosition(start);
-    cursor.movePosition(QTextCursor::End, QTextCursor::KeepAnchor);
-    cursor.removeSelectedText();
-    cursor.insertBlock();
-    cursor.insertMarkdown(markdown);
-}
+void ChatWindow::onTokens(const QString& text) { m_transcript->appendReplyText(text); }
 
 void ChatWindow::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
 {
     m_generating = false;
-    renderMarkdownFrom(m_replyStart, m_reply);
+    m_transcript->finishReply(tokensPerSecond, timeToFirstTokenMs, m_modelDescription);
+    const QString reply = m_transcript->messages().value(m_replyIndex).content;
     if (m_store && m_conversation) {
         ++m_pendingStores;
-        emit storeAppend(m_conversation, QStringLiteral("assistant"), m_reply, tokensPerSecond, timeToFirstTokenMs,
-                         m_modelDescription);
+        if (m_replacesMessage) {
+            m_storeTargets.push_back(-1);
+            emit storeVersion(m_conversation, m_replacesMessage, QStringLiteral("regeneration"), reply, tokensPerSecond,
+                              timeToFirstTokenMs, m_modelDescription);
+        } else {
+            m_storeTargets.push_back(m_replyIndex);
+            emit storeAppend(m_conversation, QStringLiteral("assistant"), reply, tokensPerSecond, timeToFirstTokenMs,
+                             m_modelDescription);
+        }
     }
     m_status->setText(tr("%1 — %2 tokens, %3 tokens/s, first token %4 ms")
                           .arg(m_modelDescription)
@@ -618,57 +608,84 @@ void ChatWindow::onFinished(double tokensPerSecond, double timeToFirstTokenMs, i
     emit replyFinished();
 }
 
-void ChatWindow::appendToTranscript(const QString& text, bool dim)
+void ChatWindow::showWelcome()
 {
-    QTextCursor cursor(m_transcript->document());
-    cursor.movePosition(QTextCursor::End);
-    QTextCharFormat format;
-    format.setForeground(dim ? palette().color(QPalette::PlaceholderText)
-                             : palette().color(QPalette::Text));
-    cursor.insertText(text, format);
-    m_transcript->ensureCursorVisible();
+    if (!m_welcomeSkipped) m_stack->setCurrentWidget(m_welcome);
 }
 
-QString ChatWindow::hardwareSummary() const { return m_hardware->text(); }
-QString ChatWindow::predictionText() const { return m_predictionLabel->text(); }
-
-void ChatWindow::onTuningReady(const QString& summary, qint64, qint64, int)
+void ChatWindow::skipWelcome()
 {
-    m_hardware->setText(summary);
+    m_welcomeSkipped = true;
+    m_stack->setCurrentIndex(0);
+}
+
+void ChatWindow::closeWelcome()
+{
+    if (m_stack->currentWidget() != m_welcome) return;
+    m_stack->setCurrentIndex(0);
+    if (m_store) emit storeWriteSetting(QString::fromLatin1(kWelcomeDoneKey), QStringLiteral("true"));
+    m_prompt->setFocus();
+}
+
+bool ChatWindow::isWelcomeShown() const { return m_stack->currentWidget() == m_welcome; }
+
+QListWidget* ChatWindow::modelList() const { return m_library->modelList(); }
+QProgressBar* ChatWindow::compressionBar() const { return m_library->compressionBar(); }
+QDoubleSpinBox* ChatWindow::vramBudgetBox() const { return m_tuning->vramBudgetBox(); }
+QDoubleSpinBox* ChatWindow::ramBudgetBox() const { return m_tuning->ramBudgetBox(); }
+QSpinBox* ChatWindow::contextBox() const { return m_tuning->contextBox(); }
+QSpinBox* ChatWindow::prefetchBox() const { return m_tuning->prefetchBox(); }
+QSpinBox* ChatWindow::threadsBox() const { return m_tuning->threadsBox(); }
+QPushButton* ChatWindow::applyButton() const { return m_tuning->applyButton(); }
+QString ChatWindow::hardwareSummary() const { return m_tuning->hardwareSummary(); }
+QString ChatWindow::predictionText() const { return m_tuning->predictionText(); }
+
+void ChatWindow::onTuningReady(const QString& summary, const QString& capabilities)
+{
+    m_tuningReady = true;
+    m_tuning->setHardware(summary);
+    m_welcome->setSummary(summary, capabilities);
+    m_capabilities = capabilities;
     emit tuningReady();
     requestPrediction();
+    QStringList paths;
+    for (const ModelItem& m : m_library->models()) paths << m.path;
+    if (!paths.isEmpty()) emit tuningPredictModels(paths);
 }
 
 void ChatWindow::requestPrediction()
 {
     if (!m_tuningWorker || !m_tuningStarted) return;
-    TuningSettings t;
-    t.vramBudget = qint64(m_vramBox->value() * 1024.0 * 1024.0);
-    t.ramBudget = qint64(m_ramBox->value() * 1024.0 * 1024.0);
-    t.contextLength = m_ctxBox->value();
-    t.prefetchDepth = m_prefetchBox->value();
-    t.threads = m_threadsBox->value();
-    emit tuningPredict(t);
+    emit tuningPredict(m_tuning->settings(m_modelPath));
 }
 
 void ChatWindow::onPredicted(const TuningPrediction& prediction)
 {
     m_prediction = prediction;
-    const double ssd = double(std::max<qint64>(0, prediction.modelBytes - prediction.deviceBytes - prediction.ramBytes));
-    static_cast<TierBar*>(m_tierBar)->set(double(prediction.deviceBytes), double(prediction.ramBytes), ssd);
-    const QLocale locale;
-    m_predictionLabel->setText(tr("Predicted %1 tokens/s\ndevice %2 · RAM %3 · SSD %4 read per token\n%5")
-                                   .arg(prediction.tokensPerSecond, 0, 'f', 1)
-                                   .arg(locale.formattedDataSize(prediction.deviceBytes),
-                                        locale.formattedDataSize(prediction.ramBytes),
-                                        locale.formattedDataSize(prediction.ssdBytesPerToken), prediction.lanes));
-    m_apply->setEnabled(prediction.plan != nullptr && !m_generating);
+    m_tuning->showPrediction(prediction, !m_generating);
     emit tuningPredicted();
+}
+
+void ChatWindow::onModelPredicted(const QString& path, double tokensPerSecond, const QString& text)
+{
+    m_predictedSpeed.insert(path, tokensPerSecond);
+    m_library->setPrediction(path, text);
+    // The end of a compression: its predicted speed beside the source's.
+    if (!m_compressedPackage.isEmpty() && m_predictedSpeed.contains(m_compressedSource) &&
+        m_predictedSpeed.contains(m_compressedPackage)) {
+        m_library->showResult(tr("Done: %1; predicted %2 → %3 tokens/s on this machine")
+                                  .arg(m_compressSummary)
+                                  .arg(m_predictedSpeed.value(m_compressedSource), 0, 'f', 1)
+                                  .arg(m_predictedSpeed.value(m_compressedPackage), 0, 'f', 1));
+        m_compressedPackage.clear();
+        emit compressionCompared();
+    }
 }
 
 void ChatWindow::applyTuning()
 {
     if (!m_prediction.plan || m_generating) return;
+    if (!m_prediction.settings.modelPath.isEmpty()) m_modelPath = m_prediction.settings.modelPath;
     m_bottleneck->setPrediction(*m_prediction.plan);
     emit applyRequested(m_prediction);
 }
@@ -698,9 +715,7 @@ void ChatWindow::dropEvent(QDropEvent* event)
 void ChatWindow::compressModel(qint64 id, const QString& preset)
 {
     if (!m_modelWorker || m_compressing) return;
-    const ModelItem* source = nullptr;
-    for (const ModelItem& m : m_catalog)
-        if (m.id == id) source = &m;
+    const ModelItem* source = m_library->model(id);
     if (!source) return;
     // dataFolder/models/<name>-<preset>, numbered when taken.
     const QString stem = QFileInfo(source->path).completeBaseName();
@@ -708,8 +723,10 @@ void ChatWindow::compressModel(qint64 id, const QString& preset)
     for (int n = 2; QFileInfo::exists(out); ++n) out = QDir(modelsFolder()).filePath(QStringLiteral("%1-%2-%3").arg(stem, preset).arg(n));
     m_compressing = true;
     m_compressOut = out;
-    m_compressBar->setValue(0);
-    m_compressLabel->setText(tr("Compressing %1 (%2) …").arg(QFileInfo(source->path).fileName(), preset));
+    m_compressedSource = source->path;
+    m_compressedPackage.clear();
+    m_library->setCompressing(true);
+    m_library->showResult(tr("Compressing %1 (%2) …").arg(QFileInfo(source->path).fileName(), preset));
     updateButtons();
     m_modelWorker->clearCancel();
     emit compressRequested(id, source->path, out, preset);
@@ -723,21 +740,20 @@ void ChatWindow::cancelCompression()
 void ChatWindow::onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal,
                                     double eta)
 {
-    m_compressBar->setValue(int(fraction * 1000.0));
+    m_library->showProgress(fraction, stage, bytesDone, bytesTotal, eta);
     emit compressionProgress(fraction);
-    QString text = tr("%1: %2%").arg(stage).arg(int(fraction * 100.0));
-    if (bytesTotal > 0)
-        text += tr(", %1 of %2").arg(QLocale().formattedDataSize(bytesDone), QLocale().formattedDataSize(bytesTotal));
-    if (eta >= 0) text += tr(", about %1 s left").arg(int(eta + 0.5));
-    m_compressLabel->setText(text);
 }
 
 void ChatWindow::onCompressed(qint64, const ModelItem& package, const QString& summary)
 {
     m_compressing = false;
-    m_compressBar->setValue(1000);
-    m_compressLabel->setText(tr("Done: %1").arg(summary));
-    emit storeAddModel(package);
+    m_library->setCompressing(false);
+    m_library->compressionBar()->setValue(1000);
+    m_library->showResult(tr("Done: %1").arg(summary));
+    m_compressSummary = summary;
+    m_compressedPackage = package.path;
+    emit storeAddModel(package);  // the new catalog list asks the planner about it
+    if (m_tuningReady) emit tuningPredictModels({m_compressedSource, package.path});
     updateButtons();
     emit compressionFinished(package.path, summary);
 }
@@ -745,8 +761,8 @@ void ChatWindow::onCompressed(qint64, const ModelItem& package, const QString& s
 void ChatWindow::onCompressFailed(const QString& message, bool cancelled)
 {
     m_compressing = false;
-    m_compressBar->setValue(0);
-    m_compressLabel->setText(cancelled ? tr("Compression cancelled; nothing was written.") : tr("Compression failed."));
+    m_library->setCompressing(false);
+    m_library->showResult(cancelled ? tr("Compression cancelled; nothing was written.") : tr("Compression failed."));
     if (!cancelled) showError(message);
     updateButtons();
     emit compressionFailed(message, cancelled);
@@ -754,21 +770,12 @@ void ChatWindow::onCompressFailed(const QString& message, bool cancelled)
 
 void ChatWindow::onModelsListed(const QVector<ModelItem>& models)
 {
-    m_catalog = models;
-    const qint64 selected = m_models->currentItem() ? m_models->currentItem()->data(Qt::UserRole).toLongLong() : 0;
-    m_models->clear();
-    for (const ModelItem& m : models) {
-        QString text = QStringLiteral("%1\n%2 · %3 · %4 M parameters · %5")
-                           .arg(QFileInfo(m.path).fileName(), m.format, m.architecture)
-                           .arg(double(m.parameters) / 1e6, 0, 'f', 2)
-                           .arg(QLocale().formattedDataSize(m.sizeBytes));
-        if (m.parentId > 0) text = QStringLiteral("  ↳ ") + text;
-        auto* item = new QListWidgetItem(text, m_models);
-        item->setData(Qt::UserRole, m.id);
-        item->setToolTip(m.path + (m.qualityJson.isEmpty() ? QString() : "\n" + m.qualityJson));
-        if (m.id == selected) m_models->setCurrentItem(item);
-    }
-    if (!m_models->currentItem() && m_models->count()) m_models->setCurrentRow(0);
+    QStringList unplanned;
+    for (const ModelItem& m : models)
+        if (!m_predictedSpeed.contains(m.path)) unplanned << m.path;
+    m_library->setModels(models);
+    m_tuning->setVariants(models, m_modelPath);
+    if (m_tuningReady && !unplanned.isEmpty()) emit tuningPredictModels(unplanned);
     updateButtons();
     emit modelsListed(int(models.size()));
 }
@@ -779,9 +786,7 @@ void ChatWindow::updateButtons()
     m_prompt->setEnabled(m_modelReady);
     m_stop->setEnabled(m_generating);
     m_newChat->setEnabled(!m_generating);
-    m_compress->setEnabled(!m_compressing && m_models->count() > 0);
-    m_cancelCompress->setEnabled(m_compressing);
-    m_addModel->setEnabled(true);
+    m_library->setCompressing(m_compressing);
 }
 
 }  // namespace spillway::ui

@@ -4,12 +4,14 @@
 // the GenerationWorker's "inference" thread and all SQL on the ChatStore's "storage" thread;
 // this class only paints.
 
+#include <QHash>
 #include <QMainWindow>
 #include <QString>
 #include <QVector>
 #include <memory>
 
 #include "chat_store.h"
+#include "transcript_view.h"
 #include "tuning_worker.h"
 
 class QLabel;
@@ -21,6 +23,7 @@ class QSpinBox;
 class QTabWidget;
 class QPushButton;
 class QTextBrowser;
+class QStackedWidget;
 class QThread;
 
 namespace spillway::trace {
@@ -31,6 +34,9 @@ namespace spillway::ui {
 
 class BottleneckView;
 class GenerationWorker;
+class LibraryPanel;
+class TuningPanel;
+class WelcomePage;
 
 class ChatWindow : public QMainWindow {
     Q_OBJECT
@@ -47,8 +53,9 @@ public:
     int maxTokens() const { return m_maxTokens; }
     bool isModelReady() const { return m_modelReady; }
     bool isGenerating() const { return m_generating; }
+    GenerationWorker* generationWorker() const { return m_worker; }  // lives on the inference thread
 
-    QTextBrowser* transcript() const { return m_transcript; }
+    TranscriptView* transcript() const { return m_transcript; }
     QLineEdit* promptEdit() const { return m_prompt; }
     QPushButton* sendButton() const { return m_send; }
     QPushButton* stopButton() const { return m_stop; }
@@ -58,18 +65,23 @@ public:
     QLineEdit* searchEdit() const { return m_search; }
     QPushButton* newChatButton() const { return m_newChat; }
     qint64 currentConversation() const { return m_conversation; }
-    QListWidget* modelList() const { return m_models; }  // the catalog; item data: catalog id
-    QProgressBar* compressionBar() const { return m_compressBar; }
+    QListWidget* modelList() const;  // the catalog's cards; item data: catalog id
+    QProgressBar* compressionBar() const;
+    LibraryPanel* libraryPanel() const { return m_library; }
+    TuningPanel* tuningPanel() const { return m_tuning; }
     BottleneckView* bottleneckView() const { return m_bottleneck; }
     QTabWidget* sideTabs() const { return m_tabs; }  // Chats, Models, Tuning
     // Tuning: budgets in MiB (0 = default), context, prefetch depth, threads; Apply.
-    QDoubleSpinBox* vramBudgetBox() const { return m_vramBox; }
-    QDoubleSpinBox* ramBudgetBox() const { return m_ramBox; }
-    QSpinBox* contextBox() const { return m_ctxBox; }
-    QSpinBox* prefetchBox() const { return m_prefetchBox; }
-    QSpinBox* threadsBox() const { return m_threadsBox; }
-    QPushButton* applyButton() const { return m_apply; }
+    QDoubleSpinBox* vramBudgetBox() const;
+    QDoubleSpinBox* ramBudgetBox() const;
+    QSpinBox* contextBox() const;
+    QSpinBox* prefetchBox() const;
+    QSpinBox* threadsBox() const;
+    QPushButton* applyButton() const;
     QString hardwareSummary() const;
+    bool isWelcomeShown() const;
+    WelcomePage* welcomePage() const { return m_welcome; }
+    QString capabilities() const { return m_capabilities; }  // what this machine can run
     QString predictionText() const;
     const TuningPrediction& lastPrediction() const { return m_prediction; }
     bool isCompressing() const { return m_compressing; }
@@ -82,17 +94,30 @@ public slots:
     void openConversation(qint64 id);
     void renameConversation(qint64 id, const QString& title);
     void deleteConversation(qint64 id);
+    // The message actions. regenerate: a new version of the last reply. editMessage: puts a
+    // prompt in the prompt line to edit (Send resends it, Escape cancels). editAndResend: the
+    // prompt at `index` gets `text` as a new version and a new reply; when it was the last
+    // prompt its reply gets a new version too, an earlier prompt drops what followed it.
+    void regenerate(int index);
+    void editMessage(int index);
+    void cancelEdit();
+    void editAndResend(int index, const QString& text);
+    void showVersion(int index, int number);
     // Model library: validate and catalog a model (as a drop does); compress the catalog
     // model `id` with a preset ("fast", "balanced", "smallest"); cancel that.
     void addModel(const QString& path);
     void compressModel(qint64 id, const QString& preset);
     void cancelCompression();
     void applyTuning();
+    // The first-launch screen (the machine's summary while it is measured).
+    void showWelcome();
+    void closeWelcome();
+    void skipWelcome();  // never show it in this window (screenshots of other scenes)
 
 signals:
     // Requests to the worker (queued onto the inference thread).
     void loadRequested(const QString& path);
-    void generateRequested(const QString& prompt, int maxTokens, double temperature);
+    void generateRequested(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
     // For callers that drive the window (tests, --screenshot).
     void modelReady();
     void replyFinished();
@@ -110,8 +135,10 @@ signals:
     // Requests to the tuning worker and the inference worker (queued).
     void tuningPrepare(const QString& modelPath, const QString& storageFolder);
     void tuningPredict(const spillway::ui::TuningSettings& settings);
+    void tuningPredictModels(const QStringList& paths);
     void applyRequested(const spillway::ui::TuningPrediction& prediction);
     void compressionFinished(const QString& packagePath, const QString& summary);
+    void compressionCompared();  // the finished compression's predicted speed before and after is shown
     void compressionFailed(const QString& message, bool cancelled);
     // Requests to the model worker (queued onto the models thread).
     void inspectRequested(const QString& path);
@@ -125,10 +152,16 @@ signals:
     void storeAppend(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
                      double firstTokenMs, const QString& modelName);
     void storeRename(qint64 conversation, const QString& title);
+    void storeVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
+                      double tokensPerSecond, double firstTokenMs, const QString& modelName);
+    void storeSelectVersion(qint64 conversation, qint64 message, int number);
+    void storeTruncate(qint64 conversation, qint64 message);
     void storeRemove(qint64 conversation);
+    void storeReadSetting(const QString& key);
+    void storeWriteSetting(const QString& key, const QString& valueJson);
 
 private slots:
-    void onModelLoaded(const QString& description);
+    void onModelLoaded(const QString& description, bool chatTemplate);
     void onFailed(const QString& message);
     void onTokens(const QString& text);
     void onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
@@ -141,7 +174,8 @@ private slots:
     void onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
     void onCompressed(qint64 sourceId, const spillway::ui::ModelItem& package, const QString& summary);
     void onCompressFailed(const QString& message, bool cancelled);
-    void onTuningReady(const QString& summary, qint64 deviceMemory, qint64 ramAvailable, int trainedContext);
+    void onTuningReady(const QString& summary, const QString& capabilities);
+    void onModelPredicted(const QString& path, double tokensPerSecond, const QString& text);
     void onPredicted(const spillway::ui::TuningPrediction& prediction);
     void requestPrediction();
 
@@ -150,10 +184,11 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
-    void appendToTranscript(const QString& text, bool dim);
     void updateButtons();
-    void startGeneration(const QString& prompt);
-    void renderMarkdownFrom(int start, const QString& markdown);
+    void beginExchange();
+    void startReply(int index, qint64 replacesMessage);
+    void requestGeneration();
+    void storeLastPrompt();
     void showError(const QString& message);
 
     QThread* m_thread = nullptr;
@@ -164,10 +199,12 @@ private:
     QLineEdit* m_search = nullptr;
     QPushButton* m_newChat = nullptr;
     qint64 m_conversation = 0;             // 0: a new conversation, not stored yet
-    QString m_pendingPrompt;               // sent before its conversation existed
-    QString m_reply;                       // the reply being generated
-    int m_replyStart = -1;                 // its first character in the transcript
-    int m_pendingStores = 0;               // appends sent to the store, not yet answered
+    bool m_awaitingConversation = false;   // a prompt was sent before its conversation existed
+    int m_replyIndex = -1;                 // the reply being generated (index in the transcript)
+    qint64 m_replacesMessage = 0;          // it is a new version of this stored message, or 0
+    int m_editIndex = -1;                  // the prompt being edited, or -1
+    int m_pendingStores = 0;               // writes sent to the store, not yet answered
+    QVector<int> m_storeTargets;           // per pending write: the message index it stores, -1: a version
     QString m_dataFolder;
     std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
     BottleneckView* m_bottleneck = nullptr;
@@ -175,29 +212,23 @@ private:
     QString m_modelPath;
     QThread* m_tuningThread = nullptr;
     TuningWorker* m_tuningWorker = nullptr;  // lives on m_tuningThread; deleted there
-    QLabel* m_hardware = nullptr;
-    QDoubleSpinBox* m_vramBox = nullptr;
-    QDoubleSpinBox* m_ramBox = nullptr;
-    QSpinBox* m_ctxBox = nullptr;
-    QSpinBox* m_prefetchBox = nullptr;
-    QSpinBox* m_threadsBox = nullptr;
-    QWidget* m_tierBar = nullptr;
-    QLabel* m_predictionLabel = nullptr;
-    QPushButton* m_apply = nullptr;
+    TuningPanel* m_tuning = nullptr;
+    QStackedWidget* m_stack = nullptr;  // the chat, or the first-launch screen
+    WelcomePage* m_welcome = nullptr;
+    bool m_welcomeSkipped = false;
     TuningPrediction m_prediction;
     bool m_tuningStarted = false;
+    bool m_tuningReady = false;
+    QString m_capabilities;
+    QHash<QString, double> m_predictedSpeed;  // tokens/s by model path, default settings
+    QString m_compressedSource, m_compressedPackage, m_compressSummary;  // for "predicted X → Y" 
     QThread* m_modelsThread = nullptr;
     ModelWorker* m_modelWorker = nullptr;  // lives on m_modelsThread; deleted there
-    QListWidget* m_models = nullptr;
-    QPushButton* m_addModel = nullptr;
-    QPushButton* m_compress = nullptr;
-    QPushButton* m_cancelCompress = nullptr;
-    QProgressBar* m_compressBar = nullptr;
-    QLabel* m_compressLabel = nullptr;
-    QVector<ModelItem> m_catalog;
+    LibraryPanel* m_library = nullptr;
     bool m_compressing = false;
     QString m_compressOut;
-    QTextBrowser* m_transcript = nullptr;
+    TranscriptView* m_transcript = nullptr;
+    QLabel* m_editBanner = nullptr;
     QLineEdit* m_prompt = nullptr;
     QPushButton* m_send = nullptr;
     QPushButton* m_stop = nullptr;
@@ -209,9 +240,5 @@ private:
     bool m_modelReady = false;
     bool m_generating = false;
 };
-
-// True for text that uses Markdown blocks or emphasis (code fences, headings, lists, quotes,
-// tables, bold): such replies are shown rendered once complete.
-bool looksLikeMarkdown(const QString& text);
 
 }  // namespace spillway::ui

@@ -4,6 +4,7 @@
 #include <random>
 #include <string>
 
+#include "core/chat/chat_template.h"
 #include "core/model/llama_model.h"
 #include "core/plan/planner.h"
 #include "core/runtime/generator.h"
@@ -31,6 +32,17 @@ QString describe(const LlamaModel& model, const gpu::Device& device)
         .arg(name, size)
         .arg(c.nLayers)
         .arg(QString::fromStdString(device.info().name));
+}
+
+// Texts of the tokens that end a chat turn in the common template families: generation stops
+// there (the model's EOS already stops it) and they are not shown.
+bool endsTurn(std::string_view text)
+{
+    static constexpr std::string_view kEnds[] = {"<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>",
+                                                 "<|endoftext|>", "<|end_of_text|>", "</s>"};
+    for (std::string_view e : kEnds)
+        if (text == e) return true;
+    return false;
 }
 
 }  // namespace
@@ -70,15 +82,20 @@ void GenerationWorker::loadModel(const QString& path)
         m_device = std::move(*device);
     }
     m_model = std::move(*model);
-    emit modelLoaded(describe(*m_model, *m_device));
+    readChatTemplate();
+    emit modelLoaded(loadedDescription(), m_template != nullptr);
 }
 
-void GenerationWorker::generate(const QString& prompt, int maxTokens, double temperature)
+void GenerationWorker::generate(const QVector<MessageItem>& conversation, int maxTokens, double temperature)
 {
     if (!m_model || !m_device) {
         emit failed(tr("no model is loaded"));
         return;
     }
+    std::string prompt;
+    bool addBos = true;
+    if (!buildPrompt(conversation, &prompt, &addBos)) return;
+    emit promptPrepared(QString::fromStdString(prompt));
     // A fresh session (KV cache) per request: simple and always correct.
     SessionOptions options;
     options.streamer.trace = m_recorder;
@@ -86,6 +103,7 @@ void GenerationWorker::generate(const QString& prompt, int maxTokens, double tem
         options.placement = m_plan->placement;
         options.streamer.hostBudget = m_plan->ramBudget;
         options.contextLength = m_contextLength;
+        options.kvType = m_plan->kvType;
     }
     auto session = LlamaSession::create(*m_model, *m_device, options);
     if (!session) {
@@ -101,10 +119,13 @@ void GenerationWorker::generate(const QString& prompt, int maxTokens, double tem
     std::string pending;  // bytes not yet sent to the GUI
     auto lastEmit = Clock::now();
     GenerationRequest request;
-    request.prompt = prompt.toStdString();
+    request.prompt = std::move(prompt);
+    request.addBos = addBos;
     request.maxNewTokens = maxTokens;
     request.stop = &m_stop;
+    const bool chatting = m_template != nullptr;
     request.onToken = [&](std::string_view text, int32_t) {
+        if (chatting && (endsTurn(text) || (!m_eosText.empty() && text == m_eosText))) return false;
         pending.append(text);
         const auto now = Clock::now();
         if (now - lastEmit >= kBatchInterval) {
@@ -128,9 +149,75 @@ void GenerationWorker::generate(const QString& prompt, int maxTokens, double tem
                   stats->generatedTokens);
 }
 
+QString GenerationWorker::loadedDescription() const
+{
+    QString d = describe(*m_model, *m_device);
+    if (!m_templateNote.isEmpty()) d += tr(" — its chat template is not used (%1); prompts are continued").arg(m_templateNote);
+    return d;
+}
+
+void GenerationWorker::readChatTemplate()
+{
+    m_template.reset();
+    m_bosText.clear();
+    m_eosText.clear();
+    m_templateNote.clear();
+    auto info = chat::chatTemplateFromMetadata(m_model->metadata());
+    if (!info) {
+        if (info.error().code != ErrorCode::UnsupportedModel)  // absent is normal: a base model
+            m_templateNote = QString::fromStdString(info.error().message);
+        return;
+    }
+    auto parsed = chat::ChatTemplate::parse(info->source);
+    if (!parsed) {
+        m_templateNote = QString::fromStdString(parsed.error().message);
+        return;
+    }
+    m_template = std::make_shared<const chat::ChatTemplate>(std::move(*parsed));
+    m_bosText = info->bosToken;
+    m_eosText = info->eosToken;
+}
+
+bool GenerationWorker::buildPrompt(const QVector<MessageItem>& conversation, std::string* prompt, bool* addBos)
+{
+    if (!m_template) {  // a base model continues the last prompt
+        for (const MessageItem& m : conversation)
+            if (m.role == QLatin1String("user")) *prompt = m.content.toStdString();
+        if (prompt->empty()) {
+            emit failed(tr("there is no prompt to reply to"));
+            return false;
+        }
+        *addBos = true;
+        return true;
+    }
+    std::vector<chat::ChatMessage> messages;
+    for (const MessageItem& m : conversation) messages.push_back({m.role.toStdString(), m.content.toStdString()});
+    chat::ChatTemplateOptions options;
+    options.bosToken = m_bosText;
+    options.eosToken = m_eosText;
+    options.addGenerationPrompt = true;
+    auto text = m_template->render(messages, options);
+    if (!text) {
+        emit failed(tr("the model's chat template: %1").arg(QString::fromStdString(text.error().message)));
+        return false;
+    }
+    // Templates that write the BOS text themselves get no second one.
+    *addBos = m_bosText.empty() || text->rfind(m_bosText, 0) != 0;
+    *prompt = std::move(*text);
+    return true;
+}
+
 void GenerationWorker::applyPlan(const TuningPrediction& prediction)
 {
     if (!m_model || !prediction.plan) return emit failed(tr("no model or plan to apply"));
+    const QString variant = prediction.settings.modelPath;
+    if (!variant.isEmpty() && variant.toStdString() != m_model->path()) {  // another compression variant
+        auto model = LlamaModel::load(variant.toStdString());
+        if (!model) return emit failed(QString::fromStdString(model.error().message));
+        m_model = std::move(*model);
+        readChatTemplate();
+        emit modelLoaded(loadedDescription(), m_template != nullptr);
+    }
     gpu::DeviceOptions o;
     o.threads = prediction.settings.threads;
     o.memoryLimit = uint64_t(std::max<qint64>(0, prediction.settings.vramBudget));
@@ -139,9 +226,10 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
     m_device = std::move(*device);
     m_plan = prediction.plan;
     m_contextLength = prediction.settings.contextLength;
-    emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s")
+    emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3")
                          .arg(describe(*m_model, *m_device))
-                         .arg(prediction.tokensPerSecond, 0, 'f', 1));
+                         .arg(prediction.tokensPerSecond, 0, 'f', 1)
+                         .arg(QString::fromUtf8(gpu::kvTypeName(m_plan->kvType))));
 }
 
 }  // namespace spillway::ui

@@ -7,12 +7,16 @@
 #include <QString>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "chat_store.h"
 #include "tuning_worker.h"
 
 namespace spillway {
 class LlamaModel;
+namespace chat { class ChatTemplate; }
 namespace gpu { class Device; }
 namespace trace { class Recorder; }
 }
@@ -35,13 +39,19 @@ public:
 
 public slots:
     void loadModel(const QString& path);
-    void generate(const QString& prompt, int maxTokens, double temperature);
+    // Replies to the conversation (its last message is the user's prompt). A base model
+    // continues the last prompt.
+    void generate(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
     // Runs later generations with this plan: a device with the plan's memory budget and the
     // thread count asked for, the plan's placement and RAM budget, the context length.
     void applyPlan(const spillway::ui::TuningPrediction& prediction);
 
 signals:
-    void modelLoaded(const QString& description);
+    // chatTemplate: the model answers chat turns (replies are shown on their own), else it
+    // continues the prompt.
+    void modelLoaded(const QString& description, bool chatTemplate);
+    // The exact text given to the model for the latest request.
+    void promptPrepared(const QString& prompt);
     void failed(const QString& message);
     // Text of new tokens, batched about every 16 ms; always whole UTF-8 characters.
     void tokens(const QString& text);
@@ -49,7 +59,16 @@ signals:
     void planApplied(const QString& description);
 
 private:
+    // Reads the model's chat template (none, or one that does not parse: the prompt is continued).
+    void readChatTemplate();
+    QString loadedDescription() const;
+    // The text given to the model for `conversation`, and whether it starts with BOS already.
+    bool buildPrompt(const QVector<MessageItem>& conversation, std::string* prompt, bool* addBos);
+
     std::unique_ptr<LlamaModel> m_model;
+    std::shared_ptr<const chat::ChatTemplate> m_template;  // null: a base model, continued
+    std::string m_bosText, m_eosText;
+    QString m_templateNote;  // why a template present in the file is not used, or empty
     std::unique_ptr<gpu::Device> m_device;
     std::atomic<bool> m_stop{false};
     trace::Recorder* m_recorder = nullptr;

@@ -70,7 +70,7 @@ void ModelWorker::compress(qint64 sourceId, const QString& sourcePath, const QSt
     item.sizeBytes = sizeOnDisk(outDir.toStdString());
     item.parentId = sourceId;
     if (report->quality) item.qualityJson = QString::fromStdString(report->quality->toJson());
-    QString summary = tr("%1 → %2 (%3%)")
+    QString summary = tr("weights %1 → %2 (%3%)")
                           .arg(QLocale().formattedDataSize(qint64(report->sourceBytes)),
                                QLocale().formattedDataSize(qint64(report->outputBytes)))
                           .arg(100.0 * double(report->outputBytes) / double(std::max<uint64_t>(1, report->sourceBytes)), 0,

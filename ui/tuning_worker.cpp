@@ -6,6 +6,7 @@
 
 #include "core/hw/probe.h"
 #include "core/model/llama_model.h"
+#include "core/model/synthetic_model.h"
 #include "core/plan/planner.h"
 
 namespace spillway::ui {
@@ -15,6 +16,61 @@ namespace {
 QString bytesText(double bytes) { return QLocale().formattedDataSize(qint64(bytes)); }
 
 QString gbps(double bytesPerSecond) { return QString::number(bytesPerSecond / 1e9, 'f', 1) + " GB/s"; }
+
+Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProfile& profile,
+                                 const TuningSettings& settings, gpu::KvType kv)
+{
+    plan::PlannerInput in;
+    in.model = &model;
+    in.profile = profile;
+    in.backend = "cpu";  // the desktop app computes on the CPU device
+    in.vramBudget = uint64_t(std::max<qint64>(0, settings.vramBudget));
+    in.ramBudget = uint64_t(std::max<qint64>(0, settings.ramBudget));
+    in.contextLength = settings.contextLength;
+    in.prefetchDepth = settings.prefetchDepth;
+    in.kvType = kv;
+    return plan::planPlacement(in);
+}
+
+double throughputOf(const std::vector<hw::FormatThroughput>& list, gpu::DType type)
+{
+    for (const auto& f : list)
+        if (f.type == type) return f.bytesPerSecond;
+    return 0;
+}
+
+// What this machine can run: for the shapes of well-known Llama-family models at 8 bits
+// (Q8_0, 34 bytes per 32 weights), where the weights would live (RAM up to 80% of the free
+// RAM, the rest on the SSD) and a rough decode speed from the measured figures: every weight
+// read once per token, SSD reads overlapped with compute. The Tuning tab plans a real model
+// exactly; this is the first-launch orientation.
+QString capabilitiesText(const hw::HardwareProfile& p)
+{
+    const double cpu = throughputOf(p.host.cpuMatvec, gpu::DType::Q8_0);
+    const double ssdRate = p.storage.sequentialBytesPerSecond;
+    const double ramRoom = 0.8 * double(p.host.ramAvailable);
+    QStringList lines;
+    lines << QObject::tr("What this machine can run (8-bit weights, rough estimates from the measured speeds):");
+    for (const SyntheticPreset& m : syntheticPresets()) {
+        if (m.architecture != "llama") continue;
+        const double kvDim = double(m.dim) * m.nKvHeads / m.nHeads;
+        const double params = 2.0 * m.vocabSize * m.dim +
+                              double(m.nLayers) * (2.0 * m.dim * m.dim + 2.0 * m.dim * kvDim + 3.0 * m.dim * m.ffnDim);
+        const double bytes = params * 34.0 / 32.0;
+        const double inRam = std::min(bytes, ramRoom), onSsd = bytes - inRam;
+        const double compute = cpu > 0 ? bytes / cpu : 0;
+        const double reads = onSsd > 0 && ssdRate > 0 ? onSsd / ssdRate : 0;
+        const double seconds = std::max(compute, reads);
+        QString where = onSsd <= 0 ? QObject::tr("fits in RAM")
+                                   : QObject::tr("%1 streamed from the SSD each token").arg(bytesText(onSsd));
+        lines << QObject::tr("• %1 (%2 B parameters, %3): %4, about %5 tokens/s")
+                     .arg(QString::fromStdString(m.name))
+                     .arg(params / 1e9, 0, 'f', 1)
+                     .arg(bytesText(bytes), where)
+                     .arg(seconds > 0 ? 1.0 / seconds : 0.0, 0, 'f', seconds > 0 && 1.0 / seconds < 1 ? 2 : 1);
+    }
+    return lines.join('\n');
+}
 
 }  // namespace
 
@@ -26,18 +82,34 @@ TuningWorker::TuningWorker(QObject* parent) : QObject(parent)
 
 TuningWorker::~TuningWorker() = default;
 
+const LlamaModel* TuningWorker::model(const QString& path, QString* error)
+{
+    auto it = m_models.find(path);
+    if (it != m_models.end()) return it->second.get();
+    auto loaded = LlamaModel::load(path.toStdString());
+    if (!loaded) {
+        *error = QString::fromStdString(loaded.error().message);
+        return nullptr;
+    }
+    return m_models.emplace(path, std::move(*loaded)).first->second.get();
+}
+
 void TuningWorker::prepare(const QString& modelPath, const QString& storageFolder)
 {
-    auto model = LlamaModel::load(modelPath.toStdString());
-    if (!model) return emit failed(QString::fromStdString(model.error().message));
+    QString error;
+    const LlamaModel* prepared = model(modelPath, &error);
+    if (!prepared) return emit failed(error);
+    m_modelPath = modelPath;
     QDir().mkpath(storageFolder);
     hw::ProbeOptions probe;
     probe.storagePath = storageFolder.toStdString();
     const char* quick = std::getenv("SPILLWAY_QUICK_PROBE");
     probe.quick = quick && *quick && *quick != '0';
+    probe.progress = [this](double fraction, const std::string& stage) {
+        emit probeProgress(fraction, QString::fromStdString(stage));
+    };
     auto profile = hw::probeHardware(probe);
     if (!profile) return emit failed(QString::fromStdString(profile.error().message));
-    m_model = std::move(*model);
     m_profile = std::make_unique<hw::HardwareProfile>(std::move(*profile));
 
     const hw::HardwareProfile& p = *m_profile;
@@ -49,47 +121,72 @@ void TuningWorker::prepare(const QString& modelPath, const QString& storageFolde
     summary += "\n" + tr("Disk: %1, %2 free, sequential direct reads %3 (%4)")
                           .arg(QString::fromStdString(p.storage.filesystem), bytesText(double(p.storage.freeBytes)),
                                gbps(p.storage.sequentialBytesPerSecond), QString::fromStdString(p.storage.ioEngine));
-    qint64 deviceMemory = 0;
-    for (const auto& d : p.devices) {
+    for (const auto& d : p.devices)
         summary += "\n" + tr("Device %1: %2, %3 memory, host→device %4")
                               .arg(QString::fromStdString(d.backend), QString::fromStdString(d.name),
                                    bytesText(double(d.totalMemory)), gbps(d.hostToDevicePinned));
-        if (d.backend == "cpu") deviceMemory = qint64(d.freeMemory);
-    }
-    summary += "\n" + tr("Model: %1, %2 of weights").arg(QString::fromStdString(m_model->config().architecture),
-                                                         bytesText(double(m_model->weightBytesPerToken())));
-    emit ready(summary, deviceMemory, qint64(p.host.ramAvailable), m_model->config().trainedContext);
+    summary += "\n" + tr("Model: %1, %2 of weights").arg(QString::fromStdString(prepared->config().architecture),
+                                                         bytesText(double(prepared->weightBytesPerToken())));
+    emit ready(summary, capabilitiesText(p));
 }
 
 void TuningWorker::predict(const TuningSettings& settings)
 {
-    if (!m_model || !m_profile) return emit failed(tr("the tuning panel is not ready yet"));
-    plan::PlannerInput in;
-    in.model = m_model.get();
-    in.profile = *m_profile;
-    in.backend = "cpu";
-    in.vramBudget = uint64_t(std::max<qint64>(0, settings.vramBudget));
-    in.ramBudget = uint64_t(std::max<qint64>(0, settings.ramBudget));
-    in.contextLength = settings.contextLength;
-    in.prefetchDepth = settings.prefetchDepth;
-    auto planned = plan::planPlacement(in);
-    if (!planned) return emit failed(QString::fromStdString(planned.error().message));
-    auto plan = std::make_shared<const plan::PlanResult>(std::move(*planned));
+    if (!m_profile) return emit failed(tr("the tuning panel is not ready yet"));
+    QString error;
+    const LlamaModel* planned = model(settings.modelPath.isEmpty() ? m_modelPath : settings.modelPath, &error);
+    if (!planned) return emit failed(error);
+    const auto kv = gpu::parseKvType(settings.kvType.toStdString());
+    if (!kv) return emit failed(tr("unknown KV cache type '%1' (f32, f16 or q8)").arg(settings.kvType));
+    auto plan = planFor(*planned, *m_profile, settings, *kv);
+    if (!plan) return emit failed(QString::fromStdString(plan.error().message));
     TuningPrediction out;
     out.settings = settings;
+    out.settings.modelPath = QString::fromStdString(planned->path());
     out.tokensPerSecond = plan->tokensPerSecond();
     out.deviceBytes = qint64(plan->deviceWeightBytes);
     out.ramBytes = qint64(plan->hostWeightBytes);
     out.ssdBytesPerToken = qint64(plan->ssdBytes);
-    out.modelBytes = qint64(m_model->weightBytesPerToken());
+    out.modelBytes = qint64(planned->weightBytesPerToken());
+    out.kvBytes = qint64(plan->kvCacheBytes);
     const plan::LaneTimes& l = plan->lanes;
     out.lanes = tr("per token: SSD %1 ms · host→device %2 ms · compute %3 ms · CPU %4 ms")
                     .arg(l.ssdRead * 1e3, 0, 'f', 2)
                     .arg(l.hostToDevice * 1e3, 0, 'f', 2)
                     .arg(l.deviceCompute * 1e3, 0, 'f', 2)
                     .arg(l.cpuCompute * 1e3, 0, 'f', 2);
-    out.plan = std::move(plan);
+    out.plan = std::make_shared<const plan::PlanResult>(std::move(*plan));
     emit predicted(out);
+}
+
+void TuningWorker::predictModels(const QStringList& paths)
+{
+    if (!m_profile) return;
+    for (const QString& path : paths) {
+        QString error;
+        const LlamaModel* m = model(path, &error);
+        if (!m) {
+            emit modelPredicted(path, 0, tr("Cannot plan: %1").arg(error));
+            continue;
+        }
+        auto plan = planFor(*m, *m_profile, TuningSettings{}, gpu::KvType::F32);
+        if (!plan) {
+            emit modelPredicted(path, 0, tr("Does not fit: %1").arg(QString::fromStdString(plan.error().message)));
+            continue;
+        }
+        // Shares of the weights by tier (norms and the embedding included on the device).
+        const double device = double(plan->deviceWeightBytes), ram = double(plan->hostWeightBytes);
+        const double ssd = double(plan->ssdBytes);
+        const double total = std::max(1.0, device + ram + ssd);
+        QStringList tiers;
+        if (device > 0) tiers << tr("device %1%").arg(int(100.0 * device / total + 0.5));
+        if (ram > 0) tiers << tr("RAM %1%").arg(int(100.0 * ram / total + 0.5));
+        if (ssd > 0) tiers << tr("SSD %1%").arg(int(100.0 * ssd / total + 0.5));
+        emit modelPredicted(path, plan->tokensPerSecond(),
+                            tr("Predicted here: %1 tokens/s (%2)")
+                                .arg(plan->tokensPerSecond(), 0, 'f', 1)
+                                .arg(tiers.join(QStringLiteral(", "))));
+    }
 }
 
 }  // namespace spillway::ui

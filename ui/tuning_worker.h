@@ -7,6 +7,7 @@
 #include <QMetaType>
 #include <QObject>
 #include <QString>
+#include <map>
 #include <memory>
 
 namespace spillway {
@@ -23,12 +24,15 @@ struct TuningSettings {
     int contextLength = 0;  // 0 = trained, at most 4096
     int prefetchDepth = 2;
     int threads = 0;        // 0 = one per core
+    QString kvType = QStringLiteral("f32");  // KV cache precision: "f32", "f16", "q8"
+    QString modelPath;      // the model variant planned for; "" = the one prepared
 };
 
 struct TuningPrediction {
     TuningSettings settings;
     double tokensPerSecond = 0;
     qint64 deviceBytes = 0, ramBytes = 0, ssdBytesPerToken = 0, modelBytes = 0;
+    qint64 kvBytes = 0;  // the KV cache, on the device
     QString lanes;  // "SSD 12.3 ms · compute 4.5 ms · …" per token
     std::shared_ptr<const plan::PlanResult> plan;  // to apply
 };
@@ -43,16 +47,27 @@ public slots:
     // Maps the model and measures the machine (storageFolder: the disk packages go to). With
     // SPILLWAY_QUICK_PROBE=1 in the environment the probe is the small, rough one (tests).
     void prepare(const QString& modelPath, const QString& storageFolder);
+    // Plans settings.modelPath (or the prepared model) with these settings.
     void predict(const spillway::ui::TuningSettings& settings);
+    // Plans each model with the default settings: its card's "predicted here" line.
+    void predictModels(const QStringList& paths);
 
 signals:
-    // A one-screen summary of the machine, and the defaults for the controls.
-    void ready(const QString& hardwareSummary, qint64 deviceMemory, qint64 ramAvailable, int trainedContext);
+    // The measuring's progress (not sent when the cached profile answers).
+    void probeProgress(double fraction, const QString& stage);
+    // A one-screen summary of the machine, and what it can run (model sizes and their
+    // estimated speed).
+    void ready(const QString& hardwareSummary, const QString& capabilities);
+    void modelPredicted(const QString& path, double tokensPerSecond, const QString& text);
     void predicted(const spillway::ui::TuningPrediction& prediction);
     void failed(const QString& message);
 
 private:
-    std::unique_ptr<LlamaModel> m_model;
+    // The model at `path` (mapped once and kept), or an error message.
+    const LlamaModel* model(const QString& path, QString* error);
+
+    QString m_modelPath;
+    std::map<QString, std::unique_ptr<LlamaModel>> m_models;
     std::unique_ptr<hw::HardwareProfile> m_profile;
 };
 

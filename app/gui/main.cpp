@@ -48,7 +48,8 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene chat|models|tuning|visualizer: real content, rendered without a display.
+// --screenshot OUT.png --scene welcome|chat|models|tuning|visualizer: real content, rendered without a display.
+//   welcome:    the first-launch screen once the machine is measured;
 //   chat:       one prompt and its reply, the conversation in the list;
 //   models:     the demo model added to the catalog and compressed (balanced preset);
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
@@ -67,7 +68,12 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
     };
     using spillway::ui::ChatWindow;
     QObject::connect(&window, &ChatWindow::errorShown, &window, fail);
-    if (scene == QLatin1String("tuning")) {
+    if (scene != QLatin1String("welcome")) window.skipWelcome();
+    if (scene == QLatin1String("welcome")) {
+        QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window, save] {
+            QTimer::singleShot(200, &window, [&window, save] { save(&window); });
+        });
+    } else if (scene == QLatin1String("tuning")) {
         // The demo model under tight budgets (1 MiB of device memory, 64 KiB of pinned RAM), so
         // the plan streams part of it from the SSD.
         QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window] {
@@ -89,8 +95,10 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
             if (count == 1 && !window.isCompressing() && window.modelList()->count() == 1)
                 window.compressModel(window.modelList()->item(0)->data(Qt::UserRole).toLongLong(),
                                      QStringLiteral("balanced"));
-            else if (count == 2)
-                QTimer::singleShot(100, &window, [&window, save] { save(&window); });
+        });
+        // Done when the cards show the planner's prediction before and after.
+        QObject::connect(&window, &ChatWindow::compressionCompared, &window, [&window, save] {
+            QTimer::singleShot(100, &window, [&window, save] { save(&window); });
         });
     } else {
         QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, prompt] {
@@ -145,7 +153,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: chat, models, tuning or visualizer.", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, models, tuning or visualizer.", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -155,9 +163,9 @@ int main(int argc, char** argv)
     parser.process(app);
 
     const QString scene = parser.value(sceneOption);
-    if (parser.isSet(screenshotOption) && scene != "chat" && scene != "models" && scene != "visualizer" &&
-        scene != "tuning") {
-        std::fprintf(stderr, "spillway: --scene must be chat, models, tuning or visualizer\n");
+    if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "models" &&
+        scene != "visualizer" && scene != "tuning") {
+        std::fprintf(stderr, "spillway: --scene must be welcome, chat, models, tuning or visualizer\n");
         return 2;
     }
 

@@ -159,7 +159,11 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     p.quick = o.quick;
     FingerprintInput fp;
 
+    const auto stage = [&](double fraction, const char* what) {
+        if (o.progress) o.progress(fraction, what);
+    };
     // Storage first: a full disk is refused before anything else is measured.
+    stage(0.0, "disk reads");
     auto storageProfile = detail::measureStorage(storagePath, o.testFileBytes, o.quick);
     if (!storageProfile) return storageProfile.error();
     p.storage = std::move(*storageProfile);
@@ -172,9 +176,12 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     p.host.threads = cpu.info().threads;
     p.host.ramTotal = fp.ramTotal = mem.total;
     p.host.ramAvailable = mem.available;
+    stage(0.5, "memory bandwidth");
     p.host.memoryReadBytesPerSecond = gpu::measureHostReadBandwidth(
         p.host.threads, o.quick ? size_t{32} << 20 : size_t{512} << 20, o.quick ? 2 : 5);
+    stage(0.65, "CPU matrix-vector speed");
     p.host.cpuMatvec = detail::measureMatvec(cpu, o.quick);
+    stage(0.8, "devices");
 
     // Devices: every usable backend. The CPU device is the host measured above; its "upload"
     // is a memcpy.
@@ -205,6 +212,7 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     }
     p.fingerprint = fingerprintOf(fp);
     p.measuredAt = utcNow();
+    stage(1.0, "done");
     return p;
 }
 

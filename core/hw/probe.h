@@ -8,6 +8,7 @@
 // while the fingerprint matches. All figures are bytes per second unless named otherwise.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,9 @@ struct ProbeOptions {
     std::string cacheFile;     // "" = defaultProbeCacheFile()
     bool quick = false;        // small sizes and short timings, for tests (figures are rough)
     uint64_t testFileBytes = 0;  // 0 = automatic: min(1 GiB, 5% of free space); quick: 64 MiB
+    // Called on the measuring thread as each stage starts (fraction of the whole, 0..1, and what
+    // is measured now), and with 1 at the end; not called when the cache answers.
+    std::function<void(double fraction, const std::string& stage)> progress;
 };
 
 // The cached profile when the cache file holds one whose fingerprint matches this machine (and

@@ -4,7 +4,7 @@
 // attribution: which tier each instant of a token's wall time was spent waiting on.
 //
 // Producers: I/O readers, copy/compute streams and the CPU pool call Recorder::record() (or use
-// ScopedSpan). Consumers: the visualizer polls Recorder::drain() at ~30 Hz from the GUI side; a
+// ScopedSpan). Consumers: the visualizer polls Recorder::drain() at ~60 Hz (every 16 ms) from the GUI side; a
 // benchmark takes snapshot() at the end, then summarize() and writeChromeTrace().
 
 #include <array>

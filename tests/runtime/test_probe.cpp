@@ -247,3 +247,23 @@ TEST(ProbeDefaults, CacheFileFollowsXdg)
     else ::unsetenv("XDG_CACHE_HOME");
     EXPECT_FALSE(defaultStoragePath().empty());
 }
+
+TEST_F(ProbeTest, ProgressRisesThroughEveryStageAndEndsAtOne)
+{
+    std::vector<std::pair<double, std::string>> seen;
+    ProbeOptions o = options(true);
+    o.progress = [&seen](double fraction, const std::string& stage) { seen.emplace_back(fraction, stage); };
+    auto p = probeHardware(o);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    ASSERT_GE(seen.size(), 4u);
+    EXPECT_EQ(seen.front().first, 0.0);
+    EXPECT_EQ(seen.back().first, 1.0);
+    for (size_t i = 1; i < seen.size(); ++i) EXPECT_GE(seen[i].first, seen[i - 1].first) << seen[i].second;
+    for (const auto& [fraction, stage] : seen) EXPECT_FALSE(stage.empty());
+
+    // The cache answers without measuring: no progress at all.
+    seen.clear();
+    o.remeasure = false;
+    ASSERT_TRUE(probeHardware(o).ok());
+    EXPECT_TRUE(seen.empty());
+}

@@ -19,6 +19,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
+#include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextStream>
 
@@ -209,7 +210,14 @@ void TestChatWindow::conversationsAreStoredSearchedAndReopened()
     QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, 5'000);
     const QString transcript = window.transcript()->toPlainText();
     QVERIFY2(transcript.contains("The dog") && transcript.contains(prompt), qPrintable(transcript));
-    QVERIFY2(transcript.contains("tokens/s"), qPrintable(transcript));
+    // The reply's figures show on hover: a tooltip over its text.
+    const QVector<spillway::ui::MessageItem> shownMessages = window.transcript()->messages();
+    QCOMPARE(int(shownMessages.size()), 4);
+    QVERIFY(shownMessages[3].tokensPerSecond > 0);
+    QString tips;
+    for (QTextBlock b = window.transcript()->document()->begin(); b.isValid(); b = b.next())
+        for (auto it = b.begin(); !it.atEnd(); ++it) tips += it.fragment().charFormat().toolTip() + "\n";
+    QVERIFY2(tips.contains("tokens/s") && tips.contains("first token"), qPrintable(tips));
 
     window.deleteConversation(item->data(Qt::UserRole).toLongLong());
     QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);

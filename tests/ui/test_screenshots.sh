@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `spillway --screenshot OUT.png --scene chat|models|tuning|visualizer` renders each scene with real
+# `spillway --screenshot OUT.png --scene welcome|chat|models|tuning|visualizer` renders each scene with real
 # content (the demo model answering, compressing, the engine's trace) without a display: each PNG
 # must be written, be a PNG, and be large enough to hold more than an empty window.
 set -euo pipefail
@@ -7,7 +7,7 @@ app=$1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export SPILLWAY_QUICK_PROBE=1 XDG_CACHE_HOME=$out/cache  # the tuning scene probes the machine
-for scene in chat models tuning visualizer; do
+for scene in welcome chat models tuning visualizer; do
   "$app" --screenshot "$out/$scene.png" --scene "$scene" >"$out/$scene.log" 2>&1 || {
     echo "FAIL: scene $scene exited with $?"; cat "$out/$scene.log"; exit 1; }
   [[ -s $out/$scene.png ]] || { echo "FAIL: no $scene.png"; exit 1; }

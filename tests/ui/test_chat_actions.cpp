@@ -1,0 +1,369 @@
+// The message actions and the first launch, driven through the real window with the demo model:
+// copy, regenerate (a new version of the reply, ‹ 1/2 › flips back), edit-and-resend of the last
+// prompt (new versions of prompt and reply) and of an earlier one (what followed is dropped),
+// editing cancelled with Escape; the first-launch screen with the probe's progress, shown once;
+// model cards with the planner's prediction; KV precision and compression variants in Tuning.
+
+#include <QApplication>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBlock>
+#include <QUrl>
+
+#include <cstring>
+
+#include "core/formats/gguf.h"
+#include "storage/chat_db.h"
+#include "ui/chat_window.h"
+#include "ui/generation_worker.h"
+#include "ui/library_panel.h"
+#include "ui/tuning_panel.h"
+#include "ui/welcome_page.h"
+
+using spillway::ui::ChatWindow;
+using spillway::storage::ChatDatabase;
+
+namespace {
+
+const QString kModel = QStringLiteral(SPILLWAY_SHARED_DIR "/models/stories260K.gguf");
+
+// The conversation's messages as stored (current versions), opened beside the window's own
+// connection (WAL allows both).
+std::vector<spillway::storage::Message> storedMessages(const QString& folder, qint64 conversation)
+{
+    auto db = ChatDatabase::open(folder.toStdString());
+    if (!db) return {};
+    auto messages = db->messages(conversation);
+    return messages ? *messages : std::vector<spillway::storage::Message>{};
+}
+
+int versionCount(const QString& folder, qint64 message)
+{
+    auto db = ChatDatabase::open(folder.toStdString());
+    if (!db) return -1;
+    auto versions = db->versions(message);
+    return versions ? int(versions->size()) : -1;
+}
+
+// A copy of the demo model whose metadata carries `chatTemplate` (tokenizer.chat_template).
+bool writeWithTemplate(const QString& out, const std::string& chatTemplate)
+{
+    auto file = spillway::gguf::File::open(kModel.toStdString());
+    if (!file) return false;
+    spillway::gguf::Writer w((*file)->alignment());
+    for (const auto& kv : (*file)->metadata()) w.setValue(kv.key, kv.value);
+    w.setString("tokenizer.chat_template", chatTemplate);
+    for (const auto& t : (*file)->tensors()) {
+        const uint8_t* data = t.data;
+        const uint64_t bytes = t.bytes;
+        w.addTensor(t.name, t.type, t.dims, [data, bytes](std::span<uint8_t> dst) { std::memcpy(dst.data(), data, bytes); });
+    }
+    return w.write(out.toStdString()).ok();
+}
+
+const std::string kChatMl =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+// Sends `prompt` and waits until its reply is stored.
+bool exchange(ChatWindow& window, const QString& prompt)
+{
+    QSignalSpy stored(&window, &ChatWindow::replyStored);
+    window.promptEdit()->setText(prompt);
+    window.send();
+    return stored.wait(30'000) || stored.count() > 0;
+}
+
+}  // namespace
+
+class TestChatActions : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { qputenv("SPILLWAY_QUICK_PROBE", "1"); }
+    void copyPutsTheReplyOnTheClipboard();
+    void regenerateAddsAVersion();
+    void editLastPromptVersionsPromptAndReply();
+    void editEarlierPromptDropsWhatFollowed();
+    void editIsCancelledWithEscape();
+    void firstLaunchShowsTheMachineOnce();
+    void cardsAndTuningShowPredictions();
+    void chatTemplateFormatsTheConversation();
+    void brokenChatTemplateIsReportedAndContinued();
+};
+
+void TestChatActions::copyPutsTheReplyOnTheClipboard()
+{
+    ChatWindow window(kModel);
+    window.setTemperature(0.0);
+    window.setMaxTokens(12);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    const auto& messages = window.transcript()->messages();
+    QCOMPARE(int(messages.size()), 2);
+    QVERIFY(!messages[1].content.isEmpty());
+    QGuiApplication::clipboard()->clear();
+    emit window.transcript()->anchorClicked(QUrl(QStringLiteral("msg://copy/1")));
+    QCOMPARE(QGuiApplication::clipboard()->text(), messages[1].content);
+    // The actions are in the document as links.
+    const QString html = window.transcript()->toHtml();
+    QVERIFY2(html.contains("msg://copy/1") && html.contains("msg://regenerate/1") && html.contains("msg://edit/0"),
+             qPrintable(html));
+}
+
+void TestChatActions::regenerateAddsAVersion()
+{
+    QTemporaryDir data;
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.setMaxTokens(12);
+    window.setTemperature(1.0);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
+    const qint64 conversation = window.currentConversation();
+    auto stored = storedMessages(data.path(), conversation);
+    QCOMPARE(int(stored.size()), 2);
+    const std::string first = stored[1].content;
+
+    QSignalSpy shown(&window, &ChatWindow::conversationShown);
+    window.regenerate(1);
+    QVERIFY(window.isGenerating());
+    QTRY_VERIFY_WITH_TIMEOUT(shown.count() >= 1, 30'000);  // reloaded with the new version counts
+    stored = storedMessages(data.path(), conversation);
+    QCOMPARE(int(stored.size()), 2);  // still one reply, now with two versions
+    QCOMPARE(versionCount(data.path(), stored[1].id), 2);
+    QCOMPARE(window.transcript()->messages()[1].versionNumber, 2);
+    QVERIFY(window.transcript()->toPlainText().contains("2/2"));
+
+    // ‹ shows the first version again, and it stays the current one.
+    shown.clear();
+    window.showVersion(1, 1);
+    QTRY_VERIFY_WITH_TIMEOUT(shown.count() >= 1, 10'000);
+    QCOMPARE(window.transcript()->messages()[1].content.toStdString(), first);
+    QVERIFY(window.transcript()->toPlainText().contains("1/2"));
+    QCOMPARE(storedMessages(data.path(), conversation)[1].content, first);
+    // Only the last reply can be regenerated; a prompt cannot.
+    window.regenerate(0);
+    QVERIFY(!window.isGenerating());
+}
+
+void TestChatActions::editLastPromptVersionsPromptAndReply()
+{
+    QTemporaryDir data;
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.setTemperature(0.0);
+    window.setMaxTokens(12);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
+    const qint64 conversation = window.currentConversation();
+
+    QSignalSpy shown(&window, &ChatWindow::conversationShown);
+    window.editAndResend(0, QStringLiteral("The dog"));
+    QTRY_VERIFY_WITH_TIMEOUT(shown.count() >= 1, 30'000);
+    const auto stored = storedMessages(data.path(), conversation);
+    QCOMPARE(int(stored.size()), 2);
+    QCOMPARE(stored[0].content, std::string("The dog"));
+    QVERIFY(!stored[1].content.empty());
+    QCOMPARE(versionCount(data.path(), stored[0].id), 2);  // the original prompt is kept
+    QCOMPARE(versionCount(data.path(), stored[1].id), 2);  // and so is its reply
+    const QString text = window.transcript()->toPlainText();
+    QVERIFY2(text.contains("The dog") && !text.contains("Once upon a time"), qPrintable(text));
+}
+
+void TestChatActions::editEarlierPromptDropsWhatFollowed()
+{
+    QTemporaryDir data;
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.setTemperature(0.0);
+    window.setMaxTokens(8);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
+    QVERIFY(exchange(window, QStringLiteral("The dog")));
+    const qint64 conversation = window.currentConversation();
+    QCOMPARE(int(storedMessages(data.path(), conversation).size()), 4);
+
+    QSignalSpy stored(&window, &ChatWindow::replyStored);
+    window.editAndResend(0, QStringLiteral("Tom and Sue"));
+    QTRY_VERIFY_WITH_TIMEOUT(stored.count() >= 1, 30'000);
+    const auto messages = storedMessages(data.path(), conversation);
+    QCOMPARE(int(messages.size()), 2);
+    QCOMPARE(messages[0].content, std::string("Tom and Sue"));
+    QCOMPARE(versionCount(data.path(), messages[0].id), 2);
+    QCOMPARE(int(window.transcript()->messages().size()), 2);
+}
+
+void TestChatActions::editIsCancelledWithEscape()
+{
+    ChatWindow window(kModel);
+    window.setMaxTokens(4);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.promptEdit()->setText(QStringLiteral("Lily"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    emit window.transcript()->anchorClicked(QUrl(QStringLiteral("msg://edit/0")));
+    QCOMPARE(window.promptEdit()->text(), QStringLiteral("Lily"));
+    auto* banner = window.findChild<QLabel*>("editBanner");
+    QVERIFY(banner && banner->isVisible());
+    window.promptEdit()->setFocus();
+    QTest::keyClick(window.promptEdit(), Qt::Key_Escape);
+    QVERIFY(!banner->isVisible());
+    QVERIFY(window.promptEdit()->text().isEmpty());
+    QCOMPARE(int(window.transcript()->messages().size()), 2);  // nothing changed
+}
+
+void TestChatActions::firstLaunchShowsTheMachineOnce()
+{
+    QTemporaryDir data, cache;
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());  // no cached profile: the probe measures
+    {
+        ChatWindow window(kModel, data.path());
+        window.show();
+        QTRY_VERIFY_WITH_TIMEOUT(window.isWelcomeShown(), 10'000);
+        QSignalSpy ready(&window, &ChatWindow::tuningReady);
+        QList<int> values;
+        connect(window.welcomePage()->progressBar(), &QProgressBar::valueChanged, this,
+                [&values](int v) { values << v; });
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
+        QCOMPARE(window.welcomePage()->progressBar()->value(), 100);
+        QVERIFY2(values.size() >= 3, qPrintable(QString::number(values.size())));  // it moved while measuring
+        QVERIFY(std::is_sorted(values.begin(), values.end()));
+        const QString summary = window.welcomePage()->summaryText();
+        QVERIFY2(summary.contains("CPU:") && summary.contains("Disk:"), qPrintable(summary));
+        QVERIFY2(summary.contains("llama2-7b") && summary.contains("tokens/s"), qPrintable(summary));
+        window.welcomePage()->startButton()->click();
+        QVERIFY(!window.isWelcomeShown());
+    }
+    {
+        // The second launch goes straight to the chat.
+        ChatWindow window(kModel, data.path());
+        window.show();
+        QSignalSpy ready(&window, &ChatWindow::tuningReady);
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 60'000);
+        QVERIFY(!window.isWelcomeShown());
+    }
+    qunsetenv("XDG_CACHE_HOME");
+}
+
+void TestChatActions::cardsAndTuningShowPredictions()
+{
+    QTemporaryDir data, cache;
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.show();
+    QSignalSpy ready(&window, &ChatWindow::tuningReady);
+    QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
+    window.addModel(kModel);
+    QTRY_COMPARE_WITH_TIMEOUT(window.modelList()->count(), 1, 10'000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.modelList()->item(0)->text().contains("tokens/s"), 10'000);
+    QVERIFY2(window.modelList()->item(0)->text().contains("Predicted here:"), qPrintable(window.modelList()->item(0)->text()));
+
+    // Compressing: the result shows the predicted speed before and after.
+    QSignalSpy compared(&window, &ChatWindow::compressionCompared);
+    window.compressModel(window.modelList()->item(0)->data(Qt::UserRole).toLongLong(), QStringLiteral("fast"));
+    QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60'000);
+    const QString result = window.libraryPanel()->resultText();
+    QVERIFY2(result.contains("→") && result.contains("tokens/s") && result.contains("top-1"), qPrintable(result));
+
+    // Tuning: the package is a variant of the running model; fp16 KV halves the cache.
+    QComboBox* variants = window.tuningPanel()->variantBox();
+    QTRY_COMPARE_WITH_TIMEOUT(variants->count(), 2, 10'000);
+    QSignalSpy predicted(&window, &ChatWindow::tuningPredicted);
+    window.contextBox()->setValue(256);
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.contextLength == 256, 10'000);
+    const qint64 kv32 = window.lastPrediction().kvBytes;
+    QVERIFY(kv32 > 0);
+    window.tuningPanel()->kvTypeBox()->setCurrentIndex(window.tuningPanel()->kvTypeBox()->findData("f16"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.kvType == QLatin1String("f16"), 10'000);
+    QCOMPARE(window.lastPrediction().kvBytes * 2, kv32);
+    const QString package = variants->itemData(1).toString();
+    variants->setCurrentIndex(1);
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.modelPath == package, 10'000);
+    QVERIFY(window.applyButton()->isEnabled());
+
+    // Apply runs the package with an fp16 KV cache.
+    QSignalSpy applied(&window, &ChatWindow::tuningApplied);
+    window.applyButton()->click();
+    QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30'000);
+    QVERIFY2(window.statusText().contains("KV cache f16"), qPrintable(window.statusText()));
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.setMaxTokens(8);
+    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QVERIFY(window.errorText().isEmpty());
+    qunsetenv("XDG_CACHE_HOME");
+}
+
+void TestChatActions::chatTemplateFormatsTheConversation()
+{
+    QTemporaryDir dir;
+    const QString model = dir.filePath("chatml.gguf");
+    QVERIFY(writeWithTemplate(model, kChatMl));
+    ChatWindow window(model);
+    window.setTemperature(0.0);
+    window.setMaxTokens(6);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QVERIFY(!window.transcript()->continuation());  // replies are shown on their own
+
+    QSignalSpy prompts(window.generationWorker(), &spillway::ui::GenerationWorker::promptPrepared);
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.promptEdit()->setText(QStringLiteral("Hi"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QCOMPARE(prompts.count(), 1);
+    QCOMPARE(prompts.at(0).at(0).toString(), QStringLiteral("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    const QString reply = window.transcript()->messages().at(1).content;
+
+    // The second turn carries the whole conversation, the first reply as the assistant's turn.
+    window.promptEdit()->setText(QStringLiteral("More"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 30'000);
+    QCOMPARE(prompts.at(1).at(0).toString(),
+             QStringLiteral("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n%1<|im_end|>\n"
+                            "<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n")
+                 .arg(reply));
+    QVERIFY(!window.transcript()->toPlainText().contains("Model: Hi"));  // the prompt is not repeated
+}
+
+void TestChatActions::brokenChatTemplateIsReportedAndContinued()
+{
+    QTemporaryDir dir;
+    const QString model = dir.filePath("broken.gguf");
+    QVERIFY(writeWithTemplate(model, "{% for message in messages %}{{ message['content'] }"));
+    ChatWindow window(model);
+    window.setMaxTokens(4);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QVERIFY2(window.statusText().contains("chat template is not used"), qPrintable(window.statusText()));
+    QVERIFY(window.transcript()->continuation());
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QVERIFY(window.errorText().isEmpty());
+}
+
+QTEST_MAIN(TestChatActions)
+#include "test_chat_actions.moc"

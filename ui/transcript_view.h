@@ -1,0 +1,62 @@
+#pragma once
+// The conversation as shown: one block per message, with its actions underneath (Copy,
+// Regenerate on the last reply, Edit on prompts, ‹ n/m › between a message's versions) as links,
+// and the reply's figures (tokens/s, time to first token, model) on hover. The view keeps the
+// messages it shows; a reply streams in as plain text and is rendered (Markdown, code blocks)
+// once complete.
+
+#include <QTextBrowser>
+#include <QVector>
+
+#include "chat_store.h"
+
+namespace spillway::ui {
+
+class TranscriptView : public QTextBrowser {
+    Q_OBJECT
+public:
+    explicit TranscriptView(QWidget* parent = nullptr);
+
+    // Base models continue the prompt: their replies are shown after the prompt, dimmed. Chat
+    // models (with a chat template) answer it: only the reply is shown.
+    void setContinuation(bool continuation);
+    bool continuation() const { return m_continuation; }
+
+    void setMessages(const QVector<MessageItem>& messages);
+    const QVector<MessageItem>& messages() const { return m_messages; }
+    void appendMessage(const MessageItem& message);
+    void setMessageId(int index, qint64 id);
+    // Keeps messages [0, count) and removes the rest.
+    void truncate(int count);
+
+    // Streaming: the reply at `index` (the last message; appended when index == size()) is
+    // shown as text arrives and rendered once finished.
+    void beginReply(int index);
+    void appendReplyText(const QString& text);
+    void finishReply(double tokensPerSecond, double firstTokenMs, const QString& modelName);
+    bool isStreaming() const { return m_streaming >= 0; }
+    // The figures shown on hover over a reply ("12.3 tokens/s · first token 45.0 ms · model").
+    static QString figures(const MessageItem& message);
+
+signals:
+    void copied(int index);
+    void editRequested(int index);
+    void regenerateRequested(int index);
+    void versionRequested(int index, int number);
+
+private:
+    void render();
+    void renderMessage(int index);
+    void onAnchor(const QUrl& url);
+
+    QVector<MessageItem> m_messages;
+    bool m_continuation = true;
+    int m_streaming = -1;    // index of the reply being streamed, or -1
+    int m_streamStart = -1;  // its first character in the document
+};
+
+// True for text that uses Markdown blocks or emphasis (code fences, headings, lists, quotes,
+// tables, bold): such replies are shown rendered once complete.
+bool looksLikeMarkdown(const QString& text);
+
+}  // namespace spillway::ui

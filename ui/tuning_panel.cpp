@@ -1,0 +1,174 @@
+#include "tuning_panel.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QPainter>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace spillway::ui {
+
+TierBar::TierBar(QWidget* parent) : QWidget(parent) { setMinimumHeight(22); }
+
+void TierBar::set(double device, double ram, double ssd)
+{
+    m_parts[0] = device;
+    m_parts[1] = ram;
+    m_parts[2] = ssd;
+    update();
+}
+
+void TierBar::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    const double total = m_parts[0] + m_parts[1] + m_parts[2];
+    const QColor colors[] = {QColor(0x2e, 0x7d, 0x32), QColor(0x7b, 0x4f, 0xa3), QColor(0xe0, 0x8a, 0x1e)};
+    const char* names[] = {"device", "RAM", "SSD"};
+    double x = 0;
+    for (int i = 0; i < 3; ++i) {
+        if (total <= 0 || m_parts[i] <= 0) continue;
+        const double w = width() * m_parts[i] / total;
+        const QRectF r(x, 0, w, height());
+        p.fillRect(r, colors[i]);
+        p.setPen(Qt::white);
+        if (w > 40) p.drawText(r, Qt::AlignCenter, QString::fromLatin1(names[i]));
+        x += w;
+    }
+    p.setPen(palette().color(QPalette::Mid));
+    p.drawRect(rect().adjusted(0, 0, -1, -1));
+}
+
+TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    m_hardware = new QLabel(tr("Measuring this machine …"), this);
+    m_hardware->setObjectName("hardwareSummary");
+    m_hardware->setWordWrap(true);
+    auto* form = new QFormLayout;
+    const auto mib = [this](double max) {
+        auto* box = new QDoubleSpinBox(this);
+        box->setRange(0, max);
+        box->setDecimals(2);
+        box->setSuffix(QStringLiteral(" MiB"));
+        box->setSpecialValueText(tr("default"));
+        box->setKeyboardTracking(false);
+        return box;
+    };
+    m_vram = mib(1e8);
+    m_vram->setToolTip(tr("Device memory for weights, KV cache and streaming slots (default: all free)"));
+    m_ram = mib(1e8);
+    m_ram->setToolTip(tr("Pinned RAM for weights and staging (default: half the available RAM)"));
+    m_ctx = new QSpinBox(this);
+    m_ctx->setRange(0, 1 << 20);
+    m_ctx->setSpecialValueText(tr("trained (≤ 4096)"));
+    m_ctx->setKeyboardTracking(false);
+    m_kvType = new QComboBox(this);
+    m_kvType->setObjectName("kvType");
+    m_kvType->addItem(tr("fp32 (exact)"), QStringLiteral("f32"));
+    m_kvType->addItem(tr("fp16 (half the memory)"), QStringLiteral("f16"));
+    m_kvType->addItem(tr("int8 (a quarter)"), QStringLiteral("q8"));
+    m_kvType->setToolTip(tr("KV cache precision: smaller leaves more device memory for weights"));
+    m_variant = new QComboBox(this);
+    m_variant->setObjectName("variant");
+    m_variant->setToolTip(tr("Which compressed version of the model to run (compress it in the Models tab)"));
+    m_prefetch = new QSpinBox(this);
+    m_prefetch->setRange(0, 16);
+    m_prefetch->setValue(2);
+    m_threads = new QSpinBox(this);
+    m_threads->setRange(0, 1024);
+    m_threads->setSpecialValueText(tr("one per core"));
+    form->addRow(tr("Model variant"), m_variant);
+    form->addRow(tr("Device budget"), m_vram);
+    form->addRow(tr("RAM budget"), m_ram);
+    form->addRow(tr("Context"), m_ctx);
+    form->addRow(tr("KV cache"), m_kvType);
+    form->addRow(tr("Prefetch depth"), m_prefetch);
+    form->addRow(tr("CPU threads"), m_threads);
+    m_tierBar = new TierBar(this);
+    m_prediction = new QLabel(this);
+    m_prediction->setObjectName("prediction");
+    m_prediction->setWordWrap(true);
+    m_apply = new QPushButton(tr("Apply"), this);
+    m_apply->setObjectName("applyTuning");
+    m_apply->setEnabled(false);
+    layout->addWidget(m_hardware);
+    layout->addLayout(form);
+    layout->addWidget(m_tierBar);
+    layout->addWidget(m_prediction);
+    layout->addWidget(m_apply);
+    layout->addStretch(1);
+    for (QDoubleSpinBox* box : {m_vram, m_ram}) connect(box, &QDoubleSpinBox::valueChanged, this, &TuningPanel::changed);
+    for (QSpinBox* box : {m_ctx, m_prefetch, m_threads}) connect(box, &QSpinBox::valueChanged, this, &TuningPanel::changed);
+    for (QComboBox* box : {m_kvType, m_variant})
+        connect(box, &QComboBox::currentIndexChanged, this, &TuningPanel::changed);
+    connect(m_apply, &QPushButton::clicked, this, &TuningPanel::applyClicked);
+}
+
+TuningSettings TuningPanel::settings(const QString& modelPath) const
+{
+    TuningSettings t;
+    t.vramBudget = qint64(m_vram->value() * 1024.0 * 1024.0);
+    t.ramBudget = qint64(m_ram->value() * 1024.0 * 1024.0);
+    t.contextLength = m_ctx->value();
+    t.prefetchDepth = m_prefetch->value();
+    t.threads = m_threads->value();
+    t.kvType = m_kvType->currentData().toString();
+    t.modelPath = m_variant->currentIndex() >= 0 ? m_variant->currentData().toString() : modelPath;
+    return t;
+}
+
+QString TuningPanel::hardwareSummary() const { return m_hardware->text(); }
+QString TuningPanel::predictionText() const { return m_prediction->text(); }
+void TuningPanel::setHardware(const QString& summary) { m_hardware->setText(summary); }
+
+void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApply)
+{
+    const double ssd = double(std::max<qint64>(0, prediction.modelBytes - prediction.deviceBytes - prediction.ramBytes));
+    m_tierBar->set(double(prediction.deviceBytes), double(prediction.ramBytes), ssd);
+    const QLocale locale;
+    m_prediction->setText(tr("Predicted %1 tokens/s\ndevice %2 · RAM %3 · SSD %4 read per token\nKV cache %5\n%6")
+                              .arg(prediction.tokensPerSecond, 0, 'f', 1)
+                              .arg(locale.formattedDataSize(prediction.deviceBytes),
+                                   locale.formattedDataSize(prediction.ramBytes),
+                                   locale.formattedDataSize(prediction.ssdBytesPerToken),
+                                   locale.formattedDataSize(prediction.kvBytes), prediction.lanes));
+    m_apply->setEnabled(prediction.plan != nullptr && canApply);
+}
+
+void TuningPanel::showNoPlan(const QString& message)
+{
+    m_prediction->setText(tr("No plan: %1").arg(message));
+    m_tierBar->set(0, 0, 0);
+    m_apply->setEnabled(false);
+}
+
+void TuningPanel::setVariants(const QVector<ModelItem>& catalog, const QString& currentPath)
+{
+    // The family of the running model: its source (if it is a package) and every package of it.
+    qint64 root = 0;
+    for (const ModelItem& m : catalog)
+        if (m.path == currentPath) root = m.parentId > 0 ? m.parentId : m.id;
+    const QString chosen = m_variant->currentIndex() >= 0 ? m_variant->currentData().toString() : currentPath;
+    const QSignalBlocker quiet(m_variant);
+    m_variant->clear();
+    bool listed = false;
+    for (const ModelItem& m : catalog) {
+        if (!(m.id == root || (root > 0 && m.parentId == root) || m.path == currentPath)) continue;
+        QString label = QFileInfo(m.path).fileName();
+        label += m.format == QLatin1String("package") ? tr(" (%1)").arg(QLocale().formattedDataSize(m.sizeBytes))
+                                                      : tr(" (original, %1)").arg(QLocale().formattedDataSize(m.sizeBytes));
+        m_variant->addItem(label, m.path);
+        listed |= m.path == currentPath;
+    }
+    if (!listed) m_variant->insertItem(0, QFileInfo(currentPath).fileName(), currentPath);
+    const int keep = m_variant->findData(chosen);
+    m_variant->setCurrentIndex(keep >= 0 ? keep : m_variant->findData(currentPath));
+}
+
+}  // namespace spillway::ui

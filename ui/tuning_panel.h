@@ -1,0 +1,79 @@
+#pragma once
+// The Tuning tab: the measured machine, the controls (device and RAM budgets, context length,
+// KV precision, compression variant, prefetch depth, CPU threads) and the planner's answer for
+// them: a stacked bar per tier and the predicted tokens/s. It only shows and collects values;
+// ChatWindow sends them to the TuningWorker on every change and applies the plan.
+
+#include <QVector>
+#include <QWidget>
+
+#include "model_worker.h"
+#include "tuning_worker.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+
+namespace spillway::ui {
+
+class TierBar;
+
+class TuningPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit TuningPanel(QWidget* parent = nullptr);
+
+    QDoubleSpinBox* vramBudgetBox() const { return m_vram; }  // MiB, 0 = default
+    QDoubleSpinBox* ramBudgetBox() const { return m_ram; }
+    QSpinBox* contextBox() const { return m_ctx; }
+    QComboBox* kvTypeBox() const { return m_kvType; }      // item data: "f32", "f16", "q8"
+    QComboBox* variantBox() const { return m_variant; }    // item data: the model's path
+    QSpinBox* prefetchBox() const { return m_prefetch; }
+    QSpinBox* threadsBox() const { return m_threads; }
+    QPushButton* applyButton() const { return m_apply; }
+
+    // The controls' values, for `modelPath` when no variant is chosen.
+    TuningSettings settings(const QString& modelPath) const;
+    QString hardwareSummary() const;
+    QString predictionText() const;
+    void setHardware(const QString& summary);
+    void showPrediction(const TuningPrediction& prediction, bool canApply);
+    void showNoPlan(const QString& message);
+    // The compression variants of the running model: itself and the packages made from it (or
+    // its source and siblings). Keeps the choice when it is still listed.
+    void setVariants(const QVector<ModelItem>& catalog, const QString& currentPath);
+
+signals:
+    void changed();  // a control moved: ask the planner again
+    void applyClicked();
+
+private:
+    QLabel* m_hardware = nullptr;
+    QDoubleSpinBox* m_vram = nullptr;
+    QDoubleSpinBox* m_ram = nullptr;
+    QSpinBox* m_ctx = nullptr;
+    QComboBox* m_kvType = nullptr;
+    QComboBox* m_variant = nullptr;
+    QSpinBox* m_prefetch = nullptr;
+    QSpinBox* m_threads = nullptr;
+    TierBar* m_tierBar = nullptr;
+    QLabel* m_prediction = nullptr;
+    QPushButton* m_apply = nullptr;
+};
+
+// One stacked bar: the model's weights on the device, in pinned RAM and on the SSD.
+class TierBar : public QWidget {
+public:
+    explicit TierBar(QWidget* parent = nullptr);
+    void set(double device, double ram, double ssd);
+
+protected:
+    void paintEvent(QPaintEvent*) override;
+
+private:
+    double m_parts[3] = {0, 0, 0};
+};
+
+}  // namespace spillway::ui

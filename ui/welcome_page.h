@@ -1,0 +1,40 @@
+#pragma once
+// The first-launch screen: what this machine is (the probe, with a progress bar while it
+// measures), what it can run, and the demo model that is ready to chat. Shown once; the
+// Tuning tab keeps the summary afterwards.
+
+#include <QWidget>
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+
+namespace spillway::ui {
+
+class WelcomePage : public QWidget {
+    Q_OBJECT
+public:
+    explicit WelcomePage(QWidget* parent = nullptr);
+
+    QProgressBar* progressBar() const { return m_progress; }
+    QPushButton* startButton() const { return m_start; }
+    QString summaryText() const;
+
+    void setProgress(double fraction, const QString& stage);
+    void setSummary(const QString& hardware, const QString& capabilities);
+    void setModel(const QString& description);
+    void setFailed(const QString& message);
+
+signals:
+    void startClicked();
+
+private:
+    QLabel* m_stage = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QLabel* m_hardware = nullptr;
+    QLabel* m_capabilities = nullptr;
+    QLabel* m_model = nullptr;
+    QPushButton* m_start = nullptr;
+};
+
+}  // namespace spillway::ui
