@@ -30,6 +30,7 @@
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/made_up_hardware.h"
 
 using namespace spillway;
 using gpu::KvType;
@@ -441,18 +442,7 @@ TEST(KvPlanner, SmallerCacheLeavesMoreDeviceMemoryForWeights)
     auto model = LlamaModel::load(kModel);
     ASSERT_TRUE(model);
     const LlamaConfig& c = (*model)->config();
-    hw::HardwareProfile p;
-    p.host.ramAvailable = uint64_t(8) << 30;
-    p.host.memoryReadBytesPerSecond = 20e9;
-    p.storage.sequentialBytesPerSecond = 1e9;
-    hw::DeviceProfile d;
-    d.backend = "cpu";
-    d.name = "test device";
-    d.freeMemory = uint64_t(4) << 30;
-    d.caps.hostPointers = true;
-    d.hostToDevicePinned = 10e9;
-    for (gpu::DType t : {gpu::DType::F32, gpu::DType::F16, gpu::DType::Q8_0}) d.matvec.push_back({t, 20e9});
-    p.devices.push_back(d);
+    const hw::HardwareProfile p = testing_support::madeUpHardware();
 
     const int ctx = 512;
     // A budget that holds the f32 working set and some of the weights, not all of them.

@@ -9,6 +9,7 @@
 #include "core/plan/planner.h"
 #include "core/runtime/llama_session.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/made_up_hardware.h"
 
 using namespace spillway;
 
@@ -16,23 +17,7 @@ namespace {
 
 const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
 
-hw::HardwareProfile madeUpHardware()
-{
-    hw::HardwareProfile p;
-    p.host.ramAvailable = uint64_t(8) << 30;
-    p.host.memoryReadBytesPerSecond = 20e9;
-    p.storage.sequentialBytesPerSecond = 1e9;
-    hw::DeviceProfile d;
-    d.backend = "cpu";
-    d.name = "test device";
-    d.freeMemory = uint64_t(4) << 30;
-    d.caps.hostPointers = true;
-    d.hostToDevicePinned = 10e9;
-    for (gpu::DType t : {gpu::DType::F32, gpu::DType::F16, gpu::DType::Q8_0})
-        d.matvec.push_back({t, 20e9});
-    p.devices.push_back(d);
-    return p;
-}
+using testing_support::madeUpHardware;
 
 plan::PlannerInput input(const LlamaModel& m, uint64_t vram, uint64_t ram, int prefetch = 2)
 {
