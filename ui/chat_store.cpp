@@ -6,6 +6,20 @@
 
 namespace spillway::ui {
 
+namespace {
+
+// How a reply was made; zero figures are unknown.
+storage::Generation generationOf(double tokensPerSecond, double firstTokenMs, const QString& modelName)
+{
+    storage::Generation g;
+    g.modelName = modelName.toStdString();
+    if (tokensPerSecond > 0) g.tokensPerSecond = tokensPerSecond;
+    if (firstTokenMs > 0) g.firstTokenMs = firstTokenMs;
+    return g;
+}
+
+}  // namespace
+
 ChatStore::ChatStore(QObject* parent) : QObject(parent)
 {
     qRegisterMetaType<ConversationItem>();
@@ -92,10 +106,7 @@ void ChatStore::append(qint64 conversation, const QString& role, const QString& 
     if (!ready()) return;
     const auto r = storage::parseRole(role.toStdString());
     if (!r) return emit failed(tr("unknown message role '%1'").arg(role));
-    storage::Generation g;
-    g.modelName = modelName.toStdString();
-    if (tokensPerSecond > 0) g.tokensPerSecond = tokensPerSecond;
-    if (firstTokenMs > 0) g.firstTokenMs = firstTokenMs;
+    const storage::Generation g = generationOf(tokensPerSecond, firstTokenMs, modelName);
     auto id = m_db->appendMessage(conversation, *r, content.toStdString(), g);
     if (!id) return emit failed(QString::fromStdString(id.error().message));
     emit stored(conversation, *id);
@@ -107,10 +118,7 @@ void ChatStore::addVersion(qint64 conversation, qint64 message, const QString& k
     if (!ready()) return;
     const auto k = storage::parseVersionKind(kind.toStdString());
     if (!k) return emit failed(tr("unknown version kind '%1'").arg(kind));
-    storage::Generation g;
-    g.modelName = modelName.toStdString();
-    if (tokensPerSecond > 0) g.tokensPerSecond = tokensPerSecond;
-    if (firstTokenMs > 0) g.firstTokenMs = firstTokenMs;
+    const storage::Generation g = generationOf(tokensPerSecond, firstTokenMs, modelName);
     auto id = m_db->addVersion(message, *k, content.toStdString(), g);
     if (!id) return emit failed(QString::fromStdString(id.error().message));
     emit stored(conversation, message);
