@@ -124,6 +124,18 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn)
     std::error_code ec;
     std::string path = pathIn;
     if (fs::path(path).filename() == "manifest.json") path = fs::path(path).parent_path().string();
+    // Formats users download that this version does not read: say so, and what to do.
+    const bool hfFolder = fs::is_directory(path, ec) && !fs::exists(fs::path(path) / "manifest.json", ec) &&
+                          fs::exists(fs::path(path) / "config.json", ec);
+    if (hfFolder || fs::path(path).extension() == ".safetensors")
+        return makeError(ErrorCode::UnsupportedModel,
+                         path + ": a Hugging Face " + (hfFolder ? "model folder" : "safetensors file") +
+                             "; this version reads GGUF files and Spillway packages only (convert it to "
+                             "GGUF, e.g. with llama.cpp's convert_hf_to_gguf.py)");
+    if (fs::path(path).extension() == ".bin" && fs::path(path).filename().string().rfind("pytorch_model", 0) == 0)
+        return makeError(ErrorCode::UnsupportedModel,
+                         path + ": a PyTorch pickle, which is never loaded (loading a pickle can run code); "
+                                "use the model's safetensors or GGUF files");
     if (fs::is_directory(path, ec)) {
         auto package = storage::Package::open(path);
         if (!package) return package.error();

@@ -270,6 +270,29 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     QVERIFY2(window.errorText().contains("truncated.gguf"), qPrintable(window.errorText()));
     QCOMPARE(window.modelList()->count(), 1);
 
+    // A Hugging Face folder and a safetensors file: refused with what to do, nothing added.
+    const QString hf = QDir(data.path()).filePath("hf-model");
+    QVERIFY(QDir().mkpath(hf));
+    {
+        QFile config(hf + "/config.json");
+        QVERIFY(config.open(QIODevice::WriteOnly));
+        config.write("{\"architectures\": [\"LlamaForCausalLM\"]}");
+    }
+    dropFile(window, hf);
+    QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 2, 10'000);
+    QVERIFY2(window.errorText().contains("Hugging Face") && window.errorText().contains("GGUF"),
+             qPrintable(window.errorText()));
+    const QString safetensors = QDir(data.path()).filePath("model.safetensors");
+    {
+        QFile f(safetensors);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray("\x02\x00\x00\x00\x00\x00\x00\x00{}", 10));
+    }
+    dropFile(window, safetensors);
+    QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 3, 10'000);
+    QVERIFY2(window.errorText().contains("safetensors"), qPrintable(window.errorText()));
+    QCOMPARE(window.modelList()->count(), 1);
+
     // Compress with the fast preset: progress, then a package in the catalog under the source.
     const qint64 source = window.modelList()->item(0)->data(Qt::UserRole).toLongLong();
     QSignalSpy progress(&window, &ChatWindow::compressionProgress);
