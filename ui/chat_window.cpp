@@ -567,6 +567,8 @@ void ChatWindow::onFailed(const QString& message)
     }
     m_generating = false;
     m_awaitingConversation = false;
+    // A failed regeneration cleared the reply it replaced: show the stored conversation again.
+    if (m_replacesMessage && m_store && m_conversation && m_pendingStores == 0) emit storeLoad(m_conversation);
     showError(message);
     updateButtons();
 }
