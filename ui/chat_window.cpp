@@ -3,8 +3,6 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
-#include <QFormLayout>
-#include <QPainter>
 #include <QSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -12,10 +10,8 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QInputDialog>
-#include <QLocale>
 #include <QMimeData>
 #include <QProgressBar>
-#include <QRegularExpression>
 #include <QTabWidget>
 #include <QUrl>
 #include <QLabel>
@@ -29,7 +25,6 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTextBrowser>
-#include <QTextCursor>
 #include <QThread>
 #include <QVBoxLayout>
 

@@ -21,6 +21,7 @@
 #include <QUrl>
 
 #include <cstring>
+#include <memory>
 
 #include "core/formats/gguf.h"
 #include "storage/chat_db.h"
@@ -75,6 +76,17 @@ const std::string kChatMl =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
     "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+// A shown window on the demo model keeping its chats in `folder`, past the first-launch screen.
+std::unique_ptr<ChatWindow> chatWindow(const QString& folder, double temperature, int maxTokens)
+{
+    auto window = std::make_unique<ChatWindow>(kModel, folder);
+    window->skipWelcome();
+    window->setTemperature(temperature);
+    window->setMaxTokens(maxTokens);
+    window->show();
+    return window;
+}
+
 // Sends `prompt` and waits until its reply is stored.
 bool exchange(ChatWindow& window, const QString& prompt)
 {
@@ -127,11 +139,8 @@ void TestChatActions::copyPutsTheReplyOnTheClipboard()
 void TestChatActions::regenerateAddsAVersion()
 {
     QTemporaryDir data;
-    ChatWindow window(kModel, data.path());
-    window.skipWelcome();
-    window.setMaxTokens(12);
-    window.setTemperature(1.0);
-    window.show();
+    const auto owned = chatWindow(data.path(), 1.0, 12);
+    ChatWindow& window = *owned;
     QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
     const qint64 conversation = window.currentConversation();
@@ -164,11 +173,8 @@ void TestChatActions::regenerateAddsAVersion()
 void TestChatActions::editLastPromptVersionsPromptAndReply()
 {
     QTemporaryDir data;
-    ChatWindow window(kModel, data.path());
-    window.skipWelcome();
-    window.setTemperature(0.0);
-    window.setMaxTokens(12);
-    window.show();
+    const auto owned = chatWindow(data.path(), 0.0, 12);
+    ChatWindow& window = *owned;
     QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
     const qint64 conversation = window.currentConversation();
@@ -189,11 +195,8 @@ void TestChatActions::editLastPromptVersionsPromptAndReply()
 void TestChatActions::editEarlierPromptDropsWhatFollowed()
 {
     QTemporaryDir data;
-    ChatWindow window(kModel, data.path());
-    window.skipWelcome();
-    window.setTemperature(0.0);
-    window.setMaxTokens(8);
-    window.show();
+    const auto owned = chatWindow(data.path(), 0.0, 8);
+    ChatWindow& window = *owned;
     QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
     QVERIFY(exchange(window, QStringLiteral("The dog")));
