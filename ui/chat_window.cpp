@@ -645,9 +645,7 @@ void ChatWindow::onTuningReady(const QString& summary, const QString& capabiliti
     m_capabilities = capabilities;
     emit tuningReady();
     requestPrediction();
-    QStringList paths;
-    for (const ModelItem& m : m_library->models()) paths << m.path;
-    if (!paths.isEmpty()) emit tuningPredictModels(paths);
+    requestModelPredictions(m_library->models());
 }
 
 void ChatWindow::requestPrediction()
@@ -661,6 +659,18 @@ void ChatWindow::onPredicted(const TuningPrediction& prediction)
     m_prediction = prediction;
     m_tuning->showPrediction(prediction, !m_generating);
     emit tuningPredicted();
+}
+
+void ChatWindow::requestModelPredictions(const QVector<ModelItem>& models)
+{
+    if (!m_tuningReady) return;  // onTuningReady asks for the whole catalog
+    QStringList paths;
+    for (const ModelItem& m : models)
+        if (!m_predictionAsked.contains(m.path)) {
+            m_predictionAsked.insert(m.path);
+            paths << m.path;
+        }
+    if (!paths.isEmpty()) emit tuningPredictModels(paths);
 }
 
 void ChatWindow::onModelPredicted(const QString& path, double tokensPerSecond, const QString& text)
@@ -749,8 +759,7 @@ void ChatWindow::onCompressed(qint64, const ModelItem& package, const QString& s
     m_library->showResult(tr("Done: %1").arg(summary));
     m_compressSummary = summary;
     m_compressedPackage = package.path;
-    emit storeAddModel(package);  // the new catalog list asks the planner about it
-    if (m_tuningReady) emit tuningPredictModels({m_compressedSource, package.path});
+    emit storeAddModel(package);  // the new catalog list asks the planner about it (the source is known)
     updateButtons();
     emit compressionFinished(package.path, summary);
 }
@@ -767,12 +776,9 @@ void ChatWindow::onCompressFailed(const QString& message, bool cancelled)
 
 void ChatWindow::onModelsListed(const QVector<ModelItem>& models)
 {
-    QStringList unplanned;
-    for (const ModelItem& m : models)
-        if (!m_predictedSpeed.contains(m.path)) unplanned << m.path;
     m_library->setModels(models);
     m_tuning->setVariants(models, m_modelPath);
-    if (m_tuningReady && !unplanned.isEmpty()) emit tuningPredictModels(unplanned);
+    requestModelPredictions(models);
     updateButtons();
     emit modelsListed(int(models.size()));
 }

@@ -5,6 +5,7 @@
 // this class only paints.
 
 #include <QHash>
+#include <QSet>
 #include <QMainWindow>
 #include <QString>
 #include <QVector>
@@ -190,6 +191,8 @@ private:
     void requestGeneration();
     void storeLastPrompt();
     void showError(const QString& message);
+    // Asks the planner about the catalog models it has not been asked about (their cards).
+    void requestModelPredictions(const QVector<ModelItem>& models);
 
     QThread* m_thread = nullptr;
     GenerationWorker* m_worker = nullptr;  // lives on m_thread; deleted there
@@ -221,6 +224,7 @@ private:
     bool m_tuningReady = false;
     QString m_capabilities;
     QHash<QString, double> m_predictedSpeed;  // tokens/s by model path, default settings
+    QSet<QString> m_predictionAsked;          // model paths sent to the planner once
     QString m_compressedSource, m_compressedPackage, m_compressSummary;  // for "predicted X → Y" 
     QThread* m_modelsThread = nullptr;
     ModelWorker* m_modelWorker = nullptr;  // lives on m_modelsThread; deleted there

@@ -158,12 +158,12 @@ void TranscriptView::renderMessage(int index)
         cursor.insertText(m.content, plain);
     }
     const QString tip = figures(m);
-    if (!tip.isEmpty()) {  // the figures on hover over the reply
+    QTextCharFormat withTip;  // the figures on hover over the reply and its actions
+    withTip.setToolTip(tip);
+    if (!tip.isEmpty()) {
         QTextCursor span(document());
         span.setPosition(start);
         span.setPosition(cursor.position(), QTextCursor::KeepAnchor);
-        QTextCharFormat withTip;
-        withTip.setToolTip(tip);
         span.mergeCharFormat(withTip);
     }
 
@@ -189,8 +189,6 @@ void TranscriptView::renderMessage(int index)
     if (!tip.isEmpty()) {
         QTextCursor line(cursor.block());
         line.movePosition(QTextCursor::EndOfBlock, QTextCursor::KeepAnchor);
-        QTextCharFormat withTip;
-        withTip.setToolTip(tip);
         line.mergeCharFormat(withTip);
     }
 }
