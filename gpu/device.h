@@ -109,6 +109,9 @@ struct RopeParams {
     float base = 10000.0f;     // theta base
     float freqScale = 1.0f;    // linear rope scaling: position * freqScale
     bool neox = false;         // false: rotate pairs (2i, 2i+1) (GGUF Llama); true: (i, i + d/2)
+    // Device memory, rotaryDims / 2 floats: pair i's angle is divided by freqFactors[i] (Llama 3
+    // scaling, llama.cpp's rope_freqs); null for none.
+    const float* freqFactors = nullptr;
 };
 
 // Element type of the KV cache. Values kept in settings: never reuse a number.
@@ -177,6 +180,26 @@ struct AttentionArgs {
     const float* vNew = nullptr;
 };
 
+// Elementwise ops of the architectures beyond Llama's SwiGLU (one entry point, so that a
+// backend gains an op by a case rather than a method).
+enum class PointwiseOp : uint8_t {
+    ShiftedRelu,     // out[i] = max(0, x[i] - shift)
+    ShiftedReluGlu,  // out[i] = max(0, x[i] - shift) * y[i]     (a ReLU-gated FFN)
+    SnapToGrid,      // out[i] = clamp(round(x[i] / step), lo, hi) * step, round half away from
+                     // zero (an int8 cache with one fixed scale: lo -128, hi 127)
+};
+
+struct PointwiseArgs {
+    PointwiseOp op = PointwiseOp::ShiftedRelu;
+    const float* x = nullptr;
+    const float* y = nullptr;  // ShiftedReluGlu's second operand
+    float* out = nullptr;      // may alias x or y
+    int n = 0;
+    float shift = 0.0f;
+    float step = 1.0f;
+    float lo = -128.0f, hi = 127.0f;
+};
+
 class Device {
 public:
     virtual ~Device() = default;
@@ -212,6 +235,8 @@ public:
     virtual void getRow(const MatrixView& w, int64_t row, float* out) = 0;
     // out = x / sqrt(mean(x^2) + eps) * weight; n values. out may alias x.
     virtual void rmsnorm(const float* x, const float* weight, float* out, int n, float eps) = 0;
+    // out = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias; n values; out may alias x.
+    virtual void layernorm(const float* x, const float* weight, const float* bias, float* out, int n, float eps) = 0;
     // Rotates, in place, `nHeads` heads of `headDim` values at position `pos`.
     virtual void rope(float* x, int nHeads, int headDim, int pos, const RopeParams& p) = 0;
     virtual void attention(const AttentionArgs& a) = 0;
@@ -219,6 +244,7 @@ public:
     virtual void swiglu(const float* gate, const float* up, float* out, int n) = 0;
     // y[i] += x[i]
     virtual void add(float* y, const float* x, int n) = 0;
+    virtual void pointwise(const PointwiseArgs& a) = 0;
 };
 
 }  // namespace spillway::gpu

@@ -128,7 +128,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
 
     connect(m_add, &QPushButton::clicked, this, [this] {
         const QString path = QFileDialog::getOpenFileName(this, tr("Add a model"), QString(),
-                                                          tr("Models (*.gguf manifest.json);;All files (*)"));
+                                                          tr("Models (*.gguf manifest.json config.json *.safetensors *.bin);;All files (*)"));
         if (!path.isEmpty()) emit addRequested(path);
     });
     connect(m_compress, &QPushButton::clicked, this, [this] {

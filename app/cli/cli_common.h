@@ -25,5 +25,6 @@ void addBenchCommand(CLI::App& app, int& exitCode);
 void addPlanCommand(CLI::App& app, int& exitCode);
 void addProbeCommand(CLI::App& app, int& exitCode);
 void addCompressCommand(CLI::App& app, int& exitCode);
+void addConvertCommand(CLI::App& app, int& exitCode);
 
 }  // namespace spillway::cli

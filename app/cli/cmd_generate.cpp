@@ -23,6 +23,7 @@ void onInterrupt(int) { g_interrupted.store(true); }
 
 struct GenerateOptions {
     std::string model;
+    ModelLoadOptions load;
     std::string prompt;
     int tokens = 128;
     int threads = 0;
@@ -35,7 +36,7 @@ struct GenerateOptions {
 
 int runGenerate(const GenerateOptions& o)
 {
-    auto model = LlamaModel::load(o.model);
+    auto model = LlamaModel::load(o.model, o.load);
     if (!model) return reportError(model.error());
     auto run = prepareOffload(**model, o.model, o.backend, o.threads, o.context, o.offload, false);
     if (!run) return reportError(run.error());
@@ -105,8 +106,13 @@ void addGenerateCommand(CLI::App& app, int& exitCode)
     auto o = std::make_shared<GenerateOptions>();
     o->model = demoModelPath();
     auto* cmd = app.add_subcommand("generate", "Generate text from a prompt");
-    cmd->add_option("-m,--model", o->model, "GGUF model file or model package folder (default: the bundled demo model)")
+    cmd->add_option("-m,--model", o->model, "GGUF file, model package folder or llama2.c checkpoint (default: the bundled demo model)")
         ->check(CLI::ExistingPath);
+    cmd->add_option("--arch", o->load.architecture,
+                    "llama2.c checkpoints: the architecture the file does not record (llama, relu-llama)");
+    cmd->add_option("--tokenizer", o->load.tokenizerPath,
+                    "llama2.c checkpoints: tokenizer.bin (default: tokenizer.bin or tok<vocab>.bin beside it)")
+        ->check(CLI::ExistingFile);
     cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
     cmd->add_option("-n,--tokens", o->tokens, "Number of new tokens")->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--temp", o->sampling.temperature, "Temperature (0 = greedy)")

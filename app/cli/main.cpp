@@ -48,6 +48,7 @@ int main(int argc, char** argv)
     addPlanCommand(app, exitCode);
     addProbeCommand(app, exitCode);
     addCompressCommand(app, exitCode);
+    addConvertCommand(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/compress/ggml_quants.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
 #include "gpu/dtype.h"
@@ -188,6 +189,12 @@ Result<std::vector<float>> denseRowsF32(const gpu::MatrixView& v)
                 }
             }
             break;
+        case gpu::DType::Q4_1:
+        case gpu::DType::Q5_0:
+        case gpu::DType::Q4_K:
+        case gpu::DType::Q5_K:
+        case gpu::DType::Q6_K:
+        case gpu::DType::Q8_G64: dequantizeRow(v.type, row, v.cols, o); break;
         case gpu::DType::BitmapSparse: break;  // handled above
         }
     }

@@ -92,6 +92,11 @@ public:
         m_inner.swiglu(g, u, o, n);
     }
     void add(float* y, const float* x, int n) override { m_inner.add(y, x, n); }
+    void pointwise(const gpu::PointwiseArgs& a) override { m_inner.pointwise(a); }
+    void layernorm(const float* x, const float* w, const float* b, float* o, int n, float e) override
+    {
+        m_inner.layernorm(x, w, b, o, n, e);
+    }
 
 private:
     gpu::Device& m_inner;

@@ -129,7 +129,8 @@ uint32_t ggmlFromDtype(gpu::DType t);
 class File {
 public:
     // Maps and validates the whole header and tensor table. Tensor types other than F32, F16,
-    // BF16, Q8_0 and Q4_0 give an UnsupportedModel error naming the tensor and its type.
+    // BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K and Q6_K give an UnsupportedModel error naming
+    // the tensor and its type.
     static Result<std::unique_ptr<File>> open(const std::string& path);
     ~File();
     File(const File&) = delete;

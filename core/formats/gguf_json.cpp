@@ -45,7 +45,7 @@ std::string metadataToJson(const Metadata& m, const std::function<bool(std::stri
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     for (const KeyValue& kv : m.entries())
         if (keep(kv.key)) out[kv.key] = toJson(kv.value);
-    return out.dump();
+    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // non-UTF-8 strings: U+FFFD
 }
 
 Status metadataFromJson(const std::string& text, const std::string& what, Metadata& m)

@@ -55,7 +55,8 @@ constexpr GgmlTypeInfo kGgmlTypes[kGgmlTypeCount] = {
     {"MXFP4", 32, 17},    // 39
 };
 
-constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlBF16 = 30;
+constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ5_0 = 6,
+                   kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30;
 
 }  // namespace
 
@@ -79,6 +80,11 @@ std::optional<gpu::DType> dtypeFromGgml(uint32_t ggmlType)
     case kGgmlBF16: return gpu::DType::BF16;
     case kGgmlQ8_0: return gpu::DType::Q8_0;
     case kGgmlQ4_0: return gpu::DType::Q4_0;
+    case kGgmlQ4_1: return gpu::DType::Q4_1;
+    case kGgmlQ5_0: return gpu::DType::Q5_0;
+    case kGgmlQ4_K: return gpu::DType::Q4_K;
+    case kGgmlQ5_K: return gpu::DType::Q5_K;
+    case kGgmlQ6_K: return gpu::DType::Q6_K;
     default: return std::nullopt;
     }
 }
@@ -91,7 +97,13 @@ uint32_t ggmlFromDtype(gpu::DType t)
     case gpu::DType::BF16: return kGgmlBF16;
     case gpu::DType::Q8_0: return kGgmlQ8_0;
     case gpu::DType::Q4_0: return kGgmlQ4_0;
-    case gpu::DType::BitmapSparse: break;  // no GGML type; the writer refuses it
+    case gpu::DType::Q4_1: return kGgmlQ4_1;
+    case gpu::DType::Q5_0: return kGgmlQ5_0;
+    case gpu::DType::Q4_K: return kGgmlQ4_K;
+    case gpu::DType::Q5_K: return kGgmlQ5_K;
+    case gpu::DType::Q6_K: return kGgmlQ6_K;
+    case gpu::DType::BitmapSparse:  // no GGML type; the writer refuses it
+    case gpu::DType::Q8_G64: break;  // llama2.c's format: no GGML type either
     }
     return kGgmlF32;
 }

@@ -256,6 +256,8 @@ Status Writer::write(const std::string& path) const
             if (!t.fill) return invalidArg(name + " has no fill function");
             if (t.type == gpu::DType::BitmapSparse)
                 return invalidArg(name + " is bitmap sparse, which GGUF cannot hold (write a model package)");
+            if (t.type == gpu::DType::Q8_G64)
+                return invalidArg(name + " is llama2.c's int8 groups of 64, which GGUF cannot hold");
             const auto& traits = gpu::dtypeTraits(t.type);
             int64_t elements = 1;
             for (int64_t d : t.dims) {

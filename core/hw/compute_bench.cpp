@@ -41,10 +41,29 @@ void fillWeights(gpu::DType type, uint8_t* data, size_t bytes, uint64_t seed)
         break;
     case gpu::DType::Q8_0:
     case gpu::DType::Q4_0:
+    case gpu::DType::Q4_1:
+    case gpu::DType::Q5_0:
+    case gpu::DType::Q4_K:
+    case gpu::DType::Q5_K:
+    case gpu::DType::Q6_K:
+    case gpu::DType::Q8_G64: {
+        // Random codes; the block's scales (at these byte offsets: see gpu/dtype.h) small.
         for (size_t i = 0; i < pattern; ++i) data[i] = uint8_t(rng());
-        for (size_t i = 0; i + blockBytes <= pattern; i += blockBytes)
-            putHalf(data + i, gpu::fp32ToFp16(0.01f + 0.001f * float(rng() % 16)));
+        const bool fp32Scale = type == gpu::DType::Q8_G64;
+        const size_t scaleAt = type == gpu::DType::Q6_K ? 208 : 0;
+        const int halves = type == gpu::DType::Q4_1 || type == gpu::DType::Q4_K ||
+                                   type == gpu::DType::Q5_K ? 2 : 1;  // d and m / dmin
+        for (size_t i = 0; i + blockBytes <= pattern; i += blockBytes) {
+            const float scale = 0.01f + 0.001f * float(rng() % 16);
+            if (fp32Scale) {
+                std::memcpy(data + i, &scale, 4);
+                continue;
+            }
+            for (int h = 0; h < halves; ++h)
+                putHalf(data + i + scaleAt + 2 * h, gpu::fp32ToFp16(scale));
+        }
         break;
+    }
     case gpu::DType::BitmapSparse: return;  // not measured here: its speed depends on the sparsity
     }
     for (size_t at = pattern; at < bytes; at += pattern)

@@ -1,9 +1,13 @@
 #include "core/model/llama_model.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 
 #include "core/formats/gguf.h"
+#include "core/formats/hf_model.h"
+#include "core/formats/llama2c.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/sparse_format.h"
 #include "storage/package.h"
@@ -47,10 +51,10 @@ public:
         if (!t) return missing(name);
         if (t->dims.size() != 1 || t->dims[0] != n) return wrongShape(*t, {n});
         if (t->type == gpu::DType::F32) {
-            if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)
-                return makeError(ErrorCode::ModelFileInvalid,
-                                 m_model.path() + ": tensor '" + name + "' is not 4-byte aligned");
-            return reinterpret_cast<const float*>(t->data);
+            if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) return reinterpret_cast<const float*>(t->data);
+            auto& out = m_owned.emplace_back(static_cast<size_t>(n));  // misaligned (safetensors): a copy
+            std::memcpy(out.data(), t->data, size_t(n) * sizeof(float));
+            return static_cast<const float*>(out.data());
         }
         if (t->type != gpu::DType::F16 && t->type != gpu::DType::BF16)
             return makeError(ErrorCode::UnsupportedModel, m_model.path() + ": norm tensor '" + name +
@@ -107,9 +111,27 @@ std::optional<gpu::DType> dtypeOfPackageFormat(std::string_view format)
     return std::nullopt;
 }
 
+const LayerVectorMember kLayerVectors[12] = {
+    {&LlamaLayerWeights::attnNorm, "attn_norm.weight", [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::ffnNorm, "ffn_norm.weight", [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::qBias, "attn_q.bias", [](const LlamaConfig& c) { return c.qDim(); }},
+    {&LlamaLayerWeights::kBias, "attn_k.bias", [](const LlamaConfig& c) { return c.kvDim(); }},
+    {&LlamaLayerWeights::vBias, "attn_v.bias", [](const LlamaConfig& c) { return c.kvDim(); }},
+    {&LlamaLayerWeights::oBias, "attn_output.bias", [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::qNorm, "attn_q_norm.weight", [](const LlamaConfig& c) { return c.headDim; }},
+    {&LlamaLayerWeights::kNorm, "attn_k_norm.weight", [](const LlamaConfig& c) { return c.headDim; }},
+    {&LlamaLayerWeights::attnNormBias, "attn_norm.bias", [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::ffnNormBias, "ffn_norm.bias", [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::upBias, "ffn_up.bias", [](const LlamaConfig& c) { return c.ffnDim; }},
+    {&LlamaLayerWeights::downBias, "ffn_down.bias", [](const LlamaConfig& c) { return c.dim; }},
+};
+
 LlamaModel::~LlamaModel() = default;
 
-const gguf::Metadata& LlamaModel::metadata() const { return m_file ? m_file->meta() : *m_packageMeta; }
+const gguf::Metadata& LlamaModel::metadata() const
+{
+    return m_file ? m_file->meta() : m_imported ? m_imported->metadata : *m_packageMeta;
+}
 
 const ModelTensor* LlamaModel::tensor(std::string_view name) const
 {
@@ -117,26 +139,48 @@ const ModelTensor* LlamaModel::tensor(std::string_view name) const
     return it == m_tensorIndex.end() ? nullptr : &m_tensors[it->second];
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn)
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn, const ModelLoadOptions& options)
 {
     namespace fs = std::filesystem;
     auto model = std::unique_ptr<LlamaModel>(new LlamaModel());
     std::error_code ec;
     std::string path = pathIn;
-    if (fs::path(path).filename() == "manifest.json") path = fs::path(path).parent_path().string();
-    // Formats users download that this version does not read: say so, and what to do.
-    const bool hfFolder = fs::is_directory(path, ec) && !fs::exists(fs::path(path) / "manifest.json", ec) &&
-                          fs::exists(fs::path(path) / "config.json", ec);
-    if (hfFolder || fs::path(path).extension() == ".safetensors")
+    // A folder's descriptor stands for the folder (a package's manifest, a Hugging Face config).
+    if (fs::path(path).filename() == "manifest.json" || fs::path(path).filename() == "config.json")
+        path = fs::path(path).parent_path().string();
+    if (fs::path(path).extension() == ".safetensors" && !hf::looksLikeModelFolder(path))
         return makeError(ErrorCode::UnsupportedModel,
-                         path + ": a Hugging Face " + (hfFolder ? "model folder" : "safetensors file") +
-                             "; this version reads GGUF files and Spillway packages only (convert it to "
-                             "GGUF, e.g. with llama.cpp's convert_hf_to_gguf.py)");
+                         path + ": a safetensors file without the config.json of its model folder beside it (the "
+                                "file holds weights only; open the folder it came with)");
     if (fs::path(path).extension() == ".bin" && fs::path(path).filename().string().rfind("pytorch_model", 0) == 0)
         return makeError(ErrorCode::UnsupportedModel,
                          path + ": a PyTorch pickle, which is never loaded (loading a pickle can run code); "
                                 "use the model's safetensors or GGUF files");
-    if (fs::is_directory(path, ec)) {
+    if (hf::looksLikeModelFolder(path)) {
+        if (!options.architecture.empty())
+            return makeError(ErrorCode::InvalidArgument, path + ": config.json names the architecture; an override "
+                                                                "applies to llama2.c checkpoints only");
+        auto imported = hf::importModelFolder(path);
+        if (!imported) return imported.error();
+        model->m_imported = std::move(imported.value());
+        model->m_path = model->m_imported->path;
+        model->m_dataFiles = model->m_imported->dataFiles;
+        model->m_tensors = model->m_imported->tensors;
+    } else if (!fs::is_directory(path, ec) && llama2c::looksLikeCheckpoint(path)) {
+        llama2c::ImportOptions io;
+        if (!options.architecture.empty()) io.architecture = options.architecture;
+        io.tokenizerPath = options.tokenizerPath;
+        auto imported = llama2c::importCheckpoint(path, io);
+        if (!imported) return imported.error();
+        model->m_imported = std::move(imported.value());
+        model->m_path = model->m_imported->path;
+        model->m_dataFiles = model->m_imported->dataFiles;
+        model->m_tensors = model->m_imported->tensors;
+    } else if (!options.architecture.empty()) {
+        return makeError(ErrorCode::InvalidArgument,
+                         path + ": the architecture is named by the file itself; an override applies to llama2.c "
+                                "checkpoints only");
+    } else if (fs::is_directory(path, ec)) {
         auto package = storage::Package::open(path);
         if (!package) return package.error();
         model->m_package = std::make_unique<storage::Package>(std::move(package.value()));
@@ -248,21 +292,38 @@ Status LlamaModel::bind()
         return {};
     };
     SPILLWAY_TRY(assignMatrix(w.tokenEmbedding, "token_embd.weight", vocab, dim));
+    if (c.learnedPositions) {
+        const ModelTensor* pe = tensor("position_embd.weight");
+        if (!pe || pe->dims.size() != 2 || pe->dims[1] <= c.positionOffset)
+            return makeError(ErrorCode::ModelFileInvalid, path + ": missing 2-D tensor 'position_embd.weight'");
+        SPILLWAY_TRY(assignMatrix(w.positionEmbedding, "position_embd.weight", pe->dims[1], dim));
+        // Positions past the table do not exist: the context is bounded by it.
+        c.trainedContext = std::min<int64_t>(c.trainedContext, pe->dims[1] - c.positionOffset);
+    }
+    // Norm weights are required; biases, QK norms and LayerNorm biases are taken when present
+    // (LayerNorm models must have theirs).
+    auto required = [&](const char* suffix) {
+        const std::string sfx = suffix;
+        return sfx == "attn_norm.weight" || sfx == "ffn_norm.weight" ||
+               (c.layerNorm && (sfx == "attn_norm.bias" || sfx == "ffn_norm.bias"));
+    };
     w.layers.resize(static_cast<size_t>(c.nLayers));
     for (int l = 0; l < c.nLayers; ++l) {
         auto& L = w.layers[static_cast<size_t>(l)];
         const std::string b = "blk." + std::to_string(l) + ".";
-        SPILLWAY_TRY(assignVector(L.attnNorm, b + "attn_norm.weight", dim));
         SPILLWAY_TRY(assignMatrix(L.wq, b + "attn_q.weight", q, dim));
         SPILLWAY_TRY(assignMatrix(L.wk, b + "attn_k.weight", kv, dim));
         SPILLWAY_TRY(assignMatrix(L.wv, b + "attn_v.weight", kv, dim));
         SPILLWAY_TRY(assignMatrix(L.wo, b + "attn_output.weight", dim, q));
-        SPILLWAY_TRY(assignVector(L.ffnNorm, b + "ffn_norm.weight", dim));
-        SPILLWAY_TRY(assignMatrix(L.gate, b + "ffn_gate.weight", ffn, dim));
+        if (c.ffnGated) SPILLWAY_TRY(assignMatrix(L.gate, b + "ffn_gate.weight", ffn, dim));
         SPILLWAY_TRY(assignMatrix(L.up, b + "ffn_up.weight", ffn, dim));
         SPILLWAY_TRY(assignMatrix(L.down, b + "ffn_down.weight", dim, ffn));
+        for (const LayerVectorMember& v : kLayerVectors)
+            if (required(v.suffix) || tensor(b + v.suffix))
+                SPILLWAY_TRY(assignVector(L.*(v.member), b + v.suffix, v.length(c)));
     }
     SPILLWAY_TRY(assignVector(w.outputNorm, "output_norm.weight", dim));
+    if (c.layerNorm) SPILLWAY_TRY(assignVector(w.outputNormBias, "output_norm.bias", dim));
     if (!tiedEmbeddings()) {
         SPILLWAY_TRY(assignMatrix(w.output, "output.weight", vocab, dim));
     } else {

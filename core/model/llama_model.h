@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "core/formats/imported_model.h"
 #include "core/model/model_config.h"
 #include "gpu/device.h"
 
@@ -21,16 +22,6 @@ namespace spillway {
 namespace gguf { class File; class Metadata; }
 namespace storage { class Package; }
 class Tokenizer;
-
-struct ModelTensor {
-    std::string name;
-    gpu::DType type = gpu::DType::F32;
-    std::vector<int64_t> dims;      // GGUF order: dims[0] is the columns
-    const uint8_t* data = nullptr;  // in the memory mapping
-    uint64_t bytes = 0;
-    uint32_t file = 0;              // index into LlamaModel::dataFiles()
-    uint64_t fileOffset = 0;        // where the bytes start in that file
-};
 
 // Tensor formats of model packages: "f32", "f16", "bf16", "q8_0", "q4_0" (the DTypes, a dense
 // matrix row after row) and "bitmap-<values>" / "bitmap-<values>-g<group>" (a BitmapSparse blob:
@@ -45,23 +36,52 @@ struct LlamaLayerWeights {
     gpu::MatrixView wv;               // (kvDim, dim)
     gpu::MatrixView wo;               // (dim, qDim)
     const float* ffnNorm = nullptr;   // (dim)
-    gpu::MatrixView gate;             // (ffnDim, dim)  w1
+    gpu::MatrixView gate;             // (ffnDim, dim)  w1; absent (data null) in an ungated FFN
     gpu::MatrixView up;               // (ffnDim, dim)  w3
     gpu::MatrixView down;             // (dim, ffnDim)  w2
+    // Optional vectors (null when the architecture has none):
+    const float* qBias = nullptr;        // (qDim)   Qwen2, OPT
+    const float* kBias = nullptr;        // (kvDim)
+    const float* vBias = nullptr;        // (kvDim)
+    const float* oBias = nullptr;        // (dim)    OPT
+    const float* qNorm = nullptr;        // (headDim) Qwen3: RMSNorm of each head of q and k
+    const float* kNorm = nullptr;        // (headDim)
+    const float* attnNormBias = nullptr; // (dim)    LayerNorm (OPT)
+    const float* ffnNormBias = nullptr;  // (dim)
+    const float* upBias = nullptr;       // (ffnDim) OPT fc1
+    const float* downBias = nullptr;     // (dim)    OPT fc2
 };
+
+// Every float vector of a layer, with its GGUF name suffix and length: what the weight streamer
+// keeps resident on the device, and what the loader binds.
+struct LayerVectorMember {
+    const float* LlamaLayerWeights::*member;
+    const char* suffix;
+    int (*length)(const LlamaConfig& c);
+};
+extern const LayerVectorMember kLayerVectors[12];
 
 struct LlamaWeights {
     gpu::MatrixView tokenEmbedding;   // (vocab, dim)
+    gpu::MatrixView positionEmbedding;  // (positions, dim), learned positions (OPT); else absent
     std::vector<LlamaLayerWeights> layers;
     const float* outputNorm = nullptr;  // (dim)
+    const float* outputNormBias = nullptr;  // (dim), LayerNorm only
     gpu::MatrixView output;           // (vocab, dim); the embedding itself when tied
+};
+
+// What a file does not record about itself (llama2.c checkpoints name no architecture).
+struct ModelLoadOptions {
+    std::string architecture;   // empty: the file's own (llama2.c: "llama")
+    std::string tokenizerPath;  // llama2.c tokenizer.bin; empty: looked for beside the model
 };
 
 class LlamaModel {
 public:
-    // `path`: a GGUF file, or a package folder (or its manifest.json). Every tensor's size and
-    // layout is checked (a bitmap sparse blob in full) before any view is made of it.
-    static Result<std::unique_ptr<LlamaModel>> load(const std::string& path);
+    // `path`: a GGUF file, a package folder (or its manifest.json), or a llama2.c checkpoint.
+    // Every tensor's size and layout is checked (a bitmap sparse blob in full) before any view
+    // is made of it.
+    static Result<std::unique_ptr<LlamaModel>> load(const std::string& path, const ModelLoadOptions& options = {});
     ~LlamaModel();
 
     const std::string& path() const { return m_path; }  // the file or the package folder
@@ -90,6 +110,7 @@ private:
     std::unique_ptr<gguf::File> m_file;           // a GGUF model
     std::unique_ptr<storage::Package> m_package;  // a package
     std::unique_ptr<gguf::Metadata> m_packageMeta;
+    std::unique_ptr<ImportedModel> m_imported;    // another format, imported
     std::vector<std::string> m_dataFiles;
     std::vector<ModelTensor> m_tensors;
     std::map<std::string, size_t, std::less<>> m_tensorIndex;  // name -> index in m_tensors

@@ -1,12 +1,14 @@
 #include "core/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "core/formats/gguf.h"
 
 namespace spillway {
 
-const char* supportedArchitectures() { return "llama, mistral"; }
+const char* supportedArchitectures() { return "llama, mistral, qwen2, qwen3, opt, relu-llama"; }
 
 namespace {
 
@@ -33,7 +35,8 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
     const auto arch = f.getString("general.architecture");
     if (!arch) return invalid(f, "missing metadata key 'general.architecture'");
     c.architecture = *arch;
-    if (c.architecture != "llama" && c.architecture != "mistral") {
+    static const char* const kKnown[] = {"llama", "mistral", "qwen2", "qwen3", "opt", "relu-llama"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), c.architecture) == std::end(kKnown)) {
         return makeError(ErrorCode::UnsupportedModel,
                          f.source() + ": architecture '" + c.architecture +
                              "' is not supported (supported: " + supportedArchitectures() + ")");
@@ -79,6 +82,7 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
         c.trainedContext = *ctx;
     }
     if (auto eps = f.getFloat(p + "attention.layer_norm_rms_epsilon")) c.normEps = float(*eps);
+    if (auto eps = f.getFloat(p + "attention.layer_norm_epsilon")) c.normEps = float(*eps);
     if (!(c.normEps > 0.0f && c.normEps < 1.0f)) return invalid(f, "RMSNorm epsilon out of range");
     if (auto base = f.getFloat(p + "rope.freq_base")) c.ropeBase = float(*base);
     if (!(c.ropeBase > 1.0f && std::isfinite(c.ropeBase))) return invalid(f, "rope.freq_base out of range");
@@ -89,11 +93,21 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
         c.ropeDims = *rd & ~1;
     }
     const auto scaling = f.getString(p + "rope.scaling.type");
-    if (scaling && *scaling != "none") {
+    if (scaling && *scaling == "llama3") {
+        const auto factor = f.getFloat(p + "rope.scaling.factor");
+        if (!factor || !(*factor >= 1.0 && *factor <= 1024.0))
+            return invalid(f, "rope.scaling.factor missing or out of range");
+        c.ropeFactor = float(*factor);
+        c.ropeLowFreqFactor = float(f.getFloat(p + "rope.scaling.low_freq_factor").value_or(1.0));
+        c.ropeHighFreqFactor = float(f.getFloat(p + "rope.scaling.high_freq_factor").value_or(4.0));
+        c.ropeOriginalContext = int(f.getInt(p + "rope.scaling.original_context_length").value_or(8192));
+        if (!(c.ropeLowFreqFactor > 0.0f && c.ropeHighFreqFactor > c.ropeLowFreqFactor) || c.ropeOriginalContext < 1)
+            return invalid(f, "Llama 3 RoPE scaling factors out of range");
+    } else if (scaling && *scaling != "none") {
         if (*scaling != "linear")
             return makeError(ErrorCode::UnsupportedModel,
                              f.source() + ": RoPE scaling '" + *scaling + "' is not supported yet "
-                                        "(supported: none, linear)");
+                                        "(supported: none, linear, llama3)");
         const auto factor = f.getFloat(p + "rope.scaling.factor");
         if (!factor || !(*factor >= 1.0 && *factor <= 1024.0))
             return invalid(f, "rope.scaling.factor missing or out of range");
@@ -101,6 +115,37 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
     } else if (auto factor = f.getFloat(p + "rope.scale_linear")) {  // older GGUF key
         if (!(*factor >= 1.0 && *factor <= 1024.0)) return invalid(f, "rope.scale_linear out of range");
         c.ropeFreqScale = float(1.0 / *factor);
+    }
+    // GGUF stores Qwen's Q/K rows in their Hugging Face order and rotates halves (NeoX style).
+    if (c.architecture == "qwen2" || c.architecture == "qwen3") c.ropeNeox = true;
+    // A Hugging Face Llama imported as it is: Q/K rows in rotate-half order (core/formats/hf_model.h).
+    if (auto neox = f.getBool("spillway.rope.neox")) c.ropeNeox = *neox;
+    if (c.architecture == "opt") {
+        c.layerNorm = true;
+        c.learnedPositions = true;
+        c.positionOffset = 2;
+        c.ffnGated = false;
+        c.ffnRelu = true;
+        c.ffnReluShift = 0.0f;
+        if (!f.getFloat(p + "attention.layer_norm_epsilon")) c.normEps = 1e-5f;
+    }
+    if (c.architecture == "relu-llama") {
+        // Defaults are the thesis' values (../shared/models/README.md); files may say otherwise.
+        auto shift = [&](const std::string& key, double fallback, double hi) -> Result<float> {
+            const double v = f.getFloat(p + key).value_or(fallback);
+            if (!(v >= 0.0 && v <= hi)) return invalid(f, key + " out of range");
+            return float(v);
+        };
+        auto norm = shift("norm_relu_shift", 1.0, 1e3);
+        if (!norm) return norm.error();
+        auto ffn = shift("ffn_relu_shift", 0.25, 1e3);
+        if (!ffn) return ffn.error();
+        auto step = shift("kv_cache_step", 8.0 / 127.0, 1e3);
+        if (!step) return step.error();
+        c.normReluShift = *norm;
+        c.ffnRelu = true;
+        c.ffnReluShift = *ffn;
+        c.kvCacheStep = *step;
     }
     return c;
 }

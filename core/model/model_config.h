@@ -18,7 +18,7 @@ struct LlamaConfig {
     int nHeads = 0;
     int nKvHeads = 0;          // grouped-query attention: nHeads % nKvHeads == 0
     int headDim = 0;           // dim / nHeads unless the file says otherwise
-    int ffnDim = 0;            // feed-forward (SwiGLU) hidden size
+    int ffnDim = 0;            // feed-forward hidden size
     int vocabSize = 0;
     int trainedContext = 0;    // {arch}.context_length
     float normEps = 1e-5f;     // RMSNorm epsilon
@@ -26,13 +26,35 @@ struct LlamaConfig {
     float ropeFreqScale = 1.0f;  // linear RoPE scaling: positions are multiplied by this
     int ropeDims = 0;          // rotated dims per head
     bool synthetic = false;    // made by make-synthetic: real shapes, random weights
+    bool ropeNeox = false;     // RoPE rotates pairs (i, i + d/2) instead of (2i, 2i+1)
+    // Llama 3 RoPE scaling (rope.scaling.type "llama3"): low frequencies slowed by ropeFactor,
+    // high ones kept, a smooth ramp between. ropeFactor 0: none.
+    float ropeFactor = 0.0f, ropeLowFreqFactor = 1.0f, ropeHighFreqFactor = 4.0f;
+    int ropeOriginalContext = 8192;
+
+    // OPT: LayerNorm (with bias) instead of RMSNorm, learned positions (row pos + 2 of
+    // position_embd) instead of RoPE, an ungated ReLU FFN (up -> relu -> down), biases.
+    bool layerNorm = false;
+    bool learnedPositions = false;
+    int positionOffset = 0;
+    bool ffnGated = true;
+
+    // Activation sparsity by design ("relu-llama": the thesis' shifted-ReLU models).
+    // normReluShift >= 0: each in-layer RMSNorm's output becomes max(0, h - shift).
+    float normReluShift = -1.0f;
+    // The FFN gate: SiLU, or max(0, gate - ffnReluShift) when ffnRelu.
+    bool ffnRelu = false;
+    float ffnReluShift = 0.0f;
+    // > 0: K and V are rounded to multiples of this step within int8's range before they enter
+    // the cache (an int8 cache with one fixed scale, as the thesis' runtime keeps it).
+    float kvCacheStep = 0.0f;
 
     int qDim() const { return nHeads * headDim; }
     int kvDim() const { return nKvHeads * headDim; }
 };
 
 // Architectures this engine runs today.
-const char* supportedArchitectures();  // "llama, mistral"
+const char* supportedArchitectures();  // "llama, mistral, qwen2, qwen3, opt, relu-llama"
 
 Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& file);
 // The same from metadata keyed like GGUF's (a model package's hyper-parameters JSON).

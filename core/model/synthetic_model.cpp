@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstring>
 #include <unordered_set>
+#include <vector>
 
+#include "core/compress/ggml_quants.h"
 #include "core/formats/gguf.h"
 
 namespace spillway {
@@ -114,7 +116,23 @@ void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64
         }
         break;
     }
-    case gpu::DType::BitmapSparse: break;  // never asked for: the generator writes GGUF
+    case gpu::DType::Q4_1:
+    case gpu::DType::Q5_0:
+    case gpu::DType::Q4_K:
+    case gpu::DType::Q5_K:
+    case gpu::DType::Q6_K: {
+        // Random floats, one block at a time, through the straightforward quantizer.
+        const auto& traits = gpu::dtypeTraits(type);
+        const size_t blockBytes = size_t(traits.blockBytes);
+        std::vector<float> values(size_t(traits.blockSize));
+        for (size_t i = 0; i + blockBytes <= out.size(); i += blockBytes) {
+            for (float& v : values) v = amplitude * rng.uniform();
+            compress::quantizeRow(type, values.data(), traits.blockSize, &out[i]);
+        }
+        break;
+    }
+    case gpu::DType::BitmapSparse:  // never asked for: the generator writes GGUF,
+    case gpu::DType::Q8_G64: break;  // which holds neither
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/plan/model_tensors.h"
 #include "core/trace/trace.h"
@@ -92,7 +93,44 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     s->m_rope.rotaryDims = c.ropeDims;
     s->m_rope.base = c.ropeBase;
     s->m_rope.freqScale = c.ropeFreqScale;
-    s->m_rope.neox = false;
+    s->m_rope.neox = c.ropeNeox;
+    const ModelTensor* ropeFreqs = model.tensor("rope_freqs.weight");
+    if (ropeFreqs && !c.learnedPositions) {
+        // llama.cpp's GGUFs of Llama 3.1+ carry the scaling as these divisors (no metadata keys).
+        const int pairs = c.ropeDims / 2;
+        if (ropeFreqs->type != gpu::DType::F32 || ropeFreqs->dims.size() != 1 || ropeFreqs->dims[0] != pairs)
+            return makeError(ErrorCode::ModelFileInvalid, model.path() + ": rope_freqs.weight should be " +
+                                                              std::to_string(pairs) + " F32 values");
+        auto b = device.allocate(size_t(pairs) * sizeof(float));
+        if (!b) return b.error();
+        device.upload(b->data(), ropeFreqs->data, size_t(pairs) * sizeof(float));
+        s->m_ropeFactors = std::move(b.value());
+        s->m_rope.freqFactors = s->m_ropeFactors.as<float>();
+    } else if (c.ropeFactor > 0.0f) {
+        // Llama 3: wavelengths longer than original_context / low_freq_factor are slowed by
+        // the factor, shorter than original_context / high_freq_factor kept, a ramp between
+        // (as transformers' _compute_llama3_parameters and llama.cpp's rope_freqs).
+        const int pairs = c.ropeDims / 2;
+        std::vector<float> factors(size_t(std::max(pairs, 1)), 1.0f);
+        const double lowWavelen = c.ropeOriginalContext / double(c.ropeLowFreqFactor);
+        const double highWavelen = c.ropeOriginalContext / double(c.ropeHighFreqFactor);
+        for (int i = 0; i < pairs; ++i) {
+            const double freq = std::pow(double(c.ropeBase), -2.0 * i / c.ropeDims);
+            const double wavelen = 2.0 * M_PI / freq;
+            if (wavelen > lowWavelen) {
+                factors[size_t(i)] = c.ropeFactor;
+            } else if (wavelen >= highWavelen) {
+                const double smooth = (c.ropeOriginalContext / wavelen - c.ropeLowFreqFactor) /
+                                      (c.ropeHighFreqFactor - c.ropeLowFreqFactor);
+                factors[size_t(i)] = float(1.0 / ((1.0 - smooth) / c.ropeFactor + smooth));
+            }
+        }
+        auto b = device.allocate(factors.size() * sizeof(float));
+        if (!b) return b.error();
+        device.upload(b->data(), factors.data(), factors.size() * sizeof(float));
+        s->m_ropeFactors = std::move(b.value());
+        s->m_rope.freqFactors = s->m_ropeFactors.as<float>();
+    }
 
     gpu::Buffer* buffers[] = {&s->m_x,         &s->m_xb,          &s->m_q,    &s->m_att,
                               &s->m_scores,    &s->m_hb,          &s->m_hb2,  &s->m_logits,
@@ -229,11 +267,32 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     float* q = m_q.as<float>();
     float* att = m_att.as<float>();
 
-    d.rmsnorm(x, L.attnNorm, xb, c.dim, c.normEps);
+    norm(x, L.attnNorm, L.attnNormBias, xb);
+    shiftedNormRelu(xb);
     const gpu::MatvecJob qkv[] = {{L.wq, xb, q}, {L.wk, xb, k}, {L.wv, xb, v}};
     matvec(qkv);
-    d.rope(q, c.nHeads, c.headDim, pos, m_rope);
-    d.rope(k, c.nKvHeads, c.headDim, pos, m_rope);
+    if (L.qBias) d.add(q, L.qBias, c.qDim());
+    if (L.kBias) d.add(k, L.kBias, c.kvDim());
+    if (L.vBias) d.add(v, L.vBias, c.kvDim());
+    if (L.qNorm)  // Qwen3: each head normalized on its own
+        for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
+    if (L.kNorm)
+        for (int h = 0; h < c.nKvHeads; ++h) d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
+    if (!c.learnedPositions) {
+        d.rope(q, c.nHeads, c.headDim, pos, m_rope);
+        d.rope(k, c.nKvHeads, c.headDim, pos, m_rope);
+    }
+    if (c.kvCacheStep > 0.0f) {
+        // An int8 cache with one fixed scale: the values it could hold, kept as floats.
+        gpu::PointwiseArgs snap;
+        snap.op = gpu::PointwiseOp::SnapToGrid;
+        snap.n = c.kvDim();
+        snap.step = c.kvCacheStep;
+        snap.x = snap.out = k;
+        d.pointwise(snap);
+        snap.x = snap.out = v;
+        d.pointwise(snap);
+    }
     gpu::AttentionArgs a;
     a.q = q;
     a.kCache = keys;
@@ -258,7 +317,20 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     d.attention(a);
     const gpu::MatvecJob wo[] = {{L.wo, att, xb}};
     matvec(wo);
+    if (L.oBias) d.add(xb, L.oBias, c.dim);
     d.add(x, xb, c.dim);
+}
+
+void LlamaSession::shiftedNormRelu(float* xb)
+{
+    const LlamaConfig& c = m_model.config();
+    if (c.normReluShift < 0.0f) return;
+    gpu::PointwiseArgs relu;
+    relu.op = gpu::PointwiseOp::ShiftedRelu;
+    relu.x = relu.out = xb;
+    relu.n = c.dim;
+    relu.shift = c.normReluShift;
+    m_device.pointwise(relu);
 }
 
 void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
@@ -269,13 +341,53 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
     float* xb = m_xb.as<float>();
     float* hb = m_hb.as<float>();
     float* hb2 = m_hb2.as<float>();
-    d.rmsnorm(x, L.ffnNorm, xb, c.dim, c.normEps);
+    norm(x, L.ffnNorm, L.ffnNormBias, xb);
+    shiftedNormRelu(xb);
+    if (!c.ffnGated) {
+        // OPT: down · relu(up·n + b) + b
+        const gpu::MatvecJob up[] = {{L.up, xb, hb}};
+        matvec(up);
+        if (L.upBias) d.add(hb, L.upBias, c.ffnDim);
+        gpu::PointwiseArgs relu;
+        relu.op = gpu::PointwiseOp::ShiftedRelu;
+        relu.x = relu.out = hb;
+        relu.n = c.ffnDim;
+        relu.shift = c.ffnReluShift;
+        d.pointwise(relu);
+        const gpu::MatvecJob down[] = {{L.down, hb, xb}};
+        matvec(down);
+        if (L.downBias) d.add(xb, L.downBias, c.dim);
+        d.add(x, xb, c.dim);
+        return;
+    }
     const gpu::MatvecJob gateUp[] = {{L.gate, xb, hb}, {L.up, xb, hb2}};
     matvec(gateUp);
-    d.swiglu(hb, hb2, hb, c.ffnDim);
+    if (L.upBias) d.add(hb2, L.upBias, c.ffnDim);
+    if (c.ffnRelu) {
+        gpu::PointwiseArgs glu;
+        glu.op = gpu::PointwiseOp::ShiftedReluGlu;
+        glu.x = hb;
+        glu.y = hb2;
+        glu.out = hb;
+        glu.n = c.ffnDim;
+        glu.shift = c.ffnReluShift;
+        d.pointwise(glu);
+    } else {
+        d.swiglu(hb, hb2, hb, c.ffnDim);
+    }
     const gpu::MatvecJob down[] = {{L.down, hb, xb}};
     matvec(down);
+    if (L.downBias) d.add(xb, L.downBias, c.dim);
     d.add(x, xb, c.dim);
+}
+
+void LlamaSession::norm(const float* x, const float* weight, const float* bias, float* out)
+{
+    const LlamaConfig& c = m_model.config();
+    if (c.layerNorm)
+        m_device.layernorm(x, weight, bias, out, c.dim, c.normEps);
+    else
+        m_device.rmsnorm(x, weight, out, c.dim, c.normEps);
 }
 
 Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens, int pos)
@@ -290,6 +402,14 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     const int n = int(tokens.size());
     float* x = m_x.as<float>();
     for (int i = 0; i < n; ++i) ws.embedding(tokens[size_t(i)], x + size_t(i) * dim);
+    if (c.learnedPositions) {
+        // OPT: x += position_embd[pos + offset] (a row of the resident table, into xb first).
+        float* row = m_xb.as<float>();
+        for (int i = 0; i < n; ++i) {
+            d.getRow(ws.positionEmbedding(), int64_t(pos + i + c.positionOffset), row);
+            d.add(x + size_t(i) * dim, row, c.dim);
+        }
+    }
 
     for (int l = 0; l < c.nLayers; ++l) {
         auto L = ws.acquireLayer(l);
@@ -306,7 +426,7 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     if (!head) return head.error();
     const uint64_t t0 = trace::nowNs();
     float* last = x + size_t(n - 1) * dim;
-    d.rmsnorm(last, ws.outputNorm(), last, c.dim, c.normEps);
+    norm(last, ws.outputNorm(), ws.outputNormBias(), last);
     const gpu::MatvecJob headJob[] = {{**head, last, m_logits.as<float>()}};
     matvec(headJob);
     d.synchronize();

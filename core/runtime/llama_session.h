@@ -63,6 +63,9 @@ private:
     Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
     void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
     void ffnBlock(const LlamaLayerWeights& L, float* x);
+    void shiftedNormRelu(float* xb);
+    // The block's input norm: RMSNorm, or LayerNorm with its bias.
+    void norm(const float* x, const float* weight, const float* bias, float* out);  // relu-llama: xb = max(0, xb - shift) after an in-layer norm
     // Runs the jobs on the device, and the CPU's share of any split (HeteGen) tensor among them.
     void matvec(std::span<const gpu::MatvecJob> jobs);
 
@@ -76,6 +79,7 @@ private:
     SessionOptions m_options;
 
     // Activations (device memory).
+    gpu::Buffer m_ropeFactors;  // Llama 3 RoPE scaling: one divisor per rotated pair
     gpu::Buffer m_x;       // (batch, dim) residual streams of the tokens in flight
     gpu::Buffer m_xb;      // (dim) normed input / attention output projected
     gpu::Buffer m_q;       // (qDim)

@@ -64,6 +64,11 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         return TensorSource{name, view, t ? t->file : 0, t ? t->fileOffset : 0};
     };
     const bool tied = model.tiedEmbeddings();
+    // Tensors converted at load have no file to read from: their SSD tier is RAM.
+    auto inMemory = [&](const std::string& name) {
+        const ModelTensor* t = model.tensor(name);
+        return t && t->file == kInMemoryTensor;
+    };
 
     // Group every matrix by unit and tier.
     std::vector<UnitBuilder> builders(im.units.size());
@@ -71,12 +76,14 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         const LlamaLayerWeights& L = w.layers[size_t(l)];
         im.units[size_t(l)].layer = L;
         for (const auto& m : kMembers) {
+            if (!(L.*(m.member)).data) continue;  // absent (an ungated FFN's gate)
             const std::string name = "blk." + std::to_string(l) + "." + m.suffix;
             auto tier = tierOf(name);
             if (!tier) return tier.error();
             auto entry = std::make_pair(sourceOf(name, L.*(m.member)), Unit::Patch{m.member, 0});
             auto& b = builders[size_t(l)];
-            (*tier == plan::Tier::Device ? b.device : *tier == plan::Tier::Host ? b.host : b.ssd).push_back(entry);
+            (*tier == plan::Tier::Device ? b.device : *tier == plan::Tier::Host || inMemory(name) ? b.host : b.ssd)
+                .push_back(entry);
         }
     }
     const std::string headName = tied ? "token_embd.weight" : "output.weight";
@@ -86,7 +93,10 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         im.units.back().head = w.output;
         auto entry = std::make_pair(sourceOf(headName, w.output), Unit::Patch{nullptr, 0});
         auto& b = builders.back();
-        (*headTier == plan::Tier::Device ? b.device : *headTier == plan::Tier::Host ? b.host : b.ssd).push_back(entry);
+        (*headTier == plan::Tier::Device ? b.device
+         : *headTier == plan::Tier::Host || inMemory(headName) ? b.host
+                                                                : b.ssd)
+            .push_back(entry);
     }
     auto embTier = tierOf("token_embd.weight");
     if (!embTier) return embTier.error();
@@ -174,27 +184,40 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             view.data = *p;
         }
     }
-    // Norm vectors: always resident.
+    // Norms, biases and the other vectors: always resident, in one buffer.
     {
-        const size_t dim = size_t(c.dim);
         if (inPlace) {
             s->m_outputNorm = w.outputNorm;
+            s->m_outputNormBias = w.outputNormBias;
         } else {
             std::vector<float> all;
-            all.reserve((size_t(c.nLayers) * 2 + 1) * dim);
-            for (const auto& L : w.layers) {
-                all.insert(all.end(), L.attnNorm, L.attnNorm + dim);
-                all.insert(all.end(), L.ffnNorm, L.ffnNorm + dim);
-            }
-            all.insert(all.end(), w.outputNorm, w.outputNorm + dim);
+            auto append = [&](const float* v, int n) {
+                const size_t at = all.size();
+                all.insert(all.end(), v, v + n);
+                all.resize(alignUp(all.size(), 16));  // 64-byte aligned vectors
+                return at;
+            };
+            std::vector<std::pair<const float**, size_t>> patches;
+            for (int l = 0; l < c.nLayers; ++l)
+                for (const LayerVectorMember& v : kLayerVectors) {
+                    const float*& p = im.units[size_t(l)].layer.*(v.member);
+                    if (p) patches.push_back({&p, append(p, v.length(c))});
+                }
+            patches.push_back({&s->m_outputNorm, append(w.outputNorm, c.dim)});
+            if (w.outputNormBias) patches.push_back({&s->m_outputNormBias, append(w.outputNormBias, c.dim)});
             auto p = residentCopy(all.data(), all.size() * sizeof(float));
             if (!p) return p.error();
             const float* base = static_cast<const float*>(*p);
-            for (int l = 0; l < c.nLayers; ++l) {
-                im.units[size_t(l)].layer.attnNorm = base + size_t(2 * l) * dim;
-                im.units[size_t(l)].layer.ffnNorm = base + size_t(2 * l + 1) * dim;
-            }
-            s->m_outputNorm = base + size_t(2 * c.nLayers) * dim;
+            for (auto& [ptr, at] : patches) *ptr = base + at;
+        }
+    }
+    // Learned positions: resident.
+    if (w.positionEmbedding.data) {
+        s->m_positions = w.positionEmbedding;
+        if (!inPlace) {
+            auto p = residentCopy(w.positionEmbedding.data, matrixBytes(w.positionEmbedding));
+            if (!p) return p.error();
+            s->m_positions.data = *p;
         }
     }
     // Embedding: resident (shared with a tied, device-tier head when possible) or one row at a time.

@@ -80,6 +80,9 @@ public:
     // out = row `token` of the embedding, as F32 in device memory.
     void embedding(int token, float* out);
     const float* outputNorm() const { return m_outputNorm; }
+    const float* outputNormBias() const { return m_outputNormBias; }  // LayerNorm models
+    // Learned position embeddings (OPT), resident on the device; absent (data null) otherwise.
+    const gpu::MatrixView& positionEmbedding() const { return m_positions; }
 
     const StreamerMemory& memory() const { return m_memory; }
     StreamerStats stats() const;
@@ -92,6 +95,8 @@ private:
     WeightStreamer() = default;
     std::unique_ptr<Impl> m_impl;
     const float* m_outputNorm = nullptr;
+    const float* m_outputNormBias = nullptr;
+    gpu::MatrixView m_positions;
     StreamerMemory m_memory;
 };
 

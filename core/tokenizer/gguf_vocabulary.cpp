@@ -5,11 +5,15 @@
 #include <optional>
 
 #include "core/formats/gguf.h"
+#include "core/tokenizer/pretokenizer.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace spillway {
 
 namespace {
+
+constexpr std::string_view kPreRegexesKey = "spillway.tokenizer.pre_regexes";
+constexpr std::string_view kIgnoreMergesKey = "spillway.tokenizer.ignore_merges";
 
 class VocabularyReader {
 public:
@@ -208,6 +212,19 @@ Result<Vocabulary> VocabularyReader::read()
         const std::string* name = pre->asString();
         if (!name) return invalid("tokenizer.ggml.pre", "is not a string");
         vocab.preTokenizer = name->empty() ? "default" : *name;
+    }
+    // Explicit regexes (from a Hugging Face tokenizer.json that no tokenizer.ggml.pre name
+    // covers) take precedence over the name, which stays for llama.cpp.
+    if (m_file.find(kPreRegexesKey)) {
+        std::vector<std::string> patterns;
+        SPILLWAY_TRY(readStrings(kPreRegexesKey, true, 0, patterns));
+        if (patterns.empty()) return invalid(kPreRegexesKey, "is empty");
+        bool ignoreMerges = false;
+        SPILLWAY_TRY(readBool(kIgnoreMergesKey, ignoreMerges));
+        vocab.preTokenizer = PreTokenizer::explicitName(patterns, ignoreMerges);
+        auto compiled = PreTokenizer::create(vocab.preTokenizer);
+        if (!compiled)
+            return invalid(kPreRegexesKey, "cannot be used: " + compiled.error().message);
     }
     return vocab;
 }

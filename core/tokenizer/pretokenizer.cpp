@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 
+#include <nlohmann/json.hpp>
+
 #include "core/tokenizer/utf8.h"
 
 namespace spillway {
@@ -31,10 +33,21 @@ constexpr const char* kQwen2 =
     R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Hugging Face's Digits pre-tokenizer with individual_digits, run before the GPT-2 pattern.
 constexpr const char* kEachDigit = R"(\p{N})";
+// Llama 3 and Qwen 2 as their tokenizer.json files spell them (Split, Isolated).
+constexpr const char* kLlama3Hf =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
+    R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Hf =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
+    R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A name carrying its own patterns: this prefix, then JSON {"ignore_merges": b, "patterns": [..]}.
+constexpr std::string_view kExplicitPrefix = "spillway-regex:";
 
 struct PreTokenizerSpec {
     std::vector<const char*> patterns;
     bool ignoreMerges = false;
+    std::vector<const char*> hfPatterns;  // the same as tokenizer.json spells them
 };
 
 // Names as llama.cpp's convert_hf_to_gguf.py writes tokenizer.ggml.pre, grouped as
@@ -44,40 +57,119 @@ PreTokenizerSpec specFor(std::string_view name)
     const auto in = [&](std::initializer_list<std::string_view> names) {
         return std::find(names.begin(), names.end(), name) != names.end();
     };
-    if (in({"llama3", "llama-v3", "llama-bpe", "falcon3"})) return {{kLlama3}, true};
-    if (in({"smaug-bpe", "dbrx"})) return {{kLlama3}, false};
-    if (in({"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"})) return {{kQwen2}, false};
+    if (in({"llama3", "llama-v3", "llama-bpe", "falcon3"})) return {{kLlama3}, true, {kLlama3Hf}};
+    if (in({"smaug-bpe", "dbrx"})) return {{kLlama3}, false, {kLlama3Hf}};
+    if (in({"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"}))
+        return {{kQwen2}, false, {kQwen2Hf}};
     if (in({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"}))
-        return {{kEachDigit, kGpt2}, false};
+        return {{kEachDigit, kGpt2}, false, {kEachDigit, kGpt2}};
     // "default", "gpt2", "gpt-2", "mpt", "olmo", ... and every name we do not know.
-    return {{kGpt2}, false};
+    return {{kGpt2}, false, {kGpt2}};
+}
+
+// The patterns of an explicit name, nullopt when it does not parse.
+std::optional<PreTokenizer::HfPatterns> parseExplicit(std::string_view name)
+{
+    if (name.substr(0, kExplicitPrefix.size()) != kExplicitPrefix) return std::nullopt;
+    const auto json = nlohmann::json::parse(name.substr(kExplicitPrefix.size()), nullptr, false);
+    if (!json.is_object()) return std::nullopt;
+    const auto patterns = json.find("patterns");
+    const auto ignore = json.find("ignore_merges");
+    if (patterns == json.end() || !patterns->is_array() || patterns->empty()) return std::nullopt;
+    PreTokenizer::HfPatterns out;
+    for (const auto& p : *patterns) {
+        if (!p.is_string()) return std::nullopt;
+        out.patterns.push_back(p.get<std::string>());
+    }
+    if (ignore != json.end()) {
+        if (!ignore->is_boolean()) return std::nullopt;
+        out.ignoreMerges = ignore->get<bool>();
+    }
+    return out;
 }
 
 }  // namespace
 
+std::string PreTokenizer::explicitName(const std::vector<std::string>& patterns,
+                                       bool ignoreMerges)
+{
+    // Patterns are text from a model file: replace invalid UTF-8 rather than throw (they would
+    // not compile anyway, and create() says so).
+    const nlohmann::json json = {{"ignore_merges", ignoreMerges}, {"patterns", patterns}};
+    return std::string(kExplicitPrefix) +
+           json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool PreTokenizer::isExplicitName(std::string_view name)
+{
+    return name.substr(0, kExplicitPrefix.size()) == kExplicitPrefix;
+}
+
+std::string_view PreTokenizer::byteLevelPattern() { return kGpt2; }
+
+std::string PreTokenizer::nameForHfPatterns(const std::vector<std::string>& patterns,
+                                            bool ignoreMerges)
+{
+    // One representative name per family, as llama.cpp's converter would write it.
+    for (const char* name : {"gpt2", "smollm", "llama-bpe", "smaug-bpe", "qwen2"}) {
+        const PreTokenizerSpec spec = specFor(name);
+        if (spec.ignoreMerges == ignoreMerges &&
+            std::equal(patterns.begin(), patterns.end(), spec.hfPatterns.begin(),
+                       spec.hfPatterns.end()))
+            return name;
+    }
+    return {};
+}
+
+std::optional<PreTokenizer::HfPatterns> PreTokenizer::hfPatternsFor(std::string_view name)
+{
+    if (isExplicitName(name)) return parseExplicit(name);
+    const PreTokenizerSpec spec = specFor(name);
+    return HfPatterns{{spec.hfPatterns.begin(), spec.hfPatterns.end()}, spec.ignoreMerges};
+}
+
 Result<PreTokenizer> PreTokenizer::create(std::string_view name)
 {
-    const PreTokenizerSpec spec = specFor(name);
+    std::vector<std::string> texts;
     PreTokenizer pre;
-    pre.m_ignoreMerges = spec.ignoreMerges;
-    for (const char* text : spec.patterns) {
+    if (isExplicitName(name)) {
+        std::optional<HfPatterns> given;
+        try {
+            given = parseExplicit(name);
+        } catch (const std::exception&) {  // nlohmann: e.g. bad UTF-8 in a string
+        }
+        if (!given)
+            return makeError(ErrorCode::InvalidArgument,
+                             "tokenizer: malformed explicit pre-tokenizer '" +
+                                 std::string(name.substr(0, 200)) + "'");
+        texts = std::move(given->patterns);
+        pre.m_ignoreMerges = given->ignoreMerges;
+    } else {
+        const PreTokenizerSpec spec = specFor(name);
+        texts.assign(spec.patterns.begin(), spec.patterns.end());
+        pre.m_ignoreMerges = spec.ignoreMerges;
+    }
+    for (const std::string& text : texts) {
         int errorCode = 0;
         PCRE2_SIZE errorOffset = 0;
-        pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(text), PCRE2_ZERO_TERMINATED,
-                                         PCRE2_UTF | PCRE2_UCP, &errorCode, &errorOffset, nullptr);
+        pcre2_code* code =
+            pcre2_compile(reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
+                          PCRE2_UTF | PCRE2_UCP, &errorCode, &errorOffset, nullptr);
         if (!code) {
             std::array<PCRE2_UCHAR, 256> message{};
             pcre2_get_error_message(errorCode, message.data(), message.size());
-            return makeError(ErrorCode::Internal,
-                             "tokenizer: pre-tokenizer pattern for '" + std::string(name) +
-                                 "' does not compile at offset " + std::to_string(errorOffset) +
+            const bool given = isExplicitName(name);
+            return makeError(given ? ErrorCode::InvalidArgument : ErrorCode::Internal,
+                             "tokenizer: pre-tokenizer pattern '" + text.substr(0, 200) +
+                                 (given ? "'" : "' for '" + std::string(name) + "'") +
+                                 " does not compile at offset " + std::to_string(errorOffset) +
                                  ": " + reinterpret_cast<const char*>(message.data()));
         }
         pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional: matching works without JIT
         auto pattern = std::make_shared<Pattern>();
         pattern->code = code;
         pre.m_patterns.push_back(std::move(pattern));
-        pre.m_patternTexts.emplace_back(text);
+        pre.m_patternTexts.push_back(text);
     }
     return pre;
 }

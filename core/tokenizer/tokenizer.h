@@ -29,7 +29,9 @@ struct Vocabulary {
     std::vector<TokenType> types;
     std::vector<std::string> merges;   // byte-level BPE: "left right", in rank order
     // tokenizer.ggml.pre: picks the byte-level BPE regexes ("default"/"gpt2", "llama-bpe",
-    // "qwen2", "smollm", ...; names we do not know get GPT-2's).
+    // "qwen2", "smollm", ...; names we do not know get GPT-2's). Where the metadata holds
+    // explicit regexes (spillway.tokenizer.pre_regexes, from a Hugging Face tokenizer.json no
+    // name covers), a PreTokenizer::explicitName() that carries them instead.
     std::string preTokenizer = "default";
     int32_t bos = -1, eos = -1, unk = -1, pad = -1;
     bool addBos = true;

@@ -58,7 +58,20 @@ struct JobPlan {
     int64_t chunks = 0;
 };
 
-bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+using cpu::XForm;
+
+// Scratch bytes for x in `form` (64-byte aligned parts), 0 where the kernel reads x as it is.
+size_t xFormBytes(XForm form, size_t cols, bool xAligned)
+{
+    auto up = [](size_t b) { return (b + 63) & ~size_t{63}; };
+    switch (form) {
+    case XForm::Float: return xAligned ? 0 : up(cols * sizeof(float));
+    case XForm::Q8: return up(cols) + up(cols / 32 * 2 * sizeof(float));  // qs; d, sum8
+    case XForm::Q8K: return up(cols) + up(cols / 256 * sizeof(float)) + up(cols / 16 * 2);
+    case XForm::Q8G64: return up(cols) + up(cols / 64 * sizeof(float));
+    }
+    return 0;
+}
 
 // One thread's share of a matvec call's chunks, [next, end); other threads take from it when
 // their own share is done. One cache line each, so a thread's claims stay in its own core.
@@ -89,7 +102,10 @@ public:
     }
 
     const DeviceInfo& info() const override { return m_info; }
-    bool supports(DType type) const override { return static_cast<int>(type) < kDTypeCount; }
+    bool supports(DType type) const override
+    {
+        return static_cast<int>(type) < kDTypeCount && m_kernels.matvec[static_cast<int>(type)] != nullptr;
+    }
 
     ~CpuDevice() override = default;
 
@@ -168,6 +184,11 @@ public:
         cpu::swigluOp(gate, up, out, n, m_pool);
     }
     void add(float* y, const float* x, int n) override { cpu::addOp(y, x, n); }
+    void pointwise(const PointwiseArgs& a) override { cpu::pointwiseOp(a); }
+    void layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps) override
+    {
+        cpu::layernormOp(x, w, b, out, n, eps);
+    }
 
 private:
     void planMatvec(std::span<const MatvecJob> jobs);
@@ -198,20 +219,19 @@ private:
     MemoryAccounting m_memory;  // device-memory budget (0 = none) and use
 };
 
-// Prepares each distinct x once (the Q, K and V projections share theirs): quantized to Q8 for
-// Q8_0/Q4_0 weights, copied 64-byte aligned for float weights when it is not (split vector
-// loads of x would halve the kernels' load throughput). Then cuts every job into chunks of rows.
+// Prepares each distinct x once per form its weights need (the Q, K and V projections share
+// theirs): quantized to Q8 blocks of 32 (Q8_0/Q4_0/Q4_1/Q5_0), to blocks of 256 (K-quants) or to
+// groups of 64 (Q8_G64), or copied 64-byte aligned for float weights when it is not (split
+// vector loads of x would halve the kernels' load throughput). Then cuts every job into chunks of
+// rows.
 void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
 {
     if (m_plans.size() < jobs.size()) m_plans.resize(jobs.size());
 
-    // Scratch bytes for one x, 64-byte aligned: Q8 (cols int8 + 2 floats per block) or a copy.
     auto scratchBytes = [](const MatvecJob& j) -> size_t {
         const size_t cols = static_cast<size_t>(std::max<int64_t>(j.w.cols, 0));
-        size_t bytes = 0;
-        if (isQuantized(j.w.type)) bytes = cols + cols / 32 * 8;
-        else if (reinterpret_cast<uintptr_t>(j.x) % 64 != 0) bytes = cols * sizeof(float);
-        return (bytes + 63) & ~size_t{63};
+        const bool aligned = reinterpret_cast<uintptr_t>(j.x) % 64 == 0;
+        return xFormBytes(cpu::xFormFor(j.w.type), cols, aligned);
     };
     size_t needed = 0;
     for (const MatvecJob& j : jobs) needed += scratchBytes(j);
@@ -231,28 +251,51 @@ void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
         JobPlan& plan = m_plans[i];
         plan.input = MatvecInput{};
         plan.input.x = j.x;
+        const XForm form = cpu::xFormFor(j.w.type);
         const size_t bytes = j.w.rows > 0 ? scratchBytes(j) : 0;
         if (bytes) {
             bool reused = false;
             for (size_t e = 0; e < i && !reused; ++e) {
                 const MatvecJob& o = jobs[e];
                 if (o.x == j.x && o.w.cols == j.w.cols && o.w.rows > 0 &&
-                    isQuantized(o.w.type) == isQuantized(j.w.type)) {
+                    cpu::xFormFor(o.w.type) == form) {
                     plan.input = m_plans[e].input;
                     reused = true;
                 }
             }
-            if (!reused && isQuantized(j.w.type)) {
-                const int64_t blocks = j.w.cols / 32;
+            if (!reused) {
+                const size_t cols = static_cast<size_t>(j.w.cols);
+                auto up = [](size_t b) { return (b + 63) & ~size_t{63}; };
                 int8_t* qs = reinterpret_cast<int8_t*>(scratch);
-                float* d = reinterpret_cast<float*>(scratch + j.w.cols);
-                float* sum8 = d + blocks;
-                m_kernels.quantizeQ8(j.x, blocks * 32, qs, d, sum8);
-                plan.input.q = cpu::QuantizedX{qs, d, sum8};
-                scratch += bytes;
-            } else if (!reused) {
-                std::memcpy(scratch, j.x, static_cast<size_t>(j.w.cols) * sizeof(float));
-                plan.input.x = reinterpret_cast<const float*>(scratch);
+                uint8_t* rest = scratch + up(cols);
+                switch (form) {
+                case XForm::Q8: {
+                    const int64_t blocks = j.w.cols / 32;
+                    float* d = reinterpret_cast<float*>(rest);
+                    float* sum8 = d + blocks;
+                    m_kernels.quantizeQ8(j.x, blocks * 32, qs, d, sum8);
+                    plan.input.q = cpu::QuantizedX{qs, d, sum8};
+                    break;
+                }
+                case XForm::Q8K: {
+                    const int64_t blocks = j.w.cols / 256;
+                    float* d = reinterpret_cast<float*>(rest);
+                    int16_t* bsums = reinterpret_cast<int16_t*>(rest + up(blocks * sizeof(float)));
+                    cpu::quantizeQ8K(j.x, blocks * 256, qs, d, bsums);
+                    plan.input.k = cpu::QuantizedXK{qs, d, bsums};
+                    break;
+                }
+                case XForm::Q8G64: {
+                    float* s = reinterpret_cast<float*>(rest);
+                    cpu::quantizeG64(j.x, j.w.cols / 64 * 64, qs, s);
+                    plan.input.g64 = cpu::QuantizedXG64{qs, s};
+                    break;
+                }
+                case XForm::Float:
+                    std::memcpy(scratch, j.x, cols * sizeof(float));
+                    plan.input.x = reinterpret_cast<const float*>(scratch);
+                    break;
+                }
                 scratch += bytes;
             }
         }

@@ -69,8 +69,15 @@ const Kernels& kernelsFor(CpuKernelSet set)
         std::array<Kernels, 3> t;
         const CpuKernelSet best = detectKernelSet();
         fillScalarKernels(t[0]);
-        if (best >= CpuKernelSet::Avx2) fillAvx2Kernels(t[1]);
-        if (best >= CpuKernelSet::Avx512) fillAvx512Kernels(t[2]);
+        fillScalarKQuantKernels(t[0]);
+        if (best >= CpuKernelSet::Avx2) {
+            fillAvx2Kernels(t[1]);
+            fillAvx2KQuantKernels(t[1]);
+        }
+        if (best >= CpuKernelSet::Avx512) {
+            fillAvx512Kernels(t[2]);
+            fillAvx512KQuantKernels(t[2]);
+        }
         return t;
     }();
     const CpuKernelSet lowered = std::min(set, detectKernelSet());

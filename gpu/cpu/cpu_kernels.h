@@ -22,12 +22,50 @@ struct QuantizedX {
     const float* sum8 = nullptr;  // (cols / 32)
 };
 
-// What a matvec row kernel reads for x: the float vector (F32/F16/BF16 weights) or its Q8
-// quantization (Q8_0/Q4_0 weights).
+// x quantized to blocks of 256 for the K-quant weights (Q4_K, Q5_K, Q6_K), like llama.cpp's
+// block_q8_K. Per block b: d[b] = max|x| / 127 (float, not rounded to fp16) and
+// qs[256 b + i] = round_to_nearest_even(x[256 b + i] * (1 / d[b])) in [-127, 127] (0 where
+// max|x| is 0); bsums[16 b + g] = sum of qs over values 16 g .. 16 g + 15 of block b (the min /
+// offset terms of the K-quants only need these sums).
+struct QuantizedXK {
+    const int8_t* qs = nullptr;     // (cols), 64-byte aligned
+    const float* d = nullptr;       // (cols / 256)
+    const int16_t* bsums = nullptr;  // (cols / 16)
+};
+
+// x quantized as llama2.c export v2 / the thesis' runtime does for Q8_G64 weights: per group g
+// of 64, s[g] = max|x| / 127 (float) and qs[64 g + i] = roundf(x[64 g + i] / s[g]) (half away
+// from zero; 0 where max|x| is 0).
+struct QuantizedXG64 {
+    const int8_t* qs = nullptr;  // (cols), 64-byte aligned
+    const float* s = nullptr;    // (cols / 64)
+};
+
+// What a matvec row kernel reads for x: the float vector (F32/F16/BF16 weights) or one of its
+// quantizations; xFormFor says which one a weight type needs.
 struct MatvecInput {
     const float* x = nullptr;
-    QuantizedX q;
+    QuantizedX q;      // Q8_0, Q4_0, Q4_1, Q5_0
+    QuantizedXK k;     // Q4_K, Q5_K, Q6_K
+    QuantizedXG64 g64;  // Q8_G64
 };
+
+enum class XForm { Float, Q8, Q8K, Q8G64 };
+
+inline XForm xFormFor(DType t)
+{
+    switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0: return XForm::Q8;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return XForm::Q8K;
+    case DType::Q8_G64: return XForm::Q8G64;
+    default: return XForm::Float;
+    }
+}
 
 // y[r] = W[r, :] . x for r in [r0, r1). The hot spot of decoding.
 using MatvecRowsFn = void (*)(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
@@ -73,6 +111,19 @@ void matvecBitmapAvx2(const MatrixView& w, const MatvecInput& in, float* y, int6
 void matvecBitmapAvx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1);
 void gemvBitmapSparseSet(const BitmapSparseView& w, const float* x, float* y, int64_t r0, int64_t r1,
                          CpuKernelSet set);
+
+// The x quantizations of the K-quants and of Q8_G64 (kernels_kquant_scalar.cpp). Every kernel
+// set uses these same functions (x is small next to the weights), so all sets see the same bits.
+// n is a multiple of 256 (Q8K) or 64 (G64).
+void quantizeQ8K(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
+void quantizeG64(const float* x, int64_t n, int8_t* qs, float* s);
+
+// The rows of Q4_1, Q5_0, Q4_K, Q5_K, Q6_K and Q8_G64 weights, per set
+// (kernels_kquant_scalar.cpp, kernels_kquant_avx2.cpp, kernels_kquant_avx512.cpp); called by the
+// fill functions above.
+void fillScalarKQuantKernels(Kernels& k);
+void fillAvx2KQuantKernels(Kernels& k);
+void fillAvx512KQuantKernels(Kernels& k);
 
 // Values per block of Q8_0, Q4_0 and the Q8 quantization of x. Every set quantizes x with the
 // same float operations (kernels_common.h), so all sets see bit-identical QuantizedX.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "gpu/cpu/kernels_common.h"
+#include "gpu/cpu/kquant_blocks.h"
 #include "gpu/half_inline.h"
 #include "gpu/sparse_format.h"
 
@@ -31,7 +32,8 @@ void ropeOp(float* x, int nHeads, int headDim, int pos, const RopeParams& p, flo
     const float thetaScale = std::pow(p.base, -2.0f / static_cast<float>(dims));
     float theta = static_cast<float>(pos);
     for (int i = 0; i < dims; i += 2) {
-        const float angle = p.freqScale * theta;
+        float angle = p.freqScale * theta;
+        if (p.freqFactors) angle /= p.freqFactors[i / 2];
         cosSin[i] = std::cos(angle);
         cosSin[i + 1] = std::sin(angle);
         theta *= thetaScale;
@@ -221,6 +223,39 @@ void addOp(float* y, const float* x, int n)
     for (int i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void layernormOp(const float* x, const float* weight, const float* bias, float* out, int n, float eps)
+{
+    if (n <= 0) return;
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) sum += x[i];
+    const float mean = static_cast<float>(sum / n);
+    double squares = 0.0;
+    for (int i = 0; i < n; ++i) {
+        const double d = double(x[i] - mean);
+        squares += d * d;
+    }
+    const float scale = static_cast<float>(1.0 / std::sqrt(squares / n + double(eps)));
+    for (int i = 0; i < n; ++i) out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+}
+
+void pointwiseOp(const PointwiseArgs& a)
+{
+    switch (a.op) {
+    case PointwiseOp::ShiftedRelu:
+        for (int i = 0; i < a.n; ++i) a.out[i] = std::max(0.0f, a.x[i] - a.shift);
+        return;
+    case PointwiseOp::ShiftedReluGlu:
+        for (int i = 0; i < a.n; ++i) a.out[i] = std::max(0.0f, a.x[i] - a.shift) * a.y[i];
+        return;
+    case PointwiseOp::SnapToGrid:
+        for (int i = 0; i < a.n; ++i) {
+            const float r = std::round(a.x[i] / a.step);  // half away from zero, as C's round
+            a.out[i] = (r == r ? std::clamp(r, a.lo, a.hi) : 0.0f) * a.step;
+        }
+        return;
+    }
+}
+
 void getRowOp(const MatrixView& w, int64_t row, float* out)
 {
     if (w.type == DType::BitmapSparse) {
@@ -256,6 +291,24 @@ void getRowOp(const MatrixView& w, int64_t row, float* out)
                 out[b * 32 + i + 16] = d * static_cast<float>((block[2 + i] >> 4) - 8);
             }
         }
+        return;
+    case DType::Q4_1:
+        for (int64_t b = 0; b < w.cols / 32; ++b) decodeQ4_1(p + b * 20, table, out + b * 32);
+        return;
+    case DType::Q5_0:
+        for (int64_t b = 0; b < w.cols / 32; ++b) decodeQ5_0(p + b * 22, table, out + b * 32);
+        return;
+    case DType::Q4_K:
+        for (int64_t b = 0; b < w.cols / kQK; ++b) decodeQ4_K(p + b * 144, table, out + b * kQK);
+        return;
+    case DType::Q5_K:
+        for (int64_t b = 0; b < w.cols / kQK; ++b) decodeQ5_K(p + b * 176, table, out + b * kQK);
+        return;
+    case DType::Q6_K:
+        for (int64_t b = 0; b < w.cols / kQK; ++b) decodeQ6_K(p + b * 210, table, out + b * kQK);
+        return;
+    case DType::Q8_G64:
+        for (int64_t b = 0; b < w.cols / 64; ++b) decodeQ8_G64(p + b * 68, out + b * 64);
         return;
     case DType::BitmapSparse: return;  // handled above
     }

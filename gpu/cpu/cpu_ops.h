@@ -25,6 +25,9 @@ void storeKvOp(const AttentionArgs& a);
 void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool& pool);
 
 void addOp(float* y, const float* x, int n);
+void pointwiseOp(const PointwiseArgs& a);
+// Mean and variance summed in double (as rmsnorm's squares), then one float scale.
+void layernormOp(const float* x, const float* weight, const float* bias, float* out, int n, float eps);
 
 // out[c] = W[row, c], dequantized (exact for every type: d * q fits a float's mantissa).
 void getRowOp(const MatrixView& w, int64_t row, float* out);

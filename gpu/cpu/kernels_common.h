@@ -28,6 +28,15 @@ static inline uint16_t loadU16(const void* p)
     return v;
 }
 
+// v, unchanged, but materialized as a float: a product passed through here is rounded before
+// it is added, so FMA contraction (GCC contracts by default in C++, and the *_avx2 / *_avx512
+// files are compiled with FMA) cannot change the bits of sums that must be reproducible.
+static inline float rounded(float v)
+{
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 // The Q8 scale of one block of x (see QuantizedX): d = max|x| / 127; values are multiplied by
 // 1 / d and rounded to nearest even; d is kept rounded through fp16, as llama.cpp's block_q8_0
 // stores it. Every kernel set computes these exact float operations, so all agree bit for bit.

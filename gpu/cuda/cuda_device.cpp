@@ -313,7 +313,8 @@ void CudaDevice::rope(float* x, int nHeads, int headDim, int pos, const RopePara
     if (dims <= 0 || nHeads <= 0) return;
     // The same float operation as the CPU device's ropeOp, on the host, so both see one value.
     const float thetaScale = std::pow(p.base, -2.0f / static_cast<float>(dims));
-    check(launchRope(x, nHeads, headDim, pos, dims, thetaScale, p.freqScale, p.neox, m_compute), "rope");
+    check(launchRope(x, nHeads, headDim, pos, dims, thetaScale, p.freqScale, p.neox, p.freqFactors, m_compute),
+          "rope");
 }
 
 void CudaDevice::attention(const AttentionArgs& a)
@@ -336,5 +337,12 @@ void CudaDevice::swiglu(const float* gate, const float* up, float* out, int n)
 }
 
 void CudaDevice::add(float* y, const float* x, int n) { check(launchAdd(y, x, n, m_compute), "add"); }
+
+void CudaDevice::pointwise(const PointwiseArgs& a) { check(launchPointwise(a, m_compute), "pointwise"); }
+
+void CudaDevice::layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps)
+{
+    check(launchLayernorm(x, w, b, out, n, eps, m_compute), "layernorm");
+}
 
 }  // namespace spillway::gpu::cuda

@@ -55,6 +55,8 @@ public:
     void attention(const AttentionArgs& a) override;
     void swiglu(const float* gate, const float* up, float* out, int n) override;
     void add(float* y, const float* x, int n) override;
+    void pointwise(const PointwiseArgs& a) override;
+    void layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps) override;
 
     // The first error a void call met (ok when none).
     Status firstError() const;

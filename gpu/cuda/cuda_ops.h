@@ -47,7 +47,7 @@ cudaError_t launchRmsnorm(const float* x, const float* weight, float* out, int n
 // rope.cu: dims rotating dims per head (even, > 0); thetaScale = base^(-2 / dims) computed on
 // the host with std::pow, as the CPU device does.
 cudaError_t launchRope(float* x, int nHeads, int headDim, int pos, int dims, float thetaScale,
-                       float freqScale, bool neox, cudaStream_t stream);
+                       float freqScale, bool neox, const float* freqFactors, cudaStream_t stream);
 
 // attention.cu: a.scores must hold nHeads * nPos floats (row h at scores + h * nPos); caches of
 // any KvType (Q8 with a.kScales / a.vScales); a.kNew / a.vNew, when set, are stored first.
@@ -56,5 +56,12 @@ cudaError_t launchAttention(const AttentionArgs& a, cudaStream_t stream);
 // swiglu.cu, add.cu
 cudaError_t launchSwiglu(const float* gate, const float* up, float* out, int n, cudaStream_t stream);
 cudaError_t launchAdd(float* y, const float* x, int n, cudaStream_t stream);
+
+// layernorm.cu: one block; mean and variance summed in double, as the CPU device.
+cudaError_t launchLayernorm(const float* x, const float* weight, const float* bias, float* out, int n, float eps,
+                            cudaStream_t stream);
+
+// pointwise.cu
+cudaError_t launchPointwise(const PointwiseArgs& a, cudaStream_t stream);
 
 }  // namespace spillway::gpu::cuda

@@ -14,7 +14,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void ropeKernel(float* x, int nHeads, int headDim, int pos, int dims, float thetaScale,
-                           float freqScale, bool neox)
+                           float freqScale, bool neox, const float* freqFactors)
 {
     const int half = dims / 2;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -23,7 +23,9 @@ __global__ void ropeKernel(float* x, int nHeads, int headDim, int pos, int dims,
     const int k = static_cast<int>(i % half);
     float theta = static_cast<float>(pos);
     for (int j = 0; j < k; ++j) theta = __fmul_rn(theta, thetaScale);
-    const double angle = static_cast<double>(__fmul_rn(freqScale, theta));
+    float scaled = __fmul_rn(freqScale, theta);
+    if (freqFactors) scaled = __fdiv_rn(scaled, freqFactors[k]);
+    const double angle = static_cast<double>(scaled);
     const float c = static_cast<float>(cos(angle));
     const float s = static_cast<float>(sin(angle));
     float* v = x + static_cast<size_t>(h) * headDim;
@@ -38,12 +40,12 @@ __global__ void ropeKernel(float* x, int nHeads, int headDim, int pos, int dims,
 }  // namespace
 
 cudaError_t launchRope(float* x, int nHeads, int headDim, int pos, int dims, float thetaScale,
-                       float freqScale, bool neox, cudaStream_t stream)
+                       float freqScale, bool neox, const float* freqFactors, cudaStream_t stream)
 {
     const int64_t n = static_cast<int64_t>(nHeads) * (dims / 2);
     if (n <= 0) return cudaSuccess;
     ropeKernel<<<gridFor(n, kThreads), kThreads, 0, stream>>>(x, nHeads, headDim, pos, dims, thetaScale,
-                                                              freqScale, neox);
+                                                              freqScale, neox, freqFactors);
     return cudaGetLastError();
 }
 

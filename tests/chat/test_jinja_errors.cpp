@@ -97,14 +97,12 @@ TEST(JinjaErrors, RaiseExceptionCarriesTheMessage)
 
 TEST(JinjaErrors, HugeLoopStopsAtTheStepLimit)
 {
-    const auto start = std::chrono::steady_clock::now();
     Error e = renderError(
         "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}");
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // 10^10 iterations would run for hours: the step limit, not the clock, ends it (a timed
+    // assertion would fail on a loaded machine).
     EXPECT_TRUE(contains(e.message, "template stopped at line 1")) << e.message;
     EXPECT_TRUE(contains(e.message, "steps")) << e.message;
-    EXPECT_LT(seconds, 10.0);
 
     Limits small;
     small.maxSteps = 1000;

@@ -74,6 +74,26 @@ void fillWeights(DType type, uint8_t* data, size_t bytes)
     case DType::Q4_0:
         for (size_t i = 0; i + 18 <= bytes; i += 18) putHalf(data + i, fp32ToFp16(0.01f));
         break;
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {
+        // Random codes; small fp16 scales (d and m / dmin where the block has both).
+        const int blockBytes = dtypeTraits(type).blockBytes;
+        const size_t scaleAt = type == DType::Q6_K ? 208 : 0;
+        const int halves = type == DType::Q5_0 || type == DType::Q6_K ? 1 : 2;
+        for (size_t i = 0; i + blockBytes <= bytes; i += blockBytes)
+            for (int h = 0; h < halves; ++h)
+                putHalf(data + i + scaleAt + 2 * h, fp32ToFp16(0.001f));
+        break;
+    }
+    case DType::Q8_G64:
+        for (size_t i = 0; i + 68 <= bytes; i += 68) {
+            const float s = 0.01f;
+            std::memcpy(data + i, &s, 4);
+        }
+        break;
     case DType::BitmapSparse: break;  // not a dense benchmark case
     }
 }
@@ -143,7 +163,7 @@ int main(int argc, char** argv)
         else if (a == "--kernels" && i + 1 < argc) onlyKernels = argv[++i];
         else {
             std::fprintf(stderr, "usage: bench-kernels [--threads N] [--json FILE] [--quick] "
-                                 "[--type F32|F16|BF16|Q8_0|Q4_0] "
+                                 "[--type F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q4_K|Q5_K|Q6_K|Q8_G64] "
                                  "[--kernels scalar|avx2|avx512]\n");
             return 2;
         }
@@ -159,8 +179,9 @@ int main(int argc, char** argv)
                 "us/matvec", "GB/s", "ceil GB/s", "% ceil", "median GB/s");
 
     std::vector<Case> cases;
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
-        cases.push_back({t, 4096, 11008});
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                    DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_G64})
+        cases.push_back({t, 4096, 11008});  // Llama-2-7B's FFN down projection
     cases.push_back({DType::Q8_0, 256, 2048});   // TinyLlama k, v: dispatch-bound
     cases.push_back({DType::Q8_0, 2048, 2048});  // TinyLlama q, o
     cases.push_back({DType::Q8_0, 5632, 2048});

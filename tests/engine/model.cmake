@@ -2,3 +2,7 @@ spillway_test(test_llama LABELS engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_
 spillway_test(test_sampler LABELS engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_sampler.cpp LIBS spillway_core)
 spillway_test(test_cli LABELS engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.cpp)
 add_dependencies(test_cli spillway-cli)
+spillway_test(test_llama2c LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_llama2c.cpp LIBS spillway_core)
+spillway_test(test_convert LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_convert.cpp LIBS spillway_core)
+spillway_test(test_opt LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_opt.cpp LIBS spillway_core)
+spillway_test(test_hf_archs LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_hf_archs.cpp LIBS spillway_core)

@@ -259,8 +259,8 @@ TEST(Cli, CorruptModelFilesFailCleanly)
     }
     {
         auto b = good;
-        const uint32_t q4k = 12;
-        std::memcpy(b.data() + info + 4 + 16, &q4k, 4);
+        const uint32_t q2k = 10;  // a ggml type Spillway does not run
+        std::memcpy(b.data() + info + 4 + 16, &q2k, 4);
         variant("unsupported tensor type", b);
     }
     {

@@ -73,14 +73,15 @@ TEST(GgufTypes, Names)
     EXPECT_EQ(ggmlTypeName(77), nullptr);
     EXPECT_EQ(ggmlTypeInfo(8)->blockBytes, 34);
     for (auto t : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0,
-                   gpu::DType::Q4_0}) {
+                   gpu::DType::Q4_0, gpu::DType::Q4_1, gpu::DType::Q5_0, gpu::DType::Q4_K,
+                   gpu::DType::Q5_K, gpu::DType::Q6_K}) {
         EXPECT_EQ(dtypeFromGgml(ggmlFromDtype(t)), t);
         const GgmlTypeInfo* info = ggmlTypeInfo(ggmlFromDtype(t));
         EXPECT_STREQ(info->name, gpu::dtypeName(t));
         EXPECT_EQ(info->blockSize, gpu::dtypeTraits(t).blockSize);
         EXPECT_EQ(info->blockBytes, gpu::dtypeTraits(t).blockBytes);
     }
-    EXPECT_FALSE(dtypeFromGgml(12).has_value());
+    EXPECT_FALSE(dtypeFromGgml(10).has_value());  // Q2_K: not run
     EXPECT_EQ(detail::quoted("a'\n\x01z"), "'a\\x27\\x0a\\x01z'");
     using VT = ValueType;
     EXPECT_TRUE(Value::ofUInt(VT::UInt8, 1) == Value::ofUInt(VT::UInt8, 1));

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
 #include "core/runtime/generator.h"
@@ -175,6 +177,26 @@ TEST(Llama, ContextOverflowAndEmptyRequestsAreErrors)
 
 TEST(Llama, UnsupportedArchitectureIsNamed)
 {
+    const std::string path = testing::TempDir() + "/mamba.gguf";
+    gguf::Writer w;
+    w.setString("general.architecture", "mamba");
+    w.setUInt32("mamba.embedding_length", 64);
+    w.addTensor("token_embd.weight", gpu::DType::F32, {64, 8}, [](std::span<uint8_t> out) {
+        std::fill(out.begin(), out.end(), uint8_t(0));
+    });
+    ASSERT_TRUE(w.write(path).ok());
+    auto model = LlamaModel::load(path);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.error().code, ErrorCode::UnsupportedModel);
+    EXPECT_NE(model.error().message.find("'mamba'"), std::string::npos) << model.error().message;
+    for (const char* arch : {"llama", "qwen2", "qwen3", "opt"})
+        EXPECT_NE(model.error().message.find(arch), std::string::npos) << model.error().message;
+    std::filesystem::remove(path);
+}
+
+TEST(Llama, SyntheticOptLoadsAndDecodes)
+{
+    // OPT's shapes (LayerNorm, learned positions, ungated ReLU FFN, biases): finite logits.
     const std::string path = testing::TempDir() + "/opt-synthetic.gguf";
     SyntheticOptions o;
     o.preset = "opt-6.7b";
@@ -182,10 +204,19 @@ TEST(Llama, UnsupportedArchitectureIsNamed)
     o.type = gpu::DType::Q4_0;
     ASSERT_TRUE(writeSyntheticModel(o, path).ok());
     auto model = LlamaModel::load(path);
-    ASSERT_FALSE(model.ok());
-    EXPECT_EQ(model.error().code, ErrorCode::UnsupportedModel);
-    EXPECT_NE(model.error().message.find("'opt'"), std::string::npos) << model.error().message;
-    EXPECT_NE(model.error().message.find("llama"), std::string::npos);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    EXPECT_TRUE(c.layerNorm && c.learnedPositions && !c.ffnGated);
+    EXPECT_EQ(c.positionOffset, 2);
+    EXPECT_NE((*model)->weights().layers[0].qBias, nullptr);
+    auto device = gpu::createCpuDevice(2);
+    auto session = LlamaSession::create(**model, *device, 16);
+    ASSERT_TRUE(session.ok()) << session.error().message;
+    for (int pos = 0; pos < 3; ++pos) {
+        auto logits = (*session)->forward(int32_t(pos + 5), pos);
+        ASSERT_TRUE(logits.ok());
+        for (int i = 0; i < c.vocabSize; i += 97) ASSERT_TRUE(std::isfinite((*logits)[i]));
+    }
     std::filesystem::remove(path);
 }
 

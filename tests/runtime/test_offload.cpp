@@ -97,6 +97,11 @@ public:
     void attention(const gpu::AttentionArgs& a) override { m_inner->attention(a); }
     void swiglu(const float* g, const float* u, float* o, int n) override { m_inner->swiglu(g, u, o, n); }
     void add(float* y, const float* x, int n) override { m_inner->add(y, x, n); }
+    void pointwise(const gpu::PointwiseArgs& a) override { m_inner->pointwise(a); }
+    void layernorm(const float* x, const float* w, const float* b, float* o, int n, float e) override
+    {
+        m_inner->layernorm(x, w, b, o, n, e);
+    }
     std::atomic<uint64_t> uploads{0}, downloads{0};
     uint64_t rmsnorms = 0, stopAfterRmsnorms = 0;  // sets *stop at that call (0: never)
     std::atomic<bool>* stop = nullptr;

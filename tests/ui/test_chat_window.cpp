@@ -270,7 +270,8 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     QVERIFY2(window.errorText().contains("truncated.gguf"), qPrintable(window.errorText()));
     QCOMPARE(window.modelList()->count(), 1);
 
-    // A Hugging Face folder and a safetensors file: refused with what to do, nothing added.
+    // A Hugging Face folder without its tokenizer and weights, and a safetensors file alone:
+    // refused with what is missing, nothing added.
     const QString hf = QDir(data.path()).filePath("hf-model");
     QVERIFY(QDir().mkpath(hf));
     {
@@ -280,7 +281,7 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     }
     dropFile(window, hf);
     QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 2, 10'000);
-    QVERIFY2(window.errorText().contains("Hugging Face") && window.errorText().contains("GGUF"),
+    QVERIFY2(window.errorText().contains("hf-model") && window.errorText().contains("no tokenizer"),
              qPrintable(window.errorText()));
     const QString safetensors = QDir(data.path()).filePath("model.safetensors");
     {

@@ -1,0 +1,45 @@
+#pragma once
+// llama2.c checkpoints (github.com/karpathy/llama2.c) and their tokenizer.bin, imported as GGUF-
+// keyed metadata and tensors (core/formats/imported_model.h):
+//   v0  legacy export: 7 x int32 header (a negative vocab size means a separate classifier),
+//       then fp32 tensors layer-major by kind; the RoPE tables are skipped.
+//   v1  256-byte header (magic "ak42", version 1), fp32.
+//   v2  256-byte header with the quantization group size; norms fp32, every matrix int8 in
+//       groups (64 here) with one fp32 scale per group (the thesis' ReLU models use it).
+// fp32 tensors are used in place from the mapping; v2 matrices are regrouped into Q8_G64 blocks
+// (scale beside its values) in memory, since the file keeps all values before all scales.
+// The format does not record the activation function: `architecture` says it ("llama", the
+// default, or "relu-llama" for the thesis' shifted-ReLU models). A relu-llama v2 checkpoint is
+// computed as the thesis' runtime computes it (the one its reference text comes from): every
+// matrix but the embedding rows with its int8 weights rounded to 4 bits, (q >> 4) +
+// ((q >> 3) & 1) times 16 (the shared classifier becomes a rounded copy, output.weight).
+
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+#include "core/formats/imported_model.h"
+
+namespace spillway::llama2c {
+
+struct ImportOptions {
+    std::string architecture = "llama";  // "llama" or "relu-llama"
+    // tokenizer.bin layout (int32 max length; per token float score, int32 length, bytes).
+    // Empty: "tokenizer.bin", then "tok<vocab>.bin", beside the checkpoint.
+    std::string tokenizerPath;
+};
+
+// Whether `path` looks like a llama2.c checkpoint: the "ak42" magic (v1, v2), or a legacy header
+// whose sizes add up to exactly the file's size. Reads the first bytes only.
+bool looksLikeCheckpoint(const std::string& path);
+
+Result<std::unique_ptr<ImportedModel>> importCheckpoint(const std::string& path, const ImportOptions& options = {});
+
+// A tokenizer.bin as tokenizer.ggml.* metadata (SentencePiece-style: spaces become U+2581,
+// "<0xAB>" pieces are byte tokens, <unk>/<s>/</s> are ids 0/1/2 as llama2.c has them).
+Status tokenizerMetadata(const std::string& path, int vocabSize, gguf::Metadata& out);
+
+// The architectures importCheckpoint takes.
+const char* architectures();  // "llama, relu-llama"
+
+}  // namespace spillway::llama2c

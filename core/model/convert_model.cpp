@@ -1,0 +1,176 @@
+#include "core/model/convert_model.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/formats/gguf.h"
+#include "core/formats/hf_config.h"
+#include "core/formats/safetensors.h"
+#include "core/model/llama_model.h"
+#include "core/tokenizer/hf_tokenizer.h"
+#include "gpu/cpu/cpu_device.h"
+
+namespace spillway {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Keys that describe how this engine imported a file, not the model.
+bool importOnlyKey(std::string_view key)
+{
+    return key == "spillway.rope.neox" || key == "spillway.source_format" || key == "general.alignment";
+}
+
+// Rows of a tensor as the permutation sees them: a matrix's rows, a bias's elements.
+struct RowShape {
+    int64_t rows;
+    size_t rowBytes;
+};
+
+RowShape rowShape(const ModelTensor& t)
+{
+    if (t.dims.size() == 1) return {t.dims[0], size_t(t.bytes / uint64_t(std::max<int64_t>(t.dims[0], 1)))};
+    return {t.dims[1], gpu::rowBytes(t.type, t.dims[0])};
+}
+
+// Whether tensor `name` is stored in the other ecosystem's Q/K row order and must be permuted
+// on its way out; heads for the permutation in *heads.
+bool needsPermutation(const LlamaModel& model, const ModelTensor& t, ConvertTarget target, int* heads)
+{
+    const LlamaConfig& c = model.config();
+    if (!hfNeedsRopePermutation(c.architecture, t.name)) return false;
+    // Source order: Hugging Face's (rotate-half) when the engine rotates halves for a Llama.
+    const bool sourceIsHf = c.ropeNeox;
+    const bool targetIsHf = target == ConvertTarget::HuggingFace;
+    if (sourceIsHf == targetIsHf) return false;
+    *heads = t.name.find("attn_k") != std::string::npos ? c.nKvHeads : c.nHeads;
+    return true;
+}
+
+Status writeGguf(const LlamaModel& model, const std::string& out)
+{
+    gguf::Writer w;
+    for (const gguf::KeyValue& kv : model.metadata().entries())
+        if (!importOnlyKey(kv.key)) w.setValue(kv.key, kv.value);
+    for (const ModelTensor& t : model.tensors()) {
+        if (gguf::ggmlFromDtype(t.type) == 0 && t.type != gpu::DType::F32)
+            return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name + "' is " +
+                                                              packageFormatName(t.type) + ", which GGUF cannot hold");
+        int heads = 0;
+        const bool permute = needsPermutation(model, t, ConvertTarget::Gguf, &heads);
+        const RowShape shape = rowShape(t);
+        const ModelTensor* src = &t;
+        w.addTensor(t.name, t.type, t.dims, [src, permute, heads, shape](std::span<uint8_t> dst) {
+            if (!permute || !permuteRopeRows(src->data, dst.data(), shape.rows, shape.rowBytes, heads, true))
+                std::memcpy(dst.data(), src->data, dst.size());
+        });
+    }
+    return w.write(out);
+}
+
+Status writeText(const fs::path& path, const std::string& text)
+{
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(text.data(), std::streamsize(text.size()));
+    f.close();
+    if (!f) return makeError(ErrorCode::Io, path.string() + ": cannot write");
+    return {};
+}
+
+Status writeHfFolder(const LlamaModel& model, const fs::path& dir)
+{
+    const LlamaConfig& c = model.config();
+    const gguf::Metadata& meta = model.metadata();
+    auto config = hfConfigFromMetadata(meta, model.tiedEmbeddings());
+    if (!config) return config.error();
+    auto generation = hfGenerationConfigFromMetadata(meta);
+    if (!generation) return generation.error();
+    auto tokenizer = hfTokenizerJsonFromMetadata(meta);
+    if (!tokenizer) return tokenizer.error();
+    auto tokenizerConfig = hfTokenizerConfigFromMetadata(meta);
+    if (!tokenizerConfig) return tokenizerConfig.error();
+    SPILLWAY_TRY(writeText(dir / "config.json", *config));
+    SPILLWAY_TRY(writeText(dir / "generation_config.json", *generation));
+    SPILLWAY_TRY(writeText(dir / "tokenizer.json", *tokenizer));
+    SPILLWAY_TRY(writeText(dir / "tokenizer_config.json", *tokenizerConfig));
+
+    std::shared_ptr<gpu::Device> cpu;  // dequantizes quantized rows
+    safetensors::Writer w;
+    w.setMetadata("format", "pt");
+    for (const ModelTensor& t : model.tensors()) {
+        const auto name = hfTensorName(c.architecture, t.name);
+        if (!name)
+            return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name +
+                                                              "' has no Hugging Face name in a '" + c.architecture + "' model");
+        std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
+        int heads = 0;
+        const bool permute = needsPermutation(model, t, ConvertTarget::HuggingFace, &heads);
+        const ModelTensor* src = &t;
+        if (safetensors::dtypeName(t.type)) {
+            const RowShape rs = rowShape(t);
+            w.addTensor(*name, t.type, shape, [src, permute, heads, rs](std::span<uint8_t> dst) {
+                if (!permute || !permuteRopeRows(src->data, dst.data(), rs.rows, rs.rowBytes, heads, false))
+                    std::memcpy(dst.data(), src->data, dst.size());
+            });
+            continue;
+        }
+        if (t.dims.size() != 2)
+            return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name + "' is " +
+                                                              packageFormatName(t.type) + " and not a matrix");
+        if (!cpu) cpu = gpu::createCpuDevice(1);
+        gpu::MatrixView view;
+        view.type = t.type;
+        view.data = t.data;
+        view.cols = t.dims[0];
+        view.rows = t.dims[1];
+        view.rowStride = gpu::rowBytes(t.type, view.cols);
+        gpu::Device* device = cpu.get();
+        w.addTensor(*name, gpu::DType::F32, shape, [device, view, permute, heads](std::span<uint8_t> dst) {
+            std::vector<float> all(size_t(view.rows * view.cols));
+            for (int64_t r = 0; r < view.rows; ++r) device->getRow(view, r, all.data() + r * view.cols);
+            const auto* bytes = reinterpret_cast<const uint8_t*>(all.data());
+            if (!permute || !permuteRopeRows(bytes, dst.data(), view.rows, size_t(view.cols) * 4, heads, false))
+                std::memcpy(dst.data(), bytes, dst.size());
+        });
+    }
+    return w.write((dir / "model.safetensors").string());
+}
+
+}  // namespace
+
+Status convertModel(const LlamaModel& model, const std::string& outPath, const ConvertOptions& options)
+{
+    const LlamaConfig& c = model.config();
+    if (c.architecture == "relu-llama")
+        return makeError(ErrorCode::UnsupportedModel,
+                         model.path() + ": relu-llama (the thesis' shifted-ReLU models) has no GGUF or Hugging Face "
+                                        "architecture to be written as; run the llama2.c checkpoint itself");
+    std::error_code ec;
+    if (fs::exists(outPath, ec) && !options.overwrite)
+        return makeError(ErrorCode::InvalidArgument, outPath + " exists already (pass --force to replace it)");
+    if (options.target == ConvertTarget::Gguf) {
+        if (fs::is_directory(outPath, ec))
+            return makeError(ErrorCode::InvalidArgument, outPath + " is a folder; a GGUF output is a file");
+        return writeGguf(model, outPath);
+    }
+    // A folder: built beside the target, renamed into place when complete.
+    const fs::path target = fs::absolute(outPath, ec);
+    std::random_device rd;
+    const fs::path temp = target.parent_path() / (target.filename().string() + ".partial-" + std::to_string(rd()));
+    if (!fs::create_directories(temp, ec))
+        return makeError(ErrorCode::Io, temp.string() + ": cannot create (" + ec.message() + ")");
+    Status written = writeHfFolder(model, temp);
+    if (written) {
+        if (fs::exists(target, ec)) fs::remove_all(target, ec);
+        fs::rename(temp, target, ec);
+        if (ec) written = makeError(ErrorCode::Io, target.string() + ": cannot rename the finished folder into place (" +
+                                                       ec.message() + ")");
+    }
+    if (!written) fs::remove_all(temp, ec);
+    return written;
+}
+
+}  // namespace spillway

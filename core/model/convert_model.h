@@ -1,0 +1,29 @@
+#pragma once
+// spillway-cli convert: a loaded model (GGUF, Hugging Face folder, llama2.c, package) written as
+// a GGUF file or a Hugging Face folder. The Q/K rows of Llama-family models are permuted
+// between GGUF's adjacent-pair RoPE order and Hugging Face's rotate-half order (as llama.cpp's
+// convert_hf_to_gguf.py does), so each output runs in the tools of its own ecosystem.
+// Quantized tensors go to a Hugging Face folder dequantized to F32 (safetensors has no
+// quantized blocks); to GGUF they are copied as they are.
+//
+// Nothing is left behind on failure: the GGUF goes through a temporary file,
+// the folder is built beside its target and renamed into place.
+
+#include <string>
+
+#include "base/result.h"
+
+namespace spillway {
+
+class LlamaModel;
+
+enum class ConvertTarget { Gguf, HuggingFace };
+
+struct ConvertOptions {
+    ConvertTarget target = ConvertTarget::Gguf;
+    bool overwrite = false;  // replace an existing output
+};
+
+Status convertModel(const LlamaModel& model, const std::string& outPath, const ConvertOptions& options);
+
+}  // namespace spillway

@@ -1,0 +1,277 @@
+// OPT (learned positions with offset 2, pre-LayerNorm, ReLU FFN, biases, tied head): a small
+// model with random weights against a double-precision forward pass written here from the
+// architecture's definition (transformers' OPTForCausalLM), not from the engine's code; then the
+// same model as a Hugging Face folder gives the same logits.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/formats/gguf.h"
+#include "core/model/convert_model.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "gpu/cpu/cpu_device.h"
+
+using namespace spillway;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kDim = 64, kHeads = 4, kHead = 16, kFfn = 128, kLayers = 2, kCtx = 32, kVocab = 259;
+
+using Vec = std::vector<double>;
+
+struct Layer {
+    Vec attnNormW, attnNormB, wq, bq, wk, bk, wv, bv, wo, bo, ffnNormW, ffnNormB, up, upB, down, downB;
+};
+
+struct Opt {
+    Vec embed, positions;  // (vocab, dim), (ctx + 2, dim)
+    std::vector<Layer> layers;
+    Vec finalW, finalB;
+};
+
+Vec randomVec(std::mt19937& rng, size_t n, double center, double spread)
+{
+    std::uniform_real_distribution<double> u(-spread, spread);
+    Vec v(n);
+    for (double& x : v) x = double(float(center + u(rng)));  // values a float holds exactly
+    return v;
+}
+
+Opt makeOpt(uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    Opt m;
+    const double w = 1.0 / std::sqrt(double(kDim));
+    m.embed = randomVec(rng, size_t(kVocab) * kDim, 0.0, 1.0);
+    m.positions = randomVec(rng, size_t(kCtx + 2) * kDim, 0.0, 0.5);
+    for (int l = 0; l < kLayers; ++l) {
+        Layer L;
+        L.attnNormW = randomVec(rng, kDim, 1.0, 0.2);
+        L.attnNormB = randomVec(rng, kDim, 0.0, 0.1);
+        L.wq = randomVec(rng, size_t(kDim) * kDim, 0.0, w);
+        L.bq = randomVec(rng, kDim, 0.0, 0.1);
+        L.wk = randomVec(rng, size_t(kDim) * kDim, 0.0, w);
+        L.bk = randomVec(rng, kDim, 0.0, 0.1);
+        L.wv = randomVec(rng, size_t(kDim) * kDim, 0.0, w);
+        L.bv = randomVec(rng, kDim, 0.0, 0.1);
+        L.wo = randomVec(rng, size_t(kDim) * kDim, 0.0, w);
+        L.bo = randomVec(rng, kDim, 0.0, 0.1);
+        L.ffnNormW = randomVec(rng, kDim, 1.0, 0.2);
+        L.ffnNormB = randomVec(rng, kDim, 0.0, 0.1);
+        L.up = randomVec(rng, size_t(kFfn) * kDim, 0.0, w);
+        L.upB = randomVec(rng, kFfn, 0.0, 0.1);
+        L.down = randomVec(rng, size_t(kDim) * kFfn, 0.0, 1.0 / std::sqrt(double(kFfn)));
+        L.downB = randomVec(rng, kDim, 0.0, 0.1);
+        m.layers.push_back(std::move(L));
+    }
+    m.finalW = randomVec(rng, kDim, 1.0, 0.2);
+    m.finalB = randomVec(rng, kDim, 0.0, 0.1);
+    return m;
+}
+
+Vec layerNorm(const Vec& x, const Vec& w, const Vec& b)
+{
+    double mean = 0, var = 0;
+    for (double v : x) mean += v;
+    mean /= double(x.size());
+    for (double v : x) var += (v - mean) * (v - mean);
+    var /= double(x.size());
+    Vec out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) out[i] = (x[i] - mean) / std::sqrt(var + 1e-5) * w[i] + b[i];
+    return out;
+}
+
+// y = W x + b, W (rows, cols) row-major.
+Vec linear(const Vec& w, const Vec& b, const Vec& x, int rows)
+{
+    const size_t cols = x.size();
+    Vec y(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) {
+        double s = b.empty() ? 0.0 : b[size_t(r)];
+        for (size_t c = 0; c < cols; ++c) s += w[size_t(r) * cols + c] * x[c];
+        y[size_t(r)] = s;
+    }
+    return y;
+}
+
+// Logits of every position of `tokens`, in double.
+std::vector<Vec> referenceLogits(const Opt& m, const std::vector<int>& tokens)
+{
+    std::vector<std::vector<Vec>> keys(kLayers), values(kLayers);
+    std::vector<Vec> all;
+    for (size_t p = 0; p < tokens.size(); ++p) {
+        Vec h(kDim);
+        for (int i = 0; i < kDim; ++i)
+            h[size_t(i)] = m.embed[size_t(tokens[p]) * kDim + size_t(i)] + m.positions[(p + 2) * kDim + size_t(i)];
+        for (int l = 0; l < kLayers; ++l) {
+            const Layer& L = m.layers[size_t(l)];
+            const Vec a = layerNorm(h, L.attnNormW, L.attnNormB);
+            const Vec q = linear(L.wq, L.bq, a, kDim);
+            keys[size_t(l)].push_back(linear(L.wk, L.bk, a, kDim));
+            values[size_t(l)].push_back(linear(L.wv, L.bv, a, kDim));
+            Vec att(kDim, 0.0);
+            for (int hd = 0; hd < kHeads; ++hd) {
+                Vec scores(p + 1);
+                double mx = -1e300;
+                for (size_t t = 0; t <= p; ++t) {
+                    double s = 0;
+                    for (int i = 0; i < kHead; ++i) s += q[size_t(hd * kHead + i)] * keys[size_t(l)][t][size_t(hd * kHead + i)];
+                    scores[t] = s / std::sqrt(double(kHead));
+                    mx = std::max(mx, scores[t]);
+                }
+                double sum = 0;
+                for (double& s : scores) sum += (s = std::exp(s - mx));
+                for (size_t t = 0; t <= p; ++t)
+                    for (int i = 0; i < kHead; ++i)
+                        att[size_t(hd * kHead + i)] += scores[t] / sum * values[size_t(l)][t][size_t(hd * kHead + i)];
+            }
+            const Vec o = linear(L.wo, L.bo, att, kDim);
+            for (int i = 0; i < kDim; ++i) h[size_t(i)] += o[size_t(i)];
+            const Vec f = layerNorm(h, L.ffnNormW, L.ffnNormB);
+            Vec u = linear(L.up, L.upB, f, kFfn);
+            for (double& v : u) v = std::max(0.0, v);
+            const Vec d = linear(L.down, L.downB, u, kDim);
+            for (int i = 0; i < kDim; ++i) h[size_t(i)] += d[size_t(i)];
+        }
+        all.push_back(linear(m.embed, {}, layerNorm(h, m.finalW, m.finalB), kVocab));
+    }
+    return all;
+}
+
+void writeOptGguf(const Opt& m, const std::string& path)
+{
+    gguf::Writer w;
+    w.setString("general.architecture", "opt");
+    w.setString("general.name", "tiny random OPT");
+    w.setUInt32("opt.context_length", kCtx);
+    w.setUInt32("opt.embedding_length", kDim);
+    w.setUInt32("opt.feed_forward_length", kFfn);
+    w.setUInt32("opt.block_count", kLayers);
+    w.setUInt32("opt.attention.head_count", kHeads);
+    w.setFloat32("opt.attention.layer_norm_epsilon", 1e-5f);
+    // A SentencePiece-style vocabulary: <unk> <s> </s> and the 256 byte tokens.
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    for (int b = 0; b < 256; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        tokens.push_back(buf);
+    }
+    w.setString("tokenizer.ggml.model", "llama");
+    w.setStringArray("tokenizer.ggml.tokens", tokens);
+    w.setFloat32Array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+    w.setUInt32("tokenizer.ggml.bos_token_id", 1);
+    w.setUInt32("tokenizer.ggml.eos_token_id", 2);
+    auto add = [&](const std::string& name, const Vec& v, std::vector<int64_t> dims) {
+        auto data = std::make_shared<std::vector<float>>(v.begin(), v.end());
+        w.addTensor(name, gpu::DType::F32, dims,
+                    [data](std::span<uint8_t> out) { std::memcpy(out.data(), data->data(), out.size()); });
+    };
+    add("token_embd.weight", m.embed, {kDim, kVocab});
+    add("position_embd.weight", m.positions, {kDim, kCtx + 2});
+    for (int l = 0; l < kLayers; ++l) {
+        const Layer& L = m.layers[size_t(l)];
+        const std::string b = "blk." + std::to_string(l) + ".";
+        add(b + "attn_norm.weight", L.attnNormW, {kDim});
+        add(b + "attn_norm.bias", L.attnNormB, {kDim});
+        add(b + "attn_q.weight", L.wq, {kDim, kDim});
+        add(b + "attn_q.bias", L.bq, {kDim});
+        add(b + "attn_k.weight", L.wk, {kDim, kDim});
+        add(b + "attn_k.bias", L.bk, {kDim});
+        add(b + "attn_v.weight", L.wv, {kDim, kDim});
+        add(b + "attn_v.bias", L.bv, {kDim});
+        add(b + "attn_output.weight", L.wo, {kDim, kDim});
+        add(b + "attn_output.bias", L.bo, {kDim});
+        add(b + "ffn_norm.weight", L.ffnNormW, {kDim});
+        add(b + "ffn_norm.bias", L.ffnNormB, {kDim});
+        add(b + "ffn_up.weight", L.up, {kDim, kFfn});
+        add(b + "ffn_up.bias", L.upB, {kFfn});
+        add(b + "ffn_down.weight", L.down, {kFfn, kDim});
+        add(b + "ffn_down.bias", L.downB, {kDim});
+    }
+    add("output_norm.weight", m.finalW, {kDim});
+    add("output_norm.bias", m.finalB, {kDim});
+    ASSERT_TRUE(w.write(path).ok());
+}
+
+std::vector<std::vector<float>> engineLogits(const LlamaModel& model, const std::vector<int>& tokens)
+{
+    auto device = gpu::createCpuDevice(2);
+    auto session = LlamaSession::create(model, *device, kCtx);
+    EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
+    std::vector<std::vector<float>> all;
+    if (!session) return all;
+    for (size_t p = 0; p < tokens.size(); ++p) {
+        auto logits = (*session)->forward(tokens[p], int(p));
+        EXPECT_TRUE(logits.ok());
+        if (!logits) break;
+        all.emplace_back(*logits, *logits + kVocab);
+    }
+    return all;
+}
+
+}  // namespace
+
+TEST(Opt, MatchesADoublePrecisionReference)
+{
+    const Opt m = makeOpt(7);
+    char tmpl[] = "/tmp/spillway-opt-XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    writeOptGguf(m, dir + "/opt.gguf");
+    auto model = LlamaModel::load(dir + "/opt.gguf");
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    EXPECT_EQ((*model)->config().trainedContext, kCtx);
+
+    std::mt19937 rng(3);
+    std::vector<int> tokens;
+    for (int i = 0; i < 20; ++i) tokens.push_back(int(rng() % kVocab));
+    const auto reference = referenceLogits(m, tokens);
+    const auto logits = engineLogits(**model, tokens);
+    ASSERT_EQ(logits.size(), tokens.size());
+    for (size_t p = 0; p < tokens.size(); ++p) {
+        double maxDiff = 0;
+        size_t bestRef = 0, bestEngine = 0;
+        for (size_t i = 0; i < size_t(kVocab); ++i) {
+            maxDiff = std::max(maxDiff, std::fabs(double(logits[p][i]) - reference[p][i]));
+            if (reference[p][i] > reference[p][bestRef]) bestRef = i;
+            if (logits[p][i] > logits[p][bestEngine]) bestEngine = i;
+        }
+        EXPECT_LT(maxDiff, 1e-3) << "position " << p;
+        EXPECT_EQ(bestEngine, bestRef) << "position " << p;
+    }
+
+    // The same model as a Hugging Face folder: the same logits.
+    ConvertOptions o;
+    o.target = ConvertTarget::HuggingFace;
+    ASSERT_TRUE(convertModel(**model, dir + "/hf", o).ok());
+    auto hf = LlamaModel::load(dir + "/hf");
+    ASSERT_TRUE(hf.ok()) << hf.error().message;
+    const auto hfLogits = engineLogits(**hf, tokens);
+    ASSERT_EQ(hfLogits.size(), logits.size());
+    for (size_t p = 0; p < tokens.size(); ++p) EXPECT_EQ(hfLogits[p], logits[p]) << "position " << p;
+    fs::remove_all(dir);
+}
+
+TEST(Opt, APositionPastTheTableIsRefused)
+{
+    const Opt m = makeOpt(8);
+    char tmpl[] = "/tmp/spillway-opt-XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    writeOptGguf(m, dir + "/opt.gguf");
+    auto model = LlamaModel::load(dir + "/opt.gguf");
+    ASSERT_TRUE(model.ok());
+    auto device = gpu::createCpuDevice(1);
+    auto session = LlamaSession::create(**model, *device, 0);
+    ASSERT_TRUE(session.ok());
+    EXPECT_EQ((*session)->contextLength(), kCtx);
+    EXPECT_FALSE((*session)->forward(5, kCtx).ok());
+    fs::remove_all(dir);
+}
