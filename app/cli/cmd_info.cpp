@@ -1,6 +1,8 @@
 // spillway-cli info: what a model file holds.
 
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <map>
 
@@ -45,11 +47,42 @@ std::string valueText(const gguf::Value& v)
 }
 
 // A model package: the manifest's view (formats, tiers, quality) of what LlamaModel loads.
+// A Hugging Face folder or a llama2.c checkpoint: what the engine imported from it.
+int runImportedInfo(const LlamaModel& m, bool showMetadata)
+{
+    const LlamaConfig& c = m.config();
+    uint64_t bytes = 0;
+    for (const auto& t : m.tensors()) bytes += t.bytes;
+    const auto source = m.metadata().getString("spillway.source_format");
+    std::printf("model: %s\nformat: %s, %zu file(s), %zu tensors, %s\n", m.path().c_str(),
+                source ? source->c_str() : "imported", m.dataFiles().size(), m.tensors().size(),
+                humanBytes(double(bytes)).c_str());
+    std::printf("architecture: %s%s%s\n", c.architecture.c_str(), c.name.empty() ? "" : "  name: ", c.name.c_str());
+    std::printf("hyper-parameters: dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d, context %d\n", c.dim,
+                c.nLayers, c.nHeads, c.nKvHeads, c.headDim, c.ffnDim, c.trainedContext);
+    std::printf("parameters: %.3f M\n", double(m.parameterCount()) / 1e6);
+    if (showMetadata) {
+        std::printf("\nmetadata:\n");
+        for (const auto& kv : m.metadata().entries())
+            std::printf("  %-44s %s\n", kv.key.c_str(), valueText(kv.value).c_str());
+    }
+    std::printf("\n%-32s %-8s %-16s %5s %12s %12s\n", "tensor", "type", "shape", "file", "offset", "bytes");
+    for (const auto& t : m.tensors()) {
+        std::string shape;
+        for (size_t i = t.dims.size(); i-- > 0;) shape += std::to_string(t.dims[i]) + (i ? " x " : "");
+        const std::string file = t.file == kInMemoryTensor ? "mem" : std::to_string(t.file);
+        std::printf("%-32s %-8s %-16s %5s %12llu %12llu\n", t.name.c_str(), gpu::dtypeName(t.type), shape.c_str(),
+                    file.c_str(), (unsigned long long)t.fileOffset, (unsigned long long)t.bytes);
+    }
+    return ExitOk;
+}
+
 int runPackageInfo(const std::string& path, bool showMetadata, bool verify)
 {
     auto model = LlamaModel::load(path);
     if (!model) return reportError(model.error());
     const LlamaModel& m = **model;
+    if (!m.package()) return runImportedInfo(m, showMetadata);
     const storage::PackageManifest& man = m.package()->manifest();
     const LlamaConfig& c = m.config();
     uint64_t bytes = 0;
@@ -86,7 +119,13 @@ int runPackageInfo(const std::string& path, bool showMetadata, bool verify)
 int runInfo(const std::string& path, bool showMetadata, bool verify)
 {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec) || std::filesystem::path(path).filename() == "manifest.json")
+    // Packages, Hugging Face folders and llama2.c checkpoints go through the engine's loader;
+    // GGUF files (by their magic) are described from the file itself.
+    const std::string name = std::filesystem::path(path).filename().string();
+    char magic[4] = {};
+    std::ifstream(path, std::ios::binary).read(magic, 4);
+    if (std::filesystem::is_directory(path, ec) || name == "manifest.json" || name == "config.json" ||
+        (std::memcmp(magic, "GGUF", 4) != 0 && std::filesystem::path(path).extension() != ".gguf"))
         return runPackageInfo(path, showMetadata, verify);
     auto file = gguf::File::open(path);
     if (!file) return reportError(file.error());
@@ -149,7 +188,7 @@ void addInfoCommand(CLI::App& app, int& exitCode)
     auto path = std::make_shared<std::string>(demoModelPath());
     auto metadata = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("info", "Print a model's architecture, hyper-parameters and tensors");
-    cmd->add_option("-m,--model", *path, "GGUF model file or model package folder (default: the bundled demo model)")
+    cmd->add_option("-m,--model", *path, "GGUF file, Hugging Face folder, llama2.c checkpoint or package (default: the bundled demo model)")
         ->check(CLI::ExistingPath);
     auto verify = std::make_shared<bool>(false);
     cmd->add_flag("--metadata", *metadata, "Also list every metadata key");

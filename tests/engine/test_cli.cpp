@@ -274,3 +274,38 @@ TEST(Cli, CorruptModelFilesFailCleanly)
     expectCleanFailure(notGguf, "text file");
     std::filesystem::remove_all(dir);
 }
+
+// convert and the formats it writes, from the command line: a Hugging Face folder of the demo
+// model is described by info, generates the reference text (every weight streamed from its
+// safetensors file), and an existing output is refused; the relu model runs with --arch.
+TEST(Cli, ConvertInfoAndGenerateFromAHuggingFaceFolder)
+{
+    const std::string hf = tempDir() + "/cli-hf";
+    std::filesystem::remove_all(hf);
+    const std::string model = "'" + kShared + "/models/stories260K.gguf'";
+    CliRun r = runCli("convert -m " + model + " -o '" + hf + "' --to hf");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    r = runCli("convert -m " + model + " -o '" + hf + "' --to hf");
+    EXPECT_EQ(r.exitCode, 2) << "an existing output is a usage error";
+    EXPECT_NE(r.err.find("exists"), std::string::npos) << r.err;
+    r = runCli("info -m '" + hf + "'");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("format: huggingface"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("blk.0.attn_q.weight"), std::string::npos) << r.out;
+    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    std::string line;
+    std::getline(refs, line);
+    const auto tab = line.find('\t');
+    const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/spillway-cli-cache' ";
+    r = runCli("generate -m '" + hf + "' -p '" + line.substr(0, tab) + "' -n 48 --temp 0 --tier ssd --quick-probe", env);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out, line.substr(tab + 1) + "\n");
+
+    std::ifstream relu(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    std::getline(relu, line);
+    const auto rtab = line.find('\t');
+    r = runCli("generate -m '" + kShared + "/models/relu-stories-260K/model_qint80.bin' --arch relu-llama -p '" +
+               line.substr(0, rtab) + "' -n 48 --temp 0");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.substr(0, line.size() - rtab - 1), line.substr(rtab + 1));
+}

@@ -16,12 +16,13 @@
 #include "core/formats/safetensors.h"
 #include "core/model/convert_model.h"
 #include "core/model/llama_model.h"
-#include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
-#include "core/runtime/sampler.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/greedy_text.h"
+#include "../common/temp_dir.h"
 
 using namespace spillway;
+using testing_support::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -29,55 +30,16 @@ namespace {
 const std::string kShared = SPILLWAY_SHARED_DIR;
 const std::string kStories = kShared + "/models/stories260K.gguf";
 
-struct Reference {
-    std::string prompt, text;
-};
-
-std::vector<Reference> references()
+std::vector<testing_support::ReferenceText> references()
 {
-    std::vector<Reference> refs;
-    std::ifstream in(kShared + "/reference/stories260K.greedy48.tsv");
-    std::string line;
-    while (std::getline(in, line))
-        if (const auto tab = line.find('\t'); tab != std::string::npos) refs.push_back({line.substr(0, tab), line.substr(tab + 1)});
-    return refs;
+    return testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
 }
 
 std::string greedy(const LlamaModel& model, const std::string& prompt)
 {
     auto device = gpu::createCpuDevice(2);
-    auto session = LlamaSession::create(model, *device, 0);
-    EXPECT_TRUE(session.ok());
-    if (!session) return {};
-    SamplerSettings settings;
-    settings.temperature = 0.0f;
-    Sampler sampler(model.config().vocabSize, settings);
-    std::string text = prompt;
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.maxNewTokens = 48;
-    request.onToken = [&](std::string_view piece, int32_t) {
-        text += piece;
-        return true;
-    };
-    EXPECT_TRUE(generate(**session, sampler, request).ok());
-    return text;
+    return testing_support::greedyText(model, *device, prompt);
 }
-
-class TempDir {
-public:
-    TempDir()
-    {
-        char tmpl[] = "/tmp/spillway-convert-XXXXXX";
-        m_path = mkdtemp(tmpl);
-    }
-    ~TempDir() { fs::remove_all(m_path); }
-    std::string operator/(const std::string& name) const { return m_path + "/" + name; }
-    const std::string& path() const { return m_path; }
-
-private:
-    std::string m_path;
-};
 
 ConvertOptions to(ConvertTarget t)
 {
@@ -100,7 +62,7 @@ TEST(Convert, Stories260KThroughAHuggingFaceFolderAndBack)
 {
     auto original = LlamaModel::load(kStories);
     ASSERT_TRUE(original.ok());
-    TempDir dir;
+    TempDir dir("spillway-convert");
     ASSERT_TRUE(convertModel(**original, dir / "hf", to(ConvertTarget::HuggingFace)).ok());
     for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"})
         EXPECT_TRUE(fs::exists(dir / ("hf/" + std::string(f)))) << f;
@@ -150,7 +112,7 @@ TEST(Convert, ExistingOutputsAndImpossibleTargetsAreRefused)
 {
     auto original = LlamaModel::load(kStories);
     ASSERT_TRUE(original.ok());
-    TempDir dir;
+    TempDir dir("spillway-convert");
     writeFile(dir / "taken.gguf", "keep me");
     auto taken = convertModel(**original, dir / "taken.gguf", to(ConvertTarget::Gguf));
     ASSERT_FALSE(taken.ok());
@@ -180,7 +142,7 @@ TEST(Convert, BadHuggingFaceFoldersAreNamed)
 {
     auto original = LlamaModel::load(kStories);
     ASSERT_TRUE(original.ok());
-    TempDir dir;
+    TempDir dir("spillway-convert");
     ASSERT_TRUE(convertModel(**original, dir / "hf", to(ConvertTarget::HuggingFace)).ok());
     auto expectError = [](const std::string& path, const std::string& fragment) {
         auto m = LlamaModel::load(path);

@@ -14,67 +14,19 @@
 
 #include "core/formats/llama2c.h"
 #include "core/model/llama_model.h"
-#include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
-#include "core/runtime/sampler.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/greedy_text.h"
+#include "../common/temp_dir.h"
 
 using namespace spillway;
+using testing_support::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kShared = SPILLWAY_SHARED_DIR;
 const std::string kRelu = kShared + "/models/relu-stories-260K/model_qint80.bin";
-
-struct Reference {
-    std::string prompt, text;
-};
-
-std::vector<Reference> readReferences(const std::string& path)
-{
-    std::vector<Reference> refs;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line))
-        if (const auto tab = line.find('\t'); tab != std::string::npos) refs.push_back({line.substr(0, tab), line.substr(tab + 1)});
-    return refs;
-}
-
-std::string greedy(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n)
-{
-    auto session = LlamaSession::create(model, device, 0);
-    EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
-    if (!session) return {};
-    SamplerSettings settings;
-    settings.temperature = 0.0f;
-    Sampler sampler(model.config().vocabSize, settings);
-    std::string text = prompt;
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.maxNewTokens = n;
-    request.onToken = [&](std::string_view piece, int32_t) {
-        text += piece;
-        return true;
-    };
-    auto stats = generate(**session, sampler, request);
-    EXPECT_TRUE(stats.ok()) << (stats ? "" : stats.error().message);
-    return text;
-}
-
-class TempDir {
-public:
-    TempDir()
-    {
-        char tmpl[] = "/tmp/spillway-llama2c-XXXXXX";
-        m_path = mkdtemp(tmpl);
-    }
-    ~TempDir() { fs::remove_all(m_path); }
-    const std::string& path() const { return m_path; }
-
-private:
-    std::string m_path;
-};
 
 class KernelSet : public ::testing::TestWithParam<const char*> {
 protected:
@@ -185,12 +137,12 @@ TEST_P(KernelSet, ReluStoriesMatchesTheThesisRuntime)
     EXPECT_EQ(c.vocabSize, 1024);
     EXPECT_EQ(c.trainedContext, 64);
     EXPECT_EQ((*model)->tensor("blk.0.attn_q.weight")->type, gpu::DType::Q8_G64);
-    const auto refs = readReferences(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     for (int threads : {1, 2}) {
         auto device = gpu::createCpuDevice(threads);
         for (const auto& ref : refs) {
-            const std::string text = greedy(**model, *device, ref.prompt, 48);
+            const std::string text = testing_support::greedyText(**model, *device, ref.prompt, 48);
             EXPECT_EQ(text.substr(0, ref.text.size()), ref.text) << "kernels " << GetParam() << ", threads " << threads;
         }
     }
@@ -205,18 +157,18 @@ TEST(Llama2c, TheSameModelAsLlamaDiffersFromTheReluText)
     ASSERT_TRUE(model.ok()) << model.error().message;
     EXPECT_EQ((*model)->config().architecture, "llama");
     auto device = gpu::createCpuDevice(1);
-    const auto refs = readReferences(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_FALSE(refs.empty());
-    EXPECT_NE(greedy(**model, *device, refs[0].prompt, 48).substr(0, refs[0].text.size()), refs[0].text);
+    EXPECT_NE(testing_support::greedyText(**model, *device, refs[0].prompt, 48).substr(0, refs[0].text.size()), refs[0].text);
 }
 
 TEST(Llama2c, Fp32CheckpointsOfStories260KGiveLlamaCppsText)
 {
     auto gguf = LlamaModel::load(kShared + "/models/stories260K.gguf");
     ASSERT_TRUE(gguf.ok());
-    const auto refs = readReferences(kShared + "/reference/stories260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
-    TempDir dir;
+    TempDir dir("spillway-llama2c");
     copyFile(kShared + "/models/tok512.bin", dir.path() + "/tok512.bin");
     auto device = gpu::createCpuDevice(2);
     for (int version : {0, 1}) {
@@ -227,7 +179,7 @@ TEST(Llama2c, Fp32CheckpointsOfStories260KGiveLlamaCppsText)
         ASSERT_TRUE(model.ok()) << model.error().message;
         EXPECT_EQ((*model)->tensor("blk.1.ffn_down.weight")->type, gpu::DType::F32);
         EXPECT_EQ((*model)->tensor("blk.1.ffn_down.weight")->file, 0u) << "fp32 tensors are used from the file";
-        for (const auto& ref : refs) EXPECT_EQ(greedy(**model, *device, ref.prompt, 48), ref.text) << "v" << version;
+        for (const auto& ref : refs) EXPECT_EQ(testing_support::greedyText(**model, *device, ref.prompt, 48), ref.text) << "v" << version;
     }
 }
 
@@ -240,7 +192,7 @@ TEST(Llama2c, QuantizedV2AgreesWithItsFp32Rewrite)
     EXPECT_EQ((*v2)->tensor("token_embd.weight")->type, gpu::DType::Q8_G64);
     EXPECT_EQ((*v2)->tensor("token_embd.weight")->file, kInMemoryTensor);
     EXPECT_EQ((*v2)->tensor("output.weight"), nullptr) << "plain Llama keeps the classifier shared";
-    TempDir dir;
+    TempDir dir("spillway-llama2c");
     copyFile(kShared + "/models/relu-stories-260K/tok1024.bin", dir.path() + "/tok1024.bin");
     const std::string path = dir.path() + "/v1.bin";
     writeCheckpoint(**v2, 1, path);
@@ -267,7 +219,7 @@ TEST(Llama2c, QuantizedV2AgreesWithItsFp32Rewrite)
 
 TEST(Llama2c, DamagedCheckpointsAreNamed)
 {
-    TempDir dir;
+    TempDir dir("spillway-llama2c");
     const std::string dst = dir.path() + "/model.bin";
     auto expectError = [&](const std::string& path, const std::string& fragment, ModelLoadOptions o = {}) {
         auto model = LlamaModel::load(path, o);

@@ -1,0 +1,56 @@
+#pragma once
+// Reference texts (../shared/reference/*.greedy48.tsv: prompt TAB text) and the engine's greedy
+// continuation of a prompt, for the tests that compare the two.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/model/llama_model.h"
+#include "core/runtime/generator.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "gpu/device.h"
+
+namespace spillway::testing_support {
+
+struct ReferenceText {
+    std::string prompt;
+    std::string text;  // the prompt followed by the continuation
+};
+
+inline std::vector<ReferenceText> readReferenceTexts(const std::string& path)
+{
+    std::vector<ReferenceText> refs;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line))
+        if (const auto tab = line.find('\t'); tab != std::string::npos) refs.push_back({line.substr(0, tab), line.substr(tab + 1)});
+    return refs;
+}
+
+// The prompt followed by `n` greedy tokens (fewer at end of sequence); test failures on errors.
+inline std::string greedyText(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n = 48)
+{
+    auto session = LlamaSession::create(model, device, 0);
+    EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
+    if (!session) return {};
+    SamplerSettings settings;
+    settings.temperature = 0.0f;
+    Sampler sampler(model.config().vocabSize, settings);
+    std::string text = prompt;
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.maxNewTokens = n;
+    request.onToken = [&](std::string_view piece, int32_t) {
+        text += piece;
+        return true;
+    };
+    auto stats = generate(**session, sampler, request);
+    EXPECT_TRUE(stats.ok()) << (stats ? "" : stats.error().message);
+    return text;
+}
+
+}  // namespace spillway::testing_support
