@@ -31,6 +31,7 @@
 #include "core/model/llama_model.h"
 #include "core/runtime/llama_session.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/tiny_models.h"
 
 using namespace spillway;
 namespace fs = std::filesystem;
@@ -293,18 +294,7 @@ void writeGguf(const Arch& a, const Model& m, const std::string& path)
         w.setFloat32(p + "rope.scaling.high_freq_factor", float(a.highFreqFactor));
         w.setUInt32(p + "rope.scaling.original_context_length", uint32_t(a.originalContext));
     }
-    // A SentencePiece-style vocabulary: <unk> <s> </s> and the 256 byte tokens.
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    for (int b = 0; b < 256; ++b) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-        tokens.push_back(buf);
-    }
-    w.setString("tokenizer.ggml.model", "llama");
-    w.setStringArray("tokenizer.ggml.tokens", tokens);
-    w.setFloat32Array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
-    w.setUInt32("tokenizer.ggml.bos_token_id", 1);
-    w.setUInt32("tokenizer.ggml.eos_token_id", 2);
+    testing_support::addByteVocabulary(w);
     auto add = [&](const std::string& name, const Vec& v, std::vector<int64_t> dims) {
         auto data = std::make_shared<std::vector<float>>(v.begin(), v.end());
         w.addTensor(name, gpu::DType::F32, dims,
@@ -340,18 +330,7 @@ void writeGguf(const Arch& a, const Model& m, const std::string& path)
 
 std::vector<std::vector<float>> engineLogits(const LlamaModel& model, const std::vector<int>& tokens)
 {
-    auto device = gpu::createCpuDevice(2);
-    auto session = LlamaSession::create(model, *device, kCtx);
-    EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
-    std::vector<std::vector<float>> all;
-    if (!session) return all;
-    for (size_t p = 0; p < tokens.size(); ++p) {
-        auto logits = (*session)->forward(tokens[p], int(p));
-        EXPECT_TRUE(logits.ok()) << (logits ? "" : logits.error().message);
-        if (!logits) break;
-        all.emplace_back(*logits, *logits + kVocab);
-    }
-    return all;
+    return testing_support::logitsAtEachPosition(model, tokens, kCtx);
 }
 
 std::vector<int> testTokens()

@@ -1,0 +1,54 @@
+#pragma once
+// Pieces of the tests that build tiny random models with gguf::Writer and compare the engine's
+// logits with references written in the tests (test_opt, test_hf_archs).
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/formats/gguf.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "gpu/cpu/cpu_device.h"
+
+namespace spillway::testing_support {
+
+// A SentencePiece-style vocabulary of 259 tokens: <unk> <s> </s> and the 256 byte tokens.
+inline constexpr int kByteVocabulary = 259;
+inline void addByteVocabulary(gguf::Writer& w)
+{
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    for (int b = 0; b < 256; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        tokens.push_back(buf);
+    }
+    w.setString("tokenizer.ggml.model", "llama");
+    w.setStringArray("tokenizer.ggml.tokens", tokens);
+    w.setFloat32Array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+    w.setUInt32("tokenizer.ggml.bos_token_id", 1);
+    w.setUInt32("tokenizer.ggml.eos_token_id", 2);
+}
+
+// The logits after each of `tokens`, fed one at a time from position 0 (CPU, 2 threads).
+inline std::vector<std::vector<float>> logitsAtEachPosition(const LlamaModel& model, const std::vector<int>& tokens,
+                                                            int context)
+{
+    auto device = gpu::createCpuDevice(2);
+    auto session = LlamaSession::create(model, *device, context);
+    EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
+    std::vector<std::vector<float>> all;
+    if (!session) return all;
+    const int vocab = model.config().vocabSize;
+    for (size_t p = 0; p < tokens.size(); ++p) {
+        auto logits = (*session)->forward(tokens[p], int(p));
+        EXPECT_TRUE(logits.ok()) << (logits ? "" : logits.error().message);
+        if (!logits) break;
+        all.emplace_back(*logits, *logits + vocab);
+    }
+    return all;
+}
+
+}  // namespace spillway::testing_support
