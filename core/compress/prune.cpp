@@ -134,7 +134,8 @@ std::vector<NamedMatrix> linearMatrices(const LlamaModel& model)
     };
     for (size_t l = 0; l < w.layers.size(); ++l)
         for (const Member& m : kMembers)
-            list.push_back({"blk." + std::to_string(l) + "." + m.suffix, w.layers[l].*(m.view)});
+            if ((w.layers[l].*(m.view)).data)  // absent: an ungated FFN's gate (OPT)
+                list.push_back({"blk." + std::to_string(l) + "." + m.suffix, w.layers[l].*(m.view)});
     const bool tied = model.tiedEmbeddings();
     list.push_back({tied ? "token_embd.weight" : "output.weight", w.output, true});
     return list;
