@@ -1,6 +1,7 @@
 #include "core/formats/llama2c.h"
 
 #include <array>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -63,7 +64,7 @@ Result<Params> readParams(const std::string& path, const uint8_t* data, uint64_t
     p.seqLen = readI32(h + 24);
     if (p.version == 0) {
         p.shared = p.vocab > 0;
-        if (p.vocab < 0) p.vocab = -p.vocab;
+        if (p.vocab < 0) p.vocab = p.vocab == INT32_MIN ? 0 : -p.vocab;  // 0: refused below
     } else {
         p.shared = h[28] != 0;
         if (p.version == 2) p.group = readI32(h + 29);
