@@ -32,6 +32,20 @@ inline void addByteVocabulary(gguf::Writer& w)
     w.setUInt32("tokenizer.ggml.eos_token_id", 2);
 }
 
+// The double-precision references' y = W x + b, W (rows, cols) row-major; b may be empty.
+inline std::vector<double> referenceLinear(const std::vector<double>& w, const std::vector<double>& b,
+                                           const std::vector<double>& x, int rows)
+{
+    const size_t cols = x.size();
+    std::vector<double> y(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) {
+        double s = b.empty() ? 0.0 : b[size_t(r)];
+        for (size_t c = 0; c < cols; ++c) s += w[size_t(r) * cols + c] * x[c];
+        y[size_t(r)] = s;
+    }
+    return y;
+}
+
 // The logits after each of `tokens`, fed one at a time from position 0 (CPU, 2 threads).
 inline std::vector<std::vector<float>> logitsAtEachPosition(const LlamaModel& model, const std::vector<int>& tokens,
                                                             int context)

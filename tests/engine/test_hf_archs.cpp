@@ -125,17 +125,9 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps)
     return out;
 }
 
-// y = W x + b, W (rows, cols) row-major.
 Vec linear(const Vec& w, const Vec& b, const Vec& x, int rows)
 {
-    const size_t cols = x.size();
-    Vec y(static_cast<size_t>(rows));
-    for (int r = 0; r < rows; ++r) {
-        double s = b.empty() ? 0.0 : b[size_t(r)];
-        for (size_t c = 0; c < cols; ++c) s += w[size_t(r) * cols + c] * x[c];
-        y[size_t(r)] = s;
-    }
-    return y;
+    return testing_support::referenceLinear(w, b, x, rows);
 }
 
 // The rotary inverse frequencies, as transformers computes them: 1 / base^(2i/d) for each of
