@@ -32,7 +32,9 @@ inline std::vector<ReferenceText> readReferenceTexts(const std::string& path)
 }
 
 // The prompt followed by `n` greedy tokens (fewer at end of sequence); test failures on errors.
-inline std::string greedyText(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n = 48)
+// *generated, if given, gets the number of tokens generated.
+inline std::string greedyText(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n = 48,
+                              int* generated = nullptr)
 {
     auto session = LlamaSession::create(model, device, 0);
     EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
@@ -50,6 +52,7 @@ inline std::string greedyText(const LlamaModel& model, gpu::Device& device, cons
     };
     auto stats = generate(**session, sampler, request);
     EXPECT_TRUE(stats.ok()) << (stats ? "" : stats.error().message);
+    if (generated && stats) *generated = stats->generatedTokens;
     return text;
 }
 

@@ -22,6 +22,7 @@
 #include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/greedy_text.h"
 
 // Counts heap allocations so the test can check that decoding allocates nothing.
 static std::atomic<long> g_allocations{0};
@@ -45,45 +46,6 @@ namespace {
 const std::string kShared = SPILLWAY_SHARED_DIR;
 const std::string kModel = kShared + "/models/stories260K.gguf";
 
-struct Reference {
-    std::string prompt;
-    std::string text;
-};
-
-std::vector<Reference> readReferences(const std::string& path)
-{
-    std::vector<Reference> refs;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-        const auto tab = line.find('\t');
-        if (tab != std::string::npos) refs.push_back({line.substr(0, tab), line.substr(tab + 1)});
-    }
-    return refs;
-}
-
-std::string greedy(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n,
-                   int* generated = nullptr)
-{
-    auto session = LlamaSession::create(model, device, 0);
-    EXPECT_TRUE(session.ok());
-    SamplerSettings settings;
-    settings.temperature = 0.0f;
-    Sampler sampler(model.config().vocabSize, settings);
-    std::string text = prompt;
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.maxNewTokens = n;
-    request.onToken = [&](std::string_view piece, int32_t) {
-        text += piece;
-        return true;
-    };
-    auto stats = generate(**session, sampler, request);
-    EXPECT_TRUE(stats.ok());
-    if (generated && stats.ok()) *generated = stats->generatedTokens;
-    return text;
-}
-
 class KernelSet : public ::testing::TestWithParam<const char*> {
 protected:
     void SetUp() override { setenv("SPILLWAY_CPU_KERNELS", GetParam(), 1); }
@@ -96,13 +58,13 @@ TEST_P(KernelSet, Stories260KMatchesLlamaCppGreedyText)
 {
     auto model = LlamaModel::load(kModel);
     ASSERT_TRUE(model.ok()) << model.error().message;
-    const auto refs = readReferences(kShared + "/reference/stories260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     for (int threads : {1, 2}) {
         auto device = gpu::createCpuDevice(threads);
         for (const auto& ref : refs) {
             int generated = 0;
-            const std::string text = greedy(**model, *device, ref.prompt, 48, &generated);
+            const std::string text = testing_support::greedyText(**model, *device, ref.prompt, 48, &generated);
             EXPECT_EQ(generated, 48);
             EXPECT_EQ(text, ref.text) << "kernels " << GetParam() << ", threads " << threads;
         }
