@@ -2,7 +2,8 @@
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/): small valid GGUF
 files covering every metadata value type and the tensor types the reader accepts, and the
 config.json texts of tests/formats_cfg/hf_configs.h (real checkpoints), alone and with a
-generation_config.json after a NUL byte. Standard library only; the output is deterministic, so
+generation_config.json after a NUL byte, and small byte-level and SentencePiece-style
+tokenizer.json files. Standard library only; the output is deterministic, so
 re-running it changes nothing unless this script changed. Files named regression_* in the corpus
 folders are inputs that once made a target fail, kept by hand; this script leaves them alone.
 
@@ -148,6 +149,93 @@ def config_seeds():
     return seeds
 
 
+def gpt2_byte_chars():
+    """GPT-2's byte -> printable character map (bytes_to_unicode)."""
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def tokenizer_seeds():
+    """Small tokenizer.json files: byte-level BPE (SmolLM-style pre-tokenizer, added special
+    tokens) and a SentencePiece-style BPE with byte fallback, each alone, with a
+    tokenizer_config.json after a NUL and a text to encode after a second NUL."""
+    import json
+    chars = gpt2_byte_chars()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for b in range(256):
+        vocab[chars[b]] = len(vocab)
+    merges = [("\u0120", "t"), ("h", "e"), ("\u0120t", "he"), ("i", "n"), ("\u0120", "a"),
+              ("o", "r"), ("\u0120a", "n"), ("\u0120an", "d"), ("e", "r"), ("\u0120", "w")]
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    byte_level = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, t in enumerate(specials)],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": True}]},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+                           "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [a + " " + b for a, b in merges]}}
+    bl = json.dumps(byte_level, ensure_ascii=False).encode()
+    config = json.dumps({"bos_token": None, "eos_token": "<|endoftext|>",
+                         "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+                                          "{{ m.content }}<|im_end|>\n{% endfor %}"}).encode()
+    text = "<|im_start|>user\nthe 2024 wander and \u00e9t\u00e9 \U0001F600<|im_end|>".encode()
+    seeds = {"byte_level.json": bl, "byte_level+config+text.json": bl + b"\0" + config + b"\0" + text}
+
+    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    pieces += ["\u2581", "t", "h", "e", "\u2581t", "he", "\u2581the", "a", "n", "d", "an", "and"]
+    sp_vocab = {p: i for i, p in enumerate(pieces)}
+    sp_merges = ["\u2581 t", "h e", "\u2581t he", "a n", "an d"]
+    sentencepiece = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, t in enumerate(pieces[:3])],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [], "special_tokens": {
+                               "<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ",
+                                                          "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": sp_vocab, "merges": sp_merges}}
+    sp = json.dumps(sentencepiece, ensure_ascii=False).encode()
+    sp_config = json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                            "add_bos_token": True, "add_eos_token": False}).encode()
+    seeds["sentencepiece.json"] = sp
+    seeds["sentencepiece+config+text.json"] = (sp + b"\0" + sp_config + b"\0" +
+                                               "the and \u00e9t\u00e9 q".encode())
+    return seeds
+
+
 def write(target, files):
     folder = HERE / "corpus" / target
     folder.mkdir(parents=True, exist_ok=True)
@@ -159,3 +247,4 @@ def write(target, files):
 if __name__ == "__main__":
     write("fuzz_gguf", gguf_seeds())
     write("fuzz_hf_config", config_seeds())
+    write("fuzz_hf_tokenizer", tokenizer_seeds())
