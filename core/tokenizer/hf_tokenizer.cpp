@@ -748,10 +748,14 @@ Result<std::string> writeTokenizerJson(const gguf::Metadata& metadata)
     const bool spm = v.kind == Vocabulary::Kind::SentencePiece;
     const size_t n = v.tokens.size();
 
+    // ordered_json's operator[] looks keys up one by one (quadratic for a 150k-token vocabulary:
+    // minutes); the texts are made unique here, so they are appended to its vector directly.
     OrderedJson vocab = OrderedJson::object();
+    auto& entries = vocab.get_ref<OrderedJson::object_t&>();
+    entries.reserve(n);
     std::set<std::string_view> seen;
     for (size_t id = 0; id < n; ++id)  // a text seen before is in our member (extensionFor)
-        if (seen.insert(v.tokens[id]).second) vocab[v.tokens[id]] = id;
+        if (seen.insert(v.tokens[id]).second) entries.emplace_back(v.tokens[id], OrderedJson(id));
     OrderedJson added = OrderedJson::array();
     for (size_t id = 0; id < n; ++id) {
         const TokenType t = v.types[id];
