@@ -343,10 +343,6 @@ Status readOpt(const Fields& f, KeyList& keys, bool& tied)
     std::optional<int64_t> context, projDim;
     SPILLWAY_TRY(f.integer("max_position_embeddings", 1, kMaxTokens, context));
     SPILLWAY_TRY(f.integer("word_embed_proj_dim", 1, kMaxDim, projDim));
-    if (projDim && *projDim != hidden)
-        return f.unsupported("word_embed_proj_dim " + std::to_string(*projDim) +
-                             " differs from hidden_size " + std::to_string(hidden) +
-                             " (project_in/project_out layers, as in opt-350m): not supported");
     std::optional<std::string> act;
     SPILLWAY_TRY(f.string("activation_function", act));
     if (act && *act != "relu")
@@ -356,8 +352,6 @@ Status readOpt(const Fields& f, KeyList& keys, bool& tied)
     SPILLWAY_TRY(f.boolean("do_layer_norm_before", true, preNorm));
     SPILLWAY_TRY(f.boolean("enable_bias", true, bias));
     SPILLWAY_TRY(f.boolean("layer_norm_elementwise_affine", true, affine));
-    if (!preNorm)
-        return f.unsupported("do_layer_norm_before = false (post-LayerNorm OPT) is not supported");
     if (!bias) return f.unsupported("enable_bias = false is not supported");
     if (!affine) return f.unsupported("layer_norm_elementwise_affine = false is not supported");
     SPILLWAY_TRY(f.boolean("tie_word_embeddings", true, tied));  // OPT ties by default
@@ -369,6 +363,10 @@ Status readOpt(const Fields& f, KeyList& keys, bool& tied)
     keys.add("opt.feed_forward_length", u32(ffn));
     keys.add("opt.attention.head_count", u32(heads));
     keys.add("opt.attention.layer_norm_epsilon", f32(1e-5));  // torch LayerNorm's default
+    // opt-350m: post-LayerNorm blocks (no final norm), and 512-wide embeddings lifted to the
+    // 1024-wide blocks by project_in and brought back by project_out.
+    if (!preNorm) keys.add("spillway.post_norm", Value::ofBool(true));
+    if (projDim && *projDim != hidden) keys.add("spillway.word_embed_proj_dim", u32(*projDim));
     return {};
 }
 
@@ -624,9 +622,9 @@ Result<std::string> configFromMetadata(const gguf::Metadata& m, bool tied)
                              m.source() + ": OPT LayerNorm epsilon " + std::to_string(eps) +
                                  " cannot be written to config.json (HF's OPT uses 1e-5)");
         j["ffn_dim"] = ffn;
-        j["word_embed_proj_dim"] = hidden;
+        j["word_embed_proj_dim"] = r.integer("spillway.word_embed_proj_dim", hidden);
         j["activation_function"] = "relu";
-        j["do_layer_norm_before"] = true;
+        j["do_layer_norm_before"] = !m.getBool("spillway.post_norm").value_or(false);
         j["enable_bias"] = true;
         j["layer_norm_elementwise_affine"] = true;
     } else {
@@ -761,6 +759,8 @@ constexpr NamePair kOptGlobal[] = {
     {"model.decoder.embed_positions.weight", "position_embd.weight"},
     {"model.decoder.final_layer_norm.weight", "output_norm.weight"},
     {"model.decoder.final_layer_norm.bias", "output_norm.bias"},
+    {"model.decoder.project_in.weight", "proj_in.weight"},
+    {"model.decoder.project_out.weight", "proj_out.weight"},
     {"lm_head.weight", "output.weight"},
 };
 constexpr NamePair kOptLayer[] = {

@@ -26,9 +26,12 @@
 // OPT has no llama.cpp architecture; it is written GPT-2 style: opt.context_length,
 // opt.embedding_length, opt.feed_forward_length (ffn_dim), opt.block_count,
 // opt.attention.head_count, opt.attention.layer_norm_epsilon (1e-5, OPT's LayerNorm default).
-// Only pre-LayerNorm OPT with biases, affine LayerNorms, ReLU and word_embed_proj_dim ==
-// hidden_size is accepted (every OPT checkpoint but opt-350m). Note that its
-// position_embd.weight has context_length + 2 rows (OPT offsets positions by 2).
+// OPT with biases, affine LayerNorms and ReLU is accepted; opt-350m's differences become
+//   spillway.post_norm (bool) true: do_layer_norm_before = false (post-LayerNorm blocks, no
+//       final norm);
+//   spillway.word_embed_proj_dim (uint32) where it differs from hidden_size: the embeddings'
+//       width, with project_in / project_out as proj_in.weight / proj_out.weight.
+// Note that its position_embd.weight has context_length + 2 rows (OPT offsets positions by 2).
 
 #include <cstddef>
 #include <cstdint>

@@ -279,6 +279,7 @@ Status LlamaModel::bind()
     WeightBinder bind(*this, m_ownedVectors);
     LlamaWeights& w = m_weights;
     const int64_t dim = c.dim, q = c.qDim(), kv = c.kvDim(), ffn = c.ffnDim, vocab = c.vocabSize;
+    const int64_t embDim = c.embeddingDim();
     auto assignMatrix = [&](gpu::MatrixView& dst, const std::string& n, int64_t r, int64_t k) -> Status {
         auto m = bind.matrix(n, r, k);
         if (!m) return m.error();
@@ -291,7 +292,11 @@ Status LlamaModel::bind()
         dst = *v;
         return {};
     };
-    SPILLWAY_TRY(assignMatrix(w.tokenEmbedding, "token_embd.weight", vocab, dim));
+    SPILLWAY_TRY(assignMatrix(w.tokenEmbedding, "token_embd.weight", vocab, embDim));
+    if (c.embedDim > 0) {
+        SPILLWAY_TRY(assignMatrix(w.projectIn, "proj_in.weight", dim, embDim));
+        SPILLWAY_TRY(assignMatrix(w.projectOut, "proj_out.weight", embDim, dim));
+    }
     if (c.learnedPositions) {
         const ModelTensor* pe = tensor("position_embd.weight");
         if (!pe || pe->dims.size() != 2 || pe->dims[1] <= c.positionOffset)
@@ -322,10 +327,12 @@ Status LlamaModel::bind()
             if (required(v.suffix) || tensor(b + v.suffix))
                 SPILLWAY_TRY(assignVector(L.*(v.member), b + v.suffix, v.length(c)));
     }
-    SPILLWAY_TRY(assignVector(w.outputNorm, "output_norm.weight", dim));
-    if (c.layerNorm) SPILLWAY_TRY(assignVector(w.outputNormBias, "output_norm.bias", dim));
+    if (!c.postNorm) {  // post-norm blocks end normed: no final norm
+        SPILLWAY_TRY(assignVector(w.outputNorm, "output_norm.weight", dim));
+        if (c.layerNorm) SPILLWAY_TRY(assignVector(w.outputNormBias, "output_norm.bias", dim));
+    }
     if (!tiedEmbeddings()) {
-        SPILLWAY_TRY(assignMatrix(w.output, "output.weight", vocab, dim));
+        SPILLWAY_TRY(assignMatrix(w.output, "output.weight", vocab, embDim));
     } else {
         w.output = w.tokenEmbedding;  // tied embeddings
     }
@@ -345,6 +352,8 @@ Status LlamaModel::bind()
 uint64_t LlamaModel::weightBytesPerToken() const
 {
     uint64_t total = gpu::matrixBytes(m_weights.output);
+    if (m_weights.projectIn.data)
+        total += gpu::matrixBytes(m_weights.projectIn) + gpu::matrixBytes(m_weights.projectOut);
     for (const auto& L : m_weights.layers)
         total += gpu::matrixBytes(L.wq) + gpu::matrixBytes(L.wk) + gpu::matrixBytes(L.wv) + gpu::matrixBytes(L.wo) +
                  gpu::matrixBytes(L.gate) + gpu::matrixBytes(L.up) + gpu::matrixBytes(L.down) +

@@ -62,12 +62,15 @@ struct LayerVectorMember {
 extern const LayerVectorMember kLayerVectors[12];
 
 struct LlamaWeights {
-    gpu::MatrixView tokenEmbedding;   // (vocab, dim)
+    gpu::MatrixView tokenEmbedding;   // (vocab, embeddingDim)
     gpu::MatrixView positionEmbedding;  // (positions, dim), learned positions (OPT); else absent
+    // Only where LlamaConfig::embedDim is set (opt-350m); else absent (data null):
+    gpu::MatrixView projectIn;        // (dim, embeddingDim): embedding -> residual stream
+    gpu::MatrixView projectOut;       // (embeddingDim, dim): last hidden state -> head input
     std::vector<LlamaLayerWeights> layers;
-    const float* outputNorm = nullptr;  // (dim)
+    const float* outputNorm = nullptr;  // (dim); null for post-norm models (no final norm)
     const float* outputNormBias = nullptr;  // (dim), LayerNorm only
-    gpu::MatrixView output;           // (vocab, dim); the embedding itself when tied
+    gpu::MatrixView output;           // (vocab, embeddingDim); the embedding itself when tied
 };
 
 // What a file does not record about itself (llama2.c checkpoints name no architecture).

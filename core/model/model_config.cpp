@@ -128,6 +128,11 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
         c.ffnRelu = true;
         c.ffnReluShift = 0.0f;
         if (!f.getFloat(p + "attention.layer_norm_epsilon")) c.normEps = 1e-5f;
+        c.postNorm = f.getBool("spillway.post_norm").value_or(false);
+        if (auto proj = f.getInt("spillway.word_embed_proj_dim"); proj && *proj != c.dim) {
+            if (*proj < 1 || *proj > (1 << 16)) return invalid(f, "spillway.word_embed_proj_dim out of range");
+            c.embedDim = int(*proj);
+        }
     }
     if (c.architecture == "relu-llama") {
         // Defaults are the thesis' values (../shared/models/README.md); files may say otherwise.

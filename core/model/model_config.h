@@ -38,6 +38,13 @@ struct LlamaConfig {
     bool learnedPositions = false;
     int positionOffset = 0;
     bool ffnGated = true;
+    // Post-LayerNorm OPT (do_layer_norm_before = false, opt-350m): each block's LayerNorm
+    // follows its residual add, and there is no final norm before the head.
+    bool postNorm = false;
+    // Width of the token embeddings and the head's input (word_embed_proj_dim), when it differs
+    // from dim: proj_in.weight (dim, embedDim) lifts an embedding to dim, proj_out.weight
+    // (embedDim, dim) brings the last hidden state down before the head. 0: dim, no projections.
+    int embedDim = 0;
 
     // Activation sparsity by design ("relu-llama": the thesis' shifted-ReLU models).
     // normReluShift >= 0: each in-layer RMSNorm's output becomes max(0, h - shift).
@@ -50,6 +57,7 @@ struct LlamaConfig {
     float kvCacheStep = 0.0f;
 
     int qDim() const { return nHeads * headDim; }
+    int embeddingDim() const { return embedDim > 0 ? embedDim : dim; }
     int kvDim() const { return nKvHeads * headDim; }
 };
 

@@ -30,7 +30,7 @@ void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, F&& f
     const uint64_t newBytes = kv == gpu::KvType::F32 ? 0 : uint64_t(c.kvDim()) * sizeof(float);
     constexpr uint64_t kFloat = sizeof(float);
     f(0, uint64_t(batch) * uint64_t(c.dim) * kFloat);        // x
-    f(1, uint64_t(std::max(c.dim, c.qDim())) * kFloat);      // xb
+    f(1, uint64_t(std::max({c.dim, c.qDim(), c.embeddingDim()})) * kFloat);  // xb
     f(2, uint64_t(c.qDim()) * kFloat);                       // q
     f(3, uint64_t(c.qDim()) * kFloat);                       // att
     f(4, uint64_t(c.nHeads) * uint64_t(ctx) * kFloat);       // scores
@@ -267,9 +267,14 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     float* q = m_q.as<float>();
     float* att = m_att.as<float>();
 
-    norm(x, L.attnNorm, L.attnNormBias, xb);
-    shiftedNormRelu(xb);
-    const gpu::MatvecJob qkv[] = {{L.wq, xb, q}, {L.wk, xb, k}, {L.wv, xb, v}};
+    // Pre-norm: the projections read norm(x); post-norm: x itself, normed after the add.
+    const float* in = x;
+    if (!c.postNorm) {
+        norm(x, L.attnNorm, L.attnNormBias, xb);
+        shiftedNormRelu(xb);
+        in = xb;
+    }
+    const gpu::MatvecJob qkv[] = {{L.wq, in, q}, {L.wk, in, k}, {L.wv, in, v}};
     matvec(qkv);
     if (L.qBias) d.add(q, L.qBias, c.qDim());
     if (L.kBias) d.add(k, L.kBias, c.kvDim());
@@ -319,6 +324,7 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     matvec(wo);
     if (L.oBias) d.add(xb, L.oBias, c.dim);
     d.add(x, xb, c.dim);
+    if (c.postNorm) norm(x, L.attnNorm, L.attnNormBias, x);
 }
 
 void LlamaSession::shiftedNormRelu(float* xb)
@@ -341,11 +347,15 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
     float* xb = m_xb.as<float>();
     float* hb = m_hb.as<float>();
     float* hb2 = m_hb2.as<float>();
-    norm(x, L.ffnNorm, L.ffnNormBias, xb);
-    shiftedNormRelu(xb);
+    const float* in = x;  // as in attentionBlock
+    if (!c.postNorm) {
+        norm(x, L.ffnNorm, L.ffnNormBias, xb);
+        shiftedNormRelu(xb);
+        in = xb;
+    }
     if (!c.ffnGated) {
         // OPT: down · relu(up·n + b) + b
-        const gpu::MatvecJob up[] = {{L.up, xb, hb}};
+        const gpu::MatvecJob up[] = {{L.up, in, hb}};
         matvec(up);
         if (L.upBias) d.add(hb, L.upBias, c.ffnDim);
         gpu::PointwiseArgs relu;
@@ -358,9 +368,10 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
         matvec(down);
         if (L.downBias) d.add(xb, L.downBias, c.dim);
         d.add(x, xb, c.dim);
+        if (c.postNorm) norm(x, L.ffnNorm, L.ffnNormBias, x);
         return;
     }
-    const gpu::MatvecJob gateUp[] = {{L.gate, xb, hb}, {L.up, xb, hb2}};
+    const gpu::MatvecJob gateUp[] = {{L.gate, in, hb}, {L.up, in, hb2}};
     matvec(gateUp);
     if (L.upBias) d.add(hb2, L.upBias, c.ffnDim);
     if (c.ffnRelu) {
@@ -401,7 +412,16 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     const size_t dim = size_t(c.dim);
     const int n = int(tokens.size());
     float* x = m_x.as<float>();
-    for (int i = 0; i < n; ++i) ws.embedding(tokens[size_t(i)], x + size_t(i) * dim);
+    if (!ws.projectIn().data) {
+        for (int i = 0; i < n; ++i) ws.embedding(tokens[size_t(i)], x + size_t(i) * dim);
+    } else {
+        // opt-350m: narrower embeddings, lifted to the residual stream by proj_in.
+        float* row = m_xb.as<float>();
+        for (int i = 0; i < n; ++i) {
+            ws.embedding(tokens[size_t(i)], row);
+            d.matvec(ws.projectIn(), row, x + size_t(i) * dim);
+        }
+    }
     if (c.learnedPositions) {
         // OPT: x += position_embd[pos + offset] (a row of the resident table, into xb first).
         float* row = m_xb.as<float>();
@@ -426,8 +446,13 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     if (!head) return head.error();
     const uint64_t t0 = trace::nowNs();
     float* last = x + size_t(n - 1) * dim;
-    norm(last, ws.outputNorm(), ws.outputNormBias(), last);
-    const gpu::MatvecJob headJob[] = {{**head, last, m_logits.as<float>()}};
+    if (ws.outputNorm()) norm(last, ws.outputNorm(), ws.outputNormBias(), last);
+    const float* headIn = last;
+    if (ws.projectOut().data) {
+        d.matvec(ws.projectOut(), last, m_xb.as<float>());
+        headIn = m_xb.as<float>();
+    }
+    const gpu::MatvecJob headJob[] = {{**head, headIn, m_logits.as<float>()}};
     matvec(headJob);
     d.synchronize();
     ws.release(c.nLayers);

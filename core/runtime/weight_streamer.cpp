@@ -203,7 +203,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
                     const float*& p = im.units[size_t(l)].layer.*(v.member);
                     if (p) patches.push_back({&p, append(p, v.length(c))});
                 }
-            patches.push_back({&s->m_outputNorm, append(w.outputNorm, c.dim)});
+            if (w.outputNorm) patches.push_back({&s->m_outputNorm, append(w.outputNorm, c.dim)});
             if (w.outputNormBias) patches.push_back({&s->m_outputNormBias, append(w.outputNormBias, c.dim)});
             auto p = residentCopy(all.data(), all.size() * sizeof(float));
             if (!p) return p.error();
@@ -211,13 +211,16 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             for (auto& [ptr, at] : patches) *ptr = base + at;
         }
     }
-    // Learned positions: resident.
-    if (w.positionEmbedding.data) {
-        s->m_positions = w.positionEmbedding;
+    // Learned positions and the embedding projections (OPT): resident.
+    for (auto [from, to] : {std::pair{&w.positionEmbedding, &s->m_positions},
+                            std::pair{&w.projectIn, &s->m_projectIn},
+                            std::pair{&w.projectOut, &s->m_projectOut}}) {
+        if (!from->data) continue;
+        *to = *from;
         if (!inPlace) {
-            auto p = residentCopy(w.positionEmbedding.data, matrixBytes(w.positionEmbedding));
+            auto p = residentCopy(from->data, matrixBytes(*from));
             if (!p) return p.error();
-            s->m_positions.data = *p;
+            to->data = *p;
         }
     }
     // Embedding: resident (shared with a tied, device-tier head when possible) or one row at a time.

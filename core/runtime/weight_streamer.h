@@ -83,6 +83,10 @@ public:
     const float* outputNormBias() const { return m_outputNormBias; }  // LayerNorm models
     // Learned position embeddings (OPT), resident on the device; absent (data null) otherwise.
     const gpu::MatrixView& positionEmbedding() const { return m_positions; }
+    // Embedding projections (opt-350m: LlamaWeights::projectIn/projectOut), resident on the
+    // device; absent (data null) otherwise.
+    const gpu::MatrixView& projectIn() const { return m_projectIn; }
+    const gpu::MatrixView& projectOut() const { return m_projectOut; }
 
     const StreamerMemory& memory() const { return m_memory; }
     StreamerStats stats() const;
@@ -97,6 +101,7 @@ private:
     const float* m_outputNorm = nullptr;
     const float* m_outputNormBias = nullptr;
     gpu::MatrixView m_positions;
+    gpu::MatrixView m_projectIn, m_projectOut;
     StreamerMemory m_memory;
 };
 

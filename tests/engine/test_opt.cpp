@@ -1,7 +1,9 @@
 // OPT (learned positions with offset 2, pre-LayerNorm, ReLU FFN, biases, tied head): a small
 // model with random weights against a double-precision forward pass written here from the
 // architecture's definition (transformers' OPTForCausalLM), not from the engine's code; then the
-// same model as a Hugging Face folder gives the same logits.
+// same model as a Hugging Face folder gives the same logits. The same for opt-350m's variant:
+// post-LayerNorm blocks (do_layer_norm_before = false, no final norm) and narrower embeddings
+// with project_in / project_out (word_embed_proj_dim).
 
 #include <gtest/gtest.h>
 
@@ -26,6 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kDim = 64, kHeads = 4, kHead = 16, kFfn = 128, kLayers = 2, kCtx = 32, kVocab = 259;
+constexpr int kProj = 32;  // word_embed_proj_dim of the opt-350m-style variant
 
 using Vec = std::vector<double>;
 
@@ -34,7 +37,10 @@ struct Layer {
 };
 
 struct Opt {
-    Vec embed, positions;  // (vocab, dim), (ctx + 2, dim)
+    bool postNorm = false;   // do_layer_norm_before = false: no final norm
+    int embedDim = kDim;     // kProj: project_in / project_out
+    Vec embed, positions;    // (vocab, embedDim), (ctx + 2, dim)
+    Vec projectIn, projectOut;  // (dim, embedDim), (embedDim, dim), when embedDim != dim
     std::vector<Layer> layers;
     Vec finalW, finalB;
 };
@@ -47,12 +53,18 @@ Vec randomVec(std::mt19937& rng, size_t n, double center, double spread)
     return v;
 }
 
-Opt makeOpt(uint32_t seed)
+Opt makeOpt(uint32_t seed, bool postNorm = false, int embedDim = kDim)
 {
     std::mt19937 rng(seed);
     Opt m;
+    m.postNorm = postNorm;
+    m.embedDim = embedDim;
     const double w = 1.0 / std::sqrt(double(kDim));
-    m.embed = randomVec(rng, size_t(kVocab) * kDim, 0.0, 1.0);
+    m.embed = randomVec(rng, size_t(kVocab) * size_t(embedDim), 0.0, 1.0);
+    if (embedDim != kDim) {
+        m.projectIn = randomVec(rng, size_t(kDim) * size_t(embedDim), 0.0, 1.0 / std::sqrt(double(embedDim)));
+        m.projectOut = randomVec(rng, size_t(embedDim) * kDim, 0.0, w);
+    }
     m.positions = randomVec(rng, size_t(kCtx + 2) * kDim, 0.0, 0.5);
     for (int l = 0; l < kLayers; ++l) {
         Layer L;
@@ -74,8 +86,10 @@ Opt makeOpt(uint32_t seed)
         L.downB = randomVec(rng, kDim, 0.0, 0.1);
         m.layers.push_back(std::move(L));
     }
-    m.finalW = randomVec(rng, kDim, 1.0, 0.2);
-    m.finalB = randomVec(rng, kDim, 0.0, 0.1);
+    if (!postNorm) {
+        m.finalW = randomVec(rng, kDim, 1.0, 0.2);
+        m.finalB = randomVec(rng, kDim, 0.0, 0.1);
+    }
     return m;
 }
 
@@ -102,12 +116,14 @@ std::vector<Vec> referenceLogits(const Opt& m, const std::vector<int>& tokens)
     std::vector<std::vector<Vec>> keys(kLayers), values(kLayers);
     std::vector<Vec> all;
     for (size_t p = 0; p < tokens.size(); ++p) {
-        Vec h(kDim);
-        for (int i = 0; i < kDim; ++i)
-            h[size_t(i)] = m.embed[size_t(tokens[p]) * kDim + size_t(i)] + m.positions[(p + 2) * kDim + size_t(i)];
+        const size_t e = size_t(m.embedDim);
+        Vec h(m.embed.begin() + std::ptrdiff_t(size_t(tokens[p]) * e),
+              m.embed.begin() + std::ptrdiff_t(size_t(tokens[p] + 1) * e));
+        if (m.embedDim != kDim) h = linear(m.projectIn, {}, h, kDim);
+        for (int i = 0; i < kDim; ++i) h[size_t(i)] += m.positions[(p + 2) * kDim + size_t(i)];
         for (int l = 0; l < kLayers; ++l) {
             const Layer& L = m.layers[size_t(l)];
-            const Vec a = layerNorm(h, L.attnNormW, L.attnNormB);
+            const Vec a = m.postNorm ? h : layerNorm(h, L.attnNormW, L.attnNormB);
             const Vec q = linear(L.wq, L.bq, a, kDim);
             keys[size_t(l)].push_back(linear(L.wk, L.bk, a, kDim));
             values[size_t(l)].push_back(linear(L.wv, L.bv, a, kDim));
@@ -129,13 +145,17 @@ std::vector<Vec> referenceLogits(const Opt& m, const std::vector<int>& tokens)
             }
             const Vec o = linear(L.wo, L.bo, att, kDim);
             for (int i = 0; i < kDim; ++i) h[size_t(i)] += o[size_t(i)];
-            const Vec f = layerNorm(h, L.ffnNormW, L.ffnNormB);
+            if (m.postNorm) h = layerNorm(h, L.attnNormW, L.attnNormB);
+            const Vec f = m.postNorm ? h : layerNorm(h, L.ffnNormW, L.ffnNormB);
             Vec u = linear(L.up, L.upB, f, kFfn);
             for (double& v : u) v = std::max(0.0, v);
             const Vec d = linear(L.down, L.downB, u, kDim);
             for (int i = 0; i < kDim; ++i) h[size_t(i)] += d[size_t(i)];
+            if (m.postNorm) h = layerNorm(h, L.ffnNormW, L.ffnNormB);
         }
-        all.push_back(linear(m.embed, {}, layerNorm(h, m.finalW, m.finalB), kVocab));
+        if (!m.postNorm) h = layerNorm(h, m.finalW, m.finalB);
+        if (m.embedDim != kDim) h = linear(m.projectOut, {}, h, m.embedDim);
+        all.push_back(linear(m.embed, {}, h, kVocab));
     }
     return all;
 }
@@ -151,13 +171,19 @@ void writeOptGguf(const Opt& m, const std::string& path)
     w.setUInt32("opt.block_count", kLayers);
     w.setUInt32("opt.attention.head_count", kHeads);
     w.setFloat32("opt.attention.layer_norm_epsilon", 1e-5f);
+    if (m.postNorm) w.setBool("spillway.post_norm", true);
+    if (m.embedDim != kDim) w.setUInt32("spillway.word_embed_proj_dim", uint32_t(m.embedDim));
     testing_support::addByteVocabulary(w);
     auto add = [&](const std::string& name, const Vec& v, std::vector<int64_t> dims) {
         auto data = std::make_shared<std::vector<float>>(v.begin(), v.end());
         w.addTensor(name, gpu::DType::F32, dims,
                     [data](std::span<uint8_t> out) { std::memcpy(out.data(), data->data(), out.size()); });
     };
-    add("token_embd.weight", m.embed, {kDim, kVocab});
+    add("token_embd.weight", m.embed, {m.embedDim, kVocab});
+    if (m.embedDim != kDim) {
+        add("proj_in.weight", m.projectIn, {m.embedDim, kDim});
+        add("proj_out.weight", m.projectOut, {kDim, m.embedDim});
+    }
     add("position_embd.weight", m.positions, {kDim, kCtx + 2});
     for (int l = 0; l < kLayers; ++l) {
         const Layer& L = m.layers[size_t(l)];
@@ -179,8 +205,10 @@ void writeOptGguf(const Opt& m, const std::string& path)
         add(b + "ffn_down.weight", L.down, {kFfn, kDim});
         add(b + "ffn_down.bias", L.downB, {kDim});
     }
-    add("output_norm.weight", m.finalW, {kDim});
-    add("output_norm.bias", m.finalB, {kDim});
+    if (!m.postNorm) {
+        add("output_norm.weight", m.finalW, {kDim});
+        add("output_norm.bias", m.finalB, {kDim});
+    }
     ASSERT_TRUE(w.write(path).ok());
 }
 
@@ -189,11 +217,8 @@ std::vector<std::vector<float>> engineLogits(const LlamaModel& model, const std:
     return testing_support::logitsAtEachPosition(model, tokens, kCtx);
 }
 
-}  // namespace
-
-TEST(Opt, MatchesADoublePrecisionReference)
+void checkAgainstReference(const Opt& m)
 {
-    const Opt m = makeOpt(7);
     char tmpl[] = "/tmp/spillway-opt-XXXXXX";
     const std::string dir = mkdtemp(tmpl);
     writeOptGguf(m, dir + "/opt.gguf");
@@ -229,6 +254,32 @@ TEST(Opt, MatchesADoublePrecisionReference)
     ASSERT_EQ(hfLogits.size(), logits.size());
     for (size_t p = 0; p < tokens.size(); ++p) EXPECT_EQ(hfLogits[p], logits[p]) << "position " << p;
     fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(Opt, MatchesADoublePrecisionReference)
+{
+    checkAgainstReference(makeOpt(7));
+}
+
+// opt-350m's layout: post-LayerNorm blocks and project_in / project_out.
+TEST(Opt, PostNormWithEmbeddingProjectionsMatchesTheReference)
+{
+    checkAgainstReference(makeOpt(9, /*postNorm=*/true, kProj));
+}
+
+// Each difference alone, so that a fault shows which one it is in.
+TEST(Opt, PostNormAloneAndProjectionsAloneMatchTheReference)
+{
+    {
+        SCOPED_TRACE("post-norm");
+        checkAgainstReference(makeOpt(10, /*postNorm=*/true));
+    }
+    {
+        SCOPED_TRACE("projections");
+        checkAgainstReference(makeOpt(11, /*postNorm=*/false, kProj));
+    }
 }
 
 TEST(Opt, APositionPastTheTableIsRefused)

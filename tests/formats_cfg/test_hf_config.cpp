@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/model/model_config.h"
 #include "hf_configs.h"
 #include "hf_test_util.h"
@@ -221,6 +223,34 @@ TEST(HfConfig, Opt125m)
     EXPECT_FLOAT_EQ(c->normEps, 1e-5f);
 }
 
+// opt-350m: post-LayerNorm blocks and 512-wide embeddings around 1024-wide blocks.
+TEST(HfConfig, Opt350mPostNormAndProjections)
+{
+    Loaded m(kOpt350m);
+    ASSERT_TRUE(m.status.ok()) << m.status.error().message;
+    EXPECT_EQ(m.i("opt.embedding_length"), 1024);
+    EXPECT_EQ(m.meta.getBool("spillway.post_norm"), true);
+    EXPECT_EQ(m.i("spillway.word_embed_proj_dim"), 512);
+    const auto c = llamaConfigFromMetadata(m.meta);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_TRUE(c->postNorm);
+    EXPECT_EQ(c->dim, 1024);
+    EXPECT_EQ(c->embedDim, 512);
+    EXPECT_EQ(c->embeddingDim(), 512);
+    auto back = hfConfigFromMetadata(m.meta, true);
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    const auto j = nlohmann::json::parse(*back);
+    EXPECT_EQ(j["do_layer_norm_before"], false);
+    EXPECT_EQ(j["word_embed_proj_dim"], 512);
+    // opt-125m says nothing of either.
+    Loaded small(kOpt125m);
+    ASSERT_TRUE(small.status.ok());
+    EXPECT_FALSE(small.has("spillway.post_norm"));
+    EXPECT_FALSE(small.has("spillway.word_embed_proj_dim"));
+    EXPECT_EQ(ggufTensorName("opt", "model.decoder.project_in.weight"), "proj_in.weight");
+    EXPECT_EQ(hfTensorName("opt", "proj_out.weight"), "model.decoder.project_out.weight");
+}
+
 TEST(HfConfig, LinearRopeScalingReachesTheEngine)
 {
     std::string text = kSmolLM2_135M;
@@ -355,13 +385,8 @@ TEST(HfConfigErrors, UnknownArchitectureListsTheSupportedOnes)
 
 TEST(HfConfigErrors, UnsupportedOptions)
 {
-    Loaded opt350(kOpt350m);
-    expectFailure(opt350, ErrorCode::UnsupportedModel,
-                  {"word_embed_proj_dim 512 differs from hidden_size 1024", "not supported"});
     Loaded gelu(withField(kOpt125m, "activation_function", "\"gelu\""));
     expectFailure(gelu, kUnsupported, {"activation_function 'gelu'", "'relu'"});
-    Loaded postNorm(withField(kOpt125m, "do_layer_norm_before", "false"));
-    expectFailure(postNorm, kUnsupported, {"do_layer_norm_before = false"});
     Loaded noBias(withField(kOpt125m, "prefix", "\"</s>\", \"enable_bias\": false"));
     expectFailure(noBias, kUnsupported, {"enable_bias = false"});
     Loaded yarn(withField(kSmolLM2_135M, "rope_scaling",
