@@ -26,5 +26,6 @@ void addPlanCommand(CLI::App& app, int& exitCode);
 void addProbeCommand(CLI::App& app, int& exitCode);
 void addCompressCommand(CLI::App& app, int& exitCode);
 void addConvertCommand(CLI::App& app, int& exitCode);
+void addSparsityCommand(CLI::App& app, int& exitCode);
 
 }  // namespace spillway::cli

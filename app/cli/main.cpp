@@ -49,6 +49,7 @@ int main(int argc, char** argv)
     addProbeCommand(app, exitCode);
     addCompressCommand(app, exitCode);
     addConvertCommand(app, exitCode);
+    addSparsityCommand(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -24,6 +24,7 @@
 #include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/forwarding_device.h"
 #include "gpu/dtype.h"
 
 using namespace spillway;
@@ -440,22 +441,14 @@ namespace {
 
 // A CPU device on which matvecs of chosen model matrices use replacement weights (the pruned
 // dense fp32 copies), or, for one matrix, the bitmap sparse kernel.
-class PrunedWeightsDevice final : public gpu::Device {
+class PrunedWeightsDevice final : public gpu::ForwardingDevice {
 public:
-    explicit PrunedWeightsDevice(std::unique_ptr<gpu::Device> inner) : m_inner(std::move(inner)) {}
+    explicit PrunedWeightsDevice(std::unique_ptr<gpu::Device> inner) : ForwardingDevice(std::move(inner)) {}
     std::map<const void*, gpu::MatrixView> replace;
     const void* sparseKey = nullptr;
     const compress::BitmapSparseMatrix* sparse = nullptr;
 
-    const gpu::DeviceInfo& info() const override { return m_inner->info(); }
-    bool supports(gpu::DType t) const override { return m_inner->supports(t); }
-    Result<gpu::Buffer> allocate(size_t b) override { return m_inner->allocate(b); }
-    Result<gpu::Buffer> allocateHost(size_t b) override { return m_inner->allocateHost(b); }
-    gpu::MemoryStats memoryStats() const override { return m_inner->memoryStats(); }
-    void resetPeak() override { m_inner->resetPeak(); }
-    void upload(void* d, const void* h, size_t b) override { m_inner->upload(d, h, b); }
-    void download(void* h, const void* d, size_t b) override { m_inner->download(h, d, b); }
-    void synchronize() override { m_inner->synchronize(); }
+    using Device::matvec;
     void matvec(std::span<const gpu::MatvecJob> jobs) override
     {
         std::vector<gpu::MatvecJob> dense;
@@ -468,22 +461,8 @@ public:
             if (it != replace.end()) j.w = it->second;
             dense.push_back(j);
         }
-        if (!dense.empty()) m_inner->matvec(dense);
+        if (!dense.empty()) m_inner.matvec(dense);
     }
-    void getRow(const gpu::MatrixView& w, int64_t r, float* out) override { m_inner->getRow(w, r, out); }
-    void rmsnorm(const float* x, const float* w, float* o, int n, float e) override { m_inner->rmsnorm(x, w, o, n, e); }
-    void rope(float* x, int h, int d, int p, const gpu::RopeParams& r) override { m_inner->rope(x, h, d, p, r); }
-    void attention(const gpu::AttentionArgs& a) override { m_inner->attention(a); }
-    void swiglu(const float* g, const float* u, float* o, int n) override { m_inner->swiglu(g, u, o, n); }
-    void add(float* y, const float* x, int n) override { m_inner->add(y, x, n); }
-    void pointwise(const gpu::PointwiseArgs& a) override { m_inner->pointwise(a); }
-    void layernorm(const float* x, const float* w, const float* b, float* o, int n, float e) override
-    {
-        m_inner->layernorm(x, w, b, o, n, e);
-    }
-
-private:
-    std::unique_ptr<gpu::Device> m_inner;
 };
 
 // Greedy decoding: the logits of every step (prompt's last token, then each new one) and the

@@ -20,6 +20,7 @@
 #include "core/runtime/sampler.h"
 #include "core/trace/trace.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/forwarding_device.h"
 
 using namespace spillway;
 
@@ -68,39 +69,22 @@ plan::Placement mixedPlacement(const LlamaModel& model, unsigned seed)
 // A CPU device that claims it cannot compute on host memory, as a GPU cannot: the runtime then
 // takes the paths a GPU needs (resident copies, staging, logits download, HeteGen's host rows
 // computed on a separate CPU device), all checked here without a GPU.
-class OpaqueDevice final : public gpu::Device {
+class OpaqueDevice final : public gpu::ForwardingDevice {
 public:
-    explicit OpaqueDevice(std::unique_ptr<gpu::Device> inner) : m_inner(std::move(inner))
+    explicit OpaqueDevice(std::unique_ptr<gpu::Device> inner) : ForwardingDevice(std::move(inner))
     {
-        m_info = m_inner->info();
+        m_info = m_inner.info();
         m_info.backend = "opaque-cpu";
         m_info.caps.hostPointers = false;
     }
     const gpu::DeviceInfo& info() const override { return m_info; }
-    bool supports(gpu::DType t) const override { return m_inner->supports(t); }
-    Result<gpu::Buffer> allocate(size_t b) override { return m_inner->allocate(b); }
-    Result<gpu::Buffer> allocateHost(size_t b) override { return m_inner->allocateHost(b); }
-    gpu::MemoryStats memoryStats() const override { return m_inner->memoryStats(); }
-    void resetPeak() override { m_inner->resetPeak(); }
-    void upload(void* d, const void* h, size_t b) override { ++uploads; m_inner->upload(d, h, b); }
-    void download(void* h, const void* d, size_t b) override { ++downloads; m_inner->download(h, d, b); }
-    void synchronize() override { m_inner->synchronize(); }
+    void upload(void* d, const void* h, size_t b) override { ++uploads; m_inner.upload(d, h, b); }
+    void download(void* h, const void* d, size_t b) override { ++downloads; m_inner.download(h, d, b); }
     Status lastError() const override { return injected; }
-    void matvec(std::span<const gpu::MatvecJob> jobs) override { m_inner->matvec(jobs); }
-    void getRow(const gpu::MatrixView& w, int64_t r, float* out) override { m_inner->getRow(w, r, out); }
     void rmsnorm(const float* x, const float* w, float* o, int n, float e) override
     {
         if (++rmsnorms == stopAfterRmsnorms && stop) stop->store(true);
-        m_inner->rmsnorm(x, w, o, n, e);
-    }
-    void rope(float* x, int h, int d, int p, const gpu::RopeParams& r) override { m_inner->rope(x, h, d, p, r); }
-    void attention(const gpu::AttentionArgs& a) override { m_inner->attention(a); }
-    void swiglu(const float* g, const float* u, float* o, int n) override { m_inner->swiglu(g, u, o, n); }
-    void add(float* y, const float* x, int n) override { m_inner->add(y, x, n); }
-    void pointwise(const gpu::PointwiseArgs& a) override { m_inner->pointwise(a); }
-    void layernorm(const float* x, const float* w, const float* b, float* o, int n, float e) override
-    {
-        m_inner->layernorm(x, w, b, o, n, e);
+        m_inner.rmsnorm(x, w, o, n, e);
     }
     std::atomic<uint64_t> uploads{0}, downloads{0};
     uint64_t rmsnorms = 0, stopAfterRmsnorms = 0;  // sets *stop at that call (0: never)
@@ -108,7 +92,6 @@ public:
     Status injected;  // what lastError() reports (a GPU that failed an asynchronous op)
 
 private:
-    std::unique_ptr<gpu::Device> m_inner;
     gpu::DeviceInfo m_info;
 };
 

@@ -1,0 +1,133 @@
+// spillway-cli sparsity: per-layer FFN activation density on calibration prompts, the overlap of
+// active neurons between consecutive tokens and over windows of k tokens, and how concentrated
+// activations are on hot neurons: what an activation-sparsity runtime can save on this model.
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "core/compress/activation_sparsity.h"
+#include "core/model/llama_model.h"
+#include "gpu/cpu/cpu_device.h"
+
+namespace spillway::cli {
+
+namespace {
+
+struct SparsityCommand {
+    std::string model;
+    ModelLoadOptions load;
+    std::string promptsFile;
+    int tokens = 256;
+    std::vector<int> windows = {1, 2, 4, 8, 16};
+    double threshold = 0.0;
+    int threads = 0;
+    std::string json;
+};
+
+Result<std::vector<std::string>> readPrompts(const std::string& path)
+{
+    std::ifstream in(path);
+    if (!in) return makeError(ErrorCode::Io, path + ": cannot open the prompts file");
+    std::vector<std::string> prompts;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) prompts.push_back(line);
+    if (prompts.empty()) return makeError(ErrorCode::InvalidArgument, path + ": no prompts (one per line)");
+    return prompts;
+}
+
+nlohmann::ordered_json toJson(const compress::SparsityReport& r, const std::string& model)
+{
+    nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+    for (const auto& l : r.layers) {
+        nlohmann::ordered_json windows = nlohmann::ordered_json::array();
+        for (size_t w = 0; w < r.windows.size(); ++w)
+            windows.push_back({{"k", r.windows[w]}, {"hit", l.windowHit[w]},
+                               {"fetch", l.windowFetch[w]}, {"size", l.windowSize[w]}});
+        layers.push_back({{"layer", l.layer}, {"neurons", l.neurons}, {"tokens", l.tokens},
+                          {"density", l.density}, {"min_density", l.minDensity},
+                          {"max_density", l.maxDensity}, {"hot10_share", l.hotShare},
+                          {"windows", windows}});
+    }
+    return {{"model", model},      {"prompts", r.prompts},   {"tokens", r.tokens},
+            {"threshold", r.threshold}, {"density", r.density()}, {"layers", layers}};
+}
+
+int runSparsity(SparsityCommand& c)
+{
+    auto model = LlamaModel::load(c.model, c.load);
+    if (!model) return reportError(model.error());
+    compress::SparsityOptions options;
+    options.maxTokensPerPrompt = c.tokens;
+    options.windows = c.windows;
+    options.threshold = c.threshold;
+    if (!c.promptsFile.empty()) {
+        auto prompts = readPrompts(c.promptsFile);
+        if (!prompts) return reportError(prompts.error());
+        options.prompts = std::move(prompts.value());
+    }
+    auto device = gpu::createCpuDevice(c.threads);
+    auto report = compress::measureActivationSparsity(**model, *device, options);
+    if (!report) return reportError(report.error());
+    const compress::SparsityReport& r = *report;
+
+    std::printf("FFN activation sparsity of %s: %d prompts, %lld tokens, active = |x| > %g\n",
+                c.model.c_str(), r.prompts, static_cast<long long>(r.tokens), r.threshold);
+    std::printf("hit k: share of a token's active neurons active in one of the k tokens before it;\n"
+                "fetch k: share of the layer a k-token window cache loads per token\n\n");
+    std::printf("%5s  %7s  %7s  %-15s  %6s", "layer", "neurons", "density", "(min-max)", "hot10");
+    for (int k : r.windows)
+        std::printf("  %7s %7s", ("hit" + std::to_string(k)).c_str(), ("fetch" + std::to_string(k)).c_str());
+    std::printf("\n");
+    for (const auto& l : r.layers) {
+        char range[32];
+        std::snprintf(range, sizeof range, "(%.1f-%.1f%%)", 100 * l.minDensity, 100 * l.maxDensity);
+        std::printf("%5d  %7d  %6.1f%%  %-15s  %5.1f%%", l.layer, l.neurons, 100 * l.density, range,
+                    100 * l.hotShare);
+        for (size_t w = 0; w < r.windows.size(); ++w)
+            std::printf("  %6.1f%% %6.1f%%", 100 * l.windowHit[w], 100 * l.windowFetch[w]);
+        std::printf("\n");
+    }
+    std::printf("%5s  %7s  %6.1f%%  %-15s  %6s", "all", "", 100 * r.density(), "", "");
+    for (size_t w = 0; w < r.windows.size(); ++w)
+        std::printf("  %6.1f%% %6.1f%%", 100 * r.windowHit(w), 100 * r.windowFetch(w));
+    std::printf("\n");
+    if (!c.json.empty()) {
+        std::ofstream out(c.json);
+        out << toJson(r, c.model).dump(2) << "\n";
+        if (!out) return reportError(makeError(ErrorCode::Io, c.json + ": cannot write"));
+    }
+    return ExitOk;
+}
+
+}  // namespace
+
+void addSparsityCommand(CLI::App& app, int& exitCode)
+{
+    auto c = std::make_shared<SparsityCommand>();
+    c->model = demoModelPath();
+    auto* cmd = app.add_subcommand(
+        "sparsity", "Measure per-layer FFN activation density and its overlap across tokens");
+    cmd->add_option("-m,--model", c->model, "Model: GGUF file, Hugging Face folder, package, llama2.c")
+        ->check(CLI::ExistingPath);
+    cmd->add_option("--arch", c->load.architecture,
+                    "llama2.c checkpoints: the architecture the file does not record (llama, relu-llama)");
+    cmd->add_option("--tokenizer", c->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin");
+    cmd->add_option("--prompts", c->promptsFile, "Calibration prompts, one per line (default: built-in)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("-n,--tokens", c->tokens, "At most this many tokens of each prompt")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--windows", c->windows, "Window lengths k in tokens (default: 1 2 4 8 16)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 4096));
+    cmd->add_option("--threshold", c->threshold,
+                    "Active means |x| > this (0: exact zeros, for ReLU models; SwiGLU models need > 0)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
+    cmd->add_option("--json", c->json, "Also write the figures as JSON to this file");
+    cmd->callback([c, &exitCode] { exitCode = runSparsity(*c); });
+}
+
+}  // namespace spillway::cli
