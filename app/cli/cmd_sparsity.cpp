@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "core/compress/activation_sparsity.h"
+#include "core/compress/ffn_predictor.h"
 #include "core/model/llama_model.h"
 #include "gpu/cpu/cpu_device.h"
 
@@ -25,6 +26,8 @@ struct SparsityCommand {
     double threshold = 0.0;
     int threads = 0;
     std::string json;
+    int predictorRank = 0;
+    double recall = 0.99;
 };
 
 Result<std::vector<std::string>> readPrompts(const std::string& path)
@@ -38,7 +41,8 @@ Result<std::vector<std::string>> readPrompts(const std::string& path)
     return prompts;
 }
 
-nlohmann::ordered_json toJson(const compress::SparsityReport& r, const std::string& model)
+nlohmann::ordered_json toJson(const compress::SparsityReport& r, const std::string& model,
+                              const std::vector<compress::FfnPredictor>& predictors)
 {
     nlohmann::ordered_json layers = nlohmann::ordered_json::array();
     for (const auto& l : r.layers) {
@@ -51,8 +55,18 @@ nlohmann::ordered_json toJson(const compress::SparsityReport& r, const std::stri
                           {"max_density", l.maxDensity}, {"hot10_share", l.hotShare},
                           {"windows", windows}});
     }
-    return {{"model", model},      {"prompts", r.prompts},   {"tokens", r.tokens},
+    nlohmann::ordered_json j = {{"model", model},      {"prompts", r.prompts},   {"tokens", r.tokens},
             {"threshold", r.threshold}, {"density", r.density()}, {"layers", layers}};
+    if (!predictors.empty()) {
+        nlohmann::ordered_json list = nlohmann::ordered_json::array();
+        for (const auto& p : predictors)
+            list.push_back({{"layer", p.layer}, {"rank", p.rank}, {"recall", p.recall},
+                            {"precision", p.precision}, {"predicted_density", p.predictedDensity},
+                            {"density", p.density}, {"train_tokens", p.trainTokens},
+                            {"test_tokens", p.testTokens}});
+        j["predictors"] = list;
+    }
+    return j;
 }
 
 int runSparsity(SparsityCommand& c)
@@ -94,9 +108,28 @@ int runSparsity(SparsityCommand& c)
     for (size_t w = 0; w < r.windows.size(); ++w)
         std::printf("  %6.1f%% %6.1f%%", 100 * r.windowHit(w), 100 * r.windowFetch(w));
     std::printf("\n");
+    std::vector<compress::FfnPredictor> predictors;
+    if (c.predictorRank > 0) {
+        compress::PredictorOptions po;
+        po.rank = c.predictorRank;
+        po.targetRecall = c.recall;
+        po.prompts = options.prompts;
+        po.maxTokensPerPrompt = c.tokens;
+        auto trained = compress::trainFfnPredictors(**model, *device, po);
+        if (!trained) return reportError(trained.error());
+        predictors = std::move(trained.value());
+        std::printf("\nLow-rank predictors (rank %d, offset for %.1f%% recall on the training prompts;\n"
+                    "measured on held-out prompts):\n", c.predictorRank, 100 * c.recall);
+        std::printf("%5s  %6s  %7s  %9s  %9s  %7s\n", "layer", "recall", "precise", "predicted",
+                    "active", "tokens");
+        for (const auto& p : predictors)
+            std::printf("%5d  %5.1f%%  %6.1f%%  %8.1f%%  %8.1f%%  %7lld\n", p.layer, 100 * p.recall,
+                        100 * p.precision, 100 * p.predictedDensity, 100 * p.density,
+                        static_cast<long long>(p.testTokens));
+    }
     if (!c.json.empty()) {
         std::ofstream out(c.json);
-        out << toJson(r, c.model).dump(2) << "\n";
+        out << toJson(r, c.model, predictors).dump(2) << "\n";
         if (!out) return reportError(makeError(ErrorCode::Io, c.json + ": cannot write"));
     }
     return ExitOk;
@@ -119,13 +152,19 @@ void addSparsityCommand(CLI::App& app, int& exitCode)
         ->check(CLI::ExistingFile);
     cmd->add_option("-n,--tokens", c->tokens, "At most this many tokens of each prompt")
         ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--windows", c->windows, "Window lengths k in tokens (default: 1 2 4 8 16)")
+    cmd->add_option("--windows", c->windows, "Window lengths k in tokens, comma-separated (default: 1,2,4,8,16)")
         ->delimiter(',')
         ->check(CLI::Range(1, 4096));
     cmd->add_option("--threshold", c->threshold,
                     "Active means |x| > this (0: exact zeros, for ReLU models; SwiGLU models need > 0)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
+    cmd->add_option("--predictor-rank", c->predictorRank,
+                    "Also train low-rank activation predictors of this rank and report their "
+                    "held-out recall and precision (ReLU models)")
+        ->check(CLI::Range(0, 4096));
+    cmd->add_option("--recall", c->recall, "Target recall of the predictors on the training prompts")
+        ->check(CLI::Range(0.01, 1.0));
     cmd->add_option("--json", c->json, "Also write the figures as JSON to this file");
     cmd->callback([c, &exitCode] { exitCode = runSparsity(*c); });
 }

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/compress/activation_sparsity.h"
+#include "core/compress/ffn_predictor.h"
 #include "core/model/llama_model.h"
 #include "gpu/cpu/cpu_device.h"
 
@@ -126,4 +128,70 @@ TEST(ActivationSparsity, BadOptionsAreRefused)
     options.windows = {1};
     options.threshold = -1.0;
     EXPECT_FALSE(measureActivationSparsity(**model, *device, options).ok());
+}
+
+// ---- predictors ------------------------------------------------------------------------------
+
+TEST(FfnPredictor, FullRankIsExactAndLowRankStillBeatsChance)
+{
+    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+                                  ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto device = gpu::createCpuDevice(2);
+    const LlamaConfig& c = (*model)->config();
+
+    // Rank = dim, no fit: B A x is the gate's own pre-activation, so the prediction is the
+    // truth up to the offset and to the engine rounding the gate inputs.
+    PredictorOptions exact;
+    exact.rank = c.dim;
+    exact.fitIterations = 0;
+    auto full = trainFfnPredictors(**model, *device, exact);
+    ASSERT_TRUE(full.ok()) << full.error().message;
+    ASSERT_EQ(full->size(), size_t(c.nLayers));
+    for (const FfnPredictor& p : *full) {
+        EXPECT_EQ(p.rank, c.dim);
+        EXPECT_EQ(p.neurons, c.ffnDim);
+        EXPECT_GT(p.testTokens, 20);
+        EXPECT_GT(p.trainTokens, p.testTokens);
+        EXPECT_GE(p.recall, 0.97) << "layer " << p.layer;
+        EXPECT_GE(p.precision, 0.97) << "layer " << p.layer;
+    }
+
+    // A quarter of the rank, fitted: most active neurons found, in a set well below the layer.
+    PredictorOptions low;
+    low.rank = c.dim / 4;
+    auto small = trainFfnPredictors(**model, *device, low);
+    ASSERT_TRUE(small.ok()) << small.error().message;
+    for (const FfnPredictor& p : *small) {
+        EXPECT_GE(p.recall, 0.85) << "layer " << p.layer;
+        EXPECT_LT(p.predictedDensity, 0.75) << "layer " << p.layer;
+        EXPECT_GT(p.precision, 1.2 * p.density) << "layer " << p.layer;  // far better than chance
+        // predict() gives the neurons whose logits are positive, ascending.
+        std::vector<float> x(size_t(c.dim), 0.1f), scratch;
+        std::vector<uint32_t> active;
+        p.predict(x.data(), active, scratch);
+        EXPECT_TRUE(std::is_sorted(active.begin(), active.end()));
+        EXPECT_LE(active.size(), size_t(p.neurons));
+    }
+}
+
+TEST(FfnPredictor, RefusesWhatItCannotPredict)
+{
+    auto swiglu = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    ASSERT_TRUE(swiglu.ok());
+    auto device = gpu::createCpuDevice(1);
+    auto r = trainFfnPredictors(**swiglu, *device, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::UnsupportedModel);
+    EXPECT_NE(r.error().message.find("no ReLU"), std::string::npos) << r.error().message;
+
+    auto relu = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+                                 ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(relu.ok());
+    PredictorOptions one;
+    one.prompts = {"Only one prompt."};
+    EXPECT_EQ(trainFfnPredictors(**relu, *device, one).error().code, ErrorCode::InvalidArgument);
+    PredictorOptions rank0;
+    rank0.rank = 0;
+    EXPECT_EQ(trainFfnPredictors(**relu, *device, rank0).error().code, ErrorCode::InvalidArgument);
 }

@@ -1,0 +1,316 @@
+#include "core/compress/ffn_predictor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/compress/calibration.h"
+#include "core/model/llama_model.h"
+#include "gpu/device.h"
+
+namespace spillway::compress {
+
+namespace {
+
+// One layer's calibration data: FFN inputs and which neurons were active, token by token.
+struct LayerSamples {
+    std::vector<float> x;           // (tokens, dim)
+    std::vector<uint8_t> active;    // (tokens, neurons)
+    std::vector<uint8_t> heldOut;   // (tokens) 1: a held-out prompt's token
+    int64_t tokens() const { return int64_t(heldOut.size()); }
+};
+
+// Orthonormalizes the r columns of v (d, r), row-major, by modified Gram-Schmidt; a column that
+// vanishes becomes a fresh random one (then orthonormalized too).
+void orthonormalize(std::vector<double>& v, int d, int r, std::mt19937_64& rng)
+{
+    std::normal_distribution<double> normal;
+    for (int c = 0; c < r; ++c) {
+        for (int attempt = 0; attempt < 3; ++attempt) {
+            for (int p = 0; p < c; ++p) {
+                double dot = 0.0;
+                for (int i = 0; i < d; ++i) dot += v[size_t(i) * r + c] * v[size_t(i) * r + p];
+                for (int i = 0; i < d; ++i) v[size_t(i) * r + c] -= dot * v[size_t(i) * r + p];
+            }
+            double norm = 0.0;
+            for (int i = 0; i < d; ++i) norm += v[size_t(i) * r + c] * v[size_t(i) * r + c];
+            norm = std::sqrt(norm);
+            if (norm > 1e-10) {
+                for (int i = 0; i < d; ++i) v[size_t(i) * r + c] /= norm;
+                break;
+            }
+            for (int i = 0; i < d; ++i) v[size_t(i) * r + c] = normal(rng);
+        }
+    }
+}
+
+// A (rank, dim) spanning W's top right-singular subspace, and B = W Aᵀ (neurons, rank).
+void lowRankFactors(const std::vector<float>& w, int n, int d, int r, int iterations,
+                    std::mt19937_64& rng, FfnPredictor& p)
+{
+    std::normal_distribution<double> normal;
+    std::vector<double> v(size_t(d) * r), t(size_t(n) * r);
+    for (double& e : v) e = normal(rng);
+    orthonormalize(v, d, r, rng);
+    for (int it = 0; it < iterations; ++it) {
+        // t = W v; v = Wᵀ t; orthonormalize: one step of subspace iteration on WᵀW.
+        std::fill(t.begin(), t.end(), 0.0);
+        for (int i = 0; i < n; ++i)
+            for (int k = 0; k < d; ++k) {
+                const double wik = w[size_t(i) * d + k];
+                if (wik == 0.0) continue;
+                for (int c = 0; c < r; ++c) t[size_t(i) * r + c] += wik * v[size_t(k) * r + c];
+            }
+        std::fill(v.begin(), v.end(), 0.0);
+        for (int i = 0; i < n; ++i)
+            for (int k = 0; k < d; ++k) {
+                const double wik = w[size_t(i) * d + k];
+                if (wik == 0.0) continue;
+                for (int c = 0; c < r; ++c) v[size_t(k) * r + c] += wik * t[size_t(i) * r + c];
+            }
+        orthonormalize(v, d, r, rng);
+    }
+    p.a.assign(size_t(r) * d, 0.0f);
+    for (int c = 0; c < r; ++c)
+        for (int k = 0; k < d; ++k) p.a[size_t(c) * d + k] = float(v[size_t(k) * r + c]);
+    p.b.assign(size_t(n) * r, 0.0f);
+    for (int i = 0; i < n; ++i)
+        for (int c = 0; c < r; ++c) {
+            double s = 0.0;
+            for (int k = 0; k < d; ++k) s += double(w[size_t(i) * d + k]) * v[size_t(k) * r + c];
+            p.b[size_t(i) * r + c] = float(s);
+        }
+}
+
+// The predictor's logits (neurons) for FFN input x; h gets the features A x. With `features`
+// given, those are used and x is not read.
+void logits(const FfnPredictor& p, const float* x, std::vector<float>& h, std::vector<float>& out,
+            const float* features = nullptr)
+{
+    h.assign(size_t(p.rank), 0.0f);
+    for (int c = 0; c < p.rank; ++c) {
+        if (features) {
+            h[size_t(c)] = features[c];
+            continue;
+        }
+        float s = 0.0f;
+        const float* a = p.a.data() + size_t(c) * p.dim;
+        for (int k = 0; k < p.dim; ++k) s += a[k] * x[k];
+        h[size_t(c)] = s;
+    }
+    out.resize(size_t(p.neurons));
+    for (int j = 0; j < p.neurons; ++j) {
+        float s = p.bias[size_t(j)];
+        const float* b = p.b.data() + size_t(j) * p.rank;
+        for (int c = 0; c < p.rank; ++c) s += b[c] * h[size_t(c)];
+        out[size_t(j)] = s;
+    }
+}
+
+// Step 2: with A fixed, each neuron's (row of B, bias) is a logistic regression on the features
+// h = A x, all neurons sharing the features: full-batch gradient descent with Nesterov momentum,
+// step 1/L from the loss's curvature bound, positives weighted by the class ratio (clipped to
+// [1, 20]) since a missed neuron costs more than a spare one, and a little L2 so that separable
+// neurons keep finite weights.
+void fitLogistic(FfnPredictor& p, const std::vector<float>& h, const std::vector<uint8_t>& y,
+                 int64_t tokens, int iterations)
+{
+    const int r = p.rank, n = p.neurons;
+    if (tokens == 0 || iterations <= 0) return;
+    int64_t pos = 0;
+    for (uint8_t v : y) pos += v;
+    const double neg = double(int64_t(y.size()) - pos);
+    const double wPos = std::clamp(pos > 0 ? neg / double(pos) : 1.0, 1.0, 20.0);
+    // L <= wPos / 4 * lambda_max(E[h~ h~^T]), h~ = (h, 1): power iteration on the (r+1)^2 matrix.
+    const int f = r + 1;
+    std::vector<double> m(size_t(f) * f, 0.0);
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int i = 0; i < f; ++i) {
+            const double hi = i < r ? h[size_t(t) * r + i] : 1.0;
+            for (int k = 0; k < f; ++k) m[size_t(i) * f + k] += hi * (k < r ? h[size_t(t) * r + k] : 1.0);
+        }
+    for (double& e : m) e /= double(tokens);
+    std::vector<double> v(size_t(f), 1.0), u(size_t(f), 0.0);
+    double lambda = 1.0;
+    for (int it = 0; it < 50; ++it) {
+        for (int i = 0; i < f; ++i) {
+            double s = 0.0;
+            for (int k = 0; k < f; ++k) s += m[size_t(i) * f + k] * v[size_t(k)];
+            u[size_t(i)] = s;
+        }
+        double norm = 0.0;
+        for (double e : u) norm += e * e;
+        norm = std::sqrt(norm);
+        if (norm <= 0.0) break;
+        lambda = norm;
+        for (int i = 0; i < f; ++i) v[size_t(i)] = u[size_t(i)] / norm;
+    }
+    const double l2 = 1e-3;
+    const double step = 1.0 / (wPos / 4.0 * lambda + l2);
+
+    // Parameters theta (n, f): row j = (b_j, bias_j); y_k the look-ahead point.
+    std::vector<double> theta(size_t(n) * f), look, prev, grad(size_t(n) * f);
+    for (int j = 0; j < n; ++j) {
+        for (int c = 0; c < r; ++c) theta[size_t(j) * f + c] = p.b[size_t(j) * r + c];
+        theta[size_t(j) * f + r] = p.bias[size_t(j)];
+    }
+    look = prev = theta;
+    for (int it = 0; it < iterations; ++it) {
+        std::fill(grad.begin(), grad.end(), 0.0);
+        for (int64_t t = 0; t < tokens; ++t) {
+            const float* ht = h.data() + size_t(t) * r;
+            for (int j = 0; j < n; ++j) {
+                const double* th = look.data() + size_t(j) * f;
+                double z = th[r];
+                for (int c = 0; c < r; ++c) z += th[c] * ht[c];
+                const bool label = y[size_t(t) * n + j] != 0;
+                const double sig = 1.0 / (1.0 + std::exp(-z));
+                const double g = label ? wPos * (sig - 1.0) : sig;
+                double* gr = grad.data() + size_t(j) * f;
+                for (int c = 0; c < r; ++c) gr[c] += g * ht[c];
+                gr[r] += g;
+            }
+        }
+        for (size_t i = 0; i < theta.size(); ++i) {
+            const double l2grad = (i % size_t(f)) == size_t(r) ? 0.0 : l2 * look[i];
+            const double next = look[i] - step * (grad[i] / double(tokens) + l2grad);
+            const double momentum = double(it) / double(it + 3);
+            prev[i] = theta[i];
+            theta[i] = next;
+            look[i] = next + momentum * (next - prev[i]);
+        }
+    }
+    for (int j = 0; j < n; ++j) {
+        for (int c = 0; c < r; ++c) p.b[size_t(j) * r + c] = float(theta[size_t(j) * f + c]);
+        p.bias[size_t(j)] = float(theta[size_t(j) * f + r]);
+    }
+}
+
+}  // namespace
+
+void FfnPredictor::predict(const float* x, std::vector<uint32_t>& active,
+                           std::vector<float>& scratch) const
+{
+    std::vector<float> out;
+    logits(*this, x, scratch, out);
+    active.clear();
+    for (int j = 0; j < neurons; ++j)
+        if (out[size_t(j)] > 0.0f) active.push_back(uint32_t(j));
+}
+
+Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gpu::Device& device,
+                                                     const PredictorOptions& options)
+{
+    const LlamaConfig& c = model.config();
+    const bool relu = c.ffnRelu || !c.ffnGated;
+    if (!relu)
+        return makeError(ErrorCode::UnsupportedModel,
+                         model.path() + ": its FFN has no ReLU (SwiGLU activations are never "
+                                        "exactly zero): nothing to predict");
+    if (options.rank < 1 || options.rank > 4096 || options.iterations < 0 ||
+        options.iterations > 100 || !(options.targetRecall > 0.0 && options.targetRecall <= 1.0))
+        return makeError(ErrorCode::InvalidArgument,
+                         "predictor: rank must be 1..4096, iterations 0..100, recall in (0, 1]");
+    const std::vector<std::string> prompts =
+        options.prompts.empty() ? builtinCalibrationPrompts() : options.prompts;
+    if (prompts.size() < 2)
+        return makeError(ErrorCode::InvalidArgument,
+                         "predictor: at least 2 calibration prompts are needed (one is held out)");
+
+    // Watch each layer's pre-activation matrix (its input is the FFN input) and ffn_down (its
+    // input shows which neurons are active).
+    const int layers = c.nLayers, dim = c.dim, n = c.ffnDim;
+    std::vector<NamedMatrix> watched;
+    for (int l = 0; l < layers; ++l) {
+        const LlamaLayerWeights& L = model.weights().layers[size_t(l)];
+        const std::string b = "blk." + std::to_string(l) + ".";
+        watched.push_back(c.ffnGated ? NamedMatrix{b + "ffn_gate.weight", L.gate, false}
+                                     : NamedMatrix{b + "ffn_up.weight", L.up, false});
+        watched.push_back({b + "ffn_down.weight", L.down, false});
+    }
+    std::vector<LayerSamples> samples{size_t(layers)};
+    SPILLWAY_TRY(runCalibration(
+        model, device, prompts, options.maxTokensPerPrompt, watched,
+        [&](size_t i, std::span<const float> x, int prompt, int) {
+            LayerSamples& s = samples[i / 2];
+            if (i % 2 == 0) {
+                s.x.insert(s.x.end(), x.begin(), x.begin() + std::min<ptrdiff_t>(dim, ptrdiff_t(x.size())));
+                s.heldOut.push_back(prompt % 4 == 3 || (prompts.size() < 4 && prompt == int(prompts.size()) - 1));
+            } else {
+                for (int j = 0; j < n; ++j) s.active.push_back(j < int(x.size()) && x[size_t(j)] != 0.0f);
+            }
+        }));
+
+    std::mt19937_64 rng(options.seed);
+    std::vector<FfnPredictor> out;
+    for (int l = 0; l < layers; ++l) {
+        const LayerSamples& s = samples[size_t(l)];
+        const LlamaLayerWeights& L = model.weights().layers[size_t(l)];
+        const gpu::MatrixView& pre = c.ffnGated ? L.gate : L.up;
+        std::vector<float> w(size_t(n) * dim);
+        for (int i = 0; i < n; ++i) device.getRow(pre, i, w.data() + size_t(i) * dim);
+        device.synchronize();
+
+        FfnPredictor p;
+        p.layer = l;
+        p.dim = dim;
+        p.neurons = n;
+        p.rank = std::min(options.rank, dim);
+        lowRankFactors(w, n, dim, p.rank, options.iterations, rng, p);
+        p.bias.assign(size_t(n), -c.ffnReluShift);
+        if (!c.ffnGated && L.upBias)
+            for (int j = 0; j < n; ++j) p.bias[size_t(j)] += L.upBias[j];
+
+        // The training tokens' features h = A x and labels, for the logistic fit.
+        std::vector<float> h, z, features, positives;
+        std::vector<uint8_t> labels;
+        for (int64_t t = 0; t < s.tokens(); ++t) {
+            if (s.heldOut[size_t(t)]) continue;
+            ++p.trainTokens;
+            logits(p, s.x.data() + size_t(t) * dim, h, z);
+            features.insert(features.end(), h.begin(), h.end());
+            labels.insert(labels.end(), s.active.begin() + ptrdiff_t(t * n),
+                          s.active.begin() + ptrdiff_t((t + 1) * n));
+        }
+        fitLogistic(p, features, labels, p.trainTokens, options.fitIterations);
+        // Offset for the target recall on the training tokens: the bias is raised, never
+        // lowered (a predictor that finds more already keeps doing so).
+        for (int64_t t = 0; t < p.trainTokens; ++t) {
+            logits(p, nullptr, h, z, features.data() + size_t(t) * p.rank);
+            for (int j = 0; j < n; ++j)
+                if (labels[size_t(t) * n + j]) positives.push_back(z[size_t(j)]);
+        }
+        if (!positives.empty()) {
+            std::sort(positives.begin(), positives.end());
+            const size_t at = std::min(positives.size() - 1,
+                                       size_t(std::floor((1.0 - options.targetRecall) * double(positives.size()))));
+            const float q = positives[at];
+            const float offset = std::max(0.0f, -q + 1e-6f * (1.0f + std::fabs(q)));
+            for (float& b : p.bias) b += offset;
+        }
+        // Held-out recall and precision.
+        int64_t tp = 0, fp = 0, fn = 0, predicted = 0, actual = 0;
+        for (int64_t t = 0; t < s.tokens(); ++t) {
+            if (!s.heldOut[size_t(t)]) continue;
+            ++p.testTokens;
+            logits(p, s.x.data() + size_t(t) * dim, h, z);
+            for (int j = 0; j < n; ++j) {
+                const bool yes = z[size_t(j)] > 0.0f, truth = s.active[size_t(t) * n + j] != 0;
+                tp += yes && truth;
+                fp += yes && !truth;
+                fn += !yes && truth;
+                predicted += yes;
+                actual += truth;
+            }
+        }
+        p.recall = tp + fn > 0 ? double(tp) / double(tp + fn) : 1.0;
+        p.precision = tp + fp > 0 ? double(tp) / double(tp + fp) : 1.0;
+        const double cells = double(std::max<int64_t>(p.testTokens, 1)) * n;
+        p.predictedDensity = double(predicted) / cells;
+        p.density = double(actual) / cells;
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+}  // namespace spillway::compress

@@ -1,0 +1,67 @@
+#pragma once
+// Activation predictors for ReLU FFNs (Deja Vu; LLM in a flash §3.1): from a layer's FFN input x
+// (dim values), guess which of its neurons will be active before their weights are read, so
+// that only those are fetched.
+//
+// Each layer's predictor is low-rank: logits = B (A x) + bias, A (rank, dim), B (neurons, rank);
+// neuron j is predicted active when logits[j] > 0. It is trained in two steps on calibration
+// activations, on the CPU:
+//  1. A spans the top right-singular subspace of the matrix whose rows decide activity (ffn_gate
+//     for ReLU-gated FFNs, ffn_up for OPT), found by subspace iteration, and B = W Aᵀ: B A x is
+//     then the best rank-`rank` approximation of that matrix's pre-activation W x; bias is the
+//     FFN's own (up bias, or minus the ReLU shift).
+//  2. With A fixed, B and bias are fitted by logistic regression on the training prompts'
+//     activity labels (each neuron a regression on the shared features A x; positives weighted
+//     up, since a missed neuron costs more than a spare one).
+//  3. A per-layer offset is added to bias, raising it until the predictor finds `targetRecall`
+//     of the active neurons on the training prompts (missing one costs a late fetch in exact
+//     mode, or quality in approximate mode; a false positive only costs bytes).
+// Recall and precision are then measured on held-out prompts (every fourth calibration prompt).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace spillway {
+
+class LlamaModel;
+namespace gpu { class Device; }
+
+namespace compress {
+
+struct FfnPredictor {
+    int layer = 0;
+    int rank = 0, dim = 0, neurons = 0;
+    std::vector<float> a;     // (rank, dim), row-major
+    std::vector<float> b;     // (neurons, rank), row-major
+    std::vector<float> bias;  // (neurons), the calibrated offset included
+    // Measured on held-out calibration tokens:
+    double recall = 0.0;      // share of active neurons predicted active
+    double precision = 0.0;   // share of predicted neurons that were active
+    double predictedDensity = 0.0, density = 0.0;  // shares of the layer per token
+    int64_t trainTokens = 0, testTokens = 0;
+
+    // Predicted active neuron ids for FFN input x (dim floats), ascending; `scratch` avoids
+    // allocating (rank floats).
+    void predict(const float* x, std::vector<uint32_t>& active, std::vector<float>& scratch) const;
+};
+
+struct PredictorOptions {
+    int rank = 32;                 // clamped to the layer's dim
+    double targetRecall = 0.99;    // on the training tokens
+    int iterations = 6;            // subspace iterations
+    int fitIterations = 100;       // logistic-regression steps (0: keep the SVD's B and bias)
+    std::vector<std::string> prompts;  // empty: builtinCalibrationPrompts()
+    int maxTokensPerPrompt = 256;
+    uint64_t seed = 1;
+};
+
+// One predictor per layer. UnsupportedModel for FFNs without exact zeros (SwiGLU: no ReLU);
+// InvalidArgument for bad options, or too few prompts to hold some out (fewer than 2).
+Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gpu::Device& device,
+                                                     const PredictorOptions& options);
+
+}  // namespace compress
+}  // namespace spillway
