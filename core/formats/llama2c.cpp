@@ -3,6 +3,7 @@
 #include <array>
 #include <climits>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -241,6 +242,62 @@ Status tokenizerMetadata(const std::string& path, int vocabSize, gguf::Metadata&
     return {};
 }
 
+Status decodeTableMetadata(const std::string& path, int vocabSize, gguf::Metadata& out)
+{
+    auto mapping = storage::MappedFile::open(path);
+    if (!mapping) return mapping.error();
+    const uint8_t* p = (*mapping)->data();
+    const uint64_t size = (*mapping)->size();
+    auto bad = [&](const std::string& why) {
+        return makeError(ErrorCode::ModelFileInvalid, path + ": " + why);
+    };
+    if (size < 4) return bad("too small for a llama2.c decode table");
+    const uint32_t entry = uint32_t(p[0]) | uint32_t(p[1]) << 8;
+    const uint32_t count = uint32_t(p[2]) | uint32_t(p[3]) << 8;
+    if (entry < 2 || entry > 1024) return bad("entry size " + std::to_string(entry) + " out of range");
+    if (int64_t(count) != vocabSize)
+        return bad("holds " + std::to_string(count) + " tokens but the checkpoint's vocabulary has " +
+                   std::to_string(vocabSize));
+    if (size != 4 + uint64_t(count) * entry)
+        return bad("size " + std::to_string(size) + " is not 4 + " + std::to_string(count) + " x " +
+                   std::to_string(entry) + " bytes");
+    static const std::string kSpace = "\xE2\x96\x81";  // U+2581
+    std::vector<gguf::Value> tokens, scores, types;
+    for (uint32_t i = 0; i < count; ++i) {
+        const char* e = reinterpret_cast<const char*>(p + 4 + uint64_t(i) * entry);
+        const std::string text(e, strnlen(e, entry));
+        std::string piece = text;
+        int32_t type = 1;
+        float score = 0.0f;
+        if (i == 0) {
+            type = 2;
+        } else if (i <= 2) {
+            type = 3;
+        } else if (i < 259 && (text.empty() || (text.size() == 1 && uint8_t(text[0]) == i - 3))) {
+            // A byte piece: the table holds the byte where it prints (and whitespace), else "".
+            char name[8];
+            std::snprintf(name, sizeof name, "<0x%02X>", i - 3);  // tokenizer.bin's byte pieces
+            piece = name;
+            type = 6;
+        } else {
+            piece.clear();
+            for (char c : text) piece += c == ' ' ? kSpace : std::string(1, c);
+            if (i >= 259) score = -float(i - 259);  // BPE merge order (see the header)
+        }
+        tokens.push_back(gguf::Value::ofString(std::move(piece)));
+        scores.push_back(gguf::Value::ofFloat(gguf::ValueType::Float32, score));
+        types.push_back(gguf::Value::ofInt(gguf::ValueType::Int32, type));
+    }
+    out.add({"tokenizer.ggml.model", gguf::Value::ofString("llama")});
+    out.add({"tokenizer.ggml.tokens", gguf::Value::ofArray(gguf::ValueType::String, std::move(tokens))});
+    out.add({"tokenizer.ggml.scores", gguf::Value::ofArray(gguf::ValueType::Float32, std::move(scores))});
+    out.add({"tokenizer.ggml.token_type", gguf::Value::ofArray(gguf::ValueType::Int32, std::move(types))});
+    out.add({"tokenizer.ggml.unknown_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 0)});
+    out.add({"tokenizer.ggml.bos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 1)});
+    out.add({"tokenizer.ggml.eos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 2)});
+    return {};
+}
+
 Result<std::unique_ptr<ImportedModel>> importCheckpoint(const std::string& path, const ImportOptions& options)
 {
     namespace fs = std::filesystem;
@@ -290,17 +347,22 @@ Result<std::unique_ptr<ImportedModel>> importCheckpoint(const std::string& path,
     if (tokenizer.empty()) {
         const fs::path dir = fs::path(path).parent_path();
         std::error_code ec;
-        for (const std::string& name : {std::string("tokenizer.bin"), "tok" + std::to_string(p.vocab) + ".bin"})
+        const std::string vocab = std::to_string(p.vocab);
+        for (const std::string& name : {std::string("tokenizer.bin"), "tok" + vocab + ".bin", "decode" + vocab + ".tok"})
             if (fs::exists(dir / name, ec)) {
                 tokenizer = (dir / name).string();
                 break;
             }
         if (tokenizer.empty())
             return makeError(ErrorCode::ModelFileInvalid,
-                             path + ": no tokenizer beside the checkpoint (looked for tokenizer.bin and tok" +
-                                 std::to_string(p.vocab) + ".bin in " + (dir.empty() ? std::string(".") : dir.string()) + ")");
+                             path + ": no tokenizer beside the checkpoint (looked for tokenizer.bin, tok" + vocab +
+                                 ".bin and decode" + vocab + ".tok in " +
+                                 (dir.empty() ? std::string(".") : dir.string()) + ")");
     }
-    SPILLWAY_TRY(tokenizerMetadata(tokenizer, p.vocab, m));
+    if (fs::path(tokenizer).extension() == ".tok")
+        SPILLWAY_TRY(decodeTableMetadata(tokenizer, p.vocab, m));
+    else
+        SPILLWAY_TRY(tokenizerMetadata(tokenizer, p.vocab, m));
 
     const bool thesisInt4 = arch == "relu-llama" && p.version == 2;
     std::vector<Entry> entries = layout(p);

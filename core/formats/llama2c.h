@@ -24,8 +24,9 @@ namespace spillway::llama2c {
 
 struct ImportOptions {
     std::string architecture = "llama";  // "llama" or "relu-llama"
-    // tokenizer.bin layout (int32 max length; per token float score, int32 length, bytes).
-    // Empty: "tokenizer.bin", then "tok<vocab>.bin", beside the checkpoint.
+    // tokenizer.bin layout (int32 max length; per token float score, int32 length, bytes), or a
+    // decode table (*.tok, decodeTableMetadata). Empty: "tokenizer.bin", "tok<vocab>.bin", then
+    // "decode<vocab>.tok" beside the checkpoint.
     std::string tokenizerPath;
 };
 
@@ -38,6 +39,14 @@ Result<std::unique_ptr<ImportedModel>> importCheckpoint(const std::string& path,
 // A tokenizer.bin as tokenizer.ggml.* metadata (SentencePiece-style: spaces become U+2581,
 // "<0xAB>" pieces are byte tokens, <unk>/<s>/</s> are ids 0/1/2 as llama2.c has them).
 Status tokenizerMetadata(const std::string& path, int vocabSize, gguf::Metadata& out);
+
+// A decode-only table (the thesis' decode<vocab>.tok: uint16 entry size, uint16 token count,
+// then one NUL-padded entry per token holding its decoded text) as the same metadata. llama2.c's
+// tokenizers are BPE SentencePiece models whose merge pieces (ids from 259) have score
+// -(id - 259), and whose ids 3..258 are the byte pieces "<0x00>".."<0xFF>" (true of tok512.bin
+// and tok1024.bin): the table's order gives back the scores, so it encodes as tokenizer.bin
+// would (pieces longer than an entry cannot be told apart and come back cut).
+Status decodeTableMetadata(const std::string& path, int vocabSize, gguf::Metadata& out);
 
 // The architectures importCheckpoint takes.
 const char* architectures();  // "llama, relu-llama"

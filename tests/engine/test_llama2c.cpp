@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "core/formats/gguf.h"
 #include "core/formats/llama2c.h"
 #include "core/model/llama_model.h"
 #include "core/runtime/llama_session.h"
+#include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/greedy_text.h"
 #include "../common/temp_dir.h"
@@ -160,6 +162,41 @@ TEST(Llama2c, TheSameModelAsLlamaDiffersFromTheReluText)
     const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_FALSE(refs.empty());
     EXPECT_NE(testing_support::greedyText(**model, *device, refs[0].prompt, 48).substr(0, refs[0].text.size()), refs[0].text);
+}
+
+// The thesis' decode-only tables: decode1024.tok gives back tok1024.bin exactly (texts, scores,
+// types), so relu-stories-2M, which ships only decode4096.tok, gets its real tokenizer.
+TEST(Llama2c, DecodeTableGivesBackTheTokenizer)
+{
+    const std::string dir = kShared + "/models/relu-stories-260K/";
+    gguf::Metadata fromBin("bin"), fromTable("table");
+    ASSERT_TRUE(llama2c::tokenizerMetadata(dir + "tok1024.bin", 1024, fromBin).ok());
+    const Status s = llama2c::decodeTableMetadata(dir + "decode1024.tok", 1024, fromTable);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_EQ(fromTable.entries().size(), fromBin.entries().size());
+    for (const gguf::KeyValue& kv : fromBin.entries()) {
+        const gguf::Value* v = fromTable.find(kv.key);
+        ASSERT_NE(v, nullptr) << kv.key;
+        EXPECT_TRUE(*v == kv.value) << kv.key;
+    }
+    gguf::Metadata wrongSize("x");
+    const Status mismatch = llama2c::decodeTableMetadata(dir + "decode1024.tok", 512, wrongSize);
+    ASSERT_FALSE(mismatch.ok());
+    EXPECT_NE(mismatch.error().message.find("holds 1024 tokens"), std::string::npos);
+
+    // relu-stories-2M finds its table beside it, and greedy text from BOS reads as a story.
+    auto big = LlamaModel::load(kShared + "/models/relu-stories-2M/model_qint80.bin",
+                                ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(big.ok()) << big.error().message;
+    EXPECT_EQ((*big)->config().dim, 128);
+    EXPECT_EQ((*big)->tokenizer().size(), 4096);
+    auto device = gpu::createCpuDevice(1);
+    const std::string text = testing_support::greedyText(**big, *device, "Once upon a time", 24);
+    EXPECT_EQ(text.rfind("Once upon a time", 0), 0u) << text;
+    EXPECT_GT(text.size(), std::string("Once upon a time").size() + 40) << text;
+    // The prompt encodes to the pieces tokenizer.bin's merges would make.
+    const auto ids = (*big)->tokenizer().encode("Once upon a time", true);
+    EXPECT_LE(ids.size(), 6u);
 }
 
 TEST(Llama2c, Fp32CheckpointsOfStories260KGiveLlamaCppsText)
