@@ -11,7 +11,9 @@
 #include "core/compress/activation_sparsity.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/model/llama_model.h"
+#include "core/plan/neuron_cache_model.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/dtype.h"
 
 namespace spillway::cli {
 
@@ -22,11 +24,13 @@ struct SparsityCommand {
     ModelLoadOptions load;
     std::string promptsFile;
     int tokens = 256;
+    int continueTokens = 64;
     std::vector<int> windows = {1, 2, 4, 8, 16};
     double threshold = 0.0;
     int threads = 0;
     std::string json;
     int predictorRank = 0;
+    std::vector<double> cacheBudgets;  // percent of the FFN weights
     double recall = 0.99;
 };
 
@@ -77,6 +81,8 @@ int runSparsity(SparsityCommand& c)
     options.maxTokensPerPrompt = c.tokens;
     options.windows = c.windows;
     options.threshold = c.threshold;
+    options.keepTraces = !c.cacheBudgets.empty();
+    options.continueTokens = c.continueTokens;
     if (!c.promptsFile.empty()) {
         auto prompts = readPrompts(c.promptsFile);
         if (!prompts) return reportError(prompts.error());
@@ -108,6 +114,34 @@ int runSparsity(SparsityCommand& c)
     for (size_t w = 0; w < r.windows.size(); ++w)
         std::printf("  %6.1f%% %6.1f%%", 100 * r.windowHit(w), 100 * r.windowFetch(w));
     std::printf("\n");
+    nlohmann::ordered_json cacheJson = nlohmann::ordered_json::array();
+    if (!c.cacheBudgets.empty()) {
+        // A neuron's bundle: its gate and up rows and its down column (dim values each).
+        const LlamaConfig& cfg = (*model)->config();
+        const LlamaLayerWeights& L0 = (*model)->weights().layers.front();
+        uint64_t bundle = gpu::rowBytes(L0.up.type, cfg.dim) + gpu::rowBytes(L0.down.type, cfg.dim);
+        if (cfg.ffnGated) bundle += gpu::rowBytes(L0.gate.type, cfg.dim);
+        std::printf("\nNeuron cache (LRU per layer, capacities shared out by measured density), "
+                    "%llu-byte bundles,\nagainst dense offloading that keeps the same budget of FFN "
+                    "weights resident and streams the rest:\n",
+                    static_cast<unsigned long long>(bundle));
+        std::printf("%7s  %10s  %8s  %14s  %14s  %9s\n", "budget", "bytes", "hit rate",
+                    "cache B/token", "dense B/token", "fewer");
+        for (double pct : c.cacheBudgets) {
+            uint64_t ffn = 0;
+            for (const auto& t : r.traces) ffn += uint64_t(t.neurons) * bundle;
+            const auto budget = uint64_t(double(ffn) * pct / 100.0);
+            const plan::NeuronCacheResult sim = plan::simulateNeuronCache(r.traces, bundle, budget);
+            std::printf("%6.1f%%  %10llu  %7.1f%%  %14.0f  %14.0f  %8.1fx\n", pct,
+                        static_cast<unsigned long long>(budget), 100 * sim.hitRate, sim.bytesPerToken,
+                        sim.denseBytesPerToken, sim.reduction());
+            cacheJson.push_back({{"budget_percent", pct}, {"budget_bytes", budget},
+                                 {"bundle_bytes", bundle}, {"hit_rate", sim.hitRate},
+                                 {"cache_bytes_per_token", sim.bytesPerToken},
+                                 {"dense_bytes_per_token", sim.denseBytesPerToken},
+                                 {"reduction", sim.reduction()}});
+        }
+    }
     std::vector<compress::FfnPredictor> predictors;
     if (c.predictorRank > 0) {
         compress::PredictorOptions po;
@@ -115,6 +149,7 @@ int runSparsity(SparsityCommand& c)
         po.targetRecall = c.recall;
         po.prompts = options.prompts;
         po.maxTokensPerPrompt = c.tokens;
+        po.continueTokens = c.continueTokens;
         auto trained = compress::trainFfnPredictors(**model, *device, po);
         if (!trained) return reportError(trained.error());
         predictors = std::move(trained.value());
@@ -129,7 +164,9 @@ int runSparsity(SparsityCommand& c)
     }
     if (!c.json.empty()) {
         std::ofstream out(c.json);
-        out << toJson(r, c.model, predictors).dump(2) << "\n";
+        nlohmann::ordered_json j = toJson(r, c.model, predictors);
+        if (!cacheJson.empty()) j["neuron_cache"] = cacheJson;
+        out << j.dump(2) << "\n";
         if (!out) return reportError(makeError(ErrorCode::Io, c.json + ": cannot write"));
     }
     return ExitOk;
@@ -152,6 +189,10 @@ void addSparsityCommand(CLI::App& app, int& exitCode)
         ->check(CLI::ExistingFile);
     cmd->add_option("-n,--tokens", c->tokens, "At most this many tokens of each prompt")
         ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--continue", c->continueTokens,
+                    "After each prompt, let the model go on for up to this many sampled tokens "
+                    "(seeded; more calibration text)")
+        ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--windows", c->windows, "Window lengths k in tokens, comma-separated (default: 1,2,4,8,16)")
         ->delimiter(',')
         ->check(CLI::Range(1, 4096));
@@ -165,6 +206,11 @@ void addSparsityCommand(CLI::App& app, int& exitCode)
         ->check(CLI::Range(0, 4096));
     cmd->add_option("--recall", c->recall, "Target recall of the predictors on the training prompts")
         ->check(CLI::Range(0.01, 1.0));
+    cmd->add_option("--cache-budgets", c->cacheBudgets,
+                    "Also model a neuron cache with these device budgets, in percent of the FFN "
+                    "weights (comma-separated, e.g. 10,25,50), against dense offloading")
+        ->delimiter(',')
+        ->check(CLI::Range(0.0, 100.0));
     cmd->add_option("--json", c->json, "Also write the figures as JSON to this file");
     cmd->callback([c, &exitCode] { exitCode = runSparsity(*c); });
 }

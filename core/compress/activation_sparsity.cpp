@@ -16,11 +16,15 @@ constexpr int64_t kNever = std::numeric_limits<int64_t>::min() / 2;
 
 }  // namespace
 
-SparsityAccumulator::SparsityAccumulator(int neurons, std::vector<int> windows, double threshold)
+SparsityAccumulator::SparsityAccumulator(int neurons, std::vector<int> windows, double threshold,
+                                         bool record)
     : m_neurons(std::max(neurons, 1)), m_windows(std::move(windows)), m_threshold(threshold),
       m_count(size_t(m_neurons), 0), m_lastActive(size_t(m_neurons), kNever),
-      m_hit(m_windows.size(), 0.0), m_fetch(m_windows.size(), 0.0), m_size(m_windows.size(), 0.0)
+      m_hit(m_windows.size(), 0.0), m_fetch(m_windows.size(), 0.0), m_size(m_windows.size(), 0.0),
+      m_record(record)
 {
+    m_trace.neurons = m_neurons;
+    if (m_record) m_trace.offsets.push_back(0);
     int maxK = 1;
     for (int k : m_windows) maxK = std::max(maxK, k);
     m_ageCount.assign(size_t(maxK) + 2, 0);  // ages 0..maxK, then one bucket for older
@@ -42,10 +46,12 @@ void SparsityAccumulator::add(std::span<const float> x)
         if (!(std::fabs(double(x[j])) > m_threshold)) continue;
         ++active;
         ++m_count[j];
+        if (m_record) m_trace.ids.push_back(uint32_t(j));
         const int64_t last = m_lastActive[j];
         if (history && last >= m_promptStart) hitsWithin[size_t(std::min(t - last, maxAge))]++;
         m_lastActive[j] = t;
     }
+    if (m_record) m_trace.offsets.push_back(m_trace.ids.size());
     const double share = double(active) / m_neurons;
     m_density += share;
     m_min = std::min(m_min, share);
@@ -152,7 +158,7 @@ Result<SparsityReport> measureActivationSparsity(const LlamaModel& model, gpu::D
     for (int l = 0; l < c.nLayers; ++l) {
         downs.push_back({"blk." + std::to_string(l) + ".ffn_down.weight",
                          model.weights().layers[size_t(l)].down, false});
-        layers.emplace_back(c.ffnDim, options.windows, options.threshold);
+        layers.emplace_back(c.ffnDim, options.windows, options.threshold, options.keepTraces);
     }
     int lastPrompt = -1;
     SPILLWAY_TRY(runCalibration(model, device, prompts, options.maxTokensPerPrompt, downs,
@@ -162,12 +168,16 @@ Result<SparsityReport> measureActivationSparsity(const LlamaModel& model, gpu::D
                                         lastPrompt = prompt;
                                     }
                                     layers[layer].add(x);
-                                }));
+                                },
+                                options.continueTokens));
     SparsityReport report;
     report.windows = options.windows;
     report.threshold = options.threshold;
     report.prompts = int(prompts.size());
-    for (int l = 0; l < c.nLayers; ++l) report.layers.push_back(layers[size_t(l)].result(l));
+    for (int l = 0; l < c.nLayers; ++l) {
+        report.layers.push_back(layers[size_t(l)].result(l));
+        if (options.keepTraces) report.traces.push_back(layers[size_t(l)].trace());
+    }
     report.tokens = report.layers.empty() ? 0 : report.layers.front().tokens;
     return report;
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "core/plan/neuron_cache_model.h"
 
 namespace spillway {
 
@@ -47,6 +48,7 @@ struct SparsityReport {
     int prompts = 0;
     int64_t tokens = 0;              // per layer
     std::vector<LayerSparsity> layers;
+    std::vector<plan::ActivityTrace> traces;  // per layer, with SparsityOptions::keepTraces
     // Means over layers (each layer weighted by its neurons).
     double density() const;
     double windowHit(size_t k) const;
@@ -56,12 +58,14 @@ struct SparsityReport {
 // Adds up one layer's figures, token by token.
 class SparsityAccumulator {
 public:
-    SparsityAccumulator(int neurons, std::vector<int> windows, double threshold);
+    // record: also keep every token's active ids (trace()).
+    SparsityAccumulator(int neurons, std::vector<int> windows, double threshold, bool record = false);
     // The next prompt starts: the window history is dropped.
     void startPrompt();
     // This token's activations (neurons values; active where |x| > threshold).
     void add(std::span<const float> x);
     LayerSparsity result(int layer) const;
+    const plan::ActivityTrace& trace() const { return m_trace; }
 
 private:
     int m_neurons;
@@ -73,6 +77,8 @@ private:
     int64_t m_tokens = 0, m_windowTokens = 0, m_promptStart = 0;
     double m_density = 0.0, m_min = 1.0, m_max = 0.0;
     std::vector<double> m_hit, m_fetch, m_size;
+    bool m_record = false;
+    plan::ActivityTrace m_trace;
 };
 
 struct SparsityOptions {
@@ -80,6 +86,8 @@ struct SparsityOptions {
     int maxTokensPerPrompt = 256;
     std::vector<int> windows = {1, 2, 4, 8, 16};
     double threshold = 0.0;            // > 0 for SwiGLU models (no exact zeros)
+    bool keepTraces = false;
+    int continueTokens = 0;            // model-sampled tokens after each prompt (runCalibration)           // fill SparsityReport::traces (for the cache model)
 };
 
 // Runs the prompts through the model on `device` (the CPU device: see runCalibration) and

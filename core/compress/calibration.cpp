@@ -6,6 +6,7 @@
 #include "core/model/llama_model.h"
 #include "core/plan/model_tensors.h"
 #include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/forwarding_device.h"
 
@@ -56,8 +57,11 @@ private:
 
 Status runCalibration(const LlamaModel& model, gpu::Device& device,
                       std::span<const std::string> prompts, int maxTokensPerPrompt,
-                      std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher)
+                      std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher,
+                      int continueTokens)
 {
+    if (continueTokens < 0 || continueTokens > (1 << 20))
+        return makeError(ErrorCode::InvalidArgument, "calibration: continueTokens out of range");
     if (prompts.empty()) return makeError(ErrorCode::InvalidArgument, "calibration: no prompts");
     if (maxTokensPerPrompt < 1)
         return makeError(ErrorCode::InvalidArgument,
@@ -80,7 +84,7 @@ Status runCalibration(const LlamaModel& model, gpu::Device& device,
 
     WatchingDevice watching(device, watched, watcher);
     SessionOptions options;
-    options.contextLength = longest;
+    options.contextLength = longest + continueTokens;
     options.batch = 1;  // the head runs on the last token of a batch only: 1 gives it every token
     plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
     placement.mapInPlace = true;  // matvec weight pointers are then the model's own views
@@ -91,10 +95,22 @@ Status runCalibration(const LlamaModel& model, gpu::Device& device,
     for (size_t p = 0; p < tokenized.size(); ++p) {
         const auto& t = tokenized[p];
         // Each prompt starts again at position 0 (its KV entries overwrite the last prompt's).
-        for (size_t i = 0; i < t.size(); ++i) {
+        SamplerSettings settings;
+        settings.seed = p + 1;
+        Sampler sampler(model.config().vocabSize, settings);
+        int32_t token = t.empty() ? -1 : t[0];
+        const size_t total = t.size() + size_t(continueTokens);
+        for (size_t i = 0; i < total && token >= 0; ++i) {
             watching.setToken(int(p), int(i));
-            auto logits = (*session)->forward(t[i], int(i));
+            auto logits = (*session)->forward(token, int(i));
             if (!logits) return logits.error();
+            sampler.accept(token);
+            if (i + 1 < t.size()) {
+                token = t[i + 1];
+            } else if (i + 1 < total) {
+                token = sampler.sample({*logits, size_t(model.config().vocabSize)});
+                if (token == model.tokenizer().eos()) token = -1;
+            }
         }
     }
     for (size_t i = 0; i < watched.size(); ++i)

@@ -29,9 +29,14 @@ using CalibrationWatcher =
 // of the model's own weights (LlamaWeights, linearMatrices), and `device` must compute on host
 // memory (the CPU device). InvalidArgument otherwise, for no prompts, maxTokensPerPrompt < 1 or
 // prompts without tokens; Internal (naming it) when a watched matrix saw no input.
+// continueTokens > 0: after each prompt the model goes on for up to that many tokens of its own,
+// sampled (temperature 0.8, top-k 40, top-p 0.95; seeded by the prompt's index, so runs repeat),
+// stopping at EOS: more calibration text in the model's own distribution, which small prompt
+// sets lack.
 Status runCalibration(const LlamaModel& model, gpu::Device& device,
                       std::span<const std::string> prompts, int maxTokensPerPrompt,
-                      std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher);
+                      std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher,
+                      int continueTokens = 0);
 
 }  // namespace compress
 }  // namespace spillway

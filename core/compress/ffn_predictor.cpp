@@ -239,7 +239,8 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
             } else {
                 for (int j = 0; j < n; ++j) s.active.push_back(j < int(x.size()) && x[size_t(j)] != 0.0f);
             }
-        }));
+        },
+        options.continueTokens));
 
     std::mt19937_64 rng(options.seed);
     std::vector<FfnPredictor> out;

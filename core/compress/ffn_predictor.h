@@ -55,6 +55,7 @@ struct PredictorOptions {
     int fitIterations = 100;       // logistic-regression steps (0: keep the SVD's B and bias)
     std::vector<std::string> prompts;  // empty: builtinCalibrationPrompts()
     int maxTokensPerPrompt = 256;
+    int continueTokens = 0;            // model-sampled tokens after each prompt (runCalibration)
     uint64_t seed = 1;
 };
 

@@ -10,6 +10,7 @@
 
 #include "core/compress/activation_sparsity.h"
 #include "core/compress/ffn_predictor.h"
+#include "core/plan/neuron_cache_model.h"
 #include "core/model/llama_model.h"
 #include "gpu/cpu/cpu_device.h"
 
@@ -194,4 +195,81 @@ TEST(FfnPredictor, RefusesWhatItCannotPredict)
     PredictorOptions rank0;
     rank0.rank = 0;
     EXPECT_EQ(trainFfnPredictors(**relu, *device, rank0).error().code, ErrorCode::InvalidArgument);
+}
+
+// ---- the neuron cache model ------------------------------------------------------------------
+
+namespace {
+
+plan::ActivityTrace trace(int neurons, std::vector<std::vector<uint32_t>> tokens)
+{
+    plan::ActivityTrace t;
+    t.neurons = neurons;
+    t.offsets.push_back(0);
+    for (const auto& ids : tokens) {
+        t.ids.insert(t.ids.end(), ids.begin(), ids.end());
+        t.offsets.push_back(t.ids.size());
+    }
+    return t;
+}
+
+}  // namespace
+
+TEST(NeuronCacheModel, LruReplayWorkedByHand)
+{
+    // Capacity 2 of 4 neurons. t0 {0,1}: loads 2. t1 {1,2}: hit 1, loads 2, evicts 0 (least
+    // recently active). t2 {0,1}: loads 0, hit 1, evicts 2.
+    const std::vector<plan::ActivityTrace> layers = {trace(4, {{0, 1}, {1, 2}, {0, 1}})};
+    const plan::NeuronCacheResult r = plan::simulateNeuronCache(layers, 10, 20);
+    ASSERT_EQ(r.layers.size(), 1u);
+    EXPECT_EQ(r.layers[0].capacity, 2);
+    EXPECT_DOUBLE_EQ(r.hitRate, 2.0 / 6.0);
+    EXPECT_DOUBLE_EQ(r.layers[0].loadedPerToken, 4.0 / 3.0);
+    EXPECT_EQ(r.ffnBytes, 40u);
+    EXPECT_DOUBLE_EQ(r.bytesPerToken, 40.0 / 3.0);
+    EXPECT_DOUBLE_EQ(r.denseBytesPerToken, 20.0);
+    EXPECT_DOUBLE_EQ(r.reduction(), 1.5);
+    // Everything fits: only the first use of each neuron loads.
+    const plan::NeuronCacheResult all = plan::simulateNeuronCache(layers, 10, 40);
+    EXPECT_DOUBLE_EQ(all.layers[0].loadedPerToken, 3.0 / 3.0);
+    EXPECT_DOUBLE_EQ(all.denseBytesPerToken, 0.0);
+}
+
+TEST(NeuronCacheModel, BudgetsFollowDensityAndFillUp)
+{
+    const std::vector<double> density = {0.1, 0.4};
+    const std::vector<int> neurons = {100, 100};
+    EXPECT_EQ(plan::allocateCacheCapacity(density, neurons, 1, 100), (std::vector<int>{20, 80}));
+    // The denser layer would get 120 of its 100: full, and the rest goes to the other.
+    EXPECT_EQ(plan::allocateCacheCapacity(density, neurons, 1, 150), (std::vector<int>{50, 100}));
+    EXPECT_EQ(plan::allocateCacheCapacity(density, neurons, 1, 1000), (std::vector<int>{100, 100}));
+    EXPECT_EQ(plan::allocateCacheCapacity(density, neurons, 1, 0), (std::vector<int>{0, 0}));
+}
+
+TEST(NeuronCacheModel, ReluStoriesMovesFewerBytesThanDenseOffloading)
+{
+    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+                                  ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto device = gpu::createCpuDevice(2);
+    SparsityOptions options;
+    options.keepTraces = true;
+    options.continueTokens = 32;
+    auto report = measureActivationSparsity(**model, *device, options);
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    ASSERT_EQ(report->traces.size(), report->layers.size());
+    for (size_t l = 0; l < report->traces.size(); ++l) {
+        EXPECT_EQ(int64_t(report->traces[l].tokens()), report->tokens);
+        EXPECT_NEAR(report->traces[l].density(), report->layers[l].density, 0.02);
+    }
+    const uint64_t bundle = 3 * 68;  // gate, up and down: 64 values each in one Q8_G64 block
+    uint64_t ffn = 0;
+    for (const auto& t : report->traces) ffn += uint64_t(t.neurons) * bundle;
+    double previous = 0.0;
+    for (double share : {0.1, 0.25, 0.5}) {
+        const auto r = plan::simulateNeuronCache(report->traces, bundle, uint64_t(share * double(ffn)));
+        EXPECT_GT(r.reduction(), 2.0) << share;  // the cache loads active neurons only
+        EXPECT_GT(r.hitRate, previous) << share;  // more room, more hits
+        previous = r.hitRate;
+    }
 }
