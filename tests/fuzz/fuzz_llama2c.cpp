@@ -1,6 +1,7 @@
 // libFuzzer target: a llama2.c checkpoint and its tokenizer.bin from arbitrary bytes. The first
-// byte picks the architecture (llama / relu-llama), the next 4 (little-endian) where the
-// checkpoint ends and the tokenizer begins. importCheckpoint must fail cleanly (a message that
+// byte picks the architecture (bit 0: llama / relu-llama) and the tokenizer's form (bit 1:
+// tokenizer.bin / a decode<vocab>.tok table), the next 4 (little-endian) where the checkpoint
+// ends and the tokenizer begins. importCheckpoint must fail cleanly (a message that
 // names a file) or give a tensor table whose every tensor lies inside its file or buffer at the
 // size its type and shape call for.
 // run_fuzz: -max_len=65536
@@ -46,12 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     if (size < 5) return 0;
     const bool relu = data[0] & 1;
+    const bool table = data[0] & 2;
     uint32_t split;
     std::memcpy(&split, data + 1, 4);
     const size_t rest = size - 5;
     const size_t n = rest ? split % (rest + 1) : 0;
     const std::string model = writeTemp("model.bin", data + 5, n);
-    const std::string tokenizer = writeTemp("tokenizer.bin", data + 5 + n, rest - n);
+    const std::string tokenizer = writeTemp(table ? "decode.tok" : "tokenizer.bin", data + 5 + n, rest - n);
     (void)llama2c::looksLikeCheckpoint(model);
     llama2c::ImportOptions o;
     o.architecture = relu ? "relu-llama" : "llama";
