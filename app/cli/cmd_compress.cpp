@@ -33,6 +33,8 @@ struct CompressCommand {
     bool json = false;
     std::string backend = "cpu";
     OffloadOptions offload;
+    ModelLoadOptions load;
+    int predictors = 0;
 };
 
 Error usage(const std::string& what) { return makeError(ErrorCode::InvalidArgument, what); }
@@ -110,8 +112,9 @@ int runCompress(CompressCommand& c)
         options.quant = *q;
     }
     options.qualityCheck = !c.noQuality;
+    options.predictorRank = c.predictors;
 
-    auto model = LlamaModel::load(c.model);
+    auto model = LlamaModel::load(c.model, c.load);
     if (!model) return reportError(model.error());
     // The placement a run on this machine's chosen device would use: a device that cannot
     // compute on bitmap sparse weights keeps the layers it holds dense.
@@ -161,6 +164,9 @@ int runCompress(CompressCommand& c)
                                     {"denseTensors", r.denseTensors},
                                     {"sparsity", r.sparsity},
                                     {"seconds", r.seconds}};
+        if (r.predictors > 0)
+            j["predictors"] = {{"layers", r.predictors}, {"rank", c.predictors},
+                               {"recall", r.predictorRecall}, {"precision", r.predictorPrecision}};
         if (r.quality) j["quality"] = nlohmann::json::parse(r.quality->toJson());
         std::printf("%s\n", j.dump(2).c_str());
         return ExitOk;
@@ -177,6 +183,10 @@ int runCompress(CompressCommand& c)
                     "perplexity %.3f -> %.3f\n",
                     r.quality->meanKl, r.quality->maxKl, 100.0 * r.quality->top1Agreement, r.quality->positions,
                     r.quality->perplexityReference, r.quality->perplexityCandidate);
+    if (r.predictors > 0)
+        std::printf("  activation predictors: %d layers, rank %d; held-out recall %.1f%%, precision %.1f%% "
+                    "(means over layers)\n",
+                    r.predictors, c.predictors, 100.0 * r.predictorRecall, 100.0 * r.predictorPrecision);
     std::printf("  time: %.1f s\n", r.seconds);
     return ExitOk;
 }
@@ -194,6 +204,12 @@ void addCompressCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--prune", c->prune, "none, magnitude:RATIO, wanda:RATIO or wanda:N:M (overrides the preset)");
     cmd->add_option("--quant", c->quant, "none, int8[:gN] or int4[:gN], N = 32, 64, 128 (overrides the preset)");
     cmd->add_flag("--no-quality", c->noQuality, "Skip the quality check against the source");
+    cmd->add_option("--predictors", c->predictors,
+                    "Also train and store low-rank activation predictors of this rank (ReLU models)")
+        ->check(CLI::Range(0, 4096));
+    cmd->add_option("--arch", c->load.architecture,
+                    "llama2.c checkpoints: the architecture the file does not record (llama, relu-llama)");
+    cmd->add_option("--tokenizer", c->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin");
     cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
     cmd->add_option("--backend", c->backend,
                     "Device the package is for: cpu (default) or cuda/auto (layers it would hold stay dense when it "

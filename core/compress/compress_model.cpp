@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/compress/bitmap_sparse.h"
+#include "core/compress/ffn_predictor.h"
 #include "core/compress/group_quant.h"
 #include "core/compress/prune.h"
 #include "core/formats/gguf.h"
@@ -50,6 +51,7 @@ Status checkOptions(const CompressOptions& o)
         return bad("quantization is int8 or int4 with group 32, 64 or 128");
     if (o.calibrationTokens < 1) return bad("calibration tokens must be >= 1");
     if (o.shardBytes == 0) return bad("shard size must be > 0");
+    if (o.predictorRank < 0 || o.predictorRank > 4096) return bad("predictor rank must be 0..4096");
     return {};
 }
 
@@ -253,6 +255,46 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         }
     }
     report.sparsity = weights ? double(zeros) / double(weights) : 0.0;
+
+    if (options.predictorRank > 0) {
+        SPILLWAY_TRY(tell("training predictors", calibShare + writeShare, ""));
+        PredictorOptions po;
+        po.rank = options.predictorRank;
+        po.continueTokens = options.predictorContinueTokens;
+        po.maxTokensPerPrompt = options.calibrationTokens;
+        auto predictors = trainFfnPredictors(source, device, po);
+        if (!predictors) return predictors.error();
+        for (const FfnPredictor& p : *predictors) {
+            const std::string b = "blk." + std::to_string(p.layer) + ".";
+            auto f32 = [](const std::vector<float>& v) {
+                return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float));
+            };
+            storage::PackageTensor a;
+            a.name = b + kPredictorA;
+            a.shape = {p.rank, p.dim};
+            a.format = "f32";
+            a.extraJson = predictorExtra(p);
+            SPILLWAY_TRY(writer->addTensor(a, f32(p.a)));
+            storage::PackageTensor bt;
+            bt.name = b + kPredictorB;
+            bt.shape = {p.neurons, p.rank};
+            bt.format = "f32";
+            SPILLWAY_TRY(writer->addTensor(bt, f32(p.b)));
+            storage::PackageTensor bias;
+            bias.name = b + kPredictorBias;
+            bias.shape = {p.neurons};
+            bias.format = "f32";
+            SPILLWAY_TRY(writer->addTensor(bias, f32(p.bias)));
+            report.outputBytes += (p.a.size() + p.b.size() + p.bias.size()) * sizeof(float);
+            report.predictorRecall += p.recall;
+            report.predictorPrecision += p.precision;
+            ++report.predictors;
+        }
+        if (report.predictors > 0) {
+            report.predictorRecall /= report.predictors;
+            report.predictorPrecision /= report.predictors;
+        }
+    }
 
     storage::PackageManifest manifest;
     const gguf::Metadata& meta = source.metadata();

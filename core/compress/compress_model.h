@@ -74,6 +74,12 @@ struct CompressOptions {
     std::optional<plan::Placement> placement;
     bool deviceSupportsBitmap = true;
     uint64_t shardBytes = uint64_t{4} << 30;
+    // > 0: also train activation predictors of this rank (ffn_predictor.h; ReLU models only,
+    // UnsupportedModel otherwise) and store them: blk.N.ffn_pred_a.weight (rank, dim),
+    // blk.N.ffn_pred_b.weight (neurons, rank), blk.N.ffn_pred_bias (neurons), f32, the held-out
+    // recall and precision in the A tensor's extra JSON.
+    int predictorRank = 0;
+    int predictorContinueTokens = 64;  // model-sampled calibration tokens after each prompt
     // Called often; false cancels (-> ErrorCode::Cancelled, nothing left behind).
     std::function<bool(const CompressProgress&)> progress;
 };
@@ -87,6 +93,9 @@ struct CompressReport {
     uint64_t layerOutputBytes = 0;
     int bitmapTensors = 0, denseTensors = 0;
     double sparsity = 0;             // zeros / weights over the compressed layer matrices
+    int predictors = 0;              // layers with a stored activation predictor
+    double predictorRecall = 0.0;    // their mean held-out recall and precision
+    double predictorPrecision = 0.0;
     std::optional<QualityReport> quality;
     double seconds = 0;
 };

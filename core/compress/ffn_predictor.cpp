@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "core/compress/calibration.h"
@@ -196,6 +198,63 @@ void FfnPredictor::predict(const float* x, std::vector<uint32_t>& active,
     active.clear();
     for (int j = 0; j < neurons; ++j)
         if (out[size_t(j)] > 0.0f) active.push_back(uint32_t(j));
+}
+
+std::string predictorExtra(const FfnPredictor& p)
+{
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "{\"rank\":%d,\"recall\":%.6f,\"precision\":%.6f,\"predictedDensity\":%.6f,"
+                  "\"density\":%.6f,\"trainTokens\":%lld,\"testTokens\":%lld}",
+                  p.rank, p.recall, p.precision, p.predictedDensity, p.density,
+                  static_cast<long long>(p.trainTokens), static_cast<long long>(p.testTokens));
+    return buf;
+}
+
+Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model)
+{
+    const LlamaConfig& c = model.config();
+    std::vector<FfnPredictor> out;
+    for (int l = 0; l < c.nLayers; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        const ModelTensor* a = model.tensor(b + kPredictorA);
+        const ModelTensor* bm = model.tensor(b + kPredictorB);
+        const ModelTensor* bias = model.tensor(b + kPredictorBias);
+        auto bad = [&](const std::string& why) {
+            return makeError(ErrorCode::ModelFileInvalid, model.path() + ": activation predictor of layer " +
+                                                              std::to_string(l) + ": " + why);
+        };
+        if (!a && !bm && !bias) continue;  // counted below: all layers or none
+        if (!a || !bm || !bias)
+            return bad("incomplete (needs " + std::string(kPredictorA) + ", " + kPredictorB + " and " +
+                       kPredictorBias + ")");
+        if (a->type != gpu::DType::F32 || bm->type != gpu::DType::F32 || bias->type != gpu::DType::F32)
+            return bad("not f32");
+        if (a->dims.size() != 2 || a->dims[0] != c.dim || a->dims[1] < 1 || a->dims[1] > c.dim)
+            return bad("A is not (rank, dim)");
+        const int64_t rank = a->dims[1];
+        if (bm->dims.size() != 2 || bm->dims[0] != rank || bm->dims[1] != c.ffnDim) return bad("B is not (neurons, rank)");
+        if (bias->dims.size() != 1 || bias->dims[0] != c.ffnDim) return bad("bias is not (neurons)");
+        FfnPredictor p;
+        p.layer = l;
+        p.rank = int(rank);
+        p.dim = c.dim;
+        p.neurons = c.ffnDim;
+        auto floats = [](const ModelTensor& t) {
+            std::vector<float> v(size_t(t.bytes / sizeof(float)));
+            std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+            return v;
+        };
+        p.a = floats(*a);
+        p.b = floats(*bm);
+        p.bias = floats(*bias);
+        out.push_back(std::move(p));
+    }
+    if (!out.empty() && int(out.size()) != c.nLayers)
+        return makeError(ErrorCode::ModelFileInvalid, model.path() + ": activation predictors for " +
+                                                          std::to_string(out.size()) + " of " +
+                                                          std::to_string(c.nLayers) + " layers");
+    return out;
 }
 
 Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gpu::Device& device,

@@ -59,6 +59,18 @@ struct PredictorOptions {
     uint64_t seed = 1;
 };
 
+// Tensor names (after "blk.N.") of a predictor stored in a model package (compress_model.h).
+inline constexpr const char* kPredictorA = "ffn_pred_a.weight";     // (rank, dim) f32
+inline constexpr const char* kPredictorB = "ffn_pred_b.weight";     // (neurons, rank) f32
+inline constexpr const char* kPredictorBias = "ffn_pred_bias";      // (neurons) f32
+
+// The extra JSON stored with a predictor's A tensor: rank, recall, precision, densities, tokens.
+std::string predictorExtra(const FfnPredictor& p);
+
+// The predictors a model carries (every layer, or none: an empty list); ModelFileInvalid for
+// partial or misshapen ones. Measured figures are not stored in the tensors and stay 0.
+Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model);
+
 // One predictor per layer. UnsupportedModel for FFNs without exact zeros (SwiGLU: no ReLU);
 // InvalidArgument for bad options, or too few prompts to hold some out (fewer than 2).
 Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gpu::Device& device,

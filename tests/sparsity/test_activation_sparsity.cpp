@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "core/compress/activation_sparsity.h"
+#include "core/compress/compress_model.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
 #include "core/model/llama_model.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/temp_dir.h"
 
 using namespace spillway;
 using namespace spillway::compress;
@@ -271,5 +273,47 @@ TEST(NeuronCacheModel, ReluStoriesMovesFewerBytesThanDenseOffloading)
         EXPECT_GT(r.reduction(), 2.0) << share;  // the cache loads active neurons only
         EXPECT_GT(r.hitRate, previous) << share;  // more room, more hits
         previous = r.hitRate;
+    }
+}
+
+TEST(FfnPredictor, StoredInThePackageAndReadBack)
+{
+    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+                                  ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto device = gpu::createCpuDevice(2);
+    auto none = loadFfnPredictors(**model);
+    ASSERT_TRUE(none.ok());
+    EXPECT_TRUE(none->empty());
+
+    CompressOptions o;
+    o.qualityCheck = false;
+    o.predictorRank = 16;
+    o.predictorContinueTokens = 16;
+    testing_support::TempDir dir("predictors");
+    const std::string path = dir.path() + "/package";
+    auto report = compressModel(**model, path, o, *device);
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    EXPECT_EQ(report->predictors, (*model)->config().nLayers);
+    EXPECT_GT(report->predictorRecall, 0.8);
+
+    auto package = LlamaModel::load(path);
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    auto loaded = loadFfnPredictors(**package);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    ASSERT_EQ(loaded->size(), size_t((*model)->config().nLayers));
+
+    // Training is deterministic: the same options give the stored predictors bit for bit.
+    PredictorOptions po;
+    po.rank = 16;
+    po.continueTokens = 16;
+    po.maxTokensPerPrompt = o.calibrationTokens;
+    auto trained = trainFfnPredictors(**model, *device, po);
+    ASSERT_TRUE(trained.ok());
+    for (size_t l = 0; l < loaded->size(); ++l) {
+        EXPECT_EQ((*loaded)[l].rank, 16);
+        EXPECT_EQ((*loaded)[l].a, (*trained)[l].a) << l;
+        EXPECT_EQ((*loaded)[l].b, (*trained)[l].b) << l;
+        EXPECT_EQ((*loaded)[l].bias, (*trained)[l].bias) << l;
     }
 }
