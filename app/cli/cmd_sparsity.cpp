@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "core/compress/activation_sparsity.h"
+#include "core/compress/activation_threshold.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/model/llama_model.h"
 #include "core/plan/neuron_cache_model.h"
@@ -31,6 +32,7 @@ struct SparsityCommand {
     std::string json;
     int predictorRank = 0;
     std::vector<double> cacheBudgets;  // percent of the FFN weights
+    double targetSparsity = -1.0;      // >= 0: approximate mode's thresholds and their quality
     double recall = 0.99;
 };
 
@@ -162,10 +164,34 @@ int runSparsity(SparsityCommand& c)
                         100 * p.precision, 100 * p.predictedDensity, 100 * p.density,
                         static_cast<long long>(p.testTokens));
     }
+    nlohmann::ordered_json approxJson;
+    if (c.targetSparsity >= 0.0) {
+        compress::ThresholdOptions to;
+        to.targetSparsity = c.targetSparsity;
+        to.prompts = options.prompts;
+        to.maxTokensPerPrompt = c.tokens;
+        to.continueTokens = c.continueTokens;
+        auto tq = compress::measureThresholdQuality(**model, *device, to);
+        if (!tq) return reportError(tq.error());
+        const compress::QualityReport& q = tq->quality;
+        std::printf("\nApproximate mode: |activation| <= a per-layer threshold dropped (target %.1f%%);\n"
+                    "quality against the dense model on the built-in quality prompts:\n",
+                    100 * c.targetSparsity);
+        std::printf("  thresholds:");
+        for (float t : tq->thresholds) std::printf(" %.4g", t);
+        std::printf("\n  zero inputs of ffn_down: %.1f%%; mean KL %.4g nats (max %.4g); top-1 agreement "
+                    "%.1f%% over %d positions; perplexity %.3f -> %.3f\n",
+                    100 * tq->droppedShare, q.meanKl, q.maxKl, 100 * q.top1Agreement, q.positions,
+                    q.perplexityReference, q.perplexityCandidate);
+        approxJson = {{"target_sparsity", c.targetSparsity}, {"thresholds", tq->thresholds},
+                      {"zero_share", tq->droppedShare},
+                      {"quality", nlohmann::json::parse(q.toJson())}};
+    }
     if (!c.json.empty()) {
         std::ofstream out(c.json);
         nlohmann::ordered_json j = toJson(r, c.model, predictors);
         if (!cacheJson.empty()) j["neuron_cache"] = cacheJson;
+        if (!approxJson.is_null()) j["approximate"] = approxJson;
         out << j.dump(2) << "\n";
         if (!out) return reportError(makeError(ErrorCode::Io, c.json + ": cannot write"));
     }
@@ -211,6 +237,10 @@ void addSparsityCommand(CLI::App& app, int& exitCode)
                     "weights (comma-separated, e.g. 10,25,50), against dense offloading")
         ->delimiter(',')
         ->check(CLI::Range(0.0, 100.0));
+    cmd->add_option("--target-sparsity", c->targetSparsity,
+                    "Approximate mode (SwiGLU models): drop activations below per-layer thresholds "
+                    "calibrated to this share (0..1) and report the quality cost (KL, top-1, perplexity)")
+        ->check(CLI::Range(0.0, 0.999));
     cmd->add_option("--json", c->json, "Also write the figures as JSON to this file");
     cmd->callback([c, &exitCode] { exitCode = runSparsity(*c); });
 }

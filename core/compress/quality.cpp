@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model/llama_model.h"
+#include "core/plan/model_tensors.h"
 #include "core/runtime/llama_session.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -116,13 +117,19 @@ Error cancelled() { return makeError(ErrorCode::Cancelled, "quality check cancel
 // *nll gets the summed negative log-likelihood of the text's scored tokens, nats.
 template <class AtPrompt>
 Status runModel(const LlamaModel& model, gpu::Device& device, const QualityTokens& tokens,
-                ProgressCounter& progress, AtPrompt&& atPrompt, double* nll)
+                bool inPlace, ProgressCounter& progress, AtPrompt&& atPrompt, double* nll)
 {
     int longest = tokens.scored();
     for (const auto& p : tokens.prompts) longest = std::max(longest, int(p.size()));
     SessionOptions options;
     options.contextLength = longest + 1;
     options.batch = 1;  // one token per forward: every prefix's logits are needed
+    if (inPlace) {
+        plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
+        placement.mapInPlace = true;
+        placement.prefetchDepth = 0;
+        options.placement = placement;
+    }
     auto session = LlamaSession::create(model, device, options);
     if (!session) return session.error();
 
@@ -212,7 +219,7 @@ Result<QualityReport> compareModels(const LlamaModel& reference, const LlamaMode
         return {};
     };
     double referenceNll = 0;
-    SPILLWAY_TRY(runModel(reference, device, tokens, progress, keep, &referenceNll));
+    SPILLWAY_TRY(runModel(reference, device, tokens, options.weightsInPlace, progress, keep, &referenceNll));
 
     QualityReport report;
     std::vector<double> p(n), q(n);  // log-probabilities: reference, candidate
@@ -231,7 +238,9 @@ Result<QualityReport> compareModels(const LlamaModel& reference, const LlamaMode
         return {};
     };
     double candidateNll = 0;
-    SPILLWAY_TRY(runModel(candidate, device, tokens, progress, compare, &candidateNll));
+    gpu::Device& candidateDevice = options.candidateDevice ? *options.candidateDevice : device;
+    SPILLWAY_TRY(runModel(candidate, candidateDevice, tokens, options.weightsInPlace, progress, compare,
+                          &candidateNll));
 
     report.positions = tokens.promptPositions;
     report.meanKl = report.positions > 0 ? klSum / report.positions : 0.0;

@@ -24,6 +24,12 @@ struct QualityOptions {
     // (0 < fraction <= 1, increasing; 1 after the last token). May be empty. Return false to
     // stop: compareModels then returns ErrorCode::Cancelled.
     std::function<bool(double fraction)> progress;
+    // The candidate runs here instead of on `device` (a wrapper that changes some ops, say);
+    // null: on `device`.
+    gpu::Device* candidateDevice = nullptr;
+    // Sessions use the weights in place (Placement::mapInPlace), so a wrapper device sees the
+    // models' own weight pointers; needs a device that computes on host memory.
+    bool weightsInPlace = false;
 };
 
 struct QualityReport {

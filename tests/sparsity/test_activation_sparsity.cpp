@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/compress/activation_sparsity.h"
+#include "core/compress/activation_threshold.h"
 #include "core/compress/compress_model.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
@@ -316,4 +317,39 @@ TEST(FfnPredictor, StoredInThePackageAndReadBack)
         EXPECT_EQ((*loaded)[l].b, (*trained)[l].b) << l;
         EXPECT_EQ((*loaded)[l].bias, (*trained)[l].bias) << l;
     }
+}
+
+// ---- approximate mode for SwiGLU -------------------------------------------------------------
+
+TEST(ActivationThreshold, DropsTheTargetShareAndCostsQualityInProportion)
+{
+    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto device = gpu::createCpuDevice(2);
+
+    ThresholdOptions none;
+    none.targetSparsity = 0.0;  // thresholds 0: only exact zeros go, none here: the same logits
+    auto same = measureThresholdQuality(**model, *device, none);
+    ASSERT_TRUE(same.ok()) << same.error().message;
+    for (float t : same->thresholds) EXPECT_EQ(t, 0.0f);
+    EXPECT_EQ(same->quality.meanKl, 0.0);
+    EXPECT_EQ(same->quality.top1Agreement, 1.0);
+
+    double previousKl = 0.0;
+    for (double target : {0.3, 0.7}) {
+        ThresholdOptions o;
+        o.targetSparsity = target;
+        auto r = measureThresholdQuality(**model, *device, o);
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        ASSERT_EQ(r->thresholds.size(), size_t((*model)->config().nLayers));
+        for (float t : r->thresholds) EXPECT_GT(t, 0.0f);
+        // Calibrated on other prompts than the quality run's, the share still lands near.
+        EXPECT_NEAR(r->droppedShare, target, 0.08) << target;
+        EXPECT_GT(r->quality.meanKl, previousKl) << target;
+        previousKl = r->quality.meanKl;
+    }
+
+    ThresholdOptions bad;
+    bad.targetSparsity = 1.0;
+    EXPECT_EQ(calibrateActivationThresholds(**model, *device, bad).error().code, ErrorCode::InvalidArgument);
 }
