@@ -1,6 +1,8 @@
 #include "core/model/convert_model.h"
 
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -80,7 +82,7 @@ Status writeText(const fs::path& path, const std::string& text)
     return {};
 }
 
-Status writeHfFolder(const LlamaModel& model, const fs::path& dir)
+Status writeHfFolder(const LlamaModel& model, const fs::path& dir, uint64_t shardBytes)
 {
     const LlamaConfig& c = model.config();
     const gguf::Metadata& meta = model.metadata();
@@ -98,8 +100,22 @@ Status writeHfFolder(const LlamaModel& model, const fs::path& dir)
     SPILLWAY_TRY(writeText(dir / "tokenizer_config.json", *tokenizerConfig));
 
     std::shared_ptr<gpu::Device> cpu;  // dequantizes quantized rows
-    safetensors::Writer w;
-    w.setMetadata("format", "pt");
+    // Shards: a new one when the next tensor would take the current one past shardBytes.
+    std::vector<safetensors::Writer> shards(1);
+    std::vector<std::vector<std::string>> shardNames(1);
+    uint64_t shardData = 0, totalData = 0;
+    shards.back().setMetadata("format", "pt");
+    auto writerFor = [&](const std::string& name, uint64_t bytes) -> safetensors::Writer& {
+        if (shardData > 0 && shardData + bytes > shardBytes) {
+            shards.emplace_back().setMetadata("format", "pt");
+            shardNames.emplace_back();
+            shardData = 0;
+        }
+        shardData += bytes;
+        totalData += bytes;
+        shardNames.back().push_back(name);
+        return shards.back();
+    };
     for (const ModelTensor& t : model.tensors()) {
         const auto name = hfTensorName(c.architecture, t.name);
         if (!name)
@@ -111,7 +127,7 @@ Status writeHfFolder(const LlamaModel& model, const fs::path& dir)
         const ModelTensor* src = &t;
         if (safetensors::dtypeName(t.type)) {
             const RowShape rs = rowShape(t);
-            w.addTensor(*name, t.type, shape, [src, permute, heads, rs](std::span<uint8_t> dst) {
+            writerFor(*name, t.bytes).addTensor(*name, t.type, shape, [src, permute, heads, rs](std::span<uint8_t> dst) {
                 if (!permute || !permuteRopeRows(src->data, dst.data(), rs.rows, rs.rowBytes, heads, false))
                     std::memcpy(dst.data(), src->data, dst.size());
             });
@@ -128,7 +144,8 @@ Status writeHfFolder(const LlamaModel& model, const fs::path& dir)
         view.rows = t.dims[1];
         view.rowStride = gpu::rowBytes(t.type, view.cols);
         gpu::Device* device = cpu.get();
-        w.addTensor(*name, gpu::DType::F32, shape, [device, view, permute, heads](std::span<uint8_t> dst) {
+        const uint64_t f32Bytes = uint64_t(view.rows) * uint64_t(view.cols) * 4;
+        writerFor(*name, f32Bytes).addTensor(*name, gpu::DType::F32, shape, [device, view, permute, heads](std::span<uint8_t> dst) {
             std::vector<float> all(size_t(view.rows * view.cols));
             for (int64_t r = 0; r < view.rows; ++r) device->getRow(view, r, all.data() + r * view.cols);
             const auto* bytes = reinterpret_cast<const uint8_t*>(all.data());
@@ -136,7 +153,15 @@ Status writeHfFolder(const LlamaModel& model, const fs::path& dir)
                 std::memcpy(dst.data(), bytes, dst.size());
         });
     }
-    return w.write((dir / "model.safetensors").string());
+    if (shards.size() == 1) return shards[0].write((dir / "model.safetensors").string());
+    std::map<std::string, std::string> weightMap;
+    for (size_t i = 0; i < shards.size(); ++i) {
+        char file[64];
+        std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+        SPILLWAY_TRY(shards[i].write((dir / file).string()));
+        for (const std::string& n : shardNames[i]) weightMap[n] = file;
+    }
+    return safetensors::writeIndex((dir / "model.safetensors.index.json").string(), weightMap, totalData);
 }
 
 }  // namespace
@@ -162,7 +187,7 @@ Status convertModel(const LlamaModel& model, const std::string& outPath, const C
     const fs::path temp = target.parent_path() / (target.filename().string() + ".partial-" + std::to_string(rd()));
     if (!fs::create_directories(temp, ec))
         return makeError(ErrorCode::Io, temp.string() + ": cannot create (" + ec.message() + ")");
-    Status written = writeHfFolder(model, temp);
+    Status written = writeHfFolder(model, temp, options.shardBytes);
     if (written) {
         if (fs::exists(target, ec)) fs::remove_all(target, ec);
         fs::rename(temp, target, ec);

@@ -9,6 +9,7 @@
 // Nothing is left behind on failure: the GGUF goes through a temporary file,
 // the folder is built beside its target and renamed into place.
 
+#include <cstdint>
 #include <string>
 
 #include "base/result.h"
@@ -22,6 +23,11 @@ enum class ConvertTarget { Gguf, HuggingFace };
 struct ConvertOptions {
     ConvertTarget target = ConvertTarget::Gguf;
     bool overwrite = false;  // replace an existing output
+    // Hugging Face folders: tensors go into shards of at most this many data bytes
+    // (model-00001-of-0000N.safetensors + model.safetensors.index.json, as transformers'
+    // save_pretrained writes them; its default is 5 GB); a single model.safetensors when all fit.
+    // A tensor bigger than the limit gets a shard of its own.
+    uint64_t shardBytes = 5'000'000'000ull;
 };
 
 Status convertModel(const LlamaModel& model, const std::string& outPath, const ConvertOptions& options);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -106,6 +108,41 @@ TEST(Convert, Stories260KThroughAHuggingFaceFolderAndBack)
                 ASSERT_EQ(0, std::memcmp(gq->data + size_t(h * r + 2 * i + s) * rowBytes,
                                          q->data + size_t(h * r + s * r / 2 + i) * rowBytes, rowBytes))
                     << "head " << h << " pair " << i;
+}
+
+// Shards as transformers writes them: model-0000i-of-0000N.safetensors + the index, none over the
+// limit unless one tensor alone is; the folder loads with every tensor in place.
+TEST(Convert, ShardedHuggingFaceFolder)
+{
+    auto original = LlamaModel::load(kStories);
+    ASSERT_TRUE(original.ok());
+    TempDir dir("spillway-convert");
+    ConvertOptions o = to(ConvertTarget::HuggingFace);
+    o.shardBytes = 200 * 1024;  // stories260K holds ~1 MB of F32 weights: several shards
+    ASSERT_TRUE(convertModel(**original, dir / "hf", o).ok());
+    EXPECT_FALSE(fs::exists(dir / "hf/model.safetensors"));
+    ASSERT_TRUE(fs::exists(dir / "hf/model.safetensors.index.json"));
+    int shards = 0;
+    uint64_t largestTensor = 0;
+    for (const ModelTensor& t : (*original)->tensors()) largestTensor = std::max(largestTensor, t.bytes);
+    for (const auto& e : fs::directory_iterator(dir / "hf")) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("model-", 0) != 0) continue;
+        ++shards;
+        auto st = safetensors::openSingle(e.path().string());
+        ASSERT_TRUE(st.ok()) << name;
+        uint64_t data = 0;
+        for (const auto& t : st->tensors) data += t.bytes;
+        EXPECT_LE(data, std::max<uint64_t>(o.shardBytes, largestTensor)) << name;
+    }
+    EXPECT_GE(shards, 4);
+    EXPECT_TRUE(fs::exists(dir / ("hf/model-00001-of-0000" + std::to_string(shards) + ".safetensors")));
+    auto hf = LlamaModel::load(dir / "hf");
+    ASSERT_TRUE(hf.ok()) << hf.error().message;
+    EXPECT_EQ((*hf)->tensors().size(), (*original)->tensors().size());
+    const auto refs = references();
+    ASSERT_FALSE(refs.empty());
+    EXPECT_EQ(greedy(**hf, refs[0].prompt), refs[0].text);
 }
 
 TEST(Convert, ExistingOutputsAndImpossibleTargetsAreRefused)
