@@ -1,5 +1,6 @@
 // spillway-cli make-synthetic: real shapes, random weights, for benchmarks.
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 
@@ -27,13 +28,24 @@ int runSynthetic(const SyntheticCommand& c)
     options.layers = c.layers;
     options.seed = c.seed;
     options.alignment = c.alignment;
-    if (c.type == "f16") options.type = gpu::DType::F16;
-    else if (c.type == "bf16") options.type = gpu::DType::BF16;
-    else if (c.type == "f32") options.type = gpu::DType::F32;
-    else if (c.type == "q8_0") options.type = gpu::DType::Q8_0;
-    else if (c.type == "q4_0") options.type = gpu::DType::Q4_0;
-    else return reportError(makeError(ErrorCode::InvalidArgument, "unknown type '" + c.type +
-                                                                      "' (f32, f16, bf16, q8_0, q4_0)"));
+    // Every GGUF type the engine computes on: the dtype names of gpu/dtype.h, in lower case.
+    constexpr gpu::DType kTypes[] = {gpu::DType::F32,  gpu::DType::F16,  gpu::DType::BF16,
+                                     gpu::DType::Q8_0, gpu::DType::Q4_0, gpu::DType::Q4_1,
+                                     gpu::DType::Q5_0, gpu::DType::Q4_K, gpu::DType::Q5_K,
+                                     gpu::DType::Q6_K};
+    std::string known;
+    bool found = false;
+    for (gpu::DType t : kTypes) {
+        std::string name = gpu::dtypeName(t);
+        for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+        known += (known.empty() ? "" : ", ") + name;
+        if (name == c.type) {
+            options.type = t;
+            found = true;
+        }
+    }
+    if (!found)
+        return reportError(makeError(ErrorCode::InvalidArgument, "unknown type '" + c.type + "' (" + known + ")"));
     const auto start = std::chrono::steady_clock::now();
     if (auto s = writeSyntheticModel(options, c.output); !s) return reportError(s.error());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -55,7 +67,7 @@ void addSyntheticCommand(CLI::App& app, int& exitCode)
     auto* cmd = app.add_subcommand("make-synthetic",
                                    "Write a model with real shapes and random weights (benchmarks)");
     cmd->add_option("--preset", c->preset, presets)->required();
-    cmd->add_option("--type", c->type, "Matrix type: f16|bf16|f32|q8_0|q4_0 (norms stay f32)");
+    cmd->add_option("--type", c->type, "Matrix type: f16|bf16|f32|q8_0|q4_0|q4_1|q5_0|q4_k|q5_k|q6_k (norms stay f32)");
     cmd->add_option("-o,--output", c->output, "Output GGUF file")->required();
     cmd->add_option("--layers", c->layers, "Number of layers (default: the preset's)")
         ->check(CLI::Range(1, 1024));
