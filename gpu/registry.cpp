@@ -7,10 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/cuda/cuda_module.h"
+#include "gpu/vulkan/vulkan_module.h"
 
 // gpu/CMakeLists.txt defines it; a target compiling this file without it refuses every module.
 #ifndef SPILLWAY_GPU_INTERFACE_HASH
@@ -26,6 +28,11 @@ constexpr bool kCudaBuilt = true;
 #else
 constexpr bool kCudaBuilt = false;
 #endif
+#ifdef SPILLWAY_VULKAN_MODULE_BUILT
+constexpr bool kVulkanBuilt = true;
+#else
+constexpr bool kVulkanBuilt = false;
+#endif
 
 // ---- the CUDA module, loaded at run time ------------------------------------------------------
 // No executable links a CUDA library (it would fail to start without an NVIDIA driver); the
@@ -34,10 +41,26 @@ constexpr bool kCudaBuilt = false;
 // first, so the reason a user sees names the most basic thing missing. Modules stay loaded
 // for the life of the process (a CUDA runtime must not be unloaded under its own threads).
 
-struct CudaModule {
+// A backend module as loaded: usable, or why not.
+struct BackendModule {
     bool usable = false;
     std::string reason;  // why not, when not usable
-    SpillwayCudaCreateFn create = nullptr;
+    SpillwayCudaCreateFn create = nullptr;  // the Vulkan module's has the same signature
+};
+
+static_assert(std::is_same_v<SpillwayCudaCreateFn, SpillwayVulkanCreateFn> &&
+                  std::is_same_v<SpillwayCudaProbeFn, SpillwayVulkanProbeFn> &&
+                  std::is_same_v<SpillwayCudaAbiFn, SpillwayVulkanAbiFn> &&
+                  std::is_same_v<SpillwayCudaInterfaceFn, SpillwayVulkanInterfaceFn>,
+              "the modules' entry points must share their signatures");
+
+// What tells the modules apart: the entry points are <prefix>_abi, _interface, _probe, _create.
+struct ModuleSpec {
+    const char* label;   // "CUDA"
+    const char* prefix;  // "spillway_cuda"
+    const char* envVar;  // "SPILLWAY_CUDA_MODULE"
+    const char* file;    // "libspillway_cuda.so"
+    int abi;             // SPILLWAY_CUDA_MODULE_ABI
 };
 
 std::string executableDir()
@@ -47,11 +70,22 @@ std::string executableDir()
     return ec ? std::string(".") : exe.parent_path().string();
 }
 
-std::vector<std::string> cudaModuleCandidates()
+// $<envVar>, else <exe dir>/../lib/<file> (build tree), else <exe dir>/../lib/spillway/<file>.
+std::vector<std::string> moduleCandidates(const char* envVar, const std::string& file)
 {
-    if (const char* forced = std::getenv("SPILLWAY_CUDA_MODULE"); forced && *forced) return {forced};
+    if (const char* forced = std::getenv(envVar); forced && *forced) return {forced};
     const std::string dir = executableDir();
-    return {dir + "/../lib/libspillway_cuda.so", dir + "/../lib/spillway/libspillway_cuda.so"};
+    return {dir + "/../lib/" + file, dir + "/../lib/spillway/" + file};
+}
+
+// The first readable candidate; "" with *reason naming them all when there is none.
+std::string findModule(const std::vector<std::string>& candidates, std::string* reason)
+{
+    for (const std::string& c : candidates)
+        if (access(c.c_str(), R_OK) == 0) return c;
+    *reason = "module not found at " + candidates[0];
+    for (size_t i = 1; i < candidates.size(); ++i) *reason += " or " + candidates[i];
+    return "";
 }
 
 // CUresult cuInit(unsigned flags); CUresult cuDeviceGetCount(int*). 0 is CUDA_SUCCESS and 100
@@ -74,9 +108,46 @@ std::string checkDriver()
     return "";
 }
 
-CudaModule loadCudaModule()
+// Finds, loads and checks a module, then asks it for devices.
+BackendModule loadModuleFile(const ModuleSpec& spec)
 {
-    CudaModule m;
+    BackendModule m;
+    const std::string path = findModule(moduleCandidates(spec.envVar, spec.file), &m.reason);
+    if (path.empty()) return m;
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char* why = dlerror();
+        m.reason = "module " + path + " could not be loaded: " + (why ? why : "unknown error");
+        return m;
+    }
+    const std::string prefix = spec.prefix;
+    auto abi = reinterpret_cast<SpillwayCudaAbiFn>(dlsym(handle, (prefix + "_abi").c_str()));
+    auto interface = reinterpret_cast<SpillwayCudaInterfaceFn>(dlsym(handle, (prefix + "_interface").c_str()));
+    auto probe = reinterpret_cast<SpillwayCudaProbeFn>(dlsym(handle, (prefix + "_probe").c_str()));
+    m.create = reinterpret_cast<SpillwayCudaCreateFn>(dlsym(handle, (prefix + "_create").c_str()));
+    if (!abi || !interface || !probe || !m.create) {
+        m.reason = "module " + path + " is not a Spillway " + spec.label + " module (entry points missing)";
+        return m;
+    }
+    if (abi() != spec.abi || std::strcmp(interface(), SPILLWAY_GPU_INTERFACE_HASH) != 0) {
+        m.reason = "module " + path + " was built for another version of Spillway (ABI " +
+                   std::to_string(abi()) + ", interface " + interface() + "; this program: ABI " +
+                   std::to_string(spec.abi) + ", interface " + SPILLWAY_GPU_INTERFACE_HASH + ")";
+        return m;
+    }
+    char err[512] = {};
+    const int devices = probe(err, sizeof err);
+    if (devices <= 0) {
+        m.reason = err[0] ? std::string(err) : "no " + std::string(spec.label) + " device";
+        return m;
+    }
+    m.usable = true;
+    return m;
+}
+
+BackendModule loadCudaModule()
+{
+    BackendModule m;
     if (!kCudaBuilt) {
         m.reason = "not part of this build (configured without nvcc, or with SPILLWAY_CUDA=OFF)";
         return m;
@@ -85,59 +156,43 @@ CudaModule loadCudaModule()
         m.reason = driver;
         return m;
     }
-    const std::vector<std::string> candidates = cudaModuleCandidates();
-    std::string path;
-    for (const std::string& c : candidates) {
-        if (access(c.c_str(), R_OK) == 0) {
-            path = c;
-            break;
-        }
-    }
-    if (path.empty()) {
-        m.reason = "module not found at " + candidates[0];
-        for (size_t i = 1; i < candidates.size(); ++i) m.reason += " or " + candidates[i];
-        return m;
-    }
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char* why = dlerror();
-        m.reason = "module " + path + " could not be loaded: " + (why ? why : "unknown error");
-        return m;
-    }
-    auto abi = reinterpret_cast<SpillwayCudaAbiFn>(dlsym(handle, "spillway_cuda_abi"));
-    auto interface = reinterpret_cast<SpillwayCudaInterfaceFn>(dlsym(handle, "spillway_cuda_interface"));
-    auto probe = reinterpret_cast<SpillwayCudaProbeFn>(dlsym(handle, "spillway_cuda_probe"));
-    m.create = reinterpret_cast<SpillwayCudaCreateFn>(dlsym(handle, "spillway_cuda_create"));
-    if (!abi || !interface || !probe || !m.create) {
-        m.reason = "module " + path + " is not a Spillway CUDA module (entry points missing)";
-        return m;
-    }
-    if (abi() != SPILLWAY_CUDA_MODULE_ABI ||
-        std::strcmp(interface(), SPILLWAY_GPU_INTERFACE_HASH) != 0) {
-        m.reason = "module " + path + " was built for another version of Spillway (ABI " +
-                   std::to_string(abi()) + ", interface " + interface() + "; this program: ABI " +
-                   std::to_string(SPILLWAY_CUDA_MODULE_ABI) + ", interface " +
-                   SPILLWAY_GPU_INTERFACE_HASH + ")";
-        return m;
-    }
-    char err[512] = {};
-    const int devices = probe(err, sizeof err);
-    if (devices < 0) {
-        m.reason = err;
-        return m;
-    }
-    if (devices == 0) {
-        m.reason = "no CUDA device";
-        return m;
-    }
-    m.usable = true;
-    return m;
+    return loadModuleFile({"CUDA", "spillway_cuda", "SPILLWAY_CUDA_MODULE", "libspillway_cuda.so",
+                           SPILLWAY_CUDA_MODULE_ABI});
 }
 
 // Probed once per process (loading the driver takes a while); thread-safe.
-const CudaModule& cudaModule()
+const BackendModule& cudaModule()
 {
-    static const CudaModule module = loadCudaModule();
+    static const BackendModule module = loadCudaModule();
+    return module;
+}
+
+// ---- the Vulkan module, loaded at run time ----------------------------------------------------
+// As the CUDA one: lib/libspillway_vulkan.so (or $SPILLWAY_VULKAN_MODULE) links libvulkan, so no
+// executable does; the loader is looked for first, so the reason names the most basic thing
+// missing.
+
+BackendModule loadVulkanModule()
+{
+    BackendModule m;
+    if (!kVulkanBuilt) {
+        m.reason = "not part of this build (configured without the Vulkan SDK or glslc, or with SPILLWAY_VULKAN=OFF)";
+        return m;
+    }
+    void* loader = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!loader) {
+        m.reason = "no Vulkan loader (libvulkan.so.1 not found)";
+        return m;
+    }
+    dlclose(loader);  // the module loads it again, as its own dependency
+    return loadModuleFile({"Vulkan", "spillway_vulkan", "SPILLWAY_VULKAN_MODULE", "libspillway_vulkan.so",
+                           SPILLWAY_VULKAN_MODULE_ABI});
+}
+
+// Probed once per process (creating a Vulkan instance takes a while); thread-safe.
+const BackendModule& vulkanModule()
+{
+    static const BackendModule module = loadVulkanModule();
     return module;
 }
 
@@ -148,9 +203,10 @@ std::vector<BackendStatus> backendStatus()
 {
     std::vector<BackendStatus> list;
     list.push_back({"cpu", true, true, ""});
-    const CudaModule& cuda = cudaModule();
+    const BackendModule& cuda = cudaModule();
     list.push_back({"cuda", kCudaBuilt, cuda.usable, cuda.reason});
-    list.push_back({"vulkan", false, false, "the Vulkan backend is not part of this build yet (issue 8)"});
+    const BackendModule& vulkan = vulkanModule();
+    list.push_back({"vulkan", kVulkanBuilt, vulkan.usable, vulkan.reason});
     return list;
 }
 
@@ -159,15 +215,15 @@ Result<std::unique_ptr<Device>> createDevice(const std::string& backend, const D
     // "auto" stays the CPU device for now: preferring a usable CUDA device is the lead's call,
     // once the runtime places tensors on it (then: cuda when backendStatus() says usable).
     if (backend == "cpu" || backend == "auto") return createCpuDevice(options.threads, options.memoryLimit);
-    if (backend == "cuda") {
-        const CudaModule& cuda = cudaModule();
-        if (!cuda.usable)
-            return makeError(ErrorCode::BackendUnavailable, "backend 'cuda': " + cuda.reason);
+    if (backend == "cuda" || backend == "vulkan") {
+        const BackendModule& module = backend == "cuda" ? cudaModule() : vulkanModule();
+        if (!module.usable)
+            return makeError(ErrorCode::BackendUnavailable, "backend '" + backend + "': " + module.reason);
         char err[512] = {};
-        Device* device = cuda.create(&options, err, sizeof err);
+        Device* device = module.create(&options, err, sizeof err);
         if (!device)
             return makeError(ErrorCode::BackendUnavailable,
-                             std::string("backend 'cuda': ") + (err[0] ? err : "device creation failed"));
+                             "backend '" + backend + "': " + (err[0] ? err : "device creation failed"));
         return std::unique_ptr<Device>(device);
     }
     for (const auto& b : backendStatus()) {

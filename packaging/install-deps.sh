@@ -13,6 +13,9 @@ packages=(
   dpkg-dev file desktop-file-utils appstream
   # the fuzz test (tests/fuzz): Clang with libFuzzer and the sanitizer runtimes
   clang libclang-rt-14-dev
+  # the Vulkan backend: headers and loader, the build-time shader compiler, and Mesa's drivers
+  # (lavapipe, a CPU Vulkan device, runs its tests where there is no GPU)
+  glslc libvulkan-dev mesa-vulkan-drivers
 )
 
 missing=()

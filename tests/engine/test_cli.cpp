@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/cli_run.h"
+
 namespace {
 
 const std::string kShared = SPILLWAY_SHARED_DIR;
@@ -24,11 +26,8 @@ const std::string kShared = SPILLWAY_SHARED_DIR;
 #endif
 const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/" SPILLWAY_CLI_NAME;
 
-struct CliRun {
-    int exitCode = -1;  // 128 + signal when killed
-    std::string out;
-    std::string err;
-};
+using testing_support::CliRun;
+using testing_support::slurp;
 
 // A folder of this process's own: test_cli and test_cli_asan may run at once in one TempDir().
 std::string tempDir()
@@ -41,25 +40,10 @@ std::string tempDir()
     return dir;
 }
 
-std::string slurp(const std::string& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // `env`: variable assignments put before the command ("NAME='value' ").
 CliRun runCli(const std::string& args, const std::string& env = "")
 {
-    const std::string dir = tempDir();
-    const std::string out = dir + "/cli.out", err = dir + "/cli.err";
-    const std::string cmd = env + "'" + kCli + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
-    const int status = std::system(cmd.c_str());
-    CliRun r;
-    if (WIFEXITED(status)) r.exitCode = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) r.exitCode = 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+    return testing_support::runProgram(kCli, args, tempDir(), env);
 }
 
 std::vector<uint8_t> readBytes(const std::string& path)

@@ -1,0 +1,97 @@
+#version 460
+// y = W x for Q8_0 and Q4_0 weights times x quantized to Q8 blocks (quantize_q8.comp), as the
+// CPU device: per block an exact integer dot product, scaled by d_w * d_x in float; Q4_0's
+// "- 8" folded out as y = sum d_w d_x sum(n q_x) - sum d_w * sum8_x. Built twice, as
+// matvec_float.comp: one subgroup per row (SPILLWAY_SUBGROUPS), or one workgroup per row with a
+// tree sum; each invocation takes a strided share of the row's blocks.
+#extension GL_GOOGLE_include_directive : require
+#ifdef SPILLWAY_SUBGROUPS
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#include "common.glsl"
+
+layout(local_size_x = 32) in;
+
+layout(push_constant) uniform Push {
+    uint64_t w;        // row r at w + r * stride; rows 2-byte aligned
+    uint64_t qs;       // x's Q8 values, 4 per word, block b at words 8b..
+    uint64_t d;        // (blocks) floats
+    uint64_t sum8;     // (blocks) floats
+    uint64_t y;        // (rows) floats
+    uint64_t stride;   // bytes
+    uint rows;
+    uint blocks;       // cols / 32
+    uint type;         // 3 Q8_0, 4 Q4_0 (gpu::DType)
+    uint rowsPerGroup; // SPILLWAY_SUBGROUPS only
+} pc;
+
+// This invocation's share (blocks lane, lane + lanes, ...) of the row's scaled dot products (x)
+// and, for Q4_0, of its correction (y).
+vec2 rowDot(uint row, uint lane, uint lanes)
+{
+    const uint64_t rowAddr = pc.w + uint64_t(row) * pc.stride;
+    const uint64_t base = alignedBase(rowAddr);
+    const uint shift = baseShift(rowAddr);
+    Words xq = Words(pc.qs);
+    Floats xd = Floats(pc.d);
+    float acc = 0.0;
+    float correction = 0.0;
+    if (pc.type == 3u) {
+        for (uint b = lane; b < pc.blocks; b += lanes) {
+            const uint64_t block = uint64_t(shift) + uint64_t(b) * 34u;
+            const float dw = halfToFloat(loadU16(base, block));
+            int sum = 0;
+            for (uint i = 0u; i < 8u; ++i) {
+                const uint wq = loadU32(base, block + 2u + 4u * i);
+                const uint xw = xq.v[b * 8u + i];
+                for (int k = 0; k < 4; ++k) sum += sbyte(wq, k) * sbyte(xw, k);
+            }
+            precise const float scale = dw * xd.v[b];
+            acc += float(sum) * scale;
+        }
+    } else {
+        Floats xs = Floats(pc.sum8);
+        for (uint b = lane; b < pc.blocks; b += lanes) {
+            const uint64_t block = uint64_t(shift) + uint64_t(b) * 18u;
+            const float dw = halfToFloat(loadU16(base, block));
+            int sum = 0;
+            for (uint i = 0u; i < 4u; ++i) {
+                const uint nibbles = loadU32(base, block + 2u + 4u * i);  // values 4i.. and 16+4i..
+                const uint lo = xq.v[b * 8u + i];
+                const uint hi = xq.v[b * 8u + 4u + i];
+                for (int k = 0; k < 4; ++k) {
+                    const int n = int((nibbles >> (8 * k)) & 0xffu);
+                    sum += (n & 15) * sbyte(lo, k) + (n >> 4) * sbyte(hi, k);
+                }
+            }
+            precise const float scale = dw * xd.v[b];
+            acc += float(sum) * scale;
+            correction += dw * xs.v[b];
+        }
+    }
+    return vec2(acc, correction);
+}
+
+#ifdef SPILLWAY_SUBGROUPS
+void main()
+{
+    const uint first = flatWorkGroup() * pc.rowsPerGroup;
+    const uint end = min(pc.rows, first + pc.rowsPerGroup);
+    for (uint row = first + gl_SubgroupID; row < end; row += gl_NumSubgroups) {
+        const vec2 total = subgroupAdd(rowDot(row, gl_SubgroupInvocationID, gl_SubgroupSize));
+        if (subgroupElect()) Floats(pc.y).v[row] = total.x - total.y;
+    }
+}
+#else
+#define REDUCE_SIZE 32u
+#include "reduce.glsl"
+
+void main()
+{
+    const uint row = flatWorkGroup();
+    if (row >= pc.rows) return;  // the whole workgroup
+    const uint lane = gl_LocalInvocationID.x;
+    const vec2 total = workgroupSum(rowDot(row, lane, 32u));
+    if (lane == 0u) Floats(pc.y).v[row] = total.x - total.y;
+}
+#endif

@@ -1,0 +1,44 @@
+#version 460
+// The elementwise ops of gpu::PointwiseArgs, as the CPU device's pointwiseOp:
+//   0 ShiftedRelu     out = max(0, x - shift)
+//   1 ShiftedReluGlu  out = max(0, x - shift) * y
+//   2 SnapToGrid      out = clamp(round(x / step), lo, hi) * step (round half away from zero;
+//                     NaN becomes 0)
+// out may alias x or y.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+
+layout(push_constant) uniform Push {
+    uint64_t x;
+    uint64_t y;
+    uint64_t dst;
+    uint n;
+    uint op;
+    float shift;
+    float step;
+    float lo;
+    float hi;
+} pc;
+
+void main()
+{
+    const uint i = flatInvocation(64u);
+    if (i >= pc.n) return;
+    const float v = Floats(pc.x).v[i];
+    float result;
+    if (pc.op == 0u) {
+        precise const float s = v - pc.shift;
+        result = max(0.0, s);
+    } else if (pc.op == 1u) {
+        precise const float s = max(0.0, v - pc.shift) * Floats(pc.y).v[i];
+        result = s;
+    } else {
+        precise const float scaled = v / pc.step;
+        const float r = roundHalfAway(scaled);
+        precise const float s = (isnan(r) ? 0.0 : clamp(r, pc.lo, pc.hi)) * pc.step;
+        result = s;
+    }
+    Floats(pc.dst).v[i] = result;
+}

@@ -1,0 +1,293 @@
+// The ops of the Vulkan device: each fills its shader's push constants (the layout of the
+// `Push` block of shaders/<op>.comp: 8-byte addresses first, then 4-byte values) and records
+// a dispatch. Inputs the CPU device would ignore (no rows, heads that do not divide) do nothing.
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/vulkan/vulkan_device.h"
+
+namespace spillway::gpu::vulkan {
+
+namespace {
+
+uint64_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+uint64_t groupsFor(uint64_t n, uint64_t perGroup) { return (n + perGroup - 1) / perGroup; }
+
+bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+
+// The shaders read rows from 4-byte aligned words: F32 rows must be 4-byte aligned, the others
+// 2-byte aligned (Q8_0 / Q4_0 blocks are 34 / 18 bytes).
+bool rowsAligned(const MatrixView& w)
+{
+    const uint64_t a = w.type == DType::F32 ? 4 : 2;
+    return reinterpret_cast<uintptr_t>(w.data) % a == 0 && w.rowStride % a == 0;
+}
+
+// x's Q8 form in the matvec scratch: cols int8 (packed in words), then d and sum8 floats.
+uint64_t q8Bytes(int64_t cols)
+{
+    const uint64_t n = static_cast<uint64_t>(cols);
+    return (n + n / 32 * 8 + 255) / 256 * 256;
+}
+
+struct QuantizePush {
+    uint64_t x, qs, d, sum8;
+    uint32_t blocks;
+};
+struct MatvecFloatPush {
+    uint64_t w, x, y, stride;
+    uint32_t rows, cols, type, rowsPerGroup;
+};
+struct MatvecQuantPush {
+    uint64_t w, qs, d, sum8, y, stride;
+    uint32_t rows, blocks, type, rowsPerGroup;
+};
+struct GetRowPush {
+    uint64_t row, out;
+    uint32_t cols, type;
+};
+struct NormPush {
+    uint64_t x, weight, out;
+    uint32_t n;
+    float eps;
+};
+struct LayernormPush {
+    uint64_t x, weight, bias, out;
+    uint32_t n;
+    float eps;
+};
+struct RopePush {
+    uint64_t x, freqFactors;
+    uint32_t nHeads, headDim, pos, dims;
+    float thetaScale, freqScale;
+    uint32_t neox;
+};
+struct StoreKvPush {
+    uint64_t kNew, vNew, kCache, vCache, kScales, vScales;
+    uint32_t nKvHeads, headDim, pos, kvType;
+};
+struct AttentionPush {
+    uint64_t q, kCache, vCache, out, scores, kScales, vScales;
+    uint32_t nHeads, nKvHeads, headDim, nPos;
+    float scale;
+    uint32_t kvType;
+};
+struct SwigluPush {
+    uint64_t gate, up, out;
+    uint32_t n;
+};
+struct AddPush {
+    uint64_t y, x;
+    uint32_t n;
+};
+struct PointwisePush {
+    uint64_t x, y, out;
+    uint32_t n, op;
+    float shift, step, lo, hi;
+};
+
+template <class T> uint32_t pushSize(const T&)
+{
+    static_assert(sizeof(T) <= 128, "push constants beyond the 128 bytes every device offers");
+    return sizeof(T);
+}
+
+}  // namespace
+
+// ---- THE HOT SPOT OF DECODING: shaders/matvec_float.comp and shaders/matvec_quant.comp. -------
+// Quantized weights first need their x in Q8 form: each distinct x of the call is quantized once
+// (the Q, K and V projections share theirs), then the jobs run as one group of dispatches with
+// no barriers between them (the jobs of one call are independent).
+void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
+{
+    if (failed()) return;
+    std::lock_guard lock(m_recordMutex);
+    auto sameX = [](const MatvecJob& a, const MatvecJob& b) {
+        return a.x == b.x && a.w.cols == b.w.cols && isQuantized(a.w.type) && a.w.rows > 0;
+    };
+    uint64_t scratchBytes = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const MatvecJob& j = jobs[i];
+        if (j.w.rows <= 0 || j.w.cols <= 0) continue;
+        if (!supports(j.w.type) || j.w.cols % dtypeTraits(j.w.type).blockSize != 0 || j.w.rows > UINT32_MAX ||
+            j.w.cols > (int64_t{1} << 30) || !rowsAligned(j.w)) {
+            recordError(ErrorCode::InvalidArgument, "vulkan device: matvec of " + std::to_string(j.w.rows) + "x" +
+                                                        std::to_string(j.w.cols) + " values of type " +
+                                                        dtypeName(j.w.type) +
+                                                        " is not supported (or its rows are misaligned)");
+            return;
+        }
+        if (!isQuantized(j.w.type)) continue;
+        bool seen = false;
+        for (size_t e = 0; e < i && !seen; ++e) seen = sameX(jobs[e], j);
+        if (!seen) scratchBytes += q8Bytes(j.w.cols);
+    }
+    const uint64_t scratch = scratchBytes ? reserveScratch(m_xScratch, scratchBytes, "matvec") : 0;
+    if (scratchBytes && !scratch) return;
+
+    // Quantize each distinct x; job i's Q8 form starts at qOffset[i] in the scratch.
+    if (m_qOffset.size() < jobs.size()) m_qOffset.resize(jobs.size());  // grows only
+    uint64_t* qOffset = m_qOffset.data();
+    uint64_t next = 0;
+    bool first = true;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const MatvecJob& j = jobs[i];
+        if (j.w.rows <= 0 || j.w.cols <= 0 || !isQuantized(j.w.type)) continue;
+        size_t same = i;
+        for (size_t e = 0; e < i && same == i; ++e)
+            if (sameX(jobs[e], j)) same = e;
+        if (same != i) {
+            qOffset[i] = qOffset[same];
+            continue;
+        }
+        qOffset[i] = next;
+        next += q8Bytes(j.w.cols);
+        const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / 32;
+        const uint64_t qs = scratch + qOffset[i];
+        const uint64_t d = qs + static_cast<uint64_t>(j.w.cols);
+        QuantizePush p{addr(j.x), qs, d, d + blocks * 4, static_cast<uint32_t>(blocks)};
+        dispatch(Shader::QuantizeQ8, &p, pushSize(p), groupsFor(blocks, 64), first);
+        first = false;
+    }
+    // Rows per workgroup: with subgroups, one per subgroup of the workgroup (64 invocations for
+    // float weights, 32 for quantized ones); otherwise the workgroup is the row's.
+    const uint32_t floatRows = m_subgroups ? std::max<uint32_t>(1, 64 / m_subgroupSize) : 1;
+    const uint32_t quantRows = m_subgroups ? std::max<uint32_t>(1, 32 / m_subgroupSize) : 1;
+    first = true;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const MatvecJob& j = jobs[i];
+        if (j.w.rows <= 0 || j.w.cols <= 0) continue;
+        if (isQuantized(j.w.type)) {
+            const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / 32;
+            const uint64_t qs = scratch + qOffset[i];
+            MatvecQuantPush p{addr(j.w.data), qs, qs + static_cast<uint64_t>(j.w.cols),
+                              qs + static_cast<uint64_t>(j.w.cols) + blocks * 4, addr(j.y), j.w.rowStride,
+                              static_cast<uint32_t>(j.w.rows), static_cast<uint32_t>(blocks),
+                              static_cast<uint32_t>(j.w.type), quantRows};
+            dispatch(m_subgroups ? Shader::MatvecQuantSubgroups : Shader::MatvecQuant, &p, pushSize(p),
+                     groupsFor(static_cast<uint64_t>(j.w.rows), quantRows), first);
+        } else {
+            MatvecFloatPush p{addr(j.w.data), addr(j.x), addr(j.y), j.w.rowStride, static_cast<uint32_t>(j.w.rows),
+                              static_cast<uint32_t>(j.w.cols), static_cast<uint32_t>(j.w.type), floatRows};
+            dispatch(m_subgroups ? Shader::MatvecFloatSubgroups : Shader::MatvecFloat, &p, pushSize(p),
+                     groupsFor(static_cast<uint64_t>(j.w.rows), floatRows), first);
+        }
+        first = false;
+    }
+}
+
+void VulkanDevice::getRow(const MatrixView& w, int64_t row, float* out)
+{
+    if (failed() || w.cols <= 0) return;
+    if (!supports(w.type) || !rowsAligned(w)) {
+        recordError(ErrorCode::InvalidArgument, std::string("vulkan device: getRow of type ") + dtypeName(w.type) +
+                                                    " is not supported (or its rows are misaligned)");
+        return;
+    }
+    std::lock_guard lock(m_recordMutex);
+    const bool inside = row >= 0 && row < w.rows;
+    const uint64_t rowAddress = inside ? addr(w.data) + static_cast<uint64_t>(row) * w.rowStride : 0;
+    GetRowPush p{rowAddress, addr(out), static_cast<uint32_t>(w.cols), static_cast<uint32_t>(w.type)};
+    dispatch(Shader::GetRow, &p, pushSize(p), groupsFor(static_cast<uint64_t>(w.cols), 64));
+}
+
+void VulkanDevice::rmsnorm(const float* x, const float* weight, float* out, int n, float eps)
+{
+    if (failed() || n <= 0) return;
+    std::lock_guard lock(m_recordMutex);
+    NormPush p{addr(x), addr(weight), addr(out), static_cast<uint32_t>(n), eps};
+    dispatch(Shader::Rmsnorm, &p, pushSize(p), 1);
+}
+
+void VulkanDevice::layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps)
+{
+    if (failed() || n <= 0) return;
+    std::lock_guard lock(m_recordMutex);
+    LayernormPush p{addr(x), addr(w), addr(b), addr(out), static_cast<uint32_t>(n), eps};
+    dispatch(Shader::Layernorm, &p, pushSize(p), 1);
+}
+
+void VulkanDevice::rope(float* x, int nHeads, int headDim, int pos, const RopeParams& rp)
+{
+    const int dims = std::min(rp.rotaryDims, headDim) & ~1;
+    if (failed() || dims <= 0 || nHeads <= 0 || pos < 0) return;
+    std::lock_guard lock(m_recordMutex);
+    // The same float operation as the CPU device's ropeOp, on the host, so both see one value.
+    const float thetaScale = std::pow(rp.base, -2.0f / static_cast<float>(dims));
+    RopePush p{addr(x),
+               addr(rp.freqFactors),
+               static_cast<uint32_t>(nHeads),
+               static_cast<uint32_t>(headDim),
+               static_cast<uint32_t>(pos),
+               static_cast<uint32_t>(dims),
+               thetaScale,
+               rp.freqScale,
+               rp.neox ? 1u : 0u};
+    dispatch(m_float64 ? Shader::RopeF64 : Shader::Rope, &p, pushSize(p),
+             groupsFor(static_cast<uint64_t>(nHeads) * static_cast<uint64_t>(dims / 2), 64));
+}
+
+void VulkanDevice::attention(const AttentionArgs& a)
+{
+    if (failed() || a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 ||
+        a.headDim <= 0 || (a.kvType == KvType::Q8 && (!a.kScales || !a.vScales)))
+        return;  // nothing sensible to compute, as on the CPU device: out stays as it was
+    std::lock_guard lock(m_recordMutex);
+    uint64_t scores = addr(a.scores);
+    if (!scores) {
+        const uint64_t bytes = static_cast<uint64_t>(a.nHeads) * static_cast<uint64_t>(a.nPos) * sizeof(float);
+        scores = reserveScratch(m_scoreScratch, bytes, "attention scores");
+        if (!scores) return;
+    }
+    const uint32_t kvType = static_cast<uint32_t>(a.kvType);
+    if (a.kNew && a.vNew) {
+        StoreKvPush s{addr(a.kNew),    addr(a.vNew),    addr(a.kCache),
+                      addr(a.vCache),  addr(a.kScales), addr(a.vScales),
+                      static_cast<uint32_t>(a.nKvHeads), static_cast<uint32_t>(a.headDim),
+                      static_cast<uint32_t>(a.nPos - 1), kvType};
+        dispatch3(Shader::StoreKv, &s, pushSize(s), static_cast<uint32_t>(a.nKvHeads), 2, 1, true);
+    }
+    AttentionPush p{addr(a.q),
+                    addr(a.kCache),
+                    addr(a.vCache),
+                    addr(a.out),
+                    scores,
+                    addr(a.kScales),
+                    addr(a.vScales),
+                    static_cast<uint32_t>(a.nHeads),
+                    static_cast<uint32_t>(a.nKvHeads),
+                    static_cast<uint32_t>(a.headDim),
+                    static_cast<uint32_t>(a.nPos),
+                    a.scale,
+                    kvType};
+    dispatch3(Shader::Attention, &p, pushSize(p), static_cast<uint32_t>(a.nHeads), 1, 1, true);
+}
+
+void VulkanDevice::swiglu(const float* gate, const float* up, float* out, int n)
+{
+    if (failed() || n <= 0) return;
+    std::lock_guard lock(m_recordMutex);
+    SwigluPush p{addr(gate), addr(up), addr(out), static_cast<uint32_t>(n)};
+    dispatch(Shader::Swiglu, &p, pushSize(p), groupsFor(static_cast<uint64_t>(n), 64));
+}
+
+void VulkanDevice::add(float* y, const float* x, int n)
+{
+    if (failed() || n <= 0) return;
+    std::lock_guard lock(m_recordMutex);
+    AddPush p{addr(y), addr(x), static_cast<uint32_t>(n)};
+    dispatch(Shader::Add, &p, pushSize(p), groupsFor(static_cast<uint64_t>(n), 64));
+}
+
+void VulkanDevice::pointwise(const PointwiseArgs& a)
+{
+    if (failed() || a.n <= 0) return;
+    std::lock_guard lock(m_recordMutex);
+    PointwisePush p{addr(a.x), addr(a.y), addr(a.out), static_cast<uint32_t>(a.n), static_cast<uint32_t>(a.op),
+                    a.shift, a.step, a.lo, a.hi};
+    dispatch(Shader::Pointwise, &p, pushSize(p), groupsFor(static_cast<uint64_t>(a.n), 64));
+}
+
+}  // namespace spillway::gpu::vulkan

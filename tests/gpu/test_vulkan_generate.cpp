@@ -1,0 +1,111 @@
+// End to end on the Vulkan backend: `spillway-cli generate --backend vulkan` greedily continues
+// the reference prompts of stories260K exactly as the CPU backend does
+// (../shared/reference/stories260K.greedy48.tsv), with F32, F16 and Q8 KV caches. Skipped, with
+// the registry's reason, where no Vulkan device is usable. Also with weights streamed from RAM and
+// the SSD.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "gpu/registry.h"
+#include "../common/cli_run.h"
+
+namespace {
+
+const std::string kShared = SPILLWAY_SHARED_DIR;
+const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli";
+
+using testing_support::CliRun;
+using testing_support::slurp;
+
+std::string tempDir()
+{
+    const std::string dir = testing::TempDir() + "/test_vulkan_generate-" + std::to_string(getpid());
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+// `env`: variable assignments put before the command ("NAME='value' ").
+CliRun runCli(const std::string& args, const std::string& env = "")
+{
+    return testing_support::runProgram(kCli, args, tempDir(), env);
+}
+
+void skipWithoutVulkan()
+{
+    for (const auto& b : spillway::gpu::backendStatus())
+        if (b.name == "vulkan" && !b.usable) GTEST_SKIP() << "no usable Vulkan device: " << b.reason;
+}
+
+TEST(VulkanGenerate, GreedyTextMatchesTheReference)
+{
+    skipWithoutVulkan();
+    if (IsSkipped()) return;
+    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    ASSERT_TRUE(refs.good()) << "missing " << kShared << "/reference/stories260K.greedy48.tsv";
+    std::string line;
+    int checked = 0;
+    while (std::getline(refs, line)) {
+        const auto tab = line.find('\t');
+        ASSERT_NE(tab, std::string::npos);
+        const std::string prompt = line.substr(0, tab), text = line.substr(tab + 1);
+        const CliRun r = runCli("generate --backend vulkan -m '" + kShared + "/models/stories260K.gguf' -p '" +
+                                prompt + "' -n 48 --temp 0");
+        EXPECT_EQ(r.exitCode, 0) << r.err;
+        EXPECT_EQ(r.out, text + "\n") << r.err;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 3);
+}
+
+TEST(VulkanGenerate, HalfAndInt8KvCaches)
+{
+    skipWithoutVulkan();
+    if (IsSkipped()) return;
+    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    std::string line;
+    ASSERT_TRUE(std::getline(refs, line));
+    const auto tab = line.find('\t');
+    const std::string prompt = line.substr(0, tab);
+    // The CPU backend's text with the same cache type is the reference (f16 / q8 caches round).
+    for (const char* kv : {"f16", "q8"}) {
+        const std::string args = "generate -m '" + kShared + "/models/stories260K.gguf' -p '" + prompt +
+                                 "' -n 48 --temp 0 --kv-type " + kv;
+        const CliRun cpu = runCli(args + " --backend cpu");
+        ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
+        const CliRun vulkan = runCli(args + " --backend vulkan");
+        EXPECT_EQ(vulkan.exitCode, 0) << vulkan.err;
+        EXPECT_EQ(vulkan.out, cpu.out) << kv << "\n" << vulkan.err;
+    }
+}
+
+// Weights streamed from RAM and from the SSD: the prefetcher uploads from its own thread, and
+// the embedding comes one row at a time through one device buffer (each upload must wait for
+// the getRow before it). The hardware probe is cached in this test's own folder, quick mode.
+TEST(VulkanGenerate, OffloadedTiersGiveTheReferenceText)
+{
+    skipWithoutVulkan();
+    if (IsSkipped()) return;
+    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    std::string line;
+    ASSERT_TRUE(std::getline(refs, line));
+    const auto tab = line.find('\t');
+    const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/cache' ";
+    for (const char* tier : {"ram", "ssd"}) {
+        const CliRun r = runCli("generate --backend vulkan -m '" + kShared + "/models/stories260K.gguf' -p '" +
+                                    line.substr(0, tab) + "' -n 48 --temp 0 --quick-probe --tier " + tier,
+                                env);
+        EXPECT_EQ(r.exitCode, 0) << tier << "\n" << r.err;
+        EXPECT_EQ(r.out, line.substr(tab + 1) + "\n") << tier << "\n" << r.err;
+        EXPECT_NE(r.err.find("copied to the device"), std::string::npos) << tier << "\n" << r.err;
+    }
+}
+
+}  // namespace
