@@ -325,9 +325,13 @@ void WeightStreamer::embedding(int token, float* out)
         im.device->getRow(im.embedding, token, out);
         return;
     }
-    // One row from the mapped file to device memory, then converted there.
+    // One row from the mapped file to device memory, then converted there. The getRow of the
+    // previous row (a batch's tokens come one after another) may not have run yet on a GPU, and
+    // copies do not wait for ops (CUDA's copy stream): let it finish before the row is replaced.
     const size_t stride = im.embedding.rowStride;
     const auto* src = static_cast<const uint8_t*>(im.embedding.data) + size_t(token) * stride;
+    if (im.embeddingRowUsed) im.device->synchronize();
+    im.embeddingRowUsed = true;
     im.device->upload(im.embeddingRow.data(), src, stride);
     gpu::MatrixView row = im.embedding;
     row.data = im.embeddingRow.data();

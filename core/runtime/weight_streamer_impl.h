@@ -78,6 +78,7 @@ struct WeightStreamer::Impl {
     std::vector<gpu::Buffer> staging;    // pinned, one per slot; empty when SSD reads go into the slot
     std::vector<UnitReads> reads;        // one per slot
     gpu::Buffer embeddingRow;            // one row of a non-resident embedding, device memory
+    bool embeddingRowUsed = false;       // a getRow may still read embeddingRow
     gpu::MatrixView embedding;           // resident or mapped
     // Declared after the slots and staging: destroyed first, it waits for reads still in flight.
     std::vector<std::unique_ptr<storage::DirectFile>> files;  // by the model's dataFiles() index; open where read
