@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "core/compress/calibration.h"
 #include "core/model/llama_model.h"
@@ -108,36 +109,43 @@ LayerSparsity SparsityAccumulator::result(int layer) const
     return r;
 }
 
-double SparsityReport::density() const
+namespace {
+
+// The mean over layers of one figure, each layer weighted by its neurons; layers without the
+// figure are left out.
+template <class Get>
+double weightedMean(const std::vector<LayerSparsity>& layers, Get get)
 {
     double sum = 0.0, weight = 0.0;
     for (const LayerSparsity& l : layers) {
-        sum += l.density * l.neurons;
+        const std::optional<double> v = get(l);
+        if (!v) continue;
+        sum += *v * l.neurons;
         weight += l.neurons;
     }
     return weight > 0 ? sum / weight : 0.0;
+}
+
+std::optional<double> at(const std::vector<double>& v, size_t k)
+{
+    return k < v.size() ? std::optional<double>(v[k]) : std::nullopt;
+}
+
+}  // namespace
+
+double SparsityReport::density() const
+{
+    return weightedMean(layers, [](const LayerSparsity& l) { return std::optional<double>(l.density); });
 }
 
 double SparsityReport::windowHit(size_t k) const
 {
-    double sum = 0.0, weight = 0.0;
-    for (const LayerSparsity& l : layers) {
-        if (k >= l.windowHit.size()) continue;
-        sum += l.windowHit[k] * l.neurons;
-        weight += l.neurons;
-    }
-    return weight > 0 ? sum / weight : 0.0;
+    return weightedMean(layers, [k](const LayerSparsity& l) { return at(l.windowHit, k); });
 }
 
 double SparsityReport::windowFetch(size_t k) const
 {
-    double sum = 0.0, weight = 0.0;
-    for (const LayerSparsity& l : layers) {
-        if (k >= l.windowFetch.size()) continue;
-        sum += l.windowFetch[k] * l.neurons;
-        weight += l.neurons;
-    }
-    return weight > 0 ? sum / weight : 0.0;
+    return weightedMean(layers, [k](const LayerSparsity& l) { return at(l.windowFetch, k); });
 }
 
 Result<SparsityReport> measureActivationSparsity(const LlamaModel& model, gpu::Device& device,

@@ -189,6 +189,23 @@ bool looksLikeCheckpoint(const std::string& path)
     return p && expectedSize(*p) == size;
 }
 
+namespace {
+
+// llama2.c's SentencePiece keys: <unk>, <s>, </s> are ids 0, 1, 2.
+void addTokenizerKeys(gguf::Metadata& out, std::vector<gguf::Value> tokens, std::vector<gguf::Value> scores,
+                      std::vector<gguf::Value> types)
+{
+    out.add({"tokenizer.ggml.model", gguf::Value::ofString("llama")});
+    out.add({"tokenizer.ggml.tokens", gguf::Value::ofArray(gguf::ValueType::String, std::move(tokens))});
+    out.add({"tokenizer.ggml.scores", gguf::Value::ofArray(gguf::ValueType::Float32, std::move(scores))});
+    out.add({"tokenizer.ggml.token_type", gguf::Value::ofArray(gguf::ValueType::Int32, std::move(types))});
+    out.add({"tokenizer.ggml.unknown_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 0)});
+    out.add({"tokenizer.ggml.bos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 1)});
+    out.add({"tokenizer.ggml.eos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 2)});
+}
+
+}  // namespace
+
 Status tokenizerMetadata(const std::string& path, int vocabSize, gguf::Metadata& out)
 {
     auto mapping = storage::MappedFile::open(path);
@@ -232,13 +249,7 @@ Status tokenizerMetadata(const std::string& path, int vocabSize, gguf::Metadata&
         scores.push_back(gguf::Value::ofFloat(gguf::ValueType::Float32, score == score ? score : 0.0f));
         types.push_back(gguf::Value::ofInt(gguf::ValueType::Int32, type));
     }
-    out.add({"tokenizer.ggml.model", gguf::Value::ofString("llama")});
-    out.add({"tokenizer.ggml.tokens", gguf::Value::ofArray(gguf::ValueType::String, std::move(tokens))});
-    out.add({"tokenizer.ggml.scores", gguf::Value::ofArray(gguf::ValueType::Float32, std::move(scores))});
-    out.add({"tokenizer.ggml.token_type", gguf::Value::ofArray(gguf::ValueType::Int32, std::move(types))});
-    out.add({"tokenizer.ggml.unknown_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 0)});
-    out.add({"tokenizer.ggml.bos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 1)});
-    out.add({"tokenizer.ggml.eos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 2)});
+    addTokenizerKeys(out, std::move(tokens), std::move(scores), std::move(types));
     return {};
 }
 
@@ -288,13 +299,7 @@ Status decodeTableMetadata(const std::string& path, int vocabSize, gguf::Metadat
         scores.push_back(gguf::Value::ofFloat(gguf::ValueType::Float32, score));
         types.push_back(gguf::Value::ofInt(gguf::ValueType::Int32, type));
     }
-    out.add({"tokenizer.ggml.model", gguf::Value::ofString("llama")});
-    out.add({"tokenizer.ggml.tokens", gguf::Value::ofArray(gguf::ValueType::String, std::move(tokens))});
-    out.add({"tokenizer.ggml.scores", gguf::Value::ofArray(gguf::ValueType::Float32, std::move(scores))});
-    out.add({"tokenizer.ggml.token_type", gguf::Value::ofArray(gguf::ValueType::Int32, std::move(types))});
-    out.add({"tokenizer.ggml.unknown_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 0)});
-    out.add({"tokenizer.ggml.bos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 1)});
-    out.add({"tokenizer.ggml.eos_token_id", gguf::Value::ofUInt(gguf::ValueType::UInt32, 2)});
+    addTokenizerKeys(out, std::move(tokens), std::move(scores), std::move(types));
     return {};
 }
 
