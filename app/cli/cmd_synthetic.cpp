@@ -4,6 +4,10 @@
 #include <chrono>
 #include <cstdio>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "cli_common.h"
 #include "core/formats/gguf.h"
 #include "core/model/synthetic_model.h"
@@ -18,6 +22,9 @@ struct SyntheticCommand {
     std::string output;
     int layers = 0;
     uint64_t alignment = 4096;
+    std::vector<double> ffnDensity;
+    std::string ffnDensityFrom;
+    double ffnDensitySpread = 1.0;
     uint64_t seed = 1;
 };
 
@@ -28,6 +35,21 @@ int runSynthetic(const SyntheticCommand& c)
     options.layers = c.layers;
     options.seed = c.seed;
     options.alignment = c.alignment;
+    options.ffnDensity = c.ffnDensity;
+    options.ffnDensitySpread = c.ffnDensitySpread;
+    if (!c.ffnDensityFrom.empty()) {
+        // The per-layer densities measured by `spillway-cli sparsity --json`.
+        std::ifstream in(c.ffnDensityFrom);
+        const auto j = nlohmann::json::parse(in, nullptr, false);
+        if (j.is_discarded() || !j.contains("layers") || !j["layers"].is_array())
+            return reportError(makeError(ErrorCode::InvalidArgument,
+                                         c.ffnDensityFrom + ": not the JSON of spillway-cli sparsity (no \"layers\")"));
+        options.ffnDensity.clear();
+        for (const auto& l : j["layers"])
+            if (l.contains("density") && l["density"].is_number()) options.ffnDensity.push_back(l["density"].get<double>());
+        if (options.ffnDensity.empty())
+            return reportError(makeError(ErrorCode::InvalidArgument, c.ffnDensityFrom + ": no layer densities"));
+    }
     // Every GGUF type the engine computes on: the dtype names of gpu/dtype.h, in lower case.
     constexpr gpu::DType kTypes[] = {gpu::DType::F32,  gpu::DType::F16,  gpu::DType::BF16,
                                      gpu::DType::Q8_0, gpu::DType::Q4_0, gpu::DType::Q4_1,
@@ -72,6 +94,18 @@ void addSyntheticCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--layers", c->layers, "Number of layers (default: the preset's)")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--seed", c->seed, "Seed of the random weights");
+    auto* density = cmd->add_option("--ffn-density", c->ffnDensity,
+                    "opt-* presets: share of FFN neurons active per token, one value or a per-layer "
+                    "profile spread over the layers (comma-separated)")
+        ->delimiter(',')
+        ->check(CLI::Range(0.0001, 0.9999));
+    cmd->add_option("--ffn-density-from", c->ffnDensityFrom,
+                    "opt-* presets: take the per-layer profile from `spillway-cli sparsity --json` output")
+        ->check(CLI::ExistingFile)
+        ->excludes(density);
+    cmd->add_option("--ffn-density-spread", c->ffnDensitySpread,
+                    "How unequal neurons are (0: all alike; default 1: hot and cold neurons)")
+        ->check(CLI::Range(0.0, 10.0));
     cmd->add_option("--align", c->alignment, "Tensor data alignment (4096: laid out for direct I/O)")
         ->check(CLI::IsMember({32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}));
     cmd->callback([c, &exitCode] { exitCode = runSynthetic(*c); });

@@ -1,5 +1,6 @@
 #include "core/model/synthetic_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,7 @@ const std::vector<SyntheticPreset>& syntheticPresets()
         {"llama2-13b", "llama", 5120, 40, 40, 40, 13824, 32000, 4096, 10000.0f},
         {"llama2-70b", "llama", 8192, 80, 64, 8, 28672, 32000, 4096, 10000.0f},
         {"mistral-7b", "llama", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f},
+        {"opt-125m", "opt", 768, 12, 12, 12, 3072, 50272, 2048, 0.0f},
         {"opt-6.7b", "opt", 4096, 32, 32, 32, 16384, 50272, 2048, 0.0f},
         {"opt-13b", "opt", 5120, 40, 40, 40, 20480, 50272, 2048, 0.0f},
     };
@@ -82,6 +84,28 @@ struct Random {
     // Uniform in [-1, 1).
     float uniform() { return float(int64_t(next() >> 40) - (int64_t(1) << 23)) * (1.0f / float(1 << 23)); }
 };
+
+// The standard normal's quantile, by bisection on erfc (exact to float precision; called once
+// per layer).
+double normalQuantile(double p)
+{
+    double lo = -40.0, hi = 40.0;
+    for (int i = 0; i < 200; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+// The target density of layer l of `layers`, from one value or a profile spread over the layers.
+double densityOf(const std::vector<double>& profile, int l, int layers)
+{
+    if (profile.size() == 1 || layers <= 1) return profile.front();
+    const double at = double(l) / double(layers - 1) * double(profile.size() - 1);
+    const size_t i = std::min(profile.size() - 2, size_t(at));
+    const double f = at - double(i);
+    return profile[i] * (1.0 - f) + profile[i + 1] * f;
+}
 
 // Fills `out` with `rows x cols` values uniform in [-amplitude, amplitude], in `type`.
 void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64_t seed)
@@ -154,6 +178,16 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
     const int64_t headDim = dim / preset->nHeads, kvDim = headDim * preset->nKvHeads;
     const bool opt = preset->architecture == "opt";
     const std::string arch = preset->architecture;
+    if (!options.ffnDensity.empty()) {
+        if (!opt)
+            return makeError(ErrorCode::InvalidArgument,
+                             "an FFN density needs a ReLU model: an opt-* preset, not " + preset->name);
+        for (double d : options.ffnDensity)
+            if (!(d > 0.0 && d < 1.0))
+                return makeError(ErrorCode::InvalidArgument, "FFN densities must be in (0, 1)");
+        if (!(options.ffnDensitySpread >= 0.0 && options.ffnDensitySpread <= 10.0))
+            return makeError(ErrorCode::InvalidArgument, "the FFN density spread must be in [0, 10]");
+    }
 
     gguf::Writer w(options.alignment);
     w.setString("general.architecture", arch);
@@ -162,6 +196,12 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
                 "Made by spillway-cli make-synthetic: the shapes of " + preset->name +
                     " with random weights, for benchmarks. It generates no meaningful text.");
     w.setBool("spillway.synthetic", true);
+    if (!options.ffnDensity.empty()) {
+        std::vector<float> targets;
+        for (int l = 0; l < layers; ++l) targets.push_back(float(densityOf(options.ffnDensity, l, layers)));
+        w.setFloat32Array("spillway.synthetic_ffn_density", std::move(targets));
+        w.setFloat32("spillway.synthetic_ffn_density_spread", float(options.ffnDensitySpread));
+    }
     w.setUInt32("general.file_type", gguf::ggmlFromDtype(options.type));
     w.setUInt32(arch + ".context_length", uint32_t(preset->context));
     w.setUInt32(arch + ".embedding_length", uint32_t(dim));
@@ -222,7 +262,23 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
         if (!opt) matrix(b + "ffn_gate.weight", ffn, dim);
         matrix(b + "ffn_up.weight", ffn, dim);
         matrix(b + "ffn_down.weight", dim, ffn);
-        if (opt) {
+        if (opt && !options.ffnDensity.empty()) {
+            const double spread = options.ffnDensitySpread;
+            const double a = normalQuantile(densityOf(options.ffnDensity, l, layers)) * std::sqrt(1.0 + spread * spread);
+            const uint64_t s = ++seed;
+            w.addTensor(b + "ffn_up.bias", gpu::DType::F32, {ffn}, [=](std::span<uint8_t> out) {
+                Random rng{s};
+                for (size_t i = 0; i + 4 <= out.size(); i += 4) {
+                    // Box-Muller: a standard normal from two uniforms in (0, 1].
+                    const double u1 = (double(rng.next() >> 11) + 1.0) / 9007199254740992.0;
+                    const double u2 = double(rng.next() >> 11) / 9007199254740992.0;
+                    const double g = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+                    const float f = float(a + spread * g);
+                    std::memcpy(&out[i], &f, 4);
+                }
+            });
+            vector(b + "ffn_down.bias", dim, 0.0f);
+        } else if (opt) {
             vector(b + "ffn_up.bias", ffn, 0.0f);
             vector(b + "ffn_down.bias", dim, 0.0f);
         }

@@ -29,6 +29,15 @@ struct SyntheticOptions {
     // Tensor data alignment. 4096 lays the file out for direct I/O: every tensor starts on a
     // page, so the runtime reads exactly its bytes with O_DIRECT.
     uint64_t alignment = 4096;
+    // OPT presets (ReLU FFNs): the share of FFN neurons each layer's ReLU lets through, per
+    // layer (one value: every layer; more: spread linearly over the layers, as a measured
+    // profile such as `spillway-cli sparsity --json` gives). Made with ffn_up.bias: the random
+    // fc1 outputs are about N(0, 1), so neuron j's bias is a + spread * g_j, g_j ~ N(0, 1), with
+    // a chosen so that the expected share is the target; spread > 0 makes some neurons hot and
+    // others cold, as in trained models (PowerInfer's power law), 0 makes them all alike.
+    // Empty: biases 0 (about half of the neurons active).
+    std::vector<double> ffnDensity;
+    double ffnDensitySpread = 1.0;
 };
 
 // Writes the model as GGUF (atomically: no partial file on failure).

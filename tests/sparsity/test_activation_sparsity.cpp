@@ -14,6 +14,7 @@
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
 #include "core/model/llama_model.h"
+#include "core/model/synthetic_model.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/temp_dir.h"
 
@@ -352,4 +353,51 @@ TEST(ActivationThreshold, DropsTheTargetShareAndCostsQualityInProportion)
     ThresholdOptions bad;
     bad.targetSparsity = 1.0;
     EXPECT_EQ(calibrateActivationThresholds(**model, *device, bad).error().code, ErrorCode::InvalidArgument);
+}
+
+// ---- synthetic ReLU models with a chosen density ----------------------------------------------
+
+TEST(SyntheticDensity, OptLayersFollowTheTargetProfile)
+{
+    testing_support::TempDir dir("synthetic-density");
+    auto write = [&](const std::string& name, std::vector<double> density, double spread) {
+        SyntheticOptions o;
+        o.preset = "opt-125m";
+        o.type = gpu::DType::Q8_0;
+        o.layers = 2;
+        o.alignment = 32;
+        o.ffnDensity = std::move(density);
+        o.ffnDensitySpread = spread;
+        const std::string path = dir.path() + "/" + name;
+        const Status s = writeSyntheticModel(o, path);
+        EXPECT_TRUE(s.ok()) << s.error().message;
+        return path;
+    };
+    auto measure = [&](const std::string& path) {
+        auto model = LlamaModel::load(path);
+        EXPECT_TRUE(model.ok()) << model.error().message;
+        auto device = gpu::createCpuDevice(2);
+        SparsityOptions o;
+        o.prompts = {"Once upon a time there was a little cat.", "The sun is warm and the sky is blue.",
+                     "First mix the flour, then add two eggs."};
+        auto r = measureActivationSparsity(**model, *device, o);
+        EXPECT_TRUE(r.ok()) << r.error().message;
+        return *r;
+    };
+    const SparsityReport hot = measure(write("hot.gguf", {0.1, 0.3}, 1.0));
+    ASSERT_EQ(hot.layers.size(), 2u);
+    EXPECT_NEAR(hot.layers[0].density, 0.1, 0.04);
+    EXPECT_NEAR(hot.layers[1].density, 0.3, 0.06);
+    // All neurons alike: the same density, but the hottest 10% carry far less of it.
+    const SparsityReport flat = measure(write("flat.gguf", {0.1, 0.3}, 0.0));
+    EXPECT_NEAR(flat.layers[0].density, 0.1, 0.04);
+    EXPECT_LT(flat.layers[0].hotShare + 0.1, hot.layers[0].hotShare);
+
+    SyntheticOptions llama;
+    llama.preset = "tinyllama-1.1b";
+    llama.layers = 1;
+    llama.ffnDensity = {0.1};
+    const Status refused = writeSyntheticModel(llama, dir.path() + "/llama.gguf");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("ReLU"), std::string::npos);
 }
