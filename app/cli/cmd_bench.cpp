@@ -134,7 +134,7 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--bandwidth-mib", b->bandwidthMiB, "Buffer size of the bandwidth measurement")
         ->check(CLI::Range(64, 65536));
     cmd->add_option("--json", b->json, "Also write the figures as JSON to this file");
-    cmd->add_option("--backend", b->backend, "Compute backend of offloaded runs: cpu, cuda, auto");
+    cmd->add_option("--backend", b->backend, "Compute backend of offloaded runs: cpu, cuda, vulkan, auto");
     cmd->add_option("-c,--ctx", b->context, "Context length (offloaded runs; default: tokens + 8)");
     addOffloadOptions(cmd, b->offload, true);
     cmd->callback([b, &exitCode] { exitCode = runBench(*b); });

@@ -212,7 +212,7 @@ void addCompressCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--tokenizer", c->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin");
     cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
     cmd->add_option("--backend", c->backend,
-                    "Device the package is for: cpu (default) or cuda/auto (layers it would hold stay dense when it "
+                    "Device the package is for: cpu (default) or cuda/vulkan/auto (layers it would hold stay dense when it "
                     "cannot compute on bitmap sparse weights)");
     addOffloadOptions(cmd, c->offload, false);
     cmd->add_flag("--json", c->json, "Print the report as JSON");

@@ -43,7 +43,7 @@ void addPlanCommand(CLI::App& app, int& exitCode)
     cmd->add_option("-c,--ctx", c->context, "Context length the KV cache is sized for (default: trained, at most 4096)");
     cmd->add_option("-t,--threads", c->threads, "CPU threads (default: one per core)");
     cmd->add_flag("--json", c->json, "Print the plan as JSON");
-    cmd->add_option("--backend", c->backend, "Device to plan for: cpu, cuda, auto");
+    cmd->add_option("--backend", c->backend, "Device to plan for: cpu, cuda, vulkan, auto");
     addOffloadOptions(cmd, c->offload, false);
     cmd->callback([c, &exitCode] { exitCode = runPlan(*c); });
 }
