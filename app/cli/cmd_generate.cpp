@@ -58,6 +58,30 @@ int runGenerate(const GenerateOptions& o)
         std::fflush(stdout);
         return true;
     };
+    // A GPU lost mid-way: the CPU goes on from the tokens so far (issue 8).
+    std::unique_ptr<gpu::Device> cpuDevice;
+    std::unique_ptr<LlamaSession> cpuSession;
+    if (device->info().backend != "cpu") {
+        request.onDeviceLost = [&](const Error& why) -> LlamaSession* {
+            std::fflush(stdout);
+            std::fprintf(stderr, "\nspillway-cli: the %s device failed (%s); going on on the CPU\n",
+                         device->info().backend.c_str(), why.message.c_str());
+            auto cpu = gpu::createDevice("cpu", {o.threads, 0});
+            if (!cpu) return nullptr;
+            SessionOptions options;
+            options.contextLength = (*session)->contextLength();
+            options.batch = (*session)->batch();
+            options.kvType = (*session)->kvType();
+            auto fallback = LlamaSession::create(**model, **cpu, options);
+            if (!fallback) {
+                std::fprintf(stderr, "spillway-cli: no CPU session either: %s\n", fallback.error().message.c_str());
+                return nullptr;
+            }
+            cpuDevice = std::move(cpu.value());
+            cpuSession = std::move(fallback.value());
+            return cpuSession.get();
+        };
+    }
     std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
     std::fflush(stdout);
     auto stats = generate(**session, sampler, request);
@@ -66,7 +90,7 @@ int runGenerate(const GenerateOptions& o)
     if (!stats) return reportError(stats.error());
 
     const auto& s = *stats;
-    const auto& info = device->info();
+    const auto& info = cpuDevice ? cpuDevice->info() : device->info();
     std::fprintf(stderr, "\nmodel: %s | device: %s (%s kernels) | seed: %llu\n", o.model.c_str(),
                  info.name.c_str(), info.kernels.c_str(), (unsigned long long)sampling.seed);
     std::fprintf(stderr, "prompt: %d tokens, time to first token %.1f ms (%.1f tokens/s)\n",
@@ -75,7 +99,10 @@ int runGenerate(const GenerateOptions& o)
     std::fprintf(stderr, "generated: %d tokens in %.1f ms, %.2f tokens/s%s\n", s.generatedTokens,
                  (s.timeToFirstToken + s.decodeSeconds) * 1e3, s.decodeTokensPerSecond(),
                  s.endOfText ? " (end of text)" : "");
-    if (run->plan) {
+    if (!s.fellBack.empty())
+        std::fprintf(stderr, "finished on the CPU after the %s device failed: %s\n",
+                     device->info().backend.c_str(), s.fellBack.c_str());
+    if (run->plan && !cpuSession) {
         const StreamerStats st = (*session)->streamer().stats();
         std::fprintf(stderr, "offload: %.1f MiB read from the SSD, %.1f MiB copied to the device, "
                              "compute waited %.1f ms for weights\n",

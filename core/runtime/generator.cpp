@@ -10,6 +10,26 @@
 
 namespace spillway {
 
+namespace {
+
+// Runs `tokens` through the session from position 0 in batches; the logits after the last.
+// *stopped is set when `stop` is raised between batches.
+Result<const float*> feed(LlamaSession& session, std::span<const int32_t> tokens,
+                          const std::atomic<bool>* stop, bool* stopped)
+{
+    Result<const float*> logits = static_cast<const float*>(nullptr);
+    for (size_t done = 0; done < tokens.size() && !*stopped;) {
+        const size_t n = std::min(tokens.size() - done, size_t(session.batch()));
+        logits = session.forward(tokens.subspan(done, n), int(done));
+        if (!logits) return logits.error();
+        done += n;
+        if (done < tokens.size() && stop && stop->load(std::memory_order_relaxed)) *stopped = true;
+    }
+    return logits;
+}
+
+}  // namespace
+
 Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const GenerationRequest& request)
 {
     using Clock = std::chrono::steady_clock;
@@ -41,15 +61,21 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
     // then one token at a time.
     // The stop flag is checked between batches: with offloaded weights one batch can take a
     // while.
+    LlamaSession* current = &session;
+    // A lost device: every token so far through the fallback session, once.
+    auto recover = [&](const Error& why) -> Result<const float*> {
+        if (why.code != ErrorCode::DeviceLost || !request.onDeviceLost || !stats.fellBack.empty()) return why;
+        LlamaSession* next = request.onDeviceLost(why);
+        if (!next) return why;
+        stats.fellBack = why.message;
+        current = next;
+        return feed(*current, stats.tokens, request.stop, &stats.stopped);
+    };
     Result<const float*> logits = static_cast<const float*>(nullptr);
-    const std::span<const int32_t> prompt(stats.tokens);
-    for (size_t done = 0; request.maxNewTokens > 0 && done < prompt.size() && !stats.stopped;) {
-        const size_t n = std::min(prompt.size() - done, size_t(session.batch()));
-        logits = session.forward(prompt.subspan(done, n), int(done));
+    if (request.maxNewTokens > 0) {
+        logits = feed(*current, stats.tokens, request.stop, &stats.stopped);
+        if (!logits) logits = recover(logits.error());
         if (!logits) return logits.error();
-        done += n;
-        if (done < prompt.size() && request.stop && request.stop->load(std::memory_order_relaxed))
-            stats.stopped = true;
     }
     int32_t token = stats.tokens.back();
     for (int pos = stats.promptTokens; request.maxNewTokens > 0 && !stats.stopped;) {
@@ -68,12 +94,13 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
             break;
         }
         // The new token runs at `pos` if there is room for it and more are wanted.
-        if (stats.generatedTokens >= request.maxNewTokens || pos >= session.contextLength()) break;
+        if (stats.generatedTokens >= request.maxNewTokens || pos >= current->contextLength()) break;
         if (request.stop && request.stop->load(std::memory_order_relaxed)) {
             stats.stopped = true;
             break;
         }
-        logits = session.forward(token, pos);
+        logits = current->forward(token, pos);
+        if (!logits) logits = recover(logits.error());
         if (!logits) return logits.error();
         ++pos;
     }

@@ -23,6 +23,7 @@ struct GenerationStats {
     double timeToFirstToken = 0;   // seconds from start to the first new token
     bool endOfText = false;        // stopped at EOS
     bool stopped = false;          // stopped by the caller
+    std::string fellBack;          // why generation moved to the fallback session ("" if not)
     std::vector<int32_t> tokens;   // prompt then generated ids
 
     double decodeTokensPerSecond() const
@@ -38,6 +39,12 @@ struct GenerationRequest {
     // Called with each new token's text (possibly a partial UTF-8 sequence); return false to stop.
     std::function<bool(std::string_view text, int32_t token)> onToken;
     const std::atomic<bool>* stop = nullptr;  // polled before each token
+    // A device that fails mid-way (ErrorCode::DeviceLost: a lost or failed GPU) is survived when
+    // this is set: called once with the error, it returns a session on another device (the CPU)
+    // that outlives the generation, or nullptr to give up. The tokens so far run through it again
+    // and generation goes on there; the text comes out as it would have (greedy decoding gives
+    // the same tokens, up to the devices' rounding).
+    std::function<LlamaSession*(const Error& why)> onDeviceLost;
 };
 
 Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const GenerationRequest& request);

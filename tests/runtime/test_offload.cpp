@@ -228,6 +228,84 @@ TEST(Offload, AnAsynchronousDeviceErrorFailsTheForwardPass)
     EXPECT_NE(logits.error().message.find("lost"), std::string::npos);
 }
 
+// A device lost in the middle of generation (during the prompt, or after some new tokens): the
+// generation moves to a CPU session, runs the tokens so far through it, and the greedy text is
+// the reference text, whole. Without a fallback the error comes back; any other error is not
+// survived.
+TEST(Offload, ALostDeviceFallsBackToTheCpuAndTheTextIsWhole)
+{
+    auto model = loadModel();
+    ASSERT_TRUE(model);
+    std::ifstream tsv(std::string(SPILLWAY_SHARED_DIR) + "/reference/stories260K.greedy48.tsv");
+    std::string line;
+    ASSERT_TRUE(std::getline(tsv, line));
+    const size_t tab = line.find('\t');
+    const std::string prompt = line.substr(0, tab), expected = line.substr(tab + 1);
+    for (int failAfter : {0, 1, 20}) {  // new tokens before the device fails (0: in the prompt)
+        SCOPED_TRACE(failAfter);
+        OpaqueDevice device(gpu::createCpuDevice(1));
+        SessionOptions o;
+        o.contextLength = 128;
+        o.batch = 4;
+        o.placement = plan::uniformPlacement(*model, plan::Tier::Ssd);
+        auto session = LlamaSession::create(*model, device, o);
+        ASSERT_TRUE(session);
+        auto cpu = gpu::createCpuDevice(1);
+        std::unique_ptr<LlamaSession> fallback;
+        std::string reason;
+        SamplerSettings greedy;
+        greedy.temperature = 0;
+        Sampler sampler(model->config().vocabSize, greedy);
+        GenerationRequest request;
+        request.prompt = prompt;
+        request.maxNewTokens = 48;
+        std::string text;
+        int seen = 0;
+        if (failAfter == 0) device.injected = makeError(ErrorCode::DeviceLost, "test device: lost");
+        request.onToken = [&](std::string_view piece, int32_t) {
+            text += piece;
+            if (++seen == failAfter) device.injected = makeError(ErrorCode::DeviceLost, "test device: lost");
+            return true;
+        };
+        request.onDeviceLost = [&](const Error& why) -> LlamaSession* {
+            reason = why.message;
+            SessionOptions c;
+            c.contextLength = (*session)->contextLength();
+            auto s = LlamaSession::create(*model, *cpu, c);
+            if (!s) return nullptr;
+            fallback = std::move(*s);
+            return fallback.get();
+        };
+        auto stats = generate(**session, sampler, request);
+        ASSERT_TRUE(stats) << stats.error().message;
+        EXPECT_EQ(reason, "test device: lost");
+        EXPECT_EQ(stats->fellBack, "test device: lost");
+        EXPECT_EQ(prompt + text, expected);
+        EXPECT_EQ(stats->generatedTokens, 48);
+    }
+
+    // No fallback, or an error that is not a lost device: the error.
+    for (ErrorCode code : {ErrorCode::DeviceLost, ErrorCode::OutOfDeviceMemory}) {
+        OpaqueDevice device(gpu::createCpuDevice(1));
+        auto session = LlamaSession::create(*model, device, 64);
+        ASSERT_TRUE(session);
+        SamplerSettings greedy;
+        greedy.temperature = 0;
+        Sampler sampler(model->config().vocabSize, greedy);
+        GenerationRequest request;
+        request.prompt = prompt;
+        request.maxNewTokens = 8;
+        int calls = 0;
+        if (code == ErrorCode::OutOfDeviceMemory)
+            request.onDeviceLost = [&](const Error&) -> LlamaSession* { ++calls; return nullptr; };
+        device.injected = makeError(code, "test device: failed");
+        auto stats = generate(**session, sampler, request);
+        ASSERT_FALSE(stats);
+        EXPECT_EQ(stats.error().code, code);
+        EXPECT_EQ(calls, 0);
+    }
+}
+
 TEST(Offload, BudgetsHoldByTheAllocatorsAccounting)
 {
     auto model = loadModel();
