@@ -4,10 +4,12 @@
 #   and GEMV bandwidth); offloaded decode of a synthetic TinyLlama-1.1B (CPU and CUDA backends);
 #   a synthetic Llama-2-13B fp16 with an 8 GiB GPU budget, Spillway against Hugging Face
 #   Accelerate's offloading (random weights in both; needs python3 with torch, transformers,
-#   accelerate).
+#   accelerate); then the Vulkan backend on the same GPU where a Vulkan driver for it exists:
+#   conformance, reference text, and decode tokens/s against CUDA's on the same model.
 # Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
-#   BIN_DIR holds spillway-cli, libspillway_cuda.so, test_cuda_conformance, bench-cuda (a build's
-#   bin/, lib/ and tests/ copied together) and stories260K.greedy48.tsv.
+#   BIN_DIR holds spillway-cli, libspillway_cuda.so, libspillway_vulkan.so, test_cuda_conformance,
+#   test_vulkan_conformance, bench-cuda (a build's bin/, lib/ and tests/ copied together) and
+#   stories260K.greedy48.tsv.
 set -o pipefail
 D=$(cd "${1:?usage: run_all.sh BIN_DIR [OUT_DIR]}" && pwd)
 OUT=${2:-${OUT:-$PWD/gpu-bench-out}}
@@ -17,6 +19,7 @@ lib=$(ldconfig -p | grep -o '/[^ ]*libcublas.so.13$' | head -1)
 [ -z "$lib" ] && lib=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$D:$(dirname "$lib"):$LD_LIBRARY_PATH
 export SPILLWAY_CUDA_MODULE=$D/libspillway_cuda.so
+export SPILLWAY_VULKAN_MODULE=$D/libspillway_vulkan.so
 B=$D/spillway-cli
 M=${SPILLWAY_BENCH_MODELS:-/var/tmp/spillway-models}
 mkdir -p "$M"
@@ -46,3 +49,18 @@ PYTHONUNBUFFERED=1 python3 "$here/accelerate_13b.py" 8 2>&1 | grep -viE "warn" |
 dropCaches
 "$B" bench -m "$M/llama2-13b-f16.gguf" --backend cuda -n 8 --vram-budget 8GiB --ram-budget 48GiB \
   --json "$OUT/offload-13b-cuda.json" | grep -E "tokens/s|naive|where the time"
+
+# Vulkan on the same GPU (a discrete device is preferred; lavapipe alone is not worth timing).
+vk=$("$B" probe --quick --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(next((x["name"] for x in d.get("devices",[]) if x.get("backend")=="vulkan"), ""))' 2>/dev/null)
+echo "vulkan device: ${vk:-none}"
+if [ -n "$vk" ] && ! echo "$vk" | grep -qi llvmpipe; then
+  [ -x "$D/test_vulkan_conformance" ] && "$D/test_vulkan_conformance" 2>&1 | tail -2
+  while IFS=$'\t' read -r prompt expected; do
+    got=$("$B" generate --backend vulkan -p "$prompt" -n 48 --temp 0 2>/dev/null)
+    [ "$got" == "$expected" ] && echo "vulkan '$prompt': MATCH" || echo "vulkan '$prompt': DIFFERS"
+  done < "$D/stories260K.greedy48.tsv"
+  for backend in cuda vulkan; do
+    "$B" bench -m "$M/tinyllama-f16.gguf" --backend "$backend" -n 32 --vram-budget 8GiB --ram-budget 8GiB \
+      --json "$OUT/decode-tinyllama-$backend.json" | grep -E "tokens/s" | sed "s/^/$backend: /"
+  done
+fi
