@@ -150,7 +150,9 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         if (placed) j.tierHint = plan::tierName(placed->tier);
         if (it != layerViews.end() && isLayerMatrix(t.name)) {
             j.view = it->second;
-            const bool denseOnly = !options.deviceSupportsBitmap && placed && placed->tier == plan::Tier::Device;
+            // A device that cannot compute on bitmap sparse weights cannot run them from any tier:
+            // streamed layers are computed on it too (LlamaSession refuses such a model).
+            const bool denseOnly = !options.deviceSupportsBitmap;
             // Q8_0 blocks are 32 columns: other widths (stories260K's 172) stay bitmap int8.
             const bool q8 = options.quant.bits == 8 && (options.quant.group == 32 || denseOnly) && j.view.cols % 32 == 0;
             if (!pruning && options.quant.bits == 0) j.action = Action::Copy;

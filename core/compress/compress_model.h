@@ -9,9 +9,10 @@
 //   no pruning, int8 group 32    -> q8_0 (the same layout; every backend computes on it)
 //   pruning and/or other quant   -> bitmap-<values>: f16 values (bf16 for a bf16 source), or
 //                                   int8/int4 with the group asked for
-// except that a matrix the plan puts on a device that cannot compute on bitmap sparse weights
-// (options.placement and deviceSupportsBitmap; CUDA today) keeps a dense form: q8_0 when
-// quantizing to int8, else copied.
+// except that for a device that cannot compute on bitmap sparse weights (deviceSupportsBitmap
+// false; CUDA and Vulkan today) every layer matrix keeps a dense form, whatever tier the plan
+// gives it (streamed layers are computed on the device too): q8_0 when quantizing to int8, else
+// copied.
 //
 // The source is only ever read (through a read-only mapping). The package is written to a
 // temporary sibling folder, read back (every tensor's checksum), checked, and renamed into place: a failure, a full disk or a cancel
@@ -69,8 +70,8 @@ struct CompressOptions {
     int calibrationTokens = 64;        // per built-in calibration prompt (Wanda)
     bool qualityCheck = true;
     QualityOptions quality;            // its progress callback is ignored (progress below)
-    // Where a planner would put each tensor on this machine; tensors it puts on the device
-    // stay dense when !deviceSupportsBitmap. Unset: everything may be compressed.
+    // Where a planner would put each tensor on this machine (the packages' tier hints). Unset:
+    // no hints.
     std::optional<plan::Placement> placement;
     bool deviceSupportsBitmap = true;
     uint64_t shardBytes = uint64_t{4} << 30;

@@ -229,7 +229,9 @@ TEST(CompressModel, CancelAndFailuresLeaveNothing)
     EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
 }
 
-TEST(CompressModel, PlacementKeepsDeviceLayersDenseWhereBitmapCannotRun)
+// A device without bitmap kernels (CUDA, Vulkan) computes every layer, streamed ones too: all
+// stay dense (int8 as q8_0 where the width allows), and the plan's tiers become hints.
+TEST(CompressModel, LayersStayDenseForADeviceWithoutBitmapKernels)
 {
     TempDir dir;
     auto source = load(kModel);
@@ -247,9 +249,12 @@ TEST(CompressModel, PlacementKeepsDeviceLayersDenseWhereBitmapCannotRun)
     ASSERT_TRUE(pkg);
     EXPECT_EQ(pkg->find("blk.0.ffn_up.weight")->format, "q8_0");
     EXPECT_EQ(pkg->find("blk.0.ffn_up.weight")->tierHint, "device");
-    EXPECT_EQ(pkg->find("blk.1.ffn_up.weight")->format, "bitmap-int8-g64");
+    EXPECT_EQ(pkg->find("blk.1.ffn_up.weight")->format, "q8_0");
     EXPECT_EQ(pkg->find("blk.1.ffn_up.weight")->tierHint, "ssd");
-    EXPECT_EQ(r->denseTensors, 7);
+    EXPECT_EQ(r->bitmapTensors, 0);
+    EXPECT_EQ(r->denseTensors, 7 * source->config().nLayers);
+    for (const auto& t : pkg->manifest().tensors)
+        EXPECT_EQ(t.format.rfind("bitmap", 0), std::string::npos) << t.name;
 }
 
 TEST(CompressModel, CorruptOrUnknownPackageTensorsAreRefused)
