@@ -8,19 +8,15 @@
 #include <string>
 
 #include "gpu/cuda/cuda_device.h"
+#include "gpu/module_support.h"
 
 #ifndef SPILLWAY_GPU_INTERFACE_HASH
 #error "SPILLWAY_GPU_INTERFACE_HASH must be defined (gpu/CMakeLists.txt)"
 #endif
 
-#define SPILLWAY_EXPORT __attribute__((visibility("default")))
-
 namespace {
 
-void writeError(char* err, size_t errLen, const std::string& message)
-{
-    if (err && errLen) std::snprintf(err, errLen, "%s", message.c_str());
-}
+using spillway::gpu::writeModuleError;
 
 }  // namespace
 
@@ -36,7 +32,7 @@ SPILLWAY_EXPORT int spillway_cuda_probe(char* err, size_t errLen)
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaErrorNoDevice) return 0;
     if (e != cudaSuccess) {
-        writeError(err, errLen, std::string("cudaGetDeviceCount failed (") + cudaGetErrorName(e) + ": " +
+        writeModuleError(err, errLen, std::string("cudaGetDeviceCount failed (") + cudaGetErrorName(e) + ": " +
                                     cudaGetErrorString(e) + ")");
         return -1;
     }
@@ -50,12 +46,12 @@ SPILLWAY_EXPORT spillway::gpu::Device* spillway_cuda_create(const spillway::gpu:
         std::string error;
         auto device = spillway::gpu::cuda::CudaDevice::create(
             options ? *options : spillway::gpu::DeviceOptions{}, &error);
-        if (!device) writeError(err, errLen, error);
+        if (!device) writeModuleError(err, errLen, error);
         return device.release();
     } catch (const std::exception& e) {
-        writeError(err, errLen, std::string("cuda: ") + e.what());
+        writeModuleError(err, errLen, std::string("cuda: ") + e.what());
     } catch (...) {
-        writeError(err, errLen, "cuda: unknown exception while creating the device");
+        writeModuleError(err, errLen, "cuda: unknown exception while creating the device");
     }
     return nullptr;
 }

@@ -8,19 +8,15 @@
 
 #include "gpu/vulkan/vulkan_device.h"
 #include "gpu/vulkan/vulkan_instance.h"
+#include "gpu/module_support.h"
 
 #ifndef SPILLWAY_GPU_INTERFACE_HASH
 #error "SPILLWAY_GPU_INTERFACE_HASH must be defined (gpu/CMakeLists.txt)"
 #endif
 
-#define SPILLWAY_EXPORT __attribute__((visibility("default")))
-
 namespace {
 
-void writeError(char* err, size_t errLen, const std::string& message)
-{
-    if (err && errLen) std::snprintf(err, errLen, "%s", message.c_str());
-}
+using spillway::gpu::writeModuleError;
 
 }  // namespace
 
@@ -37,7 +33,7 @@ SPILLWAY_EXPORT int spillway_vulkan_probe(char* err, size_t errLen)
         std::string error;
         VkInstance instance = createInstance(&error);
         if (!instance) {
-            writeError(err, errLen, error);
+            writeModuleError(err, errLen, error);
             return -1;
         }
         const std::vector<PhysicalCandidate> list = listPhysicalDevices(instance, &error);
@@ -45,13 +41,13 @@ SPILLWAY_EXPORT int spillway_vulkan_probe(char* err, size_t errLen)
         for (const PhysicalCandidate& c : list) usable += c.unusable.empty() ? 1 : 0;
         if (error.empty()) choosePhysicalDevice(list, &error);  // the reason when none is usable
         vkDestroyInstance(instance, nullptr);
-        if (usable == 0 || !error.empty()) writeError(err, errLen, error);
+        if (usable == 0 || !error.empty()) writeModuleError(err, errLen, error);
         if (!error.empty() && usable > 0) return -1;  // e.g. SPILLWAY_VULKAN_DEVICE names none
         return usable;
     } catch (const std::exception& e) {
-        writeError(err, errLen, std::string("vulkan: ") + e.what());
+        writeModuleError(err, errLen, std::string("vulkan: ") + e.what());
     } catch (...) {
-        writeError(err, errLen, "vulkan: unknown exception while probing");
+        writeModuleError(err, errLen, "vulkan: unknown exception while probing");
     }
     return -1;
 }
@@ -63,12 +59,12 @@ SPILLWAY_EXPORT spillway::gpu::Device* spillway_vulkan_create(const spillway::gp
         std::string error;
         auto device = spillway::gpu::vulkan::VulkanDevice::create(
             options ? *options : spillway::gpu::DeviceOptions{}, &error);
-        if (!device) writeError(err, errLen, error);
+        if (!device) writeModuleError(err, errLen, error);
         return device.release();
     } catch (const std::exception& e) {
-        writeError(err, errLen, std::string("vulkan: ") + e.what());
+        writeModuleError(err, errLen, std::string("vulkan: ") + e.what());
     } catch (...) {
-        writeError(err, errLen, "vulkan: unknown exception while creating the device");
+        writeModuleError(err, errLen, "vulkan: unknown exception while creating the device");
     }
     return nullptr;
 }
