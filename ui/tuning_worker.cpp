@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/hw/probe.h"
+#include "gpu/registry.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
 #include "core/plan/planner.h"
@@ -125,6 +126,10 @@ void TuningWorker::prepare(const QString& modelPath, const QString& storageFolde
         summary += "\n" + tr("Device %1: %2, %3 memory, host→device %4")
                               .arg(QString::fromStdString(d.backend), QString::fromStdString(d.name),
                                    bytesText(double(d.totalMemory)), gbps(d.hostToDevicePinned));
+    for (const auto& b : gpu::backendStatus())  // why a backend is missing above
+        if (!b.usable)
+            summary += "\n" + tr("Backend %1 not usable: %2")
+                                  .arg(QString::fromStdString(b.name), QString::fromStdString(b.reason));
     summary += "\n" + tr("Model: %1, %2 of weights").arg(QString::fromStdString(prepared->config().architecture),
                                                          bytesText(double(prepared->weightBytesPerToken())));
     emit ready(summary, capabilitiesText(p));

@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "core/hw/probe.h"
+#include "gpu/registry.h"
 
 namespace spillway::cli {
 
@@ -79,6 +80,8 @@ void printTable(const hw::HardwareProfile& p)
                     gbps(d.hostToDevicePageable).c_str());
     if (p.devices.size() == 1 && p.devices[0].backend == "cpu")
         std::printf("  (no GPU usable: the CPU is the only device; its upload is a memcpy)\n");
+    for (const auto& b : gpu::backendStatus())  // why a backend is missing above
+        if (!b.usable) std::printf("  %-8s not usable: %s\n", b.name.c_str(), b.reason.c_str());
 
     std::printf("\nMatvec, weight GB/s (y = W x, W bigger than the caches)\n  %-8s", "device");
     for (gpu::DType t : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0, gpu::DType::Q4_0})
