@@ -1,8 +1,9 @@
 #include "core/plan/neuron_cache_model.h"
 
+#include "core/runtime/neuron_cache.h"
+
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <utility>
 
 namespace spillway::plan {
@@ -74,34 +75,11 @@ NeuronCacheResult simulateNeuronCache(std::span<const ActivityTrace> layers, uin
         const ActivityTrace& t = layers[l];
         NeuronCacheLayer out;
         out.capacity = capacity[l];
-        // LRU: cached neurons ordered by the last token they were active for.
-        std::vector<int64_t> lastUse(size_t(std::max(t.neurons, 0)), -1);
-        std::vector<bool> cached(lastUse.size(), false);
-        std::set<std::pair<int64_t, uint32_t>> order;
-        uint64_t active = 0, hits = 0, loaded = 0;
-        for (size_t tok = 0; tok < t.tokens(); ++tok) {
-            for (uint64_t i = t.offsets[tok]; i < t.offsets[tok + 1]; ++i) {
-                const uint32_t j = t.ids[i];
-                if (j >= lastUse.size()) continue;
-                ++active;
-                if (cached[j]) {
-                    ++hits;
-                    order.erase({lastUse[j], j});
-                } else {
-                    ++loaded;
-                    cached[j] = true;
-                }
-                lastUse[j] = int64_t(tok);
-                order.insert({lastUse[j], j});
-            }
-            // Evict the least recently active beyond the capacity (this token's first only when
-            // more are active than fit: those were loaded and used, then dropped).
-            while (order.size() > size_t(out.capacity)) {
-                const auto oldest = *order.begin();
-                order.erase(order.begin());
-                cached[oldest.second] = false;
-            }
-        }
+        // The runtime's own bookkeeping (LRU, no window), token by token.
+        NeuronCache cache(t.neurons, out.capacity, EvictionPolicy::Lru);
+        for (size_t tok = 0; tok < t.tokens(); ++tok)
+            cache.update(std::span<const uint32_t>(t.ids.data() + t.offsets[tok], t.offsets[tok + 1] - t.offsets[tok]));
+        const uint64_t active = cache.stats().active, hits = cache.stats().hits, loaded = cache.stats().loaded;
         const double tokens = double(std::max<size_t>(t.tokens(), 1));
         out.hitRate = active > 0 ? double(hits) / double(active) : 1.0;
         out.loadedPerToken = double(loaded) / tokens;

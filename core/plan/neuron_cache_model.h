@@ -4,9 +4,10 @@
 // device-resident cache must load per token, against streaming the FFN weights densely under
 // the same device budget (Tricksy; LLM in a flash §3.3 windowing is LRU over recent tokens).
 //
-// Each layer keeps up to `capacity` bundles, least recently active evicted first; a token loads
-// the bundles of its active neurons the cache lacks (all of them count as loaded even when more
-// neurons are active than fit). Capacities come from one device budget, shared out in
+// Each layer keeps up to `capacity` bundles, least recently active evicted first, with the
+// runtime's own bookkeeping (core/runtime/neuron_cache.h); a token loads the bundles of its
+// active neurons the cache lacks (all of them count as loaded even when more neurons are active
+// than fit). Capacities come from one device budget, shared out in
 // proportion to each layer's measured working set (density x neurons: sparser layers get less
 // room), none above its layer's size, what a full layer cannot use going to the others.
 // Dense offloading with the same budget keeps `budget` bytes of FFN weights resident and streams

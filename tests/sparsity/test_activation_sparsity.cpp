@@ -13,6 +13,7 @@
 #include "core/compress/compress_model.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
+#include "core/runtime/neuron_cache.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
 #include "gpu/cpu/cpu_device.h"
@@ -400,4 +401,70 @@ TEST(SyntheticDensity, OptLayersFollowTheTargetProfile)
     const Status refused = writeSyntheticModel(llama, dir.path() + "/llama.gguf");
     ASSERT_FALSE(refused.ok());
     EXPECT_NE(refused.error().message.find("ReLU"), std::string::npos);
+}
+
+// ---- the neuron cache's bookkeeping ------------------------------------------------------------
+
+namespace {
+
+std::vector<std::pair<uint32_t, int32_t>> loadsOf(std::span<const NeuronLoad> loads)
+{
+    std::vector<std::pair<uint32_t, int32_t>> out;
+    for (const NeuronLoad& l : loads) out.emplace_back(l.neuron, l.slot);
+    return out;
+}
+
+using Loads = std::vector<std::pair<uint32_t, int32_t>>;
+
+}  // namespace
+
+TEST(NeuronCache, OnlyTheDifferenceIsLoadedAndLruEvictsTheStalest)
+{
+    NeuronCache c(8, 3, EvictionPolicy::Lru);
+    const std::vector<uint32_t> t0 = {1, 2, 3}, t1 = {2, 4}, t2 = {3, 5}, t3 = {2, 5, 3};
+    EXPECT_EQ(loadsOf(c.update(t0)), (Loads{{1, 0}, {2, 1}, {3, 2}}));
+    // 2 resident; 4 takes the slot of the least recently active of {1, 3}: both last active at
+    // t0, the lower slot goes (1's).
+    EXPECT_EQ(loadsOf(c.update(t1)), (Loads{{4, 0}}));
+    EXPECT_EQ(c.slotOf(1), -1);
+    // 3 resident; 5 evicts the stalest of {2 (t1), 4 (t1)}: slot order breaks the tie: 4 (slot 0).
+    EXPECT_EQ(loadsOf(c.update(t2)), (Loads{{5, 0}}));
+    EXPECT_EQ(loadsOf(c.update(t3)), (Loads{}));  // all three resident
+    EXPECT_EQ(c.stats().tokens, 4u);
+    EXPECT_EQ(c.stats().active, 10u);
+    EXPECT_EQ(c.stats().hits, 5u);
+    EXPECT_EQ(c.stats().loaded, 5u);
+    EXPECT_EQ(c.resident(), 3);
+}
+
+TEST(NeuronCache, FifoWindowsAndOverflow)
+{
+    // FIFO evicts the longest resident even when it was just used.
+    NeuronCache fifo(8, 2, EvictionPolicy::Fifo);
+    const std::vector<uint32_t> a = {0, 1}, b = {0}, c = {2};
+    fifo.update(a);
+    fifo.update(b);  // 0 used again
+    EXPECT_EQ(loadsOf(fifo.update(c)), (Loads{{2, 0}}));  // 0 loaded first: it goes
+    NeuronCache lru(8, 2, EvictionPolicy::Lru);
+    lru.update(a);
+    lru.update(b);
+    EXPECT_EQ(loadsOf(lru.update(c)), (Loads{{2, 1}}));  // 1 is the stalest
+
+    // A window of 1 token keeps the neuron active one token ago over one active two tokens ago
+    // (which a window of 2 would keep as well), under FIFO too.
+    NeuronCache windowed(8, 2, EvictionPolicy::Fifo, 1);
+    const std::vector<uint32_t> w0 = {0}, w1 = {1}, w2 = {0}, w3 = {2};
+    windowed.update(w0);
+    windowed.update(w1);
+    windowed.update(w2);  // 0 resident, active again
+    EXPECT_EQ(loadsOf(windowed.update(w3)), (Loads{{2, 1}}));  // 1 goes, though 0 came first
+
+    // More active than slots: the extra ones get none, and count as loaded.
+    NeuronCache small(8, 2);
+    const std::vector<uint32_t> many = {5, 6, 7};
+    EXPECT_EQ(loadsOf(small.update(many)), (Loads{{5, 0}, {6, 1}, {7, -1}}));
+    EXPECT_EQ(small.stats().loaded, 3u);
+    small.clear();
+    EXPECT_EQ(small.resident(), 0);
+    EXPECT_EQ(small.slotOf(5), -1);
 }

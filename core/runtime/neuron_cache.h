@@ -1,0 +1,66 @@
+#pragma once
+// The bookkeeping of one layer's neuron cache (Tricksy; LLM in a flash §3.3): `capacity` slots in
+// device memory, each holding one neuron's bundle (its gate and up rows and down column). Before
+// the layer runs, update() takes the token's active (or predicted) neurons, keeps those already
+// resident, gives each missing one a slot, and says which bundles to load where: only the
+// difference moves. Eviction picks, among the neurons not needed now, the least recently active
+// (LRU) or the longest resident (FIFO); with a window of k tokens, neurons active in the last k
+// tokens are evicted only when nothing else can go (LLM in a flash's windowing).
+//
+// When more neurons are active than fit, the extra ones get no slot (slot -1 in the loads): the
+// caller computes them from where they are (HeteGen: on the CPU, from RAM) or streams them
+// through a scratch slot; they count as loaded.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace spillway {
+
+enum class EvictionPolicy { Lru, Fifo };
+
+struct NeuronLoad {
+    uint32_t neuron = 0;
+    int32_t slot = -1;  // -1: not cached (more active neurons than slots)
+};
+
+struct NeuronCacheStats {
+    uint64_t tokens = 0;
+    uint64_t active = 0;   // active neurons seen, over all tokens
+    uint64_t hits = 0;     // of those, found resident
+    uint64_t loaded = 0;   // bundles to load (misses)
+    double hitRate() const { return active ? double(hits) / double(active) : 1.0; }
+};
+
+class NeuronCache {
+public:
+    NeuronCache(int neurons, int capacity, EvictionPolicy policy = EvictionPolicy::Lru, int window = 0);
+
+    // The next token's active neurons (ids < neurons, no duplicates, any order). Returns the
+    // bundles to load, valid until the next call.
+    std::span<const NeuronLoad> update(std::span<const uint32_t> active);
+    // Slot of a resident neuron, or -1.
+    int32_t slotOf(uint32_t neuron) const { return neuron < m_slotOf.size() ? m_slotOf[neuron] : -1; }
+    int capacity() const { return m_capacity; }
+    int resident() const { return m_resident; }
+    const NeuronCacheStats& stats() const { return m_stats; }
+    // Drops everything (a new conversation); statistics stay.
+    void clear();
+
+private:
+    int m_neurons, m_capacity;
+    EvictionPolicy m_policy;
+    int m_window;
+    int m_resident = 0;
+    uint64_t m_token = 0;
+    std::vector<int32_t> m_slotOf;       // per neuron
+    std::vector<int64_t> m_slotNeuron;   // per slot: its neuron, or -1
+    std::vector<uint64_t> m_lastActive;  // per neuron: last token it was active (+1; 0 never)
+    std::vector<uint64_t> m_loadedAt;    // per slot: token it was filled (+1)
+    std::vector<uint64_t> m_neededNow;   // per neuron: == m_token + 1 when active this token
+    std::vector<int32_t> m_freeSlots;
+    std::vector<NeuronLoad> m_loads;
+    NeuronCacheStats m_stats;
+};
+
+}  // namespace spillway
