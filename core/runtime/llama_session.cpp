@@ -174,10 +174,11 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
             s->m_hostY = std::make_unique<float[]>(widest);
         }
     }
+    if (options.neuronCache.capacity > 0) SPILLWAY_TRY(s->createNeuronCache());
     return s;
 }
 
-LlamaSession::~LlamaSession() = default;
+
 
 Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int pos)
 {
@@ -339,7 +340,7 @@ void LlamaSession::shiftedNormRelu(float* xb)
     m_device.pointwise(relu);
 }
 
-void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
+void LlamaSession::ffnBlock(const LlamaLayerWeights& L, int layer, float* x)
 {
     // x += down · (silu(gate·n) ⊙ up·n), n = rmsnorm(x)
     const LlamaConfig& c = m_model.config();
@@ -352,6 +353,11 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, float* x)
         norm(x, L.ffnNorm, L.ffnNormBias, xb);
         shiftedNormRelu(xb);
         in = xb;
+    }
+    if (m_sparse) {
+        sparseFfnBlock(L, layer, in, x);
+        if (c.postNorm) norm(x, L.ffnNorm, L.ffnNormBias, x);
+        return;
     }
     if (!c.ffnGated) {
         // OPT: down · relu(up·n + b) + b
@@ -437,7 +443,7 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
         const uint64_t t0 = trace::nowNs();
         for (int i = 0; i < n; ++i) {
             attentionBlock(**L, l, x + size_t(i) * dim, pos + i);
-            ffnBlock(**L, x + size_t(i) * dim);
+            ffnBlock(**L, l, x + size_t(i) * dim);
         }
         ws.release(l);  // synchronizes when the unit's slot is to be reused
         if (rec) rec->record({trace::Lane::DeviceCompute, l, n > 1 ? "prompt layer" : "layer", 0, t0, trace::nowNs(), pass});

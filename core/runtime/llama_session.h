@@ -11,10 +11,30 @@
 #include "base/result.h"
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
+#include "core/runtime/neuron_cache.h"
 #include "core/runtime/weight_streamer.h"
 #include "gpu/device.h"
 
 namespace spillway {
+
+// Activation-sparse FFNs (issue 9), for ReLU models: each layer's up rows and down columns come
+// through a neuron cache of `capacity` bundles (neuron_cache.h) that receives, each token, only
+// the neurons it lacks. Exact mode: the pre-activation (gate, or OPT's up) is computed in full,
+// so the active set is the true one; the down projection then sums over the active neurons in
+// fp32 (not the dense kernel's int8-activation arithmetic of relu-llama: logits agree to
+// rounding, greedy text is the same on the real ReLU models). Needs a device that computes on
+// host memory (the CPU device) for now.
+struct NeuronCacheOptions {
+    int capacity = 0;  // bundles per layer; 0: off (dense FFN)
+    EvictionPolicy policy = EvictionPolicy::Lru;
+    int window = 0;    // keep neurons active in the last `window` tokens (LLM in a flash)
+};
+
+struct NeuronCacheReport {
+    NeuronCacheStats total;     // over all layers
+    uint64_t bundleBytes = 0;   // bytes of one neuron's up row + down column
+    uint64_t loadedBytes() const { return total.loaded * bundleBytes; }
+};
 
 struct SessionOptions {
     int contextLength = 0;  // <= 0: the model's trained context, capped at 4096 tokens
@@ -26,6 +46,7 @@ struct SessionOptions {
     // Element type of the KV cache: f32 (exact, the default); f16 or q8 (int8 with a float scale
     // per position and kv head) take 1/2 or about 1/4 of the bytes, at a small cost in accuracy.
     gpu::KvType kvType = gpu::KvType::F32;
+    NeuronCacheOptions neuronCache;
 };
 
 class LlamaSession {
@@ -43,6 +64,8 @@ public:
     uint64_t kvCacheBytes() const { return kvCacheBytes(m_model.config(), m_ctx, m_options.kvType); }
     const LlamaModel& model() const { return m_model; }
     const WeightStreamer& streamer() const { return *m_streamer; }
+    // What the neuron cache loaded (zeros when it is off).
+    NeuronCacheReport neuronCacheReport() const;
 
     // Device bytes a session of this shape allocates besides the weights (KV cache, activations).
     static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch,
@@ -59,10 +82,12 @@ public:
     Result<const float*> forward(int32_t token, int pos) { return forward({&token, 1}, pos); }
 
 private:
-    LlamaSession(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
+    LlamaSession(const LlamaModel& model, gpu::Device& device);  // sparse_ffn.cpp (SparseFfn is complete there)
     Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
     void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
-    void ffnBlock(const LlamaLayerWeights& L, float* x);
+    void ffnBlock(const LlamaLayerWeights& L, int layer, float* x);
+    void sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
+    Status createNeuronCache();
     void shiftedNormRelu(float* xb);
     // The block's input norm: RMSNorm, or LayerNorm with its bias.
     void norm(const float* x, const float* weight, const float* bias, float* out);  // relu-llama: xb = max(0, xb - shift) after an in-layer norm
@@ -99,6 +124,9 @@ private:
     // rows, and host copies of x and of the host rows' results.
     std::unique_ptr<gpu::Device> m_hostCpu;
     std::unique_ptr<float[]> m_hostX, m_hostY;
+    // The neuron cache (null when off): sparse_ffn.cpp.
+    struct SparseFfn;
+    std::unique_ptr<SparseFfn> m_sparse;
 };
 
 }  // namespace spillway

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -12,11 +14,17 @@
 #include "core/compress/activation_threshold.h"
 #include "core/compress/compress_model.h"
 #include "core/compress/ffn_predictor.h"
+#include "core/plan/model_tensors.h"
 #include "core/plan/neuron_cache_model.h"
+#include "core/runtime/generator.h"
+#include "core/runtime/llama_session.h"
 #include "core/runtime/neuron_cache.h"
+#include "core/runtime/sampler.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/forwarding_device.h"
+#include "../common/greedy_text.h"
 #include "../common/temp_dir.h"
 
 using namespace spillway;
@@ -206,7 +214,7 @@ TEST(FfnPredictor, RefusesWhatItCannotPredict)
 
 namespace {
 
-plan::ActivityTrace trace(int neurons, std::vector<std::vector<uint32_t>> tokens)
+plan::ActivityTrace activity(int neurons, std::vector<std::vector<uint32_t>> tokens)
 {
     plan::ActivityTrace t;
     t.neurons = neurons;
@@ -224,7 +232,7 @@ TEST(NeuronCacheModel, LruReplayWorkedByHand)
 {
     // Capacity 2 of 4 neurons. t0 {0,1}: loads 2. t1 {1,2}: hit 1, loads 2, evicts 0 (least
     // recently active). t2 {0,1}: loads 0, hit 1, evicts 2.
-    const std::vector<plan::ActivityTrace> layers = {trace(4, {{0, 1}, {1, 2}, {0, 1}})};
+    const std::vector<plan::ActivityTrace> layers = {activity(4, {{0, 1}, {1, 2}, {0, 1}})};
     const plan::NeuronCacheResult r = plan::simulateNeuronCache(layers, 10, 20);
     ASSERT_EQ(r.layers.size(), 1u);
     EXPECT_EQ(r.layers[0].capacity, 2);
@@ -467,4 +475,151 @@ TEST(NeuronCache, FifoWindowsAndOverflow)
     small.clear();
     EXPECT_EQ(small.resident(), 0);
     EXPECT_EQ(small.slotOf(5), -1);
+}
+
+// ---- the neuron-cache runtime (exact mode, CPU device) -----------------------------------------
+
+namespace {
+
+// A CPU device whose ffn_down matvecs are computed in double from the dequantized weights (the
+// model's own matrices: sessions must use the weights in place).
+class FloatDownDevice final : public gpu::ForwardingDevice {
+public:
+    FloatDownDevice(gpu::Device& inner, const LlamaModel& m) : ForwardingDevice(inner)
+    {
+        for (const auto& L : m.weights().layers) m_downs.push_back(L.down);
+    }
+    using Device::matvec;
+    void matvec(std::span<const gpu::MatvecJob> jobs) override
+    {
+        for (const auto& j : jobs) {
+            const auto it = std::find_if(m_downs.begin(), m_downs.end(),
+                                         [&](const gpu::MatrixView& d) { return d.data == j.w.data; });
+            if (it == m_downs.end()) {
+                m_inner.matvec({&j, 1});
+                continue;
+            }
+            m_inner.synchronize();
+            std::vector<float> row(size_t(it->cols));
+            for (int64_t r = 0; r < it->rows; ++r) {
+                m_inner.getRow(*it, r, row.data());
+                double sum = 0;
+                for (int64_t k = 0; k < it->cols; ++k) sum += double(row[size_t(k)]) * double(j.x[k]);
+                j.y[r] = float(sum);
+            }
+            ++hits;
+        }
+    }
+    int hits = 0;
+
+private:
+    std::vector<gpu::MatrixView> m_downs;
+};
+
+struct CachedRun {
+    std::string text;
+    NeuronCacheReport report;
+    std::vector<float> firstLogits;
+};
+
+CachedRun runWithCache(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int capacity)
+{
+    SessionOptions o;
+    o.contextLength = 128;
+    o.neuronCache.capacity = capacity;
+    auto session = LlamaSession::create(model, device, o);
+    EXPECT_TRUE(session.ok()) << session.error().message;
+    CachedRun run;
+    if (!session) return run;
+    SamplerSettings greedy;
+    greedy.temperature = 0;
+    Sampler sampler(model.config().vocabSize, greedy);
+    run.text = prompt;
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.maxNewTokens = 48;
+    request.onToken = [&](std::string_view piece, int32_t) {
+        run.text += piece;
+        return true;
+    };
+    EXPECT_TRUE(generate(**session, sampler, request).ok());
+    run.report = (*session)->neuronCacheReport();
+    auto logits = (*session)->forward(1, 0);  // BOS at position 0 again: comparable logits
+    EXPECT_TRUE(logits.ok());
+    if (logits) run.firstLogits.assign(*logits, *logits + model.config().vocabSize);
+    return run;
+}
+
+}  // namespace
+
+TEST(NeuronCacheRuntime, ReluStoriesKeepsItsReferenceTextAndLoadsOnlyTheDifference)
+{
+    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+                                  ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    auto device = gpu::createCpuDevice(2);
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    ASSERT_EQ(refs.size(), 3u);
+    const CachedRun dense = runWithCache(**model, *device, refs[0].prompt, 0);
+    for (int capacity : {48, 96, c.ffnDim}) {  // a quarter, half and all of each layer
+        SCOPED_TRACE(capacity);
+        for (const auto& ref : refs) {
+            const CachedRun run = runWithCache(**model, *device, ref.prompt, capacity);
+            EXPECT_EQ(run.text.substr(0, ref.text.size()), ref.text);
+            const NeuronCacheStats& s = run.report.total;
+            ASSERT_GT(s.tokens, 0u);
+            // Loaded: the misses only, never more than what is active.
+            EXPECT_EQ(s.loaded, s.active - s.hits);
+            EXPECT_LE(s.loaded, s.active);
+            // Every bundle would move each token without the cache: far more than the misses.
+            const double densePerToken = double(c.ffnDim);
+            const double loadedPerToken = double(s.loaded) / double(s.tokens);
+            EXPECT_LT(loadedPerToken * 3.0, densePerToken) << "loaded " << loadedPerToken << " of " << c.ffnDim;
+            if (capacity == c.ffnDim) {
+                EXPECT_LE(s.loaded, uint64_t(c.ffnDim) * c.nLayers);  // each neuron once at most
+            }
+        }
+    }
+    // Logits: the cache computes down · act in fp32 over the active neurons, where the dense
+    // relu-llama path rounds the activations to int8 groups first. Against a dense run whose
+    // down projections are computed in double from the same weights (FloatDownDevice), the two
+    // agree to rounding; against the int8 path, by the int8 rounding.
+    const CachedRun cached = runWithCache(**model, *device, refs[0].prompt, 48);
+    auto floatDown = [&] {
+        FloatDownDevice fd(*device, **model);
+        SessionOptions o;
+        o.contextLength = 128;
+        plan::Placement pl = plan::uniformPlacement(**model, plan::Tier::Device);
+        pl.mapInPlace = true;  // the wrapper knows the down matrices by the model's pointers
+        o.placement = pl;
+        auto session = LlamaSession::create(**model, fd, o);
+        EXPECT_TRUE(session.ok());
+        auto logits = (*session)->forward(1, 0);
+        EXPECT_GT(fd.hits, 0);
+        return std::vector<float>(*logits, *logits + c.vocabSize);
+    }();
+    auto maxDiff = [](const std::vector<float>& a, const std::vector<float>& b) {
+        double m = 0;
+        for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+        return m;
+    };
+    ASSERT_EQ(cached.firstLogits.size(), floatDown.size());
+    EXPECT_LT(maxDiff(cached.firstLogits, floatDown), 1e-3);
+    EXPECT_LT(maxDiff(cached.firstLogits, dense.firstLogits), 0.5);
+    std::printf("max |logit diff|: %.3g against fp32 down projections, %.3g against the int8 path\n",
+                maxDiff(cached.firstLogits, floatDown), maxDiff(cached.firstLogits, dense.firstLogits));
+}
+
+TEST(NeuronCacheRuntime, RefusedWhereActivationsAreNotSparse)
+{
+    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    ASSERT_TRUE(model.ok());
+    auto device = gpu::createCpuDevice(1);
+    SessionOptions o;
+    o.neuronCache.capacity = 32;
+    auto session = LlamaSession::create(**model, *device, o);
+    ASSERT_FALSE(session.ok());
+    EXPECT_EQ(session.error().code, ErrorCode::UnsupportedModel);
+    EXPECT_NE(session.error().message.find("ReLU"), std::string::npos);
 }
