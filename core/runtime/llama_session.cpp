@@ -328,16 +328,20 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     if (c.postNorm) norm(x, L.attnNorm, L.attnNormBias, x);
 }
 
+void LlamaSession::shiftedRelu(float* v, int n, float shift)
+{
+    gpu::PointwiseArgs relu;
+    relu.op = gpu::PointwiseOp::ShiftedRelu;
+    relu.x = relu.out = v;
+    relu.n = n;
+    relu.shift = shift;
+    m_device.pointwise(relu);
+}
+
 void LlamaSession::shiftedNormRelu(float* xb)
 {
     const LlamaConfig& c = m_model.config();
-    if (c.normReluShift < 0.0f) return;
-    gpu::PointwiseArgs relu;
-    relu.op = gpu::PointwiseOp::ShiftedRelu;
-    relu.x = relu.out = xb;
-    relu.n = c.dim;
-    relu.shift = c.normReluShift;
-    m_device.pointwise(relu);
+    if (c.normReluShift >= 0.0f) shiftedRelu(xb, c.dim, c.normReluShift);
 }
 
 void LlamaSession::ffnBlock(const LlamaLayerWeights& L, int layer, float* x)
@@ -364,12 +368,7 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, int layer, float* x)
         const gpu::MatvecJob up[] = {{L.up, in, hb}};
         matvec(up);
         if (L.upBias) d.add(hb, L.upBias, c.ffnDim);
-        gpu::PointwiseArgs relu;
-        relu.op = gpu::PointwiseOp::ShiftedRelu;
-        relu.x = relu.out = hb;
-        relu.n = c.ffnDim;
-        relu.shift = c.ffnReluShift;
-        d.pointwise(relu);
+        shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
         const gpu::MatvecJob down[] = {{L.down, hb, xb}};
         matvec(down);
         if (L.downBias) d.add(xb, L.downBias, c.dim);

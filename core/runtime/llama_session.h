@@ -89,6 +89,7 @@ private:
     void sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status createNeuronCache();
     void shiftedNormRelu(float* xb);
+    void shiftedRelu(float* v, int n, float shift);  // v = max(0, v - shift), on the device
     // The block's input norm: RMSNorm, or LayerNorm with its bias.
     void norm(const float* x, const float* weight, const float* bias, float* out);  // relu-llama: xb = max(0, xb - shift) after an in-layer norm
     // Runs the jobs on the device, and the CPU's share of any split (HeteGen) tensor among them.

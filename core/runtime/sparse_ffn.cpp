@@ -102,12 +102,7 @@ void LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const f
     const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
     matvec(pre);
     if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
-    gpu::PointwiseArgs relu;
-    relu.op = gpu::PointwiseOp::ShiftedRelu;
-    relu.x = relu.out = hb;
-    relu.n = c.ffnDim;
-    relu.shift = c.ffnReluShift;
-    d.pointwise(relu);
+    shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
     d.synchronize();  // hb is read on the host below
     sp.active.clear();
     for (int j = 0; j < c.ffnDim; ++j)
