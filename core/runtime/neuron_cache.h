@@ -42,6 +42,8 @@ public:
     // Slot of a resident neuron, or -1.
     int32_t slotOf(uint32_t neuron) const { return neuron < m_slotOf.size() ? m_slotOf[neuron] : -1; }
     int capacity() const { return m_capacity; }
+    // Slots are handed out from 0 upward and never freed (evicting reuses the slot): slots
+    // [0, resident()) hold bundles.
     int resident() const { return m_resident; }
     const NeuronCacheStats& stats() const { return m_stats; }
     // Drops everything (a new conversation); statistics stay.

@@ -125,11 +125,12 @@ void LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const f
     if (sp.upRowBytes) {
         gpu::MatrixView cached = L.up;
         cached.data = cl.upRows.data();
-        cached.rows = cl.cache.capacity();
+        cached.rows = cl.cache.resident();  // slots fill from 0: [0, resident) hold bundles
         cached.rowStride = sp.upRowBytes;
         if (cached.rows > 0) {
             const gpu::MatvecJob up[] = {{cached, in, hb2}};
             d.matvec(up);
+            d.synchronize();  // hb2 is read on the host below
         }
         for (size_t i = 0; i < sp.active.size(); ++i) {
             const uint32_t j = sp.active[i];
