@@ -42,18 +42,7 @@ SPILLWAY_EXPORT int spillway_cuda_probe(char* err, size_t errLen)
 SPILLWAY_EXPORT spillway::gpu::Device* spillway_cuda_create(const spillway::gpu::DeviceOptions* options,
                                                             char* err, size_t errLen)
 {
-    try {
-        std::string error;
-        auto device = spillway::gpu::cuda::CudaDevice::create(
-            options ? *options : spillway::gpu::DeviceOptions{}, &error);
-        if (!device) writeModuleError(err, errLen, error);
-        return device.release();
-    } catch (const std::exception& e) {
-        writeModuleError(err, errLen, std::string("cuda: ") + e.what());
-    } catch (...) {
-        writeModuleError(err, errLen, "cuda: unknown exception while creating the device");
-    }
-    return nullptr;
+    return spillway::gpu::createModuleDevice<spillway::gpu::cuda::CudaDevice>("cuda", options, err, errLen);
 }
 
 }  // extern "C"

@@ -55,18 +55,7 @@ SPILLWAY_EXPORT int spillway_vulkan_probe(char* err, size_t errLen)
 SPILLWAY_EXPORT spillway::gpu::Device* spillway_vulkan_create(const spillway::gpu::DeviceOptions* options,
                                                               char* err, size_t errLen)
 {
-    try {
-        std::string error;
-        auto device = spillway::gpu::vulkan::VulkanDevice::create(
-            options ? *options : spillway::gpu::DeviceOptions{}, &error);
-        if (!device) writeModuleError(err, errLen, error);
-        return device.release();
-    } catch (const std::exception& e) {
-        writeModuleError(err, errLen, std::string("vulkan: ") + e.what());
-    } catch (...) {
-        writeModuleError(err, errLen, "vulkan: unknown exception while creating the device");
-    }
-    return nullptr;
+    return spillway::gpu::createModuleDevice<spillway::gpu::vulkan::VulkanDevice>("vulkan", options, err, errLen);
 }
 
 }  // extern "C"
