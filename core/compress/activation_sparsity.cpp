@@ -41,7 +41,8 @@ void SparsityAccumulator::add(std::span<const float> x)
 
     // Pass 1: active neurons, and for each the age (tokens since it was last active before t).
     int64_t active = 0;
-    std::vector<int64_t> hitsWithin(size_t(maxAge) + 1, 0);  // active neurons of age a
+    std::vector<int64_t>& hitsWithin = m_hitAges;  // active neurons of age a
+    hitsWithin.assign(size_t(maxAge) + 1, 0);
     const size_t n = std::min(x.size(), size_t(m_neurons));
     for (size_t j = 0; j < n; ++j) {
         if (!(std::fabs(double(x[j])) > m_threshold)) continue;

@@ -74,6 +74,7 @@ private:
     std::vector<int64_t> m_count;       // per neuron: tokens it was active for
     std::vector<int64_t> m_lastActive;  // per neuron: the last token (index) it was active for
     std::vector<int64_t> m_ageCount;    // scratch: neurons per age in tokens (capped)
+    std::vector<int64_t> m_hitAges;     // scratch: this token's active neurons per age
     int64_t m_tokens = 0, m_windowTokens = 0, m_promptStart = 0;
     double m_density = 0.0, m_min = 1.0, m_max = 0.0;
     std::vector<double> m_hit, m_fetch, m_size;

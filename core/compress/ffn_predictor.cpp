@@ -86,27 +86,34 @@ void lowRankFactors(const std::vector<float>& w, int n, int d, int r, int iterat
 
 // The predictor's logits (neurons) for FFN input x; h gets the features A x. With `features`
 // given, those are used and x is not read.
-void logits(const FfnPredictor& p, const float* x, std::vector<float>& h, std::vector<float>& out,
-            const float* features = nullptr)
+// h = A x (rank values).
+void features(const FfnPredictor& p, const float* x, std::vector<float>& h)
 {
     h.assign(size_t(p.rank), 0.0f);
     for (int c = 0; c < p.rank; ++c) {
-        if (features) {
-            h[size_t(c)] = features[c];
-            continue;
-        }
         float s = 0.0f;
         const float* a = p.a.data() + size_t(c) * p.dim;
         for (int k = 0; k < p.dim; ++k) s += a[k] * x[k];
         h[size_t(c)] = s;
     }
+}
+
+// Neuron j's logit for features h: bias_j + B_j . h.
+float logitOf(const FfnPredictor& p, int j, const float* h)
+{
+    float s = p.bias[size_t(j)];
+    const float* b = p.b.data() + size_t(j) * p.rank;
+    for (int c = 0; c < p.rank; ++c) s += b[c] * h[c];
+    return s;
+}
+
+void logits(const FfnPredictor& p, const float* x, std::vector<float>& h, std::vector<float>& out,
+            const float* given = nullptr)
+{
+    if (given) h.assign(given, given + p.rank);
+    else features(p, x, h);
     out.resize(size_t(p.neurons));
-    for (int j = 0; j < p.neurons; ++j) {
-        float s = p.bias[size_t(j)];
-        const float* b = p.b.data() + size_t(j) * p.rank;
-        for (int c = 0; c < p.rank; ++c) s += b[c] * h[size_t(c)];
-        out[size_t(j)] = s;
-    }
+    for (int j = 0; j < p.neurons; ++j) out[size_t(j)] = logitOf(p, j, h.data());
 }
 
 // Step 2: with A fixed, each neuron's (row of B, bias) is a logistic regression on the features
@@ -193,11 +200,11 @@ void fitLogistic(FfnPredictor& p, const std::vector<float>& h, const std::vector
 void FfnPredictor::predict(const float* x, std::vector<uint32_t>& active,
                            std::vector<float>& scratch) const
 {
-    std::vector<float> out;
-    logits(*this, x, scratch, out);
+    // Each logit is tested as it is made: no (neurons) vector.
+    features(*this, x, scratch);
     active.clear();
     for (int j = 0; j < neurons; ++j)
-        if (out[size_t(j)] > 0.0f) active.push_back(uint32_t(j));
+        if (logitOf(*this, j, scratch.data()) > 0.0f) active.push_back(uint32_t(j));
 }
 
 std::string predictorExtra(const FfnPredictor& p)

@@ -14,6 +14,8 @@ NeuronCache::NeuronCache(int neurons, int capacity, EvictionPolicy policy, int w
     m_neededNow.assign(size_t(m_neurons), 0);
     m_slotNeuron.assign(size_t(m_capacity), -1);
     m_loadedAt.assign(size_t(m_capacity), 0);
+    m_victims.reserve(size_t(m_capacity));
+    m_loads.reserve(size_t(m_neurons));
     clear();
 }
 
@@ -42,7 +44,8 @@ std::span<const NeuronLoad> NeuronCache::update(std::span<const uint32_t> active
         const bool inWindow = m_window > 0 && m_lastActive[j] + uint64_t(m_window) >= now;
         return (inWindow ? (uint64_t{1} << 62) : 0) + age;
     };
-    std::vector<int32_t> victims;  // built lazily: slots whose neuron is not needed now
+    std::vector<int32_t>& victims = m_victims;  // built lazily: slots whose neuron is not needed now
+    victims.clear();
     bool victimsReady = false;
     size_t nextVictim = 0;
 

@@ -61,6 +61,7 @@ private:
     std::vector<uint64_t> m_loadedAt;    // per slot: token it was filled (+1)
     std::vector<uint64_t> m_neededNow;   // per neuron: == m_token + 1 when active this token
     std::vector<int32_t> m_freeSlots;
+    std::vector<int32_t> m_victims;      // scratch of update(): slots that may be evicted
     std::vector<NeuronLoad> m_loads;
     NeuronCacheStats m_stats;
 };
