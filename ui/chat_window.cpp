@@ -135,7 +135,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     connect(m_bottleneck, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
         QMenu menu(this);
         QAction* trace = menu.addAction(tr("Export Chrome trace…"));
-        QAction* png = menu.addAction(tr("Export PNG…"));
+        menu.addAction(tr("Export PNG…"));  // the other choice
         QAction* chosen = menu.exec(m_bottleneck->mapToGlobal(at));
         if (!chosen) return;
         const bool json = chosen == trace;

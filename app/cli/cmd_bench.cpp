@@ -137,6 +137,7 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--backend", b->backend, "Compute backend of offloaded runs: cpu, cuda, vulkan, auto");
     cmd->add_option("-c,--ctx", b->context, "Context length (offloaded runs; default: tokens + 8)");
     addOffloadOptions(cmd, b->offload, true);
+    addNeuronCacheOptions(cmd, b->offload);
     cmd->callback([b, &exitCode] { exitCode = runBench(*b); });
 }
 

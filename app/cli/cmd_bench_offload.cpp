@@ -20,8 +20,20 @@ namespace {
 struct Measured {
     double tokensPerSecond = 0;
     double seconds = 0;
-    uint64_t ssdBytes = 0;
+    uint64_t ssdBytes = 0;      // the streamer's
+    uint64_t uploadBytes = 0;   // the streamer's host->device copies
     uint64_t stallNs = 0;
+    // The neuron cache's (zeros when off): bundles loaded (bytes of their slices), and of those
+    // the bytes read from the SSD (alignment and merged gaps included).
+    NeuronCacheReport cache;
+    uint64_t cacheLoadedBytes = 0, cacheSsdBytes = 0;
+    // Bytes brought in from the slower tiers per run: SSD reads and RAM->device copies, the
+    // neuron cache's loads included (SSD-sourced loads counted once, as read).
+    uint64_t movedBytes() const
+    {
+        const uint64_t cacheRam = cache.ssdRequests ? 0 : cacheLoadedBytes;
+        return ssdBytes + uploadBytes + cacheSsdBytes + cacheRam;
+    }
     trace::Summary summary;
     std::vector<trace::Span> spans;
 };
@@ -42,6 +54,7 @@ Result<Measured> decode(const LlamaModel& model, gpu::Device& device, const Sess
     }
     if (recorder) recorder->clear();
     const StreamerStats before = (*session)->streamer().stats();
+    const NeuronCacheReport cacheBefore = (*session)->neuronCacheReport();
     const uint64_t t0 = trace::nowNs();
     const auto start = Clock::now();
     for (int pos = 2; pos < 2 + tokens; ++pos) {
@@ -55,6 +68,10 @@ Result<Measured> decode(const LlamaModel& model, gpu::Device& device, const Sess
     const StreamerStats after = (*session)->streamer().stats();
     m.tokensPerSecond = tokens / m.seconds;
     m.ssdBytes = after.ssdBytes - before.ssdBytes;
+    m.uploadBytes = after.uploadBytes - before.uploadBytes;
+    m.cache = (*session)->neuronCacheReport();
+    m.cacheLoadedBytes = m.cache.loadedBytes() - cacheBefore.loadedBytes();
+    m.cacheSsdBytes = m.cache.ssdBytes - cacheBefore.ssdBytes;
     m.stallNs = after.stallNs - before.stallNs;
     if (recorder) {
         m.spans = recorder->snapshot();
@@ -88,6 +105,21 @@ int runOffloadBench(BenchCommand& b)
         naive = std::move(m.value());
     }
 
+    // With a neuron cache: the dense offload path at the same budgets, for comparison.
+    std::optional<Measured> dense;
+    std::optional<plan::PlanResult> densePlan;
+    if (b.offload.neuronCache > 0) {
+        OffloadOptions o = b.offload;
+        o.neuronCache = 0;
+        o.tracePath.clear();
+        auto denseRun = prepareOffload(**model, b.model, b.backend, b.threads, context, o, false);
+        if (!denseRun) return reportError(denseRun.error());
+        auto m = decode(**model, *denseRun->device, denseRun->session, b.tokens, nullptr);
+        if (!m) return reportError(m.error());
+        dense = std::move(m.value());
+        densePlan = std::move(denseRun->plan);
+    }
+
     const double ssdSeq = run->profile.storage.sequentialBytesPerSecond;
     const double ssdRate = measured->ssdBytes / measured->seconds;
     const double predicted = plan.tokensPerSecond();
@@ -107,6 +139,30 @@ int runOffloadBench(BenchCommand& b)
     if (naive)
         std::printf("  %-36s %.3f tokens/s; speed-up of the planned run %.2fx\n", "naive baseline",
                     naive->tokensPerSecond, measured->tokensPerSecond / naive->tokensPerSecond);
+    if (dense) {
+        const Measured& m = *measured;
+        const double tokens = double(b.tokens);
+        const LlamaConfig& c = (*model)->config();
+        const double cacheTokens = double(m.cache.total.tokens) / double(c.nLayers);
+        std::printf("  %-36s %d bundles per layer (%s, from %s): hit rate %.1f%%, %.1f of %d neurons loaded per layer "
+                    "and token\n",
+                    "neuron cache", b.offload.neuronCache, b.offload.neuronMode.c_str(), b.offload.bundlesFrom.c_str(),
+                    100.0 * m.cache.total.hitRate(), double(m.cache.total.loaded) / std::max(1.0, cacheTokens * c.nLayers),
+                    c.ffnDim);
+        if (m.cache.ssdRequests)
+            std::printf("  %-36s %.1f MiB/token in %.1f reads/token\n", "neuron bundles read from the SSD",
+                        double(m.cacheSsdBytes) / tokens / double(1 << 20),
+                        double(m.cache.ssdRequests) / std::max(1.0, cacheTokens));
+        std::printf("  %-36s %.2f MiB/token (SSD %.2f, RAM->device %.2f, neuron bundles %.2f)\n",
+                    "bytes moved, neuron cache", double(m.movedBytes()) / tokens / double(1 << 20),
+                    double(m.ssdBytes) / tokens / double(1 << 20), double(m.uploadBytes) / tokens / double(1 << 20),
+                    double(m.cache.ssdRequests ? m.cacheSsdBytes : m.cacheLoadedBytes) / tokens / double(1 << 20));
+        std::printf("  %-36s %.2f MiB/token, %.3f tokens/s\n", "bytes moved, dense offload (same budget)",
+                    double(dense->movedBytes()) / tokens / double(1 << 20), dense->tokensPerSecond);
+        std::printf("  %-36s %.2fx fewer bytes moved, %.2fx the tokens/s\n", "neuron cache vs dense offload",
+                    double(dense->movedBytes()) / std::max<double>(1.0, double(m.movedBytes())),
+                    m.tokensPerSecond / dense->tokensPerSecond);
+    }
     const auto perToken = trace::summarizePerToken(measured->spans);
     for (size_t i = 0; i < perToken.size() && i < 8; ++i)
         std::printf("  token %-30u %.1f ms: %s\n", perToken[i].firstToken, perToken[i].windowNs / 1e6,
@@ -137,6 +193,26 @@ int runOffloadBench(BenchCommand& b)
             {"device_peak_bytes", mem.peak},
             {"pinned_ram_peak_bytes", mem.hostPeak},
         };
+        j["measured"]["moved_bytes_per_token"] = double(measured->movedBytes()) / b.tokens;
+        if (dense) {
+            const NeuronCacheReport& nc = measured->cache;
+            j["neuron_cache"] = {
+                {"capacity", b.offload.neuronCache},
+                {"mode", b.offload.neuronMode},
+                {"bundles_from", b.offload.bundlesFrom},
+                {"hit_rate", nc.total.hitRate()},
+                {"loaded_per_layer_token", double(nc.total.loaded) / std::max<double>(1.0, double(nc.total.tokens))},
+                {"bundle_slice_bytes", nc.bundleBytes},
+                {"bundle_ssd_bytes_per_token", double(measured->cacheSsdBytes) / b.tokens},
+            };
+            j["dense_offload"] = {
+                {"tokens_per_s", dense->tokensPerSecond},
+                {"moved_bytes_per_token", double(dense->movedBytes()) / b.tokens},
+                {"ssd_bytes_per_token", double(dense->ssdBytes) / b.tokens},
+            };
+            j["bytes_moved_ratio"] = double(dense->movedBytes()) / std::max<double>(1.0, double(measured->movedBytes()));
+            j["tokens_per_s_ratio"] = measured->tokensPerSecond / dense->tokensPerSecond;
+        }
         j["probe_ssd_sequential_bytes_per_s"] = ssdSeq;
         j["ssd_ratio_to_probe"] = ssdRate / ssdSeq;
         j["measured_over_predicted"] = measured->tokensPerSecond / predicted;

@@ -35,6 +35,7 @@ struct CompressCommand {
     OffloadOptions offload;
     ModelLoadOptions load;
     int predictors = 0;
+    bool bundles = false;
 };
 
 Error usage(const std::string& what) { return makeError(ErrorCode::InvalidArgument, what); }
@@ -113,6 +114,7 @@ int runCompress(CompressCommand& c)
     }
     options.qualityCheck = !c.noQuality;
     options.predictorRank = c.predictors;
+    options.bundles = c.bundles;
 
     auto model = LlamaModel::load(c.model, c.load);
     if (!model) return reportError(model.error());
@@ -164,6 +166,7 @@ int runCompress(CompressCommand& c)
                                     {"denseTensors", r.denseTensors},
                                     {"sparsity", r.sparsity},
                                     {"seconds", r.seconds}};
+        if (r.bundleBytes > 0) j["bundleBytes"] = r.bundleBytes;
         if (r.predictors > 0)
             j["predictors"] = {{"layers", r.predictors}, {"rank", c.predictors},
                                {"recall", r.predictorRecall}, {"precision", r.predictorPrecision}};
@@ -183,6 +186,9 @@ int runCompress(CompressCommand& c)
                     "perplexity %.3f -> %.3f\n",
                     r.quality->meanKl, r.quality->maxKl, 100.0 * r.quality->top1Agreement, r.quality->positions,
                     r.quality->perplexityReference, r.quality->perplexityCandidate);
+    if (r.bundleBytes > 0)
+        std::printf("  row-column bundles: %.1f MiB (each neuron's FFN rows and column, one read apiece)\n",
+                    double(r.bundleBytes) / double(1 << 20));
     if (r.predictors > 0)
         std::printf("  activation predictors: %d layers, rank %d; held-out recall %.1f%%, precision %.1f%% "
                     "(means over layers)\n",
@@ -204,6 +210,9 @@ void addCompressCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--prune", c->prune, "none, magnitude:RATIO, wanda:RATIO or wanda:N:M (overrides the preset)");
     cmd->add_option("--quant", c->quant, "none, int8[:gN] or int4[:gN], N = 32, 64, 128 (overrides the preset)");
     cmd->add_flag("--no-quality", c->noQuality, "Skip the quality check against the source");
+    cmd->add_flag("--bundles", c->bundles,
+                  "Also store row-column bundles of each FFN layer (ReLU models; FFN kept as it is): the "
+                  "neuron cache then reads one neuron's weights in one piece");
     cmd->add_option("--predictors", c->predictors,
                     "Also train and store low-rank activation predictors of this rank (ReLU models)")
         ->check(CLI::Range(0, 4096));

@@ -32,7 +32,6 @@ struct GenerateOptions {
     SamplerSettings sampling;
     int64_t seed = -1;
     OffloadOptions offload;
-    int neuronCache = 0;
 };
 
 int runGenerate(const GenerateOptions& o)
@@ -42,7 +41,6 @@ int runGenerate(const GenerateOptions& o)
     auto run = prepareOffload(**model, o.model, o.backend, o.threads, o.context, o.offload, false);
     if (!run) return reportError(run.error());
     auto& device = run->device;
-    run->session.neuronCache.capacity = o.neuronCache;
     auto session = LlamaSession::create(**model, *device, run->session);
     if (!session) return reportError(session.error());
 
@@ -105,11 +103,15 @@ int runGenerate(const GenerateOptions& o)
         const LlamaConfig& c = (*model)->config();
         const double perToken = double(nc.total.loaded) / double(nc.total.tokens);  // per layer
         std::fprintf(stderr,
-                     "neuron cache: %d bundles per layer, hit rate %.1f%%, %.1f of %d neurons loaded per layer "
-                     "and token (%.1f KiB per token; dense up and down: %.1f KiB)\n",
-                     o.neuronCache, 100.0 * nc.total.hitRate(), perToken, c.ffnDim,
-                     perToken * double(c.nLayers) * double(nc.bundleBytes) / 1024.0,
+                     "neuron cache: %d bundles per layer (%s), hit rate %.1f%%, %.1f of %d neurons loaded per layer "
+                     "and token (%.1f KiB per token; the same FFN part dense: %.1f KiB)\n",
+                     o.offload.neuronCache, o.offload.neuronMode.c_str(), 100.0 * nc.total.hitRate(), perToken,
+                     c.ffnDim, perToken * double(c.nLayers) * double(nc.bundleBytes) / 1024.0,
                      double(c.ffnDim) * double(c.nLayers) * double(nc.bundleBytes) / 1024.0);
+        if (nc.ssdRequests > 0)
+            std::fprintf(stderr, "neuron bundles from the SSD: %.1f KiB per token in %.1f reads per token\n",
+                         double(nc.ssdBytes) / double(nc.total.tokens / uint64_t(c.nLayers)) / 1024.0,
+                         double(nc.ssdRequests) / double(nc.total.tokens / uint64_t(c.nLayers)));
     }
     if (!s.fellBack.empty())
         std::fprintf(stderr, "finished on the CPU after the %s device failed: %s\n",
@@ -171,10 +173,7 @@ void addGenerateCommand(CLI::App& app, int& exitCode)
     cmd->add_option("-c,--ctx", o->context, "Context length (default: trained, at most 4096)")
         ->check(CLI::Range(0, 1 << 22));
     cmd->add_option("--backend", o->backend, "Compute backend: cpu, cuda, vulkan, auto");
-    cmd->add_option("--neuron-cache", o->neuronCache,
-                    "ReLU models: compute the FFN over the active neurons only, through a cache of this many "
-                    "neuron bundles per layer that loads the difference each token (CPU backend)")
-        ->check(CLI::Range(0, 1 << 20));
+    addNeuronCacheOptions(cmd, o->offload);
     addOffloadOptions(cmd, o->offload, true);
     cmd->callback([o, &exitCode] { exitCode = runGenerate(*o); });
 }

@@ -45,6 +45,7 @@ void addPlanCommand(CLI::App& app, int& exitCode)
     cmd->add_flag("--json", c->json, "Print the plan as JSON");
     cmd->add_option("--backend", c->backend, "Device to plan for: cpu, cuda, vulkan, auto");
     addOffloadOptions(cmd, c->offload, false);
+    addNeuronCacheOptions(cmd, c->offload);
     cmd->callback([c, &exitCode] { exitCode = runPlan(*c); });
 }
 

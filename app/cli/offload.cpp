@@ -40,6 +40,22 @@ void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace)
         ->check(kvTypes);
 }
 
+void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o)
+{
+    cmd->add_option("--neuron-cache", o.neuronCache,
+                    "ReLU models: compute the FFN over the active neurons only, through a cache of this many "
+                    "neuron bundles per layer that loads the difference each token (CPU backend)")
+        ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("--neuron-mode", o.neuronMode,
+                    "exact (the gate decides which neurons are active; default) or predicted (the package's "
+                    "activation predictors do, before any FFN weight is read: approximate)")
+        ->check(CLI::IsMember({"exact", "predicted"}));
+    cmd->add_option("--bundles-from", o.bundlesFrom,
+                    "Where missing neuron bundles come from: ram (default) or ssd (direct reads from a package "
+                    "written with compress --bundles)")
+        ->check(CLI::IsMember({"ram", "ssd"}));
+}
+
 Result<gpu::KvType> kvTypeOf(const OffloadOptions& o)
 {
     if (auto t = gpu::parseKvType(o.kvType)) return *t;
@@ -94,6 +110,9 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     run.session.contextLength = contextLength;
     run.session.kvType = *kvType;
     run.session.streamer.hostBudget = ram;
+    run.session.neuronCache.capacity = o.neuronCache;
+    run.session.neuronCache.mode = o.neuronMode == "predicted" ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
+    run.session.neuronCache.source = o.bundlesFrom == "ssd" ? BundleSource::Ssd : BundleSource::Ram;
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();
         run.session.streamer.trace = run.recorder.get();
@@ -129,6 +148,8 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     in.kvType = *kvType;
     in.batch = run.session.batch;
     in.prefetchDepth = o.naive ? 0 : o.prefetch;
+    in.served = LlamaSession::neuronCacheTensors(model, run.session.neuronCache);
+    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, run.session.neuronCache);
     Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");
     if (!o.tier.empty()) {
         const plan::Tier tier = o.tier == "device" ? plan::Tier::Device : o.tier == "ram" ? plan::Tier::Host : plan::Tier::Ssd;

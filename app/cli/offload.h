@@ -29,6 +29,11 @@ struct OffloadOptions {
     bool alwaysPlan = false;  // plan even without budgets (spillway-cli plan)
     std::string kvType = "f32";  // KV cache element type: f32, f16 or q8 (checked by the parser)
 
+    // The neuron cache (ReLU models): bundles per layer (0 = off), mode and source.
+    int neuronCache = 0;
+    std::string neuronMode = "exact";
+    std::string bundlesFrom = "ram";
+
     bool offloading() const
     {
         return alwaysPlan || !vramBudget.empty() || !ramBudget.empty() || naive || !tier.empty();
@@ -36,6 +41,9 @@ struct OffloadOptions {
 };
 
 void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace);
+
+// --neuron-cache, --neuron-mode, --bundles-from (generate, bench, plan).
+void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o);
 
 // o.kvType as a gpu::KvType (an InvalidArgument error naming the choices for anything else).
 Result<gpu::KvType> kvTypeOf(const OffloadOptions& o);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <cmath>
 #include <filesystem>
@@ -74,6 +75,62 @@ std::string tensorExtra(int64_t zeros, int64_t weights, double relError)
     std::snprintf(buf, sizeof buf, "{\"sparsity\":%.6f,\"relError\":%.6g}", weights ? double(zeros) / double(weights) : 0.0,
                   relError);
     return buf;
+}
+
+// Writes layer `layer`'s row-column bundles (FfnBundles) from the source's unchanged FFN.
+Status writeBundles(const LlamaModel& source, int layer, storage::PackageWriter& writer, uint64_t& written)
+{
+    const LlamaConfig& c = source.config();
+    const LlamaLayerWeights& L = source.weights().layers[size_t(layer)];
+    const gpu::DType rowType = L.up.type;
+    if (c.ffnGated && L.gate.type != rowType)
+        return makeError(ErrorCode::UnsupportedModel, "compress --bundles: layer " + std::to_string(layer) +
+                                                          "'s ffn_gate and ffn_up differ in type");
+    const gpu::DType downType = bundleDownType(L.down.type);
+    const int parts = c.ffnGated ? 3 : 2;
+    const size_t dim = size_t(c.dim), neurons = size_t(c.ffnDim);
+    const size_t rowBytes = gpu::rowBytes(rowType, c.dim);
+    const size_t downBytes = gpu::rowBytes(downType, c.dim);
+    const size_t stride = size_t(parts - 1) * rowBytes + downBytes;
+    // The down matrix (dim rows of `neurons`) as its columns need it: its own elements when
+    // they are f32/f16/bf16 (copied as they are), else dequantized to f32.
+    std::vector<float> downF32;
+    const size_t elem = downType == gpu::DType::F32 ? 4 : 2;
+    const bool sameType = downType == L.down.type;
+    if (!sameType) {
+        auto dense = denseRowsF32(L.down);
+        if (!dense) return dense.error();
+        downF32 = std::move(*dense);
+    }
+    storage::PackageTensor meta;
+    meta.name = "blk." + std::to_string(layer) + ".ffn_bundle";
+    meta.shape = {int64_t(neurons), int64_t(parts) * int64_t(dim)};
+    meta.format = bundleFormatName(rowType, downType);
+    meta.bytes = uint64_t(stride) * neurons;
+    meta.tierHint = "ssd";
+    SPILLWAY_TRY(writer.addTensor(meta, [&](uint8_t* dst, size_t bytes) -> Status {
+        if (bytes != stride * neurons) return makeError(ErrorCode::Internal, "bundle size mismatch");
+        const auto* gate = static_cast<const uint8_t*>(L.gate.data);
+        const auto* up = static_cast<const uint8_t*>(L.up.data);
+        const auto* down = static_cast<const uint8_t*>(L.down.data);
+        for (size_t j = 0; j < neurons; ++j) {
+            uint8_t* b = dst + j * stride;
+            if (parts == 3) {
+                std::memcpy(b, gate + j * L.gate.rowStride, rowBytes);
+                b += rowBytes;
+            }
+            std::memcpy(b, up + j * L.up.rowStride, rowBytes);
+            b += rowBytes;
+            if (sameType) {
+                for (size_t r = 0; r < dim; ++r) std::memcpy(b + r * elem, down + r * L.down.rowStride + j * elem, elem);
+            } else {
+                for (size_t r = 0; r < dim; ++r) std::memcpy(b + r * 4, &downF32[r * neurons + j], 4);
+            }
+        }
+        return {};
+    }));
+    written += meta.bytes;
+    return {};
 }
 
 }  // namespace
@@ -166,6 +223,28 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         jobs.push_back(j);
     }
     if (source.tensors().empty()) return makeError(ErrorCode::InvalidArgument, "compress: the model has no tensors");
+    if (options.bundles) {
+        // Bundles repeat the FFN's own bytes: the matrices must reach the package unchanged.
+        const LlamaConfig& c = source.config();
+        if (!(c.ffnRelu || !c.ffnGated))
+            return makeError(ErrorCode::UnsupportedModel, "compress --bundles: " + source.path() +
+                                                              " has a SwiGLU FFN (no exact zeros to skip); bundles "
+                                                              "are for ReLU models");
+        for (const Job& j : jobs) {
+            const std::string& n = j.tensor->name;
+            const bool ffn = n.ends_with(".ffn_gate.weight") || n.ends_with(".ffn_up.weight") ||
+                             n.ends_with(".ffn_down.weight");
+            if (ffn && j.action != Action::Copy)
+                return makeError(ErrorCode::InvalidArgument,
+                                 "compress --bundles: the FFN matrices must stay as they are (use --prune none "
+                                 "and --quant none, or int8 on a q8_0 model); '" + n + "' would change");
+            if (ffn && j.tensor->type == gpu::DType::BitmapSparse)
+                return makeError(ErrorCode::InvalidArgument, "compress --bundles: '" + n + "' is bitmap sparse");
+        }
+        for (const LlamaLayerWeights& L : source.weights().layers)
+            estimate += gpu::matrixBytes(L.up) * (c.ffnGated ? 2 : 1) +
+                        uint64_t(c.ffnDim) * gpu::rowBytes(bundleDownType(L.down.type), c.dim);
+    }
 
     ActivationNorms norms;
     if (wanda) {
@@ -296,6 +375,14 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
             report.predictorRecall /= report.predictors;
             report.predictorPrecision /= report.predictors;
         }
+    }
+
+    if (options.bundles) {
+        for (int l = 0; l < source.config().nLayers; ++l) {
+            SPILLWAY_TRY(tell("writing bundles", calibShare + writeShare, "blk." + std::to_string(l) + ".ffn_bundle"));
+            SPILLWAY_TRY(writeBundles(source, l, *writer, report.bundleBytes));
+        }
+        report.outputBytes += report.bundleBytes;
     }
 
     storage::PackageManifest manifest;

@@ -81,6 +81,11 @@ struct CompressOptions {
     // recall and precision in the A tensor's extra JSON.
     int predictorRank = 0;
     int predictorContinueTokens = 64;  // model-sampled calibration tokens after each prompt
+    // Also store each FFN layer's row-column bundles (llama_model.h, FfnBundles: blk.N.ffn_bundle)
+    // for the neuron cache to read one neuron at a time. ReLU models whose FFN matrices stay as
+    // they are (no pruning; no quantization, or int8 of a q8_0 model): UnsupportedModel or
+    // InvalidArgument otherwise.
+    bool bundles = false;
     // Called often; false cancels (-> ErrorCode::Cancelled, nothing left behind).
     std::function<bool(const CompressProgress&)> progress;
 };
@@ -95,6 +100,7 @@ struct CompressReport {
     int bitmapTensors = 0, denseTensors = 0;
     double sparsity = 0;             // zeros / weights over the compressed layer matrices
     int predictors = 0;              // layers with a stored activation predictor
+    uint64_t bundleBytes = 0;        // row-column bundles stored (all layers)
     double predictorRecall = 0.0;    // their mean held-out recall and precision
     double predictorPrecision = 0.0;
     std::optional<QualityReport> quality;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -111,6 +112,29 @@ std::optional<gpu::DType> dtypeOfPackageFormat(std::string_view format)
     return std::nullopt;
 }
 
+std::string bundleFormatName(gpu::DType rowType, gpu::DType downType)
+{
+    return "bundle-" + packageFormatName(rowType) + "-" + packageFormatName(downType);
+}
+
+std::optional<std::pair<gpu::DType, gpu::DType>> bundleTypesOfFormat(std::string_view format)
+{
+    constexpr std::string_view prefix = "bundle-";
+    if (format.substr(0, prefix.size()) != prefix) return std::nullopt;
+    const std::string_view rest = format.substr(prefix.size());
+    const size_t dash = rest.rfind('-');
+    if (dash == std::string_view::npos) return std::nullopt;
+    const auto rows = dtypeOfPackageFormat(rest.substr(0, dash));
+    const auto down = dtypeOfPackageFormat(rest.substr(dash + 1));
+    if (!rows || !down || *rows == gpu::DType::BitmapSparse || bundleDownType(*down) != *down) return std::nullopt;
+    return std::make_pair(*rows, *down);
+}
+
+gpu::DType bundleDownType(gpu::DType down)
+{
+    return down == gpu::DType::F16 || down == gpu::DType::BF16 ? down : gpu::DType::F32;
+}
+
 const LayerVectorMember kLayerVectors[12] = {
     {&LlamaLayerWeights::attnNorm, "attn_norm.weight", [](const LlamaConfig& c) { return c.dim; }},
     {&LlamaLayerWeights::ffnNorm, "ffn_norm.weight", [](const LlamaConfig& c) { return c.dim; }},
@@ -203,6 +227,25 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn, 
             auto bad = [&](const std::string& why) {
                 return makeError(ErrorCode::ModelFileInvalid, manifestPath + ": tensor '" + pt.name + "' " + why);
             };
+            if (pt.format.rfind("bundle-", 0) == 0) {
+                // Row-column bundles (checked against the layers by bind()).
+                const auto types = bundleTypesOfFormat(pt.format);
+                if (!types) return bad("has format '" + pt.format + "', which is not a bundle format this version reads");
+                if (pt.shape.size() != 2 || pt.shape[0] < 1 || pt.shape[1] < 1) return bad("should be 2-D (neurons, values)");
+                auto bytes = pkg.map(pt);
+                if (!bytes) return bytes.error();
+                FfnBundles b;
+                b.rowType = types->first;
+                b.downType = types->second;
+                b.neurons = pt.shape[0];
+                b.data = bytes->data();
+                b.file = pt.shard;
+                b.fileOffset = pt.offset;
+                b.dim = pt.shape[1];   // parts * dim until bind() knows dim
+                b.stride = bytes->size();  // the whole tensor until bind() checks it
+                model->m_bundleTensors.emplace_back(pt.name, b);
+                continue;
+            }
             const auto type = dtypeOfPackageFormat(pt.format);
             if (!type)
                 return makeError(ErrorCode::UnsupportedModel, manifestPath + ": tensor '" + pt.name +
@@ -335,6 +378,48 @@ Status LlamaModel::bind()
         SPILLWAY_TRY(assignMatrix(w.output, "output.weight", vocab, embDim));
     } else {
         w.output = w.tokenEmbedding;  // tied embeddings
+    }
+
+    if (!m_bundleTensors.empty()) {
+        // Row-column bundles: one per layer, shaped and typed as the layer's FFN.
+        const std::string where = path + "/manifest.json";
+        m_bundles.assign(size_t(c.nLayers), FfnBundles{});
+        std::vector<bool> seen(size_t(c.nLayers), false);
+        for (auto& [name, b] : m_bundleTensors) {
+            auto bad = [&](const std::string& why) {
+                return makeError(ErrorCode::ModelFileInvalid, where + ": tensor '" + name + "' " + why);
+            };
+            int layer = -1;
+            if (std::sscanf(name.c_str(), "blk.%d.ffn_bundle", &layer) != 1 || layer < 0 || layer >= c.nLayers ||
+                name != "blk." + std::to_string(layer) + ".ffn_bundle")
+                return bad("does not name a layer of this model");
+            if (seen[size_t(layer)]) return bad("appears twice");
+            seen[size_t(layer)] = true;
+            const LlamaLayerWeights& L = w.layers[size_t(layer)];
+            const int parts = c.ffnGated ? 3 : 2;
+            const uint64_t total = b.stride;
+            if (b.neurons != ffn || b.dim != parts * dim)
+                return bad("should be " + std::to_string(ffn) + " x " + std::to_string(parts * dim) + " (neurons, " +
+                           std::to_string(parts) + " x dim)");
+            if (b.rowType != L.up.type) return bad("holds rows of another type than the layer's ffn_up");
+            if (b.downType != bundleDownType(L.down.type)) return bad("holds down columns of an unexpected type");
+            const auto& rt = gpu::dtypeTraits(b.rowType);
+            if (dim % rt.blockSize != 0) return bad("has rows that are not whole blocks");
+            b.parts = parts;
+            b.dim = dim;
+            b.rowBytes = gpu::rowBytes(b.rowType, dim);
+            b.downBytes = gpu::rowBytes(b.downType, dim);
+            b.stride = size_t(parts - 1) * b.rowBytes + b.downBytes;
+            if (uint64_t(b.stride) * uint64_t(b.neurons) != total)
+                return bad("is " + std::to_string(total) + " bytes, its shape and format need " +
+                           std::to_string(uint64_t(b.stride) * uint64_t(b.neurons)));
+            m_bundles[size_t(layer)] = b;
+        }
+        for (int l = 0; l < c.nLayers; ++l)
+            if (!seen[size_t(l)])
+                return makeError(ErrorCode::ModelFileInvalid,
+                                 where + ": has FFN bundles for some layers but not for layer " + std::to_string(l));
+        m_bundleTensors.clear();
     }
 
     auto vocabulary = vocabularyFromMetadata(metadata());

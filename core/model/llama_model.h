@@ -73,6 +73,34 @@ struct LlamaWeights {
     gpu::MatrixView output;           // (vocab, embeddingDim); the embedding itself when tied
 };
 
+// Row-column bundles of a ReLU FFN layer (LLM in a flash §3.2), stored by `compress --bundles`
+// as the package tensor "blk.N.ffn_bundle", format "bundle-<rows>-<down>": per neuron j, its
+// gate row (gated FFNs only), its up row (both in the layer's own type, <rows>) and its down
+// column (<down>: the down matrix's type when that is f32, f16 or bf16, else f32), one after
+// the other, so one contiguous read brings everything the neuron needs. Shape {neurons,
+// parts * dim}: parts = 3 (gated) or 2 values of `dim` per neuron.
+struct FfnBundles {
+    gpu::DType rowType = gpu::DType::F32;   // gate and up rows
+    gpu::DType downType = gpu::DType::F32;  // the down column
+    int parts = 2;                          // row parts + the column
+    int64_t neurons = 0, dim = 0;
+    size_t rowBytes = 0;                    // one gate or up row
+    size_t downBytes = 0;                   // one down column
+    size_t stride = 0;                      // one neuron: (parts - 1) * rowBytes + downBytes
+    const uint8_t* data = nullptr;          // in the package's mapping
+    uint32_t file = 0;                      // index into dataFiles
+    uint64_t fileOffset = 0;
+    // Byte offsets of the parts within a bundle.
+    size_t upOffset() const { return parts == 3 ? rowBytes : 0; }
+    size_t downOffset() const { return size_t(parts - 1) * rowBytes; }
+};
+
+// The bundle format name, e.g. "bundle-q8_0-f32"; and its parse (nullopt for another format).
+std::string bundleFormatName(gpu::DType rowType, gpu::DType downType);
+std::optional<std::pair<gpu::DType, gpu::DType>> bundleTypesOfFormat(std::string_view format);
+// The column type bundles store a down matrix of type `down` in.
+gpu::DType bundleDownType(gpu::DType down);
+
 // What a file does not record about itself (llama2.c checkpoints name no architecture).
 struct ModelLoadOptions {
     std::string architecture;   // empty: the file's own (llama2.c: "llama")
@@ -99,6 +127,8 @@ public:
     const std::vector<std::string>& dataFiles() const { return m_dataFiles; }
     const std::vector<ModelTensor>& tensors() const { return m_tensors; }
     const ModelTensor* tensor(std::string_view name) const;  // nullptr when absent
+    // Row-column bundles of every FFN layer (a package written with bundles), or empty.
+    const std::vector<FfnBundles>& ffnBundles() const { return m_bundles; }
     // The output head shares the embedding (no output.weight).
     bool tiedEmbeddings() const { return tensor("output.weight") == nullptr; }
 
@@ -121,6 +151,8 @@ private:
     LlamaWeights m_weights;
     std::unique_ptr<Tokenizer> m_tokenizer;
     std::vector<std::vector<float>> m_ownedVectors;  // norms converted to F32
+    std::vector<FfnBundles> m_bundles;
+    std::vector<std::pair<std::string, FfnBundles>> m_bundleTensors;  // as listed, checked by bind()
 };
 
 }  // namespace spillway

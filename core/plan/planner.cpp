@@ -208,6 +208,10 @@ Result<Setup> setUp(const PlannerInput& in)
     const LlamaModel& m = *in.model;
     const LlamaConfig& c = m.config();
     s.list = modelTensors(m);
+    if (!in.served.empty())
+        std::erase_if(s.list, [&](const TensorPlacement& t) {
+            return std::find(in.served.begin(), in.served.end(), t.name) != in.served.end();
+        });
     std::vector<Tensor> tensors;
     const double fallback = in.profile.host.memoryReadBytesPerSecond > 0 ? in.profile.host.memoryReadBytesPerSecond : 1e10;
     for (const auto& t : s.list) {
@@ -225,7 +229,8 @@ Result<Setup> setUp(const PlannerInput& in)
         tensors.push_back(x);
     }
     const uint64_t norms = alignUp((uint64_t(c.nLayers) * 2 + 1) * uint64_t(c.dim) * sizeof(float));
-    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch, in.kvType) + norms + kAlign * 16;
+    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch, in.kvType) + norms + kAlign * 16 +
+              alignUp(in.reservedDeviceBytes);
     s.vram = in.vramBudget ? in.vramBudget : s.hw.deviceFree;
     s.ram = in.ramBudget ? in.ramBudget : s.hw.ramAvailable / 2;
     s.model = std::make_unique<CostModel>(s.hw, std::move(tensors), c.nLayers + 1, s.fixed);
@@ -274,6 +279,10 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
     if (s.hw.directToDevice)
         r.notes.push_back("the device computes on host memory: SSD reads land in device slots directly, and a "
                           "CPU/device split (HeteGen α) gains nothing, so α = 1 everywhere");
+    if (!in.served.empty())
+        r.notes.push_back(std::to_string(in.served.size()) + " FFN matrices are served by the neuron cache (" +
+                          std::to_string(in.reservedDeviceBytes >> 20) +
+                          " MiB of device memory set aside for its slots), not placed");
     return r;
 }
 

@@ -32,6 +32,10 @@ struct PlannerInput {
     int prefetchDepth = 2;         // units loaded ahead; 0 = naive
     gpu::KvType kvType = gpu::KvType::F32;  // KV cache element type: sizes the cache, so a
                                             // smaller type leaves more device memory to weights
+    // Tensors another part of the runtime brings in (the neuron cache's FFN weights): left out
+    // of the placement; and the device bytes that part takes (its slots), set aside first.
+    std::vector<std::string> served;
+    uint64_t reservedDeviceBytes = 0;
 };
 
 // Seconds per decoded token each lane is busy, and the pipeline's result.

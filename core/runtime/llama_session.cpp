@@ -160,7 +160,9 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         const uint64_t weights = placement.bytesOn(plan::Tier::Device);
         placement.mapInPlace = device.info().caps.hostPointers && weights > device.info().freeMemory / 2;
     }
-    auto streamer = WeightStreamer::create(model, device, placement, options.streamer);
+    StreamerOptions streaming = options.streamer;
+    for (std::string& name : neuronCacheTensors(model, options.neuronCache)) streaming.notStreamed.push_back(std::move(name));
+    auto streamer = WeightStreamer::create(model, device, placement, streaming);
     if (!streamer) return streamer.error();
     s->m_streamer = std::move(streamer.value());
     if (!device.info().caps.hostPointers) {
@@ -359,7 +361,7 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, int layer, float* x)
         in = xb;
     }
     if (m_sparse) {
-        sparseFfnBlock(L, layer, in, x);
+        if (Status s = sparseFfnBlock(L, layer, in, x); !s && m_ffnError) m_ffnError = std::move(s);
         if (c.postNorm) norm(x, L.ffnNorm, L.ffnNormBias, x);
         return;
     }
@@ -445,6 +447,11 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
             ffnBlock(**L, l, x + size_t(i) * dim);
         }
         ws.release(l);  // synchronizes when the unit's slot is to be reused
+        if (!m_ffnError) {
+            Status failed = std::move(m_ffnError);
+            m_ffnError = Status{};
+            return failed.error();
+        }
         if (rec) rec->record({trace::Lane::DeviceCompute, l, n > 1 ? "prompt layer" : "layer", 0, t0, trace::nowNs(), pass});
     }
     auto head = ws.acquireHead();

@@ -7,6 +7,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "core/model/llama_model.h"
@@ -17,22 +19,44 @@
 
 namespace spillway {
 
-// Activation-sparse FFNs (issue 9), for ReLU models: each layer's up rows and down columns come
-// through a neuron cache of `capacity` bundles (neuron_cache.h) that receives, each token, only
-// the neurons it lacks. Exact mode: the pre-activation (gate, or OPT's up) is computed in full,
-// so the active set is the true one; the down projection then sums over the active neurons in
-// fp32 (not the dense kernel's int8-activation arithmetic of relu-llama: logits agree to
-// rounding, greedy text is the same on the real ReLU models). Needs a device that computes on
-// host memory (the CPU device) for now.
+// Activation-sparse FFNs (issue 9), for ReLU models: each layer's FFN is computed over its
+// active neurons only, their weights coming through a neuron cache of `capacity` bundles
+// (neuron_cache.h) that receives, each token, only the neurons it lacks. A bundle is a neuron's
+// gate and up rows and its down column (llama_model.h, FfnBundles), read in one piece.
+//
+// Modes:
+//  - Exact: the pre-activation that decides activity (the gate, or OPT's up) is computed in full
+//    from the streamed matrix, so the active set is the true one; the cache serves the rest of
+//    the FFN (up rows and down columns; OPT: down columns). Logits agree with the dense path to
+//    rounding (the down projection sums in fp32 over the active neurons).
+//  - Predicted: the model's stored low-rank predictors (compress --predictors) choose the
+//    neurons before any FFN weight is read; the cache serves the whole FFN. Approximate: a
+//    neuron the predictor misses counts as zero.
+// Sources of the bundles:
+//  - Ram: a package's stored bundles, used in place from its mapping; for a model without them,
+//    bundles built in RAM when the session starts.
+//  - Ssd: a package's stored bundles, read with direct I/O each time neurons are missing; reads
+//    of neighbouring neurons are merged into large requests (LLM in a flash §3.2).
+// Needs a device that computes on host memory (the CPU device) for now.
+enum class NeuronCacheMode { Exact, Predicted };
+enum class BundleSource { Ram, Ssd };
+
 struct NeuronCacheOptions {
     int capacity = 0;  // bundles per layer; 0: off (dense FFN)
     EvictionPolicy policy = EvictionPolicy::Lru;
     int window = 0;    // keep neurons active in the last `window` tokens (LLM in a flash)
+    NeuronCacheMode mode = NeuronCacheMode::Exact;
+    BundleSource source = BundleSource::Ram;
+    // SSD: neighbouring missing neurons closer than this in the file are read in one request
+    // (the bytes between come along).
+    size_t mergeGapBytes = size_t{32} << 10;
 };
 
 struct NeuronCacheReport {
     NeuronCacheStats total;     // over all layers
-    uint64_t bundleBytes = 0;   // bytes of one neuron's up row + down column
+    uint64_t bundleBytes = 0;   // bytes of one neuron's bundle as the cache holds it (the part the mode uses)
+    uint64_t ssdBytes = 0;      // read from the SSD for bundles (alignment and merged gaps included)
+    uint64_t ssdRequests = 0;   // read requests issued (after merging)
     uint64_t loadedBytes() const { return total.loaded * bundleBytes; }
 };
 
@@ -70,6 +94,10 @@ public:
     // Device bytes a session of this shape allocates besides the weights (KV cache, activations).
     static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch,
                                  gpu::KvType kvType = gpu::KvType::F32);
+    // The weight tensors the neuron cache serves in place of the streamer (none when it is off),
+    // and the device bytes its slots take: what a planner leaves out and sets aside.
+    static std::vector<std::string> neuronCacheTensors(const LlamaModel& model, const NeuronCacheOptions& o);
+    static uint64_t neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o);
     // Device bytes of the KV cache alone: contextLength (resolved as in SessionOptions) times
     // layers * 2 * kvHeads * kvVectorBytes(kvType, headDim).
     static uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType);
@@ -86,7 +114,8 @@ private:
     Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
     void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
     void ffnBlock(const LlamaLayerWeights& L, int layer, float* x);
-    void sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
+    Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
+    Status fetchBundles(int layer);
     Status createNeuronCache();
     void shiftedNormRelu(float* xb);
     void shiftedRelu(float* v, int n, float shift);  // v = max(0, v - shift), on the device
@@ -128,6 +157,7 @@ private:
     // The neuron cache (null when off): sparse_ffn.cpp.
     struct SparseFfn;
     std::unique_ptr<SparseFfn> m_sparse;
+    Status m_ffnError;  // a failed bundle read, returned by forward()
 };
 
 }  // namespace spillway

@@ -1,72 +1,239 @@
 // The activation-sparse FFN of LlamaSession (SessionOptions::neuronCache): per layer a neuron
-// cache of bundles (the up row in the model's format, the down column as fp32), filled with the
-// difference each token; the FFN computed over the token's active neurons only.
+// cache whose slots hold bundles (the part of each neuron's gate row, up row and down column that
+// the mode needs), filled with the difference each token from RAM or from the SSD; the FFN is
+// computed over the token's active neurons only.
 
 #include <algorithm>
 #include <cstring>
 
+#include "core/compress/ffn_predictor.h"
 #include "core/runtime/llama_session.h"
+#include "gpu/half_inline.h"
+#include "storage/direct_io.h"
 
 namespace spillway {
+
+namespace {
+
+// Where the mode's slice of a bundle starts, and how long it is: exact gated FFNs need the up
+// row and the down column, exact OPT only the down column, predicted modes everything.
+struct Slice {
+    size_t offset = 0, bytes = 0;
+};
+
+Slice sliceOf(const FfnBundles& b, NeuronCacheMode mode)
+{
+    if (mode == NeuronCacheMode::Predicted) return {0, b.stride};
+    const size_t offset = b.parts == 3 ? b.upOffset() : b.downOffset();
+    return {offset, b.stride - offset};
+}
+
+// The bundle layout a model's FFN gives (what compress --bundles writes), without data.
+FfnBundles bundleLayout(const LlamaModel& model)
+{
+    const LlamaConfig& c = model.config();
+    const LlamaLayerWeights& L = model.weights().layers.front();
+    FfnBundles b;
+    b.rowType = L.up.type;
+    b.downType = bundleDownType(L.down.type);
+    b.parts = c.ffnGated ? 3 : 2;
+    b.neurons = c.ffnDim;
+    b.dim = c.dim;
+    b.rowBytes = gpu::rowBytes(b.rowType, c.dim);
+    b.downBytes = gpu::rowBytes(b.downType, c.dim);
+    b.stride = size_t(b.parts - 1) * b.rowBytes + b.downBytes;
+    return b;
+}
+
+// y += a * column, the column in f32, f16 or bf16.
+void axpyColumn(float a, const uint8_t* column, gpu::DType type, size_t n, float* y)
+{
+    if (type == gpu::DType::F32) {
+        const auto* c = reinterpret_cast<const float*>(column);
+        for (size_t r = 0; r < n; ++r) y[r] += a * c[r];
+    } else if (type == gpu::DType::F16) {
+        for (size_t r = 0; r < n; ++r) y[r] += a * gpu::detail::halfToFloat(gpu::detail::load16(column + 2 * r));
+    } else {
+        for (size_t r = 0; r < n; ++r) y[r] += a * gpu::detail::bf16ToFloat(gpu::detail::load16(column + 2 * r));
+    }
+}
+
+constexpr size_t kAlign = storage::kDirectIoAlignment;
+constexpr size_t kStagingBytes = size_t{32} << 20;  // SSD reads are staged in batches of this
+
+}  // namespace
 
 struct LlamaSession::SparseFfn {
     struct Layer {
         NeuronCache cache;
-        gpu::Buffer upRows;     // (capacity, upRowBytes): the gated FFN's up rows
-        gpu::Buffer downCols;   // (capacity, dim) fp32: down columns
-        std::vector<float> downT;  // (ffnDim, dim) fp32, the RAM copy bundles come from
+        gpu::Buffer slots;             // (capacity, slice.bytes) on the device
+        const uint8_t* ram = nullptr;  // the layer's bundles in memory (Ram source)
+        std::vector<uint8_t> built;    // ... when built at load (a model without stored bundles)
+        uint64_t fileOffset = 0;       // the layer's bundles in the package (Ssd source)
+        uint32_t file = 0;
     };
     std::vector<Layer> layers;
-    size_t upRowBytes = 0;      // 0 for ungated FFNs (their up is the pre-activation, dense)
-    uint64_t bundleBytes = 0;
+    FfnBundles layout;
+    Slice slice;
+    NeuronCacheMode mode = NeuronCacheMode::Exact;
+    // SSD source: the package's shards, the reader, and a staging buffer for merged reads.
+    std::vector<storage::DirectFile> files;
+    std::unique_ptr<storage::DirectReader> reader;
+    gpu::Buffer staging;  // host memory, kStagingBytes (or the layer's bundles, if smaller) + 2 pages
+    size_t mergeGap = 0;
+    uint64_t ssdBytes = 0, ssdRequests = 0;
+    // Predicted mode.
+    std::vector<compress::FfnPredictor> predictors;
+    std::vector<float> predictorScratch;
+    // Per token, reused.
+    std::vector<NeuronLoad> loads;
+    std::vector<storage::ReadRequest> requests;
+    struct Run {
+        uint64_t begin = 0, end = 0;  // aligned file range
+        size_t firstLoad = 0, lastLoad = 0;  // loads [firstLoad, lastLoad] lie in it
+        size_t stagingOffset = 0;
+    };
+    std::vector<Run> runs;
+    std::vector<uint8_t> overflow;     // slices of active neurons that got no slot
+    std::vector<int32_t> overflowAt;   // per active neuron (index into `active`): its place in `overflow`, or -1
     std::vector<uint32_t> active;
-    std::vector<float> h;       // per active neuron: its activation
-    std::vector<float> y;       // (dim) the down projection
+    std::vector<float> gateOut;        // (capacity) predicted gated mode: the cached gate rows' values
+    std::vector<float> h;              // per active neuron: its activation
+    std::vector<float> y;              // (dim) the down projection
 };
 
 // Here, where SparseFfn is complete.
 LlamaSession::LlamaSession(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
 LlamaSession::~LlamaSession() = default;
 
+std::vector<std::string> LlamaSession::neuronCacheTensors(const LlamaModel& model, const NeuronCacheOptions& o)
+{
+    std::vector<std::string> names;
+    if (o.capacity <= 0) return names;
+    const LlamaConfig& c = model.config();
+    for (int l = 0; l < c.nLayers; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        if (o.mode == NeuronCacheMode::Predicted && c.ffnGated) names.push_back(b + "ffn_gate.weight");
+        if (o.mode == NeuronCacheMode::Predicted || c.ffnGated) names.push_back(b + "ffn_up.weight");
+        names.push_back(b + "ffn_down.weight");
+    }
+    return names;
+}
+
+uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o)
+{
+    if (o.capacity <= 0) return 0;
+    const LlamaConfig& c = model.config();
+    const FfnBundles layout = model.ffnBundles().empty() ? bundleLayout(model) : model.ffnBundles().front();
+    const uint64_t capacity = uint64_t(std::min(o.capacity, c.ffnDim));
+    return uint64_t(c.nLayers) * std::max<uint64_t>(capacity * sliceOf(layout, o.mode).bytes, 64);
+}
+
 Status LlamaSession::createNeuronCache()
 {
     const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;
     const NeuronCacheOptions& o = m_options.neuronCache;
+    const std::string& path = m_model.path();
     if (!(c.ffnRelu || !c.ffnGated))
         return makeError(ErrorCode::UnsupportedModel,
-                         m_model.path() + ": the neuron cache needs a ReLU FFN (its activations are exactly "
-                                          "zero when inactive); this model's is SwiGLU");
+                         path + ": the neuron cache needs a ReLU FFN (its activations are exactly "
+                                "zero when inactive); this model's is SwiGLU");
     if (!d.info().caps.hostPointers)
         return makeError(ErrorCode::BackendUnavailable,
                          "the neuron cache runs on the CPU device for now, not on " + d.info().backend);
+    const auto& stored = m_model.ffnBundles();
+    if (o.source == BundleSource::Ssd && stored.empty())
+        return makeError(ErrorCode::InvalidArgument,
+                         path + ": reading neuron bundles from the SSD needs a package that stores them "
+                                "(spillway-cli compress --bundles)");
     auto sparse = std::make_unique<SparseFfn>();
+    SparseFfn& sp = *sparse;
+    sp.mode = o.mode;
+    if (o.mode == NeuronCacheMode::Predicted) {
+        auto predictors = compress::loadFfnPredictors(m_model);
+        if (!predictors) return predictors.error();
+        if (predictors->empty())
+            return makeError(ErrorCode::InvalidArgument,
+                             path + ": the predicted neuron-cache mode needs a package with activation predictors "
+                                    "(spillway-cli compress --predictors RANK)");
+        sp.predictors = std::move(*predictors);
+        int rank = 0;
+        for (const auto& p : sp.predictors) rank = std::max(rank, p.rank);
+        sp.predictorScratch.resize(size_t(rank));
+    }
+    sp.layout = stored.empty() ? bundleLayout(m_model) : stored.front();
+    const FfnBundles& b = sp.layout;
+    sp.slice = sliceOf(b, o.mode);
     const int capacity = std::min(o.capacity, c.ffnDim);
-    const LlamaLayerWeights& first = m_model.weights().layers.front();
-    sparse->upRowBytes = c.ffnGated ? gpu::rowBytes(first.up.type, c.dim) : 0;
-    sparse->bundleBytes = sparse->upRowBytes + uint64_t(c.dim) * sizeof(float);
+    sp.mergeGap = o.mergeGapBytes;
+
     std::vector<float> row(size_t(c.ffnDim));
     for (int l = 0; l < c.nLayers; ++l) {
-        const LlamaLayerWeights& L = m_model.weights().layers[size_t(l)];
-        SparseFfn::Layer layer{NeuronCache(c.ffnDim, capacity, o.policy, o.window), {}, {}, {}};
-        // Down columns, transposed once into RAM: (neuron, dim) rows are the bundles' second part.
-        layer.downT.assign(size_t(c.ffnDim) * size_t(c.dim), 0.0f);
-        for (int64_t r = 0; r < L.down.rows; ++r) {
-            d.getRow(L.down, r, row.data());
-            for (int j = 0; j < c.ffnDim; ++j) layer.downT[size_t(j) * size_t(c.dim) + size_t(r)] = row[size_t(j)];
+        SparseFfn::Layer layer{NeuronCache(c.ffnDim, capacity, o.policy, o.window), {}, nullptr, {}, 0, 0};
+        if (!stored.empty()) {
+            const FfnBundles& sb = stored[size_t(l)];
+            if (sb.rowType != b.rowType || sb.downType != b.downType)
+                return makeError(ErrorCode::ModelFileInvalid, path + ": the layers' FFN bundles differ in type");
+            layer.ram = sb.data;
+            layer.file = sb.file;
+            layer.fileOffset = sb.fileOffset;
+        } else {
+            // No stored bundles: built here, from the model's FFN (its rows as they are, the down
+            // columns in the bundle's column type).
+            const LlamaLayerWeights& L = m_model.weights().layers[size_t(l)];
+            if (c.ffnGated && L.gate.type != b.rowType)
+                return makeError(ErrorCode::UnsupportedModel, path + ": ffn_gate and ffn_up differ in type");
+            layer.built.assign(b.stride * size_t(c.ffnDim), 0);
+            uint8_t* base = layer.built.data();
+            const size_t elem = b.downType == gpu::DType::F32 ? 4 : 2;
+            for (int j = 0; j < c.ffnDim; ++j) {
+                uint8_t* n = base + size_t(j) * b.stride;
+                if (b.parts == 3) std::memcpy(n, static_cast<const uint8_t*>(L.gate.data) + size_t(j) * L.gate.rowStride, b.rowBytes);
+                std::memcpy(n + b.upOffset(), static_cast<const uint8_t*>(L.up.data) + size_t(j) * L.up.rowStride, b.rowBytes);
+            }
+            for (int64_t r = 0; r < L.down.rows; ++r) {
+                const auto* src = static_cast<const uint8_t*>(L.down.data) + size_t(r) * L.down.rowStride;
+                if (b.downType == L.down.type) {
+                    for (int j = 0; j < c.ffnDim; ++j)
+                        std::memcpy(base + size_t(j) * b.stride + b.downOffset() + size_t(r) * elem, src + size_t(j) * elem, elem);
+                } else {
+                    d.getRow(L.down, r, row.data());
+                    for (int j = 0; j < c.ffnDim; ++j)
+                        std::memcpy(base + size_t(j) * b.stride + b.downOffset() + size_t(r) * 4, &row[size_t(j)], 4);
+                }
+            }
+            layer.ram = layer.built.data();
         }
-        if (sparse->upRowBytes) {
-            auto up = d.allocate(std::max<size_t>(size_t(capacity) * sparse->upRowBytes, 64));
-            if (!up) return up.error();
-            layer.upRows = std::move(*up);
-        }
-        auto down = d.allocate(std::max<size_t>(size_t(capacity) * size_t(c.dim) * sizeof(float), 64));
-        if (!down) return down.error();
-        layer.downCols = std::move(*down);
-        sparse->layers.push_back(std::move(layer));
+        auto slots = d.allocate(std::max<size_t>(size_t(capacity) * sp.slice.bytes, 64));
+        if (!slots) return slots.error();
+        layer.slots = std::move(*slots);
+        sp.layers.push_back(std::move(layer));
     }
+    if (o.source == BundleSource::Ssd) {
+        for (const std::string& file : m_model.dataFiles()) {
+            auto f = storage::DirectFile::open(file);
+            if (!f) return f.error();
+            sp.files.push_back(std::move(*f));
+        }
+        storage::DirectReaderOptions ro;
+        ro.queueDepth = std::clamp(m_options.streamer.ioQueueDepth, 1, 1024);
+        ro.chunkBytes = m_options.streamer.ioChunkBytes;
+        auto reader = storage::DirectReader::create(ro);
+        if (!reader) return reader.error();
+        sp.reader = std::move(*reader);
+        const size_t layerBytes = (b.stride * size_t(c.ffnDim) + kAlign - 1) / kAlign * kAlign;
+        auto staging = d.allocateHost(std::min(kStagingBytes, layerBytes) + 2 * kAlign);
+        if (!staging) return staging.error();
+        sp.staging = std::move(*staging);
+    }
+    sp.gateOut.resize(size_t(std::max(capacity, 1)));
+    sp.overflowAt.resize(size_t(c.ffnDim));
+    sp.loads.reserve(size_t(c.ffnDim));
+    sp.active.reserve(size_t(c.ffnDim));
+    sp.h.reserve(size_t(c.ffnDim));
     d.synchronize();
-    sparse->y.resize(size_t(c.dim));
+    sp.y.resize(size_t(c.dim));
     m_sparse = std::move(sparse);
     return {};
 }
@@ -75,7 +242,9 @@ NeuronCacheReport LlamaSession::neuronCacheReport() const
 {
     NeuronCacheReport r;
     if (!m_sparse) return r;
-    r.bundleBytes = m_sparse->bundleBytes;
+    r.bundleBytes = m_sparse->slice.bytes;
+    r.ssdBytes = m_sparse->ssdBytes;
+    r.ssdRequests = m_sparse->ssdRequests;
     for (const auto& l : m_sparse->layers) {
         const NeuronCacheStats& s = l.cache.stats();
         r.total.tokens += s.tokens;
@@ -86,84 +255,180 @@ NeuronCacheReport LlamaSession::neuronCacheReport() const
     return r;
 }
 
-void LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x)
+// Brings the slices of `loads` (sorted by neuron) to their slots, or, for those without one, to
+// the overflow area (at their index among the loads).
+Status LlamaSession::fetchBundles(int layer)
 {
-    // x += down · act, act = relu(gate·n - shift) ⊙ up·n (gated) or relu(up·n + b) (OPT), over
-    // the active neurons only. `in` is the FFN input (normed).
+    SparseFfn& sp = *m_sparse;
+    SparseFfn::Layer& cl = sp.layers[size_t(layer)];
+    const size_t stride = sp.layout.stride, sliceBytes = sp.slice.bytes;
+    uint8_t* slots = cl.slots.as<uint8_t>();
+    size_t spilled = 0;
+    for (const NeuronLoad& load : sp.loads) spilled += load.slot < 0;
+    if (spilled && sp.overflow.size() < sp.loads.size() * sliceBytes)
+        sp.overflow.resize(sp.loads.size() * sliceBytes);  // grows only, and only when more are active than fit
+    auto destination = [&](size_t i) {
+        const NeuronLoad& load = sp.loads[i];
+        return load.slot >= 0 ? slots + size_t(load.slot) * sliceBytes : sp.overflow.data() + i * sliceBytes;
+    };
+    if (!sp.reader) {
+        for (size_t i = 0; i < sp.loads.size(); ++i)
+            m_device.upload(destination(i), cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset, sliceBytes);
+        return {};
+    }
+    // Merge neighbouring neurons into aligned runs, then read the runs in batches that fit the
+    // staging buffer and copy each neuron's slice out of it.
+    sp.runs.clear();
+    for (size_t i = 0; i < sp.loads.size(); ++i) {
+        const uint64_t start = cl.fileOffset + uint64_t(sp.loads[i].neuron) * stride + sp.slice.offset;
+        const uint64_t begin = start / kAlign * kAlign;
+        const uint64_t end = (start + sliceBytes + kAlign - 1) / kAlign * kAlign;
+        if (!sp.runs.empty() && begin <= sp.runs.back().end + sp.mergeGap &&
+            end - sp.runs.back().begin <= sp.staging.bytes() - 2 * kAlign) {
+            sp.runs.back().end = std::max(sp.runs.back().end, end);
+            sp.runs.back().lastLoad = i;
+        } else {
+            sp.runs.push_back({begin, end, i, i, 0});
+        }
+    }
+    const storage::DirectFile& file = sp.files[cl.file];
+    uint8_t* staging = sp.staging.as<uint8_t>();
+    const size_t capacity = sp.staging.bytes();
+    for (size_t first = 0; first < sp.runs.size();) {
+        sp.requests.clear();
+        size_t used = 0, last = first;
+        for (; last < sp.runs.size(); ++last) {
+            SparseFfn::Run& run = sp.runs[last];
+            const size_t bytes = size_t(run.end - run.begin);
+            if (used + bytes > capacity) break;
+            run.stagingOffset = used;
+            sp.requests.push_back({run.begin, bytes, staging + used});
+            used += bytes;
+        }
+        SPILLWAY_TRY(sp.reader->readBatch(file, sp.requests));
+        sp.ssdBytes += used;
+        sp.ssdRequests += sp.requests.size();
+        for (size_t r = first; r < last; ++r) {
+            const SparseFfn::Run& run = sp.runs[r];
+            for (size_t i = run.firstLoad; i <= run.lastLoad; ++i) {
+                const uint64_t start = cl.fileOffset + uint64_t(sp.loads[i].neuron) * stride + sp.slice.offset;
+                m_device.upload(destination(i), staging + run.stagingOffset + size_t(start - run.begin), sliceBytes);
+            }
+        }
+        first = last;
+    }
+    return {};
+}
+
+Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x)
+{
+    // x += down · act, act = relu(gate·n - shift) ⊙ up·n (gated) or relu(up·n + b - shift) (OPT),
+    // over the active neurons only. `in` is the FFN input (normed).
     const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;
     SparseFfn& sp = *m_sparse;
     SparseFfn::Layer& cl = sp.layers[size_t(layer)];
+    const FfnBundles& b = sp.layout;
     float* hb = m_hb.as<float>();
     float* hb2 = m_hb2.as<float>();
     const size_t dim = size_t(c.dim);
+    const bool predicted = sp.mode == NeuronCacheMode::Predicted;
 
-    // 1. The pre-activation in full (the active set is the true one), through the ReLU.
-    const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
-    matvec(pre);
-    if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
-    shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
-    d.synchronize();  // hb is read on the host below
+    // 1. The active set: the true one from the full pre-activation through the ReLU (exact), or
+    //    the predictor's guess (predicted).
     sp.active.clear();
-    for (int j = 0; j < c.ffnDim; ++j)
-        if (hb[j] > 0.0f) sp.active.push_back(uint32_t(j));
-
-    // 2. Only the difference moves: the bundles of active neurons the cache lacks.
-    const auto* upSource = static_cast<const uint8_t*>(L.up.data);
-    for (const NeuronLoad& load : cl.cache.update(sp.active)) {
-        if (load.slot < 0) continue;  // no room: computed from RAM below
-        const size_t s = size_t(load.slot);
-        if (sp.upRowBytes)
-            d.upload(cl.upRows.as<uint8_t>() + s * sp.upRowBytes, upSource + size_t(load.neuron) * L.up.rowStride,
-                     sp.upRowBytes);
-        d.upload(cl.downCols.as<float>() + s * dim, cl.downT.data() + size_t(load.neuron) * dim, dim * sizeof(float));
+    d.synchronize();  // `in` is read on the host (predictor), and hb below
+    if (!predicted) {
+        const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
+        matvec(pre);
+        if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
+        shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
+        d.synchronize();
+        for (int j = 0; j < c.ffnDim; ++j)
+            if (hb[j] > 0.0f) sp.active.push_back(uint32_t(j));
+    } else {
+        sp.predictors[size_t(layer)].predict(in, sp.active, sp.predictorScratch);
     }
 
-    // 3. The activations: gated FFNs multiply by up·n, from the cached rows (the dense kernel's
-    //    row arithmetic, so each value is the dense path's).
+    // 2. Only the difference moves: the bundles of active neurons the cache lacks, read in
+    //    neuron order (neighbours merge into one read).
+    const auto loads = cl.cache.update(sp.active);
+    sp.loads.assign(loads.begin(), loads.end());
+    std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+    SPILLWAY_TRY(fetchBundles(layer));
+    // Where each active neuron's slice is: its slot, or the overflow area.
+    for (size_t i = 0; i < sp.loads.size(); ++i)
+        if (sp.loads[i].slot < 0) sp.overflowAt[sp.loads[i].neuron] = int32_t(i);
+    d.synchronize();
+
+    // 3. The rows the cache holds, computed for every filled slot with the dense kernel's row
+    //    arithmetic (so each value is the dense path's): the up rows (gated), and in predicted
+    //    mode the gate rows (or OPT's up rows) too.
+    const uint8_t* slots = cl.slots.as<uint8_t>();
+    const uint8_t* overflow = sp.overflow.data();
+    auto rowsView = [&](const uint8_t* base, int64_t rows, size_t partOffset) {
+        gpu::MatrixView v;
+        v.type = b.rowType;
+        v.data = base + partOffset - sp.slice.offset;
+        v.rows = rows;
+        v.cols = c.dim;
+        v.rowStride = sp.slice.bytes;
+        return v;
+    };
+    const bool hasUpRows = c.ffnGated || predicted;  // exact OPT: the cache holds down columns only
+    const size_t upPart = c.ffnGated ? b.upOffset() : 0;
+    const int resident = cl.cache.resident();
+    float* gateOut = sp.gateOut.data();
+    if (hasUpRows && resident > 0) {
+        gpu::MatvecJob jobs[2];
+        size_t n = 0;
+        jobs[n++] = {rowsView(slots, resident, upPart), in, hb2};
+        if (predicted && c.ffnGated) jobs[n++] = {rowsView(slots, resident, 0), in, gateOut};
+        d.matvec({jobs, n});
+        d.synchronize();  // read on the host below
+    }
     sp.h.resize(sp.active.size());
-    if (sp.upRowBytes) {
-        gpu::MatrixView cached = L.up;
-        cached.data = cl.upRows.data();
-        cached.rows = cl.cache.resident();  // slots fill from 0: [0, resident) hold bundles
-        cached.rowStride = sp.upRowBytes;
-        if (cached.rows > 0) {
-            const gpu::MatvecJob up[] = {{cached, in, hb2}};
-            d.matvec(up);
-            d.synchronize();  // hb2 is read on the host below
-        }
-        for (size_t i = 0; i < sp.active.size(); ++i) {
-            const uint32_t j = sp.active[i];
-            const int32_t slot = cl.cache.slotOf(j);
-            float u = 0.0f;
+    for (size_t i = 0; i < sp.active.size(); ++i) {
+        const uint32_t j = sp.active[i];
+        const int32_t slot = cl.cache.slotOf(j);
+        float u = 0.0f, g = 0.0f;
+        if (hasUpRows) {
             if (slot >= 0) {
                 u = hb2[slot];
-            } else {  // not cached: its row straight from where it lives
-                gpu::MatrixView one = L.up;
-                one.data = upSource + size_t(j) * L.up.rowStride;
-                one.rows = 1;
-                d.matvec(one, in, &u);
+                if (predicted && c.ffnGated) g = gateOut[slot];
+            } else {  // no slot: computed from the overflow area
+                const uint8_t* at = overflow + size_t(sp.overflowAt[j]) * sp.slice.bytes;
+                d.matvec(rowsView(at, 1, upPart), in, &u);
+                if (predicted && c.ffnGated) d.matvec(rowsView(at, 1, 0), in, &g);
             }
-            sp.h[i] = hb[j] * u;
         }
-    } else {
-        for (size_t i = 0; i < sp.active.size(); ++i) sp.h[i] = hb[sp.active[i]];
+        float act;
+        if (!predicted) {
+            act = c.ffnGated ? hb[j] * u : hb[j];
+        } else if (c.ffnGated) {
+            act = std::max(0.0f, g - c.ffnReluShift) * u;
+        } else {
+            act = std::max(0.0f, u + (L.upBias ? L.upBias[j] : 0.0f) - c.ffnReluShift);
+        }
+        sp.h[i] = act;
     }
     d.synchronize();
 
     // 4. down · act over the active neurons, in neuron order.
     std::fill(sp.y.begin(), sp.y.end(), 0.0f);
+    const size_t downPart = b.downOffset() - sp.slice.offset;
     for (size_t i = 0; i < sp.active.size(); ++i) {
+        if (sp.h[i] == 0.0f) continue;
         const uint32_t j = sp.active[i];
         const int32_t slot = cl.cache.slotOf(j);
-        const float* col = slot >= 0 ? cl.downCols.as<float>() + size_t(slot) * dim : cl.downT.data() + size_t(j) * dim;
-        const float a = sp.h[i];
-        for (size_t r = 0; r < dim; ++r) sp.y[r] += a * col[r];
+        const uint8_t* s = slot >= 0 ? slots + size_t(slot) * sp.slice.bytes : overflow + size_t(sp.overflowAt[j]) * sp.slice.bytes;
+        axpyColumn(sp.h[i], s + downPart, b.downType, dim, sp.y.data());
     }
     float* xb = m_xb.as<float>();
     std::memcpy(xb, sp.y.data(), dim * sizeof(float));
     if (L.downBias) d.add(xb, L.downBias, c.dim);
     d.add(x, xb, c.dim);
+    return {};
 }
 
 }  // namespace spillway

@@ -78,6 +78,10 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         for (const auto& m : kMembers) {
             if (!(L.*(m.member)).data) continue;  // absent (an ungated FFN's gate)
             const std::string name = "blk." + std::to_string(l) + "." + m.suffix;
+            if (std::find(options.notStreamed.begin(), options.notStreamed.end(), name) != options.notStreamed.end()) {
+                im.units[size_t(l)].layer.*(m.member) = gpu::MatrixView{};
+                continue;
+            }
             auto tier = tierOf(name);
             if (!tier) return tier.error();
             auto entry = std::make_pair(sourceOf(name, L.*(m.member)), Unit::Patch{m.member, 0});

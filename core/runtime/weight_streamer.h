@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/result.h"
@@ -30,6 +31,10 @@ struct StreamerOptions {
     int ioQueueDepth = 16;         // direct reads in flight (the probe finds QD 16 of 4 MiB near the best)
     size_t ioChunkBytes = size_t{4} << 20;
     trace::Recorder* trace = nullptr;  // spans of every read, copy and stall; may be null
+    // Layer matrices another part of the runtime brings in itself (the neuron cache's FFN
+    // weights): not loaded, and absent (data null) from the acquired layers' views. The
+    // placement needs no entry for them.
+    std::vector<std::string> notStreamed;
 };
 
 struct StreamerMemory {

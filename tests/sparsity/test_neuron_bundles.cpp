@@ -1,0 +1,285 @@
+// Row-column bundles (compress --bundles) and the neuron-cache runtime that reads them: the
+// bundle bytes are the FFN's own (checked against the source tensors, element by element), a
+// damaged bundle tensor is refused by name, exact mode keeps relu-stories-260K's reference text
+// with bundles from RAM and from the SSD (direct reads, merged), the served FFN matrices are not
+// streamed, and predicted mode reads no FFN weight but the predicted neurons'.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/compress/compress_model.h"
+#include "core/model/llama_model.h"
+#include "core/plan/model_tensors.h"
+#include "core/runtime/generator.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "gpu/cpu/cpu_device.h"
+#include "gpu/half_inline.h"
+#include "../common/greedy_text.h"
+#include "../common/temp_dir.h"
+
+using namespace spillway;
+using namespace spillway::compress;
+
+namespace {
+
+const std::string kShared = SPILLWAY_SHARED_DIR;
+
+std::unique_ptr<LlamaModel> reluStories260K()
+{
+    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin", ModelLoadOptions{"relu-llama", ""});
+    EXPECT_TRUE(model.ok()) << model.error().message;
+    return model ? std::move(*model) : nullptr;
+}
+
+// A package of relu-stories-260K with bundles and rank-16 predictors, made once per test run.
+const std::string& bundledPackage()
+{
+    static testing_support::TempDir dir("bundles");
+    static const std::string path = [] {
+        const std::string p = dir.path() + "/package";
+        auto model = reluStories260K();
+        auto device = gpu::createCpuDevice(2);
+        CompressOptions o;
+        o.qualityCheck = false;
+        o.bundles = true;
+        o.predictorRank = 16;
+        o.predictorContinueTokens = 16;
+        auto report = compressModel(*model, p, o, *device);
+        EXPECT_TRUE(report.ok()) << report.error().message;
+        if (report) {
+            EXPECT_GT(report->bundleBytes, 0u);
+        }
+        return p;
+    }();
+    return path;
+}
+
+struct CacheRun {
+    std::string text;
+    NeuronCacheReport report;
+    std::vector<float> logits;  // of BOS at position 0, after the generation
+    gpu::MemoryStats memory;
+};
+
+CacheRun generateWith(const LlamaModel& model, const std::string& prompt, const NeuronCacheOptions& cache, int tokens = 48)
+{
+    auto device = gpu::createCpuDevice(2);
+    SessionOptions o;
+    o.contextLength = 128;
+    o.neuronCache = cache;
+    plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
+    o.placement = placement;
+    CacheRun run;
+    auto session = LlamaSession::create(model, *device, o);
+    EXPECT_TRUE(session.ok()) << session.error().message;
+    if (!session) return run;
+    SamplerSettings greedy;
+    greedy.temperature = 0;
+    Sampler sampler(model.config().vocabSize, greedy);
+    run.text = prompt;
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.maxNewTokens = tokens;
+    request.onToken = [&](std::string_view piece, int32_t) {
+        run.text += piece;
+        return true;
+    };
+    auto stats = generate(**session, sampler, request);
+    EXPECT_TRUE(stats.ok()) << stats.error().message;
+    run.report = (*session)->neuronCacheReport();
+    auto logits = (*session)->forward(1, 0);
+    EXPECT_TRUE(logits.ok());
+    if (logits) run.logits.assign(*logits, *logits + model.config().vocabSize);
+    run.memory = device->memoryStats();
+    return run;
+}
+
+float downElement(gpu::Device& device, const gpu::MatrixView& down, int64_t row, int64_t col)
+{
+    std::vector<float> r(size_t(down.cols));
+    device.getRow(down, row, r.data());
+    return r[size_t(col)];
+}
+
+}  // namespace
+
+TEST(NeuronBundles, HoldTheFfnsOwnRowsAndColumns)
+{
+    auto source = reluStories260K();
+    ASSERT_TRUE(source);
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaConfig& c = (*package)->config();
+    const auto& bundles = (*package)->ffnBundles();
+    ASSERT_EQ(bundles.size(), size_t(c.nLayers));
+    auto device = gpu::createCpuDevice(1);
+    for (int l = 0; l < c.nLayers; ++l) {
+        const FfnBundles& b = bundles[size_t(l)];
+        const LlamaLayerWeights& L = source->weights().layers[size_t(l)];
+        EXPECT_EQ(b.parts, 3);  // gated: gate row, up row, down column
+        EXPECT_EQ(b.neurons, c.ffnDim);
+        EXPECT_EQ(b.rowType, L.up.type);
+        EXPECT_EQ(b.downType, gpu::DType::F32);  // Q8_G64 down: columns as f32 (exact values)
+        EXPECT_EQ(b.stride, 2 * gpu::rowBytes(L.up.type, c.dim) + size_t(c.dim) * 4);
+        for (int j : {0, 1, c.ffnDim / 2, c.ffnDim - 1}) {
+            const uint8_t* n = b.data + size_t(j) * b.stride;
+            EXPECT_EQ(std::memcmp(n, static_cast<const uint8_t*>(L.gate.data) + size_t(j) * L.gate.rowStride, b.rowBytes), 0);
+            EXPECT_EQ(std::memcmp(n + b.upOffset(), static_cast<const uint8_t*>(L.up.data) + size_t(j) * L.up.rowStride, b.rowBytes), 0);
+            for (int r : {0, 7, c.dim - 1}) {
+                float v;
+                std::memcpy(&v, n + b.downOffset() + size_t(r) * 4, 4);
+                EXPECT_EQ(v, downElement(*device, L.down, r, j)) << "layer " << l << " neuron " << j << " row " << r;
+            }
+        }
+    }
+}
+
+TEST(NeuronBundles, DamagedOrMisplacedBundlesAreRefusedByName)
+{
+    const std::string original = bundledPackage() + "/manifest.json";
+    std::stringstream text;
+    text << std::ifstream(original).rdbuf();
+    const std::string manifest = text.str();
+    auto withManifest = [&](const std::string& changed) {
+        testing_support::TempDir dir("bad-bundles");
+        const std::string copy = dir.path() + "/package";
+        std::filesystem::copy(bundledPackage(), copy);
+        std::ofstream(copy + "/manifest.json", std::ios::trunc) << changed;
+        auto model = LlamaModel::load(copy);
+        EXPECT_FALSE(model.ok());
+        return model ? Error{} : model.error();
+    };
+    // A format no version writes.
+    const std::string name = "\"blk.1.ffn_bundle\"";
+    const size_t at = manifest.find(name);
+    ASSERT_NE(at, std::string::npos);
+    std::string wrongFormat = manifest;
+    const size_t format = wrongFormat.find("bundle-", wrongFormat.rfind('{', at));  // this tensor's object
+    ASSERT_NE(format, std::string::npos);
+    wrongFormat.replace(format, 7, "bundle-nosuch-");
+    const Error e1 = withManifest(wrongFormat);
+    EXPECT_NE(e1.message.find("blk.1.ffn_bundle"), std::string::npos) << e1.message;
+
+    // A layer without its bundle: the name points at a layer that does not exist.
+    std::string missing = manifest;
+    missing.replace(at, name.size(), "\"blk.99.ffn_bundle\"");
+    const Error e2 = withManifest(missing);
+    EXPECT_EQ(e2.code, ErrorCode::ModelFileInvalid);
+    EXPECT_NE(e2.message.find("blk.99.ffn_bundle"), std::string::npos) << e2.message;
+}
+
+TEST(NeuronBundles, CompressRefusesWhatWouldChangeTheFfnOrHasNoZeros)
+{
+    auto source = reluStories260K();
+    ASSERT_TRUE(source);
+    auto device = gpu::createCpuDevice(1);
+    testing_support::TempDir dir("bundles-refused");
+    CompressOptions pruned;
+    pruned.qualityCheck = false;
+    pruned.bundles = true;
+    pruned.prune = {PruneMethod::Magnitude, 0.5, 0, 0};
+    auto r1 = compressModel(*source, dir.path() + "/a", pruned, *device);
+    ASSERT_FALSE(r1.ok());
+    EXPECT_EQ(r1.error().code, ErrorCode::InvalidArgument);
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/a"));
+
+    auto swiglu = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    ASSERT_TRUE(swiglu.ok());
+    CompressOptions plain;
+    plain.qualityCheck = false;
+    plain.bundles = true;
+    auto r2 = compressModel(**swiglu, dir.path() + "/b", plain, *device);
+    ASSERT_FALSE(r2.ok());
+    EXPECT_EQ(r2.error().code, ErrorCode::UnsupportedModel);
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/b"));
+}
+
+TEST(NeuronCacheRuntime, ExactModeFromRamOrSsdKeepsTheReferenceText)
+{
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaConfig& c = (*package)->config();
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    ASSERT_EQ(refs.size(), 3u);
+    const CacheRun dense = generateWith(**package, refs[0].prompt, {});
+    NeuronCacheOptions ram;
+    ram.capacity = c.ffnDim / 4;
+    NeuronCacheOptions ssd = ram;
+    ssd.source = BundleSource::Ssd;
+    for (const auto& ref : refs) {
+        SCOPED_TRACE(ref.prompt);
+        const CacheRun fromRam = generateWith(**package, ref.prompt, ram);
+        const CacheRun fromSsd = generateWith(**package, ref.prompt, ssd);
+        EXPECT_EQ(fromRam.text.substr(0, ref.text.size()), ref.text);
+        EXPECT_EQ(fromSsd.text.substr(0, ref.text.size()), ref.text);
+        // The same bundles whichever tier they come from: the same logits, bit for bit.
+        EXPECT_EQ(fromRam.logits, fromSsd.logits);
+        EXPECT_EQ(fromRam.report.total.loaded, fromSsd.report.total.loaded);
+        EXPECT_EQ(fromRam.report.ssdBytes, 0u);
+        // The SSD reads: at least the slices loaded, merged into fewer requests than loads.
+        EXPECT_GE(fromSsd.report.ssdBytes, fromSsd.report.loadedBytes());
+        EXPECT_GT(fromSsd.report.ssdRequests, 0u);
+        EXPECT_LT(fromSsd.report.ssdRequests, fromSsd.report.total.loaded);
+        // The up rows and down columns are the cache's: the session holds neither densely.
+        EXPECT_LT(fromRam.memory.peak, dense.memory.peak);
+    }
+    // Exact mode needs the up row and down column of a gated neuron, not its gate row.
+    const CacheRun run = generateWith(**package, refs[0].prompt, ram, 8);
+    EXPECT_EQ(run.report.bundleBytes, (*package)->ffnBundles()[0].stride - (*package)->ffnBundles()[0].rowBytes);
+}
+
+TEST(NeuronCacheRuntime, PredictedModeTrustsThePredictorsAndStaysCloseToDense)
+{
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaConfig& c = (*package)->config();
+    const std::string prompt = "Once upon a time";
+    const CacheRun dense = generateWith(**package, prompt, {});
+    NeuronCacheOptions predicted;
+    predicted.capacity = c.ffnDim / 3;
+    predicted.mode = NeuronCacheMode::Predicted;
+    predicted.source = BundleSource::Ssd;
+    const CacheRun run = generateWith(**package, prompt, predicted);
+    // The whole bundle moves (gate row included), for the predicted neurons only.
+    EXPECT_EQ(run.report.bundleBytes, (*package)->ffnBundles()[0].stride);
+    const NeuronCacheStats& s = run.report.total;
+    ASSERT_GT(s.tokens, 0u);
+    EXPECT_LT(double(s.active) / double(s.tokens), 0.8 * c.ffnDim);  // the predictor picks a part of each layer
+    EXPECT_LT(run.memory.peak, dense.memory.peak);  // no FFN matrix is held densely
+    // Approximate: the same opening words, and the first token's logits close to the dense ones.
+    EXPECT_EQ(run.text.substr(0, prompt.size() + 12), dense.text.substr(0, prompt.size() + 12)) << run.text;
+    ASSERT_EQ(run.logits.size(), dense.logits.size());
+    size_t best = 0, denseBest = 0;
+    for (size_t i = 0; i < run.logits.size(); ++i) {
+        if (run.logits[i] > run.logits[best]) best = i;
+        if (dense.logits[i] > dense.logits[denseBest]) denseBest = i;
+    }
+    EXPECT_EQ(best, denseBest);
+}
+
+TEST(NeuronCacheRuntime, ModesAndSourcesThatCannotWorkSaySo)
+{
+    auto source = reluStories260K();
+    ASSERT_TRUE(source);
+    auto device = gpu::createCpuDevice(1);
+    SessionOptions o;
+    o.contextLength = 32;
+    o.neuronCache.capacity = 16;
+    o.neuronCache.source = BundleSource::Ssd;  // a checkpoint stores no bundles
+    auto s1 = LlamaSession::create(*source, *device, o);
+    ASSERT_FALSE(s1.ok());
+    EXPECT_NE(s1.error().message.find("--bundles"), std::string::npos) << s1.error().message;
+    o.neuronCache.source = BundleSource::Ram;
+    o.neuronCache.mode = NeuronCacheMode::Predicted;  // ... nor predictors
+    auto s2 = LlamaSession::create(*source, *device, o);
+    ASSERT_FALSE(s2.ok());
+    EXPECT_NE(s2.error().message.find("--predictors"), std::string::npos) << s2.error().message;
+}
