@@ -58,7 +58,7 @@ private:
 Status runCalibration(const LlamaModel& model, gpu::Device& device,
                       std::span<const std::string> prompts, int maxTokensPerPrompt,
                       std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher,
-                      int continueTokens)
+                      int continueTokens, const std::function<bool(double)>& progress)
 {
     if (continueTokens < 0 || continueTokens > (1 << 20))
         return makeError(ErrorCode::InvalidArgument, "calibration: continueTokens out of range");
@@ -104,6 +104,8 @@ Status runCalibration(const LlamaModel& model, gpu::Device& device,
             watching.setToken(int(p), int(i));
             auto logits = (*session)->forward(token, int(i));
             if (!logits) return logits.error();
+            if (progress && !progress((double(p) + double(i + 1) / double(total)) / double(tokenized.size())))
+                return makeError(ErrorCode::Cancelled, "calibration cancelled");
             sampler.accept(token);
             if (i + 1 < t.size()) {
                 token = t[i + 1];

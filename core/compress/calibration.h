@@ -33,10 +33,12 @@ using CalibrationWatcher =
 // sampled (temperature 0.8, top-k 40, top-p 0.95; seeded by the prompt's index, so runs repeat),
 // stopping at EOS: more calibration text in the model's own distribution, which small prompt
 // sets lack.
+// progress(fraction of the prompts done), when given, is called after every token; false stops
+// the run with ErrorCode::Cancelled.
 Status runCalibration(const LlamaModel& model, gpu::Device& device,
                       std::span<const std::string> prompts, int maxTokensPerPrompt,
                       std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher,
-                      int continueTokens = 0);
+                      int continueTokens = 0, const std::function<bool(double)>& progress = {});
 
 }  // namespace compress
 }  // namespace spillway

@@ -177,7 +177,10 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
     // Shares of the whole job, for one progress fraction.
     const double calibShare = wanda ? 0.05 : 0.0;
     const double qualityShare = options.qualityCheck ? 0.2 : 0.0;
-    const double writeShare = 1.0 - calibShare - qualityShare;
+    // Predictor training runs the model over the calibration prompts and fits every layer: the
+    // longest stage when asked for.
+    const double predictShare = options.predictorRank > 0 ? 0.4 * (1.0 - calibShare - qualityShare) : 0.0;
+    const double writeShare = 1.0 - calibShare - qualityShare - predictShare;
 
     CompressReport report;
     auto tell = [&](const std::string& stage, double fraction, const std::string& tensor) -> Status {
@@ -343,6 +346,9 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         po.rank = options.predictorRank;
         po.continueTokens = options.predictorContinueTokens;
         po.maxTokensPerPrompt = options.calibrationTokens;
+        po.progress = [&](double f) {
+            return static_cast<bool>(tell("training predictors", calibShare + writeShare + predictShare * f, ""));
+        };
         auto predictors = trainFfnPredictors(source, device, po);
         if (!predictors) return predictors.error();
         for (const FfnPredictor& p : *predictors) {
@@ -379,7 +385,7 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
 
     if (options.bundles) {
         for (int l = 0; l < source.config().nLayers; ++l) {
-            SPILLWAY_TRY(tell("writing bundles", calibShare + writeShare, "blk." + std::to_string(l) + ".ffn_bundle"));
+            SPILLWAY_TRY(tell("writing bundles", calibShare + writeShare + predictShare, "blk." + std::to_string(l) + ".ffn_bundle"));
             SPILLWAY_TRY(writeBundles(source, l, *writer, report.bundleBytes));
         }
         report.outputBytes += report.bundleBytes;
@@ -401,16 +407,16 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         auto written = storage::Package::open(writer->temporaryDir());
         if (!written) return written.error();
         SPILLWAY_TRY(written->verify([&](const storage::PackageProgress&) {
-            return static_cast<bool>(tell("verifying", calibShare + writeShare, ""));
+            return static_cast<bool>(tell("verifying", calibShare + writeShare + predictShare, ""));
         }));
     }
 
     if (options.qualityCheck) {
-        SPILLWAY_TRY(tell("checking quality", calibShare + writeShare, ""));
+        SPILLWAY_TRY(tell("checking quality", calibShare + writeShare + predictShare, ""));
         auto candidate = LlamaModel::load(writer->temporaryDir());
         if (!candidate) return candidate.error();
         QualityOptions q = options.quality;
-        const double base = calibShare + writeShare;
+        const double base = calibShare + writeShare + predictShare;
         bool cancelled = false;
         q.progress = [&](double f) {
             cancelled = !tell("checking quality", base + qualityShare * f, "");

@@ -1,6 +1,8 @@
 #include "core/compress/ffn_predictor.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -121,11 +123,13 @@ void logits(const FfnPredictor& p, const float* x, std::vector<float>& h, std::v
 // step 1/L from the loss's curvature bound, positives weighted by the class ratio (clipped to
 // [1, 20]) since a missed neuron costs more than a spare one, and a little L2 so that separable
 // neurons keep finite weights.
-void fitLogistic(FfnPredictor& p, const std::vector<float>& h, const std::vector<uint8_t>& y,
-                 int64_t tokens, int iterations)
+// Returns false when `keepGoing` (called on the calling thread once per iteration of its block)
+// said stop; the other threads then stop at their next iteration too.
+bool fitLogistic(FfnPredictor& p, const std::vector<float>& h, const std::vector<uint8_t>& y,
+                 int64_t tokens, int iterations, int threads, const std::function<bool(double)>& keepGoing)
 {
     const int r = p.rank, n = p.neurons;
-    if (tokens == 0 || iterations <= 0) return;
+    if (tokens == 0 || iterations <= 0) return true;
     int64_t pos = 0;
     for (uint8_t v : y) pos += v;
     const double neg = double(int64_t(y.size()) - pos);
@@ -157,42 +161,58 @@ void fitLogistic(FfnPredictor& p, const std::vector<float>& h, const std::vector
     const double l2 = 1e-3;
     const double step = 1.0 / (wPos / 4.0 * lambda + l2);
 
-    // Parameters theta (n, f): row j = (b_j, bias_j); y_k the look-ahead point.
-    std::vector<double> theta(size_t(n) * f), look, prev, grad(size_t(n) * f);
-    for (int j = 0; j < n; ++j) {
-        for (int c = 0; c < r; ++c) theta[size_t(j) * f + c] = p.b[size_t(j) * r + c];
-        theta[size_t(j) * f + r] = p.bias[size_t(j)];
-    }
-    look = prev = theta;
-    for (int it = 0; it < iterations; ++it) {
-        std::fill(grad.begin(), grad.end(), 0.0);
-        for (int64_t t = 0; t < tokens; ++t) {
-            const float* ht = h.data() + size_t(t) * r;
-            for (int j = 0; j < n; ++j) {
-                const double* th = look.data() + size_t(j) * f;
-                double z = th[r];
-                for (int c = 0; c < r; ++c) z += th[c] * ht[c];
-                const bool label = y[size_t(t) * n + j] != 0;
-                const double sig = 1.0 / (1.0 + std::exp(-z));
-                const double g = label ? wPos * (sig - 1.0) : sig;
-                double* gr = grad.data() + size_t(j) * f;
-                for (int c = 0; c < r; ++c) gr[c] += g * ht[c];
-                gr[r] += g;
+    // Each neuron's regression is its own (the features and the step are shared): blocks of
+    // neurons are fitted on separate threads, each running every iteration for its block. The
+    // arithmetic per neuron is the same whatever the threading: results are bit for bit the same.
+    std::atomic<bool> stop{false};
+    auto fitBlock = [&](int j0, int j1, bool caller) {
+        const size_t count = size_t(j1 - j0) * size_t(f);
+        // Parameters theta (neurons, f): row j = (b_j, bias_j); look the look-ahead point.
+        std::vector<double> theta(count), look, prev, grad(count);
+        for (int j = j0; j < j1; ++j) {
+            for (int c = 0; c < r; ++c) theta[size_t(j - j0) * f + c] = p.b[size_t(j) * r + c];
+            theta[size_t(j - j0) * f + r] = p.bias[size_t(j)];
+        }
+        look = prev = theta;
+        for (int it = 0; it < iterations; ++it) {
+            if (caller && keepGoing && !keepGoing(double(it) / double(iterations))) stop = true;
+            if (stop) return;
+            std::fill(grad.begin(), grad.end(), 0.0);
+            for (int64_t t = 0; t < tokens; ++t) {
+                const float* ht = h.data() + size_t(t) * r;
+                for (int j = j0; j < j1; ++j) {
+                    const double* th = look.data() + size_t(j - j0) * f;
+                    double z = th[r];
+                    for (int c = 0; c < r; ++c) z += th[c] * ht[c];
+                    const bool label = y[size_t(t) * n + j] != 0;
+                    const double sig = 1.0 / (1.0 + std::exp(-z));
+                    const double g = label ? wPos * (sig - 1.0) : sig;
+                    double* gr = grad.data() + size_t(j - j0) * f;
+                    for (int c = 0; c < r; ++c) gr[c] += g * ht[c];
+                    gr[r] += g;
+                }
+            }
+            for (size_t i = 0; i < count; ++i) {
+                const double l2grad = (i % size_t(f)) == size_t(r) ? 0.0 : l2 * look[i];
+                const double next = look[i] - step * (grad[i] / double(tokens) + l2grad);
+                const double momentum = double(it) / double(it + 3);
+                prev[i] = theta[i];
+                theta[i] = next;
+                look[i] = next + momentum * (next - prev[i]);
             }
         }
-        for (size_t i = 0; i < theta.size(); ++i) {
-            const double l2grad = (i % size_t(f)) == size_t(r) ? 0.0 : l2 * look[i];
-            const double next = look[i] - step * (grad[i] / double(tokens) + l2grad);
-            const double momentum = double(it) / double(it + 3);
-            prev[i] = theta[i];
-            theta[i] = next;
-            look[i] = next + momentum * (next - prev[i]);
+        for (int j = j0; j < j1; ++j) {
+            for (int c = 0; c < r; ++c) p.b[size_t(j) * r + c] = float(theta[size_t(j - j0) * f + c]);
+            p.bias[size_t(j)] = float(theta[size_t(j - j0) * f + r]);
         }
-    }
-    for (int j = 0; j < n; ++j) {
-        for (int c = 0; c < r; ++c) p.b[size_t(j) * r + c] = float(theta[size_t(j) * f + c]);
-        p.bias[size_t(j)] = float(theta[size_t(j) * f + r]);
-    }
+    };
+    const int workers = std::clamp(threads > 0 ? threads : int(std::thread::hardware_concurrency()), 1, std::max(1, n / 64));
+    std::vector<std::thread> pool;
+    for (int w = 1; w < workers; ++w)
+        pool.emplace_back(fitBlock, int(int64_t(n) * w / workers), int(int64_t(n) * (w + 1) / workers), false);
+    fitBlock(0, int(int64_t(n) / workers), true);
+    for (std::thread& t : pool) t.join();
+    return !stop;
 }
 
 }  // namespace
@@ -306,7 +326,8 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
                 for (int j = 0; j < n; ++j) s.active.push_back(j < int(x.size()) && x[size_t(j)] != 0.0f);
             }
         },
-        options.continueTokens));
+        options.continueTokens,
+        [&](double f) { return !options.progress || options.progress(0.5 * f); }));
 
     std::mt19937_64 rng(options.seed);
     std::vector<FfnPredictor> out;
@@ -339,7 +360,12 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
             labels.insert(labels.end(), s.active.begin() + ptrdiff_t(t * n),
                           s.active.begin() + ptrdiff_t((t + 1) * n));
         }
-        fitLogistic(p, features, labels, p.trainTokens, options.fitIterations);
+        auto keepGoing = [&](double f) {
+            return !options.progress || options.progress(0.5 + 0.5 * (double(l) + f) / double(layers));
+        };
+        if (!keepGoing(0.0) ||
+            !fitLogistic(p, features, labels, p.trainTokens, options.fitIterations, options.threads, keepGoing))
+            return makeError(ErrorCode::Cancelled, "predictor training cancelled");
         // Offset for the target recall on the training tokens: the bias is raised, never
         // lowered (a predictor that finds more already keeps doing so).
         for (int64_t t = 0; t < p.trainTokens; ++t) {

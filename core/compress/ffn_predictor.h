@@ -19,6 +19,7 @@
 // Recall and precision are then measured on held-out prompts (every fourth calibration prompt).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ struct PredictorOptions {
     double targetRecall = 0.99;    // on the training tokens
     int iterations = 6;            // subspace iterations
     int fitIterations = 100;       // logistic-regression steps (0: keep the SVD's B and bias)
+    int threads = 0;               // for the regression (each neuron's is its own); 0: one per core
+    // Called often with the share of the work done (calibration first, then layer by layer);
+    // false cancels (ErrorCode::Cancelled). May be empty.
+    std::function<bool(double)> progress;
     std::vector<std::string> prompts;  // empty: builtinCalibrationPrompts()
     int maxTokensPerPrompt = 256;
     int continueTokens = 0;            // model-sampled tokens after each prompt (runCalibration)
@@ -72,7 +77,8 @@ std::string predictorExtra(const FfnPredictor& p);
 Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model);
 
 // One predictor per layer. UnsupportedModel for FFNs without exact zeros (SwiGLU: no ReLU);
-// InvalidArgument for bad options, or too few prompts to hold some out (fewer than 2).
+// InvalidArgument for bad options, or too few prompts to hold some out (fewer than 2); Cancelled
+// when options.progress says so.
 Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gpu::Device& device,
                                                      const PredictorOptions& options);
 

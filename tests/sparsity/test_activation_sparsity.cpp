@@ -329,6 +329,29 @@ TEST(FfnPredictor, StoredInThePackageAndReadBack)
     }
 }
 
+TEST(FfnPredictor, ThreadsDoNotChangeTheFit)
+{
+    // Each neuron's regression is fitted on its own: any split over threads gives the same bits.
+    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+                                  ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto device = gpu::createCpuDevice(2);
+    PredictorOptions po;
+    po.rank = 8;
+    po.maxTokensPerPrompt = 16;
+    po.fitIterations = 20;
+    po.threads = 1;
+    auto one = trainFfnPredictors(**model, *device, po);
+    po.threads = 3;
+    auto three = trainFfnPredictors(**model, *device, po);
+    ASSERT_TRUE(one.ok() && three.ok());
+    ASSERT_EQ(one->size(), three->size());
+    for (size_t l = 0; l < one->size(); ++l) {
+        EXPECT_EQ((*one)[l].b, (*three)[l].b) << l;
+        EXPECT_EQ((*one)[l].bias, (*three)[l].bias) << l;
+    }
+}
+
 // ---- approximate mode for SwiGLU -------------------------------------------------------------
 
 TEST(ActivationThreshold, DropsTheTargetShareAndCostsQualityInProportion)

@@ -27,6 +27,7 @@
 
 using namespace spillway;
 using namespace spillway::compress;
+using spillway::compress::CompressProgress;
 
 namespace {
 
@@ -282,4 +283,32 @@ TEST(NeuronCacheRuntime, ModesAndSourcesThatCannotWorkSaySo)
     auto s2 = LlamaSession::create(*source, *device, o);
     ASSERT_FALSE(s2.ok());
     EXPECT_NE(s2.error().message.find("--predictors"), std::string::npos) << s2.error().message;
+}
+
+TEST(NeuronBundles, CancellingDuringPredictorTrainingLeavesNothingBehind)
+{
+    // Training runs the model over every calibration prompt and fits each layer: a cancel there
+    // must stop it, not wait for the end.
+    auto source = reluStories260K();
+    ASSERT_TRUE(source);
+    auto device = gpu::createCpuDevice(2);
+    testing_support::TempDir dir("cancel-predictors");
+    CompressOptions o;
+    o.qualityCheck = false;
+    o.bundles = true;
+    o.predictorRank = 16;
+    int calls = 0;
+    double last = 0;
+    o.progress = [&](const CompressProgress& p) {
+        if (p.stage != "training predictors") return true;
+        EXPECT_GE(p.fraction, last);  // moves forward through the stage
+        last = p.fraction;
+        return ++calls < 20;  // a few reports into the stage
+    };
+    auto report = compressModel(*source, dir.path() + "/package", o, *device);
+    ASSERT_FALSE(report.ok());
+    EXPECT_EQ(report.error().code, ErrorCode::Cancelled);
+    EXPECT_EQ(calls, 20);
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+        ADD_FAILURE() << "left behind: " << entry.path();
 }
