@@ -149,6 +149,9 @@ int runOffloadBench(BenchCommand& b)
                     "neuron cache", b.offload.neuronCache, b.offload.neuronMode.c_str(), b.offload.bundlesFrom.c_str(),
                     100.0 * m.cache.total.hitRate(), double(m.cache.total.loaded) / std::max(1.0, cacheTokens * c.nLayers),
                     c.ffnDim);
+        std::string caps;
+        for (int cap : m.cache.capacities) caps += (caps.empty() ? "" : " ") + std::to_string(cap);
+        std::printf("  %-36s %s\n", "bundles per layer", caps.c_str());
         if (m.cache.ssdRequests)
             std::printf("  %-36s %.1f MiB/token in %.1f reads/token\n", "neuron bundles read from the SSD",
                         double(m.cacheSsdBytes) / tokens / double(1 << 20),
@@ -204,6 +207,7 @@ int runOffloadBench(BenchCommand& b)
                 {"loaded_per_layer_token", double(nc.total.loaded) / std::max<double>(1.0, double(nc.total.tokens))},
                 {"bundle_slice_bytes", nc.bundleBytes},
                 {"bundle_ssd_bytes_per_token", double(measured->cacheSsdBytes) / b.tokens},
+                {"layer_capacities", nc.capacities},
             };
             j["dense_offload"] = {
                 {"tokens_per_s", dense->tokensPerSecond},

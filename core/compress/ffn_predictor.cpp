@@ -2,14 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "core/compress/calibration.h"
 #include "core/model/llama_model.h"
+#include "storage/package.h"
 #include "gpu/device.h"
 
 namespace spillway::compress {
@@ -275,6 +277,21 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model)
         p.a = floats(*a);
         p.b = floats(*bm);
         p.bias = floats(*bias);
+        // The figures measured when it was trained (a package keeps them beside A); informative
+        // only, so a missing or odd record leaves them 0.
+        if (const storage::Package* pkg = model.package())
+            if (const storage::PackageTensor* pa = pkg->find(b + kPredictorA); pa && !pa->extraJson.empty()) {
+                const auto j = nlohmann::json::parse(pa->extraJson, nullptr, false);
+                auto number = [&](const char* key) {
+                    return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+                };
+                p.recall = number("recall");
+                p.precision = number("precision");
+                p.predictedDensity = number("predictedDensity");
+                p.density = number("density");
+                p.trainTokens = int64_t(number("trainTokens"));
+                p.testTokens = int64_t(number("testTokens"));
+            }
         out.push_back(std::move(p));
     }
     if (!out.empty() && int(out.size()) != c.nLayers)

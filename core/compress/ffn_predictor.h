@@ -73,7 +73,8 @@ inline constexpr const char* kPredictorBias = "ffn_pred_bias";      // (neurons)
 std::string predictorExtra(const FfnPredictor& p);
 
 // The predictors a model carries (every layer, or none: an empty list); ModelFileInvalid for
-// partial or misshapen ones. Measured figures are not stored in the tensors and stay 0.
+// partial or misshapen ones. The measured figures come from the package's record beside each A
+// tensor (0 where it has none).
 Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model);
 
 // One predictor per layer. UnsupportedModel for FFNs without exact zeros (SwiGLU: no ReLU);

@@ -42,7 +42,10 @@ enum class NeuronCacheMode { Exact, Predicted };
 enum class BundleSource { Ram, Ssd };
 
 struct NeuronCacheOptions {
-    int capacity = 0;  // bundles per layer; 0: off (dense FFN)
+    // Bundles per layer (0: off, dense FFN). With predictors that recorded their layers' measured
+    // densities (a package from compress --predictors), capacity x layers bundles are shared out
+    // in proportion to each layer's working set instead (sparser layers get less room).
+    int capacity = 0;
     EvictionPolicy policy = EvictionPolicy::Lru;
     int window = 0;    // keep neurons active in the last `window` tokens (LLM in a flash)
     NeuronCacheMode mode = NeuronCacheMode::Exact;
@@ -58,6 +61,7 @@ struct NeuronCacheReport {
     uint64_t ssdBytes = 0;      // read from the SSD for bundles (alignment and merged gaps included)
     uint64_t ssdRequests = 0;   // read requests issued (after merging)
     uint64_t loadedBytes() const { return total.loaded * bundleBytes; }
+    std::vector<int> capacities;  // per layer
 };
 
 struct SessionOptions {

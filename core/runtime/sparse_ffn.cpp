@@ -11,7 +11,9 @@
 #endif
 
 #include "core/compress/ffn_predictor.h"
+#include "core/plan/neuron_cache_model.h"
 #include "core/runtime/llama_session.h"
+#include "core/trace/trace.h"
 #include "gpu/half_inline.h"
 #include "storage/direct_io.h"
 
@@ -205,12 +207,33 @@ Status LlamaSession::createNeuronCache()
     sp.layout = stored.empty() ? bundleLayout(m_model) : stored.front();
     const FfnBundles& b = sp.layout;
     sp.slice = sliceOf(b, o.mode);
+    // Per-layer capacities: the same for all, or shared out by the densities the predictors
+    // recorded (predicted mode holds the predicted sets, exact mode the true ones).
     const int capacity = std::min(o.capacity, c.ffnDim);
+    std::vector<int> capacities(size_t(c.nLayers), capacity);
+    {
+        std::vector<compress::FfnPredictor> recorded = sp.predictors;
+        if (recorded.empty()) {
+            auto loaded = compress::loadFfnPredictors(m_model);
+            if (loaded) recorded = std::move(*loaded);
+        }
+        std::vector<double> density;
+        for (const auto& p : recorded) {
+            const double d = o.mode == NeuronCacheMode::Predicted ? p.predictedDensity : p.density;
+            if (d > 0.0) density.push_back(d);
+        }
+        if (int(density.size()) == c.nLayers) {
+            const std::vector<int> neurons(size_t(c.nLayers), c.ffnDim);
+            capacities = plan::allocateCacheCapacity(density, neurons, sp.slice.bytes,
+                                                     uint64_t(capacity) * uint64_t(c.nLayers) * sp.slice.bytes);
+        }
+    }
     sp.mergeGap = o.mergeGapBytes;
 
     std::vector<float> row(size_t(c.ffnDim));
     for (int l = 0; l < c.nLayers; ++l) {
-        SparseFfn::Layer layer{NeuronCache(c.ffnDim, capacity, o.policy, o.window), {}, nullptr, {}, 0, 0};
+        const int layerCapacity = std::max(1, capacities[size_t(l)]);
+        SparseFfn::Layer layer{NeuronCache(c.ffnDim, layerCapacity, o.policy, o.window), {}, nullptr, {}, 0, 0};
         if (!stored.empty()) {
             const FfnBundles& sb = stored[size_t(l)];
             if (sb.rowType != b.rowType || sb.downType != b.downType)
@@ -245,7 +268,7 @@ Status LlamaSession::createNeuronCache()
             }
             layer.ram = layer.built.data();
         }
-        auto slots = d.allocate(std::max<size_t>(size_t(capacity) * sp.slice.bytes, 64));
+        auto slots = d.allocate(std::max<size_t>(size_t(layerCapacity) * sp.slice.bytes, 64));
         if (!slots) return slots.error();
         layer.slots = std::move(*slots);
         sp.layers.push_back(std::move(layer));
@@ -267,7 +290,7 @@ Status LlamaSession::createNeuronCache()
         if (!staging) return staging.error();
         sp.staging = std::move(*staging);
     }
-    sp.gateOut.resize(size_t(std::max(capacity, 1)));
+    sp.gateOut.resize(size_t(std::max(1, *std::max_element(capacities.begin(), capacities.end()))));
     sp.overflowAt.resize(size_t(c.ffnDim));
     sp.loads.reserve(size_t(c.ffnDim));
     sp.active.reserve(size_t(c.ffnDim));
@@ -286,6 +309,7 @@ NeuronCacheReport LlamaSession::neuronCacheReport() const
     r.ssdBytes = m_sparse->ssdBytes;
     r.ssdRequests = m_sparse->ssdRequests;
     for (const auto& l : m_sparse->layers) {
+        r.capacities.push_back(l.cache.capacity());
         const NeuronCacheStats& s = l.cache.stats();
         r.total.tokens += s.tokens;
         r.total.active += s.active;
@@ -311,9 +335,14 @@ Status LlamaSession::fetchBundles(int layer)
         const NeuronLoad& load = sp.loads[i];
         return load.slot >= 0 ? slots + size_t(load.slot) * sliceBytes : sp.overflow.data() + i * sliceBytes;
     };
+    trace::Recorder* rec = m_options.streamer.trace;
     if (!sp.reader) {
+        const uint64_t t0 = rec ? trace::nowNs() : 0;
         for (size_t i = 0; i < sp.loads.size(); ++i)
             m_device.upload(destination(i), cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset, sliceBytes);
+        if (rec && !sp.loads.empty())
+            rec->record({trace::Lane::HostToDevice, layer, "neuron bundles", sp.loads.size() * sliceBytes, t0,
+                         trace::nowNs(), m_pass - 1});
         return {};
     }
     // Merge neighbouring neurons into aligned runs, then read the runs in batches that fit the
@@ -345,7 +374,9 @@ Status LlamaSession::fetchBundles(int layer)
             sp.requests.push_back({run.begin, bytes, staging + used});
             used += bytes;
         }
+        const uint64_t t0 = rec ? trace::nowNs() : 0;
         SPILLWAY_TRY(sp.reader->readBatch(file, sp.requests));
+        if (rec) rec->record({trace::Lane::SsdRead, layer, "neuron bundles", used, t0, trace::nowNs(), m_pass - 1});
         sp.ssdBytes += used;
         sp.ssdRequests += sp.requests.size();
         for (size_t r = first; r < last; ++r) {
