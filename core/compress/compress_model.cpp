@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/compress/bitmap_sparse.h"
+#include "core/compress/ffn_bundles.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/compress/group_quant.h"
 #include "core/compress/prune.h"
@@ -77,59 +78,36 @@ std::string tensorExtra(int64_t zeros, int64_t weights, double relError)
     return buf;
 }
 
-// Writes layer `layer`'s row-column bundles (FfnBundles) from the source's unchanged FFN.
+// Writes layer `layer`'s row-column bundles (ffn_bundles.h) and, for int8 columns, the table
+// of their scales.
 Status writeBundles(const LlamaModel& source, int layer, storage::PackageWriter& writer, uint64_t& written)
 {
-    const LlamaConfig& c = source.config();
-    const LlamaLayerWeights& L = source.weights().layers[size_t(layer)];
-    const gpu::DType rowType = L.up.type;
-    if (c.ffnGated && L.gate.type != rowType)
-        return makeError(ErrorCode::UnsupportedModel, "compress --bundles: layer " + std::to_string(layer) +
-                                                          "'s ffn_gate and ffn_up differ in type");
-    const gpu::DType downType = bundleDownType(L.down.type);
-    const int parts = c.ffnGated ? 3 : 2;
-    const size_t dim = size_t(c.dim), neurons = size_t(c.ffnDim);
-    const size_t rowBytes = gpu::rowBytes(rowType, c.dim);
-    const size_t downBytes = gpu::rowBytes(downType, c.dim);
-    const size_t stride = size_t(parts - 1) * rowBytes + downBytes;
-    // The down matrix (dim rows of `neurons`) as its columns need it: its own elements when
-    // they are f32/f16/bf16 (copied as they are), else dequantized to f32.
-    std::vector<float> downF32;
-    const size_t elem = downType == gpu::DType::F32 ? 4 : 2;
-    const bool sameType = downType == L.down.type;
-    if (!sameType) {
-        auto dense = denseRowsF32(L.down);
-        if (!dense) return dense.error();
-        downF32 = std::move(*dense);
-    }
+    auto layout = ffnBundleLayout(source);
+    if (!layout) return layout.error();
+    const FfnBundles& b = *layout;
+    const std::string prefix = "blk." + std::to_string(layer) + ".";
+    std::vector<float> scales(ffnBundleScaleCount(b));
     storage::PackageTensor meta;
-    meta.name = "blk." + std::to_string(layer) + ".ffn_bundle";
-    meta.shape = {int64_t(neurons), int64_t(parts) * int64_t(dim)};
-    meta.format = bundleFormatName(rowType, downType);
-    meta.bytes = uint64_t(stride) * neurons;
+    meta.name = prefix + "ffn_bundle";
+    meta.shape = {b.neurons, int64_t(b.parts) * b.dim};
+    meta.format = bundleFormatName(b.rowType, b.column);
+    meta.bytes = uint64_t(b.stride) * uint64_t(b.neurons);
     meta.tierHint = "ssd";
     SPILLWAY_TRY(writer.addTensor(meta, [&](uint8_t* dst, size_t bytes) -> Status {
-        if (bytes != stride * neurons) return makeError(ErrorCode::Internal, "bundle size mismatch");
-        const auto* gate = static_cast<const uint8_t*>(L.gate.data);
-        const auto* up = static_cast<const uint8_t*>(L.up.data);
-        const auto* down = static_cast<const uint8_t*>(L.down.data);
-        for (size_t j = 0; j < neurons; ++j) {
-            uint8_t* b = dst + j * stride;
-            if (parts == 3) {
-                std::memcpy(b, gate + j * L.gate.rowStride, rowBytes);
-                b += rowBytes;
-            }
-            std::memcpy(b, up + j * L.up.rowStride, rowBytes);
-            b += rowBytes;
-            if (sameType) {
-                for (size_t r = 0; r < dim; ++r) std::memcpy(b + r * elem, down + r * L.down.rowStride + j * elem, elem);
-            } else {
-                for (size_t r = 0; r < dim; ++r) std::memcpy(b + r * 4, &downF32[r * neurons + j], 4);
-            }
-        }
-        return {};
+        if (bytes != b.stride * size_t(b.neurons)) return makeError(ErrorCode::Internal, "bundle size mismatch");
+        return buildFfnBundles(source, layer, dst, scales.data());
     }));
     written += meta.bytes;
+    if (!scales.empty()) {
+        storage::PackageTensor st;
+        st.name = prefix + "ffn_bundle_scales";
+        st.shape = {b.neurons / b.column.group, b.dim};
+        st.format = "f32";
+        st.tierHint = "device";
+        SPILLWAY_TRY(writer.addTensor(st, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scales.data()),
+                                                                   scales.size() * sizeof(float))));
+        written += scales.size() * sizeof(float);
+    }
     return {};
 }
 
@@ -246,7 +224,7 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         }
         for (const LlamaLayerWeights& L : source.weights().layers)
             estimate += gpu::matrixBytes(L.up) * (c.ffnGated ? 2 : 1) +
-                        uint64_t(c.ffnDim) * gpu::rowBytes(bundleDownType(L.down.type), c.dim);
+                        uint64_t(c.ffnDim) * (bundleColumnFor(L.down.type).bytes(c.dim) + sizeof(float));
     }
 
     ActivationNorms norms;

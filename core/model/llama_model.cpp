@@ -112,12 +112,37 @@ std::optional<gpu::DType> dtypeOfPackageFormat(std::string_view format)
     return std::nullopt;
 }
 
-std::string bundleFormatName(gpu::DType rowType, gpu::DType downType)
+std::string BundleColumn::name() const
 {
-    return "bundle-" + packageFormatName(rowType) + "-" + packageFormatName(downType);
+    return group > 0 ? "i8g" + std::to_string(group) : packageFormatName(type);
 }
 
-std::optional<std::pair<gpu::DType, gpu::DType>> bundleTypesOfFormat(std::string_view format)
+BundleColumn bundleColumnFor(gpu::DType down)
+{
+    switch (down) {
+    case gpu::DType::F16:
+    case gpu::DType::BF16: return {down, 0};
+    case gpu::DType::Q8_0: return {gpu::DType::F32, 32};
+    case gpu::DType::Q8_G64: return {gpu::DType::F32, 64};
+    default: return {gpu::DType::F32, 0};
+    }
+}
+
+std::optional<BundleColumn> bundleColumnOfName(std::string_view name)
+{
+    if (name == "i8g32") return BundleColumn{gpu::DType::F32, 32};
+    if (name == "i8g64") return BundleColumn{gpu::DType::F32, 64};
+    const auto t = dtypeOfPackageFormat(name);
+    if (t && (*t == gpu::DType::F32 || *t == gpu::DType::F16 || *t == gpu::DType::BF16)) return BundleColumn{*t, 0};
+    return std::nullopt;
+}
+
+std::string bundleFormatName(gpu::DType rowType, const BundleColumn& column)
+{
+    return "bundle-" + packageFormatName(rowType) + "-" + column.name();
+}
+
+std::optional<std::pair<gpu::DType, BundleColumn>> bundleTypesOfFormat(std::string_view format)
 {
     constexpr std::string_view prefix = "bundle-";
     if (format.substr(0, prefix.size()) != prefix) return std::nullopt;
@@ -125,14 +150,9 @@ std::optional<std::pair<gpu::DType, gpu::DType>> bundleTypesOfFormat(std::string
     const size_t dash = rest.rfind('-');
     if (dash == std::string_view::npos) return std::nullopt;
     const auto rows = dtypeOfPackageFormat(rest.substr(0, dash));
-    const auto down = dtypeOfPackageFormat(rest.substr(dash + 1));
-    if (!rows || !down || *rows == gpu::DType::BitmapSparse || bundleDownType(*down) != *down) return std::nullopt;
-    return std::make_pair(*rows, *down);
-}
-
-gpu::DType bundleDownType(gpu::DType down)
-{
-    return down == gpu::DType::F16 || down == gpu::DType::BF16 ? down : gpu::DType::F32;
+    const auto column = bundleColumnOfName(rest.substr(dash + 1));
+    if (!rows || !column || *rows == gpu::DType::BitmapSparse) return std::nullopt;
+    return std::make_pair(*rows, *column);
 }
 
 const LayerVectorMember kLayerVectors[12] = {
@@ -236,7 +256,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn, 
                 if (!bytes) return bytes.error();
                 FfnBundles b;
                 b.rowType = types->first;
-                b.downType = types->second;
+                b.column = types->second;
                 b.neurons = pt.shape[0];
                 b.data = bytes->data();
                 b.file = pt.shard;
@@ -402,13 +422,24 @@ Status LlamaModel::bind()
                 return bad("should be " + std::to_string(ffn) + " x " + std::to_string(parts * dim) + " (neurons, " +
                            std::to_string(parts) + " x dim)");
             if (b.rowType != L.up.type) return bad("holds rows of another type than the layer's ffn_up");
-            if (b.downType != bundleDownType(L.down.type)) return bad("holds down columns of an unexpected type");
+            if (b.column != bundleColumnFor(L.down.type))
+                return bad("holds down columns as " + b.column.name() + ", not as the layer's ffn_down needs (" +
+                           bundleColumnFor(L.down.type).name() + ")");
             const auto& rt = gpu::dtypeTraits(b.rowType);
             if (dim % rt.blockSize != 0) return bad("has rows that are not whole blocks");
             b.parts = parts;
             b.dim = dim;
             b.rowBytes = gpu::rowBytes(b.rowType, dim);
-            b.downBytes = gpu::rowBytes(b.downType, dim);
+            b.downBytes = b.column.bytes(dim);
+            if (b.column.group > 0) {
+                const std::string scalesName = "blk." + std::to_string(layer) + ".ffn_bundle_scales";
+                const ModelTensor* sc = tensor(scalesName);
+                if (!sc || sc->type != gpu::DType::F32 || sc->dims.size() != 2 || sc->dims[0] != dim ||
+                    sc->dims[1] != ffn / b.column.group || ffn % b.column.group != 0)
+                    return bad("has int8 columns but no f32 '" + scalesName + "' of " +
+                               std::to_string(ffn / b.column.group) + " x " + std::to_string(dim));
+                b.scales = reinterpret_cast<const float*>(sc->data);
+            }
             b.stride = size_t(parts - 1) * b.rowBytes + b.downBytes;
             if (uint64_t(b.stride) * uint64_t(b.neurons) != total)
                 return bad("is " + std::to_string(total) + " bytes, its shape and format need " +

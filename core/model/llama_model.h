@@ -73,21 +73,39 @@ struct LlamaWeights {
     gpu::MatrixView output;           // (vocab, embeddingDim); the embedding itself when tied
 };
 
+// How a bundle stores its down column: `type` values (f32, f16 or bf16: the down matrix's own
+// values), or, with group > 0, int8 quants whose scales stay in a table beside the bundles (one
+// per row of the down matrix and group of `group` neurons: value = q * scale[neuron / group][row],
+// exactly the down matrix's value for q8_0 (group 32) and q8_g64 (group 64) weights). Names:
+// "f32", "f16", "bf16", "i8g32", "i8g64".
+struct BundleColumn {
+    gpu::DType type = gpu::DType::F32;  // when group == 0
+    int group = 0;
+    bool operator==(const BundleColumn&) const = default;
+    size_t bytes(int64_t dim) const { return group > 0 ? size_t(dim) : gpu::rowBytes(type, dim); }
+    std::string name() const;
+};
+// The column a down matrix of type `down` is bundled as: its own f32/f16/bf16 values, int8
+// quants for q8_0 and q8_g64, f32 values for anything else.
+BundleColumn bundleColumnFor(gpu::DType down);
+std::optional<BundleColumn> bundleColumnOfName(std::string_view name);
+
 // Row-column bundles of a ReLU FFN layer (LLM in a flash §3.2), stored by `compress --bundles`
-// as the package tensor "blk.N.ffn_bundle", format "bundle-<rows>-<down>": per neuron j, its
+// as the package tensor "blk.N.ffn_bundle", format "bundle-<rows>-<column>": per neuron j, its
 // gate row (gated FFNs only), its up row (both in the layer's own type, <rows>) and its down
-// column (<down>: the down matrix's type when that is f32, f16 or bf16, else f32), one after
-// the other, so one contiguous read brings everything the neuron needs. Shape {neurons,
-// parts * dim}: parts = 3 (gated) or 2 values of `dim` per neuron.
+// column (BundleColumn), one after the other, so one contiguous read brings everything the
+// neuron needs. Shape {neurons, parts * dim}: parts = 3 (gated) or 2 values of `dim` per neuron.
+// Int8 columns come with "blk.N.ffn_bundle_scales" (f32, {neurons / group, dim}), kept resident.
 struct FfnBundles {
     gpu::DType rowType = gpu::DType::F32;   // gate and up rows
-    gpu::DType downType = gpu::DType::F32;  // the down column
+    BundleColumn column;                    // the down column
     int parts = 2;                          // row parts + the column
     int64_t neurons = 0, dim = 0;
     size_t rowBytes = 0;                    // one gate or up row
     size_t downBytes = 0;                   // one down column
     size_t stride = 0;                      // one neuron: (parts - 1) * rowBytes + downBytes
     const uint8_t* data = nullptr;          // in the package's mapping
+    const float* scales = nullptr;          // int8 columns: (neurons / group, dim)
     uint32_t file = 0;                      // index into dataFiles
     uint64_t fileOffset = 0;
     // Byte offsets of the parts within a bundle.
@@ -95,11 +113,9 @@ struct FfnBundles {
     size_t downOffset() const { return size_t(parts - 1) * rowBytes; }
 };
 
-// The bundle format name, e.g. "bundle-q8_0-f32"; and its parse (nullopt for another format).
-std::string bundleFormatName(gpu::DType rowType, gpu::DType downType);
-std::optional<std::pair<gpu::DType, gpu::DType>> bundleTypesOfFormat(std::string_view format);
-// The column type bundles store a down matrix of type `down` in.
-gpu::DType bundleDownType(gpu::DType down);
+// The bundle format name, e.g. "bundle-q8_0-i8g32"; and its parse (nullopt for another format).
+std::string bundleFormatName(gpu::DType rowType, const BundleColumn& column);
+std::optional<std::pair<gpu::DType, BundleColumn>> bundleTypesOfFormat(std::string_view format);
 
 // What a file does not record about itself (llama2.c checkpoints name no architecture).
 struct ModelLoadOptions {

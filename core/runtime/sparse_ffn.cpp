@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/compress/ffn_bundles.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
 #include "core/runtime/llama_session.h"
@@ -32,23 +33,6 @@ Slice sliceOf(const FfnBundles& b, NeuronCacheMode mode)
     if (mode == NeuronCacheMode::Predicted) return {0, b.stride};
     const size_t offset = b.parts == 3 ? b.upOffset() : b.downOffset();
     return {offset, b.stride - offset};
-}
-
-// The bundle layout a model's FFN gives (what compress --bundles writes), without data.
-FfnBundles bundleLayout(const LlamaModel& model)
-{
-    const LlamaConfig& c = model.config();
-    const LlamaLayerWeights& L = model.weights().layers.front();
-    FfnBundles b;
-    b.rowType = L.up.type;
-    b.downType = bundleDownType(L.down.type);
-    b.parts = c.ffnGated ? 3 : 2;
-    b.neurons = c.ffnDim;
-    b.dim = c.dim;
-    b.rowBytes = gpu::rowBytes(b.rowType, c.dim);
-    b.downBytes = gpu::rowBytes(b.downType, c.dim);
-    b.stride = size_t(b.parts - 1) * b.rowBytes + b.downBytes;
-    return b;
 }
 
 // y += a * column, the column in f32, f16 or bf16.
@@ -90,6 +74,13 @@ __attribute__((target("avx2,fma,f16c"))) void axpyColumnAvx2(float a, const uint
 
 using AxpyColumn = void (*)(float, const uint8_t*, gpu::DType, size_t, float*);
 
+// y += a * (q * scale), the column's int8 quants times their scales (BundleColumn, group > 0):
+// each product q * scale is the down matrix's own value, as in an f32 column.
+void axpyInt8Column(float a, const int8_t* q, const float* scale, size_t n, float* y)
+{
+    for (size_t r = 0; r < n; ++r) y[r] += a * (float(q[r]) * scale[r]);
+}
+
 AxpyColumn pickAxpyColumn()
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -110,7 +101,9 @@ struct LlamaSession::SparseFfn {
         NeuronCache cache;
         gpu::Buffer slots;             // (capacity, slice.bytes) on the device
         const uint8_t* ram = nullptr;  // the layer's bundles in memory (Ram source)
+        const float* scales = nullptr; // int8 columns: the layer's scale table
         std::vector<uint8_t> built;    // ... when built at load (a model without stored bundles)
+        std::vector<float> builtScales;
         uint64_t fileOffset = 0;       // the layer's bundles in the package (Ssd source)
         uint32_t file = 0;
     };
@@ -166,7 +159,8 @@ uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const Neu
 {
     if (o.capacity <= 0) return 0;
     const LlamaConfig& c = model.config();
-    const FfnBundles layout = model.ffnBundles().empty() ? bundleLayout(model) : model.ffnBundles().front();
+    auto built = compress::ffnBundleLayout(model);
+    const FfnBundles layout = !model.ffnBundles().empty() ? model.ffnBundles().front() : built ? *built : FfnBundles{};
     const uint64_t capacity = uint64_t(std::min(o.capacity, c.ffnDim));
     return uint64_t(c.nLayers) * std::max<uint64_t>(capacity * sliceOf(layout, o.mode).bytes, 64);
 }
@@ -204,7 +198,13 @@ Status LlamaSession::createNeuronCache()
         for (const auto& p : sp.predictors) rank = std::max(rank, p.rank);
         sp.predictorScratch.resize(size_t(rank));
     }
-    sp.layout = stored.empty() ? bundleLayout(m_model) : stored.front();
+    if (stored.empty()) {
+        auto layout = compress::ffnBundleLayout(m_model);
+        if (!layout) return layout.error();
+        sp.layout = *layout;
+    } else {
+        sp.layout = stored.front();
+    }
     const FfnBundles& b = sp.layout;
     sp.slice = sliceOf(b, o.mode);
     // Per-layer capacities: the same for all, or shared out by the densities the predictors
@@ -230,43 +230,24 @@ Status LlamaSession::createNeuronCache()
     }
     sp.mergeGap = o.mergeGapBytes;
 
-    std::vector<float> row(size_t(c.ffnDim));
     for (int l = 0; l < c.nLayers; ++l) {
         const int layerCapacity = std::max(1, capacities[size_t(l)]);
-        SparseFfn::Layer layer{NeuronCache(c.ffnDim, layerCapacity, o.policy, o.window), {}, nullptr, {}, 0, 0};
+        SparseFfn::Layer layer{NeuronCache(c.ffnDim, layerCapacity, o.policy, o.window), {}, nullptr, nullptr, {}, {}, 0, 0};
         if (!stored.empty()) {
             const FfnBundles& sb = stored[size_t(l)];
-            if (sb.rowType != b.rowType || sb.downType != b.downType)
+            if (sb.rowType != b.rowType || sb.column != b.column)
                 return makeError(ErrorCode::ModelFileInvalid, path + ": the layers' FFN bundles differ in type");
             layer.ram = sb.data;
+            layer.scales = sb.scales;
             layer.file = sb.file;
             layer.fileOffset = sb.fileOffset;
         } else {
-            // No stored bundles: built here, from the model's FFN (its rows as they are, the down
-            // columns in the bundle's column type).
-            const LlamaLayerWeights& L = m_model.weights().layers[size_t(l)];
-            if (c.ffnGated && L.gate.type != b.rowType)
-                return makeError(ErrorCode::UnsupportedModel, path + ": ffn_gate and ffn_up differ in type");
+            // No stored bundles: built here, from the model's FFN.
             layer.built.assign(b.stride * size_t(c.ffnDim), 0);
-            uint8_t* base = layer.built.data();
-            const size_t elem = b.downType == gpu::DType::F32 ? 4 : 2;
-            for (int j = 0; j < c.ffnDim; ++j) {
-                uint8_t* n = base + size_t(j) * b.stride;
-                if (b.parts == 3) std::memcpy(n, static_cast<const uint8_t*>(L.gate.data) + size_t(j) * L.gate.rowStride, b.rowBytes);
-                std::memcpy(n + b.upOffset(), static_cast<const uint8_t*>(L.up.data) + size_t(j) * L.up.rowStride, b.rowBytes);
-            }
-            for (int64_t r = 0; r < L.down.rows; ++r) {
-                const auto* src = static_cast<const uint8_t*>(L.down.data) + size_t(r) * L.down.rowStride;
-                if (b.downType == L.down.type) {
-                    for (int j = 0; j < c.ffnDim; ++j)
-                        std::memcpy(base + size_t(j) * b.stride + b.downOffset() + size_t(r) * elem, src + size_t(j) * elem, elem);
-                } else {
-                    d.getRow(L.down, r, row.data());
-                    for (int j = 0; j < c.ffnDim; ++j)
-                        std::memcpy(base + size_t(j) * b.stride + b.downOffset() + size_t(r) * 4, &row[size_t(j)], 4);
-                }
-            }
+            layer.builtScales.assign(compress::ffnBundleScaleCount(b), 0.0f);
+            SPILLWAY_TRY(compress::buildFfnBundles(m_model, l, layer.built.data(), layer.builtScales.data()));
             layer.ram = layer.built.data();
+            layer.scales = layer.builtScales.empty() ? nullptr : layer.builtScales.data();
         }
         auto slots = d.allocate(std::max<size_t>(size_t(layerCapacity) * sp.slice.bytes, 64));
         if (!slots) return slots.error();
@@ -494,7 +475,11 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
         const uint32_t j = sp.active[i];
         const int32_t slot = cl.cache.slotOf(j);
         const uint8_t* s = slot >= 0 ? slots + size_t(slot) * sp.slice.bytes : overflow + size_t(sp.overflowAt[j]) * sp.slice.bytes;
-        axpyColumn(sp.h[i], s + downPart, b.downType, dim, sp.y.data());
+        if (b.column.group > 0)
+            axpyInt8Column(sp.h[i], reinterpret_cast<const int8_t*>(s + downPart),
+                           cl.scales + size_t(j) / size_t(b.column.group) * dim, dim, sp.y.data());
+        else
+            axpyColumn(sp.h[i], s + downPart, b.column.type, dim, sp.y.data());
     }
     float* xb = m_xb.as<float>();
     std::memcpy(xb, sp.y.data(), dim * sizeof(float));

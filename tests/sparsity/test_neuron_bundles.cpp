@@ -128,15 +128,17 @@ TEST(NeuronBundles, HoldTheFfnsOwnRowsAndColumns)
         EXPECT_EQ(b.parts, 3);  // gated: gate row, up row, down column
         EXPECT_EQ(b.neurons, c.ffnDim);
         EXPECT_EQ(b.rowType, L.up.type);
-        EXPECT_EQ(b.downType, gpu::DType::F32);  // Q8_G64 down: columns as f32 (exact values)
-        EXPECT_EQ(b.stride, 2 * gpu::rowBytes(L.up.type, c.dim) + size_t(c.dim) * 4);
+        // Q8_G64 down: int8 columns, their scales in a table (q * scale: the matrix's own values).
+        EXPECT_EQ(b.column.group, 64);
+        ASSERT_NE(b.scales, nullptr);
+        EXPECT_EQ(b.stride, 2 * gpu::rowBytes(L.up.type, c.dim) + size_t(c.dim));
         for (int j : {0, 1, c.ffnDim / 2, c.ffnDim - 1}) {
             const uint8_t* n = b.data + size_t(j) * b.stride;
             EXPECT_EQ(std::memcmp(n, static_cast<const uint8_t*>(L.gate.data) + size_t(j) * L.gate.rowStride, b.rowBytes), 0);
             EXPECT_EQ(std::memcmp(n + b.upOffset(), static_cast<const uint8_t*>(L.up.data) + size_t(j) * L.up.rowStride, b.rowBytes), 0);
             for (int r : {0, 7, c.dim - 1}) {
-                float v;
-                std::memcpy(&v, n + b.downOffset() + size_t(r) * 4, 4);
+                const auto q = static_cast<int8_t>(n[b.downOffset() + size_t(r)]);
+                const float v = float(q) * b.scales[size_t(j / 64) * size_t(c.dim) + size_t(r)];
                 EXPECT_EQ(v, downElement(*device, L.down, r, j)) << "layer " << l << " neuron " << j << " row " << r;
             }
         }
@@ -175,6 +177,16 @@ TEST(NeuronBundles, DamagedOrMisplacedBundlesAreRefusedByName)
     const Error e2 = withManifest(missing);
     EXPECT_EQ(e2.code, ErrorCode::ModelFileInvalid);
     EXPECT_NE(e2.message.find("blk.99.ffn_bundle"), std::string::npos) << e2.message;
+
+    // Int8 columns without their scale table.
+    const std::string scales = "\"blk.3.ffn_bundle_scales\"";
+    const size_t s = manifest.find(scales);
+    ASSERT_NE(s, std::string::npos);
+    std::string noScales = manifest;
+    noScales.replace(s, scales.size(), "\"blk.3.ffn_bundle_scalez\"");
+    const Error e3 = withManifest(noScales);
+    EXPECT_EQ(e3.code, ErrorCode::ModelFileInvalid);
+    EXPECT_NE(e3.message.find("blk.3.ffn_bundle_scales"), std::string::npos) << e3.message;
 }
 
 TEST(NeuronBundles, CompressRefusesWhatWouldChangeTheFfnOrHasNoZeros)
