@@ -17,6 +17,7 @@ struct BenchCommand {
     int context = 0;
     std::string backend = "cpu";
     OffloadOptions offload;
+    bool quality = false;  // with a neuron cache: also compare its text quality with the dense model
 };
 
 // Decode with budgets (cmd_bench_offload.cpp).

@@ -135,6 +135,9 @@ void addBenchCommand(CLI::App& app, int& exitCode)
         ->check(CLI::Range(64, 65536));
     cmd->add_option("--json", b->json, "Also write the figures as JSON to this file");
     cmd->add_option("--backend", b->backend, "Compute backend of offloaded runs: cpu, cuda, vulkan, auto");
+    cmd->add_flag("--quality", b->quality,
+                  "With --neuron-cache: also measure the cache's effect on quality against the dense model "
+                  "(KL divergence, top-1 agreement, perplexity on the built-in texts)");
     cmd->add_option("-c,--ctx", b->context, "Context length (offloaded runs; default: tokens + 8)");
     addOffloadOptions(cmd, b->offload, true);
     addNeuronCacheOptions(cmd, b->offload);

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "core/compress/quality.h"
 #include "core/model/llama_model.h"
+#include "gpu/cpu/cpu_device.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "bench_command.h"
@@ -120,6 +122,18 @@ int runOffloadBench(BenchCommand& b)
         densePlan = std::move(denseRun->plan);
     }
 
+    // The neuron cache's effect on quality: the same model with and without it (predicted mode
+    // is approximate; exact mode differs by rounding only).
+    std::optional<compress::QualityReport> quality;
+    if (b.quality && b.offload.neuronCache > 0) {
+        compress::QualityOptions q;
+        q.candidateNeuronCache = run->session.neuronCache;
+        auto cpu = gpu::createCpuDevice(b.threads);
+        auto r = compress::compareModels(**model, **model, *cpu, q);
+        if (!r) return reportError(r.error());
+        quality = *r;
+    }
+
     const double ssdSeq = run->profile.storage.sequentialBytesPerSecond;
     const double ssdRate = measured->ssdBytes / measured->seconds;
     const double predicted = plan.tokensPerSecond();
@@ -166,6 +180,11 @@ int runOffloadBench(BenchCommand& b)
                     double(dense->movedBytes()) / std::max<double>(1.0, double(m.movedBytes())),
                     m.tokensPerSecond / dense->tokensPerSecond);
     }
+    if (quality)
+        std::printf("  %-36s mean KL %.4f nats (max %.3f), top-1 agreement %.1f%% over %d positions; perplexity "
+                    "%.3f -> %.3f\n",
+                    "quality with the neuron cache", quality->meanKl, quality->maxKl, 100.0 * quality->top1Agreement,
+                    quality->positions, quality->perplexityReference, quality->perplexityCandidate);
     const auto perToken = trace::summarizePerToken(measured->spans);
     for (size_t i = 0; i < perToken.size() && i < 8; ++i)
         std::printf("  token %-30u %.1f ms: %s\n", perToken[i].firstToken, perToken[i].windowNs / 1e6,
@@ -214,6 +233,7 @@ int runOffloadBench(BenchCommand& b)
                 {"moved_bytes_per_token", double(dense->movedBytes()) / b.tokens},
                 {"ssd_bytes_per_token", double(dense->ssdBytes) / b.tokens},
             };
+            if (quality) j["neuron_cache"]["quality"] = nlohmann::json::parse(quality->toJson());
             j["bytes_moved_ratio"] = double(dense->movedBytes()) / std::max<double>(1.0, double(measured->movedBytes()));
             j["tokens_per_s_ratio"] = measured->tokensPerSecond / dense->tokensPerSecond;
         }

@@ -117,13 +117,15 @@ Error cancelled() { return makeError(ErrorCode::Cancelled, "quality check cancel
 // *nll gets the summed negative log-likelihood of the text's scored tokens, nats.
 template <class AtPrompt>
 Status runModel(const LlamaModel& model, gpu::Device& device, const QualityTokens& tokens,
-                bool inPlace, ProgressCounter& progress, AtPrompt&& atPrompt, double* nll)
+                bool inPlace, const NeuronCacheOptions& cache, ProgressCounter& progress, AtPrompt&& atPrompt,
+                double* nll)
 {
     int longest = tokens.scored();
     for (const auto& p : tokens.prompts) longest = std::max(longest, int(p.size()));
     SessionOptions options;
     options.contextLength = longest + 1;
     options.batch = 1;  // one token per forward: every prefix's logits are needed
+    options.neuronCache = cache;
     if (inPlace) {
         plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
         placement.mapInPlace = true;
@@ -219,7 +221,7 @@ Result<QualityReport> compareModels(const LlamaModel& reference, const LlamaMode
         return {};
     };
     double referenceNll = 0;
-    SPILLWAY_TRY(runModel(reference, device, tokens, options.weightsInPlace, progress, keep, &referenceNll));
+    SPILLWAY_TRY(runModel(reference, device, tokens, options.weightsInPlace, {}, progress, keep, &referenceNll));
 
     QualityReport report;
     std::vector<double> p(n), q(n);  // log-probabilities: reference, candidate
@@ -239,7 +241,8 @@ Result<QualityReport> compareModels(const LlamaModel& reference, const LlamaMode
     };
     double candidateNll = 0;
     gpu::Device& candidateDevice = options.candidateDevice ? *options.candidateDevice : device;
-    SPILLWAY_TRY(runModel(candidate, candidateDevice, tokens, options.weightsInPlace, progress, compare,
+    SPILLWAY_TRY(runModel(candidate, candidateDevice, tokens, options.weightsInPlace, options.candidateNeuronCache,
+                          progress, compare,
                           &candidateNll));
 
     report.positions = tokens.promptPositions;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "core/runtime/llama_session.h"
 #include "gpu/device.h"
 
 namespace spillway {
@@ -30,6 +31,9 @@ struct QualityOptions {
     // Sessions use the weights in place (Placement::mapInPlace), so a wrapper device sees the
     // models' own weight pointers; needs a device that computes on host memory.
     bool weightsInPlace = false;
+    // The candidate computes its FFN through a neuron cache (llama_session.h): the quality of
+    // its predicted (approximate) mode against the dense reference. Off (capacity 0) by default.
+    NeuronCacheOptions candidateNeuronCache;
 };
 
 struct QualityReport {

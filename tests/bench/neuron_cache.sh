@@ -7,7 +7,8 @@
 #      whose per-layer FFN density follows the one measured on relu-stories-2M, packaged with
 #      bundles and rank-64 predictors, bundles read from the SSD.
 # Prints bytes moved per token (SSD reads, host->device copies and bundle loads), tokens/s, the
-# cache's hit rate and the dense run's figures; JSON per run in OUT_DIR.
+# cache's hit rate, the dense run's figures and (predicted mode) the quality against the dense
+# model; JSON per run in OUT_DIR.
 # Usage: tests/bench/neuron_cache.sh [BUILD_DIR] [OUT_DIR]  (needs ~10 GB free in the models dir;
 # the OPT package's predictor training takes ~11 minutes on 2 cores)
 set -euo pipefail
@@ -25,7 +26,7 @@ if [[ ! -d $relu ]]; then
 fi
 for mode in exact predicted; do
   "$cli" bench -m "$relu" -t 2 -n 64 --vram-budget 2304KiB --ram-budget 64MiB --neuron-cache 192 \
-    --neuron-mode $mode --bundles-from ram --json "$out/neuron-cache-relu-stories-2M-$mode.json"
+    --neuron-mode $mode --bundles-from ram --quality --json "$out/neuron-cache-relu-stories-2M-$mode.json"
 done
 
 "$cli" sparsity -m "$shared/models/relu-stories-2M/model_qint80.bin" --arch relu-llama --continue 64 \
@@ -37,8 +38,10 @@ optpkg=$models/opt-6.7b-8layers-bundles
 [[ -d $optpkg ]] || "$cli" compress -m "$opt" --prune none --quant none --bundles --predictors 64 \
   --no-quality -o "$optpkg"
 for cache in 4096 8192; do
+  quality=""
+  [[ $cache == 8192 ]] && quality=--quality
   "$cli" bench -m "$optpkg" -t 2 -n 8 --vram-budget 2560MiB --ram-budget 256MiB --neuron-cache $cache \
-    --neuron-mode predicted --bundles-from ssd --json "$out/neuron-cache-opt-6.7b-predicted-$cache.json"
+    --neuron-mode predicted --bundles-from ssd $quality --json "$out/neuron-cache-opt-6.7b-predicted-$cache.json"
 done
 "$cli" bench -m "$optpkg" -t 2 -n 8 --vram-budget 2560MiB --ram-budget 256MiB --neuron-cache 8192 \
   --neuron-mode exact --bundles-from ssd --json "$out/neuron-cache-opt-6.7b-exact-8192.json"
