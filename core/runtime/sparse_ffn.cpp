@@ -132,7 +132,8 @@ struct LlamaSession::SparseFfn {
     std::vector<uint8_t> overflow;     // slices of active neurons that got no slot
     std::vector<int32_t> overflowAt;   // per active neuron (index into `active`): its place in `overflow`, or -1
     std::vector<uint32_t> active;
-    std::vector<float> gateOut;        // (capacity) predicted gated mode: the cached gate rows' values
+    std::vector<float> gateOut;        // (ffnDim) predicted gated mode: the active neurons' gate values
+    std::vector<gpu::MatvecJob> jobs;  // one-row jobs of the active neurons' rows
     std::vector<float> h;              // per active neuron: its activation
     std::vector<float> y;              // (dim) the down projection
 };
@@ -271,7 +272,8 @@ Status LlamaSession::createNeuronCache()
         if (!staging) return staging.error();
         sp.staging = std::move(*staging);
     }
-    sp.gateOut.resize(size_t(std::max(1, *std::max_element(capacities.begin(), capacities.end()))));
+    sp.gateOut.resize(size_t(c.ffnDim));
+    sp.jobs.reserve(size_t(c.ffnDim) * 2);
     sp.overflowAt.resize(size_t(c.ffnDim));
     sp.loads.reserve(size_t(c.ffnDim));
     sp.active.reserve(size_t(c.ffnDim));
@@ -413,9 +415,9 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
         if (sp.loads[i].slot < 0) sp.overflowAt[sp.loads[i].neuron] = int32_t(i);
     d.synchronize();
 
-    // 3. The rows the cache holds, computed for every filled slot with the dense kernel's row
-    //    arithmetic (so each value is the dense path's): the up rows (gated), and in predicted
-    //    mode the gate rows (or OPT's up rows) too.
+    // 3. The active neurons' rows, with the dense kernel's row arithmetic (so each value is the
+    //    dense path's): the up rows (gated), and in predicted mode the gate rows (or OPT's up
+    //    rows) too.
     const uint8_t* slots = cl.slots.as<uint8_t>();
     const uint8_t* overflow = sp.overflow.data();
     auto rowsView = [&](const uint8_t* base, int64_t rows, size_t partOffset) {
@@ -428,43 +430,39 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
         return v;
     };
     const bool hasUpRows = c.ffnGated || predicted;  // exact OPT: the cache holds down columns only
+    const bool hasGateRows = predicted && c.ffnGated;
     const size_t upPart = c.ffnGated ? b.upOffset() : 0;
-    const int resident = cl.cache.resident();
+    auto sliceOfActive = [&](uint32_t j) {
+        const int32_t slot = cl.cache.slotOf(j);
+        return slot >= 0 ? slots + size_t(slot) * sp.slice.bytes : overflow + size_t(sp.overflowAt[j]) * sp.slice.bytes;
+    };
+    // The rows of the active neurons only (one-row jobs in one dispatch), wherever they are.
+    float* upOut = hb2;
     float* gateOut = sp.gateOut.data();
-    if (hasUpRows && resident > 0) {
-        gpu::MatvecJob jobs[2];
-        size_t n = 0;
-        jobs[n++] = {rowsView(slots, resident, upPart), in, hb2};
-        if (predicted && c.ffnGated) jobs[n++] = {rowsView(slots, resident, 0), in, gateOut};
-        d.matvec({jobs, n});
+    if (hasUpRows && !sp.active.empty()) {
+        sp.jobs.clear();
+        for (size_t i = 0; i < sp.active.size(); ++i) {
+            const uint8_t* at = sliceOfActive(sp.active[i]);
+            sp.jobs.push_back({rowsView(at, 1, upPart), in, upOut + i});
+            if (hasGateRows) sp.jobs.push_back({rowsView(at, 1, 0), in, gateOut + i});
+        }
+        d.matvec(sp.jobs);
         d.synchronize();  // read on the host below
     }
     sp.h.resize(sp.active.size());
     for (size_t i = 0; i < sp.active.size(); ++i) {
         const uint32_t j = sp.active[i];
-        const int32_t slot = cl.cache.slotOf(j);
-        float u = 0.0f, g = 0.0f;
-        if (hasUpRows) {
-            if (slot >= 0) {
-                u = hb2[slot];
-                if (predicted && c.ffnGated) g = gateOut[slot];
-            } else {  // no slot: computed from the overflow area
-                const uint8_t* at = overflow + size_t(sp.overflowAt[j]) * sp.slice.bytes;
-                d.matvec(rowsView(at, 1, upPart), in, &u);
-                if (predicted && c.ffnGated) d.matvec(rowsView(at, 1, 0), in, &g);
-            }
-        }
+        const float u = hasUpRows ? upOut[i] : 0.0f;
         float act;
         if (!predicted) {
             act = c.ffnGated ? hb[j] * u : hb[j];
         } else if (c.ffnGated) {
-            act = std::max(0.0f, g - c.ffnReluShift) * u;
+            act = std::max(0.0f, gateOut[i] - c.ffnReluShift) * u;
         } else {
             act = std::max(0.0f, u + (L.upBias ? L.upBias[j] : 0.0f) - c.ffnReluShift);
         }
         sp.h[i] = act;
     }
-    d.synchronize();
 
     // 4. down · act over the active neurons, in neuron order.
     std::fill(sp.y.begin(), sp.y.end(), 0.0f);
@@ -473,8 +471,7 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     for (size_t i = 0; i < sp.active.size(); ++i) {
         if (sp.h[i] == 0.0f) continue;
         const uint32_t j = sp.active[i];
-        const int32_t slot = cl.cache.slotOf(j);
-        const uint8_t* s = slot >= 0 ? slots + size_t(slot) * sp.slice.bytes : overflow + size_t(sp.overflowAt[j]) * sp.slice.bytes;
+        const uint8_t* s = sliceOfActive(j);
         if (b.column.group > 0)
             axpyInt8Column(sp.h[i], reinterpret_cast<const int8_t*>(s + downPart),
                            cl.scales + size_t(j) / size_t(b.column.group) * dim, dim, sp.y.data());

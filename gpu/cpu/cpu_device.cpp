@@ -321,8 +321,11 @@ void CpuDevice::matvec(std::span<const MatvecJob> jobs)
     const JobPlan* plans = m_plans.data();
     const size_t jobCount = jobs.size();
     auto runChunk = [&](int64_t c) {
-        size_t job = 0;
-        while (job + 1 < jobCount && c >= plans[job].firstChunk + plans[job].chunks) ++job;
+        // The job holding chunk c: the last one starting at or before it (a call may carry
+        // thousands of one-row jobs: the neuron cache's rows).
+        const size_t job = size_t(std::upper_bound(plans, plans + jobCount, c,
+                                                   [](int64_t v, const JobPlan& p) { return v < p.firstChunk; }) -
+                                  plans) - 1;
         const JobPlan& plan = plans[job];
         const MatvecJob& j = jobs[job];
         const int64_t r0 = (c - plan.firstChunk) * plan.chunkRows;
