@@ -7,6 +7,7 @@
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
+#include <QLocale>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QInputDialog>
@@ -182,6 +183,11 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
             Qt::QueuedConnection);
     connect(m_worker, &GenerationWorker::tokens, this, &ChatWindow::onTokens,
             Qt::QueuedConnection);
+    connect(m_worker, &GenerationWorker::neuronCacheReport, this, [this](double hitRate, double bytesPerToken) {
+        m_neuronCacheText = tr(" — neuron cache: hit rate %1%, %2 per token")
+                                .arg(100.0 * hitRate, 0, 'f', 1)
+                                .arg(QLocale().formattedDataSize(qint64(bytesPerToken)));
+    }, Qt::QueuedConnection);
     connect(m_worker, &GenerationWorker::finished, this, &ChatWindow::onFinished,
             Qt::QueuedConnection);
     m_thread->start();
@@ -599,7 +605,9 @@ void ChatWindow::onFinished(double tokensPerSecond, double timeToFirstTokenMs, i
                           .arg(m_modelDescription)
                           .arg(tokens)
                           .arg(tokensPerSecond, 0, 'f', 1)
-                          .arg(timeToFirstTokenMs, 0, 'f', 1));
+                          .arg(timeToFirstTokenMs, 0, 'f', 1) +
+                      m_neuronCacheText);
+    m_neuronCacheText.clear();
     updateButtons();
     m_prompt->setFocus();
     emit replyFinished();

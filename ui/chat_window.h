@@ -238,6 +238,7 @@ private:
     QPushButton* m_stop = nullptr;
     QLabel* m_error = nullptr;
     QLabel* m_status = nullptr;
+    QString m_neuronCacheText;  // the neuron cache's report of the reply being generated, for the status line
     QString m_modelDescription;
     double m_temperature = 0.8;
     int m_maxTokens = 256;

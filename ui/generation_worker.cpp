@@ -104,6 +104,9 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
         options.streamer.hostBudget = m_plan->ramBudget;
         options.contextLength = m_contextLength;
         options.kvType = m_plan->kvType;
+        options.neuronCache.capacity = m_neuronCache;
+        options.neuronCache.mode = m_neuronPredicted ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
+        options.neuronCache.source = m_model->ffnBundles().empty() ? BundleSource::Ram : BundleSource::Ssd;
     }
     auto session = LlamaSession::create(*m_model, *m_device, options);
     if (!session) {
@@ -144,6 +147,11 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
     if (!stats) {
         emit failed(QString::fromStdString(stats.error().message));
         return;
+    }
+    if (const NeuronCacheReport nc = (*session)->neuronCacheReport(); nc.total.tokens > 0) {
+        const double tokens = double(nc.total.tokens) / double(std::max(1, m_model->config().nLayers));
+        const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.loadedBytes());
+        emit neuronCacheReport(nc.total.hitRate(), bytes / std::max(1.0, tokens));
     }
     emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3,
                   stats->generatedTokens);
@@ -226,10 +234,16 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
     m_device = std::move(*device);
     m_plan = prediction.plan;
     m_contextLength = prediction.settings.contextLength;
-    emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3")
+    m_neuronCache = prediction.settings.neuronCache;
+    m_neuronPredicted = prediction.settings.neuronMode == QLatin1String("predicted");
+    QString cache;
+    if (m_neuronCache > 0)
+        cache = tr(", neuron cache %1 per layer (%2)").arg(m_neuronCache).arg(prediction.settings.neuronMode);
+    emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3%4")
                          .arg(describe(*m_model, *m_device))
                          .arg(prediction.tokensPerSecond, 0, 'f', 1)
-                         .arg(QString::fromUtf8(gpu::kvTypeName(m_plan->kvType))));
+                         .arg(QString::fromUtf8(gpu::kvTypeName(m_plan->kvType)))
+                         .arg(cache));
 }
 
 }  // namespace spillway::ui

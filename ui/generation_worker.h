@@ -56,6 +56,8 @@ signals:
     // Text of new tokens, batched about every 16 ms; always whole UTF-8 characters.
     void tokens(const QString& text);
     void finished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    // Before finished(), when the neuron cache ran: its hit rate and bytes loaded per token.
+    void neuronCacheReport(double hitRate, double bytesPerToken);
     void planApplied(const QString& description);
 
 private:
@@ -74,6 +76,8 @@ private:
     trace::Recorder* m_recorder = nullptr;
     std::shared_ptr<const plan::PlanResult> m_plan;  // applied by the tuning panel, or null
     int m_contextLength = 0;
+    int m_neuronCache = 0;          // bundles per layer applied by the tuning panel (0: dense FFN)
+    bool m_neuronPredicted = false;
 };
 
 // Length of the longest prefix of `bytes` that ends on a UTF-8 character boundary.

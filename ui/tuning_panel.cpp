@@ -74,6 +74,21 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     m_kvType->addItem(tr("fp16 (half the memory)"), QStringLiteral("f16"));
     m_kvType->addItem(tr("int8 (a quarter)"), QStringLiteral("q8"));
     m_kvType->setToolTip(tr("KV cache precision: smaller leaves more device memory for weights"));
+    m_neuronCache = new QSpinBox(this);
+    m_neuronCache->setObjectName("neuronCache");
+    m_neuronCache->setRange(0, 1 << 20);
+    m_neuronCache->setSingleStep(64);
+    m_neuronCache->setSpecialValueText(tr("off"));
+    m_neuronCache->setSuffix(tr(" neurons per layer"));
+    m_neuronCache->setKeyboardTracking(false);
+    m_neuronCache->setToolTip(tr("ReLU models: compute each FFN over its active neurons only, through a cache of this "
+                                 "many neurons per layer that loads only the ones it lacks each token"));
+    m_neuronMode = new QComboBox(this);
+    m_neuronMode->setObjectName("neuronMode");
+    m_neuronMode->addItem(tr("exact (the gate decides)"), QStringLiteral("exact"));
+    m_neuronMode->addItem(tr("predicted (approximate, fewer bytes)"), QStringLiteral("predicted"));
+    m_neuronMode->setToolTip(tr("Predicted mode trusts the model's stored activation predictors and reads no FFN "
+                                "weight of a neuron they leave out"));
     m_variant = new QComboBox(this);
     m_variant->setObjectName("variant");
     m_variant->setToolTip(tr("Which compressed version of the model to run (compress it in the Models tab)"));
@@ -88,6 +103,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     form->addRow(tr("RAM budget"), m_ram);
     form->addRow(tr("Context"), m_ctx);
     form->addRow(tr("KV cache"), m_kvType);
+    form->addRow(tr("Neuron cache"), m_neuronCache);
+    form->addRow(tr("Neuron selection"), m_neuronMode);
     form->addRow(tr("Prefetch depth"), m_prefetch);
     form->addRow(tr("CPU threads"), m_threads);
     m_tierBar = new TierBar(this);
@@ -104,8 +121,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     layout->addWidget(m_apply);
     layout->addStretch(1);
     for (QDoubleSpinBox* box : {m_vram, m_ram}) connect(box, &QDoubleSpinBox::valueChanged, this, &TuningPanel::changed);
-    for (QSpinBox* box : {m_ctx, m_prefetch, m_threads}) connect(box, &QSpinBox::valueChanged, this, &TuningPanel::changed);
-    for (QComboBox* box : {m_kvType, m_variant})
+    for (QSpinBox* box : {m_ctx, m_prefetch, m_threads, m_neuronCache}) connect(box, &QSpinBox::valueChanged, this, &TuningPanel::changed);
+    for (QComboBox* box : {m_kvType, m_variant, m_neuronMode})
         connect(box, &QComboBox::currentIndexChanged, this, &TuningPanel::changed);
     connect(m_apply, &QPushButton::clicked, this, &TuningPanel::applyClicked);
 }
@@ -119,6 +136,8 @@ TuningSettings TuningPanel::settings(const QString& modelPath) const
     t.prefetchDepth = m_prefetch->value();
     t.threads = m_threads->value();
     t.kvType = m_kvType->currentData().toString();
+    t.neuronCache = m_neuronCache->value();
+    t.neuronMode = m_neuronMode->currentData().toString();
     t.modelPath = m_variant->currentIndex() >= 0 ? m_variant->currentData().toString() : modelPath;
     return t;
 }
@@ -137,7 +156,8 @@ void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApp
                               .arg(locale.formattedDataSize(prediction.deviceBytes),
                                    locale.formattedDataSize(prediction.ramBytes),
                                    locale.formattedDataSize(prediction.ssdBytesPerToken),
-                                   locale.formattedDataSize(prediction.kvBytes), prediction.lanes));
+                                   locale.formattedDataSize(prediction.kvBytes), prediction.lanes) +
+                          (prediction.note.isEmpty() ? QString() : QStringLiteral("\n") + prediction.note));
     m_apply->setEnabled(prediction.plan != nullptr && canApply);
 }
 

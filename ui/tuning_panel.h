@@ -29,6 +29,8 @@ public:
     QDoubleSpinBox* ramBudgetBox() const { return m_ram; }
     QSpinBox* contextBox() const { return m_ctx; }
     QComboBox* kvTypeBox() const { return m_kvType; }      // item data: "f32", "f16", "q8"
+    QSpinBox* neuronCacheBox() const { return m_neuronCache; }  // bundles per layer, 0 = off
+    QComboBox* neuronModeBox() const { return m_neuronMode; }   // item data: "exact", "predicted"
     QComboBox* variantBox() const { return m_variant; }    // item data: the model's path
     QSpinBox* prefetchBox() const { return m_prefetch; }
     QSpinBox* threadsBox() const { return m_threads; }
@@ -55,6 +57,8 @@ private:
     QDoubleSpinBox* m_ram = nullptr;
     QSpinBox* m_ctx = nullptr;
     QComboBox* m_kvType = nullptr;
+    QSpinBox* m_neuronCache = nullptr;
+    QComboBox* m_neuronMode = nullptr;
     QComboBox* m_variant = nullptr;
     QSpinBox* m_prefetch = nullptr;
     QSpinBox* m_threads = nullptr;

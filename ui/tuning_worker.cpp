@@ -9,6 +9,8 @@
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
 #include "core/plan/planner.h"
+#include "core/compress/ffn_predictor.h"
+#include "core/runtime/llama_session.h"
 
 namespace spillway::ui {
 
@@ -17,6 +19,29 @@ namespace {
 QString bytesText(double bytes) { return QLocale().formattedDataSize(qint64(bytes)); }
 
 QString gbps(double bytesPerSecond) { return QString::number(bytesPerSecond / 1e9, 'f', 1) + " GB/s"; }
+
+// The session's neuron-cache options for `settings` on `model`; off (capacity 0) with the reason
+// in *note where the model cannot use them.
+NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings& settings, QString* note)
+{
+    NeuronCacheOptions o;
+    if (settings.neuronCache <= 0) return o;
+    const LlamaConfig& c = model.config();
+    if (!(c.ffnRelu || !c.ffnGated)) {
+        if (note) *note = QObject::tr("The neuron cache is for ReLU models; this model's FFN is SwiGLU: off.");
+        return o;
+    }
+    o.capacity = settings.neuronCache;
+    o.source = model.ffnBundles().empty() ? BundleSource::Ram : BundleSource::Ssd;
+    if (settings.neuronMode == QLatin1String("predicted")) {
+        auto predictors = compress::loadFfnPredictors(model);
+        if (predictors && !predictors->empty())
+            o.mode = NeuronCacheMode::Predicted;
+        else if (note)
+            *note = QObject::tr("This model stores no activation predictors (compress it with predictors): exact mode.");
+    }
+    return o;
+}
 
 Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProfile& profile,
                                  const TuningSettings& settings, gpu::KvType kv)
@@ -30,6 +55,9 @@ Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProf
     in.contextLength = settings.contextLength;
     in.prefetchDepth = settings.prefetchDepth;
     in.kvType = kv;
+    const NeuronCacheOptions cache = neuronCacheFor(model, settings, nullptr);
+    in.served = LlamaSession::neuronCacheTensors(model, cache);
+    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache);
     return plan::planPlacement(in);
 }
 
@@ -148,6 +176,9 @@ void TuningWorker::predict(const TuningSettings& settings)
     TuningPrediction out;
     out.settings = settings;
     out.settings.modelPath = QString::fromStdString(planned->path());
+    const NeuronCacheOptions cache = neuronCacheFor(*planned, settings, &out.note);
+    out.settings.neuronCache = cache.capacity;
+    out.settings.neuronMode = cache.mode == NeuronCacheMode::Predicted ? QStringLiteral("predicted") : QStringLiteral("exact");
     out.tokensPerSecond = plan->tokensPerSecond();
     out.deviceBytes = qint64(plan->deviceWeightBytes);
     out.ramBytes = qint64(plan->hostWeightBytes);

@@ -26,6 +26,9 @@ struct TuningSettings {
     int threads = 0;        // 0 = one per core
     QString kvType = QStringLiteral("f32");  // KV cache precision: "f32", "f16", "q8"
     QString modelPath;      // the model variant planned for; "" = the one prepared
+    // The neuron cache (ReLU models): bundles per layer (0 = off) and "exact" or "predicted".
+    int neuronCache = 0;
+    QString neuronMode = QStringLiteral("exact");
 };
 
 struct TuningPrediction {
@@ -34,6 +37,7 @@ struct TuningPrediction {
     qint64 deviceBytes = 0, ramBytes = 0, ssdBytesPerToken = 0, modelBytes = 0;
     qint64 kvBytes = 0;  // the KV cache, on the device
     QString lanes;  // "SSD 12.3 ms · compute 4.5 ms · …" per token
+    QString note;   // why a setting was not taken (a neuron cache on a SwiGLU model, ...), or empty
     std::shared_ptr<const plan::PlanResult> plan;  // to apply
 };
 

@@ -23,7 +23,10 @@
 #include <cstring>
 #include <memory>
 
+#include "core/compress/compress_model.h"
 #include "core/formats/gguf.h"
+#include "core/model/llama_model.h"
+#include "gpu/cpu/cpu_device.h"
 #include "storage/chat_db.h"
 #include "ui/chat_window.h"
 #include "ui/generation_worker.h"
@@ -111,6 +114,7 @@ private slots:
     void cardsAndTuningShowPredictions();
     void chatTemplateFormatsTheConversation();
     void brokenChatTemplateIsReportedAndContinued();
+    void neuronCacheIsTunedAppliedAndReported();
 };
 
 void TestChatActions::copyPutsTheReplyOnTheClipboard()
@@ -366,6 +370,68 @@ void TestChatActions::brokenChatTemplateIsReportedAndContinued()
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
     QVERIFY(window.errorText().isEmpty());
+}
+
+
+void TestChatActions::neuronCacheIsTunedAppliedAndReported()
+{
+    // A ReLU model packaged with bundles and predictors (relu-stories-260K).
+    QTemporaryDir folder;
+    QVERIFY(folder.isValid());
+    qputenv("XDG_CACHE_HOME", folder.filePath("cache").toUtf8());
+    const QString package = folder.filePath("relu-package");
+    {
+        auto source = spillway::LlamaModel::load(SPILLWAY_SHARED_DIR "/models/relu-stories-260K/model_qint80.bin",
+                                                 spillway::ModelLoadOptions{"relu-llama", ""});
+        QVERIFY(source.ok());
+        auto device = spillway::gpu::createCpuDevice(2);
+        spillway::compress::CompressOptions o;
+        o.qualityCheck = false;
+        o.bundles = true;
+        o.predictorRank = 8;
+        o.predictorContinueTokens = 8;
+        QVERIFY(spillway::compress::compressModel(**source, package.toStdString(), o, *device).ok());
+    }
+    ChatWindow window(package, folder.filePath("data"));
+    window.skipWelcome();
+    window.setTemperature(0.0);
+    window.setMaxTokens(12);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+
+    // Tuning: the cache is planned (its FFN matrices leave the placement), in predicted mode.
+    spillway::ui::TuningPanel* tuning = window.tuningPanel();
+    tuning->neuronModeBox()->setCurrentIndex(tuning->neuronModeBox()->findData("predicted"));
+    tuning->neuronCacheBox()->setValue(64);
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.neuronCache == 64 &&
+                                 window.lastPrediction().settings.neuronMode == QLatin1String("predicted"),
+                             20'000);
+    QVERIFY2(window.lastPrediction().note.isEmpty(), qPrintable(window.lastPrediction().note));
+    QTRY_VERIFY_WITH_TIMEOUT(window.applyButton()->isEnabled(), 10'000);
+    QSignalSpy applied(&window, &ChatWindow::tuningApplied);
+    window.applyButton()->click();
+    QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30'000);
+    QVERIFY2(window.statusText().contains("neuron cache 64"), qPrintable(window.statusText()));
+
+    // A reply through the cache: the status line reports its hit rate and bytes per token.
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QVERIFY2(window.errorText().isEmpty(), qPrintable(window.errorText()));
+    QVERIFY2(window.statusText().contains("neuron cache: hit rate"), qPrintable(window.statusText()));
+
+    // The demo model's FFN is SwiGLU: the setting is declined, with the reason shown.
+    ChatWindow dense(kModel, folder.filePath("data2"));
+    dense.skipWelcome();
+    dense.show();
+    QTRY_VERIFY_WITH_TIMEOUT(dense.isModelReady(), 30'000);
+    dense.tuningPanel()->neuronCacheBox()->setValue(32);
+    QTRY_VERIFY_WITH_TIMEOUT(!dense.lastPrediction().note.isEmpty(), 20'000);
+    QCOMPARE(dense.lastPrediction().settings.neuronCache, 0);
+    QVERIFY(dense.lastPrediction().note.contains("ReLU"));
+    QVERIFY(dense.tuningPanel()->predictionText().contains("ReLU"));
+    qunsetenv("XDG_CACHE_HOME");
 }
 
 QTEST_MAIN(TestChatActions)
