@@ -27,8 +27,10 @@ namespace spillway {
 // Modes:
 //  - Exact: the pre-activation that decides activity (the gate, or OPT's up) is computed in full
 //    from the streamed matrix, so the active set is the true one; the cache serves the rest of
-//    the FFN (up rows and down columns; OPT: down columns). Logits agree with the dense path to
-//    rounding (the down projection sums in fp32 over the active neurons).
+//    the FFN (up rows and down columns; OPT: down columns). For Q8_G64 weights (the thesis'
+//    ReLU models) the down projection repeats the dense kernel's arithmetic: the logits are the
+//    dense path's bit for bit; for other types it sums in fp32 over the active neurons, and the
+//    logits agree to rounding.
 //  - Predicted: the model's stored low-rank predictors (compress --predictors) choose the
 //    neurons before any FFN weight is read; the cache serves the whole FFN. Approximate: a
 //    neuron the predictor misses counts as zero.

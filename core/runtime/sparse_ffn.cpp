@@ -15,6 +15,7 @@
 #include "core/plan/neuron_cache_model.h"
 #include "core/runtime/llama_session.h"
 #include "core/trace/trace.h"
+#include "gpu/cpu/cpu_kernels.h"
 #include "gpu/half_inline.h"
 #include "storage/direct_io.h"
 
@@ -136,6 +137,9 @@ struct LlamaSession::SparseFfn {
     std::vector<gpu::MatvecJob> jobs;  // one-row jobs of the active neurons' rows
     std::vector<float> h;              // per active neuron: its activation
     std::vector<float> y;              // (dim) the down projection
+    std::vector<int8_t> hq;            // Q8_G64 down: the activations quantized as the dense kernel does
+    std::vector<float> hs;
+    std::vector<int32_t> dots;         // (dim) one group's integer sums
 };
 
 // Here, where SparseFfn is complete.
@@ -468,15 +472,49 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     std::fill(sp.y.begin(), sp.y.end(), 0.0f);
     const size_t downPart = b.downOffset() - sp.slice.offset;
     static const AxpyColumn axpyColumn = pickAxpyColumn();
-    for (size_t i = 0; i < sp.active.size(); ++i) {
-        if (sp.h[i] == 0.0f) continue;
-        const uint32_t j = sp.active[i];
-        const uint8_t* s = sliceOfActive(j);
-        if (b.column.group > 0)
-            axpyInt8Column(sp.h[i], reinterpret_cast<const int8_t*>(s + downPart),
-                           cl.scales + size_t(j) / size_t(b.column.group) * dim, dim, sp.y.data());
-        else
-            axpyColumn(sp.h[i], s + downPart, b.column.type, dim, sp.y.data());
+    if (b.column.group == 64) {
+        // Q8_G64 (the thesis' ReLU models): the dense kernel's own arithmetic, so the result is
+        // the dense path's bit for bit. The activations are quantized in groups of 64 over the
+        // whole layer (inactive neurons are zeros there too), and per group g, in order,
+        // y[r] += (float(sum of q_w q_h over its active neurons) * s_w[g][r]) * s_h[g]; a group
+        // without active neurons adds nothing (its sum is 0).
+        float* full = hb2;  // (ffnDim): the activations with zeros, then reused below
+        std::fill(full, full + c.ffnDim, 0.0f);
+        for (size_t i = 0; i < sp.active.size(); ++i) full[sp.active[i]] = sp.h[i];
+        const size_t groups = size_t(c.ffnDim) / 64;
+        sp.hq.resize(size_t(c.ffnDim));
+        sp.hs.resize(groups);
+        gpu::cpu::quantizeG64(full, c.ffnDim, sp.hq.data(), sp.hs.data());
+        sp.dots.resize(dim);
+        for (size_t i = 0, g = 0; g < groups; ++g) {
+            if (i == sp.active.size() || sp.active[i] / 64 != g) continue;
+            std::fill(sp.dots.begin(), sp.dots.end(), 0);
+            for (; i < sp.active.size() && sp.active[i] / 64 == g; ++i) {
+                const uint32_t j = sp.active[i];
+                const int32_t qh = sp.hq[j];
+                if (qh == 0) continue;
+                const auto* qw = reinterpret_cast<const int8_t*>(sliceOfActive(j) + downPart);
+                for (size_t r = 0; r < dim; ++r) sp.dots[r] += int32_t(qw[r]) * qh;
+            }
+            const float* sw = cl.scales + g * dim;
+            const float sh = sp.hs[g];
+            for (size_t r = 0; r < dim; ++r) {
+                const float scaled = float(sp.dots[r]) * sw[r];  // separate statements: no fused
+                const float term = scaled * sh;                  // multiply-add, as the kernel
+                sp.y[r] += term;
+            }
+        }
+    } else {
+        for (size_t i = 0; i < sp.active.size(); ++i) {
+            if (sp.h[i] == 0.0f) continue;
+            const uint32_t j = sp.active[i];
+            const uint8_t* s = sliceOfActive(j);
+            if (b.column.group > 0)
+                axpyInt8Column(sp.h[i], reinterpret_cast<const int8_t*>(s + downPart),
+                               cl.scales + size_t(j) / size_t(b.column.group) * dim, dim, sp.y.data());
+            else
+                axpyColumn(sp.h[i], s + downPart, b.column.type, dim, sp.y.data());
+        }
     }
     float* xb = m_xb.as<float>();
     std::memcpy(xb, sp.y.data(), dim * sizeof(float));

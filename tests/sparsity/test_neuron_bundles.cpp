@@ -233,8 +233,10 @@ TEST(NeuronCacheRuntime, ExactModeFromRamOrSsdKeepsTheReferenceText)
         const CacheRun fromSsd = generateWith(**package, ref.prompt, ssd);
         EXPECT_EQ(fromRam.text.substr(0, ref.text.size()), ref.text);
         EXPECT_EQ(fromSsd.text.substr(0, ref.text.size()), ref.text);
-        // The same bundles whichever tier they come from: the same logits, bit for bit.
+        // The same bundles whichever tier they come from, and the dense kernel's arithmetic for
+        // these Q8_G64 weights: the dense run's logits, bit for bit.
         EXPECT_EQ(fromRam.logits, fromSsd.logits);
+        EXPECT_EQ(fromRam.logits, dense.logits);
         EXPECT_EQ(fromRam.report.total.loaded, fromSsd.report.total.loaded);
         EXPECT_EQ(fromRam.report.ssdBytes, 0u);
         // The SSD reads: at least the slices loaded, merged into fewer requests than loads.
