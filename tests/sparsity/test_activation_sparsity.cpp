@@ -24,6 +24,7 @@
 #include "core/model/synthetic_model.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/greedy_text.h"
+#include "cache_run.h"
 #include "../common/temp_dir.h"
 
 using namespace spillway;
@@ -503,38 +504,14 @@ TEST(NeuronCache, FifoWindowsAndOverflow)
 
 namespace {
 
-struct CachedRun {
-    std::string text;
-    NeuronCacheReport report;
-    std::vector<float> firstLogits;
-};
-
-CachedRun runWithCache(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int capacity)
+// Greedy, 48 tokens, `capacity` bundles per layer (0: dense).
+testing_support::CacheRun runWithCache(const LlamaModel& model, gpu::Device& device, const std::string& prompt,
+                                       int capacity)
 {
     SessionOptions o;
     o.contextLength = 128;
     o.neuronCache.capacity = capacity;
-    auto session = LlamaSession::create(model, device, o);
-    EXPECT_TRUE(session.ok()) << session.error().message;
-    CachedRun run;
-    if (!session) return run;
-    SamplerSettings greedy;
-    greedy.temperature = 0;
-    Sampler sampler(model.config().vocabSize, greedy);
-    run.text = prompt;
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.maxNewTokens = 48;
-    request.onToken = [&](std::string_view piece, int32_t) {
-        run.text += piece;
-        return true;
-    };
-    EXPECT_TRUE(generate(**session, sampler, request).ok());
-    run.report = (*session)->neuronCacheReport();
-    auto logits = (*session)->forward(1, 0);  // BOS at position 0 again: comparable logits
-    EXPECT_TRUE(logits.ok());
-    if (logits) run.firstLogits.assign(*logits, *logits + model.config().vocabSize);
-    return run;
+    return testing_support::greedyRun(model, device, o, prompt, 48);
 }
 
 }  // namespace
@@ -548,11 +525,11 @@ TEST(NeuronCacheRuntime, ReluStoriesKeepsItsReferenceTextAndLoadsOnlyTheDifferen
     auto device = gpu::createCpuDevice(2);
     const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
-    const CachedRun dense = runWithCache(**model, *device, refs[0].prompt, 0);
+    const testing_support::CacheRun dense = runWithCache(**model, *device, refs[0].prompt, 0);
     for (int capacity : {48, 96, c.ffnDim}) {  // a quarter, half and all of each layer
         SCOPED_TRACE(capacity);
         for (const auto& ref : refs) {
-            const CachedRun run = runWithCache(**model, *device, ref.prompt, capacity);
+            const testing_support::CacheRun run = runWithCache(**model, *device, ref.prompt, capacity);
             EXPECT_EQ(run.text.substr(0, ref.text.size()), ref.text);
             const NeuronCacheStats& s = run.report.total;
             ASSERT_GT(s.tokens, 0u);
@@ -571,9 +548,9 @@ TEST(NeuronCacheRuntime, ReluStoriesKeepsItsReferenceTextAndLoadsOnlyTheDifferen
     // Logits: for Q8_G64 weights the cache computes the down projection with the dense kernel's
     // own arithmetic (activations quantized in groups of 64 over the whole layer, integer sums
     // per group over the active neurons): the same bits as the dense path.
-    const CachedRun cached = runWithCache(**model, *device, refs[0].prompt, 48);
-    ASSERT_EQ(cached.firstLogits.size(), dense.firstLogits.size());
-    EXPECT_EQ(cached.firstLogits, dense.firstLogits);
+    const testing_support::CacheRun cached = runWithCache(**model, *device, refs[0].prompt, 48);
+    ASSERT_EQ(cached.logits.size(), dense.logits.size());
+    EXPECT_EQ(cached.logits, dense.logits);
 }
 
 TEST(NeuronCacheRuntime, RefusedWhereActivationsAreNotSparse)

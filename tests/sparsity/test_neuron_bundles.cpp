@@ -24,6 +24,7 @@
 #include "gpu/half_inline.h"
 #include "../common/greedy_text.h"
 #include "../common/temp_dir.h"
+#include "cache_run.h"
 
 using namespace spillway;
 using namespace spillway::compress;
@@ -63,12 +64,7 @@ const std::string& bundledPackage()
     return path;
 }
 
-struct CacheRun {
-    std::string text;
-    NeuronCacheReport report;
-    std::vector<float> logits;  // of BOS at position 0, after the generation
-    gpu::MemoryStats memory;
-};
+using testing_support::CacheRun;
 
 CacheRun generateWith(const LlamaModel& model, const std::string& prompt, const NeuronCacheOptions& cache, int tokens = 48)
 {
@@ -76,31 +72,8 @@ CacheRun generateWith(const LlamaModel& model, const std::string& prompt, const 
     SessionOptions o;
     o.contextLength = 128;
     o.neuronCache = cache;
-    plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
-    o.placement = placement;
-    CacheRun run;
-    auto session = LlamaSession::create(model, *device, o);
-    EXPECT_TRUE(session.ok()) << session.error().message;
-    if (!session) return run;
-    SamplerSettings greedy;
-    greedy.temperature = 0;
-    Sampler sampler(model.config().vocabSize, greedy);
-    run.text = prompt;
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.maxNewTokens = tokens;
-    request.onToken = [&](std::string_view piece, int32_t) {
-        run.text += piece;
-        return true;
-    };
-    auto stats = generate(**session, sampler, request);
-    EXPECT_TRUE(stats.ok()) << stats.error().message;
-    run.report = (*session)->neuronCacheReport();
-    auto logits = (*session)->forward(1, 0);
-    EXPECT_TRUE(logits.ok());
-    if (logits) run.logits.assign(*logits, *logits + model.config().vocabSize);
-    run.memory = device->memoryStats();
-    return run;
+    o.placement = plan::uniformPlacement(model, plan::Tier::Device);
+    return testing_support::greedyRun(model, *device, o, prompt, tokens);
 }
 
 float downElement(gpu::Device& device, const gpu::MatrixView& down, int64_t row, int64_t col)
