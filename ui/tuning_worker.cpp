@@ -34,8 +34,7 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
     o.capacity = settings.neuronCache;
     o.source = model.ffnBundles().empty() ? BundleSource::Ram : BundleSource::Ssd;
     if (settings.neuronMode == QLatin1String("predicted")) {
-        auto predictors = compress::loadFfnPredictors(model);
-        if (predictors && !predictors->empty())
+        if (compress::hasFfnPredictors(model))
             o.mode = NeuronCacheMode::Predicted;
         else if (note)
             *note = QObject::tr("This model stores no activation predictors (compress it with predictors): exact mode.");

@@ -240,6 +240,11 @@ std::string predictorExtra(const FfnPredictor& p)
     return buf;
 }
 
+bool hasFfnPredictors(const LlamaModel& model)
+{
+    return model.tensor(std::string("blk.0.") + kPredictorA) != nullptr;
+}
+
 Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model)
 {
     const LlamaConfig& c = model.config();

@@ -76,6 +76,9 @@ std::string predictorExtra(const FfnPredictor& p);
 // partial or misshapen ones. The measured figures come from the package's record beside each A
 // tensor (0 where it has none).
 Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model);
+// Whether the model carries predictors (a cheap look at the tensor table; loadFfnPredictors
+// checks them).
+bool hasFfnPredictors(const LlamaModel& model);
 
 // One predictor per layer. UnsupportedModel for FFNs without exact zeros (SwiGLU: no ReLU);
 // InvalidArgument for bad options, or too few prompts to hold some out (fewer than 2); Cancelled
