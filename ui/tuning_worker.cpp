@@ -57,6 +57,7 @@ Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProf
     const NeuronCacheOptions cache = neuronCacheFor(model, settings, nullptr);
     in.served = LlamaSession::neuronCacheTensors(model, cache);
     in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache);
+    in.neuronCache = LlamaSession::neuronCacheCosts(model, cache);
     return plan::planPlacement(in);
 }
 

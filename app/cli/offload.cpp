@@ -150,6 +150,7 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     in.prefetchDepth = o.naive ? 0 : o.prefetch;
     in.served = LlamaSession::neuronCacheTensors(model, run.session.neuronCache);
     in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, run.session.neuronCache);
+    in.neuronCache = LlamaSession::neuronCacheCosts(model, run.session.neuronCache);
     Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");
     if (!o.tier.empty()) {
         const plan::Tier tier = o.tier == "device" ? plan::Tier::Device : o.tier == "ram" ? plan::Tier::Host : plan::Tier::Ssd;

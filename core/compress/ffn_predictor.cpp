@@ -11,6 +11,7 @@
 
 #include "core/compress/calibration.h"
 #include "core/model/llama_model.h"
+#include "core/runtime/neuron_cache.h"
 #include "storage/package.h"
 #include "gpu/device.h"
 
@@ -231,13 +232,30 @@ void FfnPredictor::predict(const float* x, std::vector<uint32_t>& active,
 
 std::string predictorExtra(const FfnPredictor& p)
 {
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "{\"rank\":%d,\"recall\":%.6f,\"precision\":%.6f,\"predictedDensity\":%.6f,"
-                  "\"density\":%.6f,\"trainTokens\":%lld,\"testTokens\":%lld}",
-                  p.rank, p.recall, p.precision, p.predictedDensity, p.density,
-                  static_cast<long long>(p.trainTokens), static_cast<long long>(p.testTokens));
-    return buf;
+    nlohmann::json j = {{"rank", p.rank},
+                        {"recall", p.recall},
+                        {"precision", p.precision},
+                        {"predictedDensity", p.predictedDensity},
+                        {"density", p.density},
+                        {"trainTokens", p.trainTokens},
+                        {"testTokens", p.testTokens}};
+    if (!p.hitCurve.empty()) j["hitCurve"] = p.hitCurve;
+    if (!p.predictedHitCurve.empty()) j["predictedHitCurve"] = p.predictedHitCurve;
+    return j.dump();
+}
+
+double FfnPredictor::hitRateAt(double share, bool predicted) const
+{
+    const std::vector<float>& curve = predicted ? predictedHitCurve : hitCurve;
+    constexpr size_t points = std::size(kHitCurveShares);
+    if (curve.size() != points) return -1.0;
+    if (share <= kHitCurveShares[0]) return curve[0] * std::max(0.0, share) / kHitCurveShares[0];
+    for (size_t i = 1; i < points; ++i)
+        if (share <= kHitCurveShares[i]) {
+            const double t = (share - kHitCurveShares[i - 1]) / (kHitCurveShares[i] - kHitCurveShares[i - 1]);
+            return curve[i - 1] + t * (curve[i] - curve[i - 1]);
+        }
+    return curve.back();
 }
 
 bool hasFfnPredictors(const LlamaModel& model)
@@ -296,6 +314,15 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model)
                 p.density = number("density");
                 p.trainTokens = int64_t(number("trainTokens"));
                 p.testTokens = int64_t(number("testTokens"));
+                auto curve = [&](const char* key) {
+                    std::vector<float> v;
+                    if (j.is_object() && j.contains(key) && j[key].is_array() &&
+                        j[key].size() == std::size(kHitCurveShares))
+                        for (const auto& e : j[key]) v.push_back(e.is_number() ? e.get<float>() : 0.0f);
+                    return v;
+                };
+                p.hitCurve = curve("hitCurve");
+                p.predictedHitCurve = curve("predictedHitCurve");
             }
         out.push_back(std::move(p));
     }
@@ -423,6 +450,31 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
         const double cells = double(std::max<int64_t>(p.testTokens, 1)) * n;
         p.predictedDensity = double(predicted) / cells;
         p.density = double(actual) / cells;
+
+        // LRU hit-rate curves over every calibration token, true and predicted sets.
+        std::vector<uint32_t> trueIds, predictedIds;
+        std::vector<uint64_t> trueOffsets{0}, predictedOffsets{0};
+        for (int64_t t = 0; t < s.tokens(); ++t) {
+            logits(p, s.x.data() + size_t(t) * dim, h, z);
+            for (int j = 0; j < n; ++j) {
+                if (s.active[size_t(t) * n + j]) trueIds.push_back(uint32_t(j));
+                if (z[size_t(j)] > 0.0f) predictedIds.push_back(uint32_t(j));
+            }
+            trueOffsets.push_back(trueIds.size());
+            predictedOffsets.push_back(predictedIds.size());
+        }
+        auto curve = [&](const std::vector<uint32_t>& ids, const std::vector<uint64_t>& offsets) {
+            std::vector<float> out;
+            for (double share : kHitCurveShares) {
+                NeuronCache cache(n, std::max(1, int(std::lround(share * n))), EvictionPolicy::Lru);
+                for (size_t t = 0; t + 1 < offsets.size(); ++t)
+                    cache.update(std::span<const uint32_t>(ids.data() + offsets[t], offsets[t + 1] - offsets[t]));
+                out.push_back(float(cache.stats().hitRate()));
+            }
+            return out;
+        };
+        p.hitCurve = curve(trueIds, trueOffsets);
+        p.predictedHitCurve = curve(predictedIds, predictedOffsets);
         out.push_back(std::move(p));
     }
     return out;

@@ -43,11 +43,20 @@ struct FfnPredictor {
     double precision = 0.0;   // share of predicted neurons that were active
     double predictedDensity = 0.0, density = 0.0;  // shares of the layer per token
     int64_t trainTokens = 0, testTokens = 0;
+    // The hit rate of an LRU neuron cache of this layer holding kHitCurveShares[i] of its neurons,
+    // replayed over every calibration token: for the true active sets (exact mode) and for the
+    // predicted ones (predicted mode). Empty when not measured. The planner's estimate of what a
+    // cache loads per token comes from these.
+    std::vector<float> hitCurve, predictedHitCurve;
+    // The curve at `share` of the neurons (linear between points; -1 when not measured).
+    double hitRateAt(double share, bool predicted) const;
 
     // Predicted active neuron ids for FFN input x (dim floats), ascending; `scratch` avoids
     // allocating (rank floats).
     void predict(const float* x, std::vector<uint32_t>& active, std::vector<float>& scratch) const;
 };
+
+inline constexpr double kHitCurveShares[] = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0};
 
 struct PredictorOptions {
     int rank = 32;                 // clamped to the layer's dim

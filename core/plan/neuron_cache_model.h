@@ -17,7 +17,19 @@
 #include <span>
 #include <vector>
 
+#include "gpu/dtype.h"
+
 namespace spillway::plan {
+
+// What one layer's neuron cache costs per token (LlamaSession::neuronCacheCosts estimates it
+// from the layer's measured density and LRU hit-rate curve): bundle bytes loaded (from the SSD
+// or RAM), and weight bytes the FFN computes on (rows of `rowType`, the active neurons').
+struct NeuronCacheLayerCost {
+    double loadBytes = 0;
+    bool fromSsd = false;
+    double computeBytes = 0;
+    gpu::DType rowType = gpu::DType::F32;
+};
 
 // One layer's active neurons, token by token.
 struct ActivityTrace {

@@ -65,10 +65,17 @@ struct Evaluation {
     int slots = 0;
 };
 
+// A unit's work that no placement changes: the neuron cache's fetches and FFN compute.
+struct UnitExtra {
+    double read = 0, copy = 0, compute = 0;  // seconds per token
+    uint64_t ssdBytes = 0;
+};
+
 class CostModel {
 public:
-    CostModel(const Hardware& hw, std::vector<Tensor> tensors, int units, uint64_t fixedDevice)
-        : m_hw(hw), m_tensors(std::move(tensors)), m_units(units), m_fixed(fixedDevice) {}
+    CostModel(const Hardware& hw, std::vector<Tensor> tensors, int units, uint64_t fixedDevice,
+              std::vector<UnitExtra> extra = {})
+        : m_hw(hw), m_tensors(std::move(tensors)), m_units(units), m_fixed(fixedDevice), m_extra(std::move(extra)) {}
 
     Evaluation evaluate(const std::vector<Tier>& tiers, int slots) const
     {
@@ -122,6 +129,15 @@ public:
                     e.lanes.hostToDevice += copy;
                 }
             }
+        }
+        for (size_t u = 0; u < m_extra.size() && u < size_t(m_units); ++u) {
+            // Fetched synchronously inside the layer: on its compute path.
+            const UnitExtra& x = m_extra[u];
+            compute[u] += x.read + x.copy + x.compute;
+            e.lanes.ssdRead += x.read;
+            e.lanes.hostToDevice += x.copy;
+            e.lanes.deviceCompute += x.compute;
+            e.ssdBytes += x.ssdBytes;
         }
         bool anyStreamed = false;
         for (int u = 0; u < m_units; ++u) {
@@ -183,6 +199,7 @@ private:
     std::vector<Tensor> m_tensors;
     int m_units;
     uint64_t m_fixed;
+    std::vector<UnitExtra> m_extra;
 };
 
 std::string mib(uint64_t bytes)
@@ -233,7 +250,22 @@ Result<Setup> setUp(const PlannerInput& in)
               alignUp(in.reservedDeviceBytes);
     s.vram = in.vramBudget ? in.vramBudget : s.hw.deviceFree;
     s.ram = in.ramBudget ? in.ramBudget : s.hw.ramAvailable / 2;
-    s.model = std::make_unique<CostModel>(s.hw, std::move(tensors), c.nLayers + 1, s.fixed);
+    std::vector<UnitExtra> extra;
+    for (const NeuronCacheLayerCost& n : in.neuronCache) {
+        UnitExtra x;
+        const auto it = s.hw.matvec.find(n.rowType);
+        const double rate = it != s.hw.matvec.end() && it->second > 0 ? it->second : fallback;
+        x.compute = n.computeBytes / rate;
+        if (n.fromSsd) {
+            x.read = n.loadBytes / s.hw.ssd;
+            x.ssdBytes = uint64_t(n.loadBytes);
+            if (!s.hw.directToDevice) x.copy = n.loadBytes / s.hw.copy;
+        } else {
+            x.copy = n.loadBytes / s.hw.copy;
+        }
+        extra.push_back(x);
+    }
+    s.model = std::make_unique<CostModel>(s.hw, std::move(tensors), c.nLayers + 1, s.fixed, std::move(extra));
     return s;
 }
 

@@ -16,6 +16,7 @@
 #include "base/result.h"
 #include "core/hw/probe.h"
 #include "core/model/llama_model.h"
+#include "core/plan/neuron_cache_model.h"
 #include "core/plan/placement.h"
 #include "gpu/device.h"
 
@@ -36,6 +37,9 @@ struct PlannerInput {
     // of the placement; and the device bytes that part takes (its slots), set aside first.
     std::vector<std::string> served;
     uint64_t reservedDeviceBytes = 0;
+    // Per layer (or empty): the neuron cache's traffic and compute, on the critical path of its
+    // layer (bundles are fetched when the layer's FFN needs them).
+    std::vector<NeuronCacheLayerCost> neuronCache;
 };
 
 // Seconds per decoded token each lane is busy, and the pipeline's result.

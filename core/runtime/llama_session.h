@@ -13,6 +13,7 @@
 #include "base/result.h"
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
+#include "core/plan/neuron_cache_model.h"
 #include "core/runtime/neuron_cache.h"
 #include "core/runtime/weight_streamer.h"
 #include "gpu/device.h"
@@ -104,6 +105,11 @@ public:
     // and the device bytes its slots take: what a planner leaves out and sets aside.
     static std::vector<std::string> neuronCacheTensors(const LlamaModel& model, const NeuronCacheOptions& o);
     static uint64_t neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o);
+    // What each layer's cache loads and computes per token, estimated from the densities and LRU
+    // hit-rate curves the model's predictors recorded (empty when it has none, or the cache is
+    // off): the planner's input.
+    static std::vector<plan::NeuronCacheLayerCost> neuronCacheCosts(const LlamaModel& model,
+                                                                    const NeuronCacheOptions& o);
     // Device bytes of the KV cache alone: contextLength (resolved as in SessionOptions) times
     // layers * 2 * kvHeads * kvVectorBytes(kvType, headDim).
     static uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType);

@@ -36,6 +36,23 @@ Slice sliceOf(const FfnBundles& b, NeuronCacheMode mode)
     return {offset, b.stride - offset};
 }
 
+// Per-layer capacities: the same for all, or shared out by the densities the predictors recorded
+// (predicted mode holds the predicted sets, exact mode the true ones).
+std::vector<int> layerCapacities(const LlamaConfig& c, const NeuronCacheOptions& o, size_t sliceBytes,
+                                 const std::vector<compress::FfnPredictor>& recorded)
+{
+    const int capacity = std::min(o.capacity, c.ffnDim);
+    std::vector<double> density;
+    for (const auto& p : recorded) {
+        const double d = o.mode == NeuronCacheMode::Predicted ? p.predictedDensity : p.density;
+        if (d > 0.0) density.push_back(d);
+    }
+    if (int(density.size()) != c.nLayers) return std::vector<int>(size_t(c.nLayers), capacity);
+    const std::vector<int> neurons(size_t(c.nLayers), c.ffnDim);
+    return plan::allocateCacheCapacity(density, neurons, sliceBytes,
+                                       uint64_t(capacity) * uint64_t(c.nLayers) * sliceBytes);
+}
+
 // y += a * column, the column in f32, f16 or bf16.
 void axpyColumnPortable(float a, const uint8_t* column, gpu::DType type, size_t n, float* y)
 {
@@ -170,6 +187,41 @@ uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const Neu
     return uint64_t(c.nLayers) * std::max<uint64_t>(capacity * sliceOf(layout, o.mode).bytes, 64);
 }
 
+std::vector<plan::NeuronCacheLayerCost> LlamaSession::neuronCacheCosts(const LlamaModel& model,
+                                                                      const NeuronCacheOptions& o)
+{
+    std::vector<plan::NeuronCacheLayerCost> costs;
+    if (o.capacity <= 0) return costs;
+    const LlamaConfig& c = model.config();
+    auto built = compress::ffnBundleLayout(model);
+    if (model.ffnBundles().empty() && !built) return costs;
+    const FfnBundles layout = !model.ffnBundles().empty() ? model.ffnBundles().front() : *built;
+    const Slice slice = sliceOf(layout, o.mode);
+    auto loaded = compress::loadFfnPredictors(model);
+    if (!loaded || int(loaded->size()) != c.nLayers) return costs;  // nothing measured to go by
+    const bool predicted = o.mode == NeuronCacheMode::Predicted;
+    const std::vector<int> capacities = layerCapacities(c, o, slice.bytes, *loaded);
+    // Bytes of rows the FFN computes on per active neuron (up; gate too in predicted gated mode;
+    // none in exact OPT, whose up runs densely as a placed tensor) and its column.
+    const size_t rowParts = predicted ? size_t(layout.parts - 1) : (c.ffnGated ? 1 : 0);
+    const double computePerNeuron = double(rowParts * layout.rowBytes + layout.downBytes);
+    for (int l = 0; l < c.nLayers; ++l) {
+        const compress::FfnPredictor& p = (*loaded)[size_t(l)];
+        const double active = (predicted ? p.predictedDensity : p.density) * c.ffnDim;
+        double hit = p.hitRateAt(double(capacities[size_t(l)]) / c.ffnDim, predicted);
+        if (hit < 0.0) hit = 0.0;  // no curve recorded: count every active neuron as loaded
+        plan::NeuronCacheLayerCost cost;
+        cost.fromSsd = o.source == BundleSource::Ssd;
+        // A direct read brings whole 4 KiB pages: about one page more per neuron read alone.
+        const double perLoad = double(slice.bytes) + (cost.fromSsd ? double(kAlign) : 0.0);
+        cost.loadBytes = active * (1.0 - hit) * perLoad;
+        cost.computeBytes = active * computePerNeuron;
+        cost.rowType = layout.rowType;
+        costs.push_back(cost);
+    }
+    return costs;
+}
+
 Status LlamaSession::createNeuronCache()
 {
     const LlamaConfig& c = m_model.config();
@@ -212,27 +264,12 @@ Status LlamaSession::createNeuronCache()
     }
     const FfnBundles& b = sp.layout;
     sp.slice = sliceOf(b, o.mode);
-    // Per-layer capacities: the same for all, or shared out by the densities the predictors
-    // recorded (predicted mode holds the predicted sets, exact mode the true ones).
-    const int capacity = std::min(o.capacity, c.ffnDim);
-    std::vector<int> capacities(size_t(c.nLayers), capacity);
-    {
-        std::vector<compress::FfnPredictor> recorded = sp.predictors;
-        if (recorded.empty()) {
-            auto loaded = compress::loadFfnPredictors(m_model);
-            if (loaded) recorded = std::move(*loaded);
-        }
-        std::vector<double> density;
-        for (const auto& p : recorded) {
-            const double d = o.mode == NeuronCacheMode::Predicted ? p.predictedDensity : p.density;
-            if (d > 0.0) density.push_back(d);
-        }
-        if (int(density.size()) == c.nLayers) {
-            const std::vector<int> neurons(size_t(c.nLayers), c.ffnDim);
-            capacities = plan::allocateCacheCapacity(density, neurons, sp.slice.bytes,
-                                                     uint64_t(capacity) * uint64_t(c.nLayers) * sp.slice.bytes);
-        }
+    std::vector<compress::FfnPredictor> recorded = sp.predictors;
+    if (recorded.empty()) {
+        auto loaded = compress::loadFfnPredictors(m_model);
+        if (loaded) recorded = std::move(*loaded);
     }
+    const std::vector<int> capacities = layerCapacities(c, o, sp.slice.bytes, recorded);
     sp.mergeGap = o.mergeGapBytes;
 
     for (int l = 0; l < c.nLayers; ++l) {

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "core/compress/compress_model.h"
+#include "core/compress/ffn_predictor.h"
+#include "core/plan/planner.h"
 #include "core/model/llama_model.h"
 #include "core/plan/model_tensors.h"
 #include "core/runtime/generator.h"
@@ -23,6 +25,7 @@
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/half_inline.h"
 #include "../common/greedy_text.h"
+#include "../common/made_up_hardware.h"
 #include "../common/temp_dir.h"
 #include "cache_run.h"
 
@@ -298,4 +301,58 @@ TEST(NeuronBundles, CancellingDuringPredictorTrainingLeavesNothingBehind)
     EXPECT_EQ(calls, 20);
     for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
         ADD_FAILURE() << "left behind: " << entry.path();
+}
+
+TEST(NeuronCachePlanning, CostsFollowTheRecordedHitCurveAndSlowThePlan)
+{
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaConfig& c = (*package)->config();
+    auto predictors = loadFfnPredictors(**package);
+    ASSERT_TRUE(predictors.ok());
+    ASSERT_EQ(predictors->size(), size_t(c.nLayers));
+    for (const FfnPredictor& p : *predictors) {
+        // LRU's stack property: more room never loses hits; all of the layer misses only cold starts.
+        for (bool predicted : {false, true}) {
+            const std::vector<float>& curve = predicted ? p.predictedHitCurve : p.hitCurve;
+            ASSERT_EQ(curve.size(), std::size(kHitCurveShares));
+            for (size_t i = 1; i < curve.size(); ++i) EXPECT_GE(curve[i], curve[i - 1]) << p.layer;
+            EXPECT_GT(curve.back(), 0.9);
+            EXPECT_LE(curve.back(), 1.0);
+            EXPECT_NEAR(p.hitRateAt(kHitCurveShares[3], predicted), curve[3], 1e-6);
+            const double between = p.hitRateAt((kHitCurveShares[3] + kHitCurveShares[4]) / 2, predicted);
+            EXPECT_NEAR(between, (curve[3] + curve[4]) / 2, 1e-6);
+        }
+    }
+    // A bigger cache loads fewer bytes per token; the planner puts them on the layer's path.
+    NeuronCacheOptions small;
+    small.capacity = c.ffnDim / 10;
+    small.source = BundleSource::Ssd;
+    NeuronCacheOptions big = small;
+    big.capacity = c.ffnDim / 2;
+    const auto smallCosts = LlamaSession::neuronCacheCosts(**package, small);
+    const auto bigCosts = LlamaSession::neuronCacheCosts(**package, big);
+    ASSERT_EQ(smallCosts.size(), size_t(c.nLayers));
+    double smallBytes = 0, bigBytes = 0;
+    for (int l = 0; l < c.nLayers; ++l) {
+        smallBytes += smallCosts[size_t(l)].loadBytes;
+        bigBytes += bigCosts[size_t(l)].loadBytes;
+        EXPECT_TRUE(smallCosts[size_t(l)].fromSsd);
+        EXPECT_GT(smallCosts[size_t(l)].computeBytes, 0.0);
+    }
+    EXPECT_GT(smallBytes, bigBytes);
+    EXPECT_GT(bigBytes, 0.0);
+
+    plan::PlannerInput in;
+    in.model = &**package;
+    in.profile = testing_support::madeUpHardware();
+    in.contextLength = 64;
+    in.served = LlamaSession::neuronCacheTensors(**package, small);
+    auto without = plan::planPlacement(in);
+    in.neuronCache = smallCosts;
+    auto with = plan::planPlacement(in);
+    ASSERT_TRUE(without.ok() && with.ok());
+    EXPECT_NEAR(double(with->ssdBytes - without->ssdBytes), smallBytes, double(c.nLayers));  // whole bytes per layer
+    EXPECT_GT(with->lanes.ssdRead, without->lanes.ssdRead);
+    EXPECT_GT(with->secondsPerToken, without->secondsPerToken);
 }
