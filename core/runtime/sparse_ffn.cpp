@@ -148,7 +148,7 @@ struct LlamaSession::SparseFfn {
     };
     std::vector<Run> runs;
     std::vector<uint8_t> overflow;     // slices of active neurons that got no slot
-    std::vector<int32_t> overflowAt;   // per active neuron (index into `active`): its place in `overflow`, or -1
+    std::vector<int32_t> overflowAt;   // per neuron without a slot this token: its load's index (its place in `overflow`)
     std::vector<uint32_t> active;
     std::vector<float> gateOut;        // (ffnDim) predicted gated mode: the active neurons' gate values
     std::vector<gpu::MatvecJob> jobs;  // one-row jobs of the active neurons' rows
@@ -264,12 +264,11 @@ Status LlamaSession::createNeuronCache()
     }
     const FfnBundles& b = sp.layout;
     sp.slice = sliceOf(b, o.mode);
-    std::vector<compress::FfnPredictor> recorded = sp.predictors;
-    if (recorded.empty()) {
-        auto loaded = compress::loadFfnPredictors(m_model);
-        if (loaded) recorded = std::move(*loaded);
-    }
-    const std::vector<int> capacities = layerCapacities(c, o, sp.slice.bytes, recorded);
+    std::vector<compress::FfnPredictor> loaded;  // exact mode: the predictors' records only
+    if (sp.predictors.empty())
+        if (auto records = compress::loadFfnPredictors(m_model)) loaded = std::move(*records);
+    const std::vector<int> capacities =
+        layerCapacities(c, o, sp.slice.bytes, sp.predictors.empty() ? loaded : sp.predictors);
     sp.mergeGap = o.mergeGapBytes;
 
     for (int l = 0; l < c.nLayers; ++l) {
