@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,32 +12,15 @@
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "gpu/device.h"
+#include "reference_texts.h"
 
 namespace spillway::testing_support {
 
-struct ReferenceText {
-    std::string prompt;
-    std::string text;  // the prompt followed by the continuation
-};
-
-inline std::vector<ReferenceText> readReferenceTexts(const std::string& path)
+// The prompt followed by `n` greedy tokens (fewer at end of sequence) from `session`; test
+// failures on errors. *generated, if given, gets the number of tokens generated.
+inline std::string greedyContinue(LlamaSession& session, const LlamaModel& model, const std::string& prompt, int n,
+                                  int* generated = nullptr)
 {
-    std::vector<ReferenceText> refs;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line))
-        if (const auto tab = line.find('\t'); tab != std::string::npos) refs.push_back({line.substr(0, tab), line.substr(tab + 1)});
-    return refs;
-}
-
-// The prompt followed by `n` greedy tokens (fewer at end of sequence); test failures on errors.
-// *generated, if given, gets the number of tokens generated.
-inline std::string greedyText(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n = 48,
-                              int* generated = nullptr)
-{
-    auto session = LlamaSession::create(model, device, 0);
-    EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
-    if (!session) return {};
     SamplerSettings settings;
     settings.temperature = 0.0f;
     Sampler sampler(model.config().vocabSize, settings);
@@ -50,10 +32,20 @@ inline std::string greedyText(const LlamaModel& model, gpu::Device& device, cons
         text += piece;
         return true;
     };
-    auto stats = generate(**session, sampler, request);
+    auto stats = generate(session, sampler, request);
     EXPECT_TRUE(stats.ok()) << (stats ? "" : stats.error().message);
     if (generated && stats) *generated = stats->generatedTokens;
     return text;
+}
+
+// The same on a fresh session of the model's own context.
+inline std::string greedyText(const LlamaModel& model, gpu::Device& device, const std::string& prompt, int n = 48,
+                              int* generated = nullptr)
+{
+    auto session = LlamaSession::create(model, device, 0);
+    EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
+    if (!session) return {};
+    return greedyContinue(**session, model, prompt, n, generated);
 }
 
 }  // namespace spillway::testing_support

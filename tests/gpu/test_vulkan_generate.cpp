@@ -10,12 +10,11 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "gpu/registry.h"
 #include "../common/cli_run.h"
+#include "../common/reference_texts.h"
 
 namespace {
 
@@ -23,7 +22,6 @@ const std::string kShared = SPILLWAY_SHARED_DIR;
 const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli";
 
 using testing_support::CliRun;
-using testing_support::slurp;
 
 std::string tempDir()
 {
@@ -48,32 +46,23 @@ TEST(VulkanGenerate, GreedyTextMatchesTheReference)
 {
     skipWithoutVulkan();
     if (IsSkipped()) return;
-    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
-    ASSERT_TRUE(refs.good()) << "missing " << kShared << "/reference/stories260K.greedy48.tsv";
-    std::string line;
-    int checked = 0;
-    while (std::getline(refs, line)) {
-        const auto tab = line.find('\t');
-        ASSERT_NE(tab, std::string::npos);
-        const std::string prompt = line.substr(0, tab), text = line.substr(tab + 1);
+    const auto refs = spillway::testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    ASSERT_EQ(refs.size(), 3u) << "missing " << kShared << "/reference/stories260K.greedy48.tsv";
+    for (const auto& ref : refs) {
         const CliRun r = runCli("generate --backend vulkan -m '" + kShared + "/models/stories260K.gguf' -p '" +
-                                prompt + "' -n 48 --temp 0");
+                                ref.prompt + "' -n 48 --temp 0");
         EXPECT_EQ(r.exitCode, 0) << r.err;
-        EXPECT_EQ(r.out, text + "\n") << r.err;
-        ++checked;
+        EXPECT_EQ(r.out, ref.text + "\n") << r.err;
     }
-    EXPECT_EQ(checked, 3);
 }
 
 TEST(VulkanGenerate, HalfAndInt8KvCaches)
 {
     skipWithoutVulkan();
     if (IsSkipped()) return;
-    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
-    std::string line;
-    ASSERT_TRUE(std::getline(refs, line));
-    const auto tab = line.find('\t');
-    const std::string prompt = line.substr(0, tab);
+    const auto refs = spillway::testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    ASSERT_FALSE(refs.empty());
+    const std::string& prompt = refs[0].prompt;
     // The CPU backend's text with the same cache type is the reference (f16 / q8 caches round).
     for (const char* kv : {"f16", "q8"}) {
         const std::string args = "generate -m '" + kShared + "/models/stories260K.gguf' -p '" + prompt +
@@ -93,17 +82,15 @@ TEST(VulkanGenerate, OffloadedTiersGiveTheReferenceText)
 {
     skipWithoutVulkan();
     if (IsSkipped()) return;
-    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
-    std::string line;
-    ASSERT_TRUE(std::getline(refs, line));
-    const auto tab = line.find('\t');
+    const auto refs = spillway::testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    ASSERT_FALSE(refs.empty());
     const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/cache' ";
     for (const char* tier : {"ram", "ssd"}) {
         const CliRun r = runCli("generate --backend vulkan -m '" + kShared + "/models/stories260K.gguf' -p '" +
-                                    line.substr(0, tab) + "' -n 48 --temp 0 --quick-probe --tier " + tier,
+                                    refs[0].prompt + "' -n 48 --temp 0 --quick-probe --tier " + tier,
                                 env);
         EXPECT_EQ(r.exitCode, 0) << tier << "\n" << r.err;
-        EXPECT_EQ(r.out, line.substr(tab + 1) + "\n") << tier << "\n" << r.err;
+        EXPECT_EQ(r.out, refs[0].text + "\n") << tier << "\n" << r.err;
         EXPECT_NE(r.err.find("copied to the device"), std::string::npos) << tier << "\n" << r.err;
     }
 }

@@ -9,10 +9,9 @@
 #include <vector>
 
 #include "core/model/llama_model.h"
-#include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
-#include "core/runtime/sampler.h"
 #include "gpu/device.h"
+#include "../common/greedy_text.h"
 
 namespace spillway::testing_support {
 
@@ -30,19 +29,7 @@ inline CacheRun greedyRun(const LlamaModel& model, gpu::Device& device, const Se
     auto session = LlamaSession::create(model, device, options);
     EXPECT_TRUE(session.ok()) << session.error().message;
     if (!session) return run;
-    SamplerSettings greedy;
-    greedy.temperature = 0;
-    Sampler sampler(model.config().vocabSize, greedy);
-    run.text = prompt;
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.maxNewTokens = tokens;
-    request.onToken = [&](std::string_view piece, int32_t) {
-        run.text += piece;
-        return true;
-    };
-    auto stats = generate(**session, sampler, request);
-    EXPECT_TRUE(stats.ok()) << stats.error().message;
+    run.text = greedyContinue(**session, model, prompt, tokens);
     run.report = (*session)->neuronCacheReport();
     auto logits = (*session)->forward(1, 0);
     EXPECT_TRUE(logits.ok());
