@@ -263,7 +263,7 @@ bool hasFfnPredictors(const LlamaModel& model)
     return model.tensor(std::string("blk.0.") + kPredictorA) != nullptr;
 }
 
-Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model)
+Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, bool recordsOnly)
 {
     const LlamaConfig& c = model.config();
     std::vector<FfnPredictor> out;
@@ -297,9 +297,11 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model)
             std::memcpy(v.data(), t.data, v.size() * sizeof(float));
             return v;
         };
-        p.a = floats(*a);
-        p.b = floats(*bm);
-        p.bias = floats(*bias);
+        if (!recordsOnly) {
+            p.a = floats(*a);
+            p.b = floats(*bm);
+            p.bias = floats(*bias);
+        }
         // The figures measured when it was trained (a package keeps them beside A); informative
         // only, so a missing or odd record leaves them 0.
         if (const storage::Package* pkg = model.package())

@@ -84,7 +84,9 @@ std::string predictorExtra(const FfnPredictor& p);
 // The predictors a model carries (every layer, or none: an empty list); ModelFileInvalid for
 // partial or misshapen ones. The measured figures come from the package's record beside each A
 // tensor (0 where it has none).
-Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model);
+// recordsOnly: the shapes and measured figures without the weights (a, b and bias stay empty):
+// what planning needs, without copying the matrices.
+Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, bool recordsOnly = false);
 // Whether the model carries predictors (a cheap look at the tensor table; loadFfnPredictors
 // checks them).
 bool hasFfnPredictors(const LlamaModel& model);

@@ -197,7 +197,7 @@ std::vector<plan::NeuronCacheLayerCost> LlamaSession::neuronCacheCosts(const Lla
     if (model.ffnBundles().empty() && !built) return costs;
     const FfnBundles layout = !model.ffnBundles().empty() ? model.ffnBundles().front() : *built;
     const Slice slice = sliceOf(layout, o.mode);
-    auto loaded = compress::loadFfnPredictors(model);
+    auto loaded = compress::loadFfnPredictors(model, /*recordsOnly=*/true);
     if (!loaded || int(loaded->size()) != c.nLayers) return costs;  // nothing measured to go by
     const bool predicted = o.mode == NeuronCacheMode::Predicted;
     const std::vector<int> capacities = layerCapacities(c, o, slice.bytes, *loaded);
@@ -266,7 +266,7 @@ Status LlamaSession::createNeuronCache()
     sp.slice = sliceOf(b, o.mode);
     std::vector<compress::FfnPredictor> loaded;  // exact mode: the predictors' records only
     if (sp.predictors.empty())
-        if (auto records = compress::loadFfnPredictors(m_model)) loaded = std::move(*records);
+        if (auto records = compress::loadFfnPredictors(m_model, /*recordsOnly=*/true)) loaded = std::move(*records);
     const std::vector<int> capacities =
         layerCapacities(c, o, sp.slice.bytes, sp.predictors.empty() ? loaded : sp.predictors);
     sp.mergeGap = o.mergeGapBytes;
