@@ -81,16 +81,6 @@ size_t packedValueBytes(SparseValues f, int group, int64_t nnz)
     return 0;
 }
 
-BitmapBlobSections bitmapBlobSections(uint64_t rows, uint64_t cols, uint64_t valuesBytes)
-{
-    BitmapBlobSections s;
-    s.offsets = kBitmapBlobHeaderBytes;
-    s.bitmap = s.offsets + alignUp((rows + 1) * 8);
-    s.values = s.bitmap + alignUp(rows * ((cols + 63) / 64 * 8));
-    s.total = s.values + alignUp(valuesBytes);
-    return s;
-}
-
 void writeBitmapBlobHeader(uint8_t* out, SparseValues format, int group, uint64_t rows, uint64_t cols,
                            uint64_t valuesBytes)
 {

@@ -66,7 +66,17 @@ inline constexpr size_t kBitmapBlobHeaderBytes = 64;
 struct BitmapBlobSections {
     size_t offsets = 0, bitmap = 0, values = 0, total = 0;  // byte offsets; total = blob size
 };
-BitmapBlobSections bitmapBlobSections(uint64_t rows, uint64_t cols, uint64_t valuesBytes);
+// Inline, so that the GPU modules (which do not link spillway_gpu) place the sections alike.
+inline BitmapBlobSections bitmapBlobSections(uint64_t rows, uint64_t cols, uint64_t valuesBytes)
+{
+    const auto alignUp = [](uint64_t n) { return static_cast<size_t>((n + 63) / 64 * 64); };
+    BitmapBlobSections s;
+    s.offsets = kBitmapBlobHeaderBytes;
+    s.bitmap = s.offsets + alignUp((rows + 1) * 8);
+    s.values = s.bitmap + alignUp(rows * ((cols + 63) / 64 * 8));
+    s.total = s.values + alignUp(valuesBytes);
+    return s;
+}
 
 // Writes the 64-byte header (the sections are the caller's).
 void writeBitmapBlobHeader(uint8_t* out, SparseValues format, int group, uint64_t rows, uint64_t cols,

@@ -97,7 +97,10 @@ const DeviceInfo& CudaDevice::info() const
     return m_failed.load(std::memory_order_acquire) ? m_failedInfo : m_info;
 }
 
-bool CudaDevice::supports(DType type) const { return static_cast<int>(type) <= 4; }
+bool CudaDevice::supports(DType type) const
+{
+    return static_cast<int>(type) <= static_cast<int>(DType::Q4_0) || type == DType::BitmapSparse;
+}
 
 // ---- errors ----------------------------------------------------------------------------------
 
@@ -227,7 +230,7 @@ void CudaDevice::synchronize() { check(cudaStreamSynchronize(m_compute), "synchr
 
 // ---- ops -------------------------------------------------------------------------------------
 
-// ---- THE HOT SPOT OF DECODING: matvec_float.cu and matvec_quant.cu hold the kernels. ----------
+// ---- THE HOT SPOT OF DECODING: matvec_float.cu, matvec_quant.cu and matvec_bitmap.cu. ---------
 // Quantized weights first need their x in Q8 form: each distinct x of the call is quantized once
 // (the Q, K and V projections share theirs), then the jobs are launched back to back.
 void CudaDevice::matvec(std::span<const MatvecJob> jobs)
@@ -277,6 +280,8 @@ void CudaDevice::matvec(std::span<const MatvecJob> jobs)
                 scratch += q8Bytes(j.w.cols);
             }
             e = launchMatvecQuant(j.w, quantized[i], j.y, m_compute);
+        } else if (j.w.type == DType::BitmapSparse) {
+            e = launchMatvecBitmap(j.w, j.x, j.y, m_compute);
         } else if (j.w.type == DType::F32 && m_f32Cublas && j.w.rowStride % 4 == 0) {
             // W is row-major (rows, cols): as column-major it is (cols, rows) with leading
             // dimension rowStride / 4, so y = W x is op(A) = A^T.
@@ -299,7 +304,8 @@ void CudaDevice::matvec(std::span<const MatvecJob> jobs)
 
 void CudaDevice::getRow(const MatrixView& w, int64_t row, float* out)
 {
-    check(launchGetRow(w, row, out, m_compute), "getRow");
+    if (w.type == DType::BitmapSparse) check(launchBitmapRowsToFloat(w, row, 1, out, w.cols, m_compute), "getRow");
+    else check(launchGetRow(w, row, out, m_compute), "getRow");
 }
 
 void CudaDevice::rmsnorm(const float* x, const float* weight, float* out, int n, float eps)

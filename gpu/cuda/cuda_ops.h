@@ -37,6 +37,18 @@ cudaError_t launchMatvecFloat(const MatrixView& w, const float* x, float* y, cud
 cudaError_t launchMatvecQuant(const MatrixView& w, const QuantizedXDevice& x, float* y,
                               cudaStream_t stream);
 
+// matvec_bitmap.cu: a BitmapSparse blob (8-byte aligned; checked by checkBitmapBlob on the host
+// when it was loaded) of w.rows x w.cols, any value format, times float x.
+cudaError_t launchMatvecBitmap(const MatrixView& w, const float* x, float* y, cudaStream_t stream);
+
+// bitmap_decompress.cu: rows [first, first + count) of a BitmapSparse blob as floats (exact:
+// quantized values as scale * code), row i at out + i * outStride. A single row outside the
+// matrix (count 1) fills cols floats with NaN, as getRow.
+cudaError_t launchBitmapRowsToFloat(const MatrixView& w, int64_t first, int64_t count, float* out,
+                                    int64_t outStride, cudaStream_t stream);
+// bitmap_decompress.cu: the whole blob as a dense (rows, cols) fp16 matrix, round to nearest.
+cudaError_t launchBitmapToF16(const MatrixView& w, uint16_t* out, cudaStream_t stream);
+
 // get_row.cu: out[c] = W[row, c], dequantized; a row outside [0, rows) fills out with NaN.
 cudaError_t launchGetRow(const MatrixView& w, int64_t row, float* out, cudaStream_t stream);
 

@@ -216,7 +216,10 @@ VulkanDevice::~VulkanDevice()
 const DeviceInfo& VulkanDevice::info() const { return failed() ? m_failedInfo : m_info; }
 
 // The weight types the shaders compute on: F32, F16, BF16, Q8_0, Q4_0.
-bool VulkanDevice::supports(DType type) const { return static_cast<int>(type) <= static_cast<int>(DType::Q4_0); }
+bool VulkanDevice::supports(DType type) const
+{
+    return static_cast<int>(type) <= static_cast<int>(DType::Q4_0) || type == DType::BitmapSparse;
+}
 
 // ---- errors ----------------------------------------------------------------------------------
 

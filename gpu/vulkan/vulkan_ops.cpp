@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/sparse_format.h"
 #include "gpu/vulkan/vulkan_device.h"
 
 namespace spillway::gpu::vulkan {
@@ -18,9 +19,10 @@ uint64_t groupsFor(uint64_t n, uint64_t perGroup) { return (n + perGroup - 1) / 
 bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 
 // The shaders read rows from 4-byte aligned words: F32 rows must be 4-byte aligned, the others
-// 2-byte aligned (Q8_0 / Q4_0 blocks are 34 / 18 bytes).
+// 2-byte aligned (Q8_0 / Q4_0 blocks are 34 / 18 bytes); a BitmapSparse blob 8-byte aligned.
 bool rowsAligned(const MatrixView& w)
 {
+    if (w.type == DType::BitmapSparse) return reinterpret_cast<uintptr_t>(w.data) % 8 == 0;
     const uint64_t a = w.type == DType::F32 ? 4 : 2;
     return reinterpret_cast<uintptr_t>(w.data) % a == 0 && w.rowStride % a == 0;
 }
@@ -44,6 +46,20 @@ struct MatvecQuantPush {
     uint64_t w, qs, d, sum8, y, stride;
     uint32_t rows, blocks, type, rowsPerGroup;
 };
+struct MatvecBitmapPush {
+    uint64_t header, offsets, bitmap, values, x, y;
+    uint32_t rows, cols, mode, row;
+};
+
+// The push constants of shaders/matvec_bitmap.comp for the blob of w (8-byte aligned).
+MatvecBitmapPush bitmapPush(const MatrixView& w, uint64_t x, uint64_t y, uint32_t mode, uint32_t row)
+{
+    const BitmapBlobSections s = bitmapBlobSections(uint64_t(w.rows), uint64_t(w.cols), 0);
+    const uint64_t blob = addr(w.data);
+    return {blob, blob + s.offsets, blob + s.bitmap, blob + s.values, x, y, static_cast<uint32_t>(w.rows),
+            static_cast<uint32_t>(w.cols), mode, row};
+}
+
 struct GetRowPush {
     uint64_t row, out;
     uint32_t cols, type;
@@ -96,7 +112,7 @@ template <class T> uint32_t pushSize(const T&)
 
 }  // namespace
 
-// ---- THE HOT SPOT OF DECODING: shaders/matvec_float.comp and shaders/matvec_quant.comp. -------
+// ---- THE HOT SPOT OF DECODING: shaders/matvec_float.comp, matvec_quant.comp, matvec_bitmap.comp. 
 // Quantized weights first need their x in Q8 form: each distinct x of the call is quantized once
 // (the Q, K and V projections share theirs), then the jobs run as one group of dispatches with
 // no barriers between them (the jobs of one call are independent).
@@ -159,7 +175,10 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatvecJob& j = jobs[i];
         if (j.w.rows <= 0 || j.w.cols <= 0) continue;
-        if (isQuantized(j.w.type)) {
+        if (j.w.type == DType::BitmapSparse) {
+            const MatvecBitmapPush p = bitmapPush(j.w, addr(j.x), addr(j.y), 0, 0);
+            dispatch(Shader::MatvecBitmap, &p, pushSize(p), static_cast<uint64_t>(j.w.rows), first);
+        } else if (isQuantized(j.w.type)) {
             const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / 32;
             const uint64_t qs = scratch + qOffset[i];
             MatvecQuantPush p{addr(j.w.data), qs, qs + static_cast<uint64_t>(j.w.cols),
@@ -188,6 +207,12 @@ void VulkanDevice::getRow(const MatrixView& w, int64_t row, float* out)
     }
     std::lock_guard lock(m_recordMutex);
     const bool inside = row >= 0 && row < w.rows;
+    if (w.type == DType::BitmapSparse) {
+        const uint32_t r = inside ? static_cast<uint32_t>(row) : static_cast<uint32_t>(w.rows);
+        const MatvecBitmapPush p = bitmapPush(w, 0, addr(out), 1, r);
+        dispatch(Shader::MatvecBitmap, &p, pushSize(p), 1);
+        return;
+    }
     const uint64_t rowAddress = inside ? addr(w.data) + static_cast<uint64_t>(row) * w.rowStride : 0;
     GetRowPush p{rowAddress, addr(out), static_cast<uint32_t>(w.cols), static_cast<uint32_t>(w.type)};
     dispatch(Shader::GetRow, &p, pushSize(p), groupsFor(static_cast<uint64_t>(w.cols), 64));

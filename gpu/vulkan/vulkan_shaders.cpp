@@ -52,6 +52,9 @@ const uint32_t kAdd[] =
 const uint32_t kPointwise[] =
 #include "pointwise.spv.inc"
     ;
+const uint32_t kMatvecBitmap[] =
+#include "matvec_bitmap.spv.inc"
+    ;
 
 struct Entry {
     const char* name;
@@ -64,7 +67,7 @@ const Entry kShaders[kShaderCount] = {
     {"get_row", kGetRow},         {"rmsnorm", kRmsnorm},          {"layernorm", kLayernorm},
     {"rope", kRope},              {"rope_f64", kRopeF64},         {"store_kv", kStoreKv},
     {"attention", kAttention},    {"swiglu", kSwiglu},            {"add", kAdd},
-    {"pointwise", kPointwise},
+    {"pointwise", kPointwise},    {"matvec_bitmap", kMatvecBitmap},
 };
 
 }  // namespace

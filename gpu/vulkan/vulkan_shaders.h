@@ -23,6 +23,7 @@ enum class Shader : int {
     Swiglu,
     Add,
     Pointwise,
+    MatvecBitmap,  // BitmapSparse blobs: matvec, and getRow's row decode
     Count
 };
 inline constexpr int kShaderCount = static_cast<int>(Shader::Count);

@@ -6,6 +6,10 @@
 //            and cublasSgemv) at decode shapes; bytes = weights + x + y; quantized types include
 //            the quantization of x, as in real use. Weight sets rotate through a 1 GiB arena so
 //            that no run finds its weights in the 50 MB L2.
+//   bitmap   ENDOR bitmap sparse blobs (50% of each row pruned at random; fp16 values, and int8
+//            g64): the fused GEMV (bytes = blob + x + y) and decompression to dense fp16 (bytes =
+//            blob read + dense fp16 written), against the same d2d copy ceiling; the blobs are
+//            real encodings (core/compress) of random matrices, copied through the arena.
 // Times come from CUDA events on the compute stream: warm-up, then the median of many runs.
 // Usage: bench-cuda [--json FILE] [--quick]
 
@@ -19,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "core/compress/bitmap_sparse.h"
 #include "gpu/cuda/cuda_device.h"
+#include "gpu/cuda/cuda_ops.h"
 
 using namespace spillway;
 using namespace spillway::gpu;
@@ -202,6 +208,52 @@ int main(int argc, char** argv)
         }
     }
     device->setF32Gemv(false);
+
+    // ---- bitmap sparse: fused GEMV and decompression -------------------------------------------
+    {
+        const std::pair<compress::ValueFormat, int> formats[] = {{compress::ValueFormat::F16, 0},
+                                                                 {compress::ValueFormat::Int8, 64}};
+        auto dense16 = device->allocate(size_t{5120} * 13824 * 2 + 4096);
+        if (!dense16.ok()) return 1;
+        std::mt19937 rng(11);
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (auto [format, group] : formats) {
+            for (auto [r, c] : shapes) {
+                std::vector<float> dense(static_cast<size_t>(r) * c);
+                for (float& v : dense) v = (rng() & 1) ? dist(rng) : 0.0f;
+                auto m = compress::encode(dense.data(), r, c, format, group ? group : 64);
+                if (!m.ok()) {
+                    std::fprintf(stderr, "bench-cuda: encode: %s\n", m.error().message.c_str());
+                    return 1;
+                }
+                const std::vector<uint8_t> blob = compress::serialize(m.value());
+                const size_t slot = (blob.size() + 4095) & ~size_t{4095};
+                const int sets = static_cast<int>(std::max<size_t>(1, arenaBytes / slot));
+                std::vector<MatvecJob> jobs(sets);
+                for (int i = 0; i < sets; ++i) {
+                    uint8_t* at = static_cast<uint8_t*>(arena->data()) + i * slot;
+                    device->upload(at, blob.data(), blob.size());
+                    jobs[i] = {MatrixView{DType::BitmapSparse, at, r, c, 0}, x->as<float>(), y->as<float>()};
+                }
+                const std::string name = std::string("bitmap ") + compress::valueFormatName(format) +
+                                         (group ? " g" + std::to_string(group) : std::string());
+                const std::string shape = std::to_string(r) + "x" + std::to_string(c);
+                const double gemv = timeEvents(stream, 2, quick ? 5 : 21, [&] {
+                    for (int i = 0; i < sets; ++i) device->matvec(jobs[i].w, jobs[i].x, jobs[i].y);
+                }) / sets;
+                rows.push_back({"matvec " + name, shape, gemv * 1e6,
+                                (static_cast<double>(blob.size()) + 4.0 * c + 4.0 * r) / gemv / 1e9, ceiling});
+                const double unpack = timeEvents(stream, 2, quick ? 5 : 21, [&] {
+                    for (int i = 0; i < sets; ++i)
+                        checkCuda(cuda::launchBitmapToF16(jobs[i].w, dense16->as<uint16_t>(), stream), "decompress");
+                }) / sets;
+                rows.push_back({"decompress " + name, shape, unpack * 1e6,
+                                (static_cast<double>(blob.size()) + 2.0 * r * c) / unpack / 1e9, ceiling});
+                std::printf("%s %s: blob %.1f%% of dense fp16\n", name.c_str(), shape.c_str(),
+                            100.0 * blob.size() / (2.0 * r * c));
+            }
+        }
+    }
     if (Status s = device->firstError(); !s.ok()) {
         std::fprintf(stderr, "bench-cuda: device error: %s\n", s.error().message.c_str());
         return 1;

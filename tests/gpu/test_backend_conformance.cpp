@@ -8,7 +8,10 @@
 //   attention on F16 / Q8 KV caches                      <= 1e-5, caches bit-identical
 //   F16, BF16, Q8_0, Q4_0 matvec                         <= 1e-3 (both quantize x to Q8 the
 //                                                        same way; only summation order differs)
-//   getRow                                               exact
+//   BitmapSparse matvec (f32 values)                     <= 1e-5
+//   BitmapSparse matvec (f16, bf16, int8, int4 values)   <= 1e-3 (x stays float on both; only
+//                                                        summation order differs)
+//   getRow (BitmapSparse included)                       exact
 // Where no device of the backend is usable every test is skipped with the registry's reason.
 
 #include <gtest/gtest.h>
@@ -22,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/compress/bitmap_sparse.h"
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
 
@@ -171,7 +175,8 @@ TEST_F(BackendConformance, Info)
     if (kBackend == "cuda") {
         EXPECT_TRUE(info.caps.events);
     }
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) EXPECT_TRUE(gpu().supports(t));
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::BitmapSparse})
+        EXPECT_TRUE(gpu().supports(t)) << dtypeName(t);
     std::printf("[ INFO     ] %s (%s)\n", info.name.c_str(), info.kernels.c_str());
 }
 
@@ -286,6 +291,125 @@ TEST_F(BackendConformance, GetRowIsExact)
         }
         // Outside the matrix: NaN, as on the CPU device.
         gpu().getRow(MatrixView{type, dw.buffer.data(), rows, cols, stride}, rows, out.f());
+        EXPECT_EQ(unwritten(download(gpu(), out.f(), cols)), static_cast<size_t>(cols));
+    }
+    expectHealthy();
+}
+
+// A pruned random matrix as a bitmap sparse blob (core/compress's encoder): `density` of its
+// values kept, row 0 all zero (an empty row), the last row dense.
+std::vector<uint8_t> randomBitmapBlob(compress::ValueFormat format, int group, int64_t rows, int64_t cols,
+                                      double density, std::mt19937_64& rng)
+{
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f), keep(0.0f, 1.0f);
+    std::vector<float> dense(static_cast<size_t>(rows * cols), 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            if ((r == rows - 1 && rows > 1) || (r > 0 && keep(rng) < density)) dense[r * cols + c] = unit(rng);
+    auto m = compress::encode(dense.data(), rows, cols, format, group);
+    EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+    if (!m.ok()) return {};
+    std::vector<uint8_t> blob = compress::serialize(m.value());
+    EXPECT_EQ(checkBitmapBlob(blob.data(), blob.size()), "");
+    return blob;
+}
+
+struct BitmapCase {
+    compress::ValueFormat format;
+    int group;
+};
+const BitmapCase kBitmapCases[] = {{compress::ValueFormat::F32, 0},  {compress::ValueFormat::F16, 0},
+                                   {compress::ValueFormat::BF16, 0}, {compress::ValueFormat::Int8, 32},
+                                   {compress::ValueFormat::Int8, 64}, {compress::ValueFormat::Int4, 128}};
+
+TEST_F(BackendConformance, MatvecBitmapSparseEveryFormat)
+{
+    // cols: under one bitmap word, not a multiple of 64 (a partial last word), and more than one
+    // warp's step of 2048 columns with a partial step.
+    for (const BitmapCase& bc : kBitmapCases)
+        for (int64_t rows : {1, 129, 1031})
+            for (int64_t cols : {40, 4127, 5120})
+                for (double density : {0.5, 0.1}) {
+                    if (rows == 1031 && cols == 40) continue;
+                    SCOPED_TRACE(std::string("bitmap ") + compress::valueFormatName(bc.format) + " g" +
+                                 std::to_string(bc.group) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                 " density " + std::to_string(density));
+                    const std::vector<uint8_t> blob = randomBitmapBlob(bc.format, bc.group, rows, cols, density, rng);
+                    ASSERT_FALSE(blob.empty());
+                    const std::vector<float> x = randomFloats(cols + 1, rng);
+                    std::vector<float> want(rows);
+                    cpu().matvec(MatrixView{DType::BitmapSparse, blob.data(), rows, cols, 0}, x.data(), want.data());
+                    // x one float off: no alignment of x is assumed.
+                    DeviceData dw(gpu(), blob), dx(gpu(), x), dy(gpu(), rows * sizeof(float));
+                    poison(gpu(), dy.f(), rows);
+                    gpu().matvec(MatrixView{DType::BitmapSparse, dw.buffer.data(), rows, cols, 0}, dx.f(1), dy.f());
+                    std::vector<float> shifted(want.size());
+                    cpu().matvec(MatrixView{DType::BitmapSparse, blob.data(), rows, cols, 0}, x.data() + 1,
+                                 shifted.data());
+                    const std::vector<float> got = download(gpu(), dy.f(), rows);
+                    EXPECT_EQ(unwritten(got), 0u);
+                    EXPECT_EQ(got[0], 0.0f);  // the empty row
+                    const double tolerance = bc.format == compress::ValueFormat::F32 ? 1e-5 : 1e-3;
+                    EXPECT_LE(relL2(got, shifted), tolerance);
+                }
+    expectHealthy();
+}
+
+TEST_F(BackendConformance, MatvecBitmapSparseBesideDenseJobs)
+{
+    // One call mixing a bitmap job with quantized and float jobs on the same x (the layer's Q, K,
+    // V projections when only some of them were pruned).
+    const int64_t cols = 4096, rows = 257;
+    const std::vector<uint8_t> blob = randomBitmapBlob(compress::ValueFormat::F16, 0, rows, cols, 0.5, rng);
+    const std::vector<uint8_t> q8 = randomMatrix(DType::Q8_0, rows, cols, rowBytes(DType::Q8_0, cols), rng);
+    const std::vector<uint8_t> f16 = randomMatrix(DType::F16, rows, cols, rowBytes(DType::F16, cols), rng);
+    const std::vector<float> x = randomFloats(cols, rng);
+    DeviceData dBlob(gpu(), blob), dQ8(gpu(), q8), dF16(gpu(), f16), dx(gpu(), x), dy(gpu(), 3 * rows * sizeof(float));
+    std::vector<float> want(3 * rows);
+    const MatrixView views[3] = {{DType::Q8_0, q8.data(), rows, cols, rowBytes(DType::Q8_0, cols)},
+                                 {DType::BitmapSparse, blob.data(), rows, cols, 0},
+                                 {DType::F16, f16.data(), rows, cols, rowBytes(DType::F16, cols)}};
+    const void* devData[3] = {dQ8.buffer.data(), dBlob.buffer.data(), dF16.buffer.data()};
+    std::vector<MatvecJob> cpuJobs, gpuJobs;
+    for (int i = 0; i < 3; ++i) {
+        cpuJobs.push_back({views[i], x.data(), want.data() + i * rows});
+        MatrixView v = views[i];
+        v.data = devData[i];
+        gpuJobs.push_back({v, dx.f(), dy.f(i * rows)});
+    }
+    poison(gpu(), dy.f(), 3 * rows);
+    cpu().matvec(cpuJobs);
+    gpu().matvec(gpuJobs);
+    const std::vector<float> got = download(gpu(), dy.f(), 3 * rows);
+    EXPECT_EQ(unwritten(got), 0u);
+    for (int i = 0; i < 3; ++i) {
+        const std::vector<float> g(got.begin() + i * rows, got.begin() + (i + 1) * rows);
+        const std::vector<float> w(want.begin() + i * rows, want.begin() + (i + 1) * rows);
+        EXPECT_LE(relL2(g, w), 1e-3) << "job " << i;
+    }
+    expectHealthy();
+}
+
+TEST_F(BackendConformance, GetRowOfBitmapSparseIsExact)
+{
+    for (const BitmapCase& bc : kBitmapCases) {
+        const int64_t rows = 67, cols = 4127;
+        const std::vector<uint8_t> blob = randomBitmapBlob(bc.format, bc.group, rows, cols, 0.3, rng);
+        ASSERT_FALSE(blob.empty());
+        DeviceData dw(gpu(), blob), out(gpu(), (cols + 1) * sizeof(float));
+        const MatrixView host{DType::BitmapSparse, blob.data(), rows, cols, 0};
+        const MatrixView dev{DType::BitmapSparse, dw.buffer.data(), rows, cols, 0};
+        for (int64_t row : {int64_t{0}, int64_t{33}, rows - 1}) {
+            std::vector<float> want(cols);
+            cpu().getRow(host, row, want.data());
+            // out one float off: the kernel may not assume 8-byte aligned output.
+            poison(gpu(), out.f(), cols + 1);
+            gpu().getRow(dev, row, out.f(1));
+            const std::vector<float> got = download(gpu(), out.f(1), cols);
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), cols * sizeof(float)), 0)
+                << compress::valueFormatName(bc.format) << " row " << row;
+        }
+        gpu().getRow(dev, rows, out.f());
         EXPECT_EQ(unwritten(download(gpu(), out.f(), cols)), static_cast<size_t>(cols));
     }
     expectHealthy();

@@ -95,4 +95,28 @@ TEST(VulkanGenerate, OffloadedTiersGiveTheReferenceText)
     }
 }
 
+// A bitmap sparse package (Wanda 50%, fp16 values) computed straight from the compressed form
+// by the shader, on the device and streamed from RAM and the SSD: the CPU backend's text.
+TEST(VulkanGenerate, BitmapSparsePackageGivesTheCpuText)
+{
+    skipWithoutVulkan();
+    if (IsSkipped()) return;
+    const std::string pkg = tempDir() + "/bitmap-pkg";
+    std::filesystem::remove_all(pkg);
+    const CliRun made = runCli("compress --backend vulkan --preset balanced --no-quality -m '" + kShared +
+                               "/models/stories260K.gguf' -o '" + pkg + "'");
+    ASSERT_EQ(made.exitCode, 0) << made.err;
+    ASSERT_NE(made.out.find("bitmap sparse, 0 dense"), std::string::npos) << made.out;
+    const std::string args = "generate -m '" + pkg + "' -p 'Once upon a time' -n 32 --temp 0";
+    const CliRun cpu = runCli(args + " --backend cpu");
+    ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
+    const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/cache' ";
+    for (const char* tier : {"", " --quick-probe --tier ram", " --quick-probe --tier ssd"}) {
+        const CliRun vulkan = runCli(args + " --backend vulkan" + tier, env);
+        EXPECT_EQ(vulkan.exitCode, 0) << tier << "\n" << vulkan.err;
+        EXPECT_EQ(vulkan.out, cpu.out) << tier << "\n" << vulkan.err;
+    }
+    std::filesystem::remove_all(pkg);
+}
+
 }  // namespace
