@@ -143,7 +143,8 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             // HeteGen split: only the device's rows travel; the pinned copy keeps every row.
             const double f = fractionOf(e.first.name);
             const int64_t deviceRows = f >= 1.0 ? v.rows : std::clamp<int64_t>(int64_t(f * double(v.rows) + 0.5), 0, v.rows);
-            const size_t copyBytes = size_t(deviceRows) * v.rowStride;
+            // (A BitmapSparse blob is never split, and its rowStride is 0: it travels whole.)
+            const size_t copyBytes = deviceRows == v.rows ? bytes : size_t(deviceRows) * v.rowStride;
             if (deviceRows < v.rows) {
                 unit.splits.push_back({e.second.member, deviceRows, unit.hostCopies.size()});
                 im.anySplit = true;

@@ -133,14 +133,19 @@ TEST(CompressModel, BitmapPackageGivesTheLogitsOfItsDensePrunedTwin)
     ASSERT_EQ(dense.size(), sparse.size());
     EXPECT_EQ(std::memcmp(dense.data(), sparse.data(), dense.size() * sizeof(float)), 0);
 
-    // Every layer streamed from the SSD tier, through the shards: the same bits again.
-    SessionOptions ssd;
-    ssd.contextLength = 64;
-    ssd.placement = plan::uniformPlacement(*package, plan::Tier::Ssd);
-    ssd.placement->prefetchDepth = 2;
-    const std::vector<float> streamed = logits(*package, *scalar, ssd);
-    ASSERT_EQ(streamed.size(), sparse.size());
-    EXPECT_EQ(std::memcmp(streamed.data(), sparse.data(), sparse.size() * sizeof(float)), 0);
+    // Every layer streamed from the SSD tier, through the shards, or copied from pinned RAM to
+    // the device's slots before use: the same bits again. (RAM first: its slots must not be
+    // memory just freed by a run that held the same blobs.)
+    for (plan::Tier tier : {plan::Tier::Host, plan::Tier::Ssd}) {
+        SessionOptions streamedOptions;
+        streamedOptions.contextLength = 64;
+        streamedOptions.placement = plan::uniformPlacement(*package, tier);
+        streamedOptions.placement->prefetchDepth = 2;
+        const std::vector<float> streamed = logits(*package, *scalar, streamedOptions);
+        ASSERT_EQ(streamed.size(), sparse.size()) << plan::tierName(tier);
+        EXPECT_EQ(std::memcmp(streamed.data(), sparse.data(), sparse.size() * sizeof(float)), 0)
+            << plan::tierName(tier);
+    }
 
     // The vector kernels sum in another order: close, not equal.
     auto best = gpu::createCpuDevice(2);
