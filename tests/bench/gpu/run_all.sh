@@ -7,6 +7,7 @@
 #   accelerate); then the Vulkan backend on the same GPU where a Vulkan driver for it exists:
 #   conformance, reference text, and decode tokens/s against CUDA's on the same model.
 # Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
+#   SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts (each takes minutes).
 #   BIN_DIR holds spillway-cli, libspillway_cuda.so, libspillway_vulkan.so, test_cuda_conformance,
 #   test_vulkan_conformance, bench-cuda (a build's bin/, lib/ and tests/ copied together) and
 #   stories260K.greedy48.tsv.
@@ -26,7 +27,7 @@ mkdir -p "$M"
 dropCaches() { sync; [ -w /proc/sys/vm/drop_caches ] && echo 3 > /proc/sys/vm/drop_caches; }
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
-"$D/test_cuda_conformance" 2>&1 | tail -2
+"$D/test_cuda_conformance" > "$OUT/cuda-conformance.txt" 2>&1; tail -2 "$OUT/cuda-conformance.txt"; grep -E "FAILED|rel L2" "$OUT/cuda-conformance.txt" | tail -12
 while IFS=$'\t' read -r prompt expected; do
   for tier in default device ram ssd; do
     args=(); [ "$tier" != default ] && args=(--tier "$tier")
@@ -34,7 +35,7 @@ while IFS=$'\t' read -r prompt expected; do
     [ "$got" == "$expected" ] && echo "cuda $tier '$prompt': MATCH" || echo "cuda $tier '$prompt': DIFFERS"
   done
 done < "$D/stories260K.greedy48.tsv"
-"$D/bench-cuda" --json "$OUT/bench-cuda.json" | tail -30
+"$D/bench-cuda" --json "$OUT/bench-cuda.json" | tail -60
 
 [ -f "$M/tinyllama-f16.gguf" ] || "$B" make-synthetic --preset tinyllama-1.1b --type f16 -o "$M/tinyllama-f16.gguf"
 dropCaches
@@ -44,17 +45,20 @@ dropCaches
 "$B" bench -m "$M/tinyllama-f16.gguf" --backend cuda -n 16 --vram-budget 1GiB --ram-budget 512MiB \
   --json "$OUT/offload-tinyllama-cuda.json" | grep -E "tokens/s|SSD throughput|naive"
 
-PYTHONUNBUFFERED=1 python3 "$here/accelerate_13b.py" 8 2>&1 | grep -viE "warn" | tail -3
-[ -f "$M/llama2-13b-f16.gguf" ] || "$B" make-synthetic --preset llama2-13b --type f16 -o "$M/llama2-13b-f16.gguf"
-dropCaches
-"$B" bench -m "$M/llama2-13b-f16.gguf" --backend cuda -n 8 --vram-budget 8GiB --ram-budget 48GiB \
-  --json "$OUT/offload-13b-cuda.json" | grep -E "tokens/s|naive|where the time"
+skip() { case " ${SPILLWAY_BENCH_SKIP:-} " in *" $1 "*) echo "($1: skipped)"; return 0;; esac; return 1; }
+skip accelerate || PYTHONUNBUFFERED=1 python3 "$here/accelerate_13b.py" 8 2>&1 | grep -viE "warn" | tail -3
+if ! skip 13b; then
+  [ -f "$M/llama2-13b-f16.gguf" ] || "$B" make-synthetic --preset llama2-13b --type f16 -o "$M/llama2-13b-f16.gguf"
+  dropCaches
+  "$B" bench -m "$M/llama2-13b-f16.gguf" --backend cuda -n 8 --vram-budget 8GiB --ram-budget 48GiB \
+    --json "$OUT/offload-13b-cuda.json" | grep -E "tokens/s|naive|where the time"
+fi
 
 # Vulkan on the same GPU (a discrete device is preferred; lavapipe alone is not worth timing).
 vk=$("$B" probe --quick --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(next((x["name"] for x in d.get("devices",[]) if x.get("backend")=="vulkan"), ""))' 2>/dev/null)
 echo "vulkan device: ${vk:-none}"
 if [ -n "$vk" ] && ! echo "$vk" | grep -qi llvmpipe; then
-  [ -x "$D/test_vulkan_conformance" ] && "$D/test_vulkan_conformance" 2>&1 | tail -2
+  [ -x "$D/test_vulkan_conformance" ] && "$D/test_vulkan_conformance" > "$OUT/vulkan-conformance.txt" 2>&1; tail -2 "$OUT/vulkan-conformance.txt"; grep -E "FAILED" "$OUT/vulkan-conformance.txt" | tail -5
   while IFS=$'\t' read -r prompt expected; do
     got=$("$B" generate --backend vulkan -p "$prompt" -n 48 --temp 0 2>/dev/null)
     [ "$got" == "$expected" ] && echo "vulkan '$prompt': MATCH" || echo "vulkan '$prompt': DIFFERS"
