@@ -31,9 +31,10 @@ __global__ void __launch_bounds__(kThreads) decompressBitmapKernel(BitmapBlobDev
     if (i >= count) return;  // the whole warp
     Out* dst = out + i * outStride;
     const bool paired = reinterpret_cast<uintptr_t>(dst) % 4 == 0;
-    const int group = bitmapGroup(b.header);
+    __shared__ uint4 stage[kRowsPerBlock][kBitmapStageBytes / 16];
+    const int groupShift = bitmapGroupShift(b.header);
     dispatchBitmapFormat(b.header, [&]<SparseValues F>() {
-        walkBitmapRow<F>(b, first + i, group, [&](int64_t c, int, float v0, float v1) {
+        walkBitmapRow<F>(b, first + i, groupShift, stage[threadIdx.x / kWarp], [&](int c, int, float v0, float v1) {
             if constexpr (sizeof(Out) == 2) {
                 if (paired && c + 1 < b.cols) {  // one 4-byte store: 128 contiguous bytes a warp
                     *reinterpret_cast<__half2*>(dst + c) = __floats2half2_rn(v0, v1);
@@ -66,7 +67,7 @@ cudaError_t launchBitmapRowsToFloat(const MatrixView& w, int64_t first, int64_t 
         }
         return cudaErrorInvalidValue;
     }
-    if (reinterpret_cast<uintptr_t>(w.data) % 8) return cudaErrorMisalignedAddress;
+    if (reinterpret_cast<uintptr_t>(w.data) % 16) return cudaErrorMisalignedAddress;
     decompressBitmapKernel<float><<<gridFor(count, kRowsPerBlock), kThreads, 0, stream>>>(bitmapBlobDevice(w), first,
                                                                                           count, out, outStride);
     return cudaGetLastError();
@@ -75,7 +76,7 @@ cudaError_t launchBitmapRowsToFloat(const MatrixView& w, int64_t first, int64_t 
 cudaError_t launchBitmapToF16(const MatrixView& w, uint16_t* out, cudaStream_t stream)
 {
     if (w.rows <= 0 || w.cols <= 0) return cudaSuccess;
-    if (reinterpret_cast<uintptr_t>(w.data) % 8) return cudaErrorMisalignedAddress;
+    if (reinterpret_cast<uintptr_t>(w.data) % 16) return cudaErrorMisalignedAddress;
     decompressBitmapKernel<__half><<<gridFor(w.rows, kRowsPerBlock), kThreads, 0, stream>>>(
         bitmapBlobDevice(w), 0, w.rows, reinterpret_cast<__half*>(out), w.cols);
     return cudaGetLastError();

@@ -37,7 +37,7 @@ cudaError_t launchMatvecFloat(const MatrixView& w, const float* x, float* y, cud
 cudaError_t launchMatvecQuant(const MatrixView& w, const QuantizedXDevice& x, float* y,
                               cudaStream_t stream);
 
-// matvec_bitmap.cu: a BitmapSparse blob (8-byte aligned; checked by checkBitmapBlob on the host
+// matvec_bitmap.cu: a BitmapSparse blob (16-byte aligned; checked by checkBitmapBlob on the host
 // when it was loaded) of w.rows x w.cols, any value format, times float x.
 cudaError_t launchMatvecBitmap(const MatrixView& w, const float* x, float* y, cudaStream_t stream);
 

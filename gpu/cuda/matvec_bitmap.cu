@@ -18,12 +18,14 @@ __global__ void __launch_bounds__(kThreads) matvecBitmapKernel(BitmapBlobDevice 
 {
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     if (row >= b.rows) return;  // the whole warp
-    const int group = bitmapGroup(b.header);
+    __shared__ uint4 stage[kRowsPerBlock][kBitmapStageBytes / 16];
+    const int groupShift = bitmapGroupShift(b.header);
     float acc = 0.0f;
     dispatchBitmapFormat(b.header, [&]<SparseValues F>() {
-        walkBitmapRow<F>(b, row, group, [&](int64_t c, int set, float v0, float v1) {
-            if (set & 1) acc += v0 * __ldg(x + c);
-            if (set & 2) acc += v1 * __ldg(x + c + 1);
+        walkBitmapRow<F>(b, row, groupShift, stage[threadIdx.x / kWarp], [&](int c, int set, float v0, float v1) {
+            const float x0 = (set & 1) ? __ldg(x + c) : 0.0f;
+            const float x1 = (set & 2) ? __ldg(x + c + 1) : 0.0f;
+            acc = fmaf(v1, x1, fmaf(v0, x0, acc));
         });
     });
     acc = warpSum(acc);
@@ -35,7 +37,7 @@ __global__ void __launch_bounds__(kThreads) matvecBitmapKernel(BitmapBlobDevice 
 cudaError_t launchMatvecBitmap(const MatrixView& w, const float* x, float* y, cudaStream_t stream)
 {
     if (w.rows <= 0 || w.cols <= 0) return cudaSuccess;
-    if (reinterpret_cast<uintptr_t>(w.data) % 8) return cudaErrorMisalignedAddress;
+    if (reinterpret_cast<uintptr_t>(w.data) % 16) return cudaErrorMisalignedAddress;
     matvecBitmapKernel<<<gridFor(w.rows, kRowsPerBlock), kThreads, 0, stream>>>(bitmapBlobDevice(w), x, y);
     return cudaGetLastError();
 }

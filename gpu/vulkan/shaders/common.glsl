@@ -113,5 +113,36 @@ float roundHalfAway(float v)
     return abs(v - t) >= 0.5 ? t + sign(v) : t;
 }
 
+// a / b correctly rounded (round to nearest even), whatever the driver's division: Vulkan lets
+// OpFDiv be off by 2.5 ulp (NVIDIA's is), which changes bits the CPU device decides by a
+// division (Q8 scales, the codes they give, rope's frequency factors). Long division of the
+// 24-bit significands in 64-bit integers; zeros, infinities, NaNs and results outside the normal
+// range (where no caller decides bits) take the driver's division.
+float divCorrect(float a, float b)
+{
+    const uint ua = floatBitsToUint(a) & 0x7fffffffu, ub = floatBitsToUint(b) & 0x7fffffffu;
+    if (ua == 0u || ua >= 0x7f800000u || ub == 0u || ub >= 0x7f800000u) return a / b;
+    // |a| = ma * 2^ea, |b| = mb * 2^eb, ma and mb in [2^23, 2^24).
+    int ea = int(ua >> 23), eb = int(ub >> 23);
+    uint ma = ua & 0x7fffffu, mb = ub & 0x7fffffu;
+    if (ea == 0) { const int z = findMSB(ma); ma <<= uint(23 - z); ea = 1 - (23 - z); } else { ma |= 0x800000u; }
+    if (eb == 0) { const int z = findMSB(mb); mb <<= uint(23 - z); eb = 1 - (23 - z); } else { mb |= 0x800000u; }
+    const uint64_t num = uint64_t(ma) << 39;
+    const uint64_t q = num / uint64_t(mb);
+    const bool sticky = q * uint64_t(mb) != num;
+    // q holds 39 or 40 bits: keep 24, round on the rest.
+    const uint shift = (q >> 39) != 0ul ? 16u : 15u;
+    uint mant = uint(q >> shift);
+    const uint64_t rest = q & ((uint64_t(1) << shift) - 1ul);
+    const uint64_t half_ = uint64_t(1) << (shift - 1u);
+    if (rest > half_ || (rest == half_ && (sticky || (mant & 1u) != 0u))) ++mant;
+    int e = int(shift) + (ea - eb) - 39 + 23;  // exponent of mant's leading bit, unbiased
+    if (mant == 0x1000000u) { mant >>= 1; ++e; }
+    const int biased = e + 127;
+    if (biased <= 0 || biased >= 255) return a / b;
+    const uint sign = (floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u;
+    return uintBitsToFloat(sign | (uint(biased) << 23) | (mant & 0x7fffffu));
+}
+
 // Signed byte k (0..3) of a word.
 int sbyte(uint w, int k) { return bitfieldExtract(int(w), 8 * k, 8); }

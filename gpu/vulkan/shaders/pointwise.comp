@@ -35,7 +35,7 @@ void main()
         precise const float s = max(0.0, v - pc.shift) * Floats(pc.y).v[i];
         result = s;
     } else {
-        precise const float scaled = v / pc.step;
+        precise const float scaled = divCorrect(v, pc.step);
         const float r = roundHalfAway(scaled);
         precise const float s = (isnan(r) ? 0.0 : clamp(r, pc.lo, pc.hi)) * pc.step;
         result = s;

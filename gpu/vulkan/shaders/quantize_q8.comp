@@ -23,8 +23,8 @@ void main()
     Floats x = Floats(pc.x);
     float amax = 0.0;
     for (uint i = 0u; i < 32u; ++i) amax = max(amax, abs(x.v[b * 32u + i]));
-    precise const float scale = amax / 127.0;
-    precise const float inverse = scale != 0.0 ? 1.0 / scale : 0.0;
+    precise const float scale = divCorrect(amax, 127.0);
+    precise const float inverse = scale != 0.0 ? divCorrect(1.0, scale) : 0.0;
     const float stored = halfToFloat(floatToHalf(scale));
     int sum = 0;
     for (uint w = 0u; w < 8u; ++w) {

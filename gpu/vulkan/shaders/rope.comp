@@ -95,7 +95,7 @@ void main()
     precise float theta = float(pc.pos);
     for (uint j = 0u; j < k; ++j) theta = theta * pc.thetaScale;
     precise float angle = pc.freqScale * theta;
-    if (pc.freqFactors != 0ul) angle = angle / Floats(pc.freqFactors).v[k];
+    if (pc.freqFactors != 0ul) angle = divCorrect(angle, Floats(pc.freqFactors).v[k]);
     float s, c;
     sinCos(angle, s, c);
     Floats x = Floats(pc.x);

@@ -54,9 +54,9 @@ void main()
         if (lane < s) partial[lane] = max(partial[lane], partial[lane + s]);
         barrier();
     }
-    precise const float d = partial[0] / 127.0;
+    precise const float d = divCorrect(partial[0], 127.0);
     for (uint i = lane; i < pc.headDim; i += 64u) {
-        precise const float scaled = d != 0.0 ? x.v[xFirst + i] / d : 0.0;
+        precise const float scaled = d != 0.0 ? divCorrect(x.v[xFirst + i], d) : 0.0;
         const float r = roundHalfAway(scaled);
         const int q = isnan(r) ? 0 : int(clamp(r, -127.0, 127.0));
         storeByte(base, shift + first + i, uint(q));
