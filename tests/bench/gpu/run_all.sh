@@ -45,7 +45,16 @@ dropCaches
 "$B" bench -m "$M/tinyllama-f16.gguf" --backend cuda -n 16 --vram-budget 1GiB --ram-budget 512MiB \
   --json "$OUT/offload-tinyllama-cuda.json" | grep -E "tokens/s|SSD throughput|naive"
 
+# ENDOR end to end: the same model pruned to 50% (magnitude) as a bitmap sparse fp16 package,
+# streamed at the same budgets: fewer bytes cross the SSD and PCIe, the GPU decodes the bitmap.
 skip() { case " ${SPILLWAY_BENCH_SKIP:-} " in *" $1 "*) echo "($1: skipped)"; return 0;; esac; return 1; }
+if ! skip bitmap; then
+  [ -d "$M/tinyllama-bitmap" ] || "$B" compress -m "$M/tinyllama-f16.gguf" -o "$M/tinyllama-bitmap" --backend cuda \
+    --prune magnitude:0.5 --quant none --no-quality | grep -E "size|bitmap sparse"
+  dropCaches
+  "$B" bench -m "$M/tinyllama-bitmap" --backend cuda -n 16 --vram-budget 1GiB --ram-budget 512MiB \
+    --json "$OUT/offload-tinyllama-bitmap-cuda.json" | grep -E "tokens/s|SSD throughput|naive"
+fi
 skip accelerate || PYTHONUNBUFFERED=1 python3 "$here/accelerate_13b.py" 8 2>&1 | grep -viE "warn" | tail -3
 if ! skip 13b; then
   [ -f "$M/llama2-13b-f16.gguf" ] || "$B" make-synthetic --preset llama2-13b --type f16 -o "$M/llama2-13b-f16.gguf"
