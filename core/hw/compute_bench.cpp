@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/hw/measure.h"
+#include "gpu/sparse_format.h"
 
 namespace spillway::hw::detail {
 
@@ -102,6 +103,37 @@ Result<gpu::Buffer> allocateUpTo(gpu::Device& device, size_t bytes, size_t least
     }
 }
 
+// A 50%-sparse ENDOR bitmap blob (fp16 values) of `rows` x `cols`: random bits and values, laid
+// out as gpu/sparse_format.h says.
+std::vector<uint8_t> randomBitmapBlob(int64_t rows, int64_t cols, uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    const int64_t words = (cols + 63) / 64;
+    std::vector<uint64_t> bits(size_t(rows * words));
+    std::vector<uint64_t> offsets(size_t(rows) + 1, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+        uint64_t nnz = 0;
+        for (int64_t w = 0; w < words; ++w) {
+            uint64_t b = rng();
+            if (w == words - 1 && cols % 64) b &= (uint64_t(1) << (cols % 64)) - 1;
+            bits[size_t(r * words + w)] = b;
+            nnz += uint64_t(__builtin_popcountll(b));
+        }
+        offsets[size_t(r) + 1] = offsets[size_t(r)] + 2 * nnz;
+    }
+    const uint64_t valuesBytes = offsets.back();
+    const gpu::BitmapBlobSections sec = gpu::bitmapBlobSections(uint64_t(rows), uint64_t(cols), valuesBytes);
+    std::vector<uint8_t> blob(sec.total, 0);
+    gpu::writeBitmapBlobHeader(blob.data(), gpu::SparseValues::F16, 0, uint64_t(rows), uint64_t(cols), valuesBytes);
+    std::memcpy(blob.data() + sec.offsets, offsets.data(), offsets.size() * 8);
+    std::memcpy(blob.data() + sec.bitmap, bits.data(), bits.size() * 8);
+    for (uint64_t i = 0; i + 2 <= valuesBytes; i += 2) {
+        const uint16_t h = gpu::fp32ToFp16(float(int32_t(rng())) * 0x1p-31f);
+        std::memcpy(blob.data() + sec.values + i, &h, 2);
+    }
+    return blob;
+}
+
 }  // namespace
 
 std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
@@ -113,27 +145,24 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
     const size_t matrixBytes = quick ? 2 * kMiB : 32 * kMiB;
     const size_t totalBytes = quick ? 4 * kMiB : 384 * kMiB;
     const int64_t cols = 4096;  // a multiple of every block size
-    for (gpu::DType type : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0,
-                            gpu::DType::Q4_0}) {
-        if (!device.supports(type)) continue;
-        const size_t rowBytes = gpu::rowBytes(type, cols);
-        const int64_t rows = int64_t(matrixBytes / rowBytes);
-        const size_t bytes = size_t(rows) * rowBytes;
+    // Times y = W x over copies of the `bytes` at `host` (rows x cols of `type`); weight bytes/s.
+    auto measure = [&](gpu::DType type, const uint8_t* host, size_t bytes, int64_t rows, size_t rowStride) {
         auto x = device.allocate(size_t(cols) * sizeof(float));
         auto y = device.allocate(size_t(rows) * sizeof(float));
         auto staging = device.allocateHost(bytes);
-        if (!x || !y || !staging) continue;
-        fillWeights(type, staging->as<uint8_t>(), bytes, uint64_t(type) + 1);
+        if (!x || !y || !staging) return;
+        std::memcpy(staging->data(), host, bytes);
         std::vector<gpu::Buffer> copies;
         while (copies.size() * bytes < totalBytes) {
             auto w = device.allocate(bytes);
             if (!w) break;  // a small device: fewer copies
-            // Weights go through a staging buffer, as on any device; each copy a little different.
-            staging->as<uint8_t>()[copies.size() % bytes] ^= 0x10;
+            // Weights go through a staging buffer, as on any device (a bitmap blob's header and
+            // offsets stay as they are; its values differ a little between copies).
+            staging->as<uint8_t>()[bytes - 1 - copies.size() % 64] ^= 0x10;
             device.upload(w->data(), staging->data(), bytes);
             copies.push_back(std::move(*w));
         }
-        if (copies.empty()) continue;
+        if (copies.empty()) return;
         {
             std::vector<float> xs(static_cast<size_t>(cols));
             std::mt19937 rng(7);
@@ -142,13 +171,31 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
         }
         auto pass = [&] {
             for (const gpu::Buffer& w : copies)
-                device.matvec(gpu::MatrixView{type, w.data(), rows, cols, rowBytes}, x->as<const float>(),
+                device.matvec(gpu::MatrixView{type, w.data(), rows, cols, rowStride}, x->as<const float>(),
                               y->as<float>());
             device.synchronize();
         };
         pass();  // warm-up: pages, scratch, worker pool
         const double seconds = timeRuns(pass, quick ? 0.02 : 0.3, quick ? 3 : 5);
         if (seconds > 0) out.push_back({type, double(bytes * copies.size()) / seconds});
+    };
+    for (gpu::DType type : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0,
+                            gpu::DType::Q4_0}) {
+        if (!device.supports(type)) continue;
+        const size_t rowBytes = gpu::rowBytes(type, cols);
+        const int64_t rows = int64_t(matrixBytes / rowBytes);
+        const size_t bytes = size_t(rows) * rowBytes;
+        std::vector<uint8_t> host(bytes);
+        fillWeights(type, host.data(), bytes, uint64_t(type) + 1);
+        measure(type, host.data(), bytes, rows, rowBytes);
+    }
+    // Bitmap sparse: a blob pruned to 50% with fp16 values (a pruned model's usual form), per
+    // blob byte. Its kernels' speed depends on the columns more than on the bytes, so the figure
+    // holds for densities near this one.
+    if (device.supports(gpu::DType::BitmapSparse)) {
+        const int64_t rows = int64_t(matrixBytes / (size_t(cols) / 8 + size_t(cols)));
+        const std::vector<uint8_t> blob = randomBitmapBlob(rows, cols, 11);
+        measure(gpu::DType::BitmapSparse, blob.data(), blob.size(), rows, 0);
     }
     return out;
 }

@@ -30,7 +30,7 @@ json readsToJson(const std::vector<ReadBandwidth>& v)
 
 gpu::DType dtypeFromName(const std::string& name)
 {
-    for (int i = 0; i <= int(gpu::DType::Q4_0); ++i)
+    for (int i = 0; i < gpu::kDTypeCount; ++i)
         if (name == gpu::dtypeName(gpu::DType(i))) return gpu::DType(i);
     throw std::runtime_error("unknown weight type \"" + name + "\"");
 }

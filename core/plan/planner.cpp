@@ -44,7 +44,9 @@ Result<Hardware> hardwareFrom(const PlannerInput& in)
     h.deviceFree = dev->freeMemory;
     h.ramAvailable = in.profile.host.ramAvailable;
     for (const auto& f : dev->matvec) h.matvec[f.type] = f.bytesPerSecond;
-    for (const auto& f : in.profile.host.cpuMatvec) h.cpuMatvec = std::max(h.cpuMatvec, f.bytesPerSecond);
+    // HeteGen's split divides dense rows: the bitmap figure (per blob byte) is not their speed.
+    for (const auto& f : in.profile.host.cpuMatvec)
+        if (f.type != gpu::DType::BitmapSparse) h.cpuMatvec = std::max(h.cpuMatvec, f.bytesPerSecond);
     return h;
 }
 

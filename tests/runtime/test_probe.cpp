@@ -75,14 +75,16 @@ TEST_F(ProbeTest, HostFiguresAreSane)
     EXPECT_LE(h.ramAvailable, h.ramTotal);
     EXPECT_GT(h.memoryReadBytesPerSecond, 1e8);
     EXPECT_LT(h.memoryReadBytesPerSecond, kSane);
-    ASSERT_EQ(h.cpuMatvec.size(), 5u);  // F32, F16, BF16, Q8_0, Q4_0: the CPU runs them all
+    // F32, F16, BF16, Q8_0, Q4_0 and a 50% bitmap sparse blob: the CPU runs them all.
+    ASSERT_EQ(h.cpuMatvec.size(), 6u);
     std::set<gpu::DType> types;
     for (const auto& t : h.cpuMatvec) {
         types.insert(t.type);
         EXPECT_GT(t.bytesPerSecond, 1e6) << gpu::dtypeName(t.type);
         EXPECT_LT(t.bytesPerSecond, kSane) << gpu::dtypeName(t.type);
     }
-    EXPECT_EQ(types.size(), 5u);
+    EXPECT_EQ(types.size(), 6u);
+    EXPECT_EQ(types.count(gpu::DType::BitmapSparse), 1u);
 }
 
 TEST_F(ProbeTest, StorageFiguresAreSaneAndNothingIsLeftBehind)
