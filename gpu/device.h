@@ -21,6 +21,7 @@ struct DeviceCapabilities {
     bool asyncCopy = false;      // copies overlap compute
     bool pinnedHostMemory = false;
     bool events = false;
+    bool emulated = false;  // a GPU API that runs on the host's CPU (Mesa's lavapipe): "auto" skips it
 };
 
 struct DeviceInfo {

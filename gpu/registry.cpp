@@ -210,21 +210,54 @@ std::vector<BackendStatus> backendStatus()
     return list;
 }
 
+namespace {
+
+Result<std::unique_ptr<Device>> createModuleDevice(const std::string& backend, const DeviceOptions& options)
+{
+    const BackendModule& module = backend == "cuda" ? cudaModule() : vulkanModule();
+    if (!module.usable) return makeError(ErrorCode::BackendUnavailable, "backend '" + backend + "': " + module.reason);
+    char err[512] = {};
+    Device* device = module.create(&options, err, sizeof err);
+    if (!device)
+        return makeError(ErrorCode::BackendUnavailable,
+                         "backend '" + backend + "': " + (err[0] ? err : "device creation failed"));
+    return std::unique_ptr<Device>(device);
+}
+
+}  // namespace
+
+Result<DeviceChoice> chooseDevice(const std::string& backend, const DeviceOptions& options)
+{
+    if (backend != "auto") {
+        auto made = createDevice(backend, options);
+        if (!made) return made.error();
+        return DeviceChoice{std::move(made.value()), ""};
+    }
+    std::string why;
+    for (const char* gpu : {"cuda", "vulkan"}) {
+        auto made = createModuleDevice(gpu, options);
+        if (!made) {
+            why += (why.empty() ? "" : "; ") + made.error().message;
+            continue;
+        }
+        if ((*made)->info().caps.emulated) {  // as fast as the CPU device at best
+            why += (why.empty() ? "" : "; ") + std::string("backend '") + gpu + "': " + (*made)->info().name +
+                   " runs on the CPU";
+            continue;
+        }
+        return DeviceChoice{std::move(made.value()), why};
+    }
+    return DeviceChoice{createCpuDevice(options.threads, options.memoryLimit), why};
+}
+
 Result<std::unique_ptr<Device>> createDevice(const std::string& backend, const DeviceOptions& options)
 {
-    // "auto" stays the CPU device for now: preferring a usable CUDA device is the lead's call,
-    // once the runtime places tensors on it (then: cuda when backendStatus() says usable).
-    if (backend == "cpu" || backend == "auto") return createCpuDevice(options.threads, options.memoryLimit);
-    if (backend == "cuda" || backend == "vulkan") {
-        const BackendModule& module = backend == "cuda" ? cudaModule() : vulkanModule();
-        if (!module.usable)
-            return makeError(ErrorCode::BackendUnavailable, "backend '" + backend + "': " + module.reason);
-        char err[512] = {};
-        Device* device = module.create(&options, err, sizeof err);
-        if (!device)
-            return makeError(ErrorCode::BackendUnavailable,
-                             "backend '" + backend + "': " + (err[0] ? err : "device creation failed"));
-        return std::unique_ptr<Device>(device);
+    if (backend == "cpu") return createCpuDevice(options.threads, options.memoryLimit);
+    if (backend == "cuda" || backend == "vulkan") return createModuleDevice(backend, options);
+    if (backend == "auto") {
+        auto chosen = chooseDevice(backend, options);
+        if (!chosen) return chosen.error();
+        return std::move(chosen->device);
     }
     for (const auto& b : backendStatus()) {
         if (b.name == backend && !b.usable)

@@ -171,6 +171,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     m_worker = new GenerationWorker;
     m_recorder = std::make_unique<trace::Recorder>(size_t{1} << 16);
     m_worker->setRecorder(m_recorder.get());
+    m_worker->setBackend(qEnvironmentVariable("SPILLWAY_BACKEND", QStringLiteral("auto")));
     m_worker->moveToThread(m_thread);
     connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
     connect(this, &ChatWindow::loadRequested, m_worker, &GenerationWorker::loadModel,
@@ -190,6 +191,20 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     }, Qt::QueuedConnection);
     connect(m_worker, &GenerationWorker::finished, this, &ChatWindow::onFinished,
             Qt::QueuedConnection);
+    connect(m_worker, &GenerationWorker::notice, this, &ChatWindow::showNotice, Qt::QueuedConnection);
+    connect(m_worker, &GenerationWorker::deviceChanged, this,
+            [this](const QString& backend, const QString& description, const QString& why) {
+                const bool changed = backend != m_activeBackend;
+                m_activeBackend = backend;
+                m_deviceNote = why;
+                m_status->setToolTip(why.isEmpty() ? description : description + QStringLiteral("\n") + why);
+                if (m_modelReady) {
+                    m_modelDescription = description;
+                    if (!m_generating) m_status->setText(description);
+                }
+                emit deviceChanged(backend);
+                if (changed && m_tuningReady) requestPrediction();  // plan for the device that computes
+            }, Qt::QueuedConnection);
     m_thread->start();
     m_bottleneck->setRecorder(m_recorder.get());
 
@@ -323,7 +338,9 @@ ChatWindow::~ChatWindow()
 
 QString ChatWindow::statusText() const { return m_status->text(); }
 
-QString ChatWindow::errorText() const { return m_error->isHidden() ? QString() : m_error->text(); }
+QString ChatWindow::errorText() const { return m_error->isHidden() || m_errorIsNotice ? QString() : m_error->text(); }
+
+QString ChatWindow::noticeText() const { return m_error->isHidden() || !m_errorIsNotice ? QString() : m_error->text(); }
 
 void ChatWindow::send()
 {
@@ -574,8 +591,20 @@ void ChatWindow::onFailed(const QString& message)
     updateButtons();
 }
 
+void ChatWindow::showNotice(const QString& message)
+{
+    if (!m_error->isHidden() && !m_errorIsNotice) return;  // an error stays in view
+    m_errorIsNotice = true;
+    m_error->setStyleSheet("color: #8a5300;");
+    m_error->setText(message);
+    m_error->show();
+    emit noticeShown(message);
+}
+
 void ChatWindow::showError(const QString& message)
 {
+    m_errorIsNotice = false;
+    m_error->setStyleSheet("color: #b00020;");
     m_error->setText(tr("Error: %1").arg(message));
     m_error->show();
     m_status->setText(tr("Error: %1").arg(message));
@@ -659,7 +688,10 @@ void ChatWindow::onTuningReady(const QString& summary, const QString& capabiliti
 void ChatWindow::requestPrediction()
 {
     if (!m_tuningWorker || !m_tuningStarted) return;
-    emit tuningPredict(m_tuning->settings(m_modelPath));
+    TuningSettings settings = m_tuning->settings(m_modelPath);
+    if (settings.backend == QLatin1String("auto"))
+        settings.backend = m_activeBackend.isEmpty() ? QStringLiteral("cpu") : m_activeBackend;
+    emit tuningPredict(settings);
 }
 
 void ChatWindow::onPredicted(const TuningPrediction& prediction)
@@ -678,7 +710,7 @@ void ChatWindow::requestModelPredictions(const QVector<ModelItem>& models)
             m_predictionAsked.insert(m.path);
             paths << m.path;
         }
-    if (!paths.isEmpty()) emit tuningPredictModels(paths);
+    if (!paths.isEmpty()) emit tuningPredictModels(paths, m_activeBackend.isEmpty() ? QStringLiteral("cpu") : m_activeBackend);
 }
 
 void ChatWindow::onModelPredicted(const QString& path, double tokensPerSecond, const QString& text)

@@ -61,7 +61,10 @@ public:
     QPushButton* sendButton() const { return m_send; }
     QPushButton* stopButton() const { return m_stop; }
     QString statusText() const;  // the status bar line
-    QString errorText() const;   // the inline error line; empty when there is none
+    QString errorText() const;   // the inline error line; empty when there is none (or it shows a notice)
+    QString noticeText() const;  // the inline notice (a fallback to the CPU, ...); empty when there is none
+    QString activeBackend() const { return m_activeBackend; }  // the device computing: "cpu", "cuda", "vulkan"
+    QString deviceNote() const { return m_deviceNote; }  // why a faster backend was passed over or left
     QListWidget* conversationList() const { return m_conversations; }
     QLineEdit* searchEdit() const { return m_search; }
     QPushButton* newChatButton() const { return m_newChat; }
@@ -123,6 +126,8 @@ signals:
     void modelReady();
     void replyFinished();
     void errorShown(const QString& message);
+    void noticeShown(const QString& message);
+    void deviceChanged(const QString& backend);
     void historyOpened();
     void conversationsListed(int count);
     void conversationShown(qint64 id);
@@ -136,7 +141,7 @@ signals:
     // Requests to the tuning worker and the inference worker (queued).
     void tuningPrepare(const QString& modelPath, const QString& storageFolder);
     void tuningPredict(const spillway::ui::TuningSettings& settings);
-    void tuningPredictModels(const QStringList& paths);
+    void tuningPredictModels(const QStringList& paths, const QString& backend);
     void applyRequested(const spillway::ui::TuningPrediction& prediction);
     void compressionFinished(const QString& packagePath, const QString& summary);
     void compressionCompared();  // the finished compression's predicted speed before and after is shown
@@ -191,6 +196,7 @@ private:
     void requestGeneration();
     void storeLastPrompt();
     void showError(const QString& message);
+    void showNotice(const QString& message);
     // Asks the planner about the catalog models it has not been asked about (their cards).
     void requestModelPredictions(const QVector<ModelItem>& models);
 
@@ -237,6 +243,9 @@ private:
     QPushButton* m_send = nullptr;
     QPushButton* m_stop = nullptr;
     QLabel* m_error = nullptr;
+    bool m_errorIsNotice = false;  // m_error shows a notice, not an error
+    QString m_activeBackend;       // from the inference worker's deviceChanged
+    QString m_deviceNote;
     QLabel* m_status = nullptr;
     QString m_neuronCacheText;  // the neuron cache's report of the reply being generated, for the status line
     QString m_modelDescription;

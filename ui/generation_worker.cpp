@@ -6,10 +6,12 @@
 
 #include "core/chat/chat_template.h"
 #include "core/model/llama_model.h"
+#include "core/plan/model_tensors.h"
 #include "core/plan/planner.h"
 #include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
+#include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
 
 namespace spillway::ui {
@@ -73,17 +75,71 @@ void GenerationWorker::loadModel(const QString& path)
         emit failed(QString::fromStdString(model.error().message));
         return;
     }
-    if (!m_device) {
-        auto device = gpu::createDevice("cpu", gpu::DeviceOptions{});
-        if (!device) {
-            emit failed(QString::fromStdString(device.error().message));
-            return;
-        }
-        m_device = std::move(*device);
-    }
+    QString why;
+    const bool fresh = !m_device;
+    if (fresh) m_device = makeDevice(gpu::DeviceOptions{}, &why);
     m_model = std::move(*model);
     readChatTemplate();
+    if (fresh) {
+        emit deviceChanged(QString::fromStdString(m_device->info().backend), loadedDescription(), why);
+        if (m_backend != QLatin1String("auto") && !why.isEmpty()) emit notice(why);  // asked for, not had
+    }
     emit modelLoaded(loadedDescription(), m_template != nullptr);
+}
+
+void GenerationWorker::setDevice(std::unique_ptr<gpu::Device> device) { m_device = std::move(device); }
+
+std::unique_ptr<gpu::Device> GenerationWorker::makeDevice(const gpu::DeviceOptions& options, QString* why)
+{
+    auto chosen = gpu::chooseDevice(m_backend.toStdString(), options);
+    if (chosen) {
+        *why = QString::fromStdString(chosen->why);
+        return std::move(chosen->device);
+    }
+    *why = tr("%1; computing on the CPU").arg(QString::fromStdString(chosen.error().message));
+    return gpu::createCpuDevice(options.threads);
+}
+
+gpu::Device& GenerationWorker::cpuDevice()
+{
+    if (!m_cpuDevice) m_cpuDevice = gpu::createCpuDevice(m_threads);
+    return *m_cpuDevice;
+}
+
+Result<std::unique_ptr<LlamaSession>> GenerationWorker::openSession(const SessionOptions& options)
+{
+    auto session = LlamaSession::create(*m_model, *m_device, options);
+    if (session || m_device->info().caps.hostPointers) return session;
+    const QString backend = QString::fromStdString(m_device->info().backend);
+    const Error onDevice = session.error();
+    if (onDevice.code == ErrorCode::OutOfDeviceMemory && !options.placement) {
+        // All weights on the device was the default: stream them from RAM instead (the Tuning
+        // tab's plan keeps the ones that fit).
+        SessionOptions streamed = options;
+        streamed.placement = plan::uniformPlacement(*m_model, plan::Tier::Host);
+        session = LlamaSession::create(*m_model, *m_device, streamed);
+        if (session) {
+            emit notice(tr("The model does not fit in the %1 device's free memory (%2): its weights stream from RAM "
+                           "each token. Apply a plan in the Tuning tab to keep the ones that fit on the device.")
+                            .arg(backend, QString::fromStdString(onDevice.message)));
+            return session;
+        }
+    }
+    SessionOptions onCpu = options;  // the plan was made for the GPU: the CPU keeps the weights in RAM
+    onCpu.placement.reset();
+    onCpu.streamer.hostBudget = 0;
+    session = LlamaSession::create(*m_model, cpuDevice(), onCpu);
+    if (!session) return onDevice;  // the first reason is the one to fix
+    emit notice(tr("The %1 device cannot run this model as set up (%2): this reply is computed on the CPU.")
+                    .arg(backend, QString::fromStdString(onDevice.message)));
+    return session;
+}
+
+void GenerationWorker::leaveForTheCpu(const QString& why)
+{
+    m_device = std::move(m_cpuDevice);
+    m_plan.reset();  // made for the lost device
+    emit deviceChanged(QStringLiteral("cpu"), loadedDescription(), why);
 }
 
 void GenerationWorker::generate(const QVector<MessageItem>& conversation, int maxTokens, double temperature)
@@ -108,7 +164,7 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
         options.neuronCache.mode = m_neuronPredicted ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
         options.neuronCache.source = m_model->ffnBundles().empty() ? BundleSource::Ram : BundleSource::Ssd;
     }
-    auto session = LlamaSession::create(*m_model, *m_device, options);
+    auto session = openSession(options);
     if (!session) {
         emit failed(QString::fromStdString(session.error().message));
         return;
@@ -141,14 +197,39 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
         }
         return true;
     };
+    // A GPU lost mid-reply: the CPU goes on from the tokens so far, and computes later replies.
+    std::unique_ptr<LlamaSession> cpuSession;
+    QString lost;
+    if (!m_device->info().caps.hostPointers) {
+        request.onDeviceLost = [&](const Error& why) -> LlamaSession* {
+            SessionOptions onCpu;
+            onCpu.contextLength = (*session)->contextLength();
+            onCpu.batch = (*session)->batch();
+            onCpu.kvType = (*session)->kvType();
+            onCpu.streamer.trace = m_recorder;
+            auto fallback = LlamaSession::create(*m_model, cpuDevice(), onCpu);
+            if (!fallback) return nullptr;
+            cpuSession = std::move(*fallback);
+            lost = tr("the %1 device failed (%2)")
+                       .arg(QString::fromStdString(m_device->info().backend), QString::fromStdString(why.message));
+            emit notice(tr("%1: the reply goes on on the CPU, and later replies too.").arg(lost));
+            return cpuSession.get();
+        };
+    }
     auto stats = spillway::generate(**session, sampler, request);
+    const NeuronCacheReport nc = (*session)->neuronCacheReport();
+    if (!lost.isEmpty()) {  // the sessions go before their devices
+        cpuSession.reset();
+        session->reset();
+        leaveForTheCpu(lost);
+    }
     if (!pending.empty())  // a cut-off character at the very end shows as U+FFFD
         emit tokens(QString::fromUtf8(pending.data(), qsizetype(pending.size())));
     if (!stats) {
         emit failed(QString::fromStdString(stats.error().message));
         return;
     }
-    if (const NeuronCacheReport nc = (*session)->neuronCacheReport(); nc.total.tokens > 0) {
+    if (nc.total.tokens > 0) {
         const double tokens = double(nc.total.tokens) / double(std::max(1, m_model->config().nLayers));
         const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.loadedBytes());
         emit neuronCacheReport(nc.total.hitRate(), bytes / std::max(1.0, tokens));
@@ -229,9 +310,12 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
     gpu::DeviceOptions o;
     o.threads = prediction.settings.threads;
     o.memoryLimit = uint64_t(std::max<qint64>(0, prediction.settings.vramBudget));
-    auto device = gpu::createDevice("cpu", o);
+    const QString backend = prediction.settings.backend.isEmpty() ? QStringLiteral("cpu") : prediction.settings.backend;
+    auto device = gpu::createDevice(backend.toStdString(), o);
     if (!device) return emit failed(QString::fromStdString(device.error().message));
     m_device = std::move(*device);
+    m_cpuDevice.reset();
+    m_threads = prediction.settings.threads;
     m_plan = prediction.plan;
     m_contextLength = prediction.settings.contextLength;
     m_neuronCache = prediction.settings.neuronCache;
@@ -239,6 +323,7 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
     QString cache;
     if (m_neuronCache > 0)
         cache = tr(", neuron cache %1 per layer (%2)").arg(m_neuronCache).arg(prediction.settings.neuronMode);
+    emit deviceChanged(QString::fromStdString(m_device->info().backend), describe(*m_model, *m_device), QString());
     emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3%4")
                          .arg(describe(*m_model, *m_device))
                          .arg(prediction.tokensPerSecond, 0, 'f', 1)

@@ -12,12 +12,15 @@
 #include <vector>
 
 #include "chat_store.h"
+#include "core/base/result.h"
 #include "tuning_worker.h"
 
 namespace spillway {
 class LlamaModel;
+class LlamaSession;
+struct SessionOptions;
 namespace chat { class ChatTemplate; }
-namespace gpu { class Device; }
+namespace gpu { class Device; struct DeviceOptions; }
 namespace trace { class Recorder; }
 }
 
@@ -36,6 +39,13 @@ public:
     // Spans of every generation go here (the visualizer drains it); set before the worker moves
     // to its thread. Not owned; must outlive the worker.
     void setRecorder(trace::Recorder* recorder) { m_recorder = recorder; }
+    // The backend to compute on: "auto" (the default: a usable CUDA device, else a Vulkan device
+    // that is a real GPU, else the CPU), "cpu", "cuda" or "vulkan". Set before the worker moves to
+    // its thread; a backend that cannot be used falls back to the CPU with the reason shown.
+    void setBackend(const QString& backend) { m_backend = backend; }
+    // Computes on `device` from the next model load or request on (tests hand in one that fails
+    // on cue). Call before the worker moves to its thread.
+    void setDevice(std::unique_ptr<gpu::Device> device);
 
 public slots:
     void loadModel(const QString& path);
@@ -59,6 +69,14 @@ signals:
     // Before finished(), when the neuron cache ran: its hit rate and bytes loaded per token.
     void neuronCacheReport(double hitRate, double bytesPerToken);
     void planApplied(const QString& description);
+    // The device that computes from now on: its backend ("cpu", "cuda", "vulkan"), the model's
+    // description on it (as modelLoaded's) and why a faster backend was not taken or was left
+    // ("" when nothing was passed over). Sent when a model loads, a plan is applied and after a
+    // fallback to the CPU.
+    void deviceChanged(const QString& backend, const QString& description, const QString& why);
+    // What the user should know that did not stop the reply: the reply moved to the CPU, or the
+    // weights had to stream from RAM because they did not fit the device.
+    void notice(const QString& message);
 
 private:
     // Reads the model's chat template (none, or one that does not parse: the prompt is continued).
@@ -66,12 +84,23 @@ private:
     QString loadedDescription() const;
     // The text given to the model for `conversation`, and whether it starts with BOS already.
     bool buildPrompt(const QVector<MessageItem>& conversation, std::string* prompt, bool* addBos);
+    // The device m_backend names, or the CPU with *why saying why not.
+    std::unique_ptr<gpu::Device> makeDevice(const gpu::DeviceOptions& options, QString* why);
+    // A session on m_device; where the device cannot hold or run it, one whose weights stream from
+    // RAM, else one on the CPU (m_cpuDevice) — each with a notice.
+    Result<std::unique_ptr<LlamaSession>> openSession(const SessionOptions& options);
+    gpu::Device& cpuDevice();
+    // After the device was lost: the CPU computes from now on.
+    void leaveForTheCpu(const QString& why);
 
     std::unique_ptr<LlamaModel> m_model;
     std::shared_ptr<const chat::ChatTemplate> m_template;  // null: a base model, continued
     std::string m_bosText, m_eosText;
     QString m_templateNote;  // why a template present in the file is not used, or empty
     std::unique_ptr<gpu::Device> m_device;
+    std::unique_ptr<gpu::Device> m_cpuDevice;  // a GPU session's fallback, made when first needed
+    QString m_backend = QStringLiteral("auto");
+    int m_threads = 0;  // CPU threads asked for by the applied plan (0: one per core)
     std::atomic<bool> m_stop{false};
     trace::Recorder* m_recorder = nullptr;
     std::shared_ptr<const plan::PlanResult> m_plan;  // applied by the tuning panel, or null

@@ -92,6 +92,13 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     m_variant = new QComboBox(this);
     m_variant->setObjectName("variant");
     m_variant->setToolTip(tr("Which compressed version of the model to run (compress it in the Models tab)"));
+    m_backend = new QComboBox(this);
+    m_backend->setObjectName("backend");
+    m_backend->addItem(tr("automatic (the fastest usable)"), QStringLiteral("auto"));
+    m_backend->addItem(tr("CPU"), QStringLiteral("cpu"));
+    m_backend->addItem(tr("CUDA (NVIDIA)"), QStringLiteral("cuda"));
+    m_backend->addItem(tr("Vulkan"), QStringLiteral("vulkan"));
+    m_backend->setToolTip(tr("Which device computes: automatic takes a CUDA GPU, else a Vulkan GPU, else the CPU"));
     m_prefetch = new QSpinBox(this);
     m_prefetch->setRange(0, 16);
     m_prefetch->setValue(2);
@@ -99,6 +106,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     m_threads->setRange(0, 1024);
     m_threads->setSpecialValueText(tr("one per core"));
     form->addRow(tr("Model variant"), m_variant);
+    form->addRow(tr("Compute on"), m_backend);
     form->addRow(tr("Device budget"), m_vram);
     form->addRow(tr("RAM budget"), m_ram);
     form->addRow(tr("Context"), m_ctx);
@@ -122,7 +130,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     layout->addStretch(1);
     for (QDoubleSpinBox* box : {m_vram, m_ram}) connect(box, &QDoubleSpinBox::valueChanged, this, &TuningPanel::changed);
     for (QSpinBox* box : {m_ctx, m_prefetch, m_threads, m_neuronCache}) connect(box, &QSpinBox::valueChanged, this, &TuningPanel::changed);
-    for (QComboBox* box : {m_kvType, m_variant, m_neuronMode})
+    for (QComboBox* box : {m_kvType, m_variant, m_neuronMode, m_backend})
         connect(box, &QComboBox::currentIndexChanged, this, &TuningPanel::changed);
     connect(m_apply, &QPushButton::clicked, this, &TuningPanel::applyClicked);
 }
@@ -138,6 +146,7 @@ TuningSettings TuningPanel::settings(const QString& modelPath) const
     t.kvType = m_kvType->currentData().toString();
     t.neuronCache = m_neuronCache->value();
     t.neuronMode = m_neuronMode->currentData().toString();
+    t.backend = m_backend->currentData().toString();
     t.modelPath = m_variant->currentIndex() >= 0 ? m_variant->currentData().toString() : modelPath;
     return t;
 }

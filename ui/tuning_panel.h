@@ -1,5 +1,5 @@
 #pragma once
-// The Tuning tab: the measured machine, the controls (device and RAM budgets, context length,
+// The Tuning tab: the measured machine, the controls (compute device, device and RAM budgets, context length,
 // KV precision, compression variant, prefetch depth, CPU threads) and the planner's answer for
 // them: a stacked bar per tier and the predicted tokens/s. It only shows and collects values;
 // ChatWindow sends them to the TuningWorker on every change and applies the plan.
@@ -32,6 +32,7 @@ public:
     QSpinBox* neuronCacheBox() const { return m_neuronCache; }  // bundles per layer, 0 = off
     QComboBox* neuronModeBox() const { return m_neuronMode; }   // item data: "exact", "predicted"
     QComboBox* variantBox() const { return m_variant; }    // item data: the model's path
+    QComboBox* backendBox() const { return m_backend; }    // item data: "auto", "cpu", "cuda", "vulkan"
     QSpinBox* prefetchBox() const { return m_prefetch; }
     QSpinBox* threadsBox() const { return m_threads; }
     QPushButton* applyButton() const { return m_apply; }
@@ -60,6 +61,7 @@ private:
     QSpinBox* m_neuronCache = nullptr;
     QComboBox* m_neuronMode = nullptr;
     QComboBox* m_variant = nullptr;
+    QComboBox* m_backend = nullptr;
     QSpinBox* m_prefetch = nullptr;
     QSpinBox* m_threads = nullptr;
     TierBar* m_tierBar = nullptr;

@@ -48,7 +48,7 @@ Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProf
     plan::PlannerInput in;
     in.model = &model;
     in.profile = profile;
-    in.backend = "cpu";  // the desktop app computes on the CPU device
+    in.backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
     in.vramBudget = uint64_t(std::max<qint64>(0, settings.vramBudget));
     in.ramBudget = uint64_t(std::max<qint64>(0, settings.ramBudget));
     in.contextLength = settings.contextLength;
@@ -171,6 +171,17 @@ void TuningWorker::predict(const TuningSettings& settings)
     if (!planned) return emit failed(error);
     const auto kv = gpu::parseKvType(settings.kvType.toStdString());
     if (!kv) return emit failed(tr("unknown KV cache type '%1' (f32, f16 or q8)").arg(settings.kvType));
+    if (!settings.backend.isEmpty() && settings.backend != QLatin1String("cpu")) {
+        bool measured = false;
+        for (const auto& d : m_profile->devices) measured |= QString::fromStdString(d.backend) == settings.backend;
+        if (!measured) {
+            QString why = tr("no %1 device was found on this machine").arg(settings.backend);
+            for (const auto& b : gpu::backendStatus())
+                if (QString::fromStdString(b.name) == settings.backend && !b.usable)
+                    why = tr("%1 is not usable here: %2").arg(settings.backend, QString::fromStdString(b.reason));
+            return emit failed(why);
+        }
+    }
     auto plan = planFor(*planned, *m_profile, settings, *kv);
     if (!plan) return emit failed(QString::fromStdString(plan.error().message));
     TuningPrediction out;
@@ -195,7 +206,7 @@ void TuningWorker::predict(const TuningSettings& settings)
     emit predicted(out);
 }
 
-void TuningWorker::predictModels(const QStringList& paths)
+void TuningWorker::predictModels(const QStringList& paths, const QString& backend)
 {
     if (!m_profile) return;
     for (const QString& path : paths) {
@@ -205,7 +216,9 @@ void TuningWorker::predictModels(const QStringList& paths)
             emit modelPredicted(path, 0, tr("Cannot plan: %1").arg(error));
             continue;
         }
-        auto plan = planFor(*m, *m_profile, TuningSettings{}, gpu::KvType::F32);
+        TuningSettings defaults;
+        defaults.backend = backend;
+        auto plan = planFor(*m, *m_profile, defaults, gpu::KvType::F32);
         if (!plan) {
             emit modelPredicted(path, 0, tr("Does not fit: %1").arg(QString::fromStdString(plan.error().message)));
             continue;

@@ -29,6 +29,9 @@ struct TuningSettings {
     // The neuron cache (ReLU models): bundles per layer (0 = off) and "exact" or "predicted".
     int neuronCache = 0;
     QString neuronMode = QStringLiteral("exact");
+    // The device to plan for and compute on: "cpu", "cuda" or "vulkan" ("" = cpu). The panel's
+    // "auto" is resolved by the chat window to the device the app chose.
+    QString backend = QStringLiteral("cpu");
 };
 
 struct TuningPrediction {
@@ -53,8 +56,8 @@ public slots:
     void prepare(const QString& modelPath, const QString& storageFolder);
     // Plans settings.modelPath (or the prepared model) with these settings.
     void predict(const spillway::ui::TuningSettings& settings);
-    // Plans each model with the default settings: its card's "predicted here" line.
-    void predictModels(const QStringList& paths);
+    // Plans each model with the default settings on `backend`: its card's "predicted here" line.
+    void predictModels(const QStringList& paths, const QString& backend);
 
 signals:
     // The measuring's progress (not sent when the cached profile answers).

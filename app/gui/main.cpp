@@ -159,8 +159,20 @@ int main(int argc, char** argv)
                                   "Folder of the chat history (default: the user's data folder; "
                                   "--screenshot keeps none).",
                                   "DIR");
-    parser.addOptions({modelOption, screenshotOption, promptOption, sceneOption, dataOption});
+    QCommandLineOption backendOption("backend",
+                                     "Device that computes: auto (a CUDA GPU, else a Vulkan GPU, else the CPU), "
+                                     "cpu, cuda or vulkan (default: auto, or $SPILLWAY_BACKEND).",
+                                     "BACKEND");
+    parser.addOptions({modelOption, screenshotOption, promptOption, sceneOption, dataOption, backendOption});
     parser.process(app);
+    if (parser.isSet(backendOption)) {
+        const QString backend = parser.value(backendOption);
+        if (backend != "auto" && backend != "cpu" && backend != "cuda" && backend != "vulkan") {
+            std::fprintf(stderr, "spillway: --backend must be auto, cpu, cuda or vulkan\n");
+            return 2;
+        }
+        qputenv("SPILLWAY_BACKEND", backend.toUtf8());  // read by the chat window's inference worker
+    }
 
     const QString scene = parser.value(sceneOption);
     if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "models" &&

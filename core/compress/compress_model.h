@@ -10,7 +10,7 @@
 //   pruning and/or other quant   -> bitmap-<values>: f16 values (bf16 for a bf16 source), or
 //                                   int8/int4 with the group asked for
 // except that for a device that cannot compute on bitmap sparse weights (deviceSupportsBitmap
-// false; CUDA and Vulkan today) every layer matrix keeps a dense form, whatever tier the plan
+// false; every backend of this build can, so only a foreign module) every layer matrix keeps a dense form, whatever tier the plan
 // gives it (streamed layers are computed on the device too): q8_0 when quantizing to int8, else
 // copied.
 //

@@ -85,7 +85,8 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
             return makeError(ErrorCode::UnsupportedModel,
                              model.path() + ": tensor '" + t.name + "' is " + packageFormatName(t.type) + ", which the " +
                                  device.info().backend + " device cannot compute on (run it on the CPU backend, or "
-                                 "compress the model without bitmap sparse layers)");
+                                 "compress the model for this one: spillway-cli compress --backend " +
+                                 device.info().backend + ")");
     auto s = std::unique_ptr<LlamaSession>(new LlamaSession(model, device));
     s->m_ctx = ctx;
     s->m_batch = options.batch;

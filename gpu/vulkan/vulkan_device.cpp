@@ -176,6 +176,7 @@ bool VulkanDevice::setUp(const PhysicalCandidate& chosen, const DeviceOptions& o
     di.caps.asyncCopy = false;  // upload() waits for the ops issued before it (vulkan_memory.cpp)
     di.caps.pinnedHostMemory = true;
     di.caps.events = false;
+    di.caps.emulated = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     return true;
 }
 

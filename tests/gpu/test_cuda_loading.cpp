@@ -55,11 +55,23 @@ TEST(CudaLoading, NoDriverMeansBackendUnavailableWithTheReason)
     EXPECT_NE(made.error().message.find(s.reason), std::string::npos) << made.error().message;
 }
 
-TEST(CudaLoading, AutoStaysOnTheCpu)
+// "auto" takes a usable CUDA device first; without one it says why CUDA was passed over.
+TEST(CudaLoading, AutoTakesCudaWhenUsableElseSaysWhyNot)
 {
+    const BackendStatus s = cudaStatus();
+    auto chosen = chooseDevice("auto", {});
+    ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+    ASSERT_TRUE(chosen->device);
+    if (s.usable) {
+        EXPECT_EQ(chosen->device->info().backend, "cuda");
+        EXPECT_EQ(chosen->why, "");
+        return;
+    }
+    EXPECT_NE(chosen->device->info().backend, "cuda");
+    EXPECT_NE(chosen->why.find("backend 'cuda': " + s.reason), std::string::npos) << chosen->why;
     auto made = createDevice("auto", {});
     ASSERT_TRUE(made.ok());
-    EXPECT_EQ(made.value()->info().backend, "cpu");
+    EXPECT_EQ(made.value()->info().backend, chosen->device->info().backend);
 }
 
 }  // namespace

@@ -131,11 +131,38 @@ TEST(VulkanLoading, DeviceIndexOutOfRangeIsReported)
 }
 #endif
 
-TEST(VulkanLoading, AutoStaysOnTheCpu)
+// "auto" passes over a Vulkan device that runs on the CPU (lavapipe in CI) and says so; a real
+// GPU is taken when CUDA is not usable.
+TEST(VulkanLoading, AutoSkipsACpuDriverAndSaysWhy)
 {
-    auto made = createDevice("auto", {});
-    ASSERT_TRUE(made.ok());
-    EXPECT_EQ(made.value()->info().backend, "cpu");
+    const BackendStatus s = vulkanStatus();
+    bool cudaUsable = false;
+    for (const BackendStatus& b : backendStatus())
+        if (b.name == "cuda") cudaUsable = b.usable;
+    auto chosen = chooseDevice("auto", {});
+    ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+    const std::string backend = chosen->device->info().backend;
+    if (cudaUsable) {
+        EXPECT_EQ(backend, "cuda");
+        return;
+    }
+    if (!s.usable) {
+        EXPECT_EQ(backend, "cpu");
+        EXPECT_NE(chosen->why.find("backend 'vulkan': " + s.reason), std::string::npos) << chosen->why;
+        return;
+    }
+    auto vulkan = createDevice("vulkan", {});
+    ASSERT_TRUE(vulkan.ok()) << vulkan.error().message;
+    const DeviceInfo& v = vulkan.value()->info();
+    const bool onCpu = v.name.find("(CPU,") != std::string::npos;
+    EXPECT_EQ(v.caps.emulated, onCpu) << v.name;
+    if (onCpu) {
+        EXPECT_EQ(backend, "cpu");
+        EXPECT_NE(chosen->why.find("backend 'vulkan': " + v.name + " runs on the CPU"), std::string::npos)
+            << chosen->why;
+    } else {
+        EXPECT_EQ(backend, "vulkan");
+    }
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 #include "core/runtime/sampler.h"
 #include "core/trace/trace.h"
 #include "gpu/cpu/cpu_device.h"
-#include "gpu/forwarding_device.h"
+#include "../common/opaque_device.h"
 
 using namespace spillway;
 
@@ -66,34 +66,7 @@ plan::Placement mixedPlacement(const LlamaModel& model, unsigned seed)
     return p;
 }
 
-// A CPU device that claims it cannot compute on host memory, as a GPU cannot: the runtime then
-// takes the paths a GPU needs (resident copies, staging, logits download, HeteGen's host rows
-// computed on a separate CPU device), all checked here without a GPU.
-class OpaqueDevice final : public gpu::ForwardingDevice {
-public:
-    explicit OpaqueDevice(std::unique_ptr<gpu::Device> inner) : ForwardingDevice(std::move(inner))
-    {
-        m_info = m_inner.info();
-        m_info.backend = "opaque-cpu";
-        m_info.caps.hostPointers = false;
-    }
-    const gpu::DeviceInfo& info() const override { return m_info; }
-    void upload(void* d, const void* h, size_t b) override { ++uploads; m_inner.upload(d, h, b); }
-    void download(void* h, const void* d, size_t b) override { ++downloads; m_inner.download(h, d, b); }
-    Status lastError() const override { return injected; }
-    void rmsnorm(const float* x, const float* w, float* o, int n, float e) override
-    {
-        if (++rmsnorms == stopAfterRmsnorms && stop) stop->store(true);
-        m_inner.rmsnorm(x, w, o, n, e);
-    }
-    std::atomic<uint64_t> uploads{0}, downloads{0};
-    uint64_t rmsnorms = 0, stopAfterRmsnorms = 0;  // sets *stop at that call (0: never)
-    std::atomic<bool>* stop = nullptr;
-    Status injected;  // what lastError() reports (a GPU that failed an asynchronous op)
-
-private:
-    gpu::DeviceInfo m_info;
-};
+using testing_support::OpaqueDevice;
 
 plan::Placement splitPlacement(const LlamaModel& model, double fraction)
 {

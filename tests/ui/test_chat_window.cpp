@@ -24,6 +24,7 @@
 #include <QTextStream>
 
 #include "core/trace/trace.h"
+#include "gpu/registry.h"
 #include "storage/chat_db.h"
 #include "ui/bottleneck_view.h"
 #include "ui/chat_window.h"
@@ -61,6 +62,7 @@ private slots:
     void droppedModelsAreCatalogedAndCompressed();
     void markdownRepliesAreRendered();
     void tuningPlansAndAppliesAPlacement();
+    void vulkanDeviceRepliesLikeTheCpu();
 };
 
 void TestChatWindow::greedyReplyMatchesReference()
@@ -396,6 +398,44 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
     QVERIFY(window.errorText().isEmpty());
     QTRY_VERIFY_WITH_TIMEOUT(window.bottleneckView()->paintedSpanCount(spillway::trace::Lane::SsdRead) > 0, 5'000);
+    qunsetenv("SPILLWAY_QUICK_PROBE");
+    qunsetenv("XDG_CACHE_HOME");
+}
+
+// SPILLWAY_BACKEND=vulkan (the app's --backend): the chat computes on the Vulkan device (lavapipe
+// in CI), says so in the status line, plans for it, and the greedy reply is the reference text.
+void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
+{
+    bool usable = false;
+    for (const auto& b : spillway::gpu::backendStatus())
+        if (b.name == "vulkan") usable = b.usable;
+    if (!usable) QSKIP("no usable Vulkan device");
+    const QString prompt = QStringLiteral("Once upon a time");
+    const QString expected = referenceFor(prompt);
+    QTemporaryDir data, cache;
+    QVERIFY(data.isValid() && cache.isValid());
+    qputenv("SPILLWAY_BACKEND", "vulkan");
+    qputenv("SPILLWAY_QUICK_PROBE", "1");
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    ChatWindow window(kModel, data.path());
+    window.setTemperature(0.0);
+    window.setMaxTokens(48);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    QCOMPARE(window.activeBackend(), QStringLiteral("vulkan"));
+    QVERIFY2(window.statusText().contains("Vulkan"), qPrintable(window.statusText()));
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.promptEdit()->setText(prompt);
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60'000);
+    QVERIFY2(window.errorText().isEmpty() && window.noticeText().isEmpty(),
+             qPrintable(window.errorText() + window.noticeText()));
+    const QString transcript = window.transcript()->toPlainText();
+    QVERIFY2(transcript.contains(expected), qPrintable("transcript:\n" + transcript));
+    // The tuning panel plans for the device that computes.
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().plan != nullptr, 120'000);
+    QCOMPARE(window.lastPrediction().settings.backend, QStringLiteral("vulkan"));
+    qunsetenv("SPILLWAY_BACKEND");
     qunsetenv("SPILLWAY_QUICK_PROBE");
     qunsetenv("XDG_CACHE_HOME");
 }

@@ -1,0 +1,179 @@
+// The inference worker on a device that is not the CPU: weights that do not fit the device
+// stream from RAM, a device that cannot hold the session hands the reply to the CPU, a device
+// lost mid-reply finishes it on the CPU (and later replies too), an unusable backend says why.
+// Each time the user gets a notice and the greedy text is still the reference text, whole. The
+// "GPU" is a CPU device that refuses host pointers (tests/common/opaque_device.h), so this runs
+// everywhere; test_chat_window runs the real Vulkan device.
+
+#include <QSignalSpy>
+#include <QTest>
+
+#include "../common/opaque_device.h"
+#include "../common/reference_texts.h"
+#include "core/model/llama_model.h"
+#include "gpu/cpu/cpu_device.h"
+#include "gpu/registry.h"
+#include "ui/generation_worker.h"
+
+using spillway::testing_support::OpaqueDevice;
+using spillway::ui::GenerationWorker;
+using spillway::ui::MessageItem;
+
+namespace {
+
+const QString kModel = QStringLiteral(SPILLWAY_SHARED_DIR "/models/stories260K.gguf");
+const char* const kPrompt = "Once upon a time";
+
+std::string referenceText()
+{
+    for (const auto& r : spillway::testing_support::readReferenceTexts(SPILLWAY_SHARED_DIR
+                                                                         "/reference/stories260K.greedy48.tsv"))
+        if (r.prompt == kPrompt) return r.text;
+    return {};
+}
+
+// The prompt and the greedy 48-token reply, as the chat shows them; "" when it failed.
+QString reply(GenerationWorker& worker)
+{
+    QString text;
+    QObject::connect(&worker, &GenerationWorker::tokens, &worker, [&](const QString& t) { text += t; });
+    QSignalSpy finished(&worker, &GenerationWorker::finished);
+    MessageItem prompt;
+    prompt.role = QStringLiteral("user");
+    prompt.content = QString::fromUtf8(kPrompt);
+    worker.generate({prompt}, 48, 0.0);
+    QObject::disconnect(&worker, &GenerationWorker::tokens, &worker, nullptr);
+    return finished.count() == 1 ? QString::fromUtf8(kPrompt) + text : QString();
+}
+
+// Device memory a session of the demo model takes in all (weights on the device) and the weights'
+// share of it, measured on an opaque device.
+struct Footprint {
+    uint64_t total = 0, weights = 0;
+};
+
+// A worker on an opaque device with `limit` bytes of memory (0: no limit), and its signals.
+struct Rig {
+    explicit Rig(uint64_t limit = 0)
+    {
+        auto opaque = std::make_unique<OpaqueDevice>(spillway::gpu::createCpuDevice(1, limit));
+        device = opaque.get();
+        worker.setDevice(std::move(opaque));
+    }
+    GenerationWorker worker;
+    OpaqueDevice* device = nullptr;  // owned by the worker
+    QSignalSpy notices{&worker, &GenerationWorker::notice};
+    QSignalSpy changes{&worker, &GenerationWorker::deviceChanged};
+    QString notice(int i = 0) const { return notices.at(i).at(0).toString(); }
+};
+
+Footprint footprint()
+{
+    Footprint f;
+    Rig rig;
+    rig.worker.loadModel(kModel);
+    if (reply(rig.worker).isEmpty()) return f;
+    f.total = rig.device->memoryStats().peak;
+    auto model = spillway::LlamaModel::load(kModel.toStdString());
+    if (model) f.weights = (*model)->weightBytesPerToken();
+    return f;
+}
+
+}  // namespace
+
+class TestGenerationWorker : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase();
+    void weightsThatDoNotFitTheDeviceStreamFromRam();
+    void aDeviceThatCannotHoldTheSessionHandsTheReplyToTheCpu();
+    void aLostDeviceFinishesTheReplyOnTheCpu();
+    void anUnusableBackendSaysWhyAndComputesOnTheCpu();
+
+private:
+    QString m_expected;
+    Footprint m_footprint;
+};
+
+void TestGenerationWorker::initTestCase()
+{
+    m_expected = QString::fromStdString(referenceText());
+    QVERIFY2(!m_expected.isEmpty(), "no reference line for the prompt");
+    m_footprint = footprint();
+    QVERIFY2(m_footprint.weights > 0 && m_footprint.total > m_footprint.weights,
+             qPrintable(QStringLiteral("total %1, weights %2").arg(m_footprint.total).arg(m_footprint.weights)));
+}
+
+void TestGenerationWorker::weightsThatDoNotFitTheDeviceStreamFromRam()
+{
+    // Room for the KV cache and activations and a few layers, not for every weight.
+    const uint64_t limit = m_footprint.total - m_footprint.weights / 2;
+    Rig rig(limit);
+    rig.worker.loadModel(kModel);
+    QCOMPARE(reply(rig.worker), m_expected);
+    QCOMPARE(rig.notices.count(), 1);
+    QVERIFY2(rig.notice().contains("does not fit") && rig.notice().contains("stream from RAM"), qPrintable(rig.notice()));
+    QCOMPARE(rig.changes.count(), 0);  // still the same device
+    QVERIFY(rig.device->uploads > 0);  // it computed, on weights copied in each token
+    QVERIFY(rig.device->memoryStats().peak <= limit);
+}
+
+void TestGenerationWorker::aDeviceThatCannotHoldTheSessionHandsTheReplyToTheCpu()
+{
+    Rig rig(4096);  // 4 KiB
+    rig.worker.loadModel(kModel);
+    QCOMPARE(reply(rig.worker), m_expected);
+    QCOMPARE(rig.notices.count(), 1);
+    QVERIFY2(rig.notice().contains("opaque-cpu device cannot run") && rig.notice().contains("computed on the CPU"),
+             qPrintable(rig.notice()));
+    QCOMPARE(rig.device->rmsnorms, uint64_t(0));  // nothing ran on it
+    // The device is kept: the next reply tries it again (a plan may make it fit).
+    QCOMPARE(reply(rig.worker), m_expected);
+    QCOMPARE(rig.notices.count(), 2);
+}
+
+void TestGenerationWorker::aLostDeviceFinishesTheReplyOnTheCpu()
+{
+    // During the prompt; some tokens into the reply (the demo model runs 11 RMSNorms a token).
+    for (uint64_t lostAt : {uint64_t(1), uint64_t(11 * 20)}) {
+        Rig rig;
+        rig.device->failAfterRmsnorms = lostAt;
+        rig.device->failWith = spillway::makeError(spillway::ErrorCode::DeviceLost, "test device: lost");
+        rig.worker.loadModel(kModel);
+        QCOMPARE(reply(rig.worker), m_expected);
+        QCOMPARE(rig.notices.count(), 1);
+        QVERIFY2(rig.notice().contains("opaque-cpu device failed (test device: lost)") &&
+                     rig.notice().contains("on the CPU"),
+                 qPrintable(rig.notice()));
+        QCOMPARE(rig.changes.count(), 1);  // the device was dropped (rig.device is gone)
+        QCOMPARE(rig.changes.at(0).at(0).toString(), QStringLiteral("cpu"));
+        const QString why = rig.changes.at(0).at(2).toString();
+        QVERIFY2(why.contains("test device: lost"), qPrintable(why));
+        // Later replies run on the CPU at once.
+        QCOMPARE(reply(rig.worker), m_expected);
+        QCOMPARE(rig.notices.count(), 1);
+    }
+}
+
+void TestGenerationWorker::anUnusableBackendSaysWhyAndComputesOnTheCpu()
+{
+    spillway::gpu::BackendStatus cuda;
+    for (const auto& b : spillway::gpu::backendStatus())
+        if (b.name == "cuda") cuda = b;
+    if (cuda.usable) QSKIP("CUDA is usable here: nothing to fall back from");
+    GenerationWorker worker;
+    worker.setBackend(QStringLiteral("cuda"));
+    QSignalSpy notices(&worker, &GenerationWorker::notice);
+    QSignalSpy changes(&worker, &GenerationWorker::deviceChanged);
+    worker.loadModel(kModel);
+    QCOMPARE(changes.count(), 1);
+    QCOMPARE(changes.at(0).at(0).toString(), QStringLiteral("cpu"));
+    QCOMPARE(notices.count(), 1);
+    const QString notice = notices.at(0).at(0).toString();
+    QVERIFY2(notice.contains(QString::fromStdString(cuda.reason)) && notice.contains("computing on the CPU"),
+             qPrintable(notice));
+    QCOMPARE(reply(worker), m_expected);
+}
+
+QTEST_GUILESS_MAIN(TestGenerationWorker)
+#include "test_generation_worker.moc"
