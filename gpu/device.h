@@ -3,6 +3,7 @@
 // Every pointer an op takes points into memory the device owns: a Buffer it allocated, or, for
 // devices that report `hostPointers`, any host memory (memory-mapped model files included).
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -201,6 +202,13 @@ struct PointwiseArgs {
     float lo = -128.0f, hi = 127.0f;
 };
 
+// The steady clock in nanoseconds (trace::nowNs's clock), for Device::takeMarks.
+inline uint64_t steadyClockNs()
+{
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
 class Device {
 public:
     virtual ~Device() = default;
@@ -226,6 +234,18 @@ public:
     // The first error an op or copy met on the device (ops return nothing, and on a GPU they
     // run after they return); sticky. The CPU device never fails an op.
     virtual Status lastError() const { return {}; }
+
+    // ---- the device's clock, for the timeline -------------------------------------------------
+    // On a GPU the ops run after they return, so the caller's clock cannot time them. mark()
+    // records, in order with the ops, the moment the device has finished every op issued before
+    // it. After synchronize(), takeMarks() writes the marks made since its last call, oldest
+    // first, in nanoseconds of the steady clock (trace::nowNs's), and returns how many: the
+    // newest min(made, out.size(), kMaxMarks). The device's clock is tied to the host's by taking
+    // the newest mark to finish when synchronize() returned: mark just before synchronizing.
+    // A device whose ops finish when they return (the CPU) keeps no marks and returns 0.
+    static constexpr size_t kMaxMarks = 1024;
+    virtual void mark() {}
+    virtual size_t takeMarks(std::span<uint64_t> out) { (void)out; return 0; }
 
     // ---- ops; activations are float32 -----------------------------------------------------
     // Runs the jobs as one parallel dispatch (the Q, K and V projections of a layer, say).

@@ -29,6 +29,8 @@ public:
     void upload(void* dst, const void* src, size_t bytes) override { m_inner.upload(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { m_inner.download(dst, src, bytes); }
     void synchronize() override { m_inner.synchronize(); }
+    void mark() override { m_inner.mark(); }
+    size_t takeMarks(std::span<uint64_t> out) override { return m_inner.takeMarks(out); }
     Status lastError() const override { return m_inner.lastError(); }
 
     using Device::matvec;

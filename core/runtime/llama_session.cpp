@@ -439,21 +439,34 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
         }
     }
 
+    // On a GPU the layers' compute is timed by the device's own marks (its ops run after they
+    // return): one as the token starts and one after each layer and the head. The spans are
+    // recorded once the head is synchronized; a device without marks is timed by the host.
+    const bool deviceClock = rec && !d.info().caps.hostPointers;
+    if (deviceClock) {
+        m_issuedNs.assign(size_t(c.nLayers) + 1, 0);
+        m_returnedNs.assign(size_t(c.nLayers) + 1, 0);
+        d.mark();
+    }
+    const char* layerName = n > 1 ? "prompt layer" : "layer";
     for (int l = 0; l < c.nLayers; ++l) {
         auto L = ws.acquireLayer(l);
         if (!L) return L.error();
         const uint64_t t0 = trace::nowNs();
+        if (deviceClock) m_issuedNs[size_t(l)] = t0;
         for (int i = 0; i < n; ++i) {
             attentionBlock(**L, l, x + size_t(i) * dim, pos + i);
             ffnBlock(**L, l, x + size_t(i) * dim);
         }
+        if (deviceClock) d.mark();
         ws.release(l);  // synchronizes when the unit's slot is to be reused
         if (!m_ffnError) {
             Status failed = std::move(m_ffnError);
             m_ffnError = Status{};
             return failed.error();
         }
-        if (rec) rec->record({trace::Lane::DeviceCompute, l, n > 1 ? "prompt layer" : "layer", 0, t0, trace::nowNs(), pass});
+        if (deviceClock) m_returnedNs[size_t(l)] = trace::nowNs();
+        else if (rec) rec->record({trace::Lane::DeviceCompute, l, layerName, 0, t0, trace::nowNs(), pass});
     }
     auto head = ws.acquireHead();
     if (!head) return head.error();
@@ -467,15 +480,48 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     }
     const gpu::MatvecJob headJob[] = {{**head, headIn, m_logits.as<float>()}};
     matvec(headJob);
+    if (deviceClock) {
+        m_issuedNs[size_t(c.nLayers)] = t0;
+        d.mark();
+    }
     d.synchronize();
     ws.release(c.nLayers);
     if (Status failed = d.lastError(); !failed) return failed.error();  // e.g. a lost GPU
-    if (rec) rec->record({trace::Lane::DeviceCompute, -1, "head", 0, t0, trace::nowNs(), pass});
+    if (deviceClock) {
+        m_returnedNs[size_t(c.nLayers)] = trace::nowNs();
+        recordDeviceSpans(layerName, pass);
+    } else if (rec) {
+        rec->record({trace::Lane::DeviceCompute, -1, "head", 0, t0, trace::nowNs(), pass});
+    }
     if (m_hostLogits) {
         d.download(m_hostLogits.get(), m_logits.data(), size_t(c.vocabSize) * sizeof(float));
         return static_cast<const float*>(m_hostLogits.get());
     }
     return static_cast<const float*>(m_logits.as<float>());
+}
+
+// The layers' and the head's spans from the device's marks: mark 0 as the token started, mark
+// i + 1 after layer i (the head last). A span starts at the previous mark, or when its ops were
+// issued if the device waited for them (for weights still on their way), and ends at its mark.
+void LlamaSession::recordDeviceSpans(const char* layerName, uint32_t pass)
+{
+    trace::Recorder* rec = m_options.streamer.trace;
+    const size_t units = m_issuedNs.size();  // layers and the head
+    m_marksNs.resize(units + 1);
+    const size_t got = m_device.takeMarks(m_marksNs);
+    const int layers = int(units) - 1;
+    if (got != units + 1) {  // a device without marks: the host's clock, from issue to return
+        for (size_t u = 0; u < units; ++u)
+            rec->record({trace::Lane::DeviceCompute, int(u) < layers ? int(u) : -1,
+                         int(u) < layers ? layerName : "head", 0, m_issuedNs[u], m_returnedNs[u], pass});
+        return;
+    }
+    for (size_t u = 0; u < units; ++u) {
+        const uint64_t end = m_marksNs[u + 1];
+        const uint64_t start = std::min(end, std::max(m_marksNs[u], m_issuedNs[u]));
+        rec->record({trace::Lane::DeviceCompute, int(u) < layers ? int(u) : -1, int(u) < layers ? layerName : "head",
+                     0, start, end, pass});
+    }
 }
 
 }  // namespace spillway

@@ -124,6 +124,8 @@ public:
 private:
     LlamaSession(const LlamaModel& model, gpu::Device& device);  // sparse_ffn.cpp (SparseFfn is complete there)
     Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
+    // The DeviceCompute spans of the pass just synchronized, from the device's marks.
+    void recordDeviceSpans(const char* layerName, uint32_t pass);
     void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
     void ffnBlock(const LlamaLayerWeights& L, int layer, float* x);
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
@@ -170,6 +172,9 @@ private:
     struct SparseFfn;
     std::unique_ptr<SparseFfn> m_sparse;
     Status m_ffnError;  // a failed bundle read, returned by forward()
+    // Per layer and the head, of the pass being traced on a device with its own clock: when the
+    // host issued its ops and when it was done with them; the device's marks (takeMarks).
+    std::vector<uint64_t> m_issuedNs, m_returnedNs, m_marksNs;
 };
 
 }  // namespace spillway

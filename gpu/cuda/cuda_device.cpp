@@ -1,6 +1,7 @@
 #include "gpu/cuda/cuda_device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -88,6 +89,7 @@ CudaDevice::~CudaDevice()
     if (m_scoreScratch.data) cudaFree(m_scoreScratch.data);
     if (m_cublas) cublasDestroy(m_cublas);
     if (m_computeMark) cudaEventDestroy(m_computeMark);
+    for (cudaEvent_t e : m_marks) cudaEventDestroy(e);
     if (m_copy) cudaStreamDestroy(m_copy);
     if (m_compute) cudaStreamDestroy(m_compute);
 }
@@ -226,7 +228,46 @@ void CudaDevice::download(void* hostDst, const void* deviceSrc, size_t bytes)
         check(cudaStreamSynchronize(m_copy), "download (synchronize)");
 }
 
-void CudaDevice::synchronize() { check(cudaStreamSynchronize(m_compute), "synchronize"); }
+void CudaDevice::synchronize()
+{
+    check(cudaStreamSynchronize(m_compute), "synchronize");
+    m_syncNs = steadyClockNs();
+}
+
+// ---- the timeline's marks: CUDA events on the compute stream ---------------------------------
+
+void CudaDevice::mark()
+{
+    if (m_failed.load(std::memory_order_acquire)) return;
+    if (m_marks.empty()) {
+        m_marks.resize(kMaxMarks, nullptr);
+        for (cudaEvent_t& e : m_marks)
+            if (!check(cudaEventCreate(&e), "cudaEventCreate (timeline marks)")) return;
+    }
+    if (check(cudaEventRecord(m_marks[m_markCount % kMaxMarks], m_compute), "cudaEventRecord (timeline mark)"))
+        ++m_markCount;
+}
+
+size_t CudaDevice::takeMarks(std::span<uint64_t> out)
+{
+    const size_t n = std::min({m_markCount, kMaxMarks, out.size()});
+    const size_t made = m_markCount;
+    m_markCount = 0;
+    if (n == 0 || m_failed.load(std::memory_order_acquire)) return 0;
+    cudaEvent_t last = m_marks[(made - 1) % kMaxMarks];
+    if (cudaEventQuery(last) == cudaErrorNotReady) {  // not synchronized since: tie the clocks now
+        if (!check(cudaEventSynchronize(last), "cudaEventSynchronize (timeline mark)")) return 0;
+        m_syncNs = steadyClockNs();
+    }
+    for (size_t i = 0; i < n; ++i) {
+        float ms = 0;  // from mark i to the newest; about 0.5 us resolution
+        if (!check(cudaEventElapsedTime(&ms, m_marks[(made - n + i) % kMaxMarks], last), "cudaEventElapsedTime"))
+            return 0;
+        const uint64_t before = uint64_t(std::max(0.0, double(ms) * 1e6));
+        out[i] = m_syncNs > before ? m_syncNs - before : 0;
+    }
+    return n;
+}
 
 // ---- ops -------------------------------------------------------------------------------------
 

@@ -46,6 +46,8 @@ public:
     void upload(void* deviceDst, const void* hostSrc, size_t bytes) override;
     void download(void* hostDst, const void* deviceSrc, size_t bytes) override;
     void synchronize() override;
+    void mark() override;
+    size_t takeMarks(std::span<uint64_t> out) override;
 
     using Device::matvec;
     void matvec(std::span<const MatvecJob> jobs) override;
@@ -89,6 +91,12 @@ private:
     cublasHandle_t m_cublas = nullptr;
     bool m_f32Cublas = false;
     std::mutex m_copyMutex;  // the copy stream and m_computeMark, shared by callers' threads
+    // mark(): a ring of timing events on the compute stream (made on first use), the marks made
+    // since the last takeMarks() (may exceed the ring), and the steady clock when synchronize()
+    // last returned. The compute thread's alone, as the ops are.
+    std::vector<cudaEvent_t> m_marks;
+    size_t m_markCount = 0;
+    uint64_t m_syncNs = 0;
 
     std::vector<QuantizedXDevice> m_quantized;  // (jobs) of a matvec call; grows only
     Scratch m_xScratch;      // (distinct x of a matvec call) Q8 form: cols int8 + 2 * cols / 32 floats

@@ -4,6 +4,7 @@
 #include "gpu/vulkan/vulkan_device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -135,6 +136,21 @@ bool VulkanDevice::setUp(const PhysicalCandidate& chosen, const DeviceOptions& o
         hasMappable |= (m_memoryProperties.memoryTypes[t].propertyFlags & mappable) == mappable;
     m_mappedDevice = sharesMemory && hasMappable && !forceStaging;
 
+    // Timestamps for the timeline's marks, where the compute queue writes them.
+    uint32_t families = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(m_physical, &families, nullptr);
+    std::vector<VkQueueFamilyProperties> familyList(families);
+    vkGetPhysicalDeviceQueueFamilyProperties(m_physical, &families, familyList.data());
+    const uint32_t validBits = m_queueFamily < families ? familyList[m_queueFamily].timestampValidBits : 0;
+    if (validBits > 0 && p.limits.timestampPeriod > 0) {
+        VkQueryPoolCreateInfo queries{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+        queries.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        queries.queryCount = uint32_t(kMaxMarks);
+        if (vkCreateQueryPool(m_device, &queries, nullptr, &m_marks) != VK_SUCCESS) m_marks = VK_NULL_HANDLE;
+        m_tickNs = p.limits.timestampPeriod;
+        m_tickMask = validBits >= 64 ? ~uint64_t(0) : (uint64_t(1) << validBits) - 1;
+    }
+
     VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushConstantBytes};
     VkPipelineLayoutCreateInfo layout{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
     layout.pushConstantRangeCount = 1;
@@ -209,6 +225,7 @@ VulkanDevice::~VulkanDevice()
         for (VkPipeline p : m_pipelines)
             if (p) vkDestroyPipeline(m_device, p, nullptr);
         if (m_layout) vkDestroyPipelineLayout(m_device, m_layout, nullptr);
+        if (m_marks) vkDestroyQueryPool(m_device, m_marks, nullptr);
         vkDestroyDevice(m_device, nullptr);
     }
     if (m_instance) vkDestroyInstance(m_instance, nullptr);
@@ -391,6 +408,46 @@ void VulkanDevice::synchronize()
 {
     std::lock_guard lock(m_recordMutex);
     flushAndWait();
+    m_syncNs = steadyClockNs();
+}
+
+// ---- the timeline's marks: timestamp queries in the batches ----------------------------------
+
+void VulkanDevice::mark()
+{
+    std::lock_guard lock(m_recordMutex);
+    if (!m_marks || failed()) return;
+    if (!m_recording.cmd && !beginBatch()) return;
+    const uint32_t query = uint32_t(m_markCount % kMaxMarks);
+    vkCmdResetQueryPool(m_recording.cmd, m_marks, query, 1);
+    // Bottom of the pipe: written once every command before it has finished.
+    vkCmdWriteTimestamp(m_recording.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, m_marks, query);
+    ++m_markCount;
+}
+
+size_t VulkanDevice::takeMarks(std::span<uint64_t> out)
+{
+    std::lock_guard lock(m_recordMutex);
+    const size_t n = std::min({m_markCount, kMaxMarks, out.size()});
+    const size_t made = m_markCount;
+    m_markCount = 0;
+    if (n == 0 || failed()) return 0;
+    if (m_recording.cmd || !m_inFlight.empty()) {  // not waited for since: tie the clocks now
+        flushAndWait();
+        m_syncNs = steadyClockNs();
+    }
+    std::vector<uint64_t> ticks(n);
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t query = uint32_t((made - n + i) % kMaxMarks);
+        const VkResult r = vkGetQueryPoolResults(m_device, m_marks, query, 1, sizeof(uint64_t), &ticks[i],
+                                                 sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (!check(r, "vkGetQueryPoolResults (timeline marks)")) return 0;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const uint64_t before = uint64_t(double((ticks[n - 1] - ticks[i]) & m_tickMask) * m_tickNs);
+        out[i] = m_syncNs > before ? m_syncNs - before : 0;
+    }
+    return n;
 }
 
 void VulkanDevice::dispatch(Shader s, const void* push, uint32_t pushBytes, uint64_t groups, bool barrierBefore)

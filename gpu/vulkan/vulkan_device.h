@@ -62,6 +62,8 @@ public:
     void upload(void* deviceDst, const void* hostSrc, size_t bytes) override;
     void download(void* hostDst, const void* deviceSrc, size_t bytes) override;
     void synchronize() override;
+    void mark() override;
+    size_t takeMarks(std::span<uint64_t> out) override;
     Status lastError() const override;
 
     using Device::matvec;
@@ -153,6 +155,14 @@ private:
     std::vector<Batch> m_inFlight, m_spare;
     Allocation m_xScratch, m_scoreScratch;
     std::vector<uint64_t> m_qOffset;    // matvec: where each job's quantized x starts; grows only
+    // mark(): a ring of kMaxMarks timestamp queries (none where the queue cannot write
+    // timestamps), the marks since the last takeMarks() (may exceed the ring), the steady clock
+    // when the batches were last waited for, and the timestamp's tick and valid bits.
+    VkQueryPool m_marks = VK_NULL_HANDLE;
+    size_t m_markCount = 0;
+    uint64_t m_syncNs = 0;
+    double m_tickNs = 1.0;
+    uint64_t m_tickMask = ~uint64_t(0);
 
     std::mutex m_copyMutex;             // the staging buffer and its command buffer
     VkCommandPool m_copyPool = VK_NULL_HANDLE;

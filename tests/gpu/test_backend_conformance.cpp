@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -569,6 +570,49 @@ TEST_F(BackendConformance, SwigluAndAdd)
         EXPECT_EQ(unwritten(got), 0u);
         EXPECT_LE(relL2(got, y), 1e-5) << "add " << n;
     }
+    expectHealthy();
+}
+
+// The timeline's marks: one after each op, in the device's order, tied to the host's steady
+// clock. They lie between the host's clock before the first op and after synchronize(), rise
+// with the ops, and the newest is when synchronize() returned; a second take has none.
+TEST_F(BackendConformance, TimelineMarksFollowTheOps)
+{
+    const auto now = [] {
+        return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count());
+    };
+    const int64_t rows = 2048, cols = 2048;
+    const std::vector<float> w = randomFloats(size_t(rows * cols), rng), x = randomFloats(size_t(cols), rng);
+    DeviceData dw(gpu(), w), dx(gpu(), x), dy(gpu(), size_t(rows) * 4);
+    const MatrixView m{DType::F32, dw.buffer.data(), rows, cols, size_t(cols) * 4};
+    gpu().synchronize();
+    uint64_t stale[4];
+    gpu().takeMarks(stale);  // whatever earlier tests left
+    for (bool synchronize : {true, false}) {  // takeMarks ties the clocks itself when not synchronized
+        const uint64_t before = now();
+        gpu().mark();
+        for (int i = 0; i < 4; ++i) {
+            for (int k = 0; k < 8; ++k) gpu().matvec(m, dx.f(), dy.f());
+            gpu().mark();
+        }
+        if (synchronize) gpu().synchronize();
+        uint64_t marks[8] = {};
+        const size_t got = gpu().takeMarks(marks);
+        const uint64_t after = now();
+        ASSERT_EQ(got, 5u) << "synchronize " << synchronize;
+        EXPECT_GE(marks[0], before);
+        EXPECT_LE(marks[4], after);
+        for (size_t i = 1; i < got; ++i) EXPECT_LE(marks[i - 1], marks[i]) << i;
+        EXPECT_GT(marks[4], marks[0]);  // 32 matvecs of 16 MiB take time
+        EXPECT_EQ(gpu().takeMarks(marks), 0u);
+    }
+    // More marks than asked for: the newest.
+    for (int i = 0; i < 3; ++i) gpu().mark();
+    gpu().synchronize();
+    uint64_t two[2] = {};
+    EXPECT_EQ(gpu().takeMarks(two), 2u);
+    EXPECT_LE(two[0], two[1]);
     expectHealthy();
 }
 

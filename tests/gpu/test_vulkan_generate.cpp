@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <string>
 
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "core/trace/trace.h"
 #include "gpu/registry.h"
 #include "../common/cli_run.h"
 #include "../common/reference_texts.h"
@@ -117,6 +120,53 @@ TEST(VulkanGenerate, BitmapSparsePackageGivesTheCpuText)
         EXPECT_EQ(vulkan.out, cpu.out) << tier << "\n" << vulkan.err;
     }
     std::filesystem::remove_all(pkg);
+}
+
+// The visualizer's compute lane on a GPU comes from the device's own marks: per pass a span per
+// layer and one for the head, in order, inside the host's window around the pass. The layers
+// carry the compute (timed by the host, the layers would only be the recording of their ops and
+// the head the wait for all of them).
+TEST(VulkanGenerate, LayerSpansAreTimedOnTheDevice)
+{
+    skipWithoutVulkan();
+    if (IsSkipped()) return;
+    using namespace spillway;
+    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    auto device = gpu::createDevice("vulkan", {});
+    ASSERT_TRUE(device) << device.error().message;
+    trace::Recorder recorder;
+    SessionOptions options;
+    options.contextLength = 64;
+    options.streamer.trace = &recorder;
+    auto session = LlamaSession::create(**model, **device, options);
+    ASSERT_TRUE(session) << session.error().message;
+    const int layers = (*model)->config().nLayers;
+    const int32_t prompt[] = {1, 403, 407, 261};
+    std::vector<std::pair<uint64_t, uint64_t>> windows;  // host clock around each pass
+    for (int pass = 0; pass < 6; ++pass) {
+        const uint64_t before = trace::nowNs();
+        auto logits = pass == 0 ? (*session)->forward(prompt, 0) : (*session)->forward(int32_t(300 + pass), 3 + pass);
+        ASSERT_TRUE(logits) << logits.error().message;
+        windows.push_back({before, trace::nowNs()});
+    }
+    std::vector<std::vector<trace::Span>> byPass(windows.size());
+    for (const trace::Span& s : recorder.snapshot())
+        if (s.lane == trace::Lane::DeviceCompute && s.token < byPass.size()) byPass[s.token].push_back(s);
+    uint64_t layerNs = 0, headNs = 0;
+    for (size_t p = 0; p < byPass.size(); ++p) {
+        const auto& spans = byPass[p];
+        ASSERT_EQ(spans.size(), size_t(layers) + 1) << "pass " << p;
+        for (size_t i = 0; i < spans.size(); ++i) {
+            EXPECT_EQ(spans[i].layer, i + 1 < spans.size() ? int(i) : -1);
+            EXPECT_LE(spans[i].startNs, spans[i].endNs);
+            EXPECT_GE(spans[i].startNs, windows[p].first) << "pass " << p << " span " << i;
+            EXPECT_LE(spans[i].endNs, windows[p].second) << "pass " << p << " span " << i;
+            if (i > 0) EXPECT_GE(spans[i].startNs, spans[i - 1].endNs) << "pass " << p << " span " << i;
+            (i + 1 < spans.size() ? layerNs : headNs) += spans[i].endNs - spans[i].startNs;
+        }
+    }
+    EXPECT_GT(layerNs, headNs) << "layers " << layerNs << " ns, head " << headNs << " ns";
 }
 
 }  // namespace
