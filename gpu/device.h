@@ -202,6 +202,34 @@ struct PointwiseArgs {
     float lo = -128.0f, hi = 127.0f;
 };
 
+// The neuron cache's copy (sparse_ffn.cpp): the bundles that arrived in one upload go to their
+// slots. Row i of src (at src + i * srcStride) is copied to dst + index[i] * dstStride, rowBytes
+// bytes, for i in [0, count). index holds count int32 in device memory; addresses, strides and
+// rowBytes are multiples of 4, and no two destinations overlap.
+struct ScatterRowsArgs {
+    void* dst = nullptr;
+    size_t dstStride = 0;
+    const void* src = nullptr;
+    size_t srcStride = 0;
+    size_t rowBytes = 0;
+    const int32_t* index = nullptr;
+    int count = 0;
+};
+
+// The weighted sum of W's rows (W transposed times a): y[c] = sum over r in [0, w.rows) of
+// a[r] * W[r, c], for c in [0, w.cols); rows whose a[r] is 0 are not read (they may hold anything).
+// The neuron cache keeps each neuron's down column as one row of its slots, so this is its down
+// projection. W is F32, F16 or BF16 (rows aligned to their element size); or, when `scales` is
+// set, int8 values (w.type is then ignored) with W[r, c] = q[r, c] * scales[group[r] * w.cols + c]
+// (group: w.rows int32, the row of the scale table each row uses). y is overwritten.
+struct RowSumArgs {
+    MatrixView w;
+    const float* a = nullptr;
+    float* y = nullptr;
+    const float* scales = nullptr;
+    const int32_t* group = nullptr;
+};
+
 // The steady clock in nanoseconds (trace::nowNs's clock), for Device::takeMarks.
 inline uint64_t steadyClockNs()
 {
@@ -266,6 +294,9 @@ public:
     // y[i] += x[i]
     virtual void add(float* y, const float* x, int n) = 0;
     virtual void pointwise(const PointwiseArgs& a) = 0;
+    // The neuron cache's ops (ScatterRowsArgs, RowSumArgs above).
+    virtual void scatterRows(const ScatterRowsArgs& a) = 0;
+    virtual void rowSum(const RowSumArgs& a) = 0;
 };
 
 }  // namespace spillway::gpu

@@ -56,6 +56,8 @@ public:
     }
     void add(float* y, const float* x, int n) override { m_inner.add(y, x, n); }
     void pointwise(const PointwiseArgs& a) override { m_inner.pointwise(a); }
+    void scatterRows(const ScatterRowsArgs& a) override { m_inner.scatterRows(a); }
+    void rowSum(const RowSumArgs& a) override { m_inner.rowSum(a); }
 
 protected:
     std::unique_ptr<Device> m_owned;  // declared first: m_inner may refer to it

@@ -185,6 +185,8 @@ public:
     }
     void add(float* y, const float* x, int n) override { cpu::addOp(y, x, n); }
     void pointwise(const PointwiseArgs& a) override { cpu::pointwiseOp(a); }
+    void scatterRows(const ScatterRowsArgs& a) override { cpu::scatterRowsOp(a); }
+    void rowSum(const RowSumArgs& a) override { cpu::rowSumOp(a, m_pool); }
     void layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps) override
     {
         cpu::layernormOp(x, w, b, out, n, eps);

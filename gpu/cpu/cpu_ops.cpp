@@ -223,6 +223,49 @@ void addOp(float* y, const float* x, int n)
     for (int i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void scatterRowsOp(const ScatterRowsArgs& a)
+{
+    const auto* src = static_cast<const uint8_t*>(a.src);
+    auto* dst = static_cast<uint8_t*>(a.dst);
+    for (int i = 0; i < a.count; ++i)
+        std::memcpy(dst + size_t(a.index[i]) * a.dstStride, src + size_t(i) * a.srcStride, a.rowBytes);
+}
+
+void rowSumOp(const RowSumArgs& a, ThreadPool& pool)
+{
+    const int64_t cols = a.w.cols, rows = a.w.rows;
+    if (cols <= 0) return;
+    const auto* base = static_cast<const uint8_t*>(a.w.data);
+    const DType type = a.w.type;
+    const float* table = fp16Table();
+    auto work = [&](int thread, int threads) {
+        const int64_t begin = cols * thread / threads, end = cols * (thread + 1) / threads;
+        float* y = a.y;
+        for (int64_t c = begin; c < end; ++c) y[c] = 0.0f;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float s = a.a[r];
+            if (s == 0.0f) continue;
+            const uint8_t* row = base + size_t(r) * a.w.rowStride;
+            if (a.scales) {
+                const auto* q = reinterpret_cast<const int8_t*>(row);
+                const float* scale = a.scales + size_t(a.group[r]) * size_t(cols);
+                for (int64_t c = begin; c < end; ++c) y[c] += s * (float(q[c]) * scale[c]);
+            } else if (type == DType::F32) {
+                const auto* v = reinterpret_cast<const float*>(row);
+                for (int64_t c = begin; c < end; ++c) y[c] += s * v[c];
+            } else if (type == DType::F16) {
+                for (int64_t c = begin; c < end; ++c) y[c] += s * table[loadU16(row + 2 * c)];
+            } else {
+                for (int64_t c = begin; c < end; ++c) y[c] += s * bf16ToFp32(loadU16(row + 2 * c));
+            }
+        }
+    };
+    if (cols * rows < 65536)
+        work(0, 1);
+    else
+        pool.run(work);
+}
+
 void layernormOp(const float* x, const float* weight, const float* bias, float* out, int n, float eps)
 {
     if (n <= 0) return;

@@ -26,6 +26,10 @@ void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool&
 
 void addOp(float* y, const float* x, int n);
 void pointwiseOp(const PointwiseArgs& a);
+// Device::scatterRows and rowSum (the neuron cache's ops). rowSum splits the columns across the
+// pool; each column sums its rows in order.
+void scatterRowsOp(const ScatterRowsArgs& a);
+void rowSumOp(const RowSumArgs& a, ThreadPool& pool);
 // Mean and variance summed in double (as rmsnorm's squares), then one float scale.
 void layernormOp(const float* x, const float* weight, const float* bias, float* out, int n, float eps);
 

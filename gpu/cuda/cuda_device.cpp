@@ -392,4 +392,34 @@ void CudaDevice::layernorm(const float* x, const float* w, const float* b, float
     check(launchLayernorm(x, w, b, out, n, eps, m_compute), "layernorm");
 }
 
+void CudaDevice::scatterRows(const ScatterRowsArgs& a)
+{
+    if (a.count <= 0 || a.rowBytes == 0) return;
+    const uintptr_t bits = reinterpret_cast<uintptr_t>(a.dst) | reinterpret_cast<uintptr_t>(a.src) | a.dstStride |
+                           a.srcStride | a.rowBytes;
+    if (bits % 4 != 0) {
+        recordError(ErrorCode::InvalidArgument, "cuda device: scatterRows needs addresses, strides and row sizes "
+                                                "that are multiples of 4 bytes");
+        return;
+    }
+    check(launchScatterRows(a, m_compute), "scatterRows");
+}
+
+void CudaDevice::rowSum(const RowSumArgs& a)
+{
+    if (a.w.cols <= 0) return;
+    const bool int8 = a.scales != nullptr;
+    const size_t element = a.w.type == DType::F32 ? 4 : 2;
+    const bool typeOk = int8 ? a.group != nullptr
+                             : (a.w.type == DType::F32 || a.w.type == DType::F16 || a.w.type == DType::BF16) &&
+                                   reinterpret_cast<uintptr_t>(a.w.data) % element == 0 && a.w.rowStride % element == 0;
+    if (!typeOk || a.w.rows < 0) {
+        recordError(ErrorCode::InvalidArgument, std::string("cuda device: rowSum of type ") +
+                                                    (int8 ? "int8" : dtypeName(a.w.type)) +
+                                                    " is not supported (or its rows are misaligned)");
+        return;
+    }
+    check(launchRowSum(a, m_compute), "rowSum");
+}
+
 }  // namespace spillway::gpu::cuda

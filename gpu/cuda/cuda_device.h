@@ -59,6 +59,8 @@ public:
     void add(float* y, const float* x, int n) override;
     void pointwise(const PointwiseArgs& a) override;
     void layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps) override;
+    void scatterRows(const ScatterRowsArgs& a) override;
+    void rowSum(const RowSumArgs& a) override;
 
     // The first error a void call met (ok when none).
     Status firstError() const;

@@ -76,4 +76,9 @@ cudaError_t launchLayernorm(const float* x, const float* weight, const float* bi
 // pointwise.cu
 cudaError_t launchPointwise(const PointwiseArgs& a, cudaStream_t stream);
 
+// neuron_cache_ops.cu: Device::scatterRows (4-byte aligned rows) and rowSum (F32/F16/BF16 rows
+// aligned to their element, or int8 rows with a scale table); both checked by the caller.
+cudaError_t launchScatterRows(const ScatterRowsArgs& a, cudaStream_t stream);
+cudaError_t launchRowSum(const RowSumArgs& a, cudaStream_t stream);
+
 }  // namespace spillway::gpu::cuda

@@ -76,6 +76,8 @@ public:
     void swiglu(const float* gate, const float* up, float* out, int n) override;
     void add(float* y, const float* x, int n) override;
     void pointwise(const PointwiseArgs& a) override;
+    void scatterRows(const ScatterRowsArgs& a) override;
+    void rowSum(const RowSumArgs& a) override;
 
 private:
     VulkanDevice() = default;

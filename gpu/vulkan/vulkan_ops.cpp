@@ -104,6 +104,15 @@ struct PointwisePush {
     float shift, step, lo, hi;
 };
 
+struct ScatterRowsPush {
+    uint64_t dst, src, index, dstStride, srcStride;
+    uint32_t words, count;
+};
+struct RowSumPush {
+    uint64_t w, a, y, scales, group, stride;
+    uint32_t rows, cols, type;
+};
+
 template <class T> uint32_t pushSize(const T&)
 {
     static_assert(sizeof(T) <= 128, "push constants beyond the 128 bytes every device offers");
@@ -313,6 +322,38 @@ void VulkanDevice::pointwise(const PointwiseArgs& a)
     PointwisePush p{addr(a.x), addr(a.y), addr(a.out), static_cast<uint32_t>(a.n), static_cast<uint32_t>(a.op),
                     a.shift, a.step, a.lo, a.hi};
     dispatch(Shader::Pointwise, &p, pushSize(p), groupsFor(static_cast<uint64_t>(a.n), 64));
+}
+
+void VulkanDevice::scatterRows(const ScatterRowsArgs& a)
+{
+    if (failed() || a.count <= 0 || a.rowBytes == 0) return;
+    if ((addr(a.dst) | addr(a.src) | a.dstStride | a.srcStride | a.rowBytes) % 4 != 0 || a.rowBytes / 4 > UINT32_MAX) {
+        recordError(ErrorCode::InvalidArgument, "vulkan device: scatterRows needs addresses, strides and row sizes "
+                                                "that are multiples of 4 bytes");
+        return;
+    }
+    std::lock_guard lock(m_recordMutex);
+    ScatterRowsPush p{addr(a.dst),  addr(a.src), addr(a.index), a.dstStride, a.srcStride,
+                      static_cast<uint32_t>(a.rowBytes / 4), static_cast<uint32_t>(a.count)};
+    dispatch(Shader::ScatterRows, &p, pushSize(p), static_cast<uint64_t>(a.count));
+}
+
+void VulkanDevice::rowSum(const RowSumArgs& a)
+{
+    if (failed() || a.w.cols <= 0) return;
+    const bool int8 = a.scales != nullptr;
+    if ((!int8 && a.w.type != DType::F32 && a.w.type != DType::F16 && a.w.type != DType::BF16) ||
+        (int8 && !a.group) || a.w.rows < 0 || a.w.rows > UINT32_MAX || a.w.cols > UINT32_MAX ||
+        (!int8 && !rowsAligned(a.w))) {
+        recordError(ErrorCode::InvalidArgument, std::string("vulkan device: rowSum of type ") +
+                                                    (int8 ? "int8" : dtypeName(a.w.type)) +
+                                                    " is not supported (or its rows are misaligned)");
+        return;
+    }
+    std::lock_guard lock(m_recordMutex);
+    RowSumPush p{addr(a.w.data), addr(a.a), addr(a.y), addr(a.scales), addr(a.group), a.w.rowStride,
+                 static_cast<uint32_t>(a.w.rows), static_cast<uint32_t>(a.w.cols), static_cast<uint32_t>(a.w.type)};
+    dispatch(Shader::RowSum, &p, pushSize(p), groupsFor(static_cast<uint64_t>(a.w.cols), 64));
 }
 
 }  // namespace spillway::gpu::vulkan

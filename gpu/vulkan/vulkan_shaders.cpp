@@ -55,6 +55,12 @@ const uint32_t kPointwise[] =
 const uint32_t kMatvecBitmap[] =
 #include "matvec_bitmap.spv.inc"
     ;
+const uint32_t kScatterRows[] =
+#include "scatter_rows.spv.inc"
+    ;
+const uint32_t kRowSum[] =
+#include "row_sum.spv.inc"
+    ;
 
 struct Entry {
     const char* name;
@@ -67,7 +73,8 @@ const Entry kShaders[kShaderCount] = {
     {"get_row", kGetRow},         {"rmsnorm", kRmsnorm},          {"layernorm", kLayernorm},
     {"rope", kRope},              {"rope_f64", kRopeF64},         {"store_kv", kStoreKv},
     {"attention", kAttention},    {"swiglu", kSwiglu},            {"add", kAdd},
-    {"pointwise", kPointwise},    {"matvec_bitmap", kMatvecBitmap},
+    {"pointwise", kPointwise},    {"matvec_bitmap", kMatvecBitmap}, {"scatter_rows", kScatterRows},
+    {"row_sum", kRowSum},
 };
 
 }  // namespace

@@ -24,6 +24,8 @@ enum class Shader : int {
     Add,
     Pointwise,
     MatvecBitmap,  // BitmapSparse blobs: matvec, and getRow's row decode
+    ScatterRows,   // the neuron cache's ops
+    RowSum,
     Count
 };
 inline constexpr int kShaderCount = static_cast<int>(Shader::Count);

@@ -155,3 +155,81 @@ TEST(CpuBackend, SwigluAndAdd)
         for (int i = 0; i < n; ++i) ASSERT_EQ(y[i], u[i] + g[i]);
     }
 }
+
+// The neuron cache's ops against a double-precision reference: rowSum sums W's rows weighted by
+// a (rows with weight 0 are skipped, even if they hold NaN), for every row type and for int8 rows
+// with a scale table; scatterRows puts row i at index[i] and leaves the other rows as they were.
+TEST(CpuBackend, RowSumAndScatterRows)
+{
+    std::mt19937_64 rng(14);
+    std::uniform_int_distribution<int> q8(-127, 127);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    for (int threads : {1, 3}) {
+        auto device = createCpuDevice(threads, bestCpuKernelSet());
+        for (int64_t rows : {1, 5, 300})
+            for (int64_t cols : {1, 7, 4099})
+                for (int kind = 0; kind < 4; ++kind) {  // F32, F16, BF16, int8 with scales
+                    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " kind " + std::to_string(kind));
+                    const DType type = kind == 1 ? DType::F16 : kind == 2 ? DType::BF16 : DType::F32;
+                    const size_t element = kind == 3 ? 1 : kind == 0 ? 4 : 2;
+                    const size_t stride = (size_t(cols) * element + 7) / 4 * 4;  // padded rows
+                    std::vector<uint8_t> w(stride * size_t(rows), 0xff);           // 0xff.. is NaN in f32/f16/bf16
+                    std::vector<double> value(size_t(rows * cols));
+                    const std::vector<float> scales = randomVector(size_t(3 * cols), rng);
+                    std::vector<int32_t> group(static_cast<size_t>(rows));
+                    std::vector<float> a = randomVector(size_t(rows), rng);
+                    for (int64_t r = 0; r < rows; ++r) {
+                        group[size_t(r)] = int32_t(r % 3);
+                        if (r % 4 == 1) a[size_t(r)] = 0.0f;  // skipped: its row stays NaN
+                        for (int64_t c = 0; c < cols && a[size_t(r)] != 0.0f; ++c) {
+                            uint8_t* p = w.data() + size_t(r) * stride;
+                            const float v = unit(rng);
+                            double& want = value[size_t(r * cols + c)];
+                            if (kind == 0) {
+                                std::memcpy(p + 4 * c, &v, 4);
+                                want = v;
+                            } else if (kind == 3) {
+                                const auto q = int8_t(q8(rng));
+                                std::memcpy(p + c, &q, 1);
+                                want = double(float(q) * scales[size_t(group[size_t(r)] * cols + c)]);
+                            } else {
+                                const uint16_t h = kind == 1 ? fp32ToFp16(v) : fp32ToBf16(v);
+                                std::memcpy(p + 2 * c, &h, 2);
+                                want = kind == 1 ? fp16ToFp32(h) : bf16ToFp32(h);
+                            }
+                        }
+                    }
+                    RowSumArgs args;
+                    args.w = MatrixView{type, w.data(), rows, cols, stride};
+                    args.a = a.data();
+                    std::vector<float> y(size_t(cols) + 1, kPoison);
+                    args.y = y.data();
+                    if (kind == 3) {
+                        args.scales = scales.data();
+                        args.group = group.data();
+                    }
+                    device->rowSum(args);
+                    for (int64_t c = 0; c < cols; ++c) {
+                        double want = 0.0, magnitude = 0.0;
+                        for (int64_t r = 0; r < rows; ++r) {
+                            if (a[size_t(r)] == 0.0f) continue;
+                            want += double(a[size_t(r)]) * value[size_t(r * cols + c)];
+                            magnitude += std::fabs(double(a[size_t(r)]) * value[size_t(r * cols + c)]);
+                        }
+                        ASSERT_NEAR(y[size_t(c)], want, 1e-6 * magnitude + 1e-30) << c;
+                    }
+                    ASSERT_TRUE(isPoison(y[size_t(cols)]));
+                }
+        // scatterRows: 4 of 9 rows of 12 bytes (3 floats), into a 16-byte stride.
+        std::vector<float> src = randomVector(4 * 3, rng), dst(9 * 4, 0.5f);
+        const std::vector<int32_t> index = {7, 0, 3, 8};
+        device->scatterRows({dst.data(), 16, src.data(), 12, 12, index.data(), 4});
+        for (int slot = 0; slot < 9; ++slot) {
+            const auto at = std::find(index.begin(), index.end(), slot);
+            for (int k = 0; k < 4; ++k) {
+                const float want = at != index.end() && k < 3 ? src[size_t(at - index.begin()) * 3 + size_t(k)] : 0.5f;
+                ASSERT_EQ(dst[size_t(slot * 4 + k)], want) << slot << " " << k;
+            }
+        }
+    }
+}

@@ -573,6 +573,81 @@ TEST_F(BackendConformance, SwigluAndAdd)
     expectHealthy();
 }
 
+// The neuron cache's ops. rowSum against the CPU device (F32, F16, BF16 rows and int8 rows with a
+// scale table; rows weighted 0 hold NaN and must not be read); scatterRows moves exactly the rows
+// it is given.
+TEST_F(BackendConformance, RowSumEveryTypeAndScatterRows)
+{
+    std::uniform_int_distribution<int> q8(-127, 127), pick(0, 3);
+    for (int64_t rows : {1, 77, 2050})
+        for (int64_t cols : {1, 129, 4100})
+            for (int kind = 0; kind < 4; ++kind) {  // F32, F16, BF16, int8 with scales
+                SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " kind " + std::to_string(kind));
+                const DType type = kind == 1 ? DType::F16 : kind == 2 ? DType::BF16 : DType::F32;
+                const size_t element = kind == 3 ? 1 : kind == 0 ? 4 : 2;
+                const size_t stride = (size_t(cols) * element + 7) / 4 * 4;
+                std::vector<uint8_t> w(stride * size_t(rows), 0xff);  // NaN in every float type
+                std::vector<float> a = randomFloats(size_t(rows), rng);
+                std::vector<int32_t> group(static_cast<size_t>(rows));
+                const std::vector<float> scales = randomFloats(size_t(4 * cols), rng, 0.001f, 0.1f);
+                for (int64_t r = 0; r < rows; ++r) {
+                    group[size_t(r)] = pick(rng);
+                    if (r % 3 == 1) {
+                        a[size_t(r)] = 0.0f;
+                        continue;
+                    }
+                    uint8_t* row = w.data() + size_t(r) * stride;
+                    const std::vector<float> v = randomFloats(size_t(cols), rng);
+                    for (int64_t c = 0; c < cols; ++c) {
+                        if (kind == 0) {
+                            std::memcpy(row + 4 * c, &v[size_t(c)], 4);
+                        } else if (kind == 3) {
+                            row[c] = uint8_t(int8_t(q8(rng)));
+                        } else {
+                            const uint16_t h = kind == 1 ? fp32ToFp16(v[size_t(c)]) : fp32ToBf16(v[size_t(c)]);
+                            std::memcpy(row + 2 * c, &h, 2);
+                        }
+                    }
+                }
+                RowSumArgs want;
+                want.w = MatrixView{type, w.data(), rows, cols, stride};
+                want.a = a.data();
+                std::vector<float> expected(static_cast<size_t>(cols));
+                want.y = expected.data();
+                if (kind == 3) {
+                    want.scales = scales.data();
+                    want.group = group.data();
+                }
+                cpu().rowSum(want);
+
+                DeviceData dw(gpu(), w), da(gpu(), a), dy(gpu(), size_t(cols) * 4), ds(gpu(), scales), dg(gpu(), group);
+                poison(gpu(), dy.f(), size_t(cols));
+                RowSumArgs args = want;
+                args.w.data = dw.buffer.data();
+                args.a = da.f();
+                args.y = dy.f();
+                if (kind == 3) {
+                    args.scales = ds.f();
+                    args.group = dg.buffer.as<int32_t>();
+                }
+                gpu().rowSum(args);
+                const std::vector<float> got = download(gpu(), dy.f(), size_t(cols));
+                EXPECT_EQ(unwritten(got), 0u);
+                EXPECT_LE(relL2(got, expected), 1e-5);
+            }
+    // scatterRows: 5 rows of 36 bytes into a 48-byte stride; the rows not named keep their bytes.
+    const std::vector<float> src = randomFloats(5 * 9, rng);
+    std::vector<float> slots = randomFloats(20 * 12, rng);
+    const std::vector<int32_t> index = {19, 0, 7, 8, 3};
+    DeviceData ds(gpu(), src), dd(gpu(), slots), di(gpu(), index);
+    gpu().scatterRows({dd.buffer.data(), 48, ds.buffer.data(), 36, 36, di.buffer.as<int32_t>(), 5});
+    const std::vector<float> got = download(gpu(), dd.f(), slots.size());
+    for (size_t i = 0; i < index.size(); ++i)
+        std::copy(src.begin() + long(i * 9), src.begin() + long(i * 9 + 9), slots.begin() + index[i] * 12);
+    EXPECT_EQ(got, slots);
+    expectHealthy();
+}
+
 // The timeline's marks: one after each op, in the device's order, tied to the host's steady
 // clock. They lie between the host's clock before the first op and after synchronize(), rise
 // with the ops, and the newest is when synchronize() returned; a second take has none.
