@@ -40,7 +40,8 @@ namespace spillway {
 //    bundles built in RAM when the session starts.
 //  - Ssd: a package's stored bundles, read with direct I/O each time neurons are missing; reads
 //    of neighbouring neurons are merged into large requests (LLM in a flash §3.2).
-// Needs a device that computes on host memory (the CPU device) for now.
+// On a GPU the slots live in device memory, each layer's arrivals go up in one upload, and the
+// neurons that find no slot are computed on the CPU from RAM (HeteGen's split).
 enum class NeuronCacheMode { Exact, Predicted };
 enum class BundleSource { Ram, Ssd };
 
@@ -129,6 +130,7 @@ private:
     void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
     void ffnBlock(const LlamaLayerWeights& L, int layer, float* x);
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
+    Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
     Status createNeuronCache();
     void shiftedNormRelu(float* xb);

@@ -15,7 +15,9 @@
 #include "core/plan/neuron_cache_model.h"
 #include "core/runtime/llama_session.h"
 #include "core/trace/trace.h"
+#include "gpu/cpu/cpu_device.h"
 #include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/cpu_memory.h"
 #include "gpu/half_inline.h"
 #include "storage/direct_io.h"
 
@@ -124,6 +126,10 @@ struct LlamaSession::SparseFfn {
         std::vector<float> builtScales;
         uint64_t fileOffset = 0;       // the layer's bundles in the package (Ssd source)
         uint32_t file = 0;
+        // On a device without host pointers, int8 columns: each slot's row of the scale table
+        // (capacity int32), and the table itself, in device memory.
+        gpu::Buffer slotGroups, deviceScales;
+        std::vector<float> upBias;  // predicted OPT: the up bias, for the host's activations
     };
     std::vector<Layer> layers;
     FfnBundles layout;
@@ -157,6 +163,24 @@ struct LlamaSession::SparseFfn {
     std::vector<int8_t> hq;            // Q8_G64 down: the activations quantized as the dense kernel does
     std::vector<float> hs;
     std::vector<int32_t> dots;         // (dim) one group's integer sums
+    // A device that cannot compute on host memory (a GPU): slots are `deviceStride` apart (the
+    // slice rounded up to 16 bytes). A layer's arrivals are packed in pinned memory (per arrival
+    // its slice, then the slots, then the scale-table rows, int32 each), go up in one upload and
+    // are scattered to their slots; the rows and the down projection are computed over every
+    // resident slot (activations of 0 for those not active now). Active neurons without a slot
+    // are computed on the CPU from RAM (HeteGen), and the two down projections are summed.
+    bool onDevice = false;
+    size_t deviceStride = 0;
+    int maxCapacity = 0;
+    gpu::Buffer packHost, packDevice;  // (maxCapacity) * (deviceStride + 8) bytes
+    gpu::Buffer rowsOut;               // device: (2, maxCapacity) floats, the slots' up (gate) rows . in
+    gpu::Buffer weights;               // device: (maxCapacity) floats, each slot's activation
+    gpu::Buffer hostShare;             // device: (dim) floats, the CPU's part of the down projection
+    std::vector<int32_t> packAt;       // per load: its place in the pack, or -1 (no slot)
+    std::vector<float> hostRows, hostWeights, hostIn, hostPre, spilledRows;
+    std::vector<float> spilledAct;     // per active neuron without a slot: its activation
+    std::vector<uint32_t> spilled;     // ... and the neuron
+    std::unique_ptr<gpu::Device> hostCpu;  // computes the rows of neurons without a slot
 };
 
 // Here, where SparseFfn is complete.
@@ -232,9 +256,6 @@ Status LlamaSession::createNeuronCache()
         return makeError(ErrorCode::UnsupportedModel,
                          path + ": the neuron cache needs a ReLU FFN (its activations are exactly "
                                 "zero when inactive); this model's is SwiGLU");
-    if (!d.info().caps.hostPointers)
-        return makeError(ErrorCode::BackendUnavailable,
-                         "the neuron cache runs on the CPU device for now, not on " + d.info().backend);
     const auto& stored = m_model.ffnBundles();
     if (o.source == BundleSource::Ssd && stored.empty())
         return makeError(ErrorCode::InvalidArgument,
@@ -270,10 +291,19 @@ Status LlamaSession::createNeuronCache()
     const std::vector<int> capacities =
         layerCapacities(c, o, sp.slice.bytes, sp.predictors.empty() ? loaded : sp.predictors);
     sp.mergeGap = o.mergeGapBytes;
+    sp.onDevice = !d.info().caps.hostPointers;
+    const bool predicted = o.mode == NeuronCacheMode::Predicted;
+    const bool rowsOnDevice = predicted || c.ffnGated;
+    if (sp.onDevice && rowsOnDevice && !d.supports(b.rowType))
+        return makeError(ErrorCode::BackendUnavailable,
+                         path + ": the neuron cache's rows are " + gpu::dtypeName(b.rowType) + ", which the " +
+                             d.info().backend + " device cannot compute");
+    sp.deviceStride = sp.onDevice ? (sp.slice.bytes + 15) / 16 * 16 : sp.slice.bytes;
+    for (int capacity : capacities) sp.maxCapacity = std::max(sp.maxCapacity, std::max(1, capacity));
 
     for (int l = 0; l < c.nLayers; ++l) {
         const int layerCapacity = std::max(1, capacities[size_t(l)]);
-        SparseFfn::Layer layer{NeuronCache(c.ffnDim, layerCapacity, o.policy, o.window), {}, nullptr, nullptr, {}, {}, 0, 0};
+        SparseFfn::Layer layer{NeuronCache(c.ffnDim, layerCapacity, o.policy, o.window), {}, nullptr, nullptr, {}, {}, 0, 0, {}, {}, {}};
         if (!stored.empty()) {
             const FfnBundles& sb = stored[size_t(l)];
             if (sb.rowType != b.rowType || sb.column != b.column)
@@ -290,9 +320,27 @@ Status LlamaSession::createNeuronCache()
             layer.ram = layer.built.data();
             layer.scales = layer.builtScales.empty() ? nullptr : layer.builtScales.data();
         }
-        auto slots = d.allocate(std::max<size_t>(size_t(layerCapacity) * sp.slice.bytes, 64));
+        const ModelTensor* bias = m_model.tensor("blk." + std::to_string(l) + ".ffn_up.bias");
+        if (sp.onDevice && predicted && !c.ffnGated && bias) {
+            if (bias->type != gpu::DType::F32 || bias->bytes < size_t(c.ffnDim) * sizeof(float))
+                return makeError(ErrorCode::ModelFileInvalid, path + ": blk." + std::to_string(l) +
+                                                                  ".ffn_up.bias is not ffnDim floats");
+            const auto* v = reinterpret_cast<const float*>(bias->data);
+            layer.upBias.assign(v, v + c.ffnDim);
+        }
+        auto slots = d.allocate(std::max<size_t>(size_t(layerCapacity) * sp.deviceStride, 64));
         if (!slots) return slots.error();
         layer.slots = std::move(*slots);
+        if (sp.onDevice && b.column.group > 0) {
+            auto groups = d.allocate(size_t(layerCapacity) * sizeof(int32_t));
+            if (!groups) return groups.error();
+            layer.slotGroups = std::move(*groups);
+            const size_t scaleBytes = compress::ffnBundleScaleCount(b) * sizeof(float);
+            auto scales = d.allocate(std::max<size_t>(scaleBytes, 64));
+            if (!scales) return scales.error();
+            layer.deviceScales = std::move(*scales);
+            d.upload(layer.deviceScales.data(), layer.scales, scaleBytes);
+        }
         sp.layers.push_back(std::move(layer));
     }
     if (o.source == BundleSource::Ssd) {
@@ -311,6 +359,34 @@ Status LlamaSession::createNeuronCache()
         auto staging = d.allocateHost(std::min(kStagingBytes, layerBytes) + 2 * kAlign);
         if (!staging) return staging.error();
         sp.staging = std::move(*staging);
+    }
+    if (sp.onDevice) {
+        const size_t cap = size_t(sp.maxCapacity);
+        const size_t packBytes = cap * (sp.deviceStride + 2 * sizeof(int32_t));
+        auto packHost = d.allocateHost(packBytes);
+        if (!packHost) return packHost.error();
+        sp.packHost = std::move(*packHost);
+        auto packDevice = d.allocate(packBytes);
+        if (!packDevice) return packDevice.error();
+        sp.packDevice = std::move(*packDevice);
+        auto rows = d.allocate(2 * cap * sizeof(float));
+        if (!rows) return rows.error();
+        sp.rowsOut = std::move(*rows);
+        auto weights = d.allocate(cap * sizeof(float));
+        if (!weights) return weights.error();
+        sp.weights = std::move(*weights);
+        auto share = d.allocate(size_t(c.dim) * sizeof(float));
+        if (!share) return share.error();
+        sp.hostShare = std::move(*share);
+        sp.hostRows.resize(2 * cap);
+        sp.hostWeights.resize(cap);
+        sp.hostIn.resize(size_t(c.dim));
+        sp.hostPre.resize(size_t(c.ffnDim));
+        sp.spilledRows.resize(2 * size_t(c.ffnDim));
+        sp.spilledAct.reserve(size_t(c.ffnDim));
+        sp.spilled.reserve(size_t(c.ffnDim));
+        sp.packAt.reserve(size_t(c.ffnDim));
+        sp.hostCpu = gpu::createCpuDevice(std::max(1, std::min(4, gpu::cpu::onlineCores() - 2)));
     }
     sp.gateOut.resize(size_t(c.ffnDim));
     sp.jobs.reserve(size_t(c.ffnDim) * 2);
@@ -354,16 +430,28 @@ Status LlamaSession::fetchBundles(int layer)
     for (const NeuronLoad& load : sp.loads) spilled += load.slot < 0;
     if (spilled && sp.overflow.size() < sp.loads.size() * sliceBytes)
         sp.overflow.resize(sp.loads.size() * sliceBytes);  // grows only, and only when more are active than fit
+    // On a GPU a slot's bundle goes to its place in the pinned pack (uploadPack sends it up).
+    uint8_t* pack = sp.onDevice ? sp.packHost.as<uint8_t>() : nullptr;
+    if (sp.onDevice) {
+        sp.packAt.clear();
+        int32_t next = 0;
+        for (const NeuronLoad& load : sp.loads) sp.packAt.push_back(load.slot >= 0 ? next++ : -1);
+    }
     auto destination = [&](size_t i) {
         const NeuronLoad& load = sp.loads[i];
-        return load.slot >= 0 ? slots + size_t(load.slot) * sliceBytes : sp.overflow.data() + i * sliceBytes;
+        if (load.slot < 0) return sp.overflow.data() + i * sliceBytes;
+        return pack ? pack + size_t(sp.packAt[i]) * sp.deviceStride : slots + size_t(load.slot) * sliceBytes;
+    };
+    auto put = [&](size_t i, const uint8_t* from) {
+        if (pack || sp.loads[i].slot < 0) std::memcpy(destination(i), from, sliceBytes);  // host memory
+        else m_device.upload(destination(i), from, sliceBytes);
     };
     trace::Recorder* rec = m_options.streamer.trace;
     if (!sp.reader) {
         const uint64_t t0 = rec ? trace::nowNs() : 0;
         for (size_t i = 0; i < sp.loads.size(); ++i)
-            m_device.upload(destination(i), cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset, sliceBytes);
-        if (rec && !sp.loads.empty())
+            put(i, cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset);
+        if (rec && !sp.loads.empty() && !pack)
             rec->record({trace::Lane::HostToDevice, layer, "neuron bundles", sp.loads.size() * sliceBytes, t0,
                          trace::nowNs(), m_pass - 1});
         return {};
@@ -406,7 +494,7 @@ Status LlamaSession::fetchBundles(int layer)
             const SparseFfn::Run& run = sp.runs[r];
             for (size_t i = run.firstLoad; i <= run.lastLoad; ++i) {
                 const uint64_t start = cl.fileOffset + uint64_t(sp.loads[i].neuron) * stride + sp.slice.offset;
-                m_device.upload(destination(i), staging + run.stagingOffset + size_t(start - run.begin), sliceBytes);
+                put(i, staging + run.stagingOffset + size_t(start - run.begin));
             }
         }
         first = last;
@@ -418,6 +506,7 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
 {
     // x += down · act, act = relu(gate·n - shift) ⊙ up·n (gated) or relu(up·n + b - shift) (OPT),
     // over the active neurons only. `in` is the FFN input (normed).
+    if (m_sparse->onDevice) return sparseFfnOnDevice(L, layer, in, x);
     const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;
     SparseFfn& sp = *m_sparse;
@@ -554,6 +643,199 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     }
     float* xb = m_xb.as<float>();
     std::memcpy(xb, sp.y.data(), dim * sizeof(float));
+    if (L.downBias) d.add(xb, L.downBias, c.dim);
+    d.add(x, xb, c.dim);
+    return {};
+}
+
+// The same on a device that cannot compute on host memory (a GPU): see SparseFfn::onDevice.
+Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x)
+{
+    const LlamaConfig& c = m_model.config();
+    gpu::Device& d = m_device;
+    SparseFfn& sp = *m_sparse;
+    SparseFfn::Layer& cl = sp.layers[size_t(layer)];
+    const FfnBundles& b = sp.layout;
+    const bool predicted = sp.mode == NeuronCacheMode::Predicted;
+    const size_t dim = size_t(c.dim);
+    float* hb = m_hb.as<float>();
+    trace::Recorder* rec = m_options.streamer.trace;
+
+    // 1. The active set, on the host. Each layer starts with a download, which waits for every op
+    //    issued before it: the pack, weights and share buffers are free to be written again.
+    sp.active.clear();
+    bool haveIn = false;
+    if (!predicted) {
+        const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
+        matvec(pre);
+        if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
+        shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
+        d.download(sp.hostPre.data(), hb, size_t(c.ffnDim) * sizeof(float));
+        for (int j = 0; j < c.ffnDim; ++j)
+            if (sp.hostPre[size_t(j)] > 0.0f) sp.active.push_back(uint32_t(j));
+    } else {
+        d.download(sp.hostIn.data(), in, dim * sizeof(float));
+        haveIn = true;
+        sp.predictors[size_t(layer)].predict(sp.hostIn.data(), sp.active, sp.predictorScratch);
+    }
+
+    // 2. The difference: bundles packed in pinned memory (the slotless ones in the overflow
+    //    area, for the CPU), one upload, then each to its slot.
+    const auto loads = cl.cache.update(sp.active);
+    sp.loads.assign(loads.begin(), loads.end());
+    std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+    SPILLWAY_TRY(fetchBundles(layer));
+    size_t arrivals = 0;
+    for (size_t i = 0; i < sp.loads.size(); ++i) {
+        if (sp.loads[i].slot < 0) sp.overflowAt[sp.loads[i].neuron] = int32_t(i);
+        else ++arrivals;
+    }
+    if (arrivals) {
+        uint8_t* pack = sp.packHost.as<uint8_t>();
+        auto* slotIndex = reinterpret_cast<int32_t*>(pack + arrivals * sp.deviceStride);
+        int32_t* groupIndex = slotIndex + arrivals;
+        const bool groups = b.column.group > 0;
+        for (size_t i = 0; i < sp.loads.size(); ++i) {
+            if (sp.packAt[i] < 0) continue;
+            slotIndex[sp.packAt[i]] = sp.loads[i].slot;
+            if (groups) groupIndex[sp.packAt[i]] = int32_t(sp.loads[i].neuron / uint32_t(b.column.group));
+        }
+        const size_t bytes = arrivals * (sp.deviceStride + (groups ? 8 : 4));
+        const uint64_t t0 = rec ? trace::nowNs() : 0;
+        d.upload(sp.packDevice.data(), pack, bytes);
+        if (rec)
+            rec->record({trace::Lane::HostToDevice, layer, "neuron bundles", arrivals * sp.slice.bytes, t0,
+                         trace::nowNs(), m_pass - 1});
+        const auto* deviceIndex = reinterpret_cast<const int32_t*>(sp.packDevice.as<uint8_t>() + arrivals * sp.deviceStride);
+        d.scatterRows({cl.slots.data(), sp.deviceStride, sp.packDevice.data(), sp.deviceStride, sp.deviceStride,
+                       deviceIndex, int(arrivals)});
+        if (groups)
+            d.scatterRows({cl.slotGroups.data(), sizeof(int32_t), deviceIndex + arrivals, sizeof(int32_t),
+                           sizeof(int32_t), deviceIndex, int(arrivals)});
+    }
+
+    // 3. The rows, over every resident slot on the device and over the slotless neurons on the
+    //    CPU: up rows (gated), and in predicted mode the gate rows (or OPT's up rows) too.
+    const int resident = cl.cache.resident();
+    const bool hasUpRows = c.ffnGated || predicted;
+    const bool hasGateRows = predicted && c.ffnGated;
+    const size_t upPart = (c.ffnGated ? b.upOffset() : 0) - sp.slice.offset;
+    const size_t capacity = size_t(sp.maxCapacity);
+    auto rowsAt = [&](const uint8_t* base, int64_t rows, size_t part, size_t stride) {
+        gpu::MatrixView v;
+        v.type = b.rowType;
+        v.data = base + part;
+        v.rows = rows;
+        v.cols = c.dim;
+        v.rowStride = stride;
+        return v;
+    };
+    float* rowsOut = sp.rowsOut.as<float>();
+    if (hasUpRows && resident > 0) {
+        const uint8_t* slots = cl.slots.as<uint8_t>();
+        gpu::MatvecJob jobs[2];
+        size_t n = 0;
+        jobs[n++] = {rowsAt(slots, resident, upPart, sp.deviceStride), in, rowsOut};
+        if (hasGateRows) jobs[n++] = {rowsAt(slots, resident, 0, sp.deviceStride), in, rowsOut + capacity};
+        d.matvec({jobs, n});
+    }
+    sp.spilled.clear();
+    for (uint32_t j : sp.active)
+        if (cl.cache.slotOf(j) < 0) sp.spilled.push_back(j);
+    if (hasUpRows && !sp.spilled.empty()) {
+        if (!haveIn) d.download(sp.hostIn.data(), in, dim * sizeof(float));
+        haveIn = true;
+        sp.jobs.clear();
+        for (size_t i = 0; i < sp.spilled.size(); ++i) {
+            const uint8_t* at = sp.overflow.data() + size_t(sp.overflowAt[sp.spilled[i]]) * sp.slice.bytes;
+            sp.jobs.push_back({rowsAt(at, 1, upPart, sp.slice.bytes), sp.hostIn.data(), sp.spilledRows.data() + i});
+            if (hasGateRows)
+                sp.jobs.push_back({rowsAt(at, 1, 0, sp.slice.bytes), sp.hostIn.data(),
+                                   sp.spilledRows.data() + c.ffnDim + i});
+        }
+        sp.hostCpu->matvec(sp.jobs);
+    }
+    if (hasUpRows && resident > 0) {
+        d.download(sp.hostRows.data(), rowsOut, size_t(resident) * sizeof(float));
+        if (hasGateRows)
+            d.download(sp.hostRows.data() + capacity, rowsOut + capacity, size_t(resident) * sizeof(float));
+    }
+
+    // 4. Activations: per slot (0 for the resident neurons not active now) and per slotless
+    //    neuron. For Q8_G64 down matrices they are quantized as the dense kernel quantizes its
+    //    input (groups of 64 over the whole layer), so both compute the same sum up to rounding.
+    std::fill(sp.hostWeights.begin(), sp.hostWeights.begin() + resident, 0.0f);
+    sp.spilledAct.clear();
+    float* full = sp.gateOut.data();  // (ffnDim) scratch: the activations with zeros (Q8_G64)
+    const bool quantized = b.column.group == 64;
+    if (quantized) std::fill(full, full + c.ffnDim, 0.0f);
+    for (size_t i = 0, s = 0; i < sp.active.size(); ++i) {
+        const uint32_t j = sp.active[i];
+        const int32_t slot = cl.cache.slotOf(j);
+        const bool spilledHere = slot < 0;
+        const float u = !hasUpRows ? 0.0f : spilledHere ? sp.spilledRows[s] : sp.hostRows[size_t(slot)];
+        const float g = !hasGateRows ? 0.0f
+                        : spilledHere ? sp.spilledRows[size_t(c.ffnDim) + s]
+                                      : sp.hostRows[capacity + size_t(slot)];
+        float act;
+        if (!predicted) act = c.ffnGated ? sp.hostPre[j] * u : sp.hostPre[j];
+        else if (c.ffnGated) act = std::max(0.0f, g - c.ffnReluShift) * u;
+        else act = std::max(0.0f, u + (cl.upBias.empty() ? 0.0f : cl.upBias[j]) - c.ffnReluShift);
+        if (quantized) full[j] = act;
+        if (spilledHere) {
+            sp.spilledAct.push_back(act);
+            ++s;
+        } else {
+            sp.hostWeights[size_t(slot)] = act;
+        }
+    }
+    if (quantized) {
+        const size_t groups = size_t(c.ffnDim) / 64;
+        sp.hq.resize(size_t(c.ffnDim));
+        sp.hs.resize(groups);
+        gpu::cpu::quantizeG64(full, c.ffnDim, sp.hq.data(), sp.hs.data());
+        for (size_t i = 0, s = 0; i < sp.active.size(); ++i) {
+            const uint32_t j = sp.active[i];
+            const float v = float(sp.hq[j]) * sp.hs[j / 64];
+            const int32_t slot = cl.cache.slotOf(j);
+            if (slot < 0) sp.spilledAct[s++] = v;
+            else sp.hostWeights[size_t(slot)] = v;
+        }
+    }
+
+    // 5. down . act: the slots' columns on the device, the slotless ones' on the CPU, summed.
+    float* xb = m_xb.as<float>();
+    if (resident > 0) d.upload(sp.weights.data(), sp.hostWeights.data(), size_t(resident) * sizeof(float));
+    gpu::RowSumArgs down;
+    const size_t downPart = b.downOffset() - sp.slice.offset;
+    down.w.type = b.column.group > 0 ? gpu::DType::F32 : b.column.type;
+    down.w.data = cl.slots.as<uint8_t>() + downPart;
+    down.w.rows = resident;
+    down.w.cols = c.dim;
+    down.w.rowStride = sp.deviceStride;
+    down.a = sp.weights.as<float>();
+    down.y = xb;
+    if (b.column.group > 0) {
+        down.scales = cl.deviceScales.as<float>();
+        down.group = cl.slotGroups.as<int32_t>();
+    }
+    d.rowSum(down);
+    if (!sp.spilled.empty()) {
+        static const AxpyColumn axpyColumn = pickAxpyColumn();
+        std::fill(sp.y.begin(), sp.y.end(), 0.0f);
+        for (size_t i = 0; i < sp.spilled.size(); ++i) {
+            if (sp.spilledAct[i] == 0.0f) continue;
+            const uint32_t j = sp.spilled[i];
+            const uint8_t* column = sp.overflow.data() + size_t(sp.overflowAt[j]) * sp.slice.bytes + downPart;
+            if (b.column.group > 0)
+                axpyInt8Column(sp.spilledAct[i], reinterpret_cast<const int8_t*>(column),
+                               cl.scales + size_t(j) / size_t(b.column.group) * dim, dim, sp.y.data());
+            else
+                axpyColumn(sp.spilledAct[i], column, b.column.type, dim, sp.y.data());
+        }
+        d.upload(sp.hostShare.data(), sp.y.data(), dim * sizeof(float));
+        d.add(xb, sp.hostShare.as<float>(), c.dim);
+    }
     if (L.downBias) d.add(xb, L.downBias, c.dim);
     d.add(x, xb, c.dim);
     return {};

@@ -26,6 +26,7 @@
 #include "gpu/half_inline.h"
 #include "../common/greedy_text.h"
 #include "../common/made_up_hardware.h"
+#include "../common/opaque_device.h"
 #include "../common/temp_dir.h"
 #include "cache_run.h"
 
@@ -225,6 +226,81 @@ TEST(NeuronCacheRuntime, ExactModeFromRamOrSsdKeepsTheReferenceText)
     // Exact mode needs the up row and down column of a gated neuron, not its gate row.
     const CacheRun run = generateWith(**package, refs[0].prompt, ram, 8);
     EXPECT_EQ(run.report.bundleBytes, (*package)->ffnBundles()[0].stride - (*package)->ffnBundles()[0].rowBytes);
+}
+
+double relativeL2(const std::vector<float>& got, const std::vector<float>& want)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return got.size() == want.size() && den > 0 ? std::sqrt(num / den) : 1.0;
+}
+
+// The GPU path (a device that cannot compute on host memory: slots in its memory, one upload and
+// scatter per layer, rows and the down projection over every resident slot, neurons without a
+// slot computed on the CPU and added), checked on an opaque CPU device against the CPU path:
+// the same neurons load, the reference text holds, the logits agree to rounding, and each
+// token costs a few uploads per layer whatever the number of neurons that move.
+TEST(NeuronCacheRuntime, OnADeviceWithoutHostPointersTheCpuComputesWhatFindsNoSlot)
+{
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaModel& model = **package;
+    const LlamaConfig& c = model.config();
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    ASSERT_EQ(refs.size(), 3u);
+    auto opaqueRun = [&](const std::string& prompt, const NeuronCacheOptions& cache, int tokens = 48) {
+        testing_support::OpaqueDevice device(gpu::createCpuDevice(2));
+        SessionOptions o;
+        o.contextLength = 128;
+        o.neuronCache = cache;
+        o.placement = plan::uniformPlacement(model, plan::Tier::Device);
+        return testing_support::greedyRun(model, device, o, prompt, tokens);
+    };
+    // 8 slots: most active neurons are the CPU's; a quarter: some are; all: none are.
+    for (int capacity : {8, c.ffnDim / 4, c.ffnDim})
+        for (BundleSource source : {BundleSource::Ram, BundleSource::Ssd}) {
+            SCOPED_TRACE("capacity " + std::to_string(capacity) + (source == BundleSource::Ssd ? " ssd" : " ram"));
+            NeuronCacheOptions cache;
+            cache.capacity = capacity;
+            cache.source = source;
+            const auto& ref = refs[size_t(capacity) % refs.size()];
+            const CacheRun onCpu = generateWith(model, ref.prompt, cache);
+            const CacheRun onDevice = opaqueRun(ref.prompt, cache);
+            EXPECT_EQ(onDevice.text.substr(0, ref.text.size()), ref.text);
+            EXPECT_LE(relativeL2(onDevice.logits, onCpu.logits), 1e-5);
+            EXPECT_EQ(onDevice.report.total.loaded, onCpu.report.total.loaded);
+            EXPECT_EQ(onDevice.report.total.hits, onCpu.report.total.hits);
+            EXPECT_EQ(onDevice.report.ssdBytes, onCpu.report.ssdBytes);
+        }
+    // Predicted mode: the predictor runs on the host, on `in` downloaded; same choices as on the CPU.
+    NeuronCacheOptions predicted;
+    predicted.capacity = c.ffnDim / 3;
+    predicted.mode = NeuronCacheMode::Predicted;
+    const CacheRun onCpu = generateWith(model, refs[0].prompt, predicted);
+    const CacheRun onDevice = opaqueRun(refs[0].prompt, predicted);
+    EXPECT_EQ(onDevice.text, onCpu.text);
+    EXPECT_LE(relativeL2(onDevice.logits, onCpu.logits), 1e-5);
+    EXPECT_EQ(onDevice.report.total.loaded, onCpu.report.total.loaded);
+
+    // Uploads per token: the arrivals, the slots' activations and the CPU's share, per layer,
+    // not one per neuron.
+    testing_support::OpaqueDevice device(gpu::createCpuDevice(2));
+    SessionOptions o;
+    o.contextLength = 64;
+    o.neuronCache.capacity = c.ffnDim / 4;
+    o.placement = plan::uniformPlacement(model, plan::Tier::Device);
+    auto session = LlamaSession::create(model, device, o);
+    ASSERT_TRUE(session.ok()) << session.error().message;
+    ASSERT_TRUE((*session)->forward(1, 0).ok());
+    const uint64_t loadedBefore = (*session)->neuronCacheReport().total.loaded;
+    const uint64_t before = device.uploads;
+    ASSERT_TRUE((*session)->forward(400, 1).ok());
+    const uint64_t loaded = (*session)->neuronCacheReport().total.loaded - loadedBefore;
+    EXPECT_GT(loaded, uint64_t(c.nLayers));  // neurons moved...
+    EXPECT_LE(device.uploads - before, uint64_t(3 * c.nLayers + 2));  // ... in a few uploads per layer
 }
 
 TEST(NeuronCacheRuntime, PredictedModeTrustsThePredictorsAndStaysCloseToDense)
