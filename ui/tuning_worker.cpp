@@ -56,7 +56,7 @@ Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProf
     in.kvType = kv;
     const NeuronCacheOptions cache = neuronCacheFor(model, settings, nullptr);
     in.served = LlamaSession::neuronCacheTensors(model, cache);
-    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache);
+    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache, in.backend != "cpu");
     in.neuronCache = LlamaSession::neuronCacheCosts(model, cache);
     return plan::planPlacement(in);
 }

@@ -149,7 +149,8 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     in.batch = run.session.batch;
     in.prefetchDepth = o.naive ? 0 : o.prefetch;
     in.served = LlamaSession::neuronCacheTensors(model, run.session.neuronCache);
-    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, run.session.neuronCache);
+    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, run.session.neuronCache,
+                                                                 !run.device->info().caps.hostPointers);
     in.neuronCache = LlamaSession::neuronCacheCosts(model, run.session.neuronCache);
     Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");
     if (!o.tier.empty()) {

@@ -105,7 +105,9 @@ public:
     // The weight tensors the neuron cache serves in place of the streamer (none when it is off),
     // and the device bytes its slots take: what a planner leaves out and sets aside.
     static std::vector<std::string> neuronCacheTensors(const LlamaModel& model, const NeuronCacheOptions& o);
-    static uint64_t neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o);
+    // gpu: for a device that cannot compute on host memory, whose cache also holds the int8
+    // columns' scale tables and the buffers of one upload.
+    static uint64_t neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o, bool gpu = false);
     // What each layer's cache loads and computes per token, estimated from the densities and LRU
     // hit-rate curves the model's predictors recorded (empty when it has none, or the cache is
     // off): the planner's input.

@@ -201,14 +201,30 @@ std::vector<std::string> LlamaSession::neuronCacheTensors(const LlamaModel& mode
     return names;
 }
 
-uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o)
+uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o, bool gpu)
 {
     if (o.capacity <= 0) return 0;
     const LlamaConfig& c = model.config();
     auto built = compress::ffnBundleLayout(model);
     const FfnBundles layout = !model.ffnBundles().empty() ? model.ffnBundles().front() : built ? *built : FfnBundles{};
     const uint64_t capacity = uint64_t(std::min(o.capacity, c.ffnDim));
-    return uint64_t(c.nLayers) * std::max<uint64_t>(capacity * sliceOf(layout, o.mode).bytes, 64);
+    const uint64_t slice = sliceOf(layout, o.mode).bytes;
+    if (!gpu) return uint64_t(c.nLayers) * std::max<uint64_t>(capacity * slice, 64);
+    // On a GPU (sparseFfnOnDevice): slots 16 bytes apart, and for int8 columns each layer's scale
+    // table and slot groups; the pack of the largest layer; rows, activations and the CPU's share.
+    const uint64_t stride = (slice + 15) / 16 * 16;
+    std::vector<compress::FfnPredictor> records;
+    if (auto loaded = compress::loadFfnPredictors(model, /*recordsOnly=*/true)) records = std::move(*loaded);
+    const std::vector<int> capacities = layerCapacities(c, o, slice, records);
+    uint64_t bytes = 0, widest = 1;
+    for (int layerCapacity : capacities) {
+        const uint64_t n = uint64_t(std::max(1, layerCapacity));
+        widest = std::max(widest, n);
+        bytes += std::max<uint64_t>(n * stride, 64);
+        if (layout.column.group > 0)
+            bytes += n * sizeof(int32_t) + std::max<uint64_t>(compress::ffnBundleScaleCount(layout) * sizeof(float), 64);
+    }
+    return bytes + widest * (stride + 2 * sizeof(int32_t)) + 3 * widest * sizeof(float) + uint64_t(c.dim) * sizeof(float);
 }
 
 std::vector<plan::NeuronCacheLayerCost> LlamaSession::neuronCacheCosts(const LlamaModel& model,

@@ -294,6 +294,17 @@ TEST(NeuronCacheRuntime, OnADeviceWithoutHostPointersTheCpuComputesWhatFindsNoSl
     o.placement = plan::uniformPlacement(model, plan::Tier::Device);
     auto session = LlamaSession::create(model, device, o);
     ASSERT_TRUE(session.ok()) << session.error().message;
+    // What the planner sets aside for the cache on a GPU is what it takes: the device's memory
+    // holds the weights the cache does not serve, the working buffers and the cache.
+    uint64_t unserved = 0;
+    const std::vector<std::string> served = LlamaSession::neuronCacheTensors(model, o.neuronCache);
+    for (const auto& t : o.placement->tensors)
+        if (std::find(served.begin(), served.end(), t.name) == served.end()) unserved += t.bytes;
+    const uint64_t reserved = LlamaSession::neuronCacheDeviceBytes(model, o.neuronCache, /*gpu=*/true);
+    const uint64_t taken = device.memoryStats().used - unserved - LlamaSession::workingBytes(c, 64, (*session)->batch());
+    EXPECT_GT(reserved, LlamaSession::neuronCacheDeviceBytes(model, o.neuronCache));
+    EXPECT_LE(taken, reserved + reserved / 10);
+    EXPECT_GE(taken, reserved - reserved / 10);
     ASSERT_TRUE((*session)->forward(1, 0).ok());
     const uint64_t loadedBefore = (*session)->neuronCacheReport().total.loaded;
     const uint64_t before = device.uploads;
