@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace spillway::ui {
 
@@ -105,6 +106,27 @@ QString formatBytes(uint64_t bytes)
         ++unit;
     }
     return QStringLiteral("%1 %2").arg(value, 0, 'f', 2).arg(QLatin1String(kUnits[unit]));
+}
+
+std::vector<NeuronCacheLayerStats> computeNeuronCacheStats(std::span<const trace::Span> spans)
+{
+    std::vector<NeuronCacheLayerStats> layers;
+    bool any = false;
+    for (const trace::Span& s : spans) {
+        if (s.layer < 0 || std::strcmp(s.op, "neuron bundles") != 0) continue;
+        if (size_t(s.layer) >= layers.size()) {
+            const size_t from = layers.size();
+            layers.resize(size_t(s.layer) + 1);
+            for (size_t l = from; l < layers.size(); ++l) layers[l].layer = int(l);
+        }
+        NeuronCacheLayerStats& l = layers[size_t(s.layer)];
+        l.lookups += s.lookups;
+        l.hits += s.hits;
+        l.bytes += s.bytes;
+        any = any || s.lookups > 0;
+    }
+    if (!any) layers.clear();
+    return layers;
 }
 
 }  // namespace spillway::ui

@@ -153,6 +153,7 @@ void BottleneckView::rebuildIndex()
             return m_spans[a].startNs < m_spans[b].startNs;
         });
     m_stats = computeTokenStats(m_spans);
+    m_cacheLayers = computeNeuronCacheStats(m_spans);
     m_headline = headlineFor(m_stats.total);
     m_breakdown = m_stats.total.tokens > 0 ? QString::fromStdString(m_stats.total.text())
                                            : QString();
@@ -372,7 +373,8 @@ bool BottleneckView::event(QEvent* event)
 {
     if (event->type() == QEvent::ToolTip) {
         auto* help = static_cast<QHelpEvent*>(event);
-        const QString text = spanInfoAt(help->pos());
+        QString text = spanInfoAt(help->pos());
+        if (text.isEmpty()) text = neuronCacheInfoAt(help->pos());
         if (text.isEmpty()) {
             QToolTip::hideText();
             event->ignore();

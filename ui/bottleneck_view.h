@@ -101,6 +101,12 @@ public:
     int paintedSpanCount(trace::Lane lane) const;
     double lastPaintMs() const { return m_lastPaintMs; }
 
+    // The neuron cache's strip below the time axis (shown when a neuron cache ran): one cell per
+    // layer, coloured by its hit rate over the shown tokens, with the bytes it loaded per token.
+    const std::vector<NeuronCacheLayerStats>& neuronCacheLayers() const { return m_cacheLayers; }
+    QRectF neuronCacheRect() const;  // empty when there is no strip
+    // "layer 3 · hit rate 92.1% · 12.0 KiB loaded per token" for the cell under `pos`, else empty.
+    QString neuronCacheInfoAt(QPoint pos) const;
     // Chrome trace event JSON of the shown spans (chrome://tracing, Perfetto).
     Status exportChromeTrace(const QString& path) const;
     // The widget as it looks now, as a PNG; written atomically (QSaveFile).
@@ -135,6 +141,7 @@ private:
     void applyFollow();
     QRectF plotRect() const;
     int headerHeight() const;
+    int neuronCacheHeight() const;  // 0 without a strip
     double nsPerPixel() const;
     const trace::Span* spanAt(QPoint pos) const;
 
@@ -148,6 +155,7 @@ private:
 
     std::array<LaneView, trace::kLaneCount> m_lanes;
     TokenStats m_stats;
+    std::vector<NeuronCacheLayerStats> m_cacheLayers;
     uint64_t m_dropped = 0;  // the recorder's lost spans, shown as a warning
     uint64_t m_dataBeginNs = 0, m_dataEndNs = 0;
     double m_viewBeginNs = 0, m_viewEndNs = 0;  // absolute span clock

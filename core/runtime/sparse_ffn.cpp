@@ -111,6 +111,31 @@ AxpyColumn pickAxpyColumn()
     return axpyColumnPortable;
 }
 
+// The cache's lookups of one layer and token, waiting for the first bundle span to carry them.
+struct PendingLookups {
+    uint32_t lookups = 0, hits = 0;
+    bool pending = false;
+};
+
+void recordBundles(trace::Recorder* rec, PendingLookups& p, trace::Span span)
+{
+    if (!rec) return;
+    if (p.pending) {
+        span.lookups = p.lookups;
+        span.hits = p.hits;
+        p.pending = false;
+    }
+    rec->record(span);
+}
+
+// After a layer's transfers: the lookups, if no transfer took them (every neuron was resident).
+void flushLookups(trace::Recorder* rec, PendingLookups& p, trace::Lane lane, int layer, uint32_t pass)
+{
+    if (!rec || !p.pending) return;
+    const uint64_t now = trace::nowNs();
+    recordBundles(rec, p, {lane, layer, "neuron bundles", 0, now, now, pass});
+}
+
 constexpr size_t kAlign = storage::kDirectIoAlignment;
 constexpr size_t kStagingBytes = size_t{32} << 20;  // SSD reads are staged in batches of this
 
@@ -181,6 +206,7 @@ struct LlamaSession::SparseFfn {
     std::vector<float> spilledAct;     // per active neuron without a slot: its activation
     std::vector<uint32_t> spilled;     // ... and the neuron
     std::unique_ptr<gpu::Device> hostCpu;  // computes the rows of neurons without a slot
+    PendingLookups lookups;            // the trace's hit counts (recordBundles)
 };
 
 // Here, where SparseFfn is complete.
@@ -468,8 +494,8 @@ Status LlamaSession::fetchBundles(int layer)
         for (size_t i = 0; i < sp.loads.size(); ++i)
             put(i, cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset);
         if (rec && !sp.loads.empty() && !pack)
-            rec->record({trace::Lane::HostToDevice, layer, "neuron bundles", sp.loads.size() * sliceBytes, t0,
-                         trace::nowNs(), m_pass - 1});
+            recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, "neuron bundles",
+                                            sp.loads.size() * sliceBytes, t0, trace::nowNs(), m_pass - 1});
         return {};
     }
     // Merge neighbouring neurons into aligned runs, then read the runs in batches that fit the
@@ -503,7 +529,7 @@ Status LlamaSession::fetchBundles(int layer)
         }
         const uint64_t t0 = rec ? trace::nowNs() : 0;
         SPILLWAY_TRY(sp.reader->readBatch(file, sp.requests));
-        if (rec) rec->record({trace::Lane::SsdRead, layer, "neuron bundles", used, t0, trace::nowNs(), m_pass - 1});
+        recordBundles(rec, sp.lookups, {trace::Lane::SsdRead, layer, "neuron bundles", used, t0, trace::nowNs(), m_pass - 1});
         sp.ssdBytes += used;
         sp.ssdRequests += sp.requests.size();
         for (size_t r = first; r < last; ++r) {
@@ -554,7 +580,10 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     const auto loads = cl.cache.update(sp.active);
     sp.loads.assign(loads.begin(), loads.end());
     std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+    sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
     SPILLWAY_TRY(fetchBundles(layer));
+    flushLookups(m_options.streamer.trace, sp.lookups, sp.reader ? trace::Lane::SsdRead : trace::Lane::HostToDevice,
+                 layer, m_pass - 1);
     // Where each active neuron's slice is: its slot, or the overflow area.
     for (size_t i = 0; i < sp.loads.size(); ++i)
         if (sp.loads[i].slot < 0) sp.overflowAt[sp.loads[i].neuron] = int32_t(i);
@@ -700,6 +729,7 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
     const auto loads = cl.cache.update(sp.active);
     sp.loads.assign(loads.begin(), loads.end());
     std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+    sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
     SPILLWAY_TRY(fetchBundles(layer));
     size_t arrivals = 0;
     for (size_t i = 0; i < sp.loads.size(); ++i) {
@@ -719,9 +749,8 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
         const size_t bytes = arrivals * (sp.deviceStride + (groups ? 8 : 4));
         const uint64_t t0 = rec ? trace::nowNs() : 0;
         d.upload(sp.packDevice.data(), pack, bytes);
-        if (rec)
-            rec->record({trace::Lane::HostToDevice, layer, "neuron bundles", arrivals * sp.slice.bytes, t0,
-                         trace::nowNs(), m_pass - 1});
+        recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, "neuron bundles", arrivals * sp.slice.bytes,
+                                        t0, trace::nowNs(), m_pass - 1});
         const auto* deviceIndex = reinterpret_cast<const int32_t*>(sp.packDevice.as<uint8_t>() + arrivals * sp.deviceStride);
         d.scatterRows({cl.slots.data(), sp.deviceStride, sp.packDevice.data(), sp.deviceStride, sp.deviceStride,
                        deviceIndex, int(arrivals)});
@@ -729,6 +758,9 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
             d.scatterRows({cl.slotGroups.data(), sizeof(int32_t), deviceIndex + arrivals, sizeof(int32_t),
                            sizeof(int32_t), deviceIndex, int(arrivals)});
     }
+
+    flushLookups(rec, sp.lookups, sp.reader ? trace::Lane::SsdRead : trace::Lane::HostToDevice,
+                 layer, m_pass - 1);
 
     // 3. The rows, over every resident slot on the device and over the slotless neurons on the
     //    CPU: up rows (gated), and in predicted mode the gate rows (or OPT's up rows) too.

@@ -87,8 +87,10 @@ void appendSpan(std::string& out, const Span& s, uint64_t origin)
     appendMicros(out, s.endNs > s.startNs ? static_cast<int64_t>(s.endNs - s.startNs) : 0);
     out += ",\"pid\":1,\"tid\":" + std::to_string(laneTid(s.lane));
     out += ",\"args\":{\"layer\":" + std::to_string(s.layer) +
-           ",\"bytes\":" + std::to_string(s.bytes) + ",\"token\":" + std::to_string(s.token) +
-           "}}";
+           ",\"bytes\":" + std::to_string(s.bytes) + ",\"token\":" + std::to_string(s.token);
+    if (s.lookups > 0)
+        out += ",\"lookups\":" + std::to_string(s.lookups) + ",\"hits\":" + std::to_string(s.hits);
+    out += "}}";
 }
 
 void appendCounter(std::string& out, const CounterSample& c, uint64_t origin)

@@ -61,7 +61,7 @@ struct alignas(64) Recorder::Slot {
     std::atomic<uint64_t> seq{0};
     std::atomic<uint64_t> abandoned{0};  // largest (index + 1) that gave up on this slot
     std::atomic<uint64_t> layerToken{0};  // low 32 bits: layer (as uint32), high 32: token
-    std::atomic<uint64_t> lane{0};
+    std::atomic<uint64_t> lane{0};  // bits 0-7: lane; 8-35: lookups; 36-63: hits (28 bits each)
     std::atomic<const char*> op{nullptr};
     std::atomic<uint64_t> bytes{0};
     std::atomic<uint64_t> startNs{0};
@@ -103,7 +103,10 @@ void Recorder::record(const Span& span) noexcept
     const uint64_t layerToken =
         static_cast<uint32_t>(span.layer) | (static_cast<uint64_t>(span.token) << 32);
     slot.layerToken.store(layerToken, kRelease);
-    slot.lane.store(static_cast<uint64_t>(span.lane), kRelease);
+    constexpr uint64_t kCount = (uint64_t{1} << 28) - 1;
+    const uint64_t lane = static_cast<uint64_t>(span.lane) | std::min<uint64_t>(span.lookups, kCount) << 8 |
+                          std::min<uint64_t>(span.hits, kCount) << 36;
+    slot.lane.store(lane, kRelease);
     slot.op.store(span.op, kRelease);
     slot.bytes.store(span.bytes, kRelease);
     slot.startNs.store(span.startNs, kRelease);
@@ -125,7 +128,9 @@ bool Recorder::readSlot(const Slot& slot, uint64_t index, Span& out) const
     if (slot.seq.load(kRelaxed) != seq) return false;
     out.layer = static_cast<int32_t>(static_cast<uint32_t>(layerToken));
     out.token = static_cast<uint32_t>(layerToken >> 32);
-    out.lane = static_cast<Lane>(lane);
+    out.lane = static_cast<Lane>(lane & 0xff);
+    out.lookups = static_cast<uint32_t>((lane >> 8) & ((uint64_t{1} << 28) - 1));
+    out.hits = static_cast<uint32_t>(lane >> 36);
     return true;
 }
 

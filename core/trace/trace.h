@@ -43,6 +43,11 @@ struct Span {
     uint64_t startNs = 0;      // nowNs() clock
     uint64_t endNs = 0;
     uint32_t token = 0;        // decode step index
+    // Neuron-cache transfers ("neuron bundles"): the first span of each layer and token carries
+    // how many of the layer's active neurons the cache was asked for, and how many were resident
+    // (a span of 0 bytes and no length when nothing had to move). 0 elsewhere.
+    uint32_t lookups = 0;
+    uint32_t hits = 0;
 };
 
 // Steady clock, nanoseconds since an arbitrary epoch.

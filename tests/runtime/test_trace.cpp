@@ -48,13 +48,16 @@ Span makeSpan(int producer, uint32_t sequence)
     s.startNs = mix(h);
     s.endNs = s.startNs + (h & 0xffff);
     s.token = sequence;
+    s.lookups = uint32_t(mix(h + 7) % (uint64_t{1} << 28));  // the 28 bits the ring keeps
+    s.hits = uint32_t(mix(h + 9) % (s.lookups + 1));
     return s;
 }
 
 bool sameSpan(const Span& a, const Span& b)
 {
     return a.lane == b.lane && a.layer == b.layer && a.op == b.op && a.bytes == b.bytes &&
-           a.startNs == b.startNs && a.endNs == b.endNs && a.token == b.token;
+           a.startNs == b.startNs && a.endNs == b.endNs && a.token == b.token && a.lookups == b.lookups &&
+           a.hits == b.hits;
 }
 
 bool checkSpan(const Span& s) { return s.layer >= 0 && sameSpan(s, makeSpan(s.layer, s.token)); }

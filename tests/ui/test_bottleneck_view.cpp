@@ -155,6 +155,7 @@ private slots:
     void zoomPanAndFit();
     void liveRecorderKeepsLastTokens();
     void paintTimeWithTwentyThousandSpans();
+    void neuronCacheStripShowsEachLayersHitRate();
 };
 
 void TestBottleneckView::realTraceFromSsdOffload()
@@ -430,6 +431,72 @@ void TestBottleneckView::paintTimeWithTwentyThousandSpans()
     qInfo("20,000 spans: setSpans (index + per-token stats) %.1f ms; paint of the whole trace "
           "%.2f ms mean, %.2f ms worst over %d frames; zoomed to 1%%: %.2f ms",
           indexMs, sum / kFrames, worst, kFrames, view.lastPaintMs());
+}
+
+// relu-stories-260K through a neuron cache of a quarter of each FFN (CPU device, bundles from
+// RAM): the trace's bundle spans carry each layer's lookups, and the view's strip adds them up
+// to the figures the session reports; its cells say each layer's hit rate. A trace without a
+// neuron cache has no strip.
+void TestBottleneckView::neuronCacheStripShowsEachLayersHitRate()
+{
+    using namespace spillway;
+    auto model = LlamaModel::load(SPILLWAY_SHARED_DIR "/models/relu-stories-260K/model_qint80.bin",
+                                  ModelLoadOptions{"relu-llama", ""});
+    QVERIFY2(model.ok(), model ? "" : model.error().message.c_str());
+    const LlamaConfig& c = (*model)->config();
+    auto device = gpu::createCpuDevice(2);
+    trace::Recorder recorder;
+    SessionOptions options;
+    options.contextLength = 64;
+    options.neuronCache.capacity = c.ffnDim / 4;
+    options.streamer.trace = &recorder;
+    auto session = LlamaSession::create(**model, *device, options);
+    QVERIFY2(session.ok(), session ? "" : session.error().message.c_str());
+    const int tokens = 12;
+    for (int pos = 0; pos < tokens; ++pos) QVERIFY((*session)->forward(pos == 0 ? 1 : 300 + pos, pos).ok());
+    std::vector<trace::Span> spans;
+    recorder.drain(spans);
+    const NeuronCacheReport report = (*session)->neuronCacheReport();
+
+    BottleneckView view;
+    view.resize(1200, 460);
+    view.setSpans(spans);
+    const auto& layers = view.neuronCacheLayers();
+    QCOMPARE(int(layers.size()), c.nLayers);
+    uint64_t lookups = 0, hits = 0, bytes = 0;
+    for (const auto& l : layers) {
+        QVERIFY(l.lookups > 0);
+        lookups += l.lookups;
+        hits += l.hits;
+        bytes += l.bytes;
+    }
+    QCOMPARE(lookups, report.total.active);
+    QCOMPARE(hits, report.total.hits);
+    QCOMPARE(bytes, report.loadedBytes());
+    QVERIFY(hits > 0 && hits < lookups);
+
+    const QRectF strip = view.neuronCacheRect();
+    QVERIFY(!strip.isEmpty());
+    QVERIFY(strip.top() > view.laneRect(Lane::Stall).bottom());
+    QVERIFY(strip.bottom() <= view.height());
+    const double cell = strip.width() / layers.size();
+    const QPoint inLayer2(int(strip.left() + 2.5 * cell), int(strip.center().y()));
+    const QString info = view.neuronCacheInfoAt(inLayer2);
+    QVERIFY2(info.startsWith("layer 2 · hit rate " + QString::number(100.0 * layers[2].hitRate(), 'f', 1) + "%"),
+             qPrintable(info));
+    QVERIFY(view.neuronCacheInfoAt(QPoint(int(strip.left()) - 5, int(strip.center().y()))).isEmpty());
+    // The cell is painted in its hit rate's colour (red 0% .. green 100%), not the background.
+    const QImage image = view.grab().toImage();
+    const QColor painted = image.pixelColor(QPoint(int(strip.left() + 2.5 * cell), int(strip.top()) + 2));
+    QVERIFY2(painted != view.palette().color(QPalette::Base), "the layer's cell is not painted");
+
+    QString error;
+    BottleneckView plain;
+    plain.resize(1200, 460);
+    plain.setSpans(recordRealTrace(&error));
+    QVERIFY(error.isEmpty());
+    QVERIFY(plain.neuronCacheLayers().empty());
+    QVERIFY(plain.neuronCacheRect().isEmpty());
 }
 
 QTEST_MAIN(TestBottleneckView)
