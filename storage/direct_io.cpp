@@ -154,7 +154,10 @@ struct DirectReader::Stream {
         Status status;
         bool allIssued() const { return failed || nextRequest == requests.size(); }
     };
-    std::deque<Group> groups;
+    // Tickets [first, next) in a ring that only grows; a group that leaves keeps its requests'
+    // capacity for the next one, so a steady stream of enqueue()/wait() allocates nothing.
+    std::vector<Group> ring;
+    size_t head = 0;  // ring index of ticket `first`
     Ticket first = 1, next = 1;
     Ticket issueAt = 1;       // no group before this one has chunks left to issue
     Ticket finishedUpTo = 1;
@@ -162,7 +165,30 @@ struct DirectReader::Stream {
     Error brokenError;
     std::condition_variable finished;  // with the reader's m_mutex: finishedUpTo moved
 
-    Group& at(Ticket t) { return groups[size_t(t - first)]; }
+    Group& at(Ticket t) { return ring[(head + size_t(t - first)) % ring.size()]; }
+    size_t size() const { return size_t(next - first); }
+
+    // A fresh group for ticket `next` (its requests empty, their capacity kept).
+    Group& push()
+    {
+        if (size() == ring.size()) {
+            std::vector<Group> grown(std::max<size_t>(8, 2 * ring.size()));
+            for (size_t i = 0; i < size(); ++i) grown[i] = std::move(ring[(head + i) % ring.size()]);
+            ring = std::move(grown);
+            head = 0;
+        }
+        Group& g = ring[(head + size()) % ring.size()];
+        std::vector<ReadRequest> keep = std::move(g.requests);
+        keep.clear();
+        g = Group{};
+        g.requests = std::move(keep);
+        return g;
+    }
+    void popFront()
+    {
+        head = (head + 1) % ring.size();
+        ++first;
+    }
 
     void advanceFinished()
     {
@@ -208,7 +234,7 @@ Status DirectReader::read(const DirectFile& file, uint64_t offset, size_t bytes,
 
 Status DirectReader::readBatch(const DirectFile& file, std::span<const ReadRequest> requests)
 {
-    return wait(enqueue(file, std::vector<ReadRequest>(requests.begin(), requests.end())));
+    return wait(enqueue(file, requests));
 }
 
 namespace {
@@ -245,17 +271,17 @@ Status prepare(const DirectFile& file, std::vector<ReadRequest>& requests)
 
 }  // namespace
 
-DirectReader::Ticket DirectReader::enqueue(const DirectFile& file, std::vector<ReadRequest> requests)
+DirectReader::Ticket DirectReader::enqueue(const DirectFile& file, std::span<const ReadRequest> requests)
 {
-    Status valid = prepare(file, requests);
     Ticket ticket = 0;
     {
         std::lock_guard lock(m_mutex);
         Stream& s = *m_stream;
+        Stream::Group& g = s.push();
         ticket = s.next++;
-        Stream::Group& g = s.groups.emplace_back();
         g.file = &file;
-        g.requests = std::move(requests);
+        g.requests.assign(requests.begin(), requests.end());
+        Status valid = prepare(file, g.requests);
         if (!valid) g.status = std::move(valid);
         else if (s.broken) g.status = s.brokenError;
         else if (m_stopping)
@@ -277,10 +303,7 @@ Status DirectReader::wait(Ticket ticket)
     Stream::Group& g = s.at(ticket);
     g.waited = true;
     Status status = std::move(g.status);
-    while (!s.groups.empty() && s.groups.front().waited) {
-        s.groups.pop_front();
-        ++s.first;
-    }
+    while (s.size() > 0 && s.at(s.first).waited) s.popFront();
     return status;
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <vector>
@@ -122,7 +123,13 @@ public:
     // flight have finished). Wait for each ticket once, in any order (an unknown or already
     // waited ticket -> InvalidArgument). Tickets are never 0.
     using Ticket = uint64_t;
-    Ticket enqueue(const DirectFile& file, std::vector<ReadRequest> requests);
+    // The requests are copied into storage the reader keeps and reuses: once warm, a steady
+    // stream of enqueue()/wait() (and readBatch()) allocates nothing.
+    Ticket enqueue(const DirectFile& file, std::span<const ReadRequest> requests);
+    Ticket enqueue(const DirectFile& file, std::initializer_list<ReadRequest> requests)
+    {
+        return enqueue(file, std::span<const ReadRequest>(requests.begin(), requests.size()));
+    }
     Status wait(Ticket ticket);
 
 protected:

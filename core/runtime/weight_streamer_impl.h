@@ -146,9 +146,10 @@ struct WeightStreamer::Impl {
                                                                   "running (truncated?); stop and reload the model");
         }
         uint8_t* base = directToDevice ? slots[si].as<uint8_t>() : staging[si].as<uint8_t>();
-        for (const auto& range : unit.ranges)
-            r.tickets.push_back(
-                reader->enqueue(*files[range.file], {{range.fileOffset, range.bytes, base + range.slotOffset}}));
+        for (const auto& range : unit.ranges) {
+            const storage::ReadRequest request{range.fileOffset, range.bytes, base + range.slotOffset};
+            r.tickets.push_back(reader->enqueue(*files[range.file], {&request, 1}));
+        }
         return {};
     }
 

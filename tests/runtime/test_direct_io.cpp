@@ -22,6 +22,20 @@
 #include "../common/temp_dir.h"
 #include "storage/direct_io.h"
 
+// Counts heap allocations, so a test can check that a warm stream of reads allocates nothing.
+static std::atomic<long> g_allocations{0};
+void* operator new(size_t n)
+{
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
 using namespace spillway;
 using namespace spillway::storage;
 
@@ -320,6 +334,33 @@ TEST_F(DirectIoTest, EnqueueAndWaitInAnyOrder)
 
 // Many groups enqueued back to back (a prefetcher's layers): one queue, no drain between them;
 // every byte lands where its group said.
+// The neuron cache and the streamer read every token: once the reader has seen the stream's
+// depth, enqueue() and wait() (and readBatch()) allocate nothing, on either engine.
+TEST_F(DirectIoTest, WarmStreamAllocatesNothing)
+{
+    auto file = DirectFile::open(m_file);
+    ASSERT_TRUE(file.ok());
+    for (bool pool : {false, true}) {
+        auto reader = DirectReader::create({4, 64 << 10, pool});
+        ASSERT_TRUE(reader.ok());
+        SCOPED_TRACE((*reader)->engine());
+        AlignedBuffer a(3 * 4096), b(8 * 4096);
+        const ReadRequest group[] = {{0, 4096, a.data}, {8192, 2 * 4096, a.data + 4096}, {65536, 8 * 4096, b.data}};
+        auto round = [&] {
+            const auto first = (*reader)->enqueue(*file, group);
+            const auto second = (*reader)->enqueue(*file, {group, 2});
+            EXPECT_TRUE((*reader)->wait(first).ok());
+            EXPECT_TRUE((*reader)->wait(second).ok());
+            EXPECT_TRUE((*reader)->readBatch(*file, group).ok());
+        };
+        for (int i = 0; i < 8; ++i) round();  // warm: the ring and the request storage grow
+        const long before = g_allocations.load();
+        for (int i = 0; i < 100; ++i) round();
+        EXPECT_EQ(g_allocations.load() - before, 0);
+        EXPECT_TRUE(matchesFile(b.data, 65536, 8 * 4096, kFileBytes));
+    }
+}
+
 TEST_F(DirectIoTest, StreamOfManyGroupsReadsRight)
 {
     auto file = DirectFile::open(m_file);
