@@ -35,6 +35,7 @@ struct CompressCommand {
     OffloadOptions offload;
     ModelLoadOptions load;
     int predictors = 0;
+    std::string predictorInput = "ffn";
     bool bundles = false;
 };
 
@@ -114,6 +115,8 @@ int runCompress(CompressCommand& c)
     }
     options.qualityCheck = !c.noQuality;
     options.predictorRank = c.predictors;
+    options.predictorInput =
+        c.predictorInput == "attention" ? compress::PredictorInput::Attention : compress::PredictorInput::Ffn;
     options.bundles = c.bundles;
 
     auto model = LlamaModel::load(c.model, c.load);
@@ -216,6 +219,11 @@ void addCompressCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--predictors", c->predictors,
                     "Also train and store low-rank activation predictors of this rank (ReLU models)")
         ->check(CLI::Range(0, 4096));
+    cmd->add_option("--predictor-input", c->predictorInput,
+                    "What the predictors read: ffn (the FFN's input, most accurate) or attention (the "
+                    "attention's input, as Deja Vu and Tricksy: the neuron cache then reads the missing "
+                    "neurons while attention runs)")
+        ->check(CLI::IsMember({"ffn", "attention"}));
     cmd->add_option("--arch", c->load.architecture,
                     "llama2.c checkpoints: the architecture the file does not record (llama, relu-llama)");
     cmd->add_option("--tokenizer", c->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin");

@@ -323,6 +323,7 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         PredictorOptions po;
         po.rank = options.predictorRank;
         po.continueTokens = options.predictorContinueTokens;
+        po.input = options.predictorInput;
         po.maxTokensPerPrompt = options.calibrationTokens;
         po.progress = [&](double f) {
             return static_cast<bool>(tell("training predictors", calibShare + writeShare + predictShare * f, ""));

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "core/compress/ffn_predictor.h"
 #include "core/compress/quality.h"
 #include "core/plan/placement.h"
 #include "gpu/device.h"
@@ -81,6 +82,7 @@ struct CompressOptions {
     // recall and precision in the A tensor's extra JSON.
     int predictorRank = 0;
     int predictorContinueTokens = 64;  // model-sampled calibration tokens after each prompt
+    PredictorInput predictorInput = PredictorInput::Ffn;  // what they read (ffn_predictor.h)
     // Also store each FFN layer's row-column bundles (llama_model.h, FfnBundles: blk.N.ffn_bundle)
     // for the neuron cache to read one neuron at a time. ReLU models whose FFN matrices stay as
     // they are (no pruning; no quantization, or int8 of a q8_0 model): UnsupportedModel or

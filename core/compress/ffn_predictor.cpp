@@ -239,6 +239,7 @@ std::string predictorExtra(const FfnPredictor& p)
                         {"density", p.density},
                         {"trainTokens", p.trainTokens},
                         {"testTokens", p.testTokens}};
+    if (p.input == PredictorInput::Attention) j["input"] = "attention";
     if (!p.hitCurve.empty()) j["hitCurve"] = p.hitCurve;
     if (!p.predictedHitCurve.empty()) j["predictedHitCurve"] = p.predictedHitCurve;
     return j.dump();
@@ -323,6 +324,8 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, boo
                         for (const auto& e : j[key]) v.push_back(e.is_number() ? e.get<float>() : 0.0f);
                     return v;
                 };
+                if (j.is_object() && j.contains("input") && j["input"] == "attention")
+                    p.input = PredictorInput::Attention;
                 p.hitCurve = curve("hitCurve");
                 p.predictedHitCurve = curve("predictedHitCurve");
             }
@@ -361,8 +364,11 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
     for (int l = 0; l < layers; ++l) {
         const LlamaLayerWeights& L = model.weights().layers[size_t(l)];
         const std::string b = "blk." + std::to_string(l) + ".";
-        watched.push_back(c.ffnGated ? NamedMatrix{b + "ffn_gate.weight", L.gate, false}
-                                     : NamedMatrix{b + "ffn_up.weight", L.up, false});
+        if (options.input == PredictorInput::Attention)
+            watched.push_back({b + "attn_q.weight", L.wq, false});  // its input: the attention's
+        else
+            watched.push_back(c.ffnGated ? NamedMatrix{b + "ffn_gate.weight", L.gate, false}
+                                         : NamedMatrix{b + "ffn_up.weight", L.up, false});
         watched.push_back({b + "ffn_down.weight", L.down, false});
     }
     std::vector<LayerSamples> samples{size_t(layers)};
@@ -392,6 +398,7 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
 
         FfnPredictor p;
         p.layer = l;
+        p.input = options.input;
         p.dim = dim;
         p.neurons = n;
         p.rank = std::min(options.rank, dim);

@@ -32,8 +32,14 @@ namespace gpu { class Device; }
 
 namespace compress {
 
+// What a predictor reads. Ffn: the FFN's own input (after attention and the FFN norm), the
+// most accurate. Attention: the attention's input (the layer's normed input, as Deja Vu and
+// Tricksy do), known before attention runs, so the missing neurons can be read while it does.
+enum class PredictorInput { Ffn, Attention };
+
 struct FfnPredictor {
     int layer = 0;
+    PredictorInput input = PredictorInput::Ffn;
     int rank = 0, dim = 0, neurons = 0;
     std::vector<float> a;     // (rank, dim), row-major
     std::vector<float> b;     // (neurons, rank), row-major
@@ -51,7 +57,8 @@ struct FfnPredictor {
     // The curve at `share` of the neurons (linear between points; -1 when not measured).
     double hitRateAt(double share, bool predicted) const;
 
-    // Predicted active neuron ids for FFN input x (dim floats), ascending; `scratch` avoids
+    // Predicted active neuron ids for input x (dim floats: the FFN's or the attention's input,
+    // as `input` says), ascending; `scratch` avoids
     // allocating (rank floats).
     void predict(const float* x, std::vector<uint32_t>& active, std::vector<float>& scratch) const;
 };
@@ -60,6 +67,7 @@ inline constexpr double kHitCurveShares[] = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
 
 struct PredictorOptions {
     int rank = 32;                 // clamped to the layer's dim
+    PredictorInput input = PredictorInput::Ffn;
     double targetRecall = 0.99;    // on the training tokens
     int iterations = 6;            // subspace iterations
     int fitIterations = 100;       // logistic-regression steps (0: keep the SVD's B and bias)

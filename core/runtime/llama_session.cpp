@@ -280,6 +280,9 @@ void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* 
     }
     const gpu::MatvecJob qkv[] = {{L.wq, in, q}, {L.wk, in, k}, {L.wv, in, v}};
     matvec(qkv);
+    // A neuron cache whose predictors read the attention's input starts this layer's reads now.
+    if (m_sparse)
+        if (Status s = startNeuronFetch(layer, in); !s && m_ffnError) m_ffnError = std::move(s);
     if (L.qBias) d.add(q, L.qBias, c.qDim());
     if (L.kBias) d.add(k, L.kBias, c.kvDim());
     if (L.vBias) d.add(v, L.vBias, c.kvDim());

@@ -35,6 +35,8 @@ namespace spillway {
 //  - Predicted: the model's stored low-rank predictors (compress --predictors) choose the
 //    neurons before any FFN weight is read; the cache serves the whole FFN. Approximate: a
 //    neuron the predictor misses counts as zero.
+//    Predictors that read the attention's input (compress --predictor-input attention) choose
+//    them before attention runs: the missing bundles are then read from the SSD while it does.
 // Sources of the bundles:
 //  - Ram: a package's stored bundles, used in place from its mapping; for a model without them,
 //    bundles built in RAM when the session starts.
@@ -64,6 +66,7 @@ struct NeuronCacheReport {
     uint64_t bundleBytes = 0;   // bytes of one neuron's bundle as the cache holds it (the part the mode uses)
     uint64_t ssdBytes = 0;      // read from the SSD for bundles (alignment and merged gaps included)
     uint64_t ssdRequests = 0;   // read requests issued (after merging)
+    uint64_t earlyBytes = 0;    // of ssdBytes, read while attention ran (predictors of its input)
     uint64_t loadedBytes() const { return total.loaded * bundleBytes; }
     std::vector<int> capacities;  // per layer
 };
@@ -134,6 +137,9 @@ private:
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
+    void planBundleRuns(int layer);
+    size_t stageBundleBatch(int layer, size_t first);
+    Status startNeuronFetch(int layer, const float* attentionIn);
     Status createNeuronCache();
     void shiftedNormRelu(float* xb);
     void shiftedRelu(float* v, int n, float shift);  // v = max(0, v - shift), on the device

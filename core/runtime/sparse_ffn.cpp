@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -207,6 +208,15 @@ struct LlamaSession::SparseFfn {
     std::vector<uint32_t> spilled;     // ... and the neuron
     std::unique_ptr<gpu::Device> hostCpu;  // computes the rows of neurons without a slot
     PendingLookups lookups;            // the trace's hit counts (recordBundles)
+    // startNeuronFetch: the layer whose active set and loads are already known, and its first
+    // batch of reads in flight (runs [0, last)).
+    struct Early {
+        int layer = -1;
+        storage::DirectReader::Ticket ticket = 0;
+        size_t last = 0;
+        uint64_t startNs = 0;
+    } early;
+    uint64_t earlyBytes = 0;           // read in batches started before attention
 };
 
 // Here, where SparseFfn is complete.
@@ -449,6 +459,7 @@ NeuronCacheReport LlamaSession::neuronCacheReport() const
     r.bundleBytes = m_sparse->slice.bytes;
     r.ssdBytes = m_sparse->ssdBytes;
     r.ssdRequests = m_sparse->ssdRequests;
+    r.earlyBytes = m_sparse->earlyBytes;
     for (const auto& l : m_sparse->layers) {
         r.capacities.push_back(l.cache.capacity());
         const NeuronCacheStats& s = l.cache.stats();
@@ -465,6 +476,8 @@ NeuronCacheReport LlamaSession::neuronCacheReport() const
 Status LlamaSession::fetchBundles(int layer)
 {
     SparseFfn& sp = *m_sparse;
+    // Reads startNeuronFetch put in flight for this layer (consumed here whatever happens).
+    const SparseFfn::Early early = std::exchange(sp.early, {});
     SparseFfn::Layer& cl = sp.layers[size_t(layer)];
     const size_t stride = sp.layout.stride, sliceBytes = sp.slice.bytes;
     uint8_t* slots = cl.slots.as<uint8_t>();
@@ -498,8 +511,49 @@ Status LlamaSession::fetchBundles(int layer)
                                             sp.loads.size() * sliceBytes, t0, trace::nowNs(), m_pass - 1});
         return {};
     }
-    // Merge neighbouring neurons into aligned runs, then read the runs in batches that fit the
-    // staging buffer and copy each neuron's slice out of it.
+    // Merge neighbouring neurons into aligned runs (already done when the reads started early),
+    // then read the runs in batches that fit the staging buffer and copy each neuron's slice out
+    // of it.
+    const bool started = early.layer == layer && early.ticket != 0;
+    if (!started) planBundleRuns(layer);
+    const storage::DirectFile& file = sp.files[cl.file];
+    const uint8_t* staging = sp.staging.as<uint8_t>();
+    for (size_t first = 0; first < sp.runs.size();) {
+        size_t last = 0;
+        storage::DirectReader::Ticket ticket = 0;
+        uint64_t t0 = 0;
+        if (started && first == 0) {
+            last = early.last;
+            ticket = early.ticket;
+            t0 = early.startNs;
+        } else {
+            t0 = rec ? trace::nowNs() : 0;
+            last = stageBundleBatch(layer, first);
+            ticket = sp.reader->enqueue(file, sp.requests);
+        }
+        SPILLWAY_TRY(sp.reader->wait(ticket));
+        const size_t used = size_t(sp.runs[last - 1].stagingOffset + (sp.runs[last - 1].end - sp.runs[last - 1].begin));
+        recordBundles(rec, sp.lookups, {trace::Lane::SsdRead, layer, "neuron bundles", used, t0, trace::nowNs(), m_pass - 1});
+        sp.ssdBytes += used;
+        sp.ssdRequests += last - first;
+        for (size_t r = first; r < last; ++r) {
+            const SparseFfn::Run& run = sp.runs[r];
+            for (size_t i = run.firstLoad; i <= run.lastLoad; ++i) {
+                const uint64_t start = cl.fileOffset + uint64_t(sp.loads[i].neuron) * stride + sp.slice.offset;
+                put(i, staging + run.stagingOffset + size_t(start - run.begin));
+            }
+        }
+        first = last;
+    }
+    return {};
+}
+
+// The loads' bundles in the package as aligned runs, neighbours merged (sp.runs).
+void LlamaSession::planBundleRuns(int layer)
+{
+    SparseFfn& sp = *m_sparse;
+    const SparseFfn::Layer& cl = sp.layers[size_t(layer)];
+    const size_t stride = sp.layout.stride, sliceBytes = sp.slice.bytes;
     sp.runs.clear();
     for (size_t i = 0; i < sp.loads.size(); ++i) {
         const uint64_t start = cl.fileOffset + uint64_t(sp.loads[i].neuron) * stride + sp.slice.offset;
@@ -513,34 +567,61 @@ Status LlamaSession::fetchBundles(int layer)
             sp.runs.push_back({begin, end, i, i, 0});
         }
     }
-    const storage::DirectFile& file = sp.files[cl.file];
+}
+
+// The runs from `first` on that fit the staging buffer, placed in it (sp.requests); returns the
+// end of the batch.
+size_t LlamaSession::stageBundleBatch(int layer, size_t first)
+{
+    (void)layer;
+    SparseFfn& sp = *m_sparse;
     uint8_t* staging = sp.staging.as<uint8_t>();
     const size_t capacity = sp.staging.bytes();
-    for (size_t first = 0; first < sp.runs.size();) {
-        sp.requests.clear();
-        size_t used = 0, last = first;
-        for (; last < sp.runs.size(); ++last) {
-            SparseFfn::Run& run = sp.runs[last];
-            const size_t bytes = size_t(run.end - run.begin);
-            if (used + bytes > capacity) break;
-            run.stagingOffset = used;
-            sp.requests.push_back({run.begin, bytes, staging + used});
-            used += bytes;
-        }
-        const uint64_t t0 = rec ? trace::nowNs() : 0;
-        SPILLWAY_TRY(sp.reader->readBatch(file, sp.requests));
-        recordBundles(rec, sp.lookups, {trace::Lane::SsdRead, layer, "neuron bundles", used, t0, trace::nowNs(), m_pass - 1});
-        sp.ssdBytes += used;
-        sp.ssdRequests += sp.requests.size();
-        for (size_t r = first; r < last; ++r) {
-            const SparseFfn::Run& run = sp.runs[r];
-            for (size_t i = run.firstLoad; i <= run.lastLoad; ++i) {
-                const uint64_t start = cl.fileOffset + uint64_t(sp.loads[i].neuron) * stride + sp.slice.offset;
-                put(i, staging + run.stagingOffset + size_t(start - run.begin));
-            }
-        }
-        first = last;
+    sp.requests.clear();
+    size_t used = 0, last = first;
+    for (; last < sp.runs.size(); ++last) {
+        SparseFfn::Run& run = sp.runs[last];
+        const size_t bytes = size_t(run.end - run.begin);
+        if (used + bytes > capacity) break;
+        run.stagingOffset = used;
+        sp.requests.push_back({run.begin, bytes, staging + used});
+        used += bytes;
     }
+    return last;
+}
+
+// Predictors that read the attention's input (PredictorInput::Attention): the layer's active set
+// is predicted before attention runs, and the reads of its missing bundles (the first staging
+// batch) are in flight while it does; sparseFfnBlock then only waits for them.
+Status LlamaSession::startNeuronFetch(int layer, const float* attentionIn)
+{
+    SparseFfn& sp = *m_sparse;
+    if (sp.mode != NeuronCacheMode::Predicted || sp.predictors.empty() ||
+        sp.predictors[size_t(layer)].input != compress::PredictorInput::Attention)
+        return {};
+    SparseFfn::Layer& cl = sp.layers[size_t(layer)];
+    if (sp.early.ticket != 0) (void)sp.reader->wait(sp.early.ticket);  // never left unwaited
+    const float* x = attentionIn;
+    if (sp.onDevice) {
+        m_device.download(sp.hostIn.data(), attentionIn, size_t(m_model.config().dim) * sizeof(float));
+        x = sp.hostIn.data();
+    } else {
+        m_device.synchronize();
+    }
+    sp.predictors[size_t(layer)].predict(x, sp.active, sp.predictorScratch);
+    const auto loads = cl.cache.update(sp.active);
+    sp.loads.assign(loads.begin(), loads.end());
+    std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+    sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+    sp.early = {};
+    sp.early.layer = layer;
+    if (!sp.reader) return {};
+    planBundleRuns(layer);
+    if (sp.runs.empty()) return {};
+    sp.early.startNs = m_options.streamer.trace ? trace::nowNs() : 0;
+    sp.early.last = stageBundleBatch(layer, 0);
+    sp.early.ticket = sp.reader->enqueue(sp.files[cl.file], sp.requests);
+    for (size_t r = 0; r < sp.early.last; ++r) sp.earlyBytes += sp.runs[r].end - sp.runs[r].begin;
     return {};
 }
 
@@ -561,9 +642,12 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
 
     // 1. The active set: the true one from the full pre-activation through the ReLU (exact), or
     //    the predictor's guess (predicted).
-    sp.active.clear();
+    const bool known = sp.early.layer == layer;  // startNeuronFetch predicted it already
+    if (!known) sp.active.clear();
     d.synchronize();  // `in` is read on the host (predictor), and hb below
-    if (!predicted) {
+    if (known) {
+        // the active set and the loads are known: nothing to predict
+    } else if (!predicted) {
         const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
         matvec(pre);
         if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
@@ -577,10 +661,12 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
 
     // 2. Only the difference moves: the bundles of active neurons the cache lacks, read in
     //    neuron order (neighbours merge into one read).
-    const auto loads = cl.cache.update(sp.active);
-    sp.loads.assign(loads.begin(), loads.end());
-    std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
-    sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+    if (!known) {
+        const auto loads = cl.cache.update(sp.active);
+        sp.loads.assign(loads.begin(), loads.end());
+        std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+        sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+    }
     SPILLWAY_TRY(fetchBundles(layer));
     flushLookups(m_options.streamer.trace, sp.lookups, sp.reader ? trace::Lane::SsdRead : trace::Lane::HostToDevice,
                  layer, m_pass - 1);
@@ -708,9 +794,12 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
 
     // 1. The active set, on the host. Each layer starts with a download, which waits for every op
     //    issued before it: the pack, weights and share buffers are free to be written again.
-    sp.active.clear();
+    const bool known = sp.early.layer == layer;  // startNeuronFetch predicted it already
+    if (!known) sp.active.clear();
     bool haveIn = false;
-    if (!predicted) {
+    if (known) {
+        // the active set and the loads are known: nothing to predict
+    } else if (!predicted) {
         const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
         matvec(pre);
         if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
@@ -726,10 +815,12 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
 
     // 2. The difference: bundles packed in pinned memory (the slotless ones in the overflow
     //    area, for the CPU), one upload, then each to its slot.
-    const auto loads = cl.cache.update(sp.active);
-    sp.loads.assign(loads.begin(), loads.end());
-    std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
-    sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+    if (!known) {
+        const auto loads = cl.cache.update(sp.active);
+        sp.loads.assign(loads.begin(), loads.end());
+        std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+        sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+    }
     SPILLWAY_TRY(fetchBundles(layer));
     size_t arrivals = 0;
     for (size_t i = 0; i < sp.loads.size(); ++i) {

@@ -68,6 +68,27 @@ const std::string& bundledPackage()
     return path;
 }
 
+// The same with predictors that read the attention's input (Deja Vu, Tricksy).
+const std::string& attentionPredictedPackage()
+{
+    static testing_support::TempDir dir("bundles-attention");
+    static const std::string path = [] {
+        const std::string p = dir.path() + "/package";
+        auto model = reluStories260K();
+        auto device = gpu::createCpuDevice(2);
+        CompressOptions o;
+        o.qualityCheck = false;
+        o.bundles = true;
+        o.predictorRank = 16;
+        o.predictorContinueTokens = 16;
+        o.predictorInput = PredictorInput::Attention;
+        auto report = compressModel(*model, p, o, *device);
+        EXPECT_TRUE(report.ok()) << report.error().message;
+        return p;
+    }();
+    return path;
+}
+
 using testing_support::CacheRun;
 
 CacheRun generateWith(const LlamaModel& model, const std::string& prompt, const NeuronCacheOptions& cache, int tokens = 48)
@@ -341,6 +362,59 @@ TEST(NeuronCacheRuntime, PredictedModeTrustsThePredictorsAndStaysCloseToDense)
         if (dense.logits[i] > dense.logits[denseBest]) denseBest = i;
     }
     EXPECT_EQ(best, denseBest);
+}
+
+// Predictors of the attention's input: the active set is known before attention runs, so the
+// missing bundles are read while it does (every SSD byte of the run, here: each layer's reads fit
+// the staging buffer). The package records the input; the predictors are measured on held-out
+// tokens like the FFN-input ones, and the text stays close to the dense model's. On a device
+// without host pointers the same reads start early, and the text is the CPU's.
+TEST(NeuronCacheRuntime, AttentionInputPredictorsReadWhileAttentionRuns)
+{
+    auto package = LlamaModel::load(attentionPredictedPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaModel& model = **package;
+    const LlamaConfig& c = model.config();
+    auto predictors = loadFfnPredictors(model, /*recordsOnly=*/true);
+    ASSERT_TRUE(predictors.ok()) << predictors.error().message;
+    ASSERT_EQ(int(predictors->size()), c.nLayers);
+    double recall = 0.0;
+    for (const FfnPredictor& p : *predictors) {
+        EXPECT_EQ(p.input, PredictorInput::Attention);
+        recall += p.recall / c.nLayers;
+        std::printf("[ INFO     ] layer %d: attention-input predictor, held-out recall %.3f, precision %.3f\n",
+                    p.layer, p.recall, p.precision);
+    }
+    EXPECT_GT(recall, 0.8);
+
+    const std::string prompt = "Once upon a time";
+    const CacheRun dense = generateWith(model, prompt, {});
+    NeuronCacheOptions early;
+    early.capacity = c.ffnDim / 3;
+    early.mode = NeuronCacheMode::Predicted;
+    early.source = BundleSource::Ssd;
+    const CacheRun run = generateWith(model, prompt, early);
+    EXPECT_GT(run.report.ssdBytes, 0u);
+    EXPECT_EQ(run.report.earlyBytes, run.report.ssdBytes);
+    std::printf("[ INFO     ] dense: %s\n[ INFO     ] early: %s\n", dense.text.c_str(), run.text.c_str());
+    EXPECT_EQ(run.text.substr(0, prompt.size() + 12), dense.text.substr(0, prompt.size() + 12)) << run.text;
+
+    testing_support::OpaqueDevice device(gpu::createCpuDevice(2));
+    SessionOptions o;
+    o.contextLength = 128;
+    o.neuronCache = early;
+    o.placement = plan::uniformPlacement(model, plan::Tier::Device);
+    const CacheRun onDevice = testing_support::greedyRun(model, device, o, prompt, 48);
+    EXPECT_EQ(onDevice.text, run.text);
+    EXPECT_EQ(onDevice.report.earlyBytes, onDevice.report.ssdBytes);
+    EXPECT_EQ(onDevice.report.total.loaded, run.report.total.loaded);
+
+    // Predictors of the FFN's input start nothing early.
+    auto ffnPackage = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(ffnPackage.ok());
+    const CacheRun late = generateWith(**ffnPackage, prompt, early);
+    EXPECT_GT(late.report.ssdBytes, 0u);
+    EXPECT_EQ(late.report.earlyBytes, 0u);
 }
 
 TEST(NeuronCacheRuntime, ModesAndSourcesThatCannotWorkSaySo)
