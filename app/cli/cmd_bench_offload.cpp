@@ -170,6 +170,9 @@ int runOffloadBench(BenchCommand& b)
             std::printf("  %-36s %.1f MiB/token in %.1f reads/token\n", "neuron bundles read from the SSD",
                         double(m.cacheSsdBytes) / tokens / double(1 << 20),
                         double(m.cache.ssdRequests) / std::max(1.0, cacheTokens));
+        if (m.cache.earlyBytes)
+            std::printf("  %-36s %.1f%% of the bundle reads (predictors of the attention's input)\n",
+                        "read while attention ran", 100.0 * double(m.cache.earlyBytes) / double(std::max<uint64_t>(1, m.cache.ssdBytes)));
         std::printf("  %-36s %.2f MiB/token (SSD %.2f, RAM->device %.2f, neuron bundles %.2f)\n",
                     "bytes moved, neuron cache", double(m.movedBytes()) / tokens / double(1 << 20),
                     double(m.ssdBytes) / tokens / double(1 << 20), double(m.uploadBytes) / tokens / double(1 << 20),
@@ -226,6 +229,8 @@ int runOffloadBench(BenchCommand& b)
                 {"loaded_per_layer_token", double(nc.total.loaded) / std::max<double>(1.0, double(nc.total.tokens))},
                 {"bundle_slice_bytes", nc.bundleBytes},
                 {"bundle_ssd_bytes_per_token", double(measured->cacheSsdBytes) / b.tokens},
+                {"bundle_bytes_read_during_attention", nc.earlyBytes},
+                {"bundle_ssd_bytes", nc.ssdBytes},
                 {"layer_capacities", nc.capacities},
             };
             j["dense_offload"] = {
