@@ -138,7 +138,7 @@ private:
     Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
     void planBundleRuns(int layer);
-    size_t stageBundleBatch(int layer, size_t first);
+    size_t stageBundleBatch(size_t first);
     Status startNeuronFetch(int layer, const float* attentionIn);
     Status createNeuronCache();
     void shiftedNormRelu(float* xb);

@@ -485,7 +485,8 @@ Status LlamaSession::fetchBundles(int layer)
     for (const NeuronLoad& load : sp.loads) spilled += load.slot < 0;
     if (spilled && sp.overflow.size() < sp.loads.size() * sliceBytes)
         sp.overflow.resize(sp.loads.size() * sliceBytes);  // grows only, and only when more are active than fit
-    // On a GPU a slot's bundle goes to its place in the pinned pack (uploadPack sends it up).
+    // On a GPU a slot's bundle goes to its place in the pinned pack (sparseFfnOnDevice sends the
+    // pack up in one upload).
     uint8_t* pack = sp.onDevice ? sp.packHost.as<uint8_t>() : nullptr;
     if (sp.onDevice) {
         sp.packAt.clear();
@@ -528,7 +529,7 @@ Status LlamaSession::fetchBundles(int layer)
             t0 = early.startNs;
         } else {
             t0 = rec ? trace::nowNs() : 0;
-            last = stageBundleBatch(layer, first);
+            last = stageBundleBatch(first);
             ticket = sp.reader->enqueue(file, sp.requests);
         }
         SPILLWAY_TRY(sp.reader->wait(ticket));
@@ -571,9 +572,8 @@ void LlamaSession::planBundleRuns(int layer)
 
 // The runs from `first` on that fit the staging buffer, placed in it (sp.requests); returns the
 // end of the batch.
-size_t LlamaSession::stageBundleBatch(int layer, size_t first)
+size_t LlamaSession::stageBundleBatch(size_t first)
 {
-    (void)layer;
     SparseFfn& sp = *m_sparse;
     uint8_t* staging = sp.staging.as<uint8_t>();
     const size_t capacity = sp.staging.bytes();
@@ -619,7 +619,7 @@ Status LlamaSession::startNeuronFetch(int layer, const float* attentionIn)
     planBundleRuns(layer);
     if (sp.runs.empty()) return {};
     sp.early.startNs = m_options.streamer.trace ? trace::nowNs() : 0;
-    sp.early.last = stageBundleBatch(layer, 0);
+    sp.early.last = stageBundleBatch(0);
     sp.early.ticket = sp.reader->enqueue(sp.files[cl.file], sp.requests);
     for (size_t r = 0; r < sp.early.last; ++r) sp.earlyBytes += sp.runs[r].end - sp.runs[r].begin;
     return {};

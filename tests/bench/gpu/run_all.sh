@@ -5,9 +5,10 @@
 #   a synthetic Llama-2-13B fp16 with an 8 GiB GPU budget, Spillway against Hugging Face
 #   Accelerate's offloading (random weights in both; needs python3 with torch, transformers,
 #   accelerate); then the Vulkan backend on the same GPU where a Vulkan driver for it exists:
-#   conformance, reference text, and decode tokens/s against CUDA's on the same model.
+#   conformance, reference text, and decode tokens/s against CUDA's on the same model; and the
+#   neuron cache against dense offloading on an OPT-6.7B shape with an 8 GiB budget (issue 9).
 # Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
-#   SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts (each takes minutes).
+#   SPILLWAY_BENCH_SKIP="accelerate 13b neuron" leaves out the named parts (each takes minutes).
 #   BIN_DIR holds spillway-cli, libspillway_cuda.so, libspillway_vulkan.so, test_cuda_conformance,
 #   test_vulkan_conformance, bench-cuda (a build's bin/, lib/ and tests/ copied together) and
 #   stories260K.greedy48.tsv.
@@ -61,6 +62,23 @@ if ! skip 13b; then
   dropCaches
   "$B" bench -m "$M/llama2-13b-f16.gguf" --backend cuda -n 8 --vram-budget 8GiB --ram-budget 48GiB \
     --json "$OUT/offload-13b-cuda.json" | grep -E "tokens/s|naive|where the time"
+fi
+
+# Issue 9 on the GPU: an OPT-6.7B-shaped ReLU model (32 layers, fp16, random weights, 3% of each
+# FFN active per token as on the real model) with an 8 GiB device budget: dense offloading against
+# the neuron cache (bundles and rank-64 attention-input predictors; predicted mode), bundles from
+# RAM and from the SSD. `bench` runs both paths at the same budgets and prints the ratios.
+if ! skip neuron; then
+  [ -f "$M/opt-6.7b-f16-d3.gguf" ] || "$B" make-synthetic --preset opt-6.7b --type f16 --align 4096 \
+    --ffn-density 0.03 -o "$M/opt-6.7b-f16-d3.gguf"
+  [ -d "$M/opt-6.7b-d3-attention" ] || "$B" compress -m "$M/opt-6.7b-f16-d3.gguf" --prune none --quant none \
+    --bundles --predictors 64 --predictor-input attention --no-quality -o "$M/opt-6.7b-d3-attention" | tail -4
+  for from in ram ssd; do
+    dropCaches
+    "$B" bench -m "$M/opt-6.7b-d3-attention" --backend cuda -n 16 --vram-budget 8GiB --ram-budget 48GiB \
+      --neuron-cache 2048 --neuron-mode predicted --bundles-from $from \
+      --json "$OUT/neuron-cache-opt-6.7b-d3-cuda-$from.json" | grep -E "tokens/s|neuron|bytes moved|attention ran"
+  done
 fi
 
 # Vulkan on the same GPU (a discrete device is preferred; lavapipe alone is not worth timing).
