@@ -137,6 +137,7 @@ private:
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
+    void takeLoads(int layer);
     void planBundleRuns(int layer);
     size_t stageBundleBatch(size_t first);
     Status startNeuronFetch(int layer, const float* attentionIn);

@@ -549,6 +549,17 @@ Status LlamaSession::fetchBundles(int layer)
     return {};
 }
 
+// The cache's answer to the layer's active set (sp.active): the bundles to load, in neuron order
+// (neighbours merge into one read), and the lookups for the trace.
+void LlamaSession::takeLoads(int layer)
+{
+    SparseFfn& sp = *m_sparse;
+    const auto loads = sp.layers[size_t(layer)].cache.update(sp.active);
+    sp.loads.assign(loads.begin(), loads.end());
+    std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+    sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+}
+
 // The loads' bundles in the package as aligned runs, neighbours merged (sp.runs).
 void LlamaSession::planBundleRuns(int layer)
 {
@@ -609,10 +620,7 @@ Status LlamaSession::startNeuronFetch(int layer, const float* attentionIn)
         m_device.synchronize();
     }
     sp.predictors[size_t(layer)].predict(x, sp.active, sp.predictorScratch);
-    const auto loads = cl.cache.update(sp.active);
-    sp.loads.assign(loads.begin(), loads.end());
-    std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
-    sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+    takeLoads(layer);
     sp.early = {};
     sp.early.layer = layer;
     if (!sp.reader) return {};
@@ -662,10 +670,7 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     // 2. Only the difference moves: the bundles of active neurons the cache lacks, read in
     //    neuron order (neighbours merge into one read).
     if (!known) {
-        const auto loads = cl.cache.update(sp.active);
-        sp.loads.assign(loads.begin(), loads.end());
-        std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
-        sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+        takeLoads(layer);
     }
     SPILLWAY_TRY(fetchBundles(layer));
     flushLookups(m_options.streamer.trace, sp.lookups, sp.reader ? trace::Lane::SsdRead : trace::Lane::HostToDevice,
@@ -816,10 +821,7 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
     // 2. The difference: bundles packed in pinned memory (the slotless ones in the overflow
     //    area, for the CPU), one upload, then each to its slot.
     if (!known) {
-        const auto loads = cl.cache.update(sp.active);
-        sp.loads.assign(loads.begin(), loads.end());
-        std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
-        sp.lookups = {uint32_t(sp.active.size()), uint32_t(sp.active.size() - sp.loads.size()), true};
+        takeLoads(layer);
     }
     SPILLWAY_TRY(fetchBundles(layer));
     size_t arrivals = 0;

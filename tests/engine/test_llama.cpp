@@ -23,21 +23,9 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/greedy_text.h"
+#include "../common/count_allocations.h"
 
-// Counts heap allocations so the test can check that decoding allocates nothing.
-static std::atomic<long> g_allocations{0};
-void* operator new(size_t n)
-{
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-// GCC cannot see that these replace the global operator new above (whose memory is malloc's).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+using spillway::testing_support::g_allocations;
 
 using namespace spillway;
 

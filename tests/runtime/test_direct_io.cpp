@@ -21,20 +21,9 @@
 
 #include "../common/temp_dir.h"
 #include "storage/direct_io.h"
+#include "../common/count_allocations.h"
 
-// Counts heap allocations, so a test can check that a warm stream of reads allocates nothing.
-static std::atomic<long> g_allocations{0};
-void* operator new(size_t n)
-{
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+using spillway::testing_support::g_allocations;
 
 using namespace spillway;
 using namespace spillway::storage;

@@ -45,47 +45,38 @@ std::unique_ptr<LlamaModel> reluStories260K()
     return model ? std::move(*model) : nullptr;
 }
 
-// A package of relu-stories-260K with bundles and rank-16 predictors, made once per test run.
+// A package of relu-stories-260K with bundles and rank-16 predictors of `input`.
+std::string makeBundledPackage(const testing_support::TempDir& dir, PredictorInput input)
+{
+    const std::string p = dir.path() + "/package";
+    auto model = reluStories260K();
+    auto device = gpu::createCpuDevice(2);
+    CompressOptions o;
+    o.qualityCheck = false;
+    o.bundles = true;
+    o.predictorRank = 16;
+    o.predictorContinueTokens = 16;
+    o.predictorInput = input;
+    auto report = compressModel(*model, p, o, *device);
+    EXPECT_TRUE(report.ok()) << report.error().message;
+    if (report) {
+        EXPECT_GT(report->bundleBytes, 0u);
+    }
+    return p;
+}
+
+// Made once per test run: predictors of the FFN's input, and of the attention's (Deja Vu, Tricksy).
 const std::string& bundledPackage()
 {
     static testing_support::TempDir dir("bundles");
-    static const std::string path = [] {
-        const std::string p = dir.path() + "/package";
-        auto model = reluStories260K();
-        auto device = gpu::createCpuDevice(2);
-        CompressOptions o;
-        o.qualityCheck = false;
-        o.bundles = true;
-        o.predictorRank = 16;
-        o.predictorContinueTokens = 16;
-        auto report = compressModel(*model, p, o, *device);
-        EXPECT_TRUE(report.ok()) << report.error().message;
-        if (report) {
-            EXPECT_GT(report->bundleBytes, 0u);
-        }
-        return p;
-    }();
+    static const std::string path = makeBundledPackage(dir, PredictorInput::Ffn);
     return path;
 }
 
-// The same with predictors that read the attention's input (Deja Vu, Tricksy).
 const std::string& attentionPredictedPackage()
 {
     static testing_support::TempDir dir("bundles-attention");
-    static const std::string path = [] {
-        const std::string p = dir.path() + "/package";
-        auto model = reluStories260K();
-        auto device = gpu::createCpuDevice(2);
-        CompressOptions o;
-        o.qualityCheck = false;
-        o.bundles = true;
-        o.predictorRank = 16;
-        o.predictorContinueTokens = 16;
-        o.predictorInput = PredictorInput::Attention;
-        auto report = compressModel(*model, p, o, *device);
-        EXPECT_TRUE(report.ok()) << report.error().message;
-        return p;
-    }();
+    static const std::string path = makeBundledPackage(dir, PredictorInput::Attention);
     return path;
 }
 
