@@ -137,6 +137,7 @@ private:
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
+    const float* activityOnHost(const LlamaLayerWeights& L, const float* in);
     void takeLoads(int layer);
     void planBundleRuns(int layer);
     size_t stageBundleBatch(size_t first);

@@ -549,6 +549,25 @@ Status LlamaSession::fetchBundles(int layer)
     return {};
 }
 
+// Exact mode: the pre-activation that decides activity (the gate, or OPT's up plus its bias)
+// through the ReLU, in full, where the host reads it: hb on a device with host pointers, else its
+// copy in sp.hostPre.
+const float* LlamaSession::activityOnHost(const LlamaLayerWeights& L, const float* in)
+{
+    const LlamaConfig& c = m_model.config();
+    float* hb = m_hb.as<float>();
+    const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
+    matvec(pre);
+    if (!c.ffnGated && L.upBias) m_device.add(hb, L.upBias, c.ffnDim);
+    shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
+    if (!m_sparse->onDevice) {
+        m_device.synchronize();
+        return hb;
+    }
+    m_device.download(m_sparse->hostPre.data(), hb, size_t(c.ffnDim) * sizeof(float));
+    return m_sparse->hostPre.data();
+}
+
 // The cache's answer to the layer's active set (sp.active): the bundles to load, in neuron order
 // (neighbours merge into one read), and the lookups for the trace.
 void LlamaSession::takeLoads(int layer)
@@ -656,13 +675,9 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     if (known) {
         // the active set and the loads are known: nothing to predict
     } else if (!predicted) {
-        const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
-        matvec(pre);
-        if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
-        shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
-        d.synchronize();
+        const float* pre = activityOnHost(L, in);  // hb
         for (int j = 0; j < c.ffnDim; ++j)
-            if (hb[j] > 0.0f) sp.active.push_back(uint32_t(j));
+            if (pre[j] > 0.0f) sp.active.push_back(uint32_t(j));
     } else {
         sp.predictors[size_t(layer)].predict(in, sp.active, sp.predictorScratch);
     }
@@ -794,7 +809,6 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
     const FfnBundles& b = sp.layout;
     const bool predicted = sp.mode == NeuronCacheMode::Predicted;
     const size_t dim = size_t(c.dim);
-    float* hb = m_hb.as<float>();
     trace::Recorder* rec = m_options.streamer.trace;
 
     // 1. The active set, on the host. Each layer starts with a download, which waits for every op
@@ -805,13 +819,9 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
     if (known) {
         // the active set and the loads are known: nothing to predict
     } else if (!predicted) {
-        const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
-        matvec(pre);
-        if (!c.ffnGated && L.upBias) d.add(hb, L.upBias, c.ffnDim);
-        shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
-        d.download(sp.hostPre.data(), hb, size_t(c.ffnDim) * sizeof(float));
+        const float* pre = activityOnHost(L, in);  // sp.hostPre
         for (int j = 0; j < c.ffnDim; ++j)
-            if (sp.hostPre[size_t(j)] > 0.0f) sp.active.push_back(uint32_t(j));
+            if (pre[j] > 0.0f) sp.active.push_back(uint32_t(j));
     } else {
         d.download(sp.hostIn.data(), in, dim * sizeof(float));
         haveIn = true;

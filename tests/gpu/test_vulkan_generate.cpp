@@ -166,7 +166,9 @@ TEST(VulkanGenerate, LayerSpansAreTimedOnTheDevice)
             EXPECT_LE(spans[i].startNs, spans[i].endNs);
             EXPECT_GE(spans[i].startNs, windows[p].first) << "pass " << p << " span " << i;
             EXPECT_LE(spans[i].endNs, windows[p].second) << "pass " << p << " span " << i;
-            if (i > 0) EXPECT_GE(spans[i].startNs, spans[i - 1].endNs) << "pass " << p << " span " << i;
+            if (i > 0) {
+                EXPECT_GE(spans[i].startNs, spans[i - 1].endNs) << "pass " << p << " span " << i;
+            }
             (i + 1 < spans.size() ? layerNs : headNs) += spans[i].endNs - spans[i].startNs;
         }
     }
