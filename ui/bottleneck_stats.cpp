@@ -113,7 +113,7 @@ std::vector<NeuronCacheLayerStats> computeNeuronCacheStats(std::span<const trace
     std::vector<NeuronCacheLayerStats> layers;
     bool any = false;
     for (const trace::Span& s : spans) {
-        if (s.layer < 0 || std::strcmp(s.op, "neuron bundles") != 0) continue;
+        if (s.layer < 0 || std::strcmp(s.op, trace::kNeuronBundlesOp) != 0) continue;
         if (size_t(s.layer) >= layers.size()) {
             const size_t from = layers.size();
             layers.resize(size_t(s.layer) + 1);

@@ -134,7 +134,7 @@ void flushLookups(trace::Recorder* rec, PendingLookups& p, trace::Lane lane, int
 {
     if (!rec || !p.pending) return;
     const uint64_t now = trace::nowNs();
-    recordBundles(rec, p, {lane, layer, "neuron bundles", 0, now, now, pass});
+    recordBundles(rec, p, {lane, layer, trace::kNeuronBundlesOp, 0, now, now, pass});
 }
 
 constexpr size_t kAlign = storage::kDirectIoAlignment;
@@ -508,7 +508,7 @@ Status LlamaSession::fetchBundles(int layer)
         for (size_t i = 0; i < sp.loads.size(); ++i)
             put(i, cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset);
         if (rec && !sp.loads.empty() && !pack)
-            recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, "neuron bundles",
+            recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, trace::kNeuronBundlesOp,
                                             sp.loads.size() * sliceBytes, t0, trace::nowNs(), m_pass - 1});
         return {};
     }
@@ -534,7 +534,7 @@ Status LlamaSession::fetchBundles(int layer)
         }
         SPILLWAY_TRY(sp.reader->wait(ticket));
         const size_t used = size_t(sp.runs[last - 1].stagingOffset + (sp.runs[last - 1].end - sp.runs[last - 1].begin));
-        recordBundles(rec, sp.lookups, {trace::Lane::SsdRead, layer, "neuron bundles", used, t0, trace::nowNs(), m_pass - 1});
+        recordBundles(rec, sp.lookups, {trace::Lane::SsdRead, layer, trace::kNeuronBundlesOp, used, t0, trace::nowNs(), m_pass - 1});
         sp.ssdBytes += used;
         sp.ssdRequests += last - first;
         for (size_t r = first; r < last; ++r) {
@@ -852,7 +852,7 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
         const size_t bytes = arrivals * (sp.deviceStride + (groups ? 8 : 4));
         const uint64_t t0 = rec ? trace::nowNs() : 0;
         d.upload(sp.packDevice.data(), pack, bytes);
-        recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, "neuron bundles", arrivals * sp.slice.bytes,
+        recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, trace::kNeuronBundlesOp, arrivals * sp.slice.bytes,
                                         t0, trace::nowNs(), m_pass - 1});
         const auto* deviceIndex = reinterpret_cast<const int32_t*>(sp.packDevice.as<uint8_t>() + arrivals * sp.deviceStride);
         d.scatterRows({cl.slots.data(), sp.deviceStride, sp.packDevice.data(), sp.deviceStride, sp.deviceStride,

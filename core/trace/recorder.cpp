@@ -56,6 +56,9 @@ const char* laneName(Lane lane)
     return "unknown";
 }
 
+// Bits of each neuron-cache count (Span::lookups, hits) packed beside the lane (Slot::lane).
+constexpr uint64_t kCountMask = (uint64_t{1} << 28) - 1;
+
 // One cache line: the sequence word, the abandonment note, and the span packed in six words.
 struct alignas(64) Recorder::Slot {
     std::atomic<uint64_t> seq{0};
@@ -103,9 +106,8 @@ void Recorder::record(const Span& span) noexcept
     const uint64_t layerToken =
         static_cast<uint32_t>(span.layer) | (static_cast<uint64_t>(span.token) << 32);
     slot.layerToken.store(layerToken, kRelease);
-    constexpr uint64_t kCount = (uint64_t{1} << 28) - 1;
-    const uint64_t lane = static_cast<uint64_t>(span.lane) | std::min<uint64_t>(span.lookups, kCount) << 8 |
-                          std::min<uint64_t>(span.hits, kCount) << 36;
+    const uint64_t lane = static_cast<uint64_t>(span.lane) | std::min<uint64_t>(span.lookups, kCountMask) << 8 |
+                          std::min<uint64_t>(span.hits, kCountMask) << 36;
     slot.lane.store(lane, kRelease);
     slot.op.store(span.op, kRelease);
     slot.bytes.store(span.bytes, kRelease);
@@ -129,7 +131,7 @@ bool Recorder::readSlot(const Slot& slot, uint64_t index, Span& out) const
     out.layer = static_cast<int32_t>(static_cast<uint32_t>(layerToken));
     out.token = static_cast<uint32_t>(layerToken >> 32);
     out.lane = static_cast<Lane>(lane & 0xff);
-    out.lookups = static_cast<uint32_t>((lane >> 8) & ((uint64_t{1} << 28) - 1));
+    out.lookups = static_cast<uint32_t>((lane >> 8) & kCountMask);
     out.hits = static_cast<uint32_t>(lane >> 36);
     return true;
 }

@@ -50,6 +50,9 @@ struct Span {
     uint32_t hits = 0;
 };
 
+// The op of the neuron cache's bundle transfers: the spans that carry lookups and hits.
+inline constexpr const char* kNeuronBundlesOp = "neuron bundles";
+
 // Steady clock, nanoseconds since an arbitrary epoch.
 uint64_t nowNs();
 
