@@ -163,6 +163,7 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
         options.neuronCache.capacity = m_neuronCache;
         options.neuronCache.mode = m_neuronPredicted ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
         options.neuronCache.source = m_model->ffnBundles().empty() ? BundleSource::Ram : BundleSource::Ssd;
+        options.neuronCache.coldPerLayer = m_neuronCold;
     }
     auto session = openSession(options);
     if (!session) {
@@ -231,7 +232,7 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
     }
     if (nc.total.tokens > 0) {
         const double tokens = double(nc.total.tokens) / double(std::max(1, m_model->config().nLayers));
-        const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.loadedBytes());
+        const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.shippedBytes());  // what moved
         emit neuronCacheReport(nc.total.hitRate(), bytes / std::max(1.0, tokens));
     }
     emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3,
@@ -320,9 +321,19 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
     m_contextLength = prediction.settings.contextLength;
     m_neuronCache = prediction.settings.neuronCache;
     m_neuronPredicted = prediction.settings.neuronMode == QLatin1String("predicted");
+    m_neuronCold.clear();
+    int coldOnCpu = 0;
+    for (bool cpu : prediction.coldOnCpu) {
+        m_neuronCold.push_back(cpu ? ColdNeurons::Cpu : ColdNeurons::Ship);
+        coldOnCpu += cpu;
+    }
     QString cache;
     if (m_neuronCache > 0)
-        cache = tr(", neuron cache %1 per layer (%2)").arg(m_neuronCache).arg(prediction.settings.neuronMode);
+        cache = tr(", neuron cache %1 per layer (%2; cold neurons on the CPU in %3 of %4 layers)")
+                    .arg(m_neuronCache)
+                    .arg(prediction.settings.neuronMode)
+                    .arg(coldOnCpu)
+                    .arg(prediction.coldOnCpu.size());
     emit deviceChanged(QString::fromStdString(m_device->info().backend), describe(*m_model, *m_device), QString());
     emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3%4")
                          .arg(describe(*m_model, *m_device))

@@ -13,6 +13,7 @@
 
 #include "chat_store.h"
 #include "core/base/result.h"
+#include "core/runtime/neuron_cache.h"
 #include "tuning_worker.h"
 
 namespace spillway {
@@ -107,6 +108,7 @@ private:
     int m_contextLength = 0;
     int m_neuronCache = 0;          // bundles per layer applied by the tuning panel (0: dense FFN)
     bool m_neuronPredicted = false;
+    std::vector<ColdNeurons> m_neuronCold;  // per layer, as the applied plan chose
 };
 
 // Length of the longest prefix of `bytes` that ends on a UTF-8 character boundary.

@@ -21,8 +21,10 @@ QString bytesText(double bytes) { return QLocale().formattedDataSize(qint64(byte
 QString gbps(double bytesPerSecond) { return QString::number(bytesPerSecond / 1e9, 'f', 1) + " GB/s"; }
 
 // The session's neuron-cache options for `settings` on `model`; off (capacity 0) with the reason
-// in *note where the model cannot use them.
-NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings& settings, QString* note)
+// in *note where the model cannot use them. Each layer's cold neurons go where the cost model
+// says, from the measured speeds.
+NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings& settings,
+                                  const hw::HardwareProfile& profile, QString* note)
 {
     NeuronCacheOptions o;
     if (settings.neuronCache <= 0) return o;
@@ -39,6 +41,9 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
         else if (note)
             *note = QObject::tr("This model stores no activation predictors (compress it with predictors): exact mode.");
     }
+    const std::string backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
+    for (const plan::ColdNeuronChoice& choice : LlamaSession::chooseColdNeurons(model, o, profile, backend))
+        o.coldPerLayer.push_back(choice.choice);
     return o;
 }
 
@@ -54,7 +59,7 @@ Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProf
     in.contextLength = settings.contextLength;
     in.prefetchDepth = settings.prefetchDepth;
     in.kvType = kv;
-    const NeuronCacheOptions cache = neuronCacheFor(model, settings, nullptr);
+    const NeuronCacheOptions cache = neuronCacheFor(model, settings, profile, nullptr);
     in.served = LlamaSession::neuronCacheTensors(model, cache);
     in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache, in.backend != "cpu");
     in.neuronCache = LlamaSession::neuronCacheCosts(model, cache);
@@ -187,7 +192,8 @@ void TuningWorker::predict(const TuningSettings& settings)
     TuningPrediction out;
     out.settings = settings;
     out.settings.modelPath = QString::fromStdString(planned->path());
-    const NeuronCacheOptions cache = neuronCacheFor(*planned, settings, &out.note);
+    const NeuronCacheOptions cache = neuronCacheFor(*planned, settings, *m_profile, &out.note);
+    for (ColdNeurons cold : cache.coldPerLayer) out.coldOnCpu.push_back(cold == ColdNeurons::Cpu);
     out.settings.neuronCache = cache.capacity;
     out.settings.neuronMode = cache.mode == NeuronCacheMode::Predicted ? QStringLiteral("predicted") : QStringLiteral("exact");
     out.tokensPerSecond = plan->tokensPerSecond();

@@ -4,6 +4,7 @@
 // would it run, with these budgets?" with the planner: fast enough to call on every move of a
 // control. It keeps its own mapping of the model (no engine state is shared with inference).
 
+#include <QList>
 #include <QMetaType>
 #include <QObject>
 #include <QString>
@@ -41,6 +42,9 @@ struct TuningPrediction {
     qint64 kvBytes = 0;  // the KV cache, on the device
     QString lanes;  // "SSD 12.3 ms · compute 4.5 ms · …" per token
     QString note;   // why a setting was not taken (a neuron cache on a SwiGLU model, ...), or empty
+    // The neuron cache: per layer, whether the cost model has the CPU compute its cold neurons
+    // (else they are shipped to the device's slots); empty when the cache is off.
+    QList<bool> coldOnCpu;
     std::shared_ptr<const plan::PlanResult> plan;  // to apply
 };
 

@@ -29,11 +29,12 @@ struct Measured {
     // the bytes read from the SSD (alignment and merged gaps included).
     NeuronCacheReport cache;
     uint64_t cacheLoadedBytes = 0, cacheSsdBytes = 0;
+    uint64_t cacheShippedBytes = 0;  // of the loads from RAM, those copied to slots (not computed in place)
     // Bytes brought in from the slower tiers per run: SSD reads and RAM->device copies, the
     // neuron cache's loads included (SSD-sourced loads counted once, as read).
     uint64_t movedBytes() const
     {
-        const uint64_t cacheRam = cache.ssdRequests ? 0 : cacheLoadedBytes;
+        const uint64_t cacheRam = cache.ssdRequests ? 0 : cacheShippedBytes;
         return ssdBytes + uploadBytes + cacheSsdBytes + cacheRam;
     }
     trace::Summary summary;
@@ -73,6 +74,7 @@ Result<Measured> decode(const LlamaModel& model, gpu::Device& device, const Sess
     m.uploadBytes = after.uploadBytes - before.uploadBytes;
     m.cache = (*session)->neuronCacheReport();
     m.cacheLoadedBytes = m.cache.loadedBytes() - cacheBefore.loadedBytes();
+    m.cacheShippedBytes = m.cache.shippedBytes() - cacheBefore.shippedBytes();
     m.cacheSsdBytes = m.cache.ssdBytes - cacheBefore.ssdBytes;
     m.stallNs = after.stallNs - before.stallNs;
     if (recorder) {
@@ -166,6 +168,7 @@ int runOffloadBench(BenchCommand& b)
         std::string caps;
         for (int cap : m.cache.capacities) caps += (caps.empty() ? "" : " ") + std::to_string(cap);
         std::printf("  %-36s %s\n", "bundles per layer", caps.c_str());
+        std::printf("  %-36s %s\n", "hot and cold neurons", hotColdText(m.cache).c_str());
         if (m.cache.ssdRequests)
             std::printf("  %-36s %.1f MiB/token in %.1f reads/token\n", "neuron bundles read from the SSD",
                         double(m.cacheSsdBytes) / tokens / double(1 << 20),
@@ -176,7 +179,7 @@ int runOffloadBench(BenchCommand& b)
         std::printf("  %-36s %.2f MiB/token (SSD %.2f, RAM->device %.2f, neuron bundles %.2f)\n",
                     "bytes moved, neuron cache", double(m.movedBytes()) / tokens / double(1 << 20),
                     double(m.ssdBytes) / tokens / double(1 << 20), double(m.uploadBytes) / tokens / double(1 << 20),
-                    double(m.cache.ssdRequests ? m.cacheSsdBytes : m.cacheLoadedBytes) / tokens / double(1 << 20));
+                    double(m.cache.ssdRequests ? m.cacheSsdBytes : m.cacheShippedBytes) / tokens / double(1 << 20));
         std::printf("  %-36s %.2f MiB/token, %.3f tokens/s\n", "bytes moved, dense offload (same budget)",
                     double(dense->movedBytes()) / tokens / double(1 << 20), dense->tokensPerSecond);
         std::printf("  %-36s %.2fx fewer bytes moved, %.2fx the tokens/s\n", "neuron cache vs dense offload",
@@ -232,7 +235,12 @@ int runOffloadBench(BenchCommand& b)
                 {"bundle_bytes_read_during_attention", nc.earlyBytes},
                 {"bundle_ssd_bytes", nc.ssdBytes},
                 {"layer_capacities", nc.capacities},
+                {"layer_pinned", nc.pinned},
+                {"cold_neurons_on_cpu_per_layer_token", double(nc.total.slotless) / std::max<double>(1.0, double(nc.total.tokens))},
             };
+            std::vector<std::string> cold;
+            for (ColdNeurons c : nc.cold) cold.push_back(coldNeuronsName(c));
+            j["neuron_cache"]["layer_cold_neurons"] = cold;
             j["dense_offload"] = {
                 {"tokens_per_s", dense->tokensPerSecond},
                 {"moved_bytes_per_token", double(dense->movedBytes()) / b.tokens},

@@ -108,6 +108,7 @@ int runGenerate(const GenerateOptions& o)
                      o.offload.neuronCache, o.offload.neuronMode.c_str(), 100.0 * nc.total.hitRate(), perToken,
                      c.ffnDim, perToken * double(c.nLayers) * double(nc.bundleBytes) / 1024.0,
                      double(c.ffnDim) * double(c.nLayers) * double(nc.bundleBytes) / 1024.0);
+        std::fprintf(stderr, "neuron cache: %s\n", cli::hotColdText(nc).c_str());
         if (nc.ssdRequests > 0)
             std::fprintf(stderr, "neuron bundles from the SSD: %.1f KiB per token in %.1f reads per token\n",
                          double(nc.ssdBytes) / double(nc.total.tokens / uint64_t(c.nLayers)) / 1024.0,

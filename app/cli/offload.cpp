@@ -1,6 +1,8 @@
 #include "offload.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/plan/model_tensors.h"
@@ -44,7 +46,7 @@ void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o)
 {
     cmd->add_option("--neuron-cache", o.neuronCache,
                     "ReLU models: compute the FFN over the active neurons only, through a cache of this many "
-                    "neuron bundles per layer that loads the difference each token (CPU backend)")
+                    "neuron bundles per layer that loads the difference each token")
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--neuron-mode", o.neuronMode,
                     "exact (the gate decides which neurons are active; default) or predicted (the package's "
@@ -54,6 +56,25 @@ void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o)
                     "Where missing neuron bundles come from: ram (default) or ssd (direct reads from a package "
                     "written with compress --bundles)")
         ->check(CLI::IsMember({"ram", "ssd"}));
+    cmd->add_option("--cold-neurons", o.coldNeurons,
+                    "Neurons the cache lacks: ship them to its slots (ship), keep the slots for the hottest "
+                    "neurons and compute the others on the CPU where they lie (cpu), or let the cost model pick "
+                    "per layer from the measured speeds (auto, default; ships when nothing is measured)")
+        ->check(CLI::IsMember({"auto", "ship", "cpu"}));
+}
+
+std::string hotColdText(const NeuronCacheReport& r)
+{
+    int cpu = 0, pinned = 0;
+    for (ColdNeurons c : r.cold) cpu += c == ColdNeurons::Cpu;
+    for (int p : r.pinned) pinned += p;
+    const double tokens = double(std::max<uint64_t>(1, r.total.tokens));  // layer-tokens
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%d hot neurons pinned; cold neurons computed on the CPU in %d of %zu layers, shipped in the "
+                  "others; %.1f per layer and token computed where they lie",
+                  pinned, cpu, r.cold.size(), double(r.total.slotless) / tokens);
+    return buf;
 }
 
 Result<gpu::KvType> kvTypeOf(const OffloadOptions& o)
@@ -113,6 +134,9 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     run.session.neuronCache.capacity = o.neuronCache;
     run.session.neuronCache.mode = o.neuronMode == "predicted" ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
     run.session.neuronCache.source = o.bundlesFrom == "ssd" ? BundleSource::Ssd : BundleSource::Ram;
+    run.session.neuronCache.cold = o.coldNeurons == "cpu"    ? ColdNeurons::Cpu
+                                   : o.coldNeurons == "ship" ? ColdNeurons::Ship
+                                                             : ColdNeurons::Auto;
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();
         run.session.streamer.trace = run.recorder.get();
@@ -148,6 +172,11 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     in.kvType = *kvType;
     in.batch = run.session.batch;
     in.prefetchDepth = o.naive ? 0 : o.prefetch;
+    // Where each layer's cold neurons run, from the measured speeds (before costing the cache).
+    if (run.session.neuronCache.cold == ColdNeurons::Auto)
+        for (const plan::ColdNeuronChoice& choice :
+             LlamaSession::chooseColdNeurons(model, run.session.neuronCache, run.profile, run.device->info().backend))
+            run.session.neuronCache.coldPerLayer.push_back(choice.choice);
     in.served = LlamaSession::neuronCacheTensors(model, run.session.neuronCache);
     in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, run.session.neuronCache,
                                                                  !run.device->info().caps.hostPointers);

@@ -33,6 +33,7 @@ struct OffloadOptions {
     int neuronCache = 0;
     std::string neuronMode = "exact";
     std::string bundlesFrom = "ram";
+    std::string coldNeurons = "auto";  // auto, ship or cpu (neuron_cache.h, ColdNeurons)
 
     bool offloading() const
     {
@@ -42,11 +43,14 @@ struct OffloadOptions {
 
 void addOffloadOptions(CLI::App* cmd, OffloadOptions& o, bool withTrace);
 
-// --neuron-cache, --neuron-mode, --bundles-from (generate, bench, plan).
+// --neuron-cache, --neuron-mode, --bundles-from, --cold-neurons (generate, bench, plan).
 void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o);
 
 // o.kvType as a gpu::KvType (an InvalidArgument error naming the choices for anything else).
 Result<gpu::KvType> kvTypeOf(const OffloadOptions& o);
+
+// One line on the neuron cache's hot and cold neurons (pinned, and where the cold ones ran).
+std::string hotColdText(const NeuronCacheReport& report);
 
 // "8GiB", "8G", "512MiB", "512M", "64KiB", "1.5GiB", "123" (bytes); binary units.
 Result<uint64_t> parseBytes(const std::string& text);

@@ -351,6 +351,16 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
             bias.shape = {p.neurons};
             bias.format = "f32";
             SPILLWAY_TRY(writer->addTensor(bias, f32(p.bias)));
+            std::vector<float> activity(p.frequency);
+            activity.insert(activity.end(), p.predictedFrequency.begin(), p.predictedFrequency.end());
+            if (activity.size() == 2 * size_t(p.neurons)) {
+                storage::PackageTensor act;
+                act.name = b + kNeuronActivity;
+                act.shape = {2, p.neurons};
+                act.format = "f32";
+                SPILLWAY_TRY(writer->addTensor(act, f32(activity)));
+                report.outputBytes += activity.size() * sizeof(float);
+            }
             report.outputBytes += (p.a.size() + p.b.size() + p.bias.size()) * sizeof(float);
             report.predictorRecall += p.recall;
             report.predictorPrecision += p.precision;

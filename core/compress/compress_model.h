@@ -79,7 +79,8 @@ struct CompressOptions {
     // > 0: also train activation predictors of this rank (ffn_predictor.h; ReLU models only,
     // UnsupportedModel otherwise) and store them: blk.N.ffn_pred_a.weight (rank, dim),
     // blk.N.ffn_pred_b.weight (neurons, rank), blk.N.ffn_pred_bias (neurons), f32, the held-out
-    // recall and precision in the A tensor's extra JSON.
+    // recall and precision in the A tensor's extra JSON; and blk.N.ffn_activity (2, neurons),
+    // each neuron's measured and predicted activity frequency (the hot neurons a cache pins).
     int predictorRank = 0;
     int predictorContinueTokens = 64;  // model-sampled calibration tokens after each prompt
     PredictorInput predictorInput = PredictorInput::Ffn;  // what they read (ffn_predictor.h)

@@ -259,6 +259,41 @@ double FfnPredictor::hitRateAt(double share, bool predicted) const
     return curve.back();
 }
 
+namespace {
+// Neuron ids by descending frequency (ties: lower id first).
+std::vector<uint32_t> byFrequency(const std::vector<float>& f)
+{
+    std::vector<uint32_t> order(f.size());
+    for (size_t j = 0; j < order.size(); ++j) order[j] = uint32_t(j);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return f[a] > f[b]; });
+    return order;
+}
+}  // namespace
+
+double FfnPredictor::staticHitRate(int slots, bool predicted) const
+{
+    const std::vector<float>& f = predicted ? predictedFrequency : frequency;
+    if (f.empty()) return -1.0;
+    double total = 0.0;
+    for (float v : f) total += v;
+    if (total <= 0.0) return 1.0;  // nothing is ever active: nothing misses
+    std::vector<float> sorted(f);
+    const size_t k = std::min(sorted.size(), size_t(std::max(slots, 0)));
+    std::partial_sort(sorted.begin(), sorted.begin() + ptrdiff_t(k), sorted.end(), std::greater<float>());
+    double kept = 0.0;
+    for (size_t i = 0; i < k; ++i) kept += sorted[i];
+    return std::min(1.0, kept / total);
+}
+
+std::vector<uint32_t> FfnPredictor::hottest(int slots, bool predicted, double minFrequency) const
+{
+    const std::vector<float>& f = predicted ? predictedFrequency : frequency;
+    std::vector<uint32_t> order = byFrequency(f);
+    order.resize(std::min(order.size(), size_t(std::max(slots, 0))));
+    while (!order.empty() && (f[order.back()] <= 0.0f || f[order.back()] < minFrequency)) order.pop_back();
+    return order;
+}
+
 bool hasFfnPredictors(const LlamaModel& model)
 {
     return model.tensor(std::string("blk.0.") + kPredictorA) != nullptr;
@@ -302,6 +337,19 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, boo
             p.a = floats(*a);
             p.b = floats(*bm);
             p.bias = floats(*bias);
+        }
+        // The activity frequencies (small: two floats per neuron, kept even in records).
+        if (const ModelTensor* f = model.tensor(b + kNeuronActivity)) {
+            if (f->type != gpu::DType::F32 || f->dims.size() != 2 || f->dims[0] != c.ffnDim || f->dims[1] != 2 ||
+                f->bytes < size_t(2 * c.ffnDim) * sizeof(float))
+                return bad(std::string(kNeuronActivity) + " is not (2, neurons) f32");
+            const auto* v = reinterpret_cast<const float*>(f->data);
+            p.frequency.assign(v, v + c.ffnDim);
+            p.predictedFrequency.assign(v + c.ffnDim, v + 2 * size_t(c.ffnDim));
+            for (float x : p.frequency)
+                if (!(x >= 0.0f && x <= 1.0f)) return bad(std::string(kNeuronActivity) + " holds a value outside [0, 1]");
+            for (float x : p.predictedFrequency)
+                if (!(x >= 0.0f && x <= 1.0f)) return bad(std::string(kNeuronActivity) + " holds a value outside [0, 1]");
         }
         // The figures measured when it was trained (a package keeps them beside A); informative
         // only, so a missing or odd record leaves them 0.
@@ -484,6 +532,17 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
         };
         p.hitCurve = curve(trueIds, trueOffsets);
         p.predictedHitCurve = curve(predictedIds, predictedOffsets);
+        // How often each neuron is active, over the same tokens.
+        auto frequencies = [&](const std::vector<uint32_t>& ids) {
+            std::vector<float> f(size_t(n), 0.0f);
+            std::vector<uint64_t> count(size_t(n), 0);
+            for (uint32_t j : ids) ++count[j];
+            const double tokens = double(std::max<int64_t>(s.tokens(), 1));
+            for (int j = 0; j < n; ++j) f[size_t(j)] = float(double(count[size_t(j)]) / tokens);
+            return f;
+        };
+        p.frequency = frequencies(trueIds);
+        p.predictedFrequency = frequencies(predictedIds);
         out.push_back(std::move(p));
     }
     return out;

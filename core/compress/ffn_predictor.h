@@ -56,6 +56,16 @@ struct FfnPredictor {
     std::vector<float> hitCurve, predictedHitCurve;
     // The curve at `share` of the neurons (linear between points; -1 when not measured).
     double hitRateAt(double share, bool predicted) const;
+    // Per neuron, the share of every calibration token on which it was active (frequency) or
+    // predicted active (predictedFrequency): what picks the hot neurons a cache keeps resident
+    // (PowerInfer). Empty when not measured (packages from before they were stored).
+    std::vector<float> frequency, predictedFrequency;
+    // The hit rate of a static cache holding the `slots` most frequently active neurons: the
+    // share of activity they carry. -1 when the frequencies were not measured.
+    double staticHitRate(int slots, bool predicted) const;
+    // The `slots` most frequently active neurons, most frequent first (ties: lower id first);
+    // with minFrequency > 0, only those active at least that often. Empty when not measured.
+    std::vector<uint32_t> hottest(int slots, bool predicted, double minFrequency = 0.0) const;
 
     // Predicted active neuron ids for input x (dim floats: the FFN's or the attention's input,
     // as `input` says), ascending; `scratch` avoids
@@ -85,6 +95,8 @@ struct PredictorOptions {
 inline constexpr const char* kPredictorA = "ffn_pred_a.weight";     // (rank, dim) f32
 inline constexpr const char* kPredictorB = "ffn_pred_b.weight";     // (neurons, rank) f32
 inline constexpr const char* kPredictorBias = "ffn_pred_bias";      // (neurons) f32
+// (2, neurons) f32: row 0 the frequency, row 1 the predicted frequency (optional).
+inline constexpr const char* kNeuronActivity = "ffn_activity";
 
 // The extra JSON stored with a predictor's A tensor: rank, recall, precision, densities, tokens.
 std::string predictorExtra(const FfnPredictor& p);

@@ -1,5 +1,6 @@
 #include "core/plan/neuron_cache_model.h"
 
+#include "core/hw/probe.h"
 #include "core/runtime/neuron_cache.h"
 
 #include <algorithm>
@@ -7,6 +8,51 @@
 #include <utility>
 
 namespace spillway::plan {
+
+ColdNeuronChoice chooseColdNeurons(const ColdNeuronLayer& l, const ColdNeuronSpeeds& s)
+{
+    auto per = [](double bytes, double rate) { return bytes > 0 ? bytes / std::max(rate, 1.0) : 0.0; };
+    const double active = std::max(l.active, 0.0);
+    const double misses = active * (1.0 - std::clamp(l.lruHitRate, 0.0, 1.0));
+    ColdNeuronChoice c;
+    c.shipSeconds = per(misses * l.readBytes, s.ssd) + per(misses * l.sliceBytes, s.copy) +
+                    per(active * l.computeBytes, s.device);
+    const bool measured = s.copy > 0 && s.device > 0 && (s.sameProcessor || s.cpu > 0);
+    if (l.staticHitRate < 0.0 || !measured) {
+        c.cpuSeconds = c.shipSeconds;  // nothing to pin by, or no speeds to go by: ship
+        return c;
+    }
+    const double hot = active * std::clamp(l.staticHitRate, 0.0, 1.0), cold = active - hot;
+    const double coldRead = per(cold * l.readBytes, s.ssd);
+    if (s.sameProcessor)
+        c.cpuSeconds = coldRead + per(active * l.computeBytes, s.device);
+    else
+        c.cpuSeconds = std::max(per(hot * l.computeBytes, s.device), coldRead + per(cold * l.computeBytes, s.cpu));
+    if (c.cpuSeconds < c.shipSeconds) c.choice = ColdNeurons::Cpu;
+    return c;
+}
+
+ColdNeuronSpeeds coldNeuronSpeeds(const hw::HardwareProfile& profile, const std::string& backend, gpu::DType rows)
+{
+    ColdNeuronSpeeds s;
+    s.ssd = profile.storage.sequentialBytesPerSecond;
+    auto rate = [&](const std::vector<hw::FormatThroughput>& list) {
+        for (const auto& f : list)
+            if (f.type == rows) return f.bytesPerSecond;
+        return 0.0;
+    };
+    for (const auto& d : profile.devices)
+        if (d.backend == backend) {
+            s.copy = d.hostToDevicePinned;
+            s.device = rate(d.matvec);
+            s.sameProcessor = d.caps.hostPointers;
+        }
+    s.cpu = rate(profile.host.cpuMatvec);
+    if (s.cpu <= 0)
+        for (const auto& d : profile.devices)
+            if (d.backend == "cpu") s.cpu = rate(d.matvec);
+    return s;
+}
 
 double ActivityTrace::density() const
 {

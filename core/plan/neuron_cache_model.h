@@ -15,9 +15,13 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "core/runtime/neuron_cache.h"
 #include "gpu/dtype.h"
+
+namespace spillway::hw { struct HardwareProfile; }
 
 namespace spillway::plan {
 
@@ -29,7 +33,47 @@ struct NeuronCacheLayerCost {
     bool fromSsd = false;
     double computeBytes = 0;
     gpu::DType rowType = gpu::DType::F32;
+    // Cold neurons the CPU computes (ColdNeurons::Cpu): weight bytes it reads per token (from
+    // RAM, or from the staging buffer after loadBytes came from the SSD).
+    double cpuComputeBytes = 0;
+    bool toDevice = true;  // the loaded bytes go on to the device (false: the CPU computes them)
 };
+
+// One layer's figures for the hot/cold choice, per token.
+struct ColdNeuronLayer {
+    double active = 0;          // active (or predicted active) neurons
+    double lruHitRate = 0;      // hit rate of the cache shipping misses (LRU at its capacity)
+    double staticHitRate = -1;  // ... holding the hottest neurons only (-1: frequencies unknown)
+    double sliceBytes = 0;      // bytes one shipped bundle moves to the device
+    double readBytes = 0;       // bytes one bundle read from the SSD costs (0: bundles in RAM)
+    double computeBytes = 0;    // weight bytes one neuron's rows and column take to compute
+};
+
+// Measured speeds, bytes per second.
+struct ColdNeuronSpeeds {
+    double copy = 0;        // host -> device (pinned); a memcpy on the CPU device
+    double ssd = 0;         // sequential reads
+    double device = 0;      // the device's matvec over the rows' type
+    double cpu = 0;         // the CPU's
+    bool sameProcessor = false;  // the device is the CPU (it computes on host memory)
+};
+
+struct ColdNeuronChoice {
+    ColdNeurons choice = ColdNeurons::Ship;
+    double shipSeconds = 0, cpuSeconds = 0;  // the layer's predicted FFN seconds per token each way
+};
+
+// Ship: misses = active (1 - lruHitRate) bundles are read (SSD) and copied, then the device
+// computes every active neuron. Cpu: the slots hold the hottest neurons (active x staticHitRate
+// of the work); on a GPU the CPU computes the rest (re-read from the SSD each token when the
+// bundles live there) while the device computes the hot part, so the slower of the two counts;
+// on the CPU device everything is computed by the same cores, straight from RAM (no copies).
+// Cpu is taken only when predicted faster, and never without frequencies.
+ColdNeuronChoice chooseColdNeurons(const ColdNeuronLayer& layer, const ColdNeuronSpeeds& speeds);
+
+// The speeds a profile measured for `backend`'s device with rows of `rows` (zeros where it has
+// no figure: chooseColdNeurons then never prefers the CPU).
+ColdNeuronSpeeds coldNeuronSpeeds(const hw::HardwareProfile& profile, const std::string& backend, gpu::DType rows);
 
 // One layer's active neurons, token by token.
 struct ActivityTrace {

@@ -70,6 +70,7 @@ struct Evaluation {
 // A unit's work that no placement changes: the neuron cache's fetches and FFN compute.
 struct UnitExtra {
     double read = 0, copy = 0, compute = 0;  // seconds per token
+    double cpu = 0;  // the CPU's cold neurons, at the same time as the device's compute
     uint64_t ssdBytes = 0;
 };
 
@@ -135,10 +136,11 @@ public:
         for (size_t u = 0; u < m_extra.size() && u < size_t(m_units); ++u) {
             // Fetched synchronously inside the layer: on its compute path.
             const UnitExtra& x = m_extra[u];
-            compute[u] += x.read + x.copy + x.compute;
+            compute[u] += x.read + x.copy + std::max(x.compute, x.cpu);
             e.lanes.ssdRead += x.read;
             e.lanes.hostToDevice += x.copy;
             e.lanes.deviceCompute += x.compute;
+            e.lanes.cpuCompute += x.cpu;
             e.ssdBytes += x.ssdBytes;
         }
         bool anyStreamed = false;
@@ -258,11 +260,14 @@ Result<Setup> setUp(const PlannerInput& in)
         const auto it = s.hw.matvec.find(n.rowType);
         const double rate = it != s.hw.matvec.end() && it->second > 0 ? it->second : fallback;
         x.compute = n.computeBytes / rate;
+        // Cold neurons computed on the CPU: by the same cores on the CPU device, else beside it.
+        if (s.hw.directToDevice) x.compute += n.cpuComputeBytes / rate;
+        else if (n.cpuComputeBytes > 0) x.cpu = n.cpuComputeBytes / (s.hw.cpuMatvec > 0 ? s.hw.cpuMatvec : fallback);
         if (n.fromSsd) {
             x.read = n.loadBytes / s.hw.ssd;
             x.ssdBytes = uint64_t(n.loadBytes);
-            if (!s.hw.directToDevice) x.copy = n.loadBytes / s.hw.copy;
-        } else {
+            if (!s.hw.directToDevice && n.toDevice) x.copy = n.loadBytes / s.hw.copy;
+        } else if (n.toDevice) {
             x.copy = n.loadBytes / s.hw.copy;
         }
         extra.push_back(x);

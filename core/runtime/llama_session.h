@@ -44,6 +44,11 @@ namespace spillway {
 //    of neighbouring neurons are merged into large requests (LLM in a flash §3.2).
 // On a GPU the slots live in device memory, each layer's arrivals go up in one upload, and the
 // neurons that find no slot are computed on the CPU from RAM (HeteGen's split).
+// Hot and cold neurons (PowerInfer): with the activity frequencies compress --predictors
+// measured, each layer's hottest neurons are pinned in its slots when the session starts. Cold
+// neurons are shipped to the other slots (ColdNeurons::Ship), or the slots all hold hot neurons
+// and the CPU computes the cold ones where they lie (ColdNeurons::Cpu): whichever the cost model
+// predicts faster for that layer (chooseColdNeurons, from the measured speeds).
 enum class NeuronCacheMode { Exact, Predicted };
 enum class BundleSource { Ram, Ssd };
 
@@ -59,6 +64,13 @@ struct NeuronCacheOptions {
     // SSD: neighbouring missing neurons closer than this in the file are read in one request
     // (the bytes between come along).
     size_t mergeGapBytes = size_t{32} << 10;
+    // Cold neurons (neuron_cache.h). Auto: per layer as `coldPerLayer` says (what
+    // LlamaSession::chooseColdNeurons found from measured speeds), shipping where it is empty.
+    ColdNeurons cold = ColdNeurons::Auto;
+    std::vector<ColdNeurons> coldPerLayer;
+    // Layers that ship: neurons active on at least this share of the calibration tokens are
+    // pinned (up to half the slots); above 1, none.
+    double hotFrequency = 0.5;
 };
 
 struct NeuronCacheReport {
@@ -67,8 +79,14 @@ struct NeuronCacheReport {
     uint64_t ssdBytes = 0;      // read from the SSD for bundles (alignment and merged gaps included)
     uint64_t ssdRequests = 0;   // read requests issued (after merging)
     uint64_t earlyBytes = 0;    // of ssdBytes, read while attention ran (predictors of its input)
+    uint64_t pinnedSsdBytes = 0;  // read when the session started, for the pinned hot neurons (not in ssdBytes)
     uint64_t loadedBytes() const { return total.loaded * bundleBytes; }
+    // Bytes put into slots (the loads that found one): what goes to the device.
+    uint64_t shippedBytes() const { return (total.loaded - total.slotless) * bundleBytes; }
     std::vector<int> capacities;  // per layer
+    std::vector<int> pinned;      // per layer: hot neurons held for good (loaded when the session
+                                  // started; not in `total`)
+    std::vector<ColdNeurons> cold;  // per layer: Ship or Cpu, as the session ran it
 };
 
 struct SessionOptions {
@@ -116,6 +134,12 @@ public:
     // off): the planner's input.
     static std::vector<plan::NeuronCacheLayerCost> neuronCacheCosts(const LlamaModel& model,
                                                                     const NeuronCacheOptions& o);
+    // Per layer, where its cold neurons are best computed with these measured speeds
+    // (plan::chooseColdNeurons), from the recorded densities, hit-rate curves and activity
+    // frequencies; empty when the model records none (the session then ships).
+    static std::vector<plan::ColdNeuronChoice> chooseColdNeurons(const LlamaModel& model, const NeuronCacheOptions& o,
+                                                                 const hw::HardwareProfile& profile,
+                                                                 const std::string& backend);
     // Device bytes of the KV cache alone: contextLength (resolved as in SessionOptions) times
     // layers * 2 * kvHeads * kvVectorBytes(kvType, headDim).
     static uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType);
@@ -137,6 +161,8 @@ private:
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
+    void sendArrivals(int layer);
+    Status pinHotNeurons();
     const float* activityOnHost(const LlamaLayerWeights& L, const float* in);
     void takeLoads(int layer);
     void planBundleRuns(int layer);

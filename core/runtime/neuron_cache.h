@@ -10,6 +10,10 @@
 // When more neurons are active than fit, the extra ones get no slot (slot -1 in the loads): the
 // caller computes them from where they are (HeteGen: on the CPU, from RAM) or streams them
 // through a scratch slot; they count as loaded.
+//
+// Hot neurons (PowerInfer) can be pinned before the first token: they take the first slots and
+// are never evicted. A cache that does not admit misses (setAdmitsMisses(false)) keeps only its
+// pinned neurons: every other active neuron is a slotless load, computed where it lies.
 
 #include <cstdint>
 #include <span>
@@ -18,6 +22,14 @@
 namespace spillway {
 
 enum class EvictionPolicy { Lru, Fifo };
+
+// What happens to an active neuron the cache lacks (a cold one; PowerInfer's hot/cold split with
+// HeteGen's CPU share). Ship: its bundle goes to a slot (LRU among the unpinned slots), and the
+// device computes it. Cpu: the slots hold the hottest neurons for good, and the CPU computes the
+// others straight from where they lie (RAM, or the SSD's staging buffer), the device adding its
+// share to the CPU's. Auto: the cost model picks per layer (plan::chooseColdNeurons).
+enum class ColdNeurons { Auto, Ship, Cpu };
+const char* coldNeuronsName(ColdNeurons c);  // "auto", "ship", "cpu"
 
 struct NeuronLoad {
     uint32_t neuron = 0;
@@ -28,7 +40,8 @@ struct NeuronCacheStats {
     uint64_t tokens = 0;
     uint64_t active = 0;   // active neurons seen, over all tokens
     uint64_t hits = 0;     // of those, found resident
-    uint64_t loaded = 0;   // bundles to load (misses)
+    uint64_t loaded = 0;   // bundles to load (misses; not the pinned neurons' first load)
+    uint64_t slotless = 0; // of those, given no slot (computed where they lie)
     double hitRate() const { return active ? double(hits) / double(active) : 1.0; }
 };
 
@@ -39,6 +52,14 @@ public:
     // The next token's active neurons (ids < neurons, no duplicates, any order). Returns the
     // bundles to load, valid until the next call.
     std::span<const NeuronLoad> update(std::span<const uint32_t> active);
+    // Pins `neurons` (ids < neurons, no duplicates) to the first free slots, as many as fit;
+    // returns their loads (valid until the next call). Call it before the first update().
+    std::span<const NeuronLoad> pin(std::span<const uint32_t> neurons);
+    int pinned() const { return m_pinnedCount; }
+    bool isPinned(uint32_t neuron) const { return neuron < m_pinned.size() && m_pinned[neuron]; }
+    // false: misses get no slot and evict nothing (a static cache of the pinned neurons).
+    void setAdmitsMisses(bool admits) { m_admits = admits; }
+    bool admitsMisses() const { return m_admits; }
     // Slot of a resident neuron, or -1.
     int32_t slotOf(uint32_t neuron) const { return neuron < m_slotOf.size() ? m_slotOf[neuron] : -1; }
     int capacity() const { return m_capacity; }
@@ -46,7 +67,7 @@ public:
     // [0, resident()) hold bundles.
     int resident() const { return m_resident; }
     const NeuronCacheStats& stats() const { return m_stats; }
-    // Drops everything (a new conversation); statistics stay.
+    // Drops everything, pinned neurons too; statistics stay.
     void clear();
 
 private:
@@ -54,6 +75,9 @@ private:
     EvictionPolicy m_policy;
     int m_window;
     int m_resident = 0;
+    int m_pinnedCount = 0;
+    bool m_admits = true;
+    std::vector<uint8_t> m_pinned;       // per neuron
     uint64_t m_token = 0;
     std::vector<int32_t> m_slotOf;       // per neuron
     std::vector<int64_t> m_slotNeuron;   // per slot: its neuron, or -1

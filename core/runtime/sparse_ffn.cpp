@@ -56,6 +56,16 @@ std::vector<int> layerCapacities(const LlamaConfig& c, const NeuronCacheOptions&
                                        uint64_t(capacity) * uint64_t(c.nLayers) * sliceBytes);
 }
 
+// Where layer `layer` computes its cold neurons, as the options say (Auto without a per-layer
+// choice ships).
+ColdNeurons coldFor(const NeuronCacheOptions& o, int layer)
+{
+    if (o.cold != ColdNeurons::Auto) return o.cold;
+    if (size_t(layer) < o.coldPerLayer.size() && o.coldPerLayer[size_t(layer)] != ColdNeurons::Auto)
+        return o.coldPerLayer[size_t(layer)];
+    return ColdNeurons::Ship;
+}
+
 // y += a * column, the column in f32, f16 or bf16.
 void axpyColumnPortable(float a, const uint8_t* column, gpu::DType type, size_t n, float* y)
 {
@@ -156,7 +166,15 @@ struct LlamaSession::SparseFfn {
         // (capacity int32), and the table itself, in device memory.
         gpu::Buffer slotGroups, deviceScales;
         std::vector<float> upBias;  // predicted OPT: the up bias, for the host's activations
+        ColdNeurons cold = ColdNeurons::Ship;  // where its cold neurons are computed
     };
+    // Where the slice of an active neuron without a slot lies: in RAM (read in place), or in the
+    // overflow area fetchBundles read it to.
+    const uint8_t* slotlessSlice(const Layer& cl, uint32_t j) const
+    {
+        if (!reader) return cl.ram + size_t(j) * layout.stride + slice.offset;
+        return overflow.data() + size_t(overflowAt[j]) * slice.bytes;
+    }
     std::vector<Layer> layers;
     FfnBundles layout;
     Slice slice;
@@ -167,8 +185,9 @@ struct LlamaSession::SparseFfn {
     gpu::Buffer staging;  // host memory, kStagingBytes (or the layer's bundles, if smaller) + 2 pages
     size_t mergeGap = 0;
     uint64_t ssdBytes = 0, ssdRequests = 0;
-    // Predicted mode.
-    std::vector<compress::FfnPredictor> predictors;
+    // Predicted mode; in exact mode `records` holds the predictors' records (densities, curves
+    // and activity frequencies) where the package has them.
+    std::vector<compress::FfnPredictor> predictors, records;
     std::vector<float> predictorScratch;
     // Per token, reused.
     std::vector<NeuronLoad> loads;
@@ -217,6 +236,7 @@ struct LlamaSession::SparseFfn {
         uint64_t startNs = 0;
     } early;
     uint64_t earlyBytes = 0;           // read in batches started before attention
+    uint64_t pinnedSsdBytes = 0;       // read for the pinned neurons when the session started
 };
 
 // Here, where SparseFfn is complete.
@@ -263,39 +283,104 @@ uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const Neu
     return bytes + widest * (stride + 2 * sizeof(int32_t)) + 3 * widest * sizeof(float) + uint64_t(c.dim) * sizeof(float);
 }
 
+namespace {
+
+// What planning the cache goes by, per layer: from the layout and the predictors' records.
+struct CacheFigures {
+    FfnBundles layout;
+    Slice slice;
+    std::vector<compress::FfnPredictor> records;  // one per layer
+    std::vector<int> capacities;
+    bool predicted = false;
+    double computePerNeuron = 0;  // weight bytes the FFN computes on per active neuron
+    double active(int l, int neurons) const
+    {
+        const compress::FfnPredictor& p = records[size_t(l)];
+        return (predicted ? p.predictedDensity : p.density) * neurons;
+    }
+};
+
+std::optional<CacheFigures> cacheFigures(const LlamaModel& model, const NeuronCacheOptions& o)
+{
+    if (o.capacity <= 0) return std::nullopt;
+    const LlamaConfig& c = model.config();
+    auto built = compress::ffnBundleLayout(model);
+    if (model.ffnBundles().empty() && !built) return std::nullopt;
+    CacheFigures f;
+    f.layout = !model.ffnBundles().empty() ? model.ffnBundles().front() : *built;
+    f.slice = sliceOf(f.layout, o.mode);
+    auto loaded = compress::loadFfnPredictors(model, /*recordsOnly=*/true);
+    if (!loaded || int(loaded->size()) != c.nLayers) return std::nullopt;  // nothing measured to go by
+    f.records = std::move(*loaded);
+    f.predicted = o.mode == NeuronCacheMode::Predicted;
+    f.capacities = layerCapacities(c, o, f.slice.bytes, f.records);
+    // Bytes of rows the FFN computes on per active neuron (up; gate too in predicted gated mode;
+    // none in exact OPT, whose up runs densely as a placed tensor) and its column.
+    const size_t rowParts = f.predicted ? size_t(f.layout.parts - 1) : (c.ffnGated ? 1 : 0);
+    f.computePerNeuron = double(rowParts * f.layout.rowBytes + f.layout.downBytes);
+    return f;
+}
+
+}  // namespace
+
 std::vector<plan::NeuronCacheLayerCost> LlamaSession::neuronCacheCosts(const LlamaModel& model,
                                                                       const NeuronCacheOptions& o)
 {
     std::vector<plan::NeuronCacheLayerCost> costs;
-    if (o.capacity <= 0) return costs;
+    const auto f = cacheFigures(model, o);
+    if (!f) return costs;
     const LlamaConfig& c = model.config();
-    auto built = compress::ffnBundleLayout(model);
-    if (model.ffnBundles().empty() && !built) return costs;
-    const FfnBundles layout = !model.ffnBundles().empty() ? model.ffnBundles().front() : *built;
-    const Slice slice = sliceOf(layout, o.mode);
-    auto loaded = compress::loadFfnPredictors(model, /*recordsOnly=*/true);
-    if (!loaded || int(loaded->size()) != c.nLayers) return costs;  // nothing measured to go by
-    const bool predicted = o.mode == NeuronCacheMode::Predicted;
-    const std::vector<int> capacities = layerCapacities(c, o, slice.bytes, *loaded);
-    // Bytes of rows the FFN computes on per active neuron (up; gate too in predicted gated mode;
-    // none in exact OPT, whose up runs densely as a placed tensor) and its column.
-    const size_t rowParts = predicted ? size_t(layout.parts - 1) : (c.ffnGated ? 1 : 0);
-    const double computePerNeuron = double(rowParts * layout.rowBytes + layout.downBytes);
     for (int l = 0; l < c.nLayers; ++l) {
-        const compress::FfnPredictor& p = (*loaded)[size_t(l)];
-        const double active = (predicted ? p.predictedDensity : p.density) * c.ffnDim;
-        double hit = p.hitRateAt(double(capacities[size_t(l)]) / c.ffnDim, predicted);
-        if (hit < 0.0) hit = 0.0;  // no curve recorded: count every active neuron as loaded
+        const compress::FfnPredictor& p = f->records[size_t(l)];
+        const double active = f->active(l, c.ffnDim);
+        const int capacity = f->capacities[size_t(l)];
         plan::NeuronCacheLayerCost cost;
         cost.fromSsd = o.source == BundleSource::Ssd;
+        cost.rowType = f->layout.rowType;
         // A direct read brings whole 4 KiB pages: about one page more per neuron read alone.
-        const double perLoad = double(slice.bytes) + (cost.fromSsd ? double(kAlign) : 0.0);
-        cost.loadBytes = active * (1.0 - hit) * perLoad;
-        cost.computeBytes = active * computePerNeuron;
-        cost.rowType = layout.rowType;
+        const double perLoad = double(f->slice.bytes) + (cost.fromSsd ? double(kAlign) : 0.0);
+        const double staticHit = p.staticHitRate(capacity, f->predicted);
+        if (coldFor(o, l) == ColdNeurons::Cpu && staticHit >= 0.0) {
+            // The slots hold the hottest neurons for good; the CPU computes the others, read
+            // from the SSD each token when the bundles live there.
+            const double cold = active * (1.0 - staticHit);
+            cost.loadBytes = cost.fromSsd ? cold * perLoad : 0.0;
+            cost.computeBytes = (active - cold) * f->computePerNeuron;
+            cost.cpuComputeBytes = cold * f->computePerNeuron;
+            cost.toDevice = false;
+        } else {
+            double hit = p.hitRateAt(double(capacity) / c.ffnDim, f->predicted);
+            if (hit < 0.0) hit = 0.0;  // no curve recorded: count every active neuron as loaded
+            cost.loadBytes = active * (1.0 - hit) * perLoad;
+            cost.computeBytes = active * f->computePerNeuron;
+        }
         costs.push_back(cost);
     }
     return costs;
+}
+
+std::vector<plan::ColdNeuronChoice> LlamaSession::chooseColdNeurons(const LlamaModel& model, const NeuronCacheOptions& o,
+                                                                   const hw::HardwareProfile& profile,
+                                                                   const std::string& backend)
+{
+    std::vector<plan::ColdNeuronChoice> choices;
+    const auto f = cacheFigures(model, o);
+    if (!f) return choices;
+    const LlamaConfig& c = model.config();
+    const plan::ColdNeuronSpeeds speeds = plan::coldNeuronSpeeds(profile, backend, f->layout.rowType);
+    for (int l = 0; l < c.nLayers; ++l) {
+        const compress::FfnPredictor& p = f->records[size_t(l)];
+        const int capacity = f->capacities[size_t(l)];
+        plan::ColdNeuronLayer in;
+        in.active = f->active(l, c.ffnDim);
+        in.lruHitRate = std::max(0.0, p.hitRateAt(double(capacity) / c.ffnDim, f->predicted));
+        in.staticHitRate = p.staticHitRate(capacity, f->predicted);
+        in.sliceBytes = double(f->slice.bytes);
+        in.readBytes = o.source == BundleSource::Ssd ? double(f->slice.bytes) + double(kAlign) : 0.0;
+        in.computeBytes = f->computePerNeuron;
+        choices.push_back(plan::chooseColdNeurons(in, speeds));
+    }
+    return choices;
 }
 
 Status LlamaSession::createNeuronCache()
@@ -337,11 +422,10 @@ Status LlamaSession::createNeuronCache()
     }
     const FfnBundles& b = sp.layout;
     sp.slice = sliceOf(b, o.mode);
-    std::vector<compress::FfnPredictor> loaded;  // exact mode: the predictors' records only
-    if (sp.predictors.empty())
-        if (auto records = compress::loadFfnPredictors(m_model, /*recordsOnly=*/true)) loaded = std::move(*records);
+    if (sp.predictors.empty())  // exact mode: the predictors' records only
+        if (auto records = compress::loadFfnPredictors(m_model, /*recordsOnly=*/true)) sp.records = std::move(*records);
     const std::vector<int> capacities =
-        layerCapacities(c, o, sp.slice.bytes, sp.predictors.empty() ? loaded : sp.predictors);
+        layerCapacities(c, o, sp.slice.bytes, sp.predictors.empty() ? sp.records : sp.predictors);
     sp.mergeGap = o.mergeGapBytes;
     sp.onDevice = !d.info().caps.hostPointers;
     const bool predicted = o.mode == NeuronCacheMode::Predicted;
@@ -355,7 +439,8 @@ Status LlamaSession::createNeuronCache()
 
     for (int l = 0; l < c.nLayers; ++l) {
         const int layerCapacity = std::max(1, capacities[size_t(l)]);
-        SparseFfn::Layer layer{NeuronCache(c.ffnDim, layerCapacity, o.policy, o.window), {}, nullptr, nullptr, {}, {}, 0, 0, {}, {}, {}};
+        SparseFfn::Layer layer{NeuronCache(c.ffnDim, layerCapacity, o.policy, o.window), {}, nullptr, nullptr, {}, {}, 0, 0, {}, {}, {},
+                               coldFor(o, l)};
         if (!stored.empty()) {
             const FfnBundles& sb = stored[size_t(l)];
             if (sb.rowType != b.rowType || sb.column != b.column)
@@ -449,7 +534,54 @@ Status LlamaSession::createNeuronCache()
     d.synchronize();
     sp.y.resize(size_t(c.dim));
     m_sparse = std::move(sparse);
-    return {};
+    return pinHotNeurons();
+}
+
+// Each layer's hot neurons to their slots for good, before the first token (PowerInfer): as many
+// as the slots hold where the CPU computes the cold ones, else those active on at least
+// hotFrequency of the calibration tokens, up to half the slots.
+Status LlamaSession::pinHotNeurons()
+{
+    SparseFfn& sp = *m_sparse;
+    const LlamaConfig& c = m_model.config();
+    const NeuronCacheOptions& o = m_options.neuronCache;
+    const bool predicted = sp.mode == NeuronCacheMode::Predicted;
+    const std::vector<compress::FfnPredictor>& records = sp.predictors.empty() ? sp.records : sp.predictors;
+    // Loaded before any token: not on the timeline, and not in the per-token figures.
+    trace::Recorder* const recorder = std::exchange(m_options.streamer.trace, nullptr);
+    const uint64_t ssdBytes = sp.ssdBytes, ssdRequests = sp.ssdRequests;
+    Status status;
+    for (int l = 0; l < c.nLayers && status; ++l) {
+        SparseFfn::Layer& cl = sp.layers[size_t(l)];
+        const bool measured = int(records.size()) == c.nLayers &&
+                              !(predicted ? records[size_t(l)].predictedFrequency : records[size_t(l)].frequency).empty();
+        if (cl.cold == ColdNeurons::Cpu && !measured) {
+            status = makeError(ErrorCode::InvalidArgument,
+                               m_model.path() + ": computing cold neurons on the CPU needs the activity frequencies "
+                                                "that spillway-cli compress --predictors measures");
+            break;
+        }
+        if (!measured) continue;
+        const int capacity = cl.cache.capacity();
+        const std::vector<uint32_t> hot =
+            cl.cold == ColdNeurons::Cpu ? records[size_t(l)].hottest(capacity, predicted)
+            : o.hotFrequency <= 1.0     ? records[size_t(l)].hottest(capacity / 2, predicted, o.hotFrequency)
+                                        : std::vector<uint32_t>{};
+        const auto loads = cl.cache.pin(hot);
+        cl.cache.setAdmitsMisses(cl.cold != ColdNeurons::Cpu);
+        sp.loads.assign(loads.begin(), loads.end());
+        std::sort(sp.loads.begin(), sp.loads.end(), [](const NeuronLoad& a, const NeuronLoad& z) { return a.neuron < z.neuron; });
+        sp.lookups = {};
+        status = fetchBundles(l);
+        if (status && sp.onDevice) sendArrivals(l);
+        m_device.synchronize();  // the pack is written again for the next layer
+    }
+    sp.loads.clear();
+    m_options.streamer.trace = recorder;
+    sp.pinnedSsdBytes = sp.ssdBytes - ssdBytes;
+    sp.ssdBytes = ssdBytes;
+    sp.ssdRequests = ssdRequests;
+    return status;
 }
 
 NeuronCacheReport LlamaSession::neuronCacheReport() const
@@ -460,13 +592,17 @@ NeuronCacheReport LlamaSession::neuronCacheReport() const
     r.ssdBytes = m_sparse->ssdBytes;
     r.ssdRequests = m_sparse->ssdRequests;
     r.earlyBytes = m_sparse->earlyBytes;
+    r.pinnedSsdBytes = m_sparse->pinnedSsdBytes;
     for (const auto& l : m_sparse->layers) {
         r.capacities.push_back(l.cache.capacity());
+        r.pinned.push_back(l.cache.pinned());
+        r.cold.push_back(l.cold);
         const NeuronCacheStats& s = l.cache.stats();
         r.total.tokens += s.tokens;
         r.total.active += s.active;
         r.total.hits += s.hits;
         r.total.loaded += s.loaded;
+        r.total.slotless += s.slotless;
     }
     return r;
 }
@@ -483,8 +619,9 @@ Status LlamaSession::fetchBundles(int layer)
     uint8_t* slots = cl.slots.as<uint8_t>();
     size_t spilled = 0;
     for (const NeuronLoad& load : sp.loads) spilled += load.slot < 0;
-    if (spilled && sp.overflow.size() < sp.loads.size() * sliceBytes)
-        sp.overflow.resize(sp.loads.size() * sliceBytes);  // grows only, and only when more are active than fit
+    // Slotless neurons read from the SSD wait in the overflow area (those in RAM are read in place).
+    if (spilled && sp.reader && sp.overflow.size() < sp.loads.size() * sliceBytes)
+        sp.overflow.resize(sp.loads.size() * sliceBytes);  // grows only, and only when some find no slot
     // On a GPU a slot's bundle goes to its place in the pinned pack (sparseFfnOnDevice sends the
     // pack up in one upload).
     uint8_t* pack = sp.onDevice ? sp.packHost.as<uint8_t>() : nullptr;
@@ -504,12 +641,14 @@ Status LlamaSession::fetchBundles(int layer)
     };
     trace::Recorder* rec = m_options.streamer.trace;
     if (!sp.reader) {
+        // From RAM: each slot's bundle is copied; a slotless one is computed where it lies.
         const uint64_t t0 = rec ? trace::nowNs() : 0;
+        const size_t copies = sp.loads.size() - spilled;
         for (size_t i = 0; i < sp.loads.size(); ++i)
-            put(i, cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset);
-        if (rec && !sp.loads.empty() && !pack)
+            if (sp.loads[i].slot >= 0) put(i, cl.ram + size_t(sp.loads[i].neuron) * stride + sp.slice.offset);
+        if (rec && copies && !pack)
             recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, trace::kNeuronBundlesOp,
-                                            sp.loads.size() * sliceBytes, t0, trace::nowNs(), m_pass - 1});
+                                            copies * sliceBytes, t0, trace::nowNs(), m_pass - 1});
         return {};
     }
     // Merge neighbouring neurons into aligned runs (already done when the reads started early),
@@ -547,6 +686,40 @@ Status LlamaSession::fetchBundles(int layer)
         first = last;
     }
     return {};
+}
+
+// On a GPU: the bundles fetchBundles packed for slots (sp.packAt) go up in one upload, with
+// their slot (and scale-table row) indices, and are scattered to their slots.
+void LlamaSession::sendArrivals(int layer)
+{
+    SparseFfn& sp = *m_sparse;
+    SparseFfn::Layer& cl = sp.layers[size_t(layer)];
+    const FfnBundles& b = sp.layout;
+    gpu::Device& d = m_device;
+    trace::Recorder* rec = m_options.streamer.trace;
+    size_t arrivals = 0;
+    for (const NeuronLoad& load : sp.loads) arrivals += load.slot >= 0;
+    if (!arrivals) return;
+    uint8_t* pack = sp.packHost.as<uint8_t>();
+    auto* slotIndex = reinterpret_cast<int32_t*>(pack + arrivals * sp.deviceStride);
+    int32_t* groupIndex = slotIndex + arrivals;
+    const bool groups = b.column.group > 0;
+    for (size_t i = 0; i < sp.loads.size(); ++i) {
+        if (sp.packAt[i] < 0) continue;
+        slotIndex[sp.packAt[i]] = sp.loads[i].slot;
+        if (groups) groupIndex[sp.packAt[i]] = int32_t(sp.loads[i].neuron / uint32_t(b.column.group));
+    }
+    const size_t bytes = arrivals * (sp.deviceStride + (groups ? 8 : 4));
+    const uint64_t t0 = rec ? trace::nowNs() : 0;
+    d.upload(sp.packDevice.data(), pack, bytes);
+    recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, trace::kNeuronBundlesOp, arrivals * sp.slice.bytes,
+                                    t0, trace::nowNs(), m_pass - 1});
+    const auto* deviceIndex = reinterpret_cast<const int32_t*>(sp.packDevice.as<uint8_t>() + arrivals * sp.deviceStride);
+    d.scatterRows({cl.slots.data(), sp.deviceStride, sp.packDevice.data(), sp.deviceStride, sp.deviceStride,
+                   deviceIndex, int(arrivals)});
+    if (groups)
+        d.scatterRows({cl.slotGroups.data(), sizeof(int32_t), deviceIndex + arrivals, sizeof(int32_t),
+                       sizeof(int32_t), deviceIndex, int(arrivals)});
 }
 
 // Exact mode: the pre-activation that decides activity (the gate, or OPT's up plus its bias)
@@ -690,7 +863,7 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     SPILLWAY_TRY(fetchBundles(layer));
     flushLookups(m_options.streamer.trace, sp.lookups, sp.reader ? trace::Lane::SsdRead : trace::Lane::HostToDevice,
                  layer, m_pass - 1);
-    // Where each active neuron's slice is: its slot, or the overflow area.
+    // Where each active neuron's slice is: its slot, or (slotless) RAM or the overflow area.
     for (size_t i = 0; i < sp.loads.size(); ++i)
         if (sp.loads[i].slot < 0) sp.overflowAt[sp.loads[i].neuron] = int32_t(i);
     d.synchronize();
@@ -699,7 +872,6 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     //    dense path's): the up rows (gated), and in predicted mode the gate rows (or OPT's up
     //    rows) too.
     const uint8_t* slots = cl.slots.as<uint8_t>();
-    const uint8_t* overflow = sp.overflow.data();
     auto rowsView = [&](const uint8_t* base, int64_t rows, size_t partOffset) {
         gpu::MatrixView v;
         v.type = b.rowType;
@@ -714,7 +886,7 @@ Status LlamaSession::sparseFfnBlock(const LlamaLayerWeights& L, int layer, const
     const size_t upPart = c.ffnGated ? b.upOffset() : 0;
     auto sliceOfActive = [&](uint32_t j) {
         const int32_t slot = cl.cache.slotOf(j);
-        return slot >= 0 ? slots + size_t(slot) * sp.slice.bytes : overflow + size_t(sp.overflowAt[j]) * sp.slice.bytes;
+        return slot >= 0 ? slots + size_t(slot) * sp.slice.bytes : sp.slotlessSlice(cl, j);
     };
     // The rows of the active neurons only (one-row jobs in one dispatch), wherever they are.
     float* upOut = hb2;
@@ -828,39 +1000,15 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
         sp.predictors[size_t(layer)].predict(sp.hostIn.data(), sp.active, sp.predictorScratch);
     }
 
-    // 2. The difference: bundles packed in pinned memory (the slotless ones in the overflow
-    //    area, for the CPU), one upload, then each to its slot.
+    // 2. The difference: bundles packed in pinned memory (the slotless ones stay in RAM, or in
+    //    the overflow area when read from the SSD, for the CPU), one upload, then each to its slot.
     if (!known) {
         takeLoads(layer);
     }
     SPILLWAY_TRY(fetchBundles(layer));
-    size_t arrivals = 0;
-    for (size_t i = 0; i < sp.loads.size(); ++i) {
+    for (size_t i = 0; i < sp.loads.size(); ++i)
         if (sp.loads[i].slot < 0) sp.overflowAt[sp.loads[i].neuron] = int32_t(i);
-        else ++arrivals;
-    }
-    if (arrivals) {
-        uint8_t* pack = sp.packHost.as<uint8_t>();
-        auto* slotIndex = reinterpret_cast<int32_t*>(pack + arrivals * sp.deviceStride);
-        int32_t* groupIndex = slotIndex + arrivals;
-        const bool groups = b.column.group > 0;
-        for (size_t i = 0; i < sp.loads.size(); ++i) {
-            if (sp.packAt[i] < 0) continue;
-            slotIndex[sp.packAt[i]] = sp.loads[i].slot;
-            if (groups) groupIndex[sp.packAt[i]] = int32_t(sp.loads[i].neuron / uint32_t(b.column.group));
-        }
-        const size_t bytes = arrivals * (sp.deviceStride + (groups ? 8 : 4));
-        const uint64_t t0 = rec ? trace::nowNs() : 0;
-        d.upload(sp.packDevice.data(), pack, bytes);
-        recordBundles(rec, sp.lookups, {trace::Lane::HostToDevice, layer, trace::kNeuronBundlesOp, arrivals * sp.slice.bytes,
-                                        t0, trace::nowNs(), m_pass - 1});
-        const auto* deviceIndex = reinterpret_cast<const int32_t*>(sp.packDevice.as<uint8_t>() + arrivals * sp.deviceStride);
-        d.scatterRows({cl.slots.data(), sp.deviceStride, sp.packDevice.data(), sp.deviceStride, sp.deviceStride,
-                       deviceIndex, int(arrivals)});
-        if (groups)
-            d.scatterRows({cl.slotGroups.data(), sizeof(int32_t), deviceIndex + arrivals, sizeof(int32_t),
-                           sizeof(int32_t), deviceIndex, int(arrivals)});
-    }
+    sendArrivals(layer);
 
     flushLookups(rec, sp.lookups, sp.reader ? trace::Lane::SsdRead : trace::Lane::HostToDevice,
                  layer, m_pass - 1);
@@ -898,7 +1046,7 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
         haveIn = true;
         sp.jobs.clear();
         for (size_t i = 0; i < sp.spilled.size(); ++i) {
-            const uint8_t* at = sp.overflow.data() + size_t(sp.overflowAt[sp.spilled[i]]) * sp.slice.bytes;
+            const uint8_t* at = sp.slotlessSlice(cl, sp.spilled[i]);
             sp.jobs.push_back({rowsAt(at, 1, upPart, sp.slice.bytes), sp.hostIn.data(), sp.spilledRows.data() + i});
             if (hasGateRows)
                 sp.jobs.push_back({rowsAt(at, 1, 0, sp.slice.bytes), sp.hostIn.data(),
@@ -977,7 +1125,7 @@ Status LlamaSession::sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, co
         for (size_t i = 0; i < sp.spilled.size(); ++i) {
             if (sp.spilledAct[i] == 0.0f) continue;
             const uint32_t j = sp.spilled[i];
-            const uint8_t* column = sp.overflow.data() + size_t(sp.overflowAt[j]) * sp.slice.bytes + downPart;
+            const uint8_t* column = sp.slotlessSlice(cl, j) + downPart;
             if (b.column.group > 0)
                 axpyInt8Column(sp.spilledAct[i], reinterpret_cast<const int8_t*>(column),
                                cl.scales + size_t(j) / size_t(b.column.group) * dim, dim, sp.y.data());

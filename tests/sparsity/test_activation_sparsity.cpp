@@ -326,6 +326,23 @@ TEST(FfnPredictor, StoredInThePackageAndReadBack)
         EXPECT_EQ((*loaded)[l].a, (*trained)[l].a) << l;
         EXPECT_EQ((*loaded)[l].b, (*trained)[l].b) << l;
         EXPECT_EQ((*loaded)[l].bias, (*trained)[l].bias) << l;
+        // The activity frequencies: stored with them, each in [0, 1], and their mean is the
+        // layer's density (over every calibration token, where `density` is the held-out one's).
+        EXPECT_EQ((*loaded)[l].frequency, (*trained)[l].frequency) << l;
+        EXPECT_EQ((*loaded)[l].predictedFrequency, (*trained)[l].predictedFrequency) << l;
+        ASSERT_EQ((*loaded)[l].frequency.size(), size_t((*model)->config().ffnDim));
+        double mean = 0.0, predictedMean = 0.0;
+        for (float f : (*loaded)[l].frequency) mean += f;
+        for (float f : (*loaded)[l].predictedFrequency) predictedMean += f;
+        mean /= (*model)->config().ffnDim;
+        predictedMean /= (*model)->config().ffnDim;
+        EXPECT_NEAR(mean, (*loaded)[l].density, 0.05) << l;
+        EXPECT_NEAR(predictedMean, (*loaded)[l].predictedDensity, 0.05) << l;
+        // Records alone carry them too (planning needs them).
+        auto records = loadFfnPredictors(**package, /*recordsOnly=*/true);
+        ASSERT_TRUE(records.ok());
+        EXPECT_EQ((*records)[l].frequency, (*loaded)[l].frequency);
+        EXPECT_TRUE((*records)[l].a.empty());
     }
 }
 
@@ -498,6 +515,122 @@ TEST(NeuronCache, FifoWindowsAndOverflow)
     small.clear();
     EXPECT_EQ(small.resident(), 0);
     EXPECT_EQ(small.slotOf(5), -1);
+}
+
+TEST(NeuronCache, PinnedNeuronsStayAndAStaticCacheAdmitsNothing)
+{
+    // 10 neurons, 4 slots; 7 and 2 pinned to the first slots (pins are not counted as loads).
+    NeuronCache c(10, 4);
+    const std::vector<uint32_t> hot = {7, 2};
+    EXPECT_EQ(loadsOf(c.pin(hot)), (Loads{{7, 0}, {2, 1}}));
+    EXPECT_EQ(c.pinned(), 2);
+    EXPECT_TRUE(c.isPinned(7));
+    EXPECT_FALSE(c.isPinned(1));
+    EXPECT_EQ(c.stats().loaded, 0u);
+    // {1, 3, 5}: two free slots; 5 finds none, since only pinned and needed neurons are resident.
+    const std::vector<uint32_t> t0 = {1, 3, 5}, t1 = {5, 7}, t2 = {0, 1, 4, 6, 8};
+    EXPECT_EQ(loadsOf(c.update(t0)), (Loads{{1, 2}, {3, 3}, {5, -1}}));
+    EXPECT_EQ(c.stats().slotless, 1u);
+    // 7 hits; 5 evicts the stalest unpinned neuron (1 and 3 tie: the lower slot goes).
+    EXPECT_EQ(loadsOf(c.update(t1)), (Loads{{5, 2}}));
+    EXPECT_EQ(c.stats().hits, 1u);
+    // Five cold neurons at once evict the two unpinned ones, never 7 or 2 (which sat idle longer).
+    EXPECT_EQ(loadsOf(c.update(t2)), (Loads{{0, 3}, {1, 2}, {4, -1}, {6, -1}, {8, -1}}));
+    EXPECT_EQ(c.slotOf(7), 0);
+    EXPECT_EQ(c.slotOf(2), 1);
+    EXPECT_EQ(c.stats().slotless, 4u);
+
+    // A static cache: its pinned neurons hit, every other one is slotless, and the free slot stays
+    // free (nothing is shipped after the pins).
+    NeuronCache s(10, 3);
+    const std::vector<uint32_t> pins = {4, 9};
+    s.pin(pins);
+    s.setAdmitsMisses(false);
+    const std::vector<uint32_t> u0 = {1, 4}, u1 = {4, 9, 1};
+    EXPECT_EQ(loadsOf(s.update(u0)), (Loads{{1, -1}}));
+    EXPECT_EQ(loadsOf(s.update(u1)), (Loads{{1, -1}}));
+    EXPECT_EQ(s.resident(), 2);
+    EXPECT_EQ(s.stats().hits, 3u);
+    EXPECT_EQ(s.stats().loaded, s.stats().slotless);
+    // Pins beyond the slots are dropped; clear() drops pins too.
+    NeuronCache tiny(10, 1);
+    const std::vector<uint32_t> three = {3, 4, 5};
+    EXPECT_EQ(loadsOf(tiny.pin(three)), (Loads{{3, 0}}));
+    EXPECT_EQ(tiny.pinned(), 1);
+    tiny.clear();
+    EXPECT_EQ(tiny.pinned(), 0);
+    EXPECT_FALSE(tiny.isPinned(3));
+}
+
+TEST(FfnPredictor, HottestNeuronsAndTheirStaticHitRate)
+{
+    FfnPredictor p;
+    EXPECT_EQ(p.staticHitRate(2, false), -1.0);  // not measured
+    EXPECT_TRUE(p.hottest(2, false).empty());
+    p.frequency = {0.1f, 0.9f, 0.0f, 0.5f, 0.5f};
+    p.predictedFrequency = {0.0f, 0.0f, 1.0f, 0.0f, 0.0f};
+    // Most frequent first; 3 and 4 tie (the lower id first); never-active neurons are not hot.
+    EXPECT_EQ(p.hottest(2, false), (std::vector<uint32_t>{1, 3}));
+    EXPECT_EQ(p.hottest(5, false), (std::vector<uint32_t>{1, 3, 4, 0}));
+    EXPECT_EQ(p.hottest(5, false, 0.6), (std::vector<uint32_t>{1}));
+    EXPECT_EQ(p.hottest(5, true), (std::vector<uint32_t>{2}));
+    EXPECT_NEAR(p.staticHitRate(2, false), (0.9 + 0.5) / 2.0, 1e-6);
+    EXPECT_NEAR(p.staticHitRate(5, false), 1.0, 1e-6);
+    EXPECT_NEAR(p.staticHitRate(0, false), 0.0, 1e-6);
+    EXPECT_NEAR(p.staticHitRate(1, true), 1.0, 1e-6);
+}
+
+TEST(NeuronCacheModel, ColdNeuronsGoWhereTheCostModelSaysFaster)
+{
+    // 100 active neurons of 4 KiB each; LRU keeps half, the 'hottest' static set 80%.
+    plan::ColdNeuronLayer layer;
+    layer.active = 100;
+    layer.lruHitRate = 0.5;
+    layer.staticHitRate = 0.8;
+    layer.sliceBytes = 4096;
+    layer.computeBytes = 4096;
+    plan::ColdNeuronSpeeds gpu;
+    gpu.copy = 25e9;
+    gpu.device = 2000e9;
+    gpu.cpu = 50e9;
+    // Ship: 50 x 4 KiB over PCIe, then 100 on the GPU; CPU: 20 on the CPU beside 80 on the GPU.
+    plan::ColdNeuronChoice c = plan::chooseColdNeurons(layer, gpu);
+    EXPECT_EQ(c.choice, ColdNeurons::Cpu);
+    EXPECT_NEAR(c.shipSeconds, 50 * 4096 / 25e9 + 100 * 4096 / 2000e9, 1e-12);
+    EXPECT_NEAR(c.cpuSeconds, 20 * 4096 / 50e9, 1e-12);
+    // A slow CPU: shipping wins.
+    plan::ColdNeuronSpeeds slowCpu = gpu;
+    slowCpu.cpu = 1e9;
+    c = plan::chooseColdNeurons(layer, slowCpu);
+    EXPECT_EQ(c.choice, ColdNeurons::Ship);
+    EXPECT_LT(c.shipSeconds, c.cpuSeconds);
+    // A cache that reuses almost everything ships (few misses), though the CPU is fast.
+    plan::ColdNeuronLayer reused = layer;
+    reused.lruHitRate = 0.99;
+    EXPECT_EQ(plan::chooseColdNeurons(reused, gpu).choice, ColdNeurons::Ship);
+    // Without frequencies, or without measured speeds, it ships.
+    plan::ColdNeuronLayer unknown = layer;
+    unknown.staticHitRate = -1;
+    EXPECT_EQ(plan::chooseColdNeurons(unknown, gpu).choice, ColdNeurons::Ship);
+    plan::ColdNeuronSpeeds unmeasured = gpu;
+    unmeasured.copy = 0;
+    EXPECT_EQ(plan::chooseColdNeurons(layer, unmeasured).choice, ColdNeurons::Ship);
+    // The CPU device with bundles in RAM: computing in place saves the copies.
+    plan::ColdNeuronSpeeds cpuDevice;
+    cpuDevice.copy = 10e9;
+    cpuDevice.device = cpuDevice.cpu = 20e9;
+    cpuDevice.sameProcessor = true;
+    c = plan::chooseColdNeurons(reused, cpuDevice);
+    EXPECT_EQ(c.choice, ColdNeurons::Cpu);
+    EXPECT_NEAR(c.cpuSeconds, 100 * 4096 / 20e9, 1e-12);
+    // ... but from the SSD, the cold neurons would be read again each token: the LRU cache that
+    // keeps 99% ships, one that keeps less than the hottest set does not.
+    plan::ColdNeuronLayer ssd = reused;
+    ssd.readBytes = 8192;
+    cpuDevice.ssd = 2e9;
+    EXPECT_EQ(plan::chooseColdNeurons(ssd, cpuDevice).choice, ColdNeurons::Ship);
+    ssd.lruHitRate = 0.6;
+    EXPECT_EQ(plan::chooseColdNeurons(ssd, cpuDevice).choice, ColdNeurons::Cpu);
 }
 
 // ---- the neuron-cache runtime (exact mode, CPU device) -----------------------------------------

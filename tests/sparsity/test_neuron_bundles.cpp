@@ -326,6 +326,163 @@ TEST(NeuronCacheRuntime, OnADeviceWithoutHostPointersTheCpuComputesWhatFindsNoSl
     EXPECT_LE(device.uploads - before, uint64_t(3 * c.nLayers + 2));  // ... in a few uploads per layer
 }
 
+// PowerInfer's hot/cold split: each layer's hottest neurons (the package's measured activity
+// frequencies) are pinned when the session starts. With cold neurons on the CPU, the slots hold
+// only hot ones and nothing is shipped per token: the cold ones are computed where they lie (RAM
+// in place, or the SSD's overflow area), on the CPU device and beside an opaque device alike,
+// and the text is still the reference.
+TEST(NeuronCacheRuntime, HotNeuronsArePinnedAndColdOnesRunOnTheCpu)
+{
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaModel& model = **package;
+    const LlamaConfig& c = model.config();
+    auto records = loadFfnPredictors(model, /*recordsOnly=*/true);
+    ASSERT_TRUE(records.ok());
+    ASSERT_EQ(int(records->size()), c.nLayers);
+    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    ASSERT_EQ(refs.size(), 3u);
+    const CacheRun dense = generateWith(model, refs[0].prompt, {});
+
+    NeuronCacheOptions ship;
+    ship.capacity = c.ffnDim / 4;
+    ship.cold = ColdNeurons::Ship;
+    NeuronCacheOptions cpu = ship;
+    cpu.cold = ColdNeurons::Cpu;
+    const CacheRun shipped = generateWith(model, refs[0].prompt, ship);
+    const CacheRun pinnedOnly = generateWith(model, refs[0].prompt, cpu);
+    EXPECT_EQ(shipped.text.substr(0, refs[0].text.size()), refs[0].text);
+    EXPECT_EQ(pinnedOnly.text.substr(0, refs[0].text.size()), refs[0].text);
+    // Q8_G64 in exact mode: the dense kernel's arithmetic wherever the neurons are computed.
+    EXPECT_EQ(pinnedOnly.logits, dense.logits);
+    ASSERT_EQ(pinnedOnly.report.pinned.size(), size_t(c.nLayers));
+    int shippedPins = 0;
+    for (int l = 0; l < c.nLayers; ++l) {
+        const FfnPredictor& p = (*records)[size_t(l)];
+        const int capacity = pinnedOnly.report.capacities[size_t(l)];
+        // Shipping layers pin what is active on at least half of the tokens, up to half the slots;
+        // the CPU's layers fill every slot with the hottest.
+        EXPECT_EQ(shipped.report.pinned[size_t(l)], int(p.hottest(capacity / 2, false, 0.5).size())) << l;
+        EXPECT_EQ(pinnedOnly.report.pinned[size_t(l)], int(p.hottest(capacity, false).size())) << l;
+        EXPECT_EQ(pinnedOnly.report.cold[size_t(l)], ColdNeurons::Cpu);
+        EXPECT_EQ(shipped.report.cold[size_t(l)], ColdNeurons::Ship);
+        shippedPins += shipped.report.pinned[size_t(l)];
+        std::printf("[ INFO     ] layer %d: %d of %d slots pinned when shipping, hit rate of the hottest %d: %.3f "
+                    "(recorded LRU: %.3f)\n",
+                    l, shipped.report.pinned[size_t(l)], capacity, capacity, p.staticHitRate(capacity, false),
+                    p.hitRateAt(double(capacity) / c.ffnDim, false));
+    }
+    EXPECT_GT(shippedPins, 0);
+    // Nothing moves per token: every miss is computed in place.
+    const NeuronCacheStats& st = pinnedOnly.report.total;
+    EXPECT_GT(st.slotless, 0u);
+    EXPECT_EQ(st.loaded, st.slotless);
+    EXPECT_EQ(pinnedOnly.report.shippedBytes(), 0u);
+    EXPECT_GT(shipped.report.shippedBytes(), 0u);
+    std::printf("[ INFO     ] hit rate: hottest pinned %.3f, shipping %.3f\n", st.hitRate(),
+                shipped.report.total.hitRate());
+
+    // From the SSD: the pins are read when the session starts, the cold neurons each token.
+    NeuronCacheOptions cpuSsd = cpu;
+    cpuSsd.source = BundleSource::Ssd;
+    const CacheRun fromSsd = generateWith(model, refs[0].prompt, cpuSsd);
+    EXPECT_EQ(fromSsd.logits, dense.logits);
+    EXPECT_GT(fromSsd.report.pinnedSsdBytes, 0u);
+    EXPECT_GE(fromSsd.report.ssdBytes, fromSsd.report.loadedBytes());
+    EXPECT_EQ(fromSsd.report.total.loaded, st.loaded);
+
+    // An opaque device: the slots' part on it, the cold part on the CPU, the same text.
+    for (const NeuronCacheOptions& o : {cpu, cpuSsd}) {
+        testing_support::OpaqueDevice device(gpu::createCpuDevice(2));
+        SessionOptions so;
+        so.contextLength = 128;
+        so.neuronCache = o;
+        so.placement = plan::uniformPlacement(model, plan::Tier::Device);
+        const CacheRun onDevice = testing_support::greedyRun(model, device, so, refs[0].prompt, 48);
+        EXPECT_EQ(onDevice.text, pinnedOnly.text);
+        EXPECT_LE(relativeL2(onDevice.logits, pinnedOnly.logits), 1e-5);
+        EXPECT_EQ(onDevice.report.total.loaded, st.loaded);
+        EXPECT_EQ(onDevice.report.total.hits, st.hits);
+        EXPECT_EQ(onDevice.report.shippedBytes(), 0u);
+    }
+    // Predicted mode pins by the predicted frequencies and keeps the CPU device's choices.
+    NeuronCacheOptions predicted = cpu;
+    predicted.mode = NeuronCacheMode::Predicted;
+    const CacheRun predictedRun = generateWith(model, refs[0].prompt, predicted);
+    for (int l = 0; l < c.nLayers; ++l)
+        EXPECT_EQ(predictedRun.report.pinned[size_t(l)],
+                  int((*records)[size_t(l)].hottest(predictedRun.report.capacities[size_t(l)], true).size()));
+    EXPECT_EQ(predictedRun.text.substr(0, refs[0].prompt.size() + 12), dense.text.substr(0, refs[0].prompt.size() + 12));
+}
+
+// What the planner is told about a layer whose cold neurons run on the CPU: no bytes go to the
+// device, the CPU's work is its own lane, and the choice follows the measured speeds.
+TEST(NeuronCachePlanning, ColdNeuronsOnTheCpuAreCostedOnItsLane)
+{
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const LlamaModel& model = **package;
+    const LlamaConfig& c = model.config();
+    NeuronCacheOptions ship;
+    ship.capacity = c.ffnDim / 4;
+    ship.cold = ColdNeurons::Ship;
+    NeuronCacheOptions cpu = ship;
+    cpu.cold = ColdNeurons::Cpu;
+    const auto shipCosts = LlamaSession::neuronCacheCosts(model, ship);
+    const auto cpuCosts = LlamaSession::neuronCacheCosts(model, cpu);
+    ASSERT_EQ(cpuCosts.size(), size_t(c.nLayers));
+    for (int l = 0; l < c.nLayers; ++l) {
+        EXPECT_FALSE(cpuCosts[size_t(l)].toDevice);
+        EXPECT_EQ(cpuCosts[size_t(l)].loadBytes, 0.0);
+        EXPECT_GT(cpuCosts[size_t(l)].cpuComputeBytes, 0.0);
+        // The same work, split between the device and the CPU.
+        EXPECT_NEAR(cpuCosts[size_t(l)].computeBytes + cpuCosts[size_t(l)].cpuComputeBytes,
+                    shipCosts[size_t(l)].computeBytes, 1e-6 * shipCosts[size_t(l)].computeBytes);
+        EXPECT_TRUE(shipCosts[size_t(l)].toDevice);
+        EXPECT_GT(shipCosts[size_t(l)].loadBytes, 0.0);
+    }
+    // A GPU behind a slow link with a fast CPU: the CPU's lane carries the cold neurons.
+    hw::HardwareProfile profile = testing_support::madeUpHardware();
+    hw::DeviceProfile gpu = profile.devices.front();
+    gpu.backend = "made-up-gpu";
+    gpu.caps.hostPointers = false;
+    gpu.hostToDevicePinned = 1e6;
+    auto everyType = [](double rate) {
+        std::vector<hw::FormatThroughput> v;
+        for (int t = 0; t < gpu::kDTypeCount; ++t) v.push_back({gpu::DType(t), rate});
+        return v;
+    };
+    gpu.matvec = everyType(1e12);
+    profile.devices.push_back(gpu);
+    profile.host.cpuMatvec = everyType(20e9);
+    NeuronCacheOptions automatic = ship;
+    automatic.cold = ColdNeurons::Auto;
+    const auto slowLink = LlamaSession::chooseColdNeurons(model, automatic, profile, "made-up-gpu");
+    ASSERT_EQ(slowLink.size(), size_t(c.nLayers));
+    for (const auto& choice : slowLink) EXPECT_EQ(choice.choice, ColdNeurons::Cpu);
+    // A fast link with a slow CPU: every layer ships.
+    profile.devices.back().hostToDevicePinned = 1e12;
+    profile.host.cpuMatvec = everyType(1e6);
+    for (const auto& choice : LlamaSession::chooseColdNeurons(model, automatic, profile, "made-up-gpu"))
+        EXPECT_EQ(choice.choice, ColdNeurons::Ship);
+
+    plan::PlannerInput in;
+    in.model = &model;
+    in.profile = profile;
+    in.backend = "made-up-gpu";
+    in.contextLength = 64;
+    in.served = LlamaSession::neuronCacheTensors(model, cpu);
+    in.neuronCache = cpuCosts;
+    auto planned = plan::planPlacement(in);
+    ASSERT_TRUE(planned.ok()) << planned.error().message;
+    EXPECT_GT(planned->lanes.cpuCompute, 0.0);
+    in.neuronCache = shipCosts;
+    auto shipping = plan::planPlacement(in);
+    ASSERT_TRUE(shipping.ok());
+    EXPECT_EQ(shipping->lanes.cpuCompute, 0.0);
+    EXPECT_GT(shipping->lanes.hostToDevice, planned->lanes.hostToDevice);
+}
+
 TEST(NeuronCacheRuntime, PredictedModeTrustsThePredictorsAndStaysCloseToDense)
 {
     auto package = LlamaModel::load(bundledPackage());
@@ -425,6 +582,12 @@ TEST(NeuronCacheRuntime, ModesAndSourcesThatCannotWorkSaySo)
     auto s2 = LlamaSession::create(*source, *device, o);
     ASSERT_FALSE(s2.ok());
     EXPECT_NE(s2.error().message.find("--predictors"), std::string::npos) << s2.error().message;
+    o.neuronCache.mode = NeuronCacheMode::Exact;
+    o.neuronCache.cold = ColdNeurons::Cpu;  // ... nor activity frequencies to pick hot neurons by
+    auto s3 = LlamaSession::create(*source, *device, o);
+    ASSERT_FALSE(s3.ok());
+    EXPECT_EQ(s3.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(s3.error().message.find("--predictors"), std::string::npos) << s3.error().message;
 }
 
 TEST(NeuronBundles, CancellingDuringPredictorTrainingLeavesNothingBehind)

@@ -412,6 +412,11 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     window.applyButton()->click();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30'000);
     QVERIFY2(window.statusText().contains("neuron cache 64"), qPrintable(window.statusText()));
+    // Each layer's cold neurons go where the cost model says, and the status says how many run on the CPU.
+    QCOMPARE(window.lastPrediction().coldOnCpu.size(), 4);
+    QVERIFY2(window.statusText().contains(QStringLiteral("cold neurons on the CPU in %1 of 4 layers")
+                                              .arg(window.lastPrediction().coldOnCpu.count(true))),
+             qPrintable(window.statusText()));
 
     // A reply through the cache: the status line reports its hit rate and bytes per token.
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
