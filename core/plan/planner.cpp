@@ -249,8 +249,10 @@ Result<Setup> setUp(const PlannerInput& in)
         x.role = t.name.rfind("blk.", 0) == 0 && dot != std::string::npos ? t.name.substr(dot + 1) : t.name;
         tensors.push_back(x);
     }
-    const uint64_t norms = alignUp((uint64_t(c.nLayers) * 2 + 1) * uint64_t(c.dim) * sizeof(float));
-    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch, in.kvType) + norms + kAlign * 16 +
+    // Norms, biases, OPT's learned positions: resident whatever the placement.
+    uint64_t vectors = 0;
+    for (uint64_t bytes : WeightStreamer::residentExtraAllocations(m)) vectors += alignUp(bytes);
+    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch, in.kvType) + vectors + kAlign * 16 +
               alignUp(in.reservedDeviceBytes);
     s.vram = in.vramBudget ? in.vramBudget : s.hw.deviceFree;
     s.ram = in.ramBudget ? in.ramBudget : s.hw.ramAvailable / 2;

@@ -25,6 +25,23 @@ struct UnitBuilder {
 
 }  // namespace
 
+std::vector<uint64_t> WeightStreamer::residentExtraAllocations(const LlamaModel& model)
+{
+    const LlamaConfig& c = model.config();
+    const LlamaWeights& w = model.weights();
+    size_t floats = 0;
+    auto add = [&](int n) { floats = alignUp(floats + size_t(n), kVectorAlign); };
+    for (const LlamaLayerWeights& layer : w.layers)
+        for (const LayerVectorMember& v : kLayerVectors)
+            if (layer.*(v.member)) add(v.length(c));
+    if (w.outputNorm) add(c.dim);
+    if (w.outputNormBias) add(c.dim);
+    std::vector<uint64_t> out = {uint64_t(floats) * sizeof(float)};
+    for (const gpu::MatrixView* m : {&w.positionEmbedding, &w.projectIn, &w.projectOut})
+        if (m->data) out.push_back(matrixBytes(*m));
+    return out;
+}
+
 Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel& model, gpu::Device& device,
                                                                const plan::Placement& placement,
                                                                const StreamerOptions& options)
@@ -189,7 +206,8 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             view.data = *p;
         }
     }
-    // Norms, biases and the other vectors: always resident, in one buffer.
+    // Norms, biases and the other vectors: always resident, in one buffer (residentExtraAllocations
+    // counts the same).
     {
         if (inPlace) {
             s->m_outputNorm = w.outputNorm;
@@ -199,7 +217,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             auto append = [&](const float* v, int n) {
                 const size_t at = all.size();
                 all.insert(all.end(), v, v + n);
-                all.resize(alignUp(all.size(), 16));  // 64-byte aligned vectors
+                all.resize(alignUp(all.size(), kVectorAlign));  // 64-byte aligned vectors
                 return at;
             };
             std::vector<std::pair<const float**, size_t>> patches;

@@ -66,6 +66,10 @@ public:
     static Result<std::unique_ptr<WeightStreamer>> create(const LlamaModel& model, gpu::Device& device,
                                                           const plan::Placement& placement,
                                                           const StreamerOptions& options);
+    // The device allocations every placement makes besides the weight matrices (unless the
+    // weights are used in place): the buffer of norms, biases and other vectors, and OPT's
+    // learned positions and embedding projections. What the planner sets aside for them.
+    static std::vector<uint64_t> residentExtraAllocations(const LlamaModel& model);
     ~WeightStreamer();
     WeightStreamer(const WeightStreamer&) = delete;
     WeightStreamer& operator=(const WeightStreamer&) = delete;

@@ -25,6 +25,7 @@ constexpr size_t kAlign = 4096;             // direct I/O granularity and slot a
 constexpr uint64_t kMergeGap = 256 << 10;   // SSD tensors closer than this are read as one range
 
 inline size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+constexpr size_t kVectorAlign = 16;          // floats: the resident vectors start 64 bytes apart
 
 using LayerMember = gpu::MatrixView LlamaLayerWeights::*;
 struct MemberName {

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "core/model/llama_model.h"
+#include "core/model/synthetic_model.h"
 #include "core/plan/model_tensors.h"
 #include "core/plan/planner.h"
 #include "core/runtime/llama_session.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/made_up_hardware.h"
+#include "../common/temp_dir.h"
 
 using namespace spillway;
 
@@ -71,6 +73,39 @@ TEST(Planner, BudgetsAreHardLimitsAndMoreBudgetMeansLessSsd)
     ASSERT_FALSE(none);
     EXPECT_EQ(none.error().code, ErrorCode::OutOfDeviceMemory);
     EXPECT_NE(none.error().message.find("budgets are too small"), std::string::npos);
+}
+
+// OPT keeps more than norms resident whatever the placement: the biases of every projection and
+// its table of learned positions (3 MiB for OPT-125M's shape; its tied head streams through a
+// 74 MiB slot). The plan counts them: the session fits a device of exactly the budget, and its
+// peak stays within the plan's total.
+TEST(Planner, OptsPositionsAndBiasesAreCounted)
+{
+    testing_support::TempDir dir("planner-opt");
+    const std::string path = dir.path() + "/opt.gguf";
+    SyntheticOptions so;
+    so.preset = "opt-125m";
+    so.layers = 2;
+    ASSERT_TRUE(writeSyntheticModel(so, path));
+    auto model = LlamaModel::load(path);
+    ASSERT_TRUE(model) << model.error().message;
+    const uint64_t working = LlamaSession::workingBytes((*model)->config(), 64, 4);
+    for (uint64_t extra : {uint64_t(80) << 20, uint64_t(84) << 20, uint64_t(96) << 20, uint64_t(160) << 20}) {
+        SCOPED_TRACE(extra);
+        auto r = plan::planPlacement(input(**model, working + extra, uint64_t(64) << 20));
+        ASSERT_TRUE(r) << r.error().message;
+        EXPECT_LE(r->deviceTotal(), working + extra);
+        auto device = gpu::createCpuDevice(1, working + extra);
+        SessionOptions o;
+        o.contextLength = 64;
+        o.batch = 4;
+        o.placement = r->placement;
+        o.streamer.hostBudget = uint64_t(64) << 20;
+        auto session = LlamaSession::create(**model, *device, o);
+        ASSERT_TRUE(session) << session.error().message;
+        ASSERT_TRUE((*session)->forward(1, 0));
+        EXPECT_LE(device->memoryStats().peak, r->deviceTotal() + (64u << 10));
+    }
 }
 
 TEST(Planner, PipelineModelOverlapsLanesAndNaiveAddsThem)
