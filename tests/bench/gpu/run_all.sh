@@ -67,17 +67,21 @@ fi
 # Issue 9 on the GPU: an OPT-6.7B-shaped ReLU model (32 layers, fp16, random weights, 3% of each
 # FFN active per token as on the real model) with an 8 GiB device budget: dense offloading against
 # the neuron cache (bundles and rank-64 attention-input predictors; predicted mode), bundles from
-# RAM and from the SSD. `bench` runs both paths at the same budgets and prints the ratios.
+# RAM and from the SSD, cold neurons shipped, on the CPU, or as the cost model picks. `bench` runs both paths at the same budgets and prints the ratios.
 if ! skip neuron; then
   [ -f "$M/opt-6.7b-f16-d3.gguf" ] || "$B" make-synthetic --preset opt-6.7b --type f16 --align 4096 \
     --ffn-density 0.03 -o "$M/opt-6.7b-f16-d3.gguf"
   [ -d "$M/opt-6.7b-d3-attention" ] || "$B" compress -m "$M/opt-6.7b-f16-d3.gguf" --prune none --quant none \
     --bundles --predictors 64 --predictor-input attention --no-quality -o "$M/opt-6.7b-d3-attention" | tail -4
+  # Cold neurons: the cost model's choice per layer (auto), always shipped, always on the CPU.
   for from in ram ssd; do
-    dropCaches
-    "$B" bench -m "$M/opt-6.7b-d3-attention" --backend cuda -n 16 --vram-budget 8GiB --ram-budget 48GiB \
-      --neuron-cache 2048 --neuron-mode predicted --bundles-from $from \
-      --json "$OUT/neuron-cache-opt-6.7b-d3-cuda-$from.json" | grep -E "tokens/s|neuron|bytes moved|attention ran"
+    for cold in auto ship cpu; do
+      dropCaches
+      echo "bundles from $from, cold neurons $cold:"
+      "$B" bench -m "$M/opt-6.7b-d3-attention" --backend cuda -n 16 --vram-budget 8GiB --ram-budget 48GiB \
+        --neuron-cache 2048 --neuron-mode predicted --bundles-from $from --cold-neurons $cold \
+        --json "$OUT/neuron-cache-opt-6.7b-d3-cuda-$from-$cold.json" | grep -E "tokens/s|neuron|bytes moved|attention ran|hot and cold"
+    done
   done
 fi
 
