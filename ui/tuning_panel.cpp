@@ -89,6 +89,13 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     m_neuronMode->addItem(tr("predicted (approximate, fewer bytes)"), QStringLiteral("predicted"));
     m_neuronMode->setToolTip(tr("Predicted mode trusts the model's stored activation predictors and reads no FFN "
                                 "weight of a neuron they leave out"));
+    m_coldNeurons = new QComboBox(this);
+    m_coldNeurons->setObjectName("coldNeurons");
+    m_coldNeurons->addItem(tr("automatic (the faster, per layer)"), QStringLiteral("auto"));
+    m_coldNeurons->addItem(tr("ship them to the device"), QStringLiteral("ship"));
+    m_coldNeurons->addItem(tr("compute them on the CPU"), QStringLiteral("cpu"));
+    m_coldNeurons->setToolTip(tr("Neurons the cache lacks: shipped to its slots, or computed on the CPU where they lie "
+                                 "while the slots keep the hottest neurons for good (needs a package with predictors)"));
     m_variant = new QComboBox(this);
     m_variant->setObjectName("variant");
     m_variant->setToolTip(tr("Which compressed version of the model to run (compress it in the Models tab)"));
@@ -113,6 +120,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     form->addRow(tr("KV cache"), m_kvType);
     form->addRow(tr("Neuron cache"), m_neuronCache);
     form->addRow(tr("Neuron selection"), m_neuronMode);
+    form->addRow(tr("Cold neurons"), m_coldNeurons);
     form->addRow(tr("Prefetch depth"), m_prefetch);
     form->addRow(tr("CPU threads"), m_threads);
     m_tierBar = new TierBar(this);
@@ -130,7 +138,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     layout->addStretch(1);
     for (QDoubleSpinBox* box : {m_vram, m_ram}) connect(box, &QDoubleSpinBox::valueChanged, this, &TuningPanel::changed);
     for (QSpinBox* box : {m_ctx, m_prefetch, m_threads, m_neuronCache}) connect(box, &QSpinBox::valueChanged, this, &TuningPanel::changed);
-    for (QComboBox* box : {m_kvType, m_variant, m_neuronMode, m_backend})
+    for (QComboBox* box : {m_kvType, m_variant, m_neuronMode, m_coldNeurons, m_backend})
         connect(box, &QComboBox::currentIndexChanged, this, &TuningPanel::changed);
     connect(m_apply, &QPushButton::clicked, this, &TuningPanel::applyClicked);
 }
@@ -146,6 +154,7 @@ TuningSettings TuningPanel::settings(const QString& modelPath) const
     t.kvType = m_kvType->currentData().toString();
     t.neuronCache = m_neuronCache->value();
     t.neuronMode = m_neuronMode->currentData().toString();
+    t.coldNeurons = m_coldNeurons->currentData().toString();
     t.backend = m_backend->currentData().toString();
     t.modelPath = m_variant->currentIndex() >= 0 ? m_variant->currentData().toString() : modelPath;
     return t;

@@ -31,6 +31,7 @@ public:
     QComboBox* kvTypeBox() const { return m_kvType; }      // item data: "f32", "f16", "q8"
     QSpinBox* neuronCacheBox() const { return m_neuronCache; }  // bundles per layer, 0 = off
     QComboBox* neuronModeBox() const { return m_neuronMode; }   // item data: "exact", "predicted"
+    QComboBox* coldNeuronsBox() const { return m_coldNeurons; }  // item data: "auto", "ship", "cpu"
     QComboBox* variantBox() const { return m_variant; }    // item data: the model's path
     QComboBox* backendBox() const { return m_backend; }    // item data: "auto", "cpu", "cuda", "vulkan"
     QSpinBox* prefetchBox() const { return m_prefetch; }
@@ -60,6 +61,7 @@ private:
     QComboBox* m_kvType = nullptr;
     QSpinBox* m_neuronCache = nullptr;
     QComboBox* m_neuronMode = nullptr;
+    QComboBox* m_coldNeurons = nullptr;
     QComboBox* m_variant = nullptr;
     QComboBox* m_backend = nullptr;
     QSpinBox* m_prefetch = nullptr;

@@ -42,8 +42,22 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
             *note = QObject::tr("This model stores no activation predictors (compress it with predictors): exact mode.");
     }
     const std::string backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
-    for (const plan::ColdNeuronChoice& choice : LlamaSession::chooseColdNeurons(model, o, profile, backend))
-        o.coldPerLayer.push_back(choice.choice);
+    const auto choices = LlamaSession::chooseColdNeurons(model, o, profile, backend);
+    const ColdNeurons asked = settings.coldNeurons == QLatin1String("cpu")    ? ColdNeurons::Cpu
+                              : settings.coldNeurons == QLatin1String("ship") ? ColdNeurons::Ship
+                                                                              : ColdNeurons::Auto;
+    // Computing cold neurons on the CPU needs the activity frequencies the predictors recorded.
+    bool frequencies = false;
+    if (auto records = compress::loadFfnPredictors(model, /*recordsOnly=*/true); records && !records->empty())
+        frequencies = !records->front().frequency.empty();
+    if (asked == ColdNeurons::Cpu && !frequencies) {
+        if (note)
+            *note = QObject::tr("This model records no activity frequencies (compress it with predictors): cold "
+                                "neurons are shipped.");
+    } else {
+        for (const plan::ColdNeuronChoice& choice : choices)
+            o.coldPerLayer.push_back(asked == ColdNeurons::Auto ? choice.choice : asked);
+    }
     return o;
 }
 

@@ -30,6 +30,8 @@ struct TuningSettings {
     // The neuron cache (ReLU models): bundles per layer (0 = off) and "exact" or "predicted".
     int neuronCache = 0;
     QString neuronMode = QStringLiteral("exact");
+    // Where cold neurons run: "auto" (the cost model, per layer), "ship" or "cpu".
+    QString coldNeurons = QStringLiteral("auto");
     // The device to plan for and compute on: "cpu", "cuda" or "vulkan" ("" = cpu). The panel's
     // "auto" is resolved by the chat window to the device the app chose.
     QString backend = QStringLiteral("cpu");

@@ -417,6 +417,14 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     QVERIFY2(window.statusText().contains(QStringLiteral("cold neurons on the CPU in %1 of 4 layers")
                                               .arg(window.lastPrediction().coldOnCpu.count(true))),
              qPrintable(window.statusText()));
+    // Asked for explicitly: the CPU takes the cold neurons of every layer.
+    tuning->coldNeuronsBox()->setCurrentIndex(tuning->coldNeuronsBox()->findData("cpu"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.coldNeurons == QLatin1String("cpu"), 20'000);
+    QCOMPARE(window.lastPrediction().coldOnCpu.count(true), 4);
+    QTRY_VERIFY_WITH_TIMEOUT(window.applyButton()->isEnabled(), 10'000);
+    window.applyButton()->click();
+    QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 2, 30'000);
+    QVERIFY2(window.statusText().contains("cold neurons on the CPU in 4 of 4 layers"), qPrintable(window.statusText()));
 
     // A reply through the cache: the status line reports its hit rate and bytes per token.
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
