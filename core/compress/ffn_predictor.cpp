@@ -242,12 +242,16 @@ std::string predictorExtra(const FfnPredictor& p)
     if (p.input == PredictorInput::Attention) j["input"] = "attention";
     if (!p.hitCurve.empty()) j["hitCurve"] = p.hitCurve;
     if (!p.predictedHitCurve.empty()) j["predictedHitCurve"] = p.predictedHitCurve;
+    if (!p.pinnedHitCurve.empty()) j["pinnedHitCurve"] = p.pinnedHitCurve;
+    if (!p.predictedPinnedHitCurve.empty()) j["predictedPinnedHitCurve"] = p.predictedPinnedHitCurve;
     return j.dump();
 }
 
-double FfnPredictor::hitRateAt(double share, bool predicted) const
+double FfnPredictor::hitRateAt(double share, bool predicted, bool pinned) const
 {
-    const std::vector<float>& curve = predicted ? predictedHitCurve : hitCurve;
+    const std::vector<float>& plain = predicted ? predictedHitCurve : hitCurve;
+    const std::vector<float>& withPins = predicted ? predictedPinnedHitCurve : pinnedHitCurve;
+    const std::vector<float>& curve = pinned && !withPins.empty() ? withPins : plain;
     constexpr size_t points = std::size(kHitCurveShares);
     if (curve.size() != points) return -1.0;
     if (share <= kHitCurveShares[0]) return curve[0] * std::max(0.0, share) / kHitCurveShares[0];
@@ -376,6 +380,8 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, boo
                     p.input = PredictorInput::Attention;
                 p.hitCurve = curve("hitCurve");
                 p.predictedHitCurve = curve("predictedHitCurve");
+                p.pinnedHitCurve = curve("pinnedHitCurve");
+                p.predictedPinnedHitCurve = curve("predictedPinnedHitCurve");
             }
         out.push_back(std::move(p));
     }
@@ -520,18 +526,6 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
             trueOffsets.push_back(trueIds.size());
             predictedOffsets.push_back(predictedIds.size());
         }
-        auto curve = [&](const std::vector<uint32_t>& ids, const std::vector<uint64_t>& offsets) {
-            std::vector<float> out;
-            for (double share : kHitCurveShares) {
-                NeuronCache cache(n, std::max(1, int(std::lround(share * n))), EvictionPolicy::Lru);
-                for (size_t t = 0; t + 1 < offsets.size(); ++t)
-                    cache.update(std::span<const uint32_t>(ids.data() + offsets[t], offsets[t + 1] - offsets[t]));
-                out.push_back(float(cache.stats().hitRate()));
-            }
-            return out;
-        };
-        p.hitCurve = curve(trueIds, trueOffsets);
-        p.predictedHitCurve = curve(predictedIds, predictedOffsets);
         // How often each neuron is active, over the same tokens.
         auto frequencies = [&](const std::vector<uint32_t>& ids) {
             std::vector<float> f(size_t(n), 0.0f);
@@ -543,6 +537,24 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
         };
         p.frequency = frequencies(trueIds);
         p.predictedFrequency = frequencies(predictedIds);
+        // pinned: the hot neurons held as a shipping session holds them (by these frequencies).
+        auto curve = [&](const std::vector<uint32_t>& ids, const std::vector<uint64_t>& offsets, bool predicted,
+                         bool pinned) {
+            std::vector<float> out;
+            for (double share : kHitCurveShares) {
+                const int slots = std::max(1, int(std::lround(share * n)));
+                NeuronCache cache(n, slots, EvictionPolicy::Lru);
+                if (pinned) cache.pin(p.hottest(slots / 2, predicted, kDefaultHotFrequency));
+                for (size_t t = 0; t + 1 < offsets.size(); ++t)
+                    cache.update(std::span<const uint32_t>(ids.data() + offsets[t], offsets[t + 1] - offsets[t]));
+                out.push_back(float(cache.stats().hitRate()));
+            }
+            return out;
+        };
+        p.hitCurve = curve(trueIds, trueOffsets, false, false);
+        p.predictedHitCurve = curve(predictedIds, predictedOffsets, true, false);
+        p.pinnedHitCurve = curve(trueIds, trueOffsets, false, true);
+        p.predictedPinnedHitCurve = curve(predictedIds, predictedOffsets, true, true);
         out.push_back(std::move(p));
     }
     return out;

@@ -54,8 +54,12 @@ struct FfnPredictor {
     // predicted ones (predicted mode). Empty when not measured. The planner's estimate of what a
     // cache loads per token comes from these.
     std::vector<float> hitCurve, predictedHitCurve;
-    // The curve at `share` of the neurons (linear between points; -1 when not measured).
-    double hitRateAt(double share, bool predicted) const;
+    // The same with the cache's hot neurons pinned as a shipping cache pins them (those active on
+    // at least kDefaultHotFrequency of the tokens, up to half the slots; LRU over the others).
+    std::vector<float> pinnedHitCurve, predictedPinnedHitCurve;
+    // The curve at `share` of the neurons (linear between points; -1 when not measured). pinned:
+    // the pinned curve where it was recorded, else the plain one.
+    double hitRateAt(double share, bool predicted, bool pinned = false) const;
     // Per neuron, the share of every calibration token on which it was active (frequency) or
     // predicted active (predictedFrequency): what picks the hot neurons a cache keeps resident
     // (PowerInfer). Empty when not measured (packages from before they were stored).

@@ -42,7 +42,8 @@ struct NeuronCacheLayerCost {
 // One layer's figures for the hot/cold choice, per token.
 struct ColdNeuronLayer {
     double active = 0;          // active (or predicted active) neurons
-    double lruHitRate = 0;      // hit rate of the cache shipping misses (LRU at its capacity)
+    double lruHitRate = 0;      // hit rate of the cache shipping misses (its hot neurons pinned, LRU
+                                // over the other slots; recorded by the predictors' training)
     double staticHitRate = -1;  // ... holding the hottest neurons only (-1: frequencies unknown)
     double sliceBytes = 0;      // bytes one shipped bundle moves to the device
     double readBytes = 0;       // bytes one bundle read from the SSD costs (0: bundles in RAM)

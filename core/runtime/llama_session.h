@@ -70,7 +70,7 @@ struct NeuronCacheOptions {
     std::vector<ColdNeurons> coldPerLayer;
     // Layers that ship: neurons active on at least this share of the calibration tokens are
     // pinned (up to half the slots); above 1, none.
-    double hotFrequency = 0.5;
+    double hotFrequency = kDefaultHotFrequency;
 };
 
 struct NeuronCacheReport {

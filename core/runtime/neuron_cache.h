@@ -29,6 +29,9 @@ enum class EvictionPolicy { Lru, Fifo };
 // others straight from where they lie (RAM, or the SSD's staging buffer), the device adding its
 // share to the CPU's. Auto: the cost model picks per layer (plan::chooseColdNeurons).
 enum class ColdNeurons { Auto, Ship, Cpu };
+// Where cold neurons are shipped, neurons active on at least this share of the calibration tokens
+// are pinned (up to half of the slots), unless the options say otherwise.
+inline constexpr double kDefaultHotFrequency = 0.5;
 const char* coldNeuronsName(ColdNeurons c);  // "auto", "ship", "cpu"
 
 struct NeuronLoad {

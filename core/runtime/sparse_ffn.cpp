@@ -292,6 +292,7 @@ struct CacheFigures {
     std::vector<compress::FfnPredictor> records;  // one per layer
     std::vector<int> capacities;
     bool predicted = false;
+    bool pinsHot = false;         // a shipping cache pins its hot neurons (the options' default rule)
     double computePerNeuron = 0;  // weight bytes the FFN computes on per active neuron
     double active(int l, int neurons) const
     {
@@ -313,6 +314,7 @@ std::optional<CacheFigures> cacheFigures(const LlamaModel& model, const NeuronCa
     if (!loaded || int(loaded->size()) != c.nLayers) return std::nullopt;  // nothing measured to go by
     f.records = std::move(*loaded);
     f.predicted = o.mode == NeuronCacheMode::Predicted;
+    f.pinsHot = o.hotFrequency == kDefaultHotFrequency;  // the rule the pinned curves replay
     f.capacities = layerCapacities(c, o, f.slice.bytes, f.records);
     // Bytes of rows the FFN computes on per active neuron (up; gate too in predicted gated mode;
     // none in exact OPT, whose up runs densely as a placed tensor) and its column.
@@ -349,7 +351,7 @@ std::vector<plan::NeuronCacheLayerCost> LlamaSession::neuronCacheCosts(const Lla
             cost.cpuComputeBytes = cold * f->computePerNeuron;
             cost.toDevice = false;
         } else {
-            double hit = p.hitRateAt(double(capacity) / c.ffnDim, f->predicted);
+            double hit = p.hitRateAt(double(capacity) / c.ffnDim, f->predicted, f->pinsHot);
             if (hit < 0.0) hit = 0.0;  // no curve recorded: count every active neuron as loaded
             cost.loadBytes = active * (1.0 - hit) * perLoad;
             cost.computeBytes = active * f->computePerNeuron;
@@ -373,7 +375,7 @@ std::vector<plan::ColdNeuronChoice> LlamaSession::chooseColdNeurons(const LlamaM
         const int capacity = f->capacities[size_t(l)];
         plan::ColdNeuronLayer in;
         in.active = f->active(l, c.ffnDim);
-        in.lruHitRate = std::max(0.0, p.hitRateAt(double(capacity) / c.ffnDim, f->predicted));
+        in.lruHitRate = std::max(0.0, p.hitRateAt(double(capacity) / c.ffnDim, f->predicted, f->pinsHot));
         in.staticHitRate = p.staticHitRate(capacity, f->predicted);
         in.sliceBytes = double(f->slice.bytes);
         in.readBytes = o.source == BundleSource::Ssd ? double(f->slice.bytes) + double(kAlign) : 0.0;

@@ -368,9 +368,9 @@ TEST(NeuronCacheRuntime, HotNeuronsArePinnedAndColdOnesRunOnTheCpu)
         EXPECT_EQ(shipped.report.cold[size_t(l)], ColdNeurons::Ship);
         shippedPins += shipped.report.pinned[size_t(l)];
         std::printf("[ INFO     ] layer %d: %d of %d slots pinned when shipping, hit rate of the hottest %d: %.3f "
-                    "(recorded LRU: %.3f)\n",
+                    "(recorded LRU: %.3f, with pins: %.3f)\n",
                     l, shipped.report.pinned[size_t(l)], capacity, capacity, p.staticHitRate(capacity, false),
-                    p.hitRateAt(double(capacity) / c.ffnDim, false));
+                    p.hitRateAt(double(capacity) / c.ffnDim, false), p.hitRateAt(double(capacity) / c.ffnDim, false, true));
     }
     EXPECT_GT(shippedPins, 0);
     // Nothing moves per token: every miss is computed in place.
@@ -637,6 +637,15 @@ TEST(NeuronCachePlanning, CostsFollowTheRecordedHitCurveAndSlowThePlan)
             EXPECT_NEAR(p.hitRateAt(kHitCurveShares[3], predicted), curve[3], 1e-6);
             const double between = p.hitRateAt((kHitCurveShares[3] + kHitCurveShares[4]) / 2, predicted);
             EXPECT_NEAR(between, (curve[3] + curve[4]) / 2, 1e-6);
+            // With the hot neurons pinned as a shipping session pins them: recorded too, and
+            // about as good as plain LRU or better (pins only keep what is used most).
+            const std::vector<float>& pinned = predicted ? p.predictedPinnedHitCurve : p.pinnedHitCurve;
+            ASSERT_EQ(pinned.size(), std::size(kHitCurveShares));
+            for (size_t i = 0; i < pinned.size(); ++i) {
+                EXPECT_GE(pinned[i], curve[i] - 0.05) << p.layer << " " << i;
+                EXPECT_LE(pinned[i], 1.0);
+            }
+            EXPECT_NEAR(p.hitRateAt(kHitCurveShares[2], predicted, true), pinned[2], 1e-6);
         }
     }
     // A bigger cache loads fewer bytes per token; the planner puts them on the layer's path.
