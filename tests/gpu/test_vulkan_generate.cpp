@@ -176,6 +176,19 @@ TEST(VulkanGenerate, LayerSpansAreTimedOnTheDevice)
     EXPECT_GT(layerNs, headNs) << "layers " << layerNs << " ns, head " << headNs << " ns";
 }
 
+// An OPT-125M-shaped ReLU model (2 layers, Q8_0, random weights) whose FFNs let 10% of their
+// neurons through per token.
+spillway::Status writeSparseOpt(const std::string& path)
+{
+    spillway::SyntheticOptions so;
+    so.preset = "opt-125m";
+    so.type = spillway::gpu::DType::Q8_0;
+    so.layers = 2;
+    so.alignment = 32;
+    so.ffnDensity = {0.1};
+    return spillway::writeSyntheticModel(so, path);
+}
+
 }  // namespace
 
 // The neuron cache on the device (exact mode, an OPT-shaped ReLU model with int8 down columns):
@@ -191,13 +204,7 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
     if (IsSkipped()) return;
     using namespace spillway;
     const std::string path = tempDir() + "/opt-relu.gguf";
-    SyntheticOptions so;
-    so.preset = "opt-125m";
-    so.type = gpu::DType::Q8_0;
-    so.layers = 2;
-    so.alignment = 32;
-    so.ffnDensity = {0.1};
-    ASSERT_TRUE(writeSyntheticModel(so, path).ok());
+    ASSERT_TRUE(writeSparseOpt(path).ok());
     auto model = LlamaModel::load(path);
     ASSERT_TRUE(model) << model.error().message;
     const LlamaConfig& c = (*model)->config();
@@ -266,13 +273,7 @@ TEST(VulkanGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
     if (IsSkipped()) return;
     using namespace spillway;
     const std::string path = tempDir() + "/opt-relu-hot.gguf";
-    SyntheticOptions so;
-    so.preset = "opt-125m";
-    so.type = gpu::DType::Q8_0;
-    so.layers = 2;
-    so.alignment = 32;
-    so.ffnDensity = {0.1};
-    ASSERT_TRUE(writeSyntheticModel(so, path).ok());
+    ASSERT_TRUE(writeSparseOpt(path).ok());
     auto source = LlamaModel::load(path);
     ASSERT_TRUE(source) << source.error().message;
     auto cpu = gpu::createCpuDevice(2);
