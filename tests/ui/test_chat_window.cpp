@@ -55,6 +55,20 @@ QString referenceFor(const QString& prompt)
 class TestChatWindow : public QObject {
     Q_OBJECT
 private slots:
+    // Every window measures the machine for its Tuning tab: the quick probe, into a cache of this
+    // test's own (a full probe of a clean machine takes a minute or more, and the user's cache is
+    // not this test's to write).
+    void initTestCase()
+    {
+        QVERIFY(m_cache.isValid());
+        qputenv("SPILLWAY_QUICK_PROBE", "1");
+        qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
+    }
+    void cleanupTestCase()
+    {
+        qunsetenv("SPILLWAY_QUICK_PROBE");
+        qunsetenv("XDG_CACHE_HOME");
+    }
     void greedyReplyMatchesReference();
     void stopEndsLongReply();
     void missingModelShowsError();
@@ -63,6 +77,9 @@ private slots:
     void markdownRepliesAreRendered();
     void tuningPlansAndAppliesAPlacement();
     void vulkanDeviceRepliesLikeTheCpu();
+
+private:
+    QTemporaryDir m_cache;
 };
 
 void TestChatWindow::greedyReplyMatchesReference()
@@ -360,8 +377,7 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
 {
     QTemporaryDir data, cache;
     QVERIFY(data.isValid() && cache.isValid());
-    qputenv("SPILLWAY_QUICK_PROBE", "1");
-    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());  // no cached profile: the (quick) probe measures
     ChatWindow window(kModel, data.path());
     window.setTemperature(0.0);
     window.setMaxTokens(8);
@@ -398,8 +414,7 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
     QVERIFY(window.errorText().isEmpty());
     QTRY_VERIFY_WITH_TIMEOUT(window.bottleneckView()->paintedSpanCount(spillway::trace::Lane::SsdRead) > 0, 5'000);
-    qunsetenv("SPILLWAY_QUICK_PROBE");
-    qunsetenv("XDG_CACHE_HOME");
+    qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
 }
 
 // SPILLWAY_BACKEND=vulkan (the app's --backend): the chat computes on the Vulkan device (lavapipe
@@ -415,7 +430,6 @@ void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
     QTemporaryDir data, cache;
     QVERIFY(data.isValid() && cache.isValid());
     qputenv("SPILLWAY_BACKEND", "vulkan");
-    qputenv("SPILLWAY_QUICK_PROBE", "1");
     qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
     ChatWindow window(kModel, data.path());
     window.setTemperature(0.0);
@@ -436,8 +450,7 @@ void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().plan != nullptr, 120'000);
     QCOMPARE(window.lastPrediction().settings.backend, QStringLiteral("vulkan"));
     qunsetenv("SPILLWAY_BACKEND");
-    qunsetenv("SPILLWAY_QUICK_PROBE");
-    qunsetenv("XDG_CACHE_HOME");
+    qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
 }
 
 QTEST_MAIN(TestChatWindow)
