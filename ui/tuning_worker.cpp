@@ -41,28 +41,24 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
         else if (note)
             *note = QObject::tr("This model stores no activation predictors (compress it with predictors): exact mode.");
     }
-    const std::string backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
-    const auto choices = LlamaSession::chooseColdNeurons(model, o, profile, backend);
-    const ColdNeurons asked = settings.coldNeurons == QLatin1String("cpu")    ? ColdNeurons::Cpu
-                              : settings.coldNeurons == QLatin1String("ship") ? ColdNeurons::Ship
-                                                                              : ColdNeurons::Auto;
-    // Computing cold neurons on the CPU needs the activity frequencies the predictors recorded.
-    bool frequencies = false;
-    if (auto records = compress::loadFfnPredictors(model, /*recordsOnly=*/true); records && !records->empty())
-        frequencies = !records->front().frequency.empty();
-    if (asked == ColdNeurons::Cpu && !frequencies) {
+    const ColdNeurons asked = coldNeuronsOf(settings.coldNeurons.toStdString());
+    if (asked == ColdNeurons::Auto) {
+        const std::string backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
+        for (const plan::ColdNeuronChoice& choice : LlamaSession::chooseColdNeurons(model, o, profile, backend))
+            o.coldPerLayer.push_back(choice.choice);
+    } else if (asked == ColdNeurons::Cpu && !compress::hasNeuronActivity(model)) {
+        // Computing cold neurons on the CPU needs the activity frequencies the predictors recorded.
         if (note)
             *note = QObject::tr("This model records no activity frequencies (compress it with predictors): cold "
                                 "neurons are shipped.");
     } else {
-        for (const plan::ColdNeuronChoice& choice : choices)
-            o.coldPerLayer.push_back(asked == ColdNeurons::Auto ? choice.choice : asked);
+        o.coldPerLayer.assign(size_t(c.nLayers), asked);
     }
     return o;
 }
 
 Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProfile& profile,
-                                 const TuningSettings& settings, gpu::KvType kv)
+                                 const TuningSettings& settings, gpu::KvType kv, const NeuronCacheOptions& cache)
 {
     plan::PlannerInput in;
     in.model = &model;
@@ -73,7 +69,6 @@ Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProf
     in.contextLength = settings.contextLength;
     in.prefetchDepth = settings.prefetchDepth;
     in.kvType = kv;
-    const NeuronCacheOptions cache = neuronCacheFor(model, settings, profile, nullptr);
     in.served = LlamaSession::neuronCacheTensors(model, cache);
     in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache, in.backend != "cpu");
     in.neuronCache = LlamaSession::neuronCacheCosts(model, cache);
@@ -201,12 +196,12 @@ void TuningWorker::predict(const TuningSettings& settings)
             return emit failed(why);
         }
     }
-    auto plan = planFor(*planned, *m_profile, settings, *kv);
-    if (!plan) return emit failed(QString::fromStdString(plan.error().message));
     TuningPrediction out;
+    const NeuronCacheOptions cache = neuronCacheFor(*planned, settings, *m_profile, &out.note);
+    auto plan = planFor(*planned, *m_profile, settings, *kv, cache);
+    if (!plan) return emit failed(QString::fromStdString(plan.error().message));
     out.settings = settings;
     out.settings.modelPath = QString::fromStdString(planned->path());
-    const NeuronCacheOptions cache = neuronCacheFor(*planned, settings, *m_profile, &out.note);
     for (ColdNeurons cold : cache.coldPerLayer) out.coldOnCpu.push_back(cold == ColdNeurons::Cpu);
     out.settings.neuronCache = cache.capacity;
     out.settings.neuronMode = cache.mode == NeuronCacheMode::Predicted ? QStringLiteral("predicted") : QStringLiteral("exact");
@@ -238,7 +233,8 @@ void TuningWorker::predictModels(const QStringList& paths, const QString& backen
         }
         TuningSettings defaults;
         defaults.backend = backend;
-        auto plan = planFor(*m, *m_profile, defaults, gpu::KvType::F32);
+        auto plan = planFor(*m, *m_profile, defaults, gpu::KvType::F32,
+                            neuronCacheFor(*m, defaults, *m_profile, nullptr));
         if (!plan) {
             emit modelPredicted(path, 0, tr("Does not fit: %1").arg(QString::fromStdString(plan.error().message)));
             continue;

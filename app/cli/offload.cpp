@@ -134,9 +134,7 @@ Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& mo
     run.session.neuronCache.capacity = o.neuronCache;
     run.session.neuronCache.mode = o.neuronMode == "predicted" ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
     run.session.neuronCache.source = o.bundlesFrom == "ssd" ? BundleSource::Ssd : BundleSource::Ram;
-    run.session.neuronCache.cold = o.coldNeurons == "cpu"    ? ColdNeurons::Cpu
-                                   : o.coldNeurons == "ship" ? ColdNeurons::Ship
-                                                             : ColdNeurons::Auto;
+    run.session.neuronCache.cold = coldNeuronsOf(o.coldNeurons);
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();
         run.session.streamer.trace = run.recorder.get();

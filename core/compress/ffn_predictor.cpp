@@ -303,6 +303,11 @@ bool hasFfnPredictors(const LlamaModel& model)
     return model.tensor(std::string("blk.0.") + kPredictorA) != nullptr;
 }
 
+bool hasNeuronActivity(const LlamaModel& model)
+{
+    return model.tensor(std::string("blk.0.") + kNeuronActivity) != nullptr;
+}
+
 Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, bool recordsOnly)
 {
     const LlamaConfig& c = model.config();

@@ -114,6 +114,8 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, boo
 // Whether the model carries predictors (a cheap look at the tensor table; loadFfnPredictors
 // checks them).
 bool hasFfnPredictors(const LlamaModel& model);
+// Whether the model carries activity frequencies (kNeuronActivity; a look at the tensor table).
+bool hasNeuronActivity(const LlamaModel& model);
 
 // One predictor per layer. UnsupportedModel for FFNs without exact zeros (SwiGLU: no ReLU);
 // InvalidArgument for bad options, or too few prompts to hold some out (fewer than 2); Cancelled

@@ -10,6 +10,11 @@ const char* coldNeuronsName(ColdNeurons c)
     return c == ColdNeurons::Cpu ? "cpu" : c == ColdNeurons::Ship ? "ship" : "auto";
 }
 
+ColdNeurons coldNeuronsOf(std::string_view name)
+{
+    return name == "cpu" ? ColdNeurons::Cpu : name == "ship" ? ColdNeurons::Ship : ColdNeurons::Auto;
+}
+
 NeuronCache::NeuronCache(int neurons, int capacity, EvictionPolicy policy, int window)
     : m_neurons(std::max(neurons, 0)), m_capacity(std::clamp(capacity, 0, std::max(neurons, 0))),
       m_policy(policy), m_window(std::max(window, 0))

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace spillway {
@@ -33,6 +34,7 @@ enum class ColdNeurons { Auto, Ship, Cpu };
 // are pinned (up to half of the slots), unless the options say otherwise.
 inline constexpr double kDefaultHotFrequency = 0.5;
 const char* coldNeuronsName(ColdNeurons c);  // "auto", "ship", "cpu"
+ColdNeurons coldNeuronsOf(std::string_view name);  // the reverse; Auto for anything else
 
 struct NeuronLoad {
     uint32_t neuron = 0;
