@@ -85,6 +85,16 @@ private:
     void* m_owner = nullptr;
 };
 
+// How the bytes of one row are ordered. Rows keep their size and place in every layout, so a
+// view of some of a matrix's rows works the same way in each.
+enum class RowLayout : uint8_t {
+    Stored,          // as in the model file (GGUF's blocks, one after another)
+    Q8_0ScalesLast,  // Q8_0 only: the row's cols int8 values, then its cols / 32 fp16 scales.
+                     // Made by the CPU device's uploadMatrix (its AVX-512 kernel reads whole
+                     // 64-byte lines of values instead of 34-byte blocks); read by its matvec
+                     // and getRow only.
+};
+
 // A row-major weight matrix: `rows` rows of `cols` values, row r at data + r * rowStride bytes.
 struct MatrixView {
     DType type = DType::F32;
@@ -93,6 +103,7 @@ struct MatrixView {
     int64_t cols = 0;          // multiple of the type's block size
     size_t rowStride = 0;      // bytes; rowBytes(type, cols) for a packed matrix (unused for
                                // BitmapSparse: data is the whole blob)
+    RowLayout layout = RowLayout::Stored;
 };
 
 // Bytes the matrix occupies: rows * rowStride, or a BitmapSparse blob's size (read from its
@@ -257,6 +268,24 @@ public:
     // the data.
     virtual void upload(void* deviceDst, const void* hostSrc, size_t bytes) = 0;
     virtual void download(void* hostDst, const void* deviceSrc, size_t bytes) = 0;
+    // A weight matrix copied into a new device buffer of `bytes` (matrixBytes(src)) bytes, for
+    // matvec and getRow only: the device may reorder each row's bytes into the layout its
+    // kernels read fastest (the returned view says which). src (in host memory) is not modified.
+    // This default uploads the bytes as they are. Called like an op: from the thread that
+    // issues ops, not from a loader thread.
+    struct UploadedMatrix {
+        Buffer buffer;
+        MatrixView view;  // points into buffer
+    };
+    virtual Result<UploadedMatrix> uploadMatrix(const MatrixView& src, size_t bytes)
+    {
+        auto b = allocate(bytes);
+        if (!b) return b.error();
+        upload(b->data(), src.data, bytes);
+        MatrixView view = src;
+        view.data = b->data();
+        return UploadedMatrix{std::move(b.value()), view};
+    }
     // Waits until every op issued so far has finished (a device buffer may be overwritten then).
     virtual void synchronize() = 0;
     // The first error an op or copy met on the device (ops return nothing, and on a GPU they

@@ -28,6 +28,10 @@ public:
     void resetPeak() override { m_inner.resetPeak(); }
     void upload(void* dst, const void* src, size_t bytes) override { m_inner.upload(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { m_inner.download(dst, src, bytes); }
+    Result<UploadedMatrix> uploadMatrix(const MatrixView& src, size_t bytes) override
+    {
+        return m_inner.uploadMatrix(src, bytes);
+    }
     void synchronize() override { m_inner.synchronize(); }
     void mark() override { m_inner.mark(); }
     size_t takeMarks(std::span<uint64_t> out) override { return m_inner.takeMarks(out); }

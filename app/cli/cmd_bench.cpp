@@ -75,7 +75,13 @@ int runBench(BenchCommand& b)
     const double boundTokensPerSecond = bandwidth / bytesPerToken;
     const double ratio = median.ratio;
     std::vector<double> allRatios;
-    for (const Run& r : runs) allRatios.push_back(r.ratio);
+    nlohmann::json everyRun = nlohmann::json::array();
+    for (const Run& r : runs) {
+        allRatios.push_back(r.ratio);
+        everyRun.push_back({{"decode_tokens_per_s", r.tokensPerSecond},
+                            {"memory_read_bandwidth_bytes_per_s", r.bandwidth},
+                            {"ratio_to_bound", r.ratio}});
+    }
 
     std::printf("%-34s %s\n", "model", b.model.c_str());
     std::printf("%-34s %s%s\n", "architecture", config.architecture.c_str(),
@@ -111,6 +117,7 @@ int runBench(BenchCommand& b)
             {"bandwidth_bound_tokens_per_s", boundTokensPerSecond},
             {"ratio_to_bound", ratio},
             {"ratio_to_bound_every_run", allRatios},
+            {"runs", everyRun},
             {"method", "each run framed by two bandwidth samples; ceiling = the higher; median run"},
         };
         std::ofstream out(b.json);

@@ -196,14 +196,24 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         s->m_memory.residentDeviceBytes += bytes;
         return p;
     };
+    // Matrices only matvec and getRow read: the device may reorder their rows for its kernels.
+    auto residentMatrix = [&](const gpu::MatrixView& src) -> Result<gpu::MatrixView> {
+        const uint64_t bytes = matrixBytes(src);
+        auto m = device.uploadMatrix(src, size_t(bytes));
+        if (!m) return m.error();
+        const gpu::MatrixView view = m->view;
+        im.resident.push_back(std::move(m->buffer));
+        s->m_memory.residentDeviceBytes += bytes;
+        return view;
+    };
     for (size_t u = 0; u < builders.size(); ++u) {
         Unit& unit = im.units[u];
         for (auto& e : builders[u].device) {
             gpu::MatrixView& view = e.second.member ? unit.layer.*(e.second.member) : unit.head;
             if (inPlace) continue;  // the view already points into the mapping
-            auto p = residentCopy(e.first.view.data, matrixBytes(e.first.view));
-            if (!p) return p.error();
-            view.data = *p;
+            auto m = residentMatrix(e.first.view);
+            if (!m) return m.error();
+            view = *m;
         }
     }
     // Norms, biases and the other vectors: always resident, in one buffer (residentExtraAllocations
@@ -252,6 +262,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         if (!inPlace) {
             if (tied && *headTier == plan::Tier::Device) {
                 im.embedding.data = im.units.back().head.data;
+                im.embedding.layout = im.units.back().head.layout;  // getRow reads either layout
             } else {
                 auto p = residentCopy(w.tokenEmbedding.data, matrixBytes(w.tokenEmbedding));
                 if (!p) return p.error();

@@ -146,6 +146,8 @@ public:
     }
     void synchronize() override {}
 
+    Result<UploadedMatrix> uploadMatrix(const MatrixView& src, size_t bytes) override;
+
     void matvec(std::span<const MatvecJob> jobs) override;
 
     void getRow(const MatrixView& w, int64_t row, float* out) override
@@ -309,6 +311,33 @@ void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
     m_totalChunks = chunk;
 }
 
+// Q8_0 matrices are stored with their rows reordered (RowLayout::Q8_0ScalesLast) where this
+// kernel set reads that layout faster; SPILLWAY_CPU_Q8_0_LAYOUT=stored keeps the file's layout
+// (for comparisons).
+Result<Device::UploadedMatrix> CpuDevice::uploadMatrix(const MatrixView& src, size_t bytes)
+{
+    static const bool keepStored = [] {
+        const char* v = std::getenv("SPILLWAY_CPU_Q8_0_LAYOUT");
+        return v && std::string(v) == "stored";
+    }();
+    const bool reorder = m_kernels.repacksQ8_0 && !keepStored && src.type == DType::Q8_0 &&
+                         src.layout == RowLayout::Stored && src.rows > 0 && src.cols > 0 &&
+                         src.cols % cpu::kQ8Block == 0 && src.rowStride >= rowBytes(src.type, src.cols) &&
+                         bytes == matrixBytes(src);
+    if (!reorder) return Device::uploadMatrix(src, bytes);
+    auto b = allocate(bytes);
+    if (!b) return b.error();
+    uint8_t* dst = b->as<uint8_t>();
+    auto repack = [&](int t, int n) {
+        cpu::repackQ8_0ScalesLast(src, dst, src.rows * t / n, src.rows * (t + 1) / n);
+    };
+    m_pool.run(repack);
+    MatrixView view = src;
+    view.data = dst;
+    view.layout = RowLayout::Q8_0ScalesLast;
+    return UploadedMatrix{std::move(b.value()), view};
+}
+
 // ---- THE HOT SPOT OF DECODING ----------------------------------------------------------------
 // Thread t owns the t-th contiguous share of the call's chunks and works through it in order, so
 // it reads one long sequential stream of weights (what the prefetchers follow best); a thread
@@ -332,7 +361,10 @@ void CpuDevice::matvec(std::span<const MatvecJob> jobs)
         const MatvecJob& j = jobs[job];
         const int64_t r0 = (c - plan.firstChunk) * plan.chunkRows;
         const int64_t r1 = std::min(r0 + plan.chunkRows, j.w.rows);
-        m_kernels.matvec[static_cast<int>(j.w.type)](j.w, plan.input, j.y, r0, r1);
+        const cpu::MatvecRowsFn rows = j.w.layout == RowLayout::Q8_0ScalesLast
+                                           ? m_kernels.matvecQ8_0ScalesLast
+                                           : m_kernels.matvec[static_cast<int>(j.w.type)];
+        rows(j.w, plan.input, j.y, r0, r1);
     };
     const int threads = m_pool.size();
     if (m_totalChunks == 1 || threads == 1) {

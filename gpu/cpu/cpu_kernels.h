@@ -81,7 +81,13 @@ using ReadAllFn = uint64_t (*)(const void* data, size_t bytes);
 
 struct Kernels {
     CpuKernelSet set = CpuKernelSet::Scalar;
-    MatvecRowsFn matvec[kDTypeCount] = {};  // indexed by DType
+    MatvecRowsFn matvec[kDTypeCount] = {};  // indexed by DType, rows in the Stored layout
+    // Q8_0 rows in the Q8_0ScalesLast layout (gpu/device.h). Every set has one (AVX2 uses the
+    // scalar one); the AVX-512 and scalar ones give the same bits as their set's matvec[Q8_0]
+    // on the stored rows. Only where it is faster than the stored rows' kernel (repacksQ8_0)
+    // does the device reorder the rows it uploads.
+    MatvecRowsFn matvecQ8_0ScalesLast = nullptr;
+    bool repacksQ8_0 = false;
     QuantizeQ8Fn quantizeQ8 = nullptr;
     DotFn dot = nullptr;
     AxpyFn axpy = nullptr;
@@ -101,6 +107,14 @@ void fillAvx512Kernels(Kernels& k);
 // The quantized row kernels of the AVX-512 set (kernels_quant_avx512.cpp).
 void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
                       int64_t r1);
+void matvecQ8_0ScalesLastAvx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
+                                int64_t r1);
+// Q8_0ScalesLast rows for the scalar and AVX2 sets (kernels_scalar.cpp).
+void matvecQ8_0ScalesLastScalar(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
+                                int64_t r1);
+// Reorders Q8_0 rows [r0, r1) from the stored layout (src) to Q8_0ScalesLast (dst); both views
+// have the same shape and row stride.
+void repackQ8_0ScalesLast(const MatrixView& src, uint8_t* dst, int64_t r0, int64_t r1);
 void matvecQ4_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
                       int64_t r1);
 

@@ -307,6 +307,14 @@ void getRowOp(const MatrixView& w, int64_t row, float* out)
     }
     const uint8_t* p = rowPointer(w, row);
     const float* table = fp16Table();
+    if (w.layout == RowLayout::Q8_0ScalesLast) {
+        for (int64_t b = 0; b < w.cols / 32; ++b) {
+            const float d = table[loadU16(p + w.cols + 2 * b)];
+            const int8_t* q = reinterpret_cast<const int8_t*>(p + b * 32);
+            for (int i = 0; i < 32; ++i) out[b * 32 + i] = d * static_cast<float>(q[i]);
+        }
+        return;
+    }
     switch (w.type) {
     case DType::F32:
         std::memcpy(out, p, static_cast<size_t>(w.cols) * 4);

@@ -207,6 +207,7 @@ void fillAvx2Kernels(Kernels& k)
     k.matvec[static_cast<int>(DType::F16)] = matvecFloat<LoadF16>;
     k.matvec[static_cast<int>(DType::BF16)] = matvecFloat<LoadBf16>;
     k.matvec[static_cast<int>(DType::Q8_0)] = matvecQ8_0X86<Avx2Isa>;
+    k.matvecQ8_0ScalesLast = matvecQ8_0ScalesLastScalar;  // not reordered for this set
     k.matvec[static_cast<int>(DType::Q4_0)] = matvecQ4_0X86<Avx2Isa>;
     k.matvec[static_cast<int>(DType::BitmapSparse)] = matvecBitmapAvx2;
     k.quantizeQ8 = quantizeQ8X86;

@@ -175,6 +175,8 @@ void fillAvx512Kernels(Kernels& k)
     k.matvec[static_cast<int>(DType::F16)] = matvecFloat<LoadF16>;
     k.matvec[static_cast<int>(DType::BF16)] = matvecFloat<LoadBf16>;
     k.matvec[static_cast<int>(DType::Q8_0)] = matvecQ8_0Avx512;
+    k.matvecQ8_0ScalesLast = matvecQ8_0ScalesLastAvx512;
+    k.repacksQ8_0 = true;
     k.matvec[static_cast<int>(DType::Q4_0)] = matvecQ4_0Avx512;
     k.matvec[static_cast<int>(DType::BitmapSparse)] = matvecBitmapAvx512;
     k.quantizeQ8 = quantizeQ8X86;

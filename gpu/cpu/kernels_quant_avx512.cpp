@@ -91,6 +91,79 @@ void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int6
     }
 }
 
+// ---- Q8_0 in the Q8_0ScalesLast layout: 64 values (two blocks) per aligned load -------------
+// The same arithmetic as matvecQ8_0Avx512, in the same order (so the same bits), on rows whose
+// values come first and whose fp16 scales come after them. A stored row's 34-byte blocks make
+// every other 32-byte load straddle two cache lines and take two scale lookups per pair of
+// blocks; here a pair's values are one 64-byte load, and 16 scales are converted at once. On the
+// 2-core Zen 5 VM this took the kernel from ~0.9x to ~1.0x the read bandwidth of a plain load
+// loop over 1 GiB (dispatched matrix by matrix, as a decode does).
+
+namespace {
+
+constexpr size_t kScalesLastPrefetch = 4096;  // bytes; best of 0, 2, 4, 6 and 8 KiB measured
+
+// Pairs [p0, p1) of a row's blocks, starting at block 2 * p0; at most 8 pairs (16 blocks).
+template <bool Full>
+inline __m512 q8_0PairsScalesLast(const uint8_t* row, const uint16_t* scales, const int8_t* xq,
+                                  const float* xd, int64_t b, int pairs, __m512 acc)
+{
+    const __mmask16 mask = Full ? __mmask16(0xffff) : __mmask16((1u << (2 * pairs)) - 1);
+    const __m512 dw16 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, scales + b));
+    const __m512 dx16 = _mm512_maskz_loadu_ps(mask, xd + b);
+    const __m512i bias = _mm512_set1_epi8(-128);
+    __m512i lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi32(2);
+    const int n = Full ? 8 : pairs;
+    for (int p = 0; p < n; ++p) {
+        const int64_t block = b + 2 * p;
+        const uint8_t* values = row + block * kQ8Block;
+        prefetch(values + kScalesLastPrefetch);
+        const __m512i x = _mm512_load_si512(xq + block * kQ8Block);
+        const __m512i w = _mm512_loadu_si512(values);
+        const __m512i sum = _mm512_dpbusd_epi32(q8Offset(x), _mm512_xor_si512(w, bias), x);
+        const __m512 dx = _mm512_permutexvar_ps(lanes, dx16);
+        const __m512 dw = _mm512_permutexvar_ps(lanes, dw16);
+        lanes = _mm512_add_epi32(lanes, two);
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sum), dx), dw, acc);
+    }
+    return acc;
+}
+
+}  // namespace
+
+void matvecQ8_0ScalesLastAvx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
+                                int64_t r1)
+{
+    const float* fp16 = fp16Table();
+    const int64_t blocks = w.cols / kQ8Block;
+    const int64_t paired = blocks & ~int64_t{1};
+    const int8_t* xq = in.q.qs;
+    const float* xd = in.q.d;
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* row = rowPointer(w, r);
+        const uint16_t* scales = reinterpret_cast<const uint16_t*>(row + w.cols);
+        __m512 acc = _mm512_setzero_ps();
+        int64_t b = 0;
+        for (; b + 16 <= paired; b += 16) acc = q8_0PairsScalesLast<true>(row, scales, xq, xd, b, 8, acc);
+        if (b < paired)
+            acc = q8_0PairsScalesLast<false>(row, scales, xq, xd, b, int((paired - b) / 2), acc);
+        if (paired < blocks) {
+            // The odd last block, as q8_0Block computes it (its scale is not next to its values).
+            const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + paired * kQ8Block));
+            const __m256i offset = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), x));
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + paired * kQ8Block));
+            const __m256i sum = _mm256_dpbusd_epi32(offset, _mm256_xor_si256(v, _mm256_set1_epi8(-128)), x);
+            const __m256 last = _mm256_mul_ps(_mm256_cvtepi32_ps(sum),
+                                              _mm256_set1_ps(xd[paired] * fp16[loadU16(scales + paired)]));
+            acc = _mm512_add_ps(acc, _mm512_zextps256_ps512(last));
+        }
+        y[r] = _mm512_reduce_add_ps(acc);
+    }
+}
+
 // ---- Q4_0: four 18-byte blocks per iteration -------------------------------------------------
 // A 64-byte load at the group start holds the 4 scales (words 0, 9, 18, 27) and the nibbles of
 // blocks 0..2 (words 1..8, 10..17, 19..26); a 16-byte load holds block 3's. Word permutes gather

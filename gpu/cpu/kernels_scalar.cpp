@@ -76,7 +76,9 @@ void matvecBf16(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0
     }
 }
 
-void matvecQ8_0(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1)
+// Q8_0 rows in either layout: `Stored` tells where block b's values and scale lie in a row.
+template <bool Stored>
+void matvecQ8_0Rows(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1)
 {
     const float* table = fp16Table();
     const int64_t blocks = w.cols / kQ8Block;
@@ -84,15 +86,21 @@ void matvecQ8_0(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0
         const uint8_t* row = rowPointer(w, r);
         float acc = 0.0f;
         for (int64_t b = 0; b < blocks; ++b) {
-            const uint8_t* block = row + b * 34;
-            const int8_t* wq = reinterpret_cast<const int8_t*>(block + 2);
+            const uint8_t* values = Stored ? row + b * 34 + 2 : row + b * kQ8Block;
+            const uint8_t* scale = Stored ? row + b * 34 : row + w.cols + 2 * b;
+            const int8_t* wq = reinterpret_cast<const int8_t*>(values);
             const int8_t* xq = in.q.qs + b * kQ8Block;
             int sum = 0;
             for (int i = 0; i < kQ8Block; ++i) sum += wq[i] * xq[i];
-            acc += static_cast<float>(sum) * (table[loadU16(block)] * in.q.d[b]);
+            acc += static_cast<float>(sum) * (table[loadU16(scale)] * in.q.d[b]);
         }
         y[r] = acc;
     }
+}
+
+void matvecQ8_0(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1)
+{
+    matvecQ8_0Rows<true>(w, in, y, r0, r1);
 }
 
 void matvecQ4_0(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1)
@@ -145,6 +153,25 @@ uint64_t readAllScalar(const void* data, size_t bytes)
 
 }  // namespace
 
+void matvecQ8_0ScalesLastScalar(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
+                                int64_t r1)
+{
+    matvecQ8_0Rows<false>(w, in, y, r0, r1);
+}
+
+void repackQ8_0ScalesLast(const MatrixView& src, uint8_t* dst, int64_t r0, int64_t r1)
+{
+    const int64_t blocks = src.cols / kQ8Block;
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* from = rowPointer(src, r);
+        uint8_t* to = dst + static_cast<size_t>(r) * src.rowStride;
+        for (int64_t b = 0; b < blocks; ++b) {
+            std::memcpy(to + b * kQ8Block, from + b * 34 + 2, kQ8Block);
+            std::memcpy(to + src.cols + 2 * b, from + b * 34, 2);
+        }
+    }
+}
+
 void fillScalarKernels(Kernels& k)
 {
     k.set = CpuKernelSet::Scalar;
@@ -152,6 +179,7 @@ void fillScalarKernels(Kernels& k)
     k.matvec[static_cast<int>(DType::F16)] = matvecF16;
     k.matvec[static_cast<int>(DType::BF16)] = matvecBf16;
     k.matvec[static_cast<int>(DType::Q8_0)] = matvecQ8_0;
+    k.matvecQ8_0ScalesLast = matvecQ8_0ScalesLastScalar;
     k.matvec[static_cast<int>(DType::Q4_0)] = matvecQ4_0;
     k.matvec[static_cast<int>(DType::BitmapSparse)] = matvecBitmapScalar;
     k.quantizeQ8 = quantizeQ8Scalar;

@@ -14,12 +14,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cpu_test_util.h"
+#include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/thread_pool.h"
 
 using namespace spillway;
@@ -186,4 +188,77 @@ TEST(CpuBackend, ThreadPoolStress)
     auto work = [&counts](int thread, int threads) { counts[thread] += threads; };
     for (int i = 0; i < 10000; ++i) pool.run(work);
     for (int c : counts) EXPECT_EQ(c, 30000);
+}
+
+// ---- Q8_0 rows reordered by uploadMatrix (RowLayout::Q8_0ScalesLast) ---------------------------
+
+TEST(CpuBackend, UploadedQ8_0MatrixGivesTheSameBits)
+{
+    // Column counts cover whole groups of 16 blocks, a partial group and an odd last block.
+    std::mt19937_64 rng(8);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        const bool reorders = cfg.set == CpuKernelSet::Avx512 && !std::getenv("SPILLWAY_CPU_Q8_0_LAYOUT");
+        for (int64_t rows : {1, 7, 33, 257})
+            for (int64_t cols : {32, 64, 96, 544, 1056, 2112, 4128}) {
+                const size_t padding = rows == 33 ? 64 : 0;
+                const TestMatrix m = makeMatrix(DType::Q8_0, rows, cols, rng, padding);
+                const std::vector<uint8_t> before = m.bytes;
+                const std::string what = label(*device, DType::Q8_0, rows, cols) + " uploaded";
+                const size_t bytes = m.stride * size_t(rows);
+                const size_t usedBefore = device->memoryStats().used;
+                auto up = device->uploadMatrix(m.view(), bytes);
+                ASSERT_TRUE(up.ok()) << what << ": " << up.error().message;
+                ASSERT_EQ(m.bytes, before) << what << ": the source was modified";
+                EXPECT_EQ(device->memoryStats().used, usedBefore + bytes) << what;
+                EXPECT_EQ(up->view.layout, reorders ? RowLayout::Q8_0ScalesLast : RowLayout::Stored) << what;
+                EXPECT_EQ(up->view.rowStride, m.stride);
+                EXPECT_NE(up->view.data, static_cast<const void*>(m.bytes.data()));
+
+                // The same bits as the stored rows, for any x, and within the reference bounds.
+                for (bool exact : {false, true}) {
+                    const std::vector<float> x = exact ? q8ExactVector(cols, rng) : randomVector(cols, rng);
+                    std::vector<float> stored(rows + 1, kPoison), uploaded(rows + 1, kPoison);
+                    device->matvec(m.view(), x.data(), stored.data());
+                    device->matvec(up->view, x.data(), uploaded.data());
+                    for (int64_t r = 0; r < rows; ++r)
+                        ASSERT_EQ(bitsOf(uploaded[r]), bitsOf(stored[r])) << what << " row " << r;
+                    ASSERT_TRUE(isPoison(uploaded[rows])) << what << ": wrote past the output";
+                    checkMatvec(m, x, uploaded.data(), exact, what);
+                }
+                // getRow decodes either layout to the same values.
+                std::vector<float> a(cols), b(cols);
+                for (int64_t r : {int64_t{0}, rows / 2, rows - 1}) {
+                    device->getRow(m.view(), r, a.data());
+                    device->getRow(up->view, r, b.data());
+                    ASSERT_EQ(a, b) << what << " getRow " << r;
+                }
+            }
+    }
+}
+
+TEST(CpuBackend, Q8_0ScalesLastRowsOnEveryKernelSet)
+{
+    // Rows reordered here (not by a device), so every set's kernel for the layout is exercised,
+    // also on CPUs whose devices keep the stored rows.
+    std::mt19937_64 rng(9);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        for (int64_t cols : {32, 96, 1056, 4128}) {
+            const TestMatrix m = makeMatrix(DType::Q8_0, 45, cols, rng, 32);
+            std::vector<uint8_t> reordered(m.bytes.size(), 0xcd);
+            cpu::repackQ8_0ScalesLast(m.view(), reordered.data(), 0, m.rows);
+            MatrixView v = m.view();
+            v.data = reordered.data();
+            v.layout = RowLayout::Q8_0ScalesLast;
+            const std::vector<float> x = randomVector(cols, rng);
+            std::vector<float> y(46, kPoison), stored(46, kPoison);
+            device->matvec(v, x.data(), y.data());
+            device->matvec(m.view(), x.data(), stored.data());
+            const std::string what = label(*device, DType::Q8_0, 45, cols) + " scales last";
+            checkMatvec(m, x, y.data(), false, what);
+            if (cfg.set != CpuKernelSet::Avx2)  // AVX2 reads this layout with the scalar kernel
+                for (int r = 0; r < 45; ++r) ASSERT_EQ(bitsOf(y[r]), bitsOf(stored[r])) << what << " row " << r;
+        }
+    }
 }
