@@ -91,7 +91,7 @@ void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int6
     }
 }
 
-// ---- Q8_0 in the Q8_0ScalesLast layout: 64 values (two blocks) per aligned load -------------
+// ---- Q8_0 in the Q8_0ScalesLast layout: 64 values (two blocks) per load ---------------------
 // The same arithmetic as matvecQ8_0Avx512, in the same order (so the same bits), on rows whose
 // values come first and whose fp16 scales come after them. A stored row's 34-byte blocks make
 // every other 32-byte load straddle two cache lines and take two scale lookups per pair of
@@ -103,7 +103,7 @@ namespace {
 
 constexpr size_t kScalesLastPrefetch = 4096;  // bytes; best of 0, 2, 4, 6 and 8 KiB measured
 
-// Pairs [p0, p1) of a row's blocks, starting at block 2 * p0; at most 8 pairs (16 blocks).
+// `pairs` pairs of a row's blocks from block b on (8, that is 16 blocks, when Full).
 template <bool Full>
 inline __m512 q8_0PairsScalesLast(const uint8_t* row, const uint16_t* scales, const int8_t* xq,
                                   const float* xd, int64_t b, int pairs, __m512 acc)
