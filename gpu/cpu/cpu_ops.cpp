@@ -307,14 +307,6 @@ void getRowOp(const MatrixView& w, int64_t row, float* out)
     }
     const uint8_t* p = rowPointer(w, row);
     const float* table = fp16Table();
-    if (w.layout == RowLayout::Q8_0ScalesLast) {
-        for (int64_t b = 0; b < w.cols / 32; ++b) {
-            const float d = table[loadU16(p + w.cols + 2 * b)];
-            const int8_t* q = reinterpret_cast<const int8_t*>(p + b * 32);
-            for (int i = 0; i < 32; ++i) out[b * 32 + i] = d * static_cast<float>(q[i]);
-        }
-        return;
-    }
     switch (w.type) {
     case DType::F32:
         std::memcpy(out, p, static_cast<size_t>(w.cols) * 4);
@@ -325,14 +317,15 @@ void getRowOp(const MatrixView& w, int64_t row, float* out)
     case DType::BF16:
         for (int64_t c = 0; c < w.cols; ++c) out[c] = bf16ToFp32(loadU16(p + 2 * c));
         return;
-    case DType::Q8_0:
+    case DType::Q8_0: {
+        const bool scalesLast = w.layout == RowLayout::Q8_0ScalesLast;
         for (int64_t b = 0; b < w.cols / 32; ++b) {
-            const uint8_t* block = p + b * 34;
-            const float d = table[loadU16(block)];
-            const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+            const float d = table[loadU16(scalesLast ? p + w.cols + 2 * b : p + b * 34)];
+            const int8_t* q = reinterpret_cast<const int8_t*>(scalesLast ? p + b * 32 : p + b * 34 + 2);
             for (int i = 0; i < 32; ++i) out[b * 32 + i] = d * static_cast<float>(q[i]);
         }
         return;
+    }
     case DType::Q4_0:
         for (int64_t b = 0; b < w.cols / 32; ++b) {
             const uint8_t* block = p + b * 18;

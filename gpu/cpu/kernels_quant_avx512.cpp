@@ -40,17 +40,17 @@ inline __m512i q8Offset(__m512i x)
     return _mm512_sub_epi32(_mm512_setzero_si512(), sums);
 }
 
-// One Q8_0 block on 256 bits (the odd last block of a row).
-inline __m256 q8_0Block(const uint8_t* block, const int8_t* xq, float dx, const float* fp16)
+// One Q8_0 block on 256 bits (the odd last block of a row): its 32 values and its scale dw.
+inline __m256 q8_0Block(const uint8_t* values, const int8_t* xq, float dx, float dw)
 {
     const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq));
     const __m256i offset = _mm256_sub_epi32(
         _mm256_setzero_si256(),
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), x));
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values));
     const __m256i sum =
         _mm256_dpbusd_epi32(offset, _mm256_xor_si256(w, _mm256_set1_epi8(-128)), x);
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dx * fp16[loadU16(block)]));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dx * dw));
 }
 
 }  // namespace
@@ -84,7 +84,8 @@ void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int6
             acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sum), dx), dw, acc);
         }
         if (b < blocks) {
-            const __m256 last = q8_0Block(row + b * 34, xq + b * 32, xd[b], fp16);
+            const uint8_t* block = row + b * 34;
+            const __m256 last = q8_0Block(block + 2, xq + b * 32, xd[b], fp16[loadU16(block)]);
             acc = _mm512_add_ps(acc, _mm512_zextps256_ps512(last));
         }
         y[r] = _mm512_reduce_add_ps(acc);
@@ -149,15 +150,8 @@ void matvecQ8_0ScalesLastAvx512(const MatrixView& w, const MatvecInput& in, floa
         if (b < paired)
             acc = q8_0PairsScalesLast<false>(row, scales, xq, xd, b, int((paired - b) / 2), acc);
         if (paired < blocks) {
-            // The odd last block, as q8_0Block computes it (its scale is not next to its values).
-            const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + paired * kQ8Block));
-            const __m256i offset = _mm256_sub_epi32(
-                _mm256_setzero_si256(),
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), x));
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + paired * kQ8Block));
-            const __m256i sum = _mm256_dpbusd_epi32(offset, _mm256_xor_si256(v, _mm256_set1_epi8(-128)), x);
-            const __m256 last = _mm256_mul_ps(_mm256_cvtepi32_ps(sum),
-                                              _mm256_set1_ps(xd[paired] * fp16[loadU16(scales + paired)]));
+            const __m256 last = q8_0Block(row + paired * kQ8Block, xq + paired * kQ8Block, xd[paired],
+                                          fp16[loadU16(scales + paired)]);
             acc = _mm512_add_ps(acc, _mm512_zextps256_ps512(last));
         }
         y[r] = _mm512_reduce_add_ps(acc);
