@@ -13,7 +13,7 @@ struct BenchCommand {
     int threads = 0;
     int repeats = 5;
     std::string json;
-    int bandwidthMiB = 1024;
+    int bandwidthMiB = 0;  // > 0: the ceiling reads a buffer of its own of this size, not the weights
     int context = 0;
     std::string backend = "cpu";
     OffloadOptions offload;

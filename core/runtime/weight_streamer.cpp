@@ -373,6 +373,24 @@ void WeightStreamer::embedding(int token, float* out)
     im.device->getRow(row, 0, out);
 }
 
+std::vector<gpu::MatrixView> WeightStreamer::residentMatrices() const
+{
+    std::vector<gpu::MatrixView> out;
+    for (const Unit& unit : m_impl->units) {
+        auto resident = [&](LayerMember member) {
+            for (const Unit::Patch& p : unit.patches)
+                if (p.member == member) return false;
+            for (const Unit::Split& s : unit.splits)
+                if (s.member == member) return false;
+            return true;
+        };
+        for (const MemberName& m : kMembers)
+            if ((unit.layer.*(m.member)).data && resident(m.member)) out.push_back(unit.layer.*(m.member));
+        if (unit.head.data && resident(nullptr)) out.push_back(unit.head);
+    }
+    return out;
+}
+
 StreamerStats WeightStreamer::stats() const
 {
     StreamerStats s;

@@ -97,6 +97,12 @@ public:
     const gpu::MatrixView& projectIn() const { return m_projectIn; }
     const gpu::MatrixView& projectOut() const { return m_projectOut; }
 
+    // The layer and head matrices that stay in device memory for the whole session (neither
+    // streamed through a slot nor split with the CPU), as matvec reads them: what a decode
+    // step reads from device memory every token. (spillway-cli bench reads the same bytes for
+    // its ceiling.)
+    std::vector<gpu::MatrixView> residentMatrices() const;
+
     const StreamerMemory& memory() const { return m_memory; }
     StreamerStats stats() const;
     // Spans are tagged with this pass number (the session sets it to its forward-call count).

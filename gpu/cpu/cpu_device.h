@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "gpu/device.h"
 #include "gpu/sparse_format.h"
@@ -41,8 +42,48 @@ std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set, uint64_t 
 void gemvBitmapSparse(const BitmapSparseView& w, const float* x, float* y, int64_t rowBegin, int64_t rowEnd,
                       CpuKernelSet set);
 
-// Measured sustained read bandwidth of host memory in bytes/s, reading `bytes` (far larger than
-// the caches) with `threads` threads and the widest loads the CPU has; best of `repeats` passes.
+// Repeated timed reads of host memory with `threads` threads and the widest loads the CPU has:
+// the ceiling a memory-bound loop is compared with. A benchmark can interleave read() with its
+// own work, so each piece of work is compared with the bandwidth of its own moment (a shared
+// machine's moves by 10-20% within a second).
+class HostReadProbe {
+public:
+    struct Range {
+        const void* data;  // 64-byte aligned
+        size_t bytes;
+    };
+
+    // Reads a buffer of its own of about `bytes` (far larger than the caches). The constructor
+    // fills it (every page faulted in by the thread that will read it) and reads it once untimed:
+    // the first pass after the fill also writes the fill's dirty lines back and comes out ~10%
+    // slow, which would flatter whatever is compared with it.
+    HostReadProbe(int threads, size_t bytes);
+    // Reads memory that someone else owns and keeps alive and mapped while the probe is used
+    // (a session's weights: a VM's guest pages are not all equally fast, so the fairest ceiling
+    // for reading some bytes is reading those same bytes). Each thread reads its share of every
+    // range, each share a multiple of 256 bytes (a few bytes at the ends are left out).
+    HostReadProbe(int threads, std::vector<Range> ranges);
+    ~HostReadProbe();
+    HostReadProbe(const HostReadProbe&) = delete;
+    HostReadProbe& operator=(const HostReadProbe&) = delete;
+
+    // False when the buffer could not be allocated or there is nothing to read.
+    bool valid() const { return m_bytes > 0; }
+    size_t bytes() const { return m_bytes; }  // read by each pass
+    // One timed pass over everything: bytes per second (0 when !valid()).
+    double read();
+
+private:
+    struct Pool;
+    std::unique_ptr<Pool> m_pool;
+    int m_threads = 1;
+    std::vector<Range> m_ranges;
+    size_t m_bytes = 0;
+    uint8_t* m_owned = nullptr;
+};
+
+// Measured sustained read bandwidth of host memory in bytes/s: a HostReadProbe's best of
+// `repeats` timed passes.
 double measureHostReadBandwidth(int threads, size_t bytes, int repeats);
 
 }  // namespace spillway::gpu

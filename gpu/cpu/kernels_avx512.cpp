@@ -163,7 +163,13 @@ uint64_t readAllAvx512(const void* data, size_t bytes)
         s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + i + 3));
     }
     const __m512i s = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
-    return static_cast<uint64_t>(_mm512_reduce_add_epi64(s));
+    // Lanes summed as unsigned (wrapping): _mm512_reduce_add_epi64 adds signed long longs, and
+    // large sums overflow (undefined behaviour; UBSan stops the sanitizer build on it).
+    alignas(64) uint64_t lanes[8];
+    _mm512_store_si512(lanes, s);
+    uint64_t sum = 0;
+    for (uint64_t v : lanes) sum += v;
+    return sum;
 }
 
 }  // namespace

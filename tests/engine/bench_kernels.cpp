@@ -6,8 +6,10 @@
 // Prints a table and writes the same figures as JSON (default bench-kernels.json). Matrices
 // rotate over copies totalling at least 320 MiB and twice the last-level cache (some server
 // CPUs have hundreds of MiB of it), so every matvec streams from memory, as decoding a model
-// bigger than the caches does; the ceiling reads a buffer of the same size. The ceiling is measured right before and right
-// after each case (memory bandwidth of a shared machine drifts) and the higher one is used.
+// bigger than the caches does. The ceiling reads those same copies with a plain loop (a VM's
+// pages are not all equally fast: another buffer of the same size can be 10-20% faster or slower),
+// once after every trial; each trial is compared with the higher of the two reads framing it
+// (the bandwidth of a shared machine drifts within a second), and the median trial counts.
 
 #include <algorithm>
 #include <chrono>
@@ -37,7 +39,8 @@ struct Measurement {
     size_t bytes = 0;          // one matrix
     double seconds = 0.0;        // time of one matvec, in the best trial
     double medianSeconds = 0.0;  // time of one matvec, in the median trial
-    double ceiling = 0.0;        // bytes/s, host read bandwidth measured around this case
+    double ceiling = 0.0;        // bytes/s: reading the same copies (median of the trials' ceilings)
+    double fraction = 0.0;       // median trial's bytes/s over its ceiling
     double bytesPerSecond = 0.0;
 };
 
@@ -156,24 +159,43 @@ Measurement measure(Device& device, const Case& c, double minSeconds)
     auto run = [&](size_t i) { device.matvec(views[i % copies], x.data(), y.data()); };
     for (size_t i = 0; i < copies; ++i) run(i);  // warm up: page tables, scratch, pool
 
-    // One trial reads every copy once (like one pass of the ceiling), so both
-    // figures average over the same stretch of memory traffic; best and median trial.
-    std::vector<double> trials;
+    // The ceiling reads the same copies with a plain loop and the same thread count (a VM's
+    // pages are not all equally fast, so another buffer would be a different ceiling). One trial
+    // reads every copy once, then the probe reads them all once; each trial is compared with the
+    // higher of the two reads framing it (the bandwidth of a shared machine drifts).
+    std::vector<HostReadProbe::Range> ranges;
+    for (const MatrixView& v : views) ranges.push_back({v.data, m.bytes});
+    HostReadProbe probe(device.info().threads, std::move(ranges));
+    struct Trial { double seconds, ratio, ceiling; };
+    std::vector<Trial> trials;
     const auto start = std::chrono::steady_clock::now();
     size_t n = 0;
+    double before = probe.read();
     while (trials.size() < 5 ||
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
                minSeconds) {
         const auto t0 = std::chrono::steady_clock::now();
         for (size_t i = 0; i < copies; ++i) run(n++);
         const auto t1 = std::chrono::steady_clock::now();
-        trials.push_back(std::chrono::duration<double>(t1 - t0).count() / copies);
+        const double seconds = std::chrono::duration<double>(t1 - t0).count() / copies;
+        const double after = probe.read();
+        const double ceiling = std::max(before, after);
+        trials.push_back({seconds, static_cast<double>(m.bytes) / seconds / ceiling, ceiling});
+        before = after;
     }
-    std::sort(trials.begin(), trials.end());
-    const double best = trials.front();
-    m.medianSeconds = trials[trials.size() / 2];
-    m.seconds = best;
-    m.bytesPerSecond = static_cast<double>(m.bytes) / best;
+    auto medianOf = [&](auto field) {
+        std::vector<double> v;
+        for (const Trial& t : trials) v.push_back(t.*field);
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    m.seconds = std::min_element(trials.begin(), trials.end(),
+                                 [](const Trial& a, const Trial& b) { return a.seconds < b.seconds; })
+                    ->seconds;
+    m.medianSeconds = medianOf(&Trial::seconds);
+    m.bytesPerSecond = static_cast<double>(m.bytes) / m.seconds;
+    m.ceiling = medianOf(&Trial::ceiling);
+    m.fraction = medianOf(&Trial::ratio);
     return m;
 }
 
@@ -201,13 +223,12 @@ int main(int argc, char** argv)
     }
     const double minSeconds = quick ? 0.2 : 1.0;
 
-    auto ceilingNow = [threads] {
-        return measureHostReadBandwidth(threads, streamingBytes(), 4);
-    };
-    double ceiling = ceilingNow();
-    std::printf("host read bandwidth, %d threads: %.2f GB/s\n\n", threads, ceiling / 1e9);
-    std::printf("%-7s %-5s %13s %10s %9s %10s %8s %12s\n", "kernels", "type", "rows x cols",
-                "us/matvec", "GB/s", "ceil GB/s", "% ceil", "median GB/s");
+    const double ownBuffer = measureHostReadBandwidth(threads, streamingBytes(), 4);
+    std::printf("host read bandwidth, %d threads, a buffer of its own: %.2f GB/s\n"
+                "(each case is compared with reading its own matrices, trial by trial)\n\n",
+                threads, ownBuffer / 1e9);
+    std::printf("%-7s %-5s %13s %10s %9s %12s %10s %8s\n", "kernels", "type", "rows x cols",
+                "us/matvec", "GB/s", "median GB/s", "ceil GB/s", "% ceil");
 
     std::vector<Case> cases;
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
@@ -228,17 +249,14 @@ int main(int argc, char** argv)
         for (const Case& c : cases) {
             if (!onlyType.empty() && onlyType != dtypeName(c.type)) continue;
             if (s == 0 && quick && c.rows > 4096) continue;
-            const double before = ceilingNow();
             Measurement m = measure(*device, c, minSeconds);
-            m.ceiling = std::max(before, ceilingNow());
-            ceiling = std::max(ceiling, m.ceiling);
+            if (m.ceiling <= 0) continue;  // the copies could not be allocated (reported)
             results.push_back(m);
             const std::string shape = std::to_string(c.rows) + "x" + std::to_string(c.cols) +
                                       (c.uploaded ? " up" : "");
-            std::printf("%-7s %-5s %13s %10.1f %9.2f %10.2f %7.1f%% %12.2f\n", m.kernels.c_str(),
-                        dtypeName(c.type), shape.c_str(), m.seconds * 1e6, m.bytesPerSecond / 1e9,
-                        m.ceiling / 1e9, 100.0 * m.bytesPerSecond / m.ceiling,
-                        m.bytes / m.medianSeconds / 1e9);
+            std::printf("%-7s %-5s %13s %10.1f %9.2f %12.2f %10.2f %7.1f%%\n", m.kernels.c_str(),
+                        dtypeName(c.type), shape.c_str(), m.medianSeconds * 1e6, m.bytesPerSecond / 1e9,
+                        m.bytes / m.medianSeconds / 1e9, m.ceiling / 1e9, 100.0 * m.fraction);
             std::fflush(stdout);
         }
     }
@@ -249,7 +267,9 @@ int main(int argc, char** argv)
         return 1;
     }
     std::fprintf(f, "{\n  \"threads\": %d,\n  \"hostReadBytesPerSecond\": %.0f,\n"
-                    "  \"results\": [\n", threads, ceiling);
+                    "  \"method\": \"ceiling = reading the case's own matrices; each trial against the higher "
+                    "of the two reads framing it; fraction = median trial\",\n"
+                    "  \"results\": [\n", threads, ownBuffer);
     for (size_t i = 0; i < results.size(); ++i) {
         const Measurement& m = results[i];
         std::fprintf(f,
@@ -260,7 +280,7 @@ int main(int argc, char** argv)
                      m.kernels.c_str(), dtypeName(m.shape.type),
                      static_cast<long long>(m.shape.rows), static_cast<long long>(m.shape.cols),
                      m.shape.uploaded ? "true" : "false", m.bytes, m.seconds, m.medianSeconds, m.bytesPerSecond, m.ceiling,
-                     m.bytesPerSecond / m.ceiling,
+                     m.fraction,
                      i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -150,4 +153,53 @@ TEST(CpuBackend, HostReadBandwidthIsMeasured)
 {
     const double bw = measureHostReadBandwidth(2, size_t{16} << 20, 2);
     EXPECT_GT(bw, 1e8);  // > 0.1 GB/s on anything that runs this
+
+    // A buffer of its own: equal 4 KiB-multiple slices per thread; too small to split is invalid.
+    HostReadProbe own(3, (size_t{8} << 20) + 5000);
+    ASSERT_TRUE(own.valid());
+    EXPECT_EQ(own.bytes(), ((size_t{8} << 20) + 5000) / 3 / 4096 * 4096 * 3);
+    EXPECT_GT(own.read(), 1e8);
+    HostReadProbe tiny(2, 4096);
+    EXPECT_FALSE(tiny.valid());
+    EXPECT_EQ(tiny.read(), 0.0);
+}
+
+// The probe of memory someone else owns reads inside its ranges only (the pages around them are
+// inaccessible: a read past a share's end would crash the test), never writes them, skips what
+// it cannot read with aligned loads, and counts exactly the bytes of the threads' shares.
+TEST(CpuBackend, HostReadProbeReadsTheGivenRangesOnly)
+{
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t inner = 64 * page;
+    auto* region = static_cast<uint8_t*>(
+        mmap(nullptr, inner + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(region, MAP_FAILED);
+    ASSERT_EQ(mprotect(region, page, PROT_NONE), 0);
+    ASSERT_EQ(mprotect(region + page + inner, page, PROT_NONE), 0);
+    uint8_t* data = region + page;
+    for (size_t i = 0; i < inner; ++i) data[i] = uint8_t(i * 131 + 7);
+    const std::vector<uint8_t> before(data, data + inner);
+
+    const int threads = 3;
+    const size_t firstBytes = inner / 2 + 4000;   // not a multiple of 256 per thread
+    const size_t secondBytes = inner / 2 - 4096;  // up to the guard page
+    std::vector<HostReadProbe::Range> ranges = {
+        {data, firstBytes},
+        {data + inner - secondBytes, secondBytes},
+        {data + 8, 4096},     // misaligned: skipped
+        {data, 100},          // too small to give every thread 256 bytes: skipped
+        {nullptr, 1 << 20},   // nothing: skipped
+    };
+    HostReadProbe probe(threads, ranges);
+    ASSERT_TRUE(probe.valid());
+    auto shares = [&](size_t bytes) { return bytes / threads / 256 * 256 * threads; };
+    EXPECT_EQ(probe.bytes(), shares(firstBytes) + shares(secondBytes));
+    for (int i = 0; i < 3; ++i) EXPECT_GT(probe.read(), 1e8);
+    EXPECT_EQ(0, std::memcmp(before.data(), data, inner));
+
+    HostReadProbe none(threads, std::vector<HostReadProbe::Range>{{data + 8, 4096}});
+    EXPECT_FALSE(none.valid());
+    EXPECT_EQ(none.bytes(), 0u);
+    EXPECT_EQ(none.read(), 0.0);
+    munmap(region, inner + 2 * page);
 }

@@ -257,8 +257,9 @@ TEST(CpuBackend, Q8_0ScalesLastRowsOnEveryKernelSet)
             device->matvec(m.view(), x.data(), stored.data());
             const std::string what = label(*device, DType::Q8_0, 45, cols) + " scales last";
             checkMatvec(m, x, y.data(), false, what);
-            if (cfg.set != CpuKernelSet::Avx2)  // AVX2 reads this layout with the scalar kernel
+            if (cfg.set != CpuKernelSet::Avx2) {  // AVX2 reads this layout with the scalar kernel
                 for (int r = 0; r < 45; ++r) ASSERT_EQ(bitsOf(y[r]), bitsOf(stored[r])) << what << " row " << r;
+            }
         }
     }
 }

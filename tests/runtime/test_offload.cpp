@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <unistd.h>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -120,6 +122,72 @@ TEST(Offload, LogitsBitwiseIdenticalAcrossPlacements)
         ASSERT_EQ(got.size(), reference.size()) << c.name;
         EXPECT_EQ(0, std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)))
             << c.name << " prefetch " << c.placement.prefetchDepth << " batch " << c.batch;
+    }
+}
+
+// What spillway-cli bench reads for its ceiling: every layer and head matrix of the device tier
+// as matvec reads it (data in device memory, the device's row layout), and nothing that is
+// streamed through a slot or split with the CPU.
+TEST(Offload, ResidentMatricesAreTheDeviceTiersMatrices)
+{
+    auto model = loadModel();
+    ASSERT_TRUE(model);
+    auto device = gpu::createCpuDevice(2);
+    auto isMatrix = [](const std::string& name) {
+        for (const char* suffix : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                                   "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
+            if (name.size() > std::strlen(suffix) && name.ends_with(suffix)) return true;
+        return name == "output.weight";
+    };
+    auto residentOf = [&](const std::optional<plan::Placement>& placement) {
+        SessionOptions o;
+        o.contextLength = 16;
+        if (placement) o.placement = *placement;
+        auto session = LlamaSession::create(*model, *device, o);
+        EXPECT_TRUE(session) << (session ? "" : session.error().message);
+        return session ? (*session)->streamer().residentMatrices() : std::vector<gpu::MatrixView>{};
+    };
+
+    // Everything on the device: the bytes a token reads, less the norm vectors.
+    const std::vector<gpu::MatrixView> all = residentOf(std::nullopt);
+    const LlamaConfig& c = model->config();
+    ASSERT_EQ(all.size(), size_t(7 * c.nLayers + 1));
+    uint64_t bytes = 0;
+    std::set<const void*> distinct;
+    for (const gpu::MatrixView& m : all) {
+        bytes += gpu::matrixBytes(m);
+        distinct.insert(m.data);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data) % 64, 0u);
+    }
+    EXPECT_EQ(distinct.size(), all.size());
+    EXPECT_EQ(bytes + sizeof(float) * uint64_t(c.dim) * uint64_t(2 * c.nLayers + 1), model->weightBytesPerToken());
+    // Copies, not the mapped file: the session's own device buffers.
+    for (const gpu::MatrixView& m : all)
+        for (const ModelTensor& t : model->tensors())
+            EXPECT_FALSE(m.data >= t.data && m.data < t.data + t.bytes) << t.name;
+
+    // Streamed from RAM or SSD, or split with the CPU: nothing stays.
+    EXPECT_TRUE(residentOf(plan::uniformPlacement(*model, plan::Tier::Host)).empty());
+    EXPECT_TRUE(residentOf(plan::uniformPlacement(*model, plan::Tier::Ssd)).empty());
+    plan::Placement split = plan::uniformPlacement(*model, plan::Tier::Host);
+    for (auto& t : split.tensors) t.deviceFraction = 0.5;
+    EXPECT_TRUE(residentOf(split).empty());
+
+    // Mixed: exactly the device-tier matrices.
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+        const plan::Placement p = mixedPlacement(*model, seed);
+        size_t expected = 0;
+        uint64_t expectedBytes = 0;
+        for (const auto& t : p.tensors)
+            if (t.tier == plan::Tier::Device && isMatrix(t.name)) {
+                ++expected;
+                expectedBytes += t.bytes;
+            }
+        const std::vector<gpu::MatrixView> got = residentOf(p);
+        uint64_t gotBytes = 0;
+        for (const gpu::MatrixView& m : got) gotBytes += gpu::matrixBytes(m);
+        EXPECT_EQ(got.size(), expected) << "seed " << seed;
+        EXPECT_EQ(gotBytes, expectedBytes) << "seed " << seed;
     }
 }
 
