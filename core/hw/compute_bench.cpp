@@ -153,14 +153,17 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
         if (!x || !y || !staging) return;
         std::memcpy(staging->data(), host, bytes);
         std::vector<gpu::Buffer> copies;
+        std::vector<gpu::MatrixView> views;
         while (copies.size() * bytes < totalBytes) {
-            auto w = device.allocate(bytes);
-            if (!w) break;  // a small device: fewer copies
-            // Weights go through a staging buffer, as on any device (a bitmap blob's header and
-            // offsets stay as they are; its values differ a little between copies).
+            // Weights go through a staging buffer and uploadMatrix, as a session's resident
+            // weights do, so the device keeps them in the row layout its kernels read fastest
+            // (the CPU device reorders Q8_0 rows on AVX-512). A bitmap blob's header and offsets
+            // stay as they are; its values differ a little between copies.
             staging->as<uint8_t>()[bytes - 1 - copies.size() % 64] ^= 0x10;
-            device.upload(w->data(), staging->data(), bytes);
-            copies.push_back(std::move(*w));
+            auto w = device.uploadMatrix(gpu::MatrixView{type, staging->data(), rows, cols, rowStride}, bytes);
+            if (!w) break;  // a small device: fewer copies
+            views.push_back(w->view);
+            copies.push_back(std::move(w->buffer));
         }
         if (copies.empty()) return;
         {
@@ -170,9 +173,7 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
             device.upload(x->data(), xs.data(), xs.size() * sizeof(float));
         }
         auto pass = [&] {
-            for (const gpu::Buffer& w : copies)
-                device.matvec(gpu::MatrixView{type, w.data(), rows, cols, rowStride}, x->as<const float>(),
-                              y->as<float>());
+            for (const gpu::MatrixView& w : views) device.matvec(w, x->as<const float>(), y->as<float>());
             device.synchronize();
         };
         pass();  // warm-up: pages, scratch, worker pool
