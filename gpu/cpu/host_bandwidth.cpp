@@ -13,8 +13,9 @@
 namespace spillway::gpu {
 
 struct HostReadProbe::Pool {
-    explicit Pool(int threads) : pool(threads) {}
+    explicit Pool(int threads) : pool(threads), readAll(cpu::kernelsFor(cpu::detectKernelSet()).readAll) {}
     cpu::ThreadPool pool;
+    cpu::ReadAllFn readAll;  // the widest loads this CPU has
 };
 
 namespace {
@@ -69,7 +70,7 @@ HostReadProbe::~HostReadProbe()
 double HostReadProbe::read()
 {
     if (!m_bytes) return 0.0;
-    const cpu::ReadAllFn readAll = cpu::kernelsFor(cpu::detectKernelSet()).readAll;
+    const cpu::ReadAllFn readAll = m_pool->readAll;
     const Range* ranges = m_ranges.data();
     const size_t count = m_ranges.size();
     auto pass = [readAll, ranges, count](int t, int threads) {
