@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU decode benchmark (issue 2): a synthetic TinyLlama-1.1B-shaped model (dim 2048, 22 layers,
 # 32 heads, 4 KV heads, FFN 5632, vocab 32000; random weights) in Q8_0 and F16, decoded at
-# batch 1 with 2 threads, against the bandwidth bound measured on the same machine.
+# batch 1 with 2 threads, against the bandwidth bound measured on the same machine: every token
+# is compared with a plain read of the same weights timed right after it (spillway-cli bench).
 # Usage: tests/bench/decode_cpu.sh [BUILD_DIR] [OUT_DIR]   (writes OUT_DIR/decode-*.json)
 set -euo pipefail
 build=${1:-build}
