@@ -107,11 +107,13 @@ float dotRow(const uint8_t* row, const float* x, int64_t n)
     return hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
 }
 
-// R rows at once, 16 values per step, so that each load of x serves R rows (see the AVX-512
-// version in kernels_avx512.cpp for the measurements behind this).
+// R rows at once, 16 values per step, so that each load of x serves R rows, and each row's
+// prefetch running on into the same stream's row of the next group (`next` bytes on); see the
+// AVX-512 version in kernels_avx512.cpp for the measurements behind both.
 template <class Load, int R>
-void dotRows(const uint8_t* const* rows, const float* x, int64_t n, float* out)
+void dotRows(const uint8_t* const* rows, const float* x, int64_t n, float* out, size_t next)
 {
+    const size_t rowBytes = size_t(n) * Load::kBytes;
     __m256 acc[R][2];
 #pragma GCC unroll 4
     for (int j = 0; j < R; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
@@ -120,9 +122,10 @@ void dotRows(const uint8_t* const* rows, const float* x, int64_t n, float* out)
         const __m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
 #pragma GCC unroll 4
         for (int j = 0; j < R; ++j) {
-            // Prefetch kPrefetchAhead bytes on in this row (rows are read in order).
-            if (Load::kBytes == 4 || (c & 31) == 0)
-                prefetchLine(rows[j] + c * Load::kBytes + kPrefetchAhead);
+            if (Load::kBytes == 4 || (c & 31) == 0) {
+                const size_t at = size_t(c) * Load::kBytes + kPrefetchAhead;
+                prefetchLine(at < rowBytes ? rows[j] + at : rows[j] + next + (at - rowBytes));
+            }
             acc[j][0] = _mm256_fmadd_ps(Load::load8(rows[j], c), x0, acc[j][0]);
             acc[j][1] = _mm256_fmadd_ps(Load::load8(rows[j], c + 8), x1, acc[j][1]);
         }
@@ -149,11 +152,11 @@ void matvecFloat(const MatrixView& w, const MatvecInput& in, float* y, int64_t r
     for (; r + R <= r1; r += R) {
         const uint8_t* rows[R];
         for (int j = 0; j < R; ++j) rows[j] = rowPointer(w, r + j);
-        dotRows<Load, R>(rows, in.x, w.cols, y + r);
+        dotRows<Load, R>(rows, in.x, w.cols, y + r, size_t(R) * w.rowStride);
     }
     for (; r < r1; ++r) {
         const uint8_t* rows[1] = {rowPointer(w, r)};
-        dotRows<Load, 1>(rows, in.x, w.cols, y + r);
+        dotRows<Load, 1>(rows, in.x, w.cols, y + r, w.rowStride);
     }
 }
 
