@@ -72,44 +72,39 @@ int runBench(BenchCommand& b)
     if (!probe->valid())
         return reportError(makeError(ErrorCode::OutOfMemory, "cannot read " + ceilingSource +
                                                                  " for the bandwidth measurement"));
-    struct Token { double seconds, ceiling, ratio; };
     struct Run { double tokensPerSecond, bandwidth, ratio; };
-    auto byRatio = [](const auto& x, const auto& y) { return x.ratio < y.ratio; };
     auto median = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
         return v[v.size() / 2];
     };
-    std::vector<Token> tokens;
+    std::vector<double> tokenRatios, tokenCeilings;  // one per timed token
     std::vector<Run> runs;
-    tokens.reserve(size_t(b.repeats) * size_t(b.tokens));
     double decodeSeconds = 0.0;
     double before = probe->read();
     for (int r = 0; r < b.repeats; ++r) {
         int32_t t = token;
         double runSeconds = 0.0;
-        std::vector<double> runCeilings, runRatios;
+        const size_t first = tokenRatios.size();
         for (int pos = 2; pos < 2 + b.tokens; ++pos) {
             const auto start = Clock::now();
             t = argmax({(*session)->forward(t, pos).value(), size_t(config.vocabSize)});
             const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
             const double after = probe->read();
             const double ceiling = std::max(before, after);
-            tokens.push_back({seconds, ceiling, bytesPerToken / seconds / ceiling});
+            tokenRatios.push_back(bytesPerToken / seconds / ceiling);
+            tokenCeilings.push_back(ceiling);
             runSeconds += seconds;
-            runCeilings.push_back(ceiling);
-            runRatios.push_back(tokens.back().ratio);
             before = after;
         }
         decodeSeconds += runSeconds;
-        runs.push_back({b.tokens / runSeconds, median(runCeilings), median(runRatios)});
+        runs.push_back({b.tokens / runSeconds, median({tokenCeilings.begin() + first, tokenCeilings.end()}),
+                        median({tokenRatios.begin() + first, tokenRatios.end()})});
     }
-    std::sort(tokens.begin(), tokens.end(), byRatio);
-    std::sort(runs.begin(), runs.end(), byRatio);
-    auto tokenRatioAt = [&](double q) { return tokens[size_t(q * double(tokens.size() - 1) + 0.5)].ratio; };
-    const double tokensPerSecond = double(tokens.size()) / decodeSeconds;
-    std::vector<double> ceilings;
-    for (const Token& k : tokens) ceilings.push_back(k.ceiling);
-    const double bandwidth = median(ceilings);
+    std::sort(tokenRatios.begin(), tokenRatios.end());
+    std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.ratio < y.ratio; });
+    auto tokenRatioAt = [&](double q) { return tokenRatios[size_t(q * double(tokenRatios.size() - 1) + 0.5)]; };
+    const double tokensPerSecond = double(tokenRatios.size()) / decodeSeconds;
+    const double bandwidth = median(tokenCeilings);
     const double boundTokensPerSecond = bandwidth / bytesPerToken;
     const double ratio = tokenRatioAt(0.5);
     std::vector<double> allRatios;
@@ -159,7 +154,7 @@ int runBench(BenchCommand& b)
             {"ratio_to_bound", ratio},
             {"ratio_to_bound_every_run", allRatios},
             {"ratio_to_bound_token_quartiles", {tokenRatioAt(0.25), ratio, tokenRatioAt(0.75)}},
-            {"tokens_timed", tokens.size()},
+            {"tokens_timed", tokenRatios.size()},
             {"ceiling_reads", ceilingSource},
             {"ceiling_read_bytes", probe->bytes()},
             {"runs", everyRun},
