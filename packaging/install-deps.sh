@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev liburing-dev
-  libxxhash-dev libzstd-dev libsqlite3-dev libsentencepiece-dev
+  libxxhash-dev libzstd-dev libsqlite3-dev libsentencepiece-dev libopenblas-dev
   qt6-base-dev qt6-base-dev-tools
   # the .deb: dpkg-shlibdeps (dpkg-dev) and file compute its Depends; the validators check the
   # desktop entry and AppStream metadata (tests/packaging)

@@ -1,15 +1,14 @@
 #include "core/compress/ffn_predictor.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <thread>
 
 #include "core/compress/calibration.h"
+#include "core/compress/linalg.h"
 #include "core/model/llama_model.h"
 #include "core/runtime/neuron_cache.h"
 #include "storage/package.h"
@@ -51,46 +50,32 @@ void orthonormalize(std::vector<double>& v, int d, int r, std::mt19937_64& rng)
     }
 }
 
-// A (rank, dim) spanning W's top right-singular subspace, and B = W Aᵀ (neurons, rank).
+// A (rank, dim) spanning W's top right-singular subspace, and B = W Aᵀ (neurons, rank). W is
+// (n, d), row-major.
 void lowRankFactors(const std::vector<float>& w, int n, int d, int r, int iterations,
                     std::mt19937_64& rng, FfnPredictor& p)
 {
     std::normal_distribution<double> normal;
-    std::vector<double> v(size_t(d) * r), t(size_t(n) * r);
+    std::vector<double> v(size_t(d) * r);  // (d, r): the subspace, orthonormalized in double
     for (double& e : v) e = normal(rng);
     orthonormalize(v, d, r, rng);
+    std::vector<float> vf(v.size()), t(size_t(n) * r);
     for (int it = 0; it < iterations; ++it) {
         // t = W v; v = Wᵀ t; orthonormalize: one step of subspace iteration on WᵀW.
-        std::fill(t.begin(), t.end(), 0.0);
-        for (int i = 0; i < n; ++i)
-            for (int k = 0; k < d; ++k) {
-                const double wik = w[size_t(i) * d + k];
-                if (wik == 0.0) continue;
-                for (int c = 0; c < r; ++c) t[size_t(i) * r + c] += wik * v[size_t(k) * r + c];
-            }
-        std::fill(v.begin(), v.end(), 0.0);
-        for (int i = 0; i < n; ++i)
-            for (int k = 0; k < d; ++k) {
-                const double wik = w[size_t(i) * d + k];
-                if (wik == 0.0) continue;
-                for (int c = 0; c < r; ++c) v[size_t(k) * r + c] += wik * t[size_t(i) * r + c];
-            }
+        std::copy(v.begin(), v.end(), vf.begin());
+        linalg::gemm(false, false, n, r, d, 1.0f, w.data(), d, vf.data(), r, 0.0f, t.data(), r);
+        linalg::gemm(true, false, d, r, n, 1.0f, w.data(), d, t.data(), r, 0.0f, vf.data(), r);
+        std::copy(vf.begin(), vf.end(), v.begin());
         orthonormalize(v, d, r, rng);
     }
+    std::copy(v.begin(), v.end(), vf.begin());
     p.a.assign(size_t(r) * d, 0.0f);
     for (int c = 0; c < r; ++c)
-        for (int k = 0; k < d; ++k) p.a[size_t(c) * d + k] = float(v[size_t(k) * r + c]);
+        for (int k = 0; k < d; ++k) p.a[size_t(c) * d + k] = vf[size_t(k) * r + c];
     p.b.assign(size_t(n) * r, 0.0f);
-    for (int i = 0; i < n; ++i)
-        for (int c = 0; c < r; ++c) {
-            double s = 0.0;
-            for (int k = 0; k < d; ++k) s += double(w[size_t(i) * d + k]) * v[size_t(k) * r + c];
-            p.b[size_t(i) * r + c] = float(s);
-        }
+    linalg::gemm(false, false, n, r, d, 1.0f, w.data(), d, vf.data(), r, 0.0f, p.b.data(), r);
 }
 
-// The predictor's logits (neurons) for FFN input x; h gets the features A x. With `features`
-// given, those are used and x is not read.
 // h = A x (rank values).
 void features(const FfnPredictor& p, const float* x, std::vector<float>& h)
 {
@@ -112,41 +97,44 @@ float logitOf(const FfnPredictor& p, int j, const float* h)
     return s;
 }
 
-void logits(const FfnPredictor& p, const float* x, std::vector<float>& h, std::vector<float>& out,
-            const float* given = nullptr)
+// The predictor's parameters as one (neurons, rank + 1) matrix: row j = (B_j, bias_j), so that
+// with features extended by a 1, (h, 1), a logit is one dot product and a batch one GEMM.
+std::vector<float> extendedParameters(const FfnPredictor& p)
 {
-    if (given) h.assign(given, given + p.rank);
-    else features(p, x, h);
-    out.resize(size_t(p.neurons));
-    for (int j = 0; j < p.neurons; ++j) out[size_t(j)] = logitOf(p, j, h.data());
+    const int r = p.rank, f = r + 1;
+    std::vector<float> theta(size_t(p.neurons) * f);
+    for (int j = 0; j < p.neurons; ++j) {
+        std::copy_n(p.b.data() + size_t(j) * r, r, theta.data() + size_t(j) * f);
+        theta[size_t(j) * f + r] = p.bias[size_t(j)];
+    }
+    return theta;
 }
+
+// Tokens per GEMM when a (tokens, neurons) block of logits is made: 64 MiB of floats at most.
+int64_t logitChunk(int neurons) { return std::max<int64_t>(1, (int64_t(64) << 20) / (4 * int64_t(std::max(neurons, 1)))); }
 
 // Step 2: with A fixed, each neuron's (row of B, bias) is a logistic regression on the features
 // h = A x, all neurons sharing the features: full-batch gradient descent with Nesterov momentum,
 // step 1/L from the loss's curvature bound, positives weighted by the class ratio (clipped to
 // [1, 20]) since a missed neuron costs more than a spare one, and a little L2 so that separable
-// neurons keep finite weights.
-// Returns false when `keepGoing` (called on the calling thread once per iteration of its block)
-// said stop; the other threads then stop at their next iteration too.
-bool fitLogistic(FfnPredictor& p, const std::vector<float>& h, const std::vector<uint8_t>& y,
-                 int64_t tokens, int iterations, int threads, const std::function<bool(double)>& keepGoing)
+// neurons keep finite weights. hx: (tokens, rank + 1), each token's features followed by a 1;
+// y: (tokens, neurons) labels. Every neuron's logits and gradient for all tokens are two GEMMs
+// per step (linalg.h), the sigmoid between them one vectorized pass.
+// Returns false when `keepGoing` (called once per iteration) said stop.
+bool fitLogistic(FfnPredictor& p, const std::vector<float>& hx, const std::vector<uint8_t>& y,
+                 int64_t tokens, int iterations, const std::function<bool(double)>& keepGoing)
 {
-    const int r = p.rank, n = p.neurons;
+    const int r = p.rank, n = p.neurons, f = r + 1;
     if (tokens == 0 || iterations <= 0) return true;
     int64_t pos = 0;
-    for (uint8_t v : y) pos += v;
+    for (uint8_t v : y) pos += v != 0;
     const double neg = double(int64_t(y.size()) - pos);
     const double wPos = std::clamp(pos > 0 ? neg / double(pos) : 1.0, 1.0, 20.0);
-    // L <= wPos / 4 * lambda_max(E[h~ h~^T]), h~ = (h, 1): power iteration on the (r+1)^2 matrix.
-    const int f = r + 1;
-    std::vector<double> m(size_t(f) * f, 0.0);
-    for (int64_t t = 0; t < tokens; ++t)
-        for (int i = 0; i < f; ++i) {
-            const double hi = i < r ? h[size_t(t) * r + i] : 1.0;
-            for (int k = 0; k < f; ++k) m[size_t(i) * f + k] += hi * (k < r ? h[size_t(t) * r + k] : 1.0);
-        }
-    for (double& e : m) e /= double(tokens);
-    std::vector<double> v(size_t(f), 1.0), u(size_t(f), 0.0);
+    // L <= wPos / 4 * lambda_max(E[h~ h~^T]), h~ = (h, 1): power iteration on the f x f matrix.
+    std::vector<float> mf(size_t(f) * f);
+    linalg::gemm(true, false, f, f, tokens, 1.0f / float(tokens), hx.data(), f, hx.data(), f, 0.0f,
+                 mf.data(), f);
+    std::vector<double> m(mf.begin(), mf.end()), v(size_t(f), 1.0), u(size_t(f), 0.0);
     double lambda = 1.0;
     for (int it = 0; it < 50; ++it) {
         for (int i = 0; i < f; ++i) {
@@ -161,61 +149,41 @@ bool fitLogistic(FfnPredictor& p, const std::vector<float>& h, const std::vector
         lambda = norm;
         for (int i = 0; i < f; ++i) v[size_t(i)] = u[size_t(i)] / norm;
     }
-    const double l2 = 1e-3;
-    const double step = 1.0 / (wPos / 4.0 * lambda + l2);
+    const float l2 = 1e-3f;
+    const float step = float(1.0 / (wPos / 4.0 * lambda + double(l2)));
 
-    // Each neuron's regression is its own (the features and the step are shared): blocks of
-    // neurons are fitted on separate threads, each running every iteration for its block. The
-    // arithmetic per neuron is the same whatever the threading: results are bit for bit the same.
-    std::atomic<bool> stop{false};
-    auto fitBlock = [&](int j0, int j1, bool caller) {
-        const size_t count = size_t(j1 - j0) * size_t(f);
-        // Parameters theta (neurons, f): row j = (b_j, bias_j); look the look-ahead point.
-        std::vector<double> theta(count), look, prev, grad(count);
-        for (int j = j0; j < j1; ++j) {
-            for (int c = 0; c < r; ++c) theta[size_t(j - j0) * f + c] = p.b[size_t(j) * r + c];
-            theta[size_t(j - j0) * f + r] = p.bias[size_t(j)];
+    // theta: the parameters (neurons, f), look: the look-ahead point the gradient is taken at.
+    std::vector<float> theta = extendedParameters(p), look = theta, grad(theta.size());
+    const int64_t chunk = std::min(tokens, logitChunk(n));
+    std::vector<float> z(size_t(chunk) * n);  // (chunk, neurons): logits, then residuals
+    const float invTokens = 1.0f / float(tokens);
+    for (int it = 0; it < iterations; ++it) {
+        if (keepGoing && !keepGoing(double(it) / double(iterations))) return false;
+        for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
+            const int64_t tc = std::min(chunk, tokens - t0);
+            const float* h = hx.data() + size_t(t0) * f;
+            // z = h~ look^T: every neuron's logit for every token of the chunk.
+            linalg::gemm(false, true, tc, n, f, 1.0f, h, f, look.data(), f, 0.0f, z.data(), n);
+            linalg::logisticResidual(z.data(), y.data() + size_t(t0) * n, size_t(tc) * n, float(wPos));
+            // grad (+)= residual^T h~: per neuron, the sum over tokens of residual times (h, 1).
+            linalg::gemm(true, false, n, f, tc, 1.0f, z.data(), n, h, f, t0 == 0 ? 0.0f : 1.0f,
+                         grad.data(), f);
         }
-        look = prev = theta;
-        for (int it = 0; it < iterations; ++it) {
-            if (caller && keepGoing && !keepGoing(double(it) / double(iterations))) stop = true;
-            if (stop) return;
-            std::fill(grad.begin(), grad.end(), 0.0);
-            for (int64_t t = 0; t < tokens; ++t) {
-                const float* ht = h.data() + size_t(t) * r;
-                for (int j = j0; j < j1; ++j) {
-                    const double* th = look.data() + size_t(j - j0) * f;
-                    double z = th[r];
-                    for (int c = 0; c < r; ++c) z += th[c] * ht[c];
-                    const bool label = y[size_t(t) * n + j] != 0;
-                    const double sig = 1.0 / (1.0 + std::exp(-z));
-                    const double g = label ? wPos * (sig - 1.0) : sig;
-                    double* gr = grad.data() + size_t(j - j0) * f;
-                    for (int c = 0; c < r; ++c) gr[c] += g * ht[c];
-                    gr[r] += g;
-                }
-            }
-            for (size_t i = 0; i < count; ++i) {
-                const double l2grad = (i % size_t(f)) == size_t(r) ? 0.0 : l2 * look[i];
-                const double next = look[i] - step * (grad[i] / double(tokens) + l2grad);
-                const double momentum = double(it) / double(it + 3);
-                prev[i] = theta[i];
+        const float momentum = float(it) / float(it + 3);
+        for (int j = 0; j < n; ++j)
+            for (int c = 0; c < f; ++c) {
+                const size_t i = size_t(j) * f + size_t(c);
+                const float l2grad = c == r ? 0.0f : l2 * look[i];  // the bias is not shrunk
+                const float next = look[i] - step * (grad[i] * invTokens + l2grad);
+                look[i] = next + momentum * (next - theta[i]);
                 theta[i] = next;
-                look[i] = next + momentum * (next - prev[i]);
             }
-        }
-        for (int j = j0; j < j1; ++j) {
-            for (int c = 0; c < r; ++c) p.b[size_t(j) * r + c] = float(theta[size_t(j - j0) * f + c]);
-            p.bias[size_t(j)] = float(theta[size_t(j - j0) * f + r]);
-        }
-    };
-    const int workers = std::clamp(threads > 0 ? threads : int(std::thread::hardware_concurrency()), 1, std::max(1, n / 64));
-    std::vector<std::thread> pool;
-    for (int w = 1; w < workers; ++w)
-        pool.emplace_back(fitBlock, int(int64_t(n) * w / workers), int(int64_t(n) * (w + 1) / workers), false);
-    fitBlock(0, int(int64_t(n) / workers), true);
-    for (std::thread& t : pool) t.join();
-    return !stop;
+    }
+    for (int j = 0; j < n; ++j) {
+        std::copy_n(theta.data() + size_t(j) * f, r, p.b.data() + size_t(j) * r);
+        p.bias[size_t(j)] = theta[size_t(j) * f + r];
+    }
+    return true;
 }
 
 }  // namespace
@@ -447,6 +415,7 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
 
     std::mt19937_64 rng(options.seed);
     std::vector<FfnPredictor> out;
+    const linalg::ThreadScope threads(options.threads);
     for (int l = 0; l < layers; ++l) {
         const LayerSamples& s = samples[size_t(l)];
         const LlamaLayerWeights& L = model.weights().layers[size_t(l)];
@@ -466,30 +435,47 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
         if (!c.ffnGated && L.upBias)
             for (int j = 0; j < n; ++j) p.bias[size_t(j)] += L.upBias[j];
 
-        // The training tokens' features h = A x and labels, for the logistic fit.
-        std::vector<float> h, z, features, positives;
+        // Every token's features (h, 1), h = A x: one GEMM over the layer's samples.
+        const int r = p.rank, f = r + 1;
+        const int64_t tokens = s.tokens();
+        std::vector<float> hx(size_t(tokens) * f);
+        linalg::gemm(false, true, tokens, r, dim, 1.0f, s.x.data(), dim, p.a.data(), dim, 0.0f, hx.data(), f);
+        for (int64_t t = 0; t < tokens; ++t) hx[size_t(t) * f + r] = 1.0f;
+        // The training tokens' features and labels, for the logistic fit.
+        std::vector<float> trainHx;
         std::vector<uint8_t> labels;
-        for (int64_t t = 0; t < s.tokens(); ++t) {
+        for (int64_t t = 0; t < tokens; ++t) {
             if (s.heldOut[size_t(t)]) continue;
             ++p.trainTokens;
-            logits(p, s.x.data() + size_t(t) * dim, h, z);
-            features.insert(features.end(), h.begin(), h.end());
-            labels.insert(labels.end(), s.active.begin() + ptrdiff_t(t * n),
-                          s.active.begin() + ptrdiff_t((t + 1) * n));
+            trainHx.insert(trainHx.end(), hx.begin() + ptrdiff_t(t * f), hx.begin() + ptrdiff_t((t + 1) * f));
+            labels.insert(labels.end(), s.active.begin() + ptrdiff_t(t * n), s.active.begin() + ptrdiff_t((t + 1) * n));
         }
-        auto keepGoing = [&](double f) {
-            return !options.progress || options.progress(0.5 + 0.5 * (double(l) + f) / double(layers));
+        auto keepGoing = [&](double done) {
+            return !options.progress || options.progress(0.5 + 0.5 * (double(l) + done) / double(layers));
         };
-        if (!keepGoing(0.0) ||
-            !fitLogistic(p, features, labels, p.trainTokens, options.fitIterations, options.threads, keepGoing))
+        if (!keepGoing(0.0) || !fitLogistic(p, trainHx, labels, p.trainTokens, options.fitIterations, keepGoing))
             return makeError(ErrorCode::Cancelled, "predictor training cancelled");
+        // Each token's logits (tokens, neurons), a chunk of tokens at a time: fn(t, z of t).
+        std::vector<float> z;
+        auto forEachToken = [&](const std::function<void(int64_t, const float*)>& fn) {
+            const std::vector<float> theta = extendedParameters(p);
+            const int64_t chunk = std::min(tokens, logitChunk(n));
+            z.resize(size_t(chunk) * n);
+            for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
+                const int64_t tc = std::min(chunk, tokens - t0);
+                linalg::gemm(false, true, tc, n, f, 1.0f, hx.data() + size_t(t0) * f, f, theta.data(), f, 0.0f,
+                             z.data(), n);
+                for (int64_t t = t0; t < t0 + tc; ++t) fn(t, z.data() + size_t(t - t0) * n);
+            }
+        };
         // Offset for the target recall on the training tokens: the bias is raised, never
         // lowered (a predictor that finds more already keeps doing so).
-        for (int64_t t = 0; t < p.trainTokens; ++t) {
-            logits(p, nullptr, h, z, features.data() + size_t(t) * p.rank);
+        std::vector<float> positives;
+        forEachToken([&](int64_t t, const float* zt) {
+            if (s.heldOut[size_t(t)]) return;
             for (int j = 0; j < n; ++j)
-                if (labels[size_t(t) * n + j]) positives.push_back(z[size_t(j)]);
-        }
+                if (s.active[size_t(t) * n + j]) positives.push_back(zt[j]);
+        });
         if (!positives.empty()) {
             std::sort(positives.begin(), positives.end());
             const size_t at = std::min(positives.size() - 1,
@@ -498,39 +484,34 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
             const float offset = std::max(0.0f, -q + 1e-6f * (1.0f + std::fabs(q)));
             for (float& b : p.bias) b += offset;
         }
-        // Held-out recall and precision.
+        // With the offset: held-out recall and precision, and every token's true and predicted
+        // active sets (for the LRU hit-rate curves).
         int64_t tp = 0, fp = 0, fn = 0, predicted = 0, actual = 0;
-        for (int64_t t = 0; t < s.tokens(); ++t) {
-            if (!s.heldOut[size_t(t)]) continue;
-            ++p.testTokens;
-            logits(p, s.x.data() + size_t(t) * dim, h, z);
+        std::vector<uint32_t> trueIds, predictedIds;
+        std::vector<uint64_t> trueOffsets{0}, predictedOffsets{0};
+        forEachToken([&](int64_t t, const float* zt) {
+            const bool held = s.heldOut[size_t(t)] != 0;
+            p.testTokens += held;
             for (int j = 0; j < n; ++j) {
-                const bool yes = z[size_t(j)] > 0.0f, truth = s.active[size_t(t) * n + j] != 0;
+                const bool yes = zt[j] > 0.0f, truth = s.active[size_t(t) * n + j] != 0;
+                if (truth) trueIds.push_back(uint32_t(j));
+                if (yes) predictedIds.push_back(uint32_t(j));
+                if (!held) continue;
                 tp += yes && truth;
                 fp += yes && !truth;
                 fn += !yes && truth;
                 predicted += yes;
                 actual += truth;
             }
-        }
+            trueOffsets.push_back(trueIds.size());
+            predictedOffsets.push_back(predictedIds.size());
+        });
         p.recall = tp + fn > 0 ? double(tp) / double(tp + fn) : 1.0;
         p.precision = tp + fp > 0 ? double(tp) / double(tp + fp) : 1.0;
         const double cells = double(std::max<int64_t>(p.testTokens, 1)) * n;
         p.predictedDensity = double(predicted) / cells;
         p.density = double(actual) / cells;
 
-        // LRU hit-rate curves over every calibration token, true and predicted sets.
-        std::vector<uint32_t> trueIds, predictedIds;
-        std::vector<uint64_t> trueOffsets{0}, predictedOffsets{0};
-        for (int64_t t = 0; t < s.tokens(); ++t) {
-            logits(p, s.x.data() + size_t(t) * dim, h, z);
-            for (int j = 0; j < n; ++j) {
-                if (s.active[size_t(t) * n + j]) trueIds.push_back(uint32_t(j));
-                if (z[size_t(j)] > 0.0f) predictedIds.push_back(uint32_t(j));
-            }
-            trueOffsets.push_back(trueIds.size());
-            predictedOffsets.push_back(predictedIds.size());
-        }
         // How often each neuron is active, over the same tokens.
         auto frequencies = [&](const std::vector<uint32_t>& ids) {
             std::vector<float> f(size_t(n), 0.0f);

@@ -13,6 +13,8 @@
 //  2. With A fixed, B and bias are fitted by logistic regression on the training prompts'
 //     activity labels (each neuron a regression on the shared features A x; positives weighted
 //     up, since a missed neuron costs more than a spare one).
+//  Both run as float matrix products (OpenBLAS, linalg.h): a layer of OPT-6.7B's shape (16384
+//  neurons, dim 4096) at rank 64 on ~850 training tokens takes seconds, not minutes.
 //  3. A per-layer offset is added to bias, raising it until the predictor finds `targetRecall`
 //     of the active neurons on the training prompts (missing one costs a late fetch in exact
 //     mode, or quality in approximate mode; a false positive only costs bytes).
@@ -85,7 +87,7 @@ struct PredictorOptions {
     double targetRecall = 0.99;    // on the training tokens
     int iterations = 6;            // subspace iterations
     int fitIterations = 100;       // logistic-regression steps (0: keep the SVD's B and bias)
-    int threads = 0;               // for the regression (each neuron's is its own); 0: one per core
+    int threads = 0;               // for the training's matrix products (linalg.h); 0: one per core
     // Called often with the share of the work done (calibration first, then layer by layer);
     // false cancels (ErrorCode::Cancelled). May be empty.
     std::function<bool(double)> progress;

@@ -46,7 +46,7 @@ target_include_directories(spillway_engine_asan PUBLIC
   ${SPILLWAY_INCLUDE_ROOTS}/core)
 target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads ${CMAKE_DL_LIBS}
   PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING PkgConfig::XXHASH PkgConfig::ZSTD
-          PkgConfig::SENTENCEPIECE)
+          PkgConfig::SENTENCEPIECE PkgConfig::OPENBLAS)
 
 file(GLOB cli_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/app/cli/*.cpp)
 add_executable(spillway-cli-asan ${cli_sources})

@@ -1,0 +1,85 @@
+#pragma once
+// The body of linalg.h's elementwise kernels, compiled once per instruction set: linalg.cpp
+// (baseline x86-64), linalg_avx2.cpp and linalg_avx512.cpp include it, each with its own flags
+// and lane count. Written with GCC's vector extensions (the compiler's own loop vectorizer leaves
+// the clamps below as branches for AVX2 and SSE2). Everything here has internal linkage, so the
+// copies built for different sets never stand in for each other at link time.
+
+#include <cstring>
+#include <cstddef>
+#include <cstdint>
+
+namespace {
+
+// SPILLWAY_LINALG_LANES, defined by the including file: the set's lanes of floats (4, 8, 16).
+template <int Lanes>
+struct Vec;
+template <>
+struct Vec<SPILLWAY_LINALG_LANES> {
+    typedef float F __attribute__((vector_size(SPILLWAY_LINALG_LANES * 4)));
+    typedef int32_t I __attribute__((vector_size(SPILLWAY_LINALG_LANES * 4)));
+    typedef uint8_t B __attribute__((vector_size(SPILLWAY_LINALG_LANES)));
+    static F splat(float v) { return F{} + v; }
+};
+
+// 1 / (1 + exp(-z)) on Lanes values. exp(x) = 2^k exp(s), k = round(x / ln 2),
+// s = x - k ln 2 (ln 2 in two parts, so s keeps its low bits) in [-ln2/2, ln2/2], where the
+// Taylor series to s^7 is within 1e-8 of exp(s); 2^k is built in the exponent bits. x is clamped
+// to [-87, 88], where 2^k is a normal float: the sigmoid is 0 or 1 to float precision there anyway.
+template <int Lanes>
+inline typename Vec<Lanes>::F fastSigmoid(typename Vec<Lanes>::F z)
+{
+    using V = Vec<Lanes>;
+    using F = typename V::F;
+    using I = typename V::I;
+    const F lo = V::splat(-87.0f), hi = V::splat(88.0f);
+    F x = -z;
+    x = x < lo ? lo : x;
+    x = x > hi ? hi : x;
+    const F round = V::splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer,
+    const F t = x * 1.44269504088896341f + round;  // which then sits in t's low mantissa bits
+    const F k = t - round;
+    const F s = (x - k * 0.693145751953125f) - k * 1.42860682030941723e-6f;
+    F p = V::splat(1.0f / 5040.0f);
+    p = p * s + 1.0f / 720.0f;
+    p = p * s + 1.0f / 120.0f;
+    p = p * s + 1.0f / 24.0f;
+    p = p * s + 1.0f / 6.0f;
+    p = p * s + 0.5f;
+    p = p * s + 1.0f;
+    p = p * s + 1.0f;
+    I ti;
+    std::memcpy(&ti, &t, sizeof ti);
+    const I bits = ((ti - 0x4B400000) + 127) << 23;  // 2^k
+    F scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return 1.0f / (p * scale + 1.0f);
+}
+
+template <int Lanes>
+inline void logisticResidualBody(float* z, const uint8_t* y, size_t count, float wPos)
+{
+    using V = Vec<Lanes>;
+    using F = typename V::F;
+    using I = typename V::I;
+    // Label 1 or 0, weight wPos or 1: residual = weight * (sigmoid - label).
+    auto residual = [wPos](F v, F label) { return (label * (wPos - 1.0f) + 1.0f) * (fastSigmoid<Lanes>(v) - label); };
+    size_t i = 0;
+    for (; i + Lanes <= count; i += Lanes) {
+        F v;
+        typename V::B yb;
+        std::memcpy(&v, z + i, sizeof v);
+        std::memcpy(&yb, y + i, sizeof yb);
+        const I positive = __builtin_convertvector(yb, I) != 0;  // -1 where positive
+        const F label = -__builtin_convertvector(positive, F);
+        v = residual(v, label);
+        std::memcpy(z + i, &v, sizeof v);
+    }
+    for (; i < count; ++i) {  // the tail, a lane at a time
+        F v = V::splat(z[i]);
+        v = residual(v, V::splat(y[i] != 0 ? 1.0f : 0.0f));
+        z[i] = v[0];
+    }
+}
+
+}  // namespace
