@@ -15,6 +15,7 @@
 #include "core/compress/prune.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
+#include "core/tokenizer/tokenizer.h"
 #include "storage/package.h"
 
 namespace spillway::compress {
@@ -152,13 +153,9 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     const bool pruning = options.prune.method != PruneMethod::None;
     const bool wanda = options.prune.method == PruneMethod::Wanda;
-    // Shares of the whole job, for one progress fraction.
-    const double calibShare = wanda ? 0.05 : 0.0;
-    const double qualityShare = options.qualityCheck ? 0.2 : 0.0;
-    // Predictor training runs the model over the calibration prompts and fits every layer: the
-    // longest stage when asked for.
-    const double predictShare = options.predictorRank > 0 ? 0.4 * (1.0 - calibShare - qualityShare) : 0.0;
-    const double writeShare = 1.0 - calibShare - qualityShare - predictShare;
+    // Each stage's share of one progress fraction (set once the jobs are known, below).
+    double calibShare = 0.0, writeShare = 0.0, predictShare = 0.0, bundleShare = 0.0, verifyShare = 0.0,
+           qualityShare = 0.0;
 
     CompressReport report;
     auto tell = [&](const std::string& stage, double fraction, const std::string& tensor) -> Status {
@@ -179,7 +176,7 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
     for (const NamedMatrix& m : linearMatrices(source))
         if (!m.head) layerViews[m.name] = m.view;
     std::vector<Job> jobs;
-    uint64_t totalBytes = 0, estimate = 0;
+    uint64_t totalBytes = 0, estimate = 0, bundleEstimate = 0;
     for (const ModelTensor& t : source.tensors()) {
         Job j;
         j.tensor = &t;
@@ -223,8 +220,44 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
                 return makeError(ErrorCode::InvalidArgument, "compress --bundles: '" + n + "' is bitmap sparse");
         }
         for (const LlamaLayerWeights& L : source.weights().layers)
-            estimate += gpu::matrixBytes(L.up) * (c.ffnGated ? 2 : 1) +
-                        uint64_t(c.ffnDim) * (bundleColumnFor(L.down.type).bytes(c.dim) + sizeof(float));
+            bundleEstimate += gpu::matrixBytes(L.up) * (c.ffnGated ? 2 : 1) +
+                              uint64_t(c.ffnDim) * (bundleColumnFor(L.down.type).bytes(c.dim) + sizeof(float));
+        estimate += bundleEstimate;
+    }
+
+    PredictorOptions po;
+    po.rank = options.predictorRank;
+    po.continueTokens = options.predictorContinueTokens;
+    po.input = options.predictorInput;
+    po.maxTokensPerPrompt = options.calibrationTokens;
+    {
+        // The shares follow each stage's rough seconds, counted as estimatePredictorWork counts
+        // (weights read once per token run at a nominal 30 GB/s, matrix products at 50 GFLOP/s),
+        // with bytes written at 1 GB/s and read back at 2 GB/s: wrong on any given machine, but
+        // in about the right ratios, so that an ETA extrapolated from the fraction holds across
+        // stages (a fixed split made it 20x short while predictors trained).
+        const double modelBytes = double(totalBytes);
+        const double prompts = double(builtinCalibrationPrompts().size());
+        const double calib = wanda ? prompts * options.calibrationTokens * modelBytes / kNominalReadBytesPerSecond : 0.0;
+        const double write = modelBytes / 1e9;
+        const double predict = options.predictorRank > 0 ? estimatePredictorWork(source, po).total() : 0.0;
+        const double bundle = double(bundleEstimate) / 1e9;
+        const double verify = double(estimate) / 2e9;
+        double qualityTokens = 0.0;  // both models run every prompt token and the perplexity text
+        if (options.qualityCheck) {
+            const size_t cut = size_t(std::max(options.quality.maxPromptTokens, 1));
+            for (const char* prompt : qualityPrompts())
+                qualityTokens += double(std::min(source.tokenizer().encode(prompt, true).size(), cut));
+            qualityTokens = 2.0 * (qualityTokens + options.quality.perplexityTokens);
+        }
+        const double quality = qualityTokens * modelBytes / kNominalReadBytesPerSecond;
+        const double total = calib + write + predict + bundle + verify + quality;
+        calibShare = calib / total;
+        writeShare = write / total;
+        predictShare = predict / total;
+        bundleShare = bundle / total;
+        verifyShare = verify / total;
+        qualityShare = quality / total;
     }
 
     ActivationNorms norms;
@@ -320,11 +353,6 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
 
     if (options.predictorRank > 0) {
         SPILLWAY_TRY(tell("training predictors", calibShare + writeShare, ""));
-        PredictorOptions po;
-        po.rank = options.predictorRank;
-        po.continueTokens = options.predictorContinueTokens;
-        po.input = options.predictorInput;
-        po.maxTokensPerPrompt = options.calibrationTokens;
         po.progress = [&](double f) {
             return static_cast<bool>(tell("training predictors", calibShare + writeShare + predictShare * f, ""));
         };
@@ -374,7 +402,9 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
 
     if (options.bundles) {
         for (int l = 0; l < source.config().nLayers; ++l) {
-            SPILLWAY_TRY(tell("writing bundles", calibShare + writeShare + predictShare, "blk." + std::to_string(l) + ".ffn_bundle"));
+            const double done = bundleShare * double(l) / double(source.config().nLayers);
+            SPILLWAY_TRY(tell("writing bundles", calibShare + writeShare + predictShare + done,
+                              "blk." + std::to_string(l) + ".ffn_bundle"));
             SPILLWAY_TRY(writeBundles(source, l, *writer, report.bundleBytes));
         }
         report.outputBytes += report.bundleBytes;
@@ -395,17 +425,19 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         // Read back what reached the disk: every tensor's checksum, before anything uses it.
         auto written = storage::Package::open(writer->temporaryDir());
         if (!written) return written.error();
-        SPILLWAY_TRY(written->verify([&](const storage::PackageProgress&) {
-            return static_cast<bool>(tell("verifying", calibShare + writeShare + predictShare, ""));
+        const double base = calibShare + writeShare + predictShare + bundleShare;
+        SPILLWAY_TRY(written->verify([&](const storage::PackageProgress& p) {
+            const double done = p.bytesTotal > 0 ? double(p.bytesDone) / double(p.bytesTotal) : 0.0;
+            return static_cast<bool>(tell("verifying", base + verifyShare * done, ""));
         }));
     }
 
     if (options.qualityCheck) {
-        SPILLWAY_TRY(tell("checking quality", calibShare + writeShare + predictShare, ""));
+        const double base = 1.0 - qualityShare;
+        SPILLWAY_TRY(tell("checking quality", base, ""));
         auto candidate = LlamaModel::load(writer->temporaryDir());
         if (!candidate) return candidate.error();
         QualityOptions q = options.quality;
-        const double base = calibShare + writeShare + predictShare;
         bool cancelled = false;
         q.progress = [&](double f) {
             cancelled = !tell("checking quality", base + qualityShare * f, "");

@@ -11,6 +11,7 @@
 #include "core/compress/linalg.h"
 #include "core/model/llama_model.h"
 #include "core/runtime/neuron_cache.h"
+#include "core/tokenizer/tokenizer.h"
 #include "storage/package.h"
 #include "gpu/device.h"
 
@@ -365,6 +366,28 @@ Result<std::vector<FfnPredictor>> loadFfnPredictors(const LlamaModel& model, boo
     return out;
 }
 
+PredictorWork estimatePredictorWork(const LlamaModel& model, const PredictorOptions& options)
+{
+    const LlamaConfig& c = model.config();
+    const std::vector<std::string> prompts =
+        options.prompts.empty() ? builtinCalibrationPrompts() : options.prompts;
+    double tokens = 0.0;
+    const size_t cut = size_t(std::max(options.maxTokensPerPrompt, 0));
+    for (const std::string& p : prompts)
+        tokens += double(std::min(model.tokenizer().encode(p, true).size(), cut) + size_t(std::max(options.continueTokens, 0)));
+    double weightBytes = 0.0;
+    for (const ModelTensor& t : model.tensors()) weightBytes += double(t.bytes);
+    const double n = c.ffnDim, d = c.dim, r = std::min(options.rank, c.dim);
+    // Per layer: the subspace iteration (two products of W per step, and B), the features of
+    // every token, and per fit step two products over the training tokens (3 in 4).
+    const double perLayer = 2.0 * n * d * r * (2.0 * options.iterations + 1.0) + 2.0 * tokens * d * r +
+                            double(options.fitIterations) * 4.0 * 0.75 * tokens * n * (r + 1.0);
+    PredictorWork w;
+    w.calibrationSeconds = tokens * weightBytes / kNominalReadBytesPerSecond;
+    w.fitSeconds = double(c.nLayers) * perLayer / kNominalFlopsPerSecond;
+    return w;
+}
+
 Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gpu::Device& device,
                                                      const PredictorOptions& options)
 {
@@ -399,6 +422,9 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
         watched.push_back({b + "ffn_down.weight", L.down, false});
     }
     std::vector<LayerSamples> samples{size_t(layers)};
+    // The progress fraction's share of the calibration run (the rest is the layers' fits).
+    const PredictorWork work = estimatePredictorWork(model, options);
+    const double calibrationShare = work.total() > 0.0 ? work.calibrationSeconds / work.total() : 0.5;
     SPILLWAY_TRY(runCalibration(
         model, device, prompts, options.maxTokensPerPrompt, watched,
         [&](size_t i, std::span<const float> x, int prompt, int) {
@@ -411,7 +437,7 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
             }
         },
         options.continueTokens,
-        [&](double f) { return !options.progress || options.progress(0.5 * f); }));
+        [&](double f) { return !options.progress || options.progress(calibrationShare * f); }));
 
     std::mt19937_64 rng(options.seed);
     std::vector<FfnPredictor> out;
@@ -451,7 +477,8 @@ Result<std::vector<FfnPredictor>> trainFfnPredictors(const LlamaModel& model, gp
             labels.insert(labels.end(), s.active.begin() + ptrdiff_t(t * n), s.active.begin() + ptrdiff_t((t + 1) * n));
         }
         auto keepGoing = [&](double done) {
-            return !options.progress || options.progress(0.5 + 0.5 * (double(l) + done) / double(layers));
+            return !options.progress ||
+                   options.progress(calibrationShare + (1.0 - calibrationShare) * (double(l) + done) / double(layers));
         };
         if (!keepGoing(0.0) || !fitLogistic(p, trainHx, labels, p.trainTokens, options.fitIterations, keepGoing))
             return makeError(ErrorCode::Cancelled, "predictor training cancelled");

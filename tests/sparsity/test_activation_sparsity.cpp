@@ -301,10 +301,34 @@ TEST(FfnPredictor, StoredInThePackageAndReadBack)
     o.qualityCheck = false;
     o.predictorRank = 16;
     o.predictorContinueTokens = 16;
+    // The progress fraction only grows, through every stage, to 1 when done; training takes a
+    // share of it by its work (estimatePredictorWork), not a fixed half.
+    std::vector<std::pair<std::string, double>> seen;
+    o.progress = [&](const CompressProgress& p) {
+        seen.emplace_back(p.stage, p.fraction);
+        return true;
+    };
     testing_support::TempDir dir("predictors");
     const std::string path = dir.path() + "/package";
     auto report = compressModel(**model, path, o, *device);
     ASSERT_TRUE(report.ok()) << report.error().message;
+    ASSERT_FALSE(seen.empty());
+    double firstTraining = -1.0, lastTraining = -1.0;
+    for (size_t i = 0; i < seen.size(); ++i) {
+        if (i > 0) {
+            EXPECT_GE(seen[i].second, seen[i - 1].second) << seen[i].first << " after " << seen[i - 1].first;
+        }
+        if (seen[i].first == "training predictors") {
+            if (firstTraining < 0.0) firstTraining = seen[i].second;
+            lastTraining = seen[i].second;
+        }
+    }
+    EXPECT_EQ(seen.back().first, "done");
+    EXPECT_EQ(seen.back().second, 1.0);
+    EXPECT_GT(lastTraining - firstTraining, 0.05);  // training moves the fraction along
+    const PredictorWork work = estimatePredictorWork(**model, PredictorOptions{});
+    EXPECT_GT(work.calibrationSeconds, 0.0);
+    EXPECT_GT(work.fitSeconds, 0.0);
     EXPECT_EQ(report->predictors, (*model)->config().nLayers);
     EXPECT_GT(report->predictorRecall, 0.8);
 
