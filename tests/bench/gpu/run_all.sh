@@ -10,8 +10,8 @@
 # Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
 #   SPILLWAY_BENCH_SKIP="accelerate 13b neuron" leaves out the named parts (each takes minutes).
 #   BIN_DIR holds spillway-cli, libspillway_cuda.so, libspillway_vulkan.so, test_cuda_conformance,
-#   test_vulkan_conformance, bench-cuda (a build's bin/, lib/ and tests/ copied together) and
-#   stories260K.greedy48.tsv.
+#   test_vulkan_conformance, bench-cuda, stories260K.greedy48.tsv and the libraries they link that
+#   the machine lacks: tests/bench/gpu/stage.sh packs them from a build into one archive.
 set -o pipefail
 D=$(cd "${1:?usage: run_all.sh BIN_DIR [OUT_DIR]}" && pwd)
 OUT=${2:-${OUT:-$PWD/gpu-bench-out}}
