@@ -17,11 +17,8 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'P', 'W', 'B', 'S', 'M', '1', '\0'};
 constexpr uint32_t kVersion = 1;
-constexpr size_t kAlign = 64;
 // Far beyond any real weight matrix; keeps every size computation below 2^63.
 constexpr uint64_t kMaxDim = uint64_t(1) << 31;
-
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 template <class T>
 T get(const uint8_t* p, size_t at)
