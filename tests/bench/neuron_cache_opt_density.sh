@@ -7,7 +7,7 @@
 # offloading at the same budgets; predicted mode, with its quality against the dense model; cold
 # neurons shipped, computed on the CPU, or as the cost model picks.
 # Usage: tests/bench/neuron_cache_opt_density.sh [BUILD_DIR] [OUT_DIR]  (~8 GB in the models dir;
-# the predictor training takes ~12 minutes on 2 cores)
+# the package with its predictors takes ~3 minutes on 2 cores)
 set -euo pipefail
 build=${1:-build}
 out=${2:-$build/bench}

@@ -8,7 +8,12 @@
 #   conformance, reference text, and decode tokens/s against CUDA's on the same model; and the
 #   neuron cache against dense offloading on an OPT-6.7B shape with an 8 GiB budget (issue 9).
 # Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
-#   SPILLWAY_BENCH_SKIP="accelerate 13b neuron" leaves out the named parts (each takes minutes).
+#   Parts, in order: conformance, reference, bench-cuda, offload, bitmap, accelerate, 13b,
+#   neuron-package (the issue-9 model and package: ~60 s + ~6 min on a 16-core host), neuron (its
+#   benchmarks), vulkan. SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts;
+#   SPILLWAY_BENCH_ONLY="neuron-package" runs only those named. A lease's 10-minute calls fit
+#   e.g. ONLY="conformance reference bench-cuda neuron-package", then ONLY="neuron offload vulkan"
+#   (models are kept in SPILLWAY_BENCH_MODELS while the machine stays warm).
 #   BIN_DIR holds spillway-cli, libspillway_cuda.so, libspillway_vulkan.so, test_cuda_conformance,
 #   test_vulkan_conformance, bench-cuda, stories260K.greedy48.tsv and the libraries they link that
 #   the machine lacks: tests/bench/gpu/stage.sh packs them from a build into one archive.
@@ -26,30 +31,46 @@ B=$D/spillway-cli
 M=${SPILLWAY_BENCH_MODELS:-/var/tmp/spillway-models}
 mkdir -p "$M"
 dropCaches() { sync; [ -w /proc/sys/vm/drop_caches ] && echo 3 > /proc/sys/vm/drop_caches; }
+# skip NAME: true (and says so) when the part is left out.
+skip() {
+  case " ${SPILLWAY_BENCH_SKIP:-} " in *" $1 "*) echo "($1: skipped)"; return 0;; esac
+  if [ -n "${SPILLWAY_BENCH_ONLY:-}" ]; then
+    case " $SPILLWAY_BENCH_ONLY " in *" $1 "*) return 1;; esac
+    return 0
+  fi
+  return 1
+}
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
-"$D/test_cuda_conformance" > "$OUT/cuda-conformance.txt" 2>&1; tail -2 "$OUT/cuda-conformance.txt"; grep -E "FAILED|rel L2" "$OUT/cuda-conformance.txt" | tail -12
-while IFS=$'\t' read -r prompt expected; do
-  for tier in default device ram ssd; do
-    args=(); [ "$tier" != default ] && args=(--tier "$tier")
-    got=$("$B" generate --backend cuda -p "$prompt" -n 48 --temp 0 "${args[@]}" 2>/dev/null)
-    [ "$got" == "$expected" ] && echo "cuda $tier '$prompt': MATCH" || echo "cuda $tier '$prompt': DIFFERS"
-  done
-done < "$D/stories260K.greedy48.tsv"
-"$D/bench-cuda" --json "$OUT/bench-cuda.json" | tail -60
+if ! skip conformance; then
+  "$D/test_cuda_conformance" > "$OUT/cuda-conformance.txt" 2>&1; tail -2 "$OUT/cuda-conformance.txt"; grep -E "FAILED|rel L2" "$OUT/cuda-conformance.txt" | tail -12
+fi
+if ! skip reference; then
+  while IFS=$'\t' read -r prompt expected; do
+    for tier in default device ram ssd; do
+      args=(); [ "$tier" != default ] && args=(--tier "$tier")
+      got=$("$B" generate --backend cuda -p "$prompt" -n 48 --temp 0 "${args[@]}" 2>/dev/null)
+      [ "$got" == "$expected" ] && echo "cuda $tier '$prompt': MATCH" || echo "cuda $tier '$prompt': DIFFERS"
+    done
+  done < "$D/stories260K.greedy48.tsv"
+fi
+skip bench-cuda || "$D/bench-cuda" --json "$OUT/bench-cuda.json" | tail -60
 
-[ -f "$M/tinyllama-f16.gguf" ] || "$B" make-synthetic --preset tinyllama-1.1b --type f16 -o "$M/tinyllama-f16.gguf"
-dropCaches
-"$B" bench -m "$M/tinyllama-f16.gguf" -t 2 -n 8 --vram-budget 1GiB --ram-budget 256MiB \
-  --json "$OUT/offload-tinyllama-cpu.json" | grep -E "tokens/s|SSD throughput|naive"
-dropCaches
-"$B" bench -m "$M/tinyllama-f16.gguf" --backend cuda -n 16 --vram-budget 1GiB --ram-budget 512MiB \
-  --json "$OUT/offload-tinyllama-cuda.json" | grep -E "tokens/s|SSD throughput|naive"
+tinyllama() { [ -f "$M/tinyllama-f16.gguf" ] || "$B" make-synthetic --preset tinyllama-1.1b --type f16 -o "$M/tinyllama-f16.gguf"; }
+if ! skip offload; then
+  tinyllama
+  dropCaches
+  "$B" bench -m "$M/tinyllama-f16.gguf" -t 2 -n 8 --vram-budget 1GiB --ram-budget 256MiB \
+    --json "$OUT/offload-tinyllama-cpu.json" | grep -E "tokens/s|SSD throughput|naive"
+  dropCaches
+  "$B" bench -m "$M/tinyllama-f16.gguf" --backend cuda -n 16 --vram-budget 1GiB --ram-budget 512MiB \
+    --json "$OUT/offload-tinyllama-cuda.json" | grep -E "tokens/s|SSD throughput|naive"
+fi
 
 # ENDOR end to end: the same model pruned to 50% (magnitude) as a bitmap sparse fp16 package,
 # streamed at the same budgets: fewer bytes cross the SSD and PCIe, the GPU decodes the bitmap.
-skip() { case " ${SPILLWAY_BENCH_SKIP:-} " in *" $1 "*) echo "($1: skipped)"; return 0;; esac; return 1; }
 if ! skip bitmap; then
+  tinyllama
   [ -d "$M/tinyllama-bitmap" ] || "$B" compress -m "$M/tinyllama-f16.gguf" -o "$M/tinyllama-bitmap" --backend cuda \
     --prune magnitude:0.5 --quant none --no-quality | grep -E "size|bitmap sparse"
   dropCaches
@@ -68,11 +89,15 @@ fi
 # FFN active per token as on the real model) with an 8 GiB device budget: dense offloading against
 # the neuron cache (bundles and rank-64 attention-input predictors; predicted mode), bundles from
 # RAM and from the SSD, cold neurons shipped, on the CPU, or as the cost model picks. `bench` runs both paths at the same budgets and prints the ratios.
-if ! skip neuron; then
+neuronPackage() {
   [ -f "$M/opt-6.7b-f16-d3.gguf" ] || "$B" make-synthetic --preset opt-6.7b --type f16 --align 4096 \
     --ffn-density 0.03 -o "$M/opt-6.7b-f16-d3.gguf"
   [ -d "$M/opt-6.7b-d3-attention" ] || "$B" compress -m "$M/opt-6.7b-f16-d3.gguf" --prune none --quant none \
     --bundles --predictors 64 --predictor-input attention --no-quality -o "$M/opt-6.7b-d3-attention" | tail -4
+}
+skip neuron-package || neuronPackage
+if ! skip neuron; then
+  neuronPackage
   # Cold neurons: the cost model's choice per layer (auto), always shipped, always on the CPU.
   for from in ram ssd; do
     for cold in auto ship cpu; do
@@ -86,9 +111,11 @@ if ! skip neuron; then
 fi
 
 # Vulkan on the same GPU (a discrete device is preferred; lavapipe alone is not worth timing).
+skip vulkan && exit 0
 vk=$("$B" probe --quick --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(next((x["name"] for x in d.get("devices",[]) if x.get("backend")=="vulkan"), ""))' 2>/dev/null)
 echo "vulkan device: ${vk:-none}"
 if [ -n "$vk" ] && ! echo "$vk" | grep -qi llvmpipe; then
+  tinyllama
   [ -x "$D/test_vulkan_conformance" ] && "$D/test_vulkan_conformance" > "$OUT/vulkan-conformance.txt" 2>&1; tail -2 "$OUT/vulkan-conformance.txt"; grep -E "FAILED" "$OUT/vulkan-conformance.txt" | tail -5
   while IFS=$'\t' read -r prompt expected; do
     got=$("$B" generate --backend vulkan -p "$prompt" -n 48 --temp 0 2>/dev/null)
