@@ -26,7 +26,9 @@ namespace {
 
 int runBench(BenchCommand& b)
 {
-    if (b.offload.offloading() || b.backend != "cpu") return runOffloadBench(b);
+    // A neuron cache is compared with dense offloading, which the offload bench does (with the
+    // machine's own budgets when none are given); the plain CPU bench would ignore it.
+    if (b.offload.offloading() || b.offload.neuronCache > 0 || b.backend != "cpu") return runOffloadBench(b);
     using Clock = std::chrono::steady_clock;
     auto model = LlamaModel::load(b.model);
     if (!model) return reportError(model.error());

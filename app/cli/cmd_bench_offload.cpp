@@ -182,8 +182,20 @@ int runOffloadBench(BenchCommand& b)
                     double(m.cache.ssdRequests ? m.cacheSsdBytes : m.cacheShippedBytes) / tokens / double(1 << 20));
         std::printf("  %-36s %.2f MiB/token, %.3f tokens/s\n", "bytes moved, dense offload (same budget)",
                     double(dense->movedBytes()) / tokens / double(1 << 20), dense->tokensPerSecond);
-        std::printf("  %-36s %.2fx fewer bytes moved, %.2fx the tokens/s\n", "neuron cache vs dense offload",
-                    double(dense->movedBytes()) / std::max<double>(1.0, double(m.movedBytes())),
+        // Where a side moved nothing there is no ratio to print, only what happened.
+        const uint64_t cacheMoved = m.movedBytes(), denseMoved = dense->movedBytes();
+        std::string bytes;
+        char text[128];
+        if (cacheMoved == 0 && denseMoved == 0)
+            bytes = "neither moved any bytes (all resident at these budgets)";
+        else if (cacheMoved == 0)
+            bytes = "no bytes moved (the cache's misses were computed where they lie)";
+        else if (denseMoved >= cacheMoved)
+            bytes = (std::snprintf(text, sizeof text, "%.2fx fewer bytes moved", double(denseMoved) / double(cacheMoved)), text);
+        else
+            bytes = (std::snprintf(text, sizeof text, "%.1f KiB/token more moved",
+                                   double(cacheMoved - denseMoved) / tokens / 1024.0), text);
+        std::printf("  %-36s %s, %.2fx the tokens/s\n", "neuron cache vs dense offload", bytes.c_str(),
                     m.tokensPerSecond / dense->tokensPerSecond);
     }
     if (quality)
@@ -247,7 +259,10 @@ int runOffloadBench(BenchCommand& b)
                 {"ssd_bytes_per_token", double(dense->ssdBytes) / b.tokens},
             };
             if (quality) j["neuron_cache"]["quality"] = nlohmann::json::parse(quality->toJson());
-            j["bytes_moved_ratio"] = double(dense->movedBytes()) / std::max<double>(1.0, double(measured->movedBytes()));
+            if (measured->movedBytes() > 0)  // null when nothing moved
+                j["bytes_moved_ratio"] = double(dense->movedBytes()) / double(measured->movedBytes());
+            else
+                j["bytes_moved_ratio"] = nullptr;
             j["tokens_per_s_ratio"] = measured->tokensPerSecond / dense->tokensPerSecond;
         }
         j["probe_ssd_sequential_bytes_per_s"] = ssdSeq;

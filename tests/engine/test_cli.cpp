@@ -167,6 +167,33 @@ TEST(Cli, CompressThenGenerateFromThePackage)
     EXPECT_FALSE(std::filesystem::exists(out + "-2"));
 }
 
+TEST(Cli, NeuronCacheBenchComparesWithDenseOffloading)
+{
+    // --neuron-cache alone takes bench to the offload path (it compares with dense offloading
+    // there); where neither path moves a byte it says so, and the JSON's ratio is null, not a
+    // division by zero.
+    const std::string out = tempDir() + "/relu-bundles";
+    std::filesystem::remove_all(out);
+    CliRun r = runCli("compress -m '" + kShared + "/models/relu-stories-260K/model_qint80.bin' --arch relu-llama -o '" +
+                      out + "' --prune none --quant none --bundles --predictors 8 --no-quality");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string json = tempDir() + "/neuron-cache.json";
+    r = runCli("bench -m '" + out + "' -n 4 --quick-probe --vram-budget 600KiB --ram-budget 64KiB --neuron-cache 32 "
+               "--neuron-mode predicted --bundles-from ram --cold-neurons cpu --json '" + json + "'",
+               "XDG_CACHE_HOME='" + tempDir() + "/cache' ");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("neither moved any bytes"), std::string::npos) << r.out;
+    const std::string j = slurp(json);
+    EXPECT_NE(j.find("\"bytes_moved_ratio\": null"), std::string::npos) << j;
+    EXPECT_NE(j.find("\"tokens_per_s_ratio\""), std::string::npos) << j;
+    // Without budgets: the machine's own, and still the comparison.
+    r = runCli("bench -m '" + out + "' -n 2 --quick-probe --neuron-cache 32 --neuron-mode predicted",
+               "XDG_CACHE_HOME='" + tempDir() + "/cache' ");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("neuron cache vs dense offload"), std::string::npos) << r.out;
+    std::filesystem::remove_all(out);
+}
+
 TEST(Cli, SameSeedSameText)
 {
     const std::string args = "generate -p 'The dog' -n 24 --temp 0.9 --seed 42";
