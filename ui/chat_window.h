@@ -108,7 +108,7 @@ public slots:
     void editAndResend(int index, const QString& text);
     void showVersion(int index, int number);
     // Model library: validate and catalog a model (as a drop does); compress the catalog
-    // model `id` with a preset ("fast", "balanced", "smallest"); cancel that.
+    // model `id` with a preset ("fast", "balanced", "smallest", "sparse"); cancel that.
     void addModel(const QString& path);
     void compressModel(qint64 id, const QString& preset);
     void cancelCompression();

@@ -100,6 +100,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
         {"fast", QT_TR_NOOP("fast: int8 (Q8_0), about half the size, nearly lossless")},
         {"balanced", QT_TR_NOOP("balanced: 50% pruned (Wanda), bitmap sparse fp16 (recommended)")},
         {"smallest", QT_TR_NOOP("smallest: 50% pruned, bitmap sparse int8")},
+        {"sparse", QT_TR_NOOP("sparse: for the neuron cache (ReLU models): bundles and activation predictors")},
     };
     for (const auto& [preset, label] : choices)
         presets->addAction(tr(label), this, [this, name = QString::fromUtf8(preset)] {

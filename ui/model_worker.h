@@ -33,7 +33,7 @@ public:
 
 public slots:
     void inspect(const QString& path);
-    // Writes a package of `sourcePath` to `outDir` with the named preset ("fast", "balanced",
+    // Writes a package of `sourcePath` to `outDir` with the named preset ("fast", "balanced", "sparse",
     // "smallest"); nothing is left at outDir on failure or cancel.
     void compress(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset);
 

@@ -39,7 +39,7 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
         if (compress::hasFfnPredictors(model))
             o.mode = NeuronCacheMode::Predicted;
         else if (note)
-            *note = QObject::tr("This model stores no activation predictors (compress it with predictors): exact mode.");
+            *note = QObject::tr("This model stores no activation predictors (compress it with the sparse preset): exact mode.");
     }
     const ColdNeurons asked = coldNeuronsOf(settings.coldNeurons.toStdString());
     if (asked == ColdNeurons::Auto) {
@@ -49,7 +49,7 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
     } else if (asked == ColdNeurons::Cpu && !compress::hasNeuronActivity(model)) {
         // Computing cold neurons on the CPU needs the activity frequencies the predictors recorded.
         if (note)
-            *note = QObject::tr("This model records no activity frequencies (compress it with predictors): cold "
+            *note = QObject::tr("This model records no activity frequencies (compress it with the sparse preset): cold "
                                 "neurons are shipped.");
     } else {
         o.coldPerLayer.assign(size_t(c.nLayers), asked);

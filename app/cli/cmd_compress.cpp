@@ -34,9 +34,9 @@ struct CompressCommand {
     std::string backend = "cpu";
     OffloadOptions offload;
     ModelLoadOptions load;
-    int predictors = 0;
-    std::string predictorInput = "ffn";
-    bool bundles = false;
+    int predictors = -1;         // -1: the preset's
+    std::string predictorInput;  // empty: the preset's
+    bool bundles = false;        // true adds them to any preset
 };
 
 Error usage(const std::string& what) { return makeError(ErrorCode::InvalidArgument, what); }
@@ -101,7 +101,7 @@ std::string gib(uint64_t bytes)
 int runCompress(CompressCommand& c)
 {
     const auto preset = compress::presetFromName(c.preset);
-    if (!preset) return reportError(usage("--preset: '" + c.preset + "' is not fast, balanced or smallest"));
+    if (!preset) return reportError(usage("--preset: '" + c.preset + "' is not fast, balanced, smallest or sparse"));
     compress::CompressOptions options = compress::presetOptions(*preset);
     if (!c.prune.empty()) {
         auto p = parsePrune(c.prune);
@@ -113,11 +113,12 @@ int runCompress(CompressCommand& c)
         if (!q) return reportError(q.error());
         options.quant = *q;
     }
-    options.qualityCheck = !c.noQuality;
-    options.predictorRank = c.predictors;
-    options.predictorInput =
-        c.predictorInput == "attention" ? compress::PredictorInput::Attention : compress::PredictorInput::Ffn;
-    options.bundles = c.bundles;
+    if (c.noQuality) options.qualityCheck = false;
+    if (c.predictors >= 0) options.predictorRank = c.predictors;
+    if (!c.predictorInput.empty())
+        options.predictorInput =
+            c.predictorInput == "attention" ? compress::PredictorInput::Attention : compress::PredictorInput::Ffn;
+    if (c.bundles) options.bundles = true;
 
     auto model = LlamaModel::load(c.model, c.load);
     if (!model) return reportError(model.error());
@@ -171,7 +172,7 @@ int runCompress(CompressCommand& c)
                                     {"seconds", r.seconds}};
         if (r.bundleBytes > 0) j["bundleBytes"] = r.bundleBytes;
         if (r.predictors > 0)
-            j["predictors"] = {{"layers", r.predictors}, {"rank", c.predictors},
+            j["predictors"] = {{"layers", r.predictors}, {"rank", options.predictorRank},
                                {"recall", r.predictorRecall}, {"precision", r.predictorPrecision}};
         if (r.quality) j["quality"] = nlohmann::json::parse(r.quality->toJson());
         std::printf("%s\n", j.dump(2).c_str());
@@ -195,7 +196,7 @@ int runCompress(CompressCommand& c)
     if (r.predictors > 0)
         std::printf("  activation predictors: %d layers, rank %d; held-out recall %.1f%%, precision %.1f%% "
                     "(means over layers)\n",
-                    r.predictors, c.predictors, 100.0 * r.predictorRecall, 100.0 * r.predictorPrecision);
+                    r.predictors, options.predictorRank, 100.0 * r.predictorRecall, 100.0 * r.predictorPrecision);
     std::printf("  time: %.1f s\n", r.seconds);
     return ExitOk;
 }
@@ -209,7 +210,9 @@ void addCompressCommand(CLI::App& app, int& exitCode)
     cmd->add_option("-m,--model", c->model, "GGUF model file or model package folder")->required()->check(CLI::ExistingPath);
     cmd->add_option("-o,--output", c->output, "Package folder to create (must not exist)")->required();
     cmd->add_option("--preset", c->preset,
-                    "fast (int8, no pruning), balanced (Wanda 50%, fp16), smallest (Wanda 50% + int8); default balanced");
+                    "fast (int8, no pruning), balanced (Wanda 50%, fp16), smallest (Wanda 50% + int8), sparse "
+                    "(ReLU models: weights as they are, bundles and rank-64 predictors of the attention's input, "
+                    "for the neuron cache); default balanced");
     cmd->add_option("--prune", c->prune, "none, magnitude:RATIO, wanda:RATIO or wanda:N:M (overrides the preset)");
     cmd->add_option("--quant", c->quant, "none, int8[:gN] or int4[:gN], N = 32, 64, 128 (overrides the preset)");
     cmd->add_flag("--no-quality", c->noQuality, "Skip the quality check against the source");

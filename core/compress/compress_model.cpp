@@ -120,13 +120,14 @@ const char* presetName(Preset p)
     case Preset::Fast: return "fast";
     case Preset::Balanced: return "balanced";
     case Preset::Smallest: return "smallest";
+    case Preset::Sparse: return "sparse";
     }
     return "?";
 }
 
 std::optional<Preset> presetFromName(const std::string& name)
 {
-    for (Preset p : {Preset::Fast, Preset::Balanced, Preset::Smallest})
+    for (Preset p : {Preset::Fast, Preset::Balanced, Preset::Smallest, Preset::Sparse})
         if (name == presetName(p)) return p;
     return std::nullopt;
 }
@@ -140,6 +141,12 @@ CompressOptions presetOptions(Preset preset)
     case Preset::Smallest:
         o.prune = {PruneMethod::Wanda, 0.5, 0, 0};
         o.quant = {8, 64};
+        break;
+    case Preset::Sparse:
+        o.bundles = true;
+        o.predictorRank = 64;
+        o.predictorInput = PredictorInput::Attention;
+        o.qualityCheck = false;
         break;
     }
     return o;
@@ -205,9 +212,9 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         // Bundles repeat the FFN's own bytes: the matrices must reach the package unchanged.
         const LlamaConfig& c = source.config();
         if (!(c.ffnRelu || !c.ffnGated))
-            return makeError(ErrorCode::UnsupportedModel, "compress --bundles: " + source.path() +
-                                                              " has a SwiGLU FFN (no exact zeros to skip); bundles "
-                                                              "are for ReLU models");
+            return makeError(ErrorCode::UnsupportedModel,
+                             "compress: row-column bundles (--bundles, or the sparse preset) are for ReLU models; " +
+                                 source.path() + " has a SwiGLU FFN (no exact zeros to skip)");
         for (const Job& j : jobs) {
             const std::string& n = j.tensor->name;
             const bool ffn = n.ends_with(".ffn_gate.weight") || n.ends_with(".ffn_up.weight") ||

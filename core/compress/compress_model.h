@@ -52,8 +52,12 @@ enum class Preset {
     Fast,      // int8 group 32 (q8_0), no pruning: ~53% of fp16, near lossless
     Balanced,  // Wanda 50%, fp16 values (ENDOR's setting): ~56% of fp16
     Smallest,  // Wanda 50% + int8 group 64: ~32% of fp16
+    // ReLU models (OPT, ReLU-Llama) for the neuron cache: weights as they are, plus row-column
+    // bundles and rank-64 predictors of the attention's input (no quality check: the dense
+    // weights do not change). UnsupportedModel for SwiGLU models.
+    Sparse,
 };
-const char* presetName(Preset p);  // "fast", "balanced", "smallest"
+const char* presetName(Preset p);  // "fast", "balanced", "smallest", "sparse"
 std::optional<Preset> presetFromName(const std::string& name);
 
 struct CompressProgress {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -368,6 +369,40 @@ TEST(FfnPredictor, StoredInThePackageAndReadBack)
         EXPECT_EQ((*records)[l].frequency, (*loaded)[l].frequency);
         EXPECT_TRUE((*records)[l].a.empty());
     }
+}
+
+TEST(FfnPredictor, SparsePresetMakesANeuronCachePackage)
+{
+    // The app's one-click preset for ReLU models: weights as they are, bundles and predictors of
+    // the attention's input; refused, with nothing left behind, for a SwiGLU model.
+    ASSERT_EQ(presetFromName("sparse"), Preset::Sparse);
+    EXPECT_STREQ(presetName(Preset::Sparse), "sparse");
+    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+                                  ModelLoadOptions{"relu-llama", ""});
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto device = gpu::createCpuDevice(2);
+    testing_support::TempDir dir("sparse-preset");
+    CompressOptions o = presetOptions(Preset::Sparse);
+    o.predictorContinueTokens = 8;  // keeps the test short
+    auto report = compressModel(**model, dir.path() + "/package", o, *device);
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    EXPECT_EQ(report->predictors, (*model)->config().nLayers);
+    EXPECT_GT(report->bundleBytes, 0u);
+    EXPECT_FALSE(report->quality);  // the dense weights did not change: nothing to compare
+    auto package = LlamaModel::load(dir.path() + "/package");
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    EXPECT_FALSE((*package)->ffnBundles().empty());
+    auto loaded = loadFfnPredictors(**package);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    ASSERT_FALSE(loaded->empty());
+    EXPECT_EQ(loaded->front().input, PredictorInput::Attention);
+
+    auto swiglu = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    ASSERT_TRUE(swiglu.ok());
+    auto refused = compressModel(**swiglu, dir.path() + "/swiglu", presetOptions(Preset::Sparse), *device);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::UnsupportedModel) << refused.error().message;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/swiglu"));
 }
 
 TEST(FfnPredictor, ThreadsChangeTheFitOnlyInRounding)
