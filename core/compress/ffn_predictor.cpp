@@ -77,27 +77,6 @@ void lowRankFactors(const std::vector<float>& w, int n, int d, int r, int iterat
     linalg::gemm(false, false, n, r, d, 1.0f, w.data(), d, vf.data(), r, 0.0f, p.b.data(), r);
 }
 
-// h = A x (rank values).
-void features(const FfnPredictor& p, const float* x, std::vector<float>& h)
-{
-    h.assign(size_t(p.rank), 0.0f);
-    for (int c = 0; c < p.rank; ++c) {
-        float s = 0.0f;
-        const float* a = p.a.data() + size_t(c) * p.dim;
-        for (int k = 0; k < p.dim; ++k) s += a[k] * x[k];
-        h[size_t(c)] = s;
-    }
-}
-
-// Neuron j's logit for features h: bias_j + B_j . h.
-float logitOf(const FfnPredictor& p, int j, const float* h)
-{
-    float s = p.bias[size_t(j)];
-    const float* b = p.b.data() + size_t(j) * p.rank;
-    for (int c = 0; c < p.rank; ++c) s += b[c] * h[c];
-    return s;
-}
-
 // The predictor's parameters as one (neurons, rank + 1) matrix: row j = (B_j, bias_j), so that
 // with features extended by a 1, (h, 1), a logit is one dot product and a batch one GEMM.
 std::vector<float> extendedParameters(const FfnPredictor& p)
@@ -192,11 +171,15 @@ bool fitLogistic(FfnPredictor& p, const std::vector<float>& hx, const std::vecto
 void FfnPredictor::predict(const float* x, std::vector<uint32_t>& active,
                            std::vector<float>& scratch) const
 {
-    // Each logit is tested as it is made: no (neurons) vector.
-    features(*this, x, scratch);
+    // scratch: the features h = A x (rank), then the logits B h + bias (neurons).
+    if (scratch.size() < size_t(rank + neurons)) scratch.resize(size_t(rank + neurons));
+    float* h = scratch.data();
+    float* z = h + rank;
+    linalg::matvec(a.data(), rank, dim, x, nullptr, h);
+    linalg::matvec(b.data(), neurons, rank, h, bias.data(), z);
     active.clear();
     for (int j = 0; j < neurons; ++j)
-        if (logitOf(*this, j, scratch.data()) > 0.0f) active.push_back(uint32_t(j));
+        if (z[j] > 0.0f) active.push_back(uint32_t(j));
 }
 
 std::string predictorExtra(const FfnPredictor& p)

@@ -74,8 +74,8 @@ struct FfnPredictor {
     std::vector<uint32_t> hottest(int slots, bool predicted, double minFrequency = 0.0) const;
 
     // Predicted active neuron ids for input x (dim floats: the FFN's or the attention's input,
-    // as `input` says), ascending; `scratch` avoids
-    // allocating (rank floats).
+    // as `input` says), ascending; `scratch` (grown to rank + neurons floats) avoids allocating.
+    // Vectorized on one thread (linalg::matvec).
     void predict(const float* x, std::vector<uint32_t>& active, std::vector<float>& scratch) const;
 };
 

@@ -58,10 +58,25 @@ void logisticResidual(float* z, const uint8_t* y, size_t count, float wPos)
     detail::logisticResidualScalar(z, y, count, wPos);
 }
 
+void matvec(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y)
+{
+    switch (activeSparseKernelSet()) {
+    case gpu::CpuKernelSet::Avx512: detail::matvecAvx512(m, rows, cols, v, bias, y); return;
+    case gpu::CpuKernelSet::Avx2: detail::matvecAvx2(m, rows, cols, v, bias, y); return;
+    case gpu::CpuKernelSet::Scalar: break;
+    }
+    detail::matvecScalar(m, rows, cols, v, bias, y);
+}
+
 namespace detail {
 void logisticResidualScalar(float* z, const uint8_t* y, size_t count, float wPos)
 {
     logisticResidualBody<SPILLWAY_LINALG_LANES>(z, y, count, wPos);
+}
+
+void matvecScalar(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y)
+{
+    matvecBody(m, rows, cols, v, bias, y);
 }
 }  // namespace detail
 

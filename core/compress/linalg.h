@@ -1,8 +1,9 @@
 #pragma once
 // Dense float linear algebra for training on the CPU (the activation predictors of
-// ffn_predictor.h): matrix products through OpenBLAS's SGEMM (multi-threaded, with the kernels
-// for this CPU picked by the library at run time), and the logistic loss's elementwise step,
-// vectorized here (AVX2 or AVX-512 where the CPU has them, chosen at run time).
+// ffn_predictor.h) and for their per-token use: matrix products through OpenBLAS's SGEMM
+// (multi-threaded, with the kernels for this CPU picked by the library at run time), and the
+// logistic loss's elementwise step and a one-thread matvec, vectorized here (AVX2 or AVX-512
+// where the CPU has them, chosen at run time).
 
 #include <cstddef>
 #include <cstdint>
@@ -38,11 +39,20 @@ private:
 // within 1e-6 (relative) of 1 / (1 + exp(-z)) for every finite z.
 void logisticResidual(float* z, const uint8_t* y, size_t count, float wPos);
 
+// y[i] = dot(row i of m, v), plus bias[i] where bias is given, for `rows` rows of `cols` floats
+// (row-major, leading dimension cols). On the calling thread alone, vectorized (AVX2 / AVX-512
+// at run time): the predictors' per-token work during decoding, where a GEMM library's own
+// threads would compete with the decode's.
+void matvec(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y);
+
 namespace detail {
-// The kernels behind logisticResidual, one per instruction set (tests compare them).
+// The kernels behind logisticResidual and matvec, one per instruction set (tests compare them).
 void logisticResidualScalar(float* z, const uint8_t* y, size_t count, float wPos);
 void logisticResidualAvx2(float* z, const uint8_t* y, size_t count, float wPos);
 void logisticResidualAvx512(float* z, const uint8_t* y, size_t count, float wPos);
+void matvecScalar(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y);
+void matvecAvx2(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y);
+void matvecAvx512(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y);
 }  // namespace detail
 
 }  // namespace spillway::compress::linalg

@@ -82,4 +82,36 @@ inline void logisticResidualBody(float* z, const uint8_t* y, size_t count, float
     }
 }
 
+template <int Lanes>
+inline typename Vec<Lanes>::F loadLanes(const float* p)
+{
+    typename Vec<Lanes>::F v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// y[i] = dot(row i of m, v) (+ bias[i]): four lane-wide accumulators per row, then the lanes.
+inline void matvecBody(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y)
+{
+    constexpr int L = SPILLWAY_LINALG_LANES;
+    using F = typename Vec<L>::F;
+    for (int64_t i = 0; i < rows; ++i) {
+        const float* r = m + i * cols;
+        F a0{}, a1{}, a2{}, a3{};
+        int64_t k = 0;
+        for (; k + 4 * L <= cols; k += 4 * L) {
+            a0 += loadLanes<L>(r + k) * loadLanes<L>(v + k);
+            a1 += loadLanes<L>(r + k + L) * loadLanes<L>(v + k + L);
+            a2 += loadLanes<L>(r + k + 2 * L) * loadLanes<L>(v + k + 2 * L);
+            a3 += loadLanes<L>(r + k + 3 * L) * loadLanes<L>(v + k + 3 * L);
+        }
+        for (; k + L <= cols; k += L) a0 += loadLanes<L>(r + k) * loadLanes<L>(v + k);
+        const F lanes = (a0 + a1) + (a2 + a3);
+        float sum = 0.0f;
+        for (int l = 0; l < L; ++l) sum += lanes[l];
+        for (; k < cols; ++k) sum += r[k] * v[k];
+        y[i] = bias ? bias[i] + sum : sum;
+    }
+}
+
 }  // namespace

@@ -231,9 +231,9 @@ Status LlamaSession::createNeuronCache()
                              path + ": the predicted neuron-cache mode needs a package with activation predictors "
                                     "(spillway-cli compress --predictors RANK)");
         sp.predictors = std::move(*predictors);
-        int rank = 0;
-        for (const auto& p : sp.predictors) rank = std::max(rank, p.rank);
-        sp.predictorScratch.resize(size_t(rank));
+        int scratch = 0;  // predict()'s features and logits
+        for (const auto& p : sp.predictors) scratch = std::max(scratch, p.rank + p.neurons);
+        sp.predictorScratch.resize(size_t(scratch));
     }
     if (stored.empty()) {
         auto layout = compress::ffnBundleLayout(m_model);

@@ -128,3 +128,36 @@ TEST(Linalg, LogisticResidualMatchesTheSigmoidInEverySet)
         }
     }
 }
+
+TEST(Linalg, MatvecMatchesADoubleLoopInEverySet)
+{
+    using Kernel = void (*)(const float*, int64_t, int64_t, const float*, const float*, float*);
+    std::vector<std::pair<const char*, Kernel>> kernels = {{"scalar", linalg::detail::matvecScalar}};
+    const gpu::CpuKernelSet best = gpu::bestCpuKernelSet();
+    if (best >= gpu::CpuKernelSet::Avx2) kernels.push_back({"avx2", linalg::detail::matvecAvx2});
+    if (best >= gpu::CpuKernelSet::Avx512) kernels.push_back({"avx512", linalg::detail::matvecAvx512});
+    kernels.push_back({"dispatched", linalg::matvec});
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    // Widths with a tail after every block (1, 15, 67), exactly a block (64), and a predictor's
+    // feature width.
+    for (int64_t cols : {1, 15, 64, 67, 4096})
+        for (bool withBias : {false, true}) {
+            const int64_t rows = 37;
+            std::vector<float> m(static_cast<size_t>(rows * cols)), v(static_cast<size_t>(cols)), bias(static_cast<size_t>(rows));
+            for (float& e : m) e = u(rng);
+            for (float& e : v) e = u(rng);
+            for (float& e : bias) e = u(rng);
+            for (const auto& [name, kernel] : kernels) {
+                std::vector<float> y(size_t(rows) + 1, 123.0f);  // one past the end: untouched
+                kernel(m.data(), rows, cols, v.data(), withBias ? bias.data() : nullptr, y.data());
+                for (int64_t i = 0; i < rows; ++i) {
+                    double s = withBias ? bias[size_t(i)] : 0.0;
+                    for (int64_t k = 0; k < cols; ++k) s += double(m[size_t(i * cols + k)]) * v[size_t(k)];
+                    ASSERT_NEAR(y[size_t(i)], s, 1e-5 * (1.0 + std::sqrt(double(cols))))
+                        << name << " cols " << cols << " row " << i;
+                }
+                EXPECT_EQ(y[size_t(rows)], 123.0f) << name;
+            }
+        }
+}
