@@ -5,7 +5,8 @@
 #include <climits>
 #include <stdexcept>
 
-#define SPILLWAY_LINALG_LANES 4
+#define SPILLWAY_LINALG_LANES 4  // the baseline set's kernels (SSE2) are defined here too
+#define SPILLWAY_LINALG_SUFFIX Scalar
 #include "core/compress/linalg_kernels.h"
 #include "core/compress/sparse_gemv.h"  // activeSparseKernelSet: the CPU's set, or the one forced
 
@@ -67,17 +68,5 @@ void matvec(const float* m, int64_t rows, int64_t cols, const float* v, const fl
     }
     detail::matvecScalar(m, rows, cols, v, bias, y);
 }
-
-namespace detail {
-void logisticResidualScalar(float* z, const uint8_t* y, size_t count, float wPos)
-{
-    logisticResidualBody<SPILLWAY_LINALG_LANES>(z, y, count, wPos);
-}
-
-void matvecScalar(const float* m, int64_t rows, int64_t cols, const float* v, const float* bias, float* y)
-{
-    matvecBody(m, rows, cols, v, bias, y);
-}
-}  // namespace detail
 
 }  // namespace spillway::compress::linalg

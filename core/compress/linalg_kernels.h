@@ -1,13 +1,16 @@
 #pragma once
 // The body of linalg.h's elementwise kernels, compiled once per instruction set: linalg.cpp
 // (baseline x86-64), linalg_avx2.cpp and linalg_avx512.cpp include it, each with its own flags
-// and lane count. Written with GCC's vector extensions (the compiler's own loop vectorizer leaves
+// and lane count (SPILLWAY_LINALG_LANES), and defines that set's entry points
+// (SPILLWAY_LINALG_SUFFIX: detail::matvecAvx2, ...). Written with GCC's vector extensions (the compiler's own loop vectorizer leaves
 // the clamps below as branches for AVX2 and SSE2). Everything here has internal linkage, so the
 // copies built for different sets never stand in for each other at link time.
 
 #include <cstring>
 #include <cstddef>
 #include <cstdint>
+
+#include "core/compress/linalg.h"
 
 namespace {
 
@@ -115,3 +118,22 @@ inline void matvecBody(const float* m, int64_t rows, int64_t cols, const float* 
 }
 
 }  // namespace
+
+// The set's entry points, declared in linalg.h.
+#define SPILLWAY_LINALG_NAME2(name, suffix) name##suffix
+#define SPILLWAY_LINALG_NAME(name, suffix) SPILLWAY_LINALG_NAME2(name, suffix)
+namespace spillway::compress::linalg::detail {
+
+void SPILLWAY_LINALG_NAME(logisticResidual, SPILLWAY_LINALG_SUFFIX)(float* z, const uint8_t* y, size_t count,
+                                                                    float wPos)
+{
+    logisticResidualBody<SPILLWAY_LINALG_LANES>(z, y, count, wPos);
+}
+
+void SPILLWAY_LINALG_NAME(matvec, SPILLWAY_LINALG_SUFFIX)(const float* m, int64_t rows, int64_t cols, const float* v,
+                                                          const float* bias, float* y)
+{
+    matvecBody(m, rows, cols, v, bias, y);
+}
+
+}  // namespace spillway::compress::linalg::detail
