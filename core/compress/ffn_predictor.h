@@ -13,12 +13,12 @@
 //  2. With A fixed, B and bias are fitted by logistic regression on the training prompts'
 //     activity labels (each neuron a regression on the shared features A x; positives weighted
 //     up, since a missed neuron costs more than a spare one).
-//  Both run as float matrix products (OpenBLAS, linalg.h): a layer of OPT-6.7B's shape (16384
-//  neurons, dim 4096) at rank 64 on ~850 training tokens takes seconds, not minutes.
 //  3. A per-layer offset is added to bias, raising it until the predictor finds `targetRecall`
 //     of the active neurons on the training prompts (missing one costs a late fetch in exact
 //     mode, or quality in approximate mode; a false positive only costs bytes).
 // Recall and precision are then measured on held-out prompts (every fourth calibration prompt).
+// Steps 1 and 2 run as float matrix products (OpenBLAS, linalg.h): a layer of OPT-6.7B's shape
+// (16384 neurons, dim 4096) at rank 64 on ~850 training tokens takes seconds, not minutes.
 
 #include <cstdint>
 #include <functional>
