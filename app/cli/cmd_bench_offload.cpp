@@ -184,18 +184,17 @@ int runOffloadBench(BenchCommand& b)
                     double(dense->movedBytes()) / tokens / double(1 << 20), dense->tokensPerSecond);
         // Where a side moved nothing there is no ratio to print, only what happened.
         const uint64_t cacheMoved = m.movedBytes(), denseMoved = dense->movedBytes();
-        std::string bytes;
-        char text[128];
+        char bytes[128];
         if (cacheMoved == 0 && denseMoved == 0)
-            bytes = "neither moved any bytes (all resident at these budgets)";
+            std::snprintf(bytes, sizeof bytes, "neither moved any bytes (all resident at these budgets)");
         else if (cacheMoved == 0)
-            bytes = "no bytes moved (the cache's misses were computed where they lie)";
+            std::snprintf(bytes, sizeof bytes, "no bytes moved (the cache's misses were computed where they lie)");
         else if (denseMoved >= cacheMoved)
-            bytes = (std::snprintf(text, sizeof text, "%.2fx fewer bytes moved", double(denseMoved) / double(cacheMoved)), text);
+            std::snprintf(bytes, sizeof bytes, "%.2fx fewer bytes moved", double(denseMoved) / double(cacheMoved));
         else
-            bytes = (std::snprintf(text, sizeof text, "%.1f KiB/token more moved",
-                                   double(cacheMoved - denseMoved) / tokens / 1024.0), text);
-        std::printf("  %-36s %s, %.2fx the tokens/s\n", "neuron cache vs dense offload", bytes.c_str(),
+            std::snprintf(bytes, sizeof bytes, "%.1f KiB/token more moved",
+                          double(cacheMoved - denseMoved) / tokens / 1024.0);
+        std::printf("  %-36s %s, %.2fx the tokens/s\n", "neuron cache vs dense offload", bytes,
                     m.tokensPerSecond / dense->tokensPerSecond);
     }
     if (quality)
