@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -152,13 +153,16 @@ TEST(CpuBackend, InfoAndKernelSets)
 TEST(CpuBackend, HostReadBandwidthIsMeasured)
 {
     const double bw = measureHostReadBandwidth(2, size_t{16} << 20, 2);
-    EXPECT_GT(bw, 1e8);  // > 0.1 GB/s on anything that runs this
+    // Speed is the benchmarks' business (a loaded CI runner can be slow by any factor): a test
+    // checks that a figure came out, positive and finite, not how large it is.
+    EXPECT_GT(bw, 0.0);
+    EXPECT_TRUE(std::isfinite(bw));
 
     // A buffer of its own: equal 4 KiB-multiple slices per thread; too small to split is invalid.
     HostReadProbe own(3, (size_t{8} << 20) + 5000);
     ASSERT_TRUE(own.valid());
     EXPECT_EQ(own.bytes(), ((size_t{8} << 20) + 5000) / 3 / 4096 * 4096 * 3);
-    EXPECT_GT(own.read(), 1e8);
+    EXPECT_GT(own.read(), 0.0);
     HostReadProbe tiny(2, 4096);
     EXPECT_FALSE(tiny.valid());
     EXPECT_EQ(tiny.read(), 0.0);
@@ -194,7 +198,11 @@ TEST(CpuBackend, HostReadProbeReadsTheGivenRangesOnly)
     ASSERT_TRUE(probe.valid());
     auto shares = [&](size_t bytes) { return bytes / threads / 256 * 256 * threads; };
     EXPECT_EQ(probe.bytes(), shares(firstBytes) + shares(secondBytes));
-    for (int i = 0; i < 3; ++i) EXPECT_GT(probe.read(), 1e8);
+    for (int i = 0; i < 3; ++i) {
+        const double bw = probe.read();
+        EXPECT_GT(bw, 0.0);
+        EXPECT_TRUE(std::isfinite(bw));
+    }
     EXPECT_EQ(0, std::memcmp(before.data(), data, inner));
 
     HostReadProbe none(threads, std::vector<HostReadProbe::Range>{{data + 8, 4096}});
