@@ -56,6 +56,8 @@ struct Tensor {
     double compute = 0;      // device seconds per token
     std::string role;        // suffix after "blk.N." or the full name
     bool splittable = true;  // rows can be split CPU/device (dense types; not bitmap sparse)
+    SsdPiece piece;          // where it lies in the model's files
+    bool inMemory = false;   // converted at load: no file to read, so the SSD tier keeps it in RAM
 };
 
 // The cost model: a simulation of the runtime's loader and compute over a few passes.
@@ -85,7 +87,8 @@ public:
         Evaluation e;
         e.slots = slots;
         std::vector<double> load(size_t(m_units), 0.0), compute(size_t(m_units), 0.0);
-        std::vector<uint64_t> slotBytes(size_t(m_units), 0), ssdBytes(size_t(m_units), 0);
+        std::vector<uint64_t> slotBytes(size_t(m_units), 0), ssdSlotBytes(size_t(m_units), 0);
+        std::vector<std::vector<SsdPiece>> pieces(static_cast<size_t>(m_units));
         for (size_t i = 0; i < m_tensors.size(); ++i) {
             const Tensor& t = m_tensors[i];
             const Tier tier = tiers[i];
@@ -95,6 +98,8 @@ public:
             }
             const size_t u = size_t(t.unit);
             const double alpha = tier == Tier::Host ? splitAlpha(t) : 1.0;
+            // What the streamer does with it: a matrix with no file is kept in RAM.
+            const Tier loadedFrom = tier == Tier::Ssd && t.inMemory ? Tier::Host : tier;
             if (alpha < 1.0) {
                 // HeteGen: the device computes α of the rows after copying them; the CPU computes
                 // the rest from RAM at the same time.
@@ -115,23 +120,31 @@ public:
                 e.residentBytes += alignUp(t.bytes);
                 continue;
             }
-            slotBytes[u] += alignUp(t.bytes) + (tier == Tier::Ssd ? kAlign : 0);
             const double copy = double(t.bytes) / m_hw.copy;
-            if (tier == Tier::Host) {
+            if (loadedFrom == Tier::Host) {
+                slotBytes[u] += alignUp(t.bytes);
                 e.hostBytes += alignUp(t.bytes);
                 load[u] += copy;
                 e.lanes.hostToDevice += copy;
             } else {
-                const double read = double(t.bytes) / m_hw.ssd;
-                ssdBytes[u] += t.bytes;
-                e.ssdBytes += t.bytes;
-                load[u] += read;
-                e.lanes.ssdRead += read;
+                pieces[u].push_back(t.piece);
                 if (!m_hw.directToDevice) {
                     load[u] += copy;
                     e.lanes.hostToDevice += copy;
                 }
             }
+        }
+        // The SSD reads as the streamer lays them out: the slot bytes, staging and read bytes
+        // include the alignment and the gaps it reads through to save requests.
+        for (size_t u = 0; u < pieces.size(); ++u) {
+            if (pieces[u].empty()) continue;
+            const SsdLayout layout = layOutSsdReads(pieces[u]);
+            slotBytes[u] += layout.slotBytes;
+            ssdSlotBytes[u] = layout.slotBytes;
+            const double read = double(layout.readBytes) / m_hw.ssd;
+            e.ssdBytes += layout.readBytes;
+            load[u] += read;
+            e.lanes.ssdRead += read;
         }
         for (size_t u = 0; u < m_extra.size() && u < size_t(m_units); ++u) {
             // Fetched synchronously inside the layer: on its compute path.
@@ -146,7 +159,7 @@ public:
         bool anyStreamed = false;
         for (int u = 0; u < m_units; ++u) {
             e.slotBytes = std::max(e.slotBytes, slotBytes[size_t(u)]);
-            if (!m_hw.directToDevice) e.stagingBytes = std::max(e.stagingBytes, (ssdBytes[size_t(u)] + 2 * kAlign) * uint64_t(std::max(slots, 1)));
+            if (!m_hw.directToDevice) e.stagingBytes = std::max(e.stagingBytes, ssdSlotBytes[size_t(u)] * uint64_t(std::max(slots, 1)));
             e.loadSum += load[size_t(u)];
             anyStreamed = anyStreamed || slotBytes[size_t(u)] > 0;
         }
@@ -245,6 +258,8 @@ Result<Setup> setUp(const PlannerInput& in)
         x.bytes = t.bytes;
         x.compute = t.unit < 0 ? 0.0 : double(t.bytes) / rate;
         x.splittable = type != gpu::DType::BitmapSparse;
+        if (info) x.piece = {info->file, info->fileOffset, info->bytes};
+        x.inMemory = info && info->file == kInMemoryTensor;
         const size_t dot = t.name.find('.', 4);
         x.role = t.name.rfind("blk.", 0) == 0 && dot != std::string::npos ? t.name.substr(dot + 1) : t.name;
         tensors.push_back(x);
@@ -329,6 +344,45 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
 
 int slotsFor(int prefetchDepth) { return prefetchDepth <= 0 ? 1 : prefetchDepth + 1; }
 
+// How an error names a given placement: "every weight in RAM" when it is uniform.
+std::string placementName(const std::vector<Tier>& tiers)
+{
+    if (tiers.empty() || std::any_of(tiers.begin(), tiers.end(), [&](Tier t) { return t != tiers.front(); }))
+        return "the given placement";
+    switch (tiers.front()) {
+    case Tier::Device: return "every weight on the device";
+    case Tier::Host: return "every weight in RAM";
+    case Tier::Ssd: return "streaming every weight from the SSD";
+    }
+    return "the given placement";
+}
+
+// Evaluates `tiers`, lowering `slots` (the prefetch depth, one slot at a time; one note) until the
+// memory fits the budgets; an error naming what `what` needs when even one slot does not fit.
+Result<Evaluation> fitToBudgets(const Setup& s, const std::vector<Tier>& tiers, int& slots, const std::string& what,
+                                std::vector<std::string>& notes)
+{
+    const CostModel& cm = *s.model;
+    auto fits = [&](const Evaluation& e) { return cm.deviceTotal(e) <= s.vram && cm.hostTotal(e) <= s.ram; };
+    const int asked = slots;
+    Evaluation e = cm.evaluate(tiers, slots);
+    while (!fits(e) && slots > 1) {
+        --slots;
+        e = cm.evaluate(tiers, slots);
+    }
+    if (slots < asked)
+        notes.push_back("prefetch depth lowered from " + std::to_string(asked - 1) + " to " + std::to_string(slots - 1) +
+                        " to fit the budgets");
+    if (fits(e)) return e;
+    std::string parts = "KV cache and activations " + mib(s.fixed);
+    if (e.residentBytes) parts += ", resident weights " + mib(e.residentBytes);
+    if (e.slotBytes) parts += ", one slot " + mib(e.slotBytes);
+    return makeError(ErrorCode::OutOfDeviceMemory,
+                     "the budgets are too small for this model: " + what + " needs " + mib(cm.deviceTotal(e)) +
+                         " of device memory (" + parts + ") and " + mib(cm.hostTotal(e)) +
+                         " of RAM; the budgets are " + mib(s.vram) + " and " + mib(s.ram));
+}
+
 }  // namespace
 
 Result<PlanResult> predictPlacement(const PlannerInput& in, const Placement& placement)
@@ -340,7 +394,10 @@ Result<PlanResult> predictPlacement(const PlannerInput& in, const Placement& pla
         const TensorPlacement* p = placement.find(t.name);
         tiers.push_back(p ? p->tier : Tier::Device);
     }
-    const Evaluation e = s->model->evaluate(tiers, slotsFor(placement.prefetchDepth));
+    std::vector<std::string> notes;
+    int slots = slotsFor(placement.prefetchDepth);
+    const Result<Evaluation> e = fitToBudgets(*s, tiers, slots, placementName(tiers), notes);
+    if (!e) return e.error();
     std::vector<TensorPlacement> list = s->list;
     for (size_t i = 0; i < list.size(); ++i) {
         list[i].tier = tiers[i];
@@ -348,8 +405,9 @@ Result<PlanResult> predictPlacement(const PlannerInput& in, const Placement& pla
     }
     PlannerInput copy = in;
     copy.prefetchDepth = placement.prefetchDepth;
-    PlanResult r = finish(*s, copy, std::move(list), e);
-    r.placement.prefetchDepth = placement.prefetchDepth;
+    PlanResult r = finish(*s, copy, std::move(list), *e);
+    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+    r.placement.prefetchDepth = placement.prefetchDepth > 0 ? slots - 1 : 0;
     r.placement.mapInPlace = placement.mapInPlace;
     r.placement.directToDevice = placement.directToDevice;
     return r;
@@ -367,19 +425,10 @@ Result<PlanResult> planPlacement(const PlannerInput& in)
     int slots = slotsFor(in.prefetchDepth);
     auto fits = [&](const Evaluation& e) { return cm.deviceTotal(e) <= s.vram && cm.hostTotal(e) <= s.ram; };
 
-    Evaluation base = cm.evaluate(tiers, slots);
     std::vector<std::string> notes;
-    while (!fits(base) && slots > 1) {
-        --slots;
-        notes.push_back("prefetch depth lowered to " + std::to_string(slots - 1) + " to fit the VRAM budget");
-        base = cm.evaluate(tiers, slots);
-    }
-    if (!fits(base))
-        return makeError(ErrorCode::OutOfDeviceMemory,
-                         "the budgets are too small for this model: streaming everything from the SSD needs " +
-                             mib(cm.deviceTotal(base)) + " of device memory (KV cache and activations " +
-                             mib(s.fixed) + ", one slot " + mib(base.slotBytes) + ") and " + mib(cm.hostTotal(base)) +
-                             " of RAM; the budgets are " + mib(s.vram) + " and " + mib(s.ram));
+    Result<Evaluation> fitted = fitToBudgets(s, tiers, slots, "streaming everything from the SSD", notes);
+    if (!fitted) return fitted.error();
+    Evaluation base = *fitted;
 
     // Greedy by gain per byte. Tensors of one role (say ffn_gate) in different layers cost and
     // save the same, so one candidate per role and tier: the lowest layer still to move.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/formats/gguf.h"
 #include "storage/direct_io.h"
@@ -23,7 +24,39 @@ struct UnitBuilder {
     std::vector<std::pair<TensorSource, Unit::Patch>> ssd, host, device;
 };
 
+constexpr uint64_t kMergeGap = 256 << 10;  // SSD pieces closer than this are read as one range
+
 }  // namespace
+
+SsdLayout layOutSsdReads(std::span<const SsdPiece> pieces)
+{
+    SsdLayout out;
+    out.pieceSlotOffsets.assign(pieces.size(), 0);
+    std::vector<size_t> order(pieces.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return std::pair(pieces[a].file, pieces[a].offset) < std::pair(pieces[b].file, pieces[b].offset);
+    });
+    size_t cursor = 0;
+    for (size_t i = 0; i < order.size();) {
+        const SsdPiece& first = pieces[order[i]];
+        uint64_t end = first.offset + first.bytes;
+        size_t j = i + 1;
+        for (; j < order.size(); ++j) {
+            const SsdPiece& next = pieces[order[j]];
+            if (next.file != first.file || next.offset > end + kMergeGap) break;
+            end = std::max(end, next.offset + next.bytes);
+        }
+        const storage::AlignedRange r = storage::alignRange(first.offset, size_t(end - first.offset), kAlign);
+        out.reads.push_back({first.file, r.offset, r.bytes, cursor, end});
+        for (size_t k = i; k < j; ++k) out.pieceSlotOffsets[order[k]] = cursor + size_t(pieces[order[k]].offset - r.offset);
+        cursor += alignUp(r.bytes, kAlign);
+        out.readBytes += r.bytes;
+        i = j;
+    }
+    out.slotBytes = cursor;
+    return out;
+}
 
 std::vector<uint64_t> WeightStreamer::residentExtraAllocations(const LlamaModel& model)
 {
@@ -132,26 +165,13 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
     for (size_t u = 0; u < builders.size(); ++u) {
         Unit& unit = im.units[u];
         auto& ssd = builders[u].ssd;
-        std::sort(ssd.begin(), ssd.end(), [](const auto& a, const auto& b) {
-            return std::pair(a.first.file, a.first.fileOffset) < std::pair(b.first.file, b.first.fileOffset);
-        });
-        size_t cursor = 0;
-        for (size_t i = 0; i < ssd.size();) {
-            const uint32_t fileIndex = ssd[i].first.file;
-            uint64_t begin = ssd[i].first.fileOffset;
-            uint64_t end = begin + matrixBytes(ssd[i].first.view);
-            size_t j = i + 1;
-            while (j < ssd.size() && ssd[j].first.file == fileIndex && ssd[j].first.fileOffset <= end + kMergeGap) {
-                end = std::max(end, ssd[j].first.fileOffset + matrixBytes(ssd[j].first.view));
-                ++j;
-            }
-            const storage::AlignedRange r = storage::alignRange(begin, size_t(end - begin), kAlign);
-            unit.ranges.push_back({fileIndex, r.offset, r.bytes, cursor, end});
-            for (size_t k = i; k < j; ++k)
-                unit.patches.push_back({ssd[k].second.member, cursor + size_t(ssd[k].first.fileOffset - r.offset)});
-            cursor += alignUp(r.bytes, kAlign);
-            i = j;
-        }
+        std::vector<SsdPiece> pieces;
+        pieces.reserve(ssd.size());
+        for (const auto& e : ssd) pieces.push_back({e.first.file, e.first.fileOffset, matrixBytes(e.first.view)});
+        const SsdLayout layout = layOutSsdReads(pieces);
+        unit.ranges = layout.reads;
+        for (size_t k = 0; k < ssd.size(); ++k) unit.patches.push_back({ssd[k].second.member, layout.pieceSlotOffsets[k]});
+        size_t cursor = layout.slotBytes;
         maxStaging = std::max<uint64_t>(maxStaging, cursor);
         maxRanges = std::max(maxRanges, unit.ranges.size());
         for (auto& e : builders[u].host) {

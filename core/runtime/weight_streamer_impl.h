@@ -22,7 +22,6 @@ namespace spillway {
 namespace streamer_detail {
 
 constexpr size_t kAlign = 4096;             // direct I/O granularity and slot alignment
-constexpr uint64_t kMergeGap = 256 << 10;   // SSD tensors closer than this are read as one range
 
 inline size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 constexpr size_t kVectorAlign = 16;          // floats: the resident vectors start 64 bytes apart
@@ -48,7 +47,7 @@ using namespace streamer_detail;
 struct Unit {
     LlamaLayerWeights layer;    // resident views filled in; streamed ones patched per slot
     gpu::MatrixView head;
-    struct Range { uint32_t file; uint64_t fileOffset; size_t bytes; size_t slotOffset; uint64_t needEnd; };  // one direct read
+    using Range = SsdRead;  // one direct read
     struct HostCopy { const void* host; size_t bytes; size_t slotOffset; size_t allBytes; };  // one upload
     struct Patch { LayerMember member; size_t slotOffset; };                  // member == nullptr: head
     struct Split { LayerMember member; int64_t deviceRows; size_t hostCopy; };  // index into hostCopies

@@ -155,3 +155,85 @@ TEST(Planner, EveryMoveIsRecordedWithAPositiveGain)
     std::sort(steps.begin(), steps.end());
     for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i], int(i) + 1);
 }
+
+// A given placement (the CLI's --tier, the bench's baselines) is held to the budgets like a
+// planned one: its prefetch depth is lowered until it fits (with a note), and when one slot does
+// not fit it is refused before anything is allocated. Every layer's ffn_gate and ffn_down stay on
+// the device, so each layer's SSD read runs through them to reach ffn_up (the streamer reads a
+// small gap rather than issuing another request): the plan must count those 86 KiB, or the
+// runtime overruns it.
+TEST(Planner, GivenPlacementsFitTheirBudgetsOrAreRefused)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model);
+    const uint64_t working = LlamaSession::workingBytes((*model)->config(), 64, 4);
+    plan::Placement given = plan::uniformPlacement(**model, plan::Tier::Ssd);
+    for (auto& t : given.tensors)
+        if (t.name.ends_with(".ffn_gate.weight") || t.name.ends_with(".ffn_down.weight")) t.tier = plan::Tier::Device;
+    int refused = 0, lowered = 0, ran = 0;
+    for (int depth : {0, 2, 8}) {
+        for (uint64_t extra = 64 << 10; extra <= (uint64_t(2) << 20); extra += 64 << 10) {
+            SCOPED_TRACE(testing::Message() << "depth " << depth << ", budget working + " << extra);
+            given.prefetchDepth = depth;
+            const uint64_t budget = working + extra;
+            auto r = plan::predictPlacement(input(**model, budget, 0, depth), given);
+            if (!r) {
+                EXPECT_EQ(r.error().code, ErrorCode::OutOfDeviceMemory);
+                EXPECT_NE(r.error().message.find("the given placement needs"), std::string::npos) << r.error().message;
+                ++refused;
+                continue;
+            }
+            EXPECT_LE(r->deviceTotal(), budget);
+            EXPECT_LE(r->placement.prefetchDepth, depth);
+            if (r->placement.prefetchDepth < depth) {
+                ++lowered;
+                ASSERT_FALSE(r->notes.empty());
+                EXPECT_NE(r->notes.front().find("prefetch depth lowered"), std::string::npos) << r->notes.front();
+            }
+            auto device = gpu::createCpuDevice(1, budget);
+            SessionOptions o;
+            o.contextLength = 64;
+            o.batch = 4;
+            o.placement = r->placement;
+            auto session = LlamaSession::create(**model, *device, o);
+            ASSERT_TRUE(session) << session.error().message;
+            ASSERT_TRUE((*session)->forward(1, 0));
+            EXPECT_LE(device->memoryStats().peak, r->deviceTotal() + (64u << 10));
+            ++ran;
+        }
+    }
+    EXPECT_GT(refused, 0);
+    EXPECT_GT(lowered, 0);
+    EXPECT_GT(ran, 0);
+}
+
+// The SSD read layout the streamer and the planner share.
+TEST(Planner, SsdReadsMergeSmallGapsAndKeepFarPiecesApart)
+{
+    const uint64_t k = 4096;
+    // Given out of order: piece 0 lies after piece 1; piece 2 is in another file.
+    const std::vector<SsdPiece> pieces = {
+        {0, 10 * k + 100, 5000}, {0, 3 * k + 10, 2 * k}, {1, 0, 100}, {0, (uint64_t(8) << 20), k}};
+    const SsdLayout layout = layOutSsdReads(pieces);
+    ASSERT_EQ(layout.reads.size(), 3u);
+    // Pieces 1 and 0 are 5 pages apart: one read from page 3 to the end of piece 0.
+    EXPECT_EQ(layout.reads[0].file, 0u);
+    EXPECT_EQ(layout.reads[0].fileOffset, 3 * k);
+    EXPECT_EQ(layout.reads[0].needEnd, 10 * k + 100 + 5000);
+    EXPECT_EQ(layout.reads[0].bytes, 9 * k);  // pages 3..11
+    EXPECT_EQ(layout.reads[0].slotOffset, 0u);
+    EXPECT_EQ(layout.pieceSlotOffsets[1], 10u);
+    EXPECT_EQ(layout.pieceSlotOffsets[0], 7 * k + 100);
+    // 8 MiB away: a read of its own, at the next aligned place in the slot.
+    EXPECT_EQ(layout.reads[1].fileOffset, uint64_t(8) << 20);
+    EXPECT_EQ(layout.reads[1].bytes, k);
+    EXPECT_EQ(layout.reads[1].slotOffset, 9 * k);
+    EXPECT_EQ(layout.pieceSlotOffsets[3], 9 * k);
+    // Another file: never merged.
+    EXPECT_EQ(layout.reads[2].file, 1u);
+    EXPECT_EQ(layout.reads[2].bytes, k);
+    EXPECT_EQ(layout.pieceSlotOffsets[2], 10 * k);
+    EXPECT_EQ(layout.slotBytes, 11 * k);
+    EXPECT_EQ(layout.readBytes, 11 * k);
+    EXPECT_TRUE(layOutSsdReads({}).reads.empty());
+}
