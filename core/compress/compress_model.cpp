@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <cmath>
 #include <filesystem>
@@ -40,6 +42,15 @@ bool isLayerMatrix(const std::string& name)
     for (const char* s : kSuffixes)
         if (name.size() > std::string_view(s).size() && name.ends_with(s)) return true;
     return false;
+}
+
+// The streaming unit a tensor belongs to, for the package's order: -1 for what no layer owns
+// (the embedding, the final norm), the layer's index, then the output head last.
+int64_t streamingUnit(const std::string& name)
+{
+    if (name == "output.weight") return std::numeric_limits<int64_t>::max();
+    if (name.rfind("blk.", 0) != 0) return -1;
+    return std::strtoll(name.c_str() + 4, nullptr, 10);
 }
 
 Status checkOptions(const CompressOptions& o)
@@ -208,6 +219,11 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         jobs.push_back(j);
     }
     if (source.tensors().empty()) return makeError(ErrorCode::InvalidArgument, "compress: the model has no tensors");
+    // Written unit by unit (sources such as llama2.c checkpoints group by role instead), so the
+    // matrices a streamed layer needs are one contiguous run of the file: one large read.
+    std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+        return streamingUnit(a.tensor->name) < streamingUnit(b.tensor->name);
+    });
     if (options.bundles) {
         // Bundles repeat the FFN's own bytes: the matrices must reach the package unchanged.
         const LlamaConfig& c = source.config();

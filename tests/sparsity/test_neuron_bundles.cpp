@@ -134,6 +134,31 @@ TEST(NeuronBundles, HoldTheFfnsOwnRowsAndColumns)
     }
 }
 
+// llama2.c checkpoints group the matrices by role (every layer's wq, then every wk...); the
+// package is written layer by layer, so a streamed layer's matrices are one read from the SSD.
+TEST(NeuronBundles, PackageKeepsEachLayersMatricesTogether)
+{
+    auto package = LlamaModel::load(bundledPackage());
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    const int layers = (*package)->config().nLayers;
+    uint64_t previousEnd = 0;
+    for (int l = 0; l < layers; ++l) {
+        std::vector<SsdPiece> pieces;
+        uint64_t begin = UINT64_MAX, end = 0;
+        for (const char* role : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+            const ModelTensor* t = (*package)->tensor("blk." + std::to_string(l) + "." + role + ".weight");
+            ASSERT_NE(t, nullptr) << role;
+            ASSERT_NE(t->file, kInMemoryTensor);
+            pieces.push_back({t->file, t->fileOffset, t->bytes});
+            begin = std::min(begin, t->fileOffset);
+            end = std::max(end, t->fileOffset + t->bytes);
+        }
+        EXPECT_GE(begin, previousEnd) << "layer " << l << " starts inside the previous one";
+        previousEnd = end;
+        EXPECT_EQ(layOutSsdReads(pieces).reads.size(), 1u) << "layer " << l;
+    }
+}
+
 TEST(NeuronBundles, DamagedOrMisplacedBundlesAreRefusedByName)
 {
     const std::string original = bundledPackage() + "/manifest.json";
