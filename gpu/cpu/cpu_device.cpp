@@ -51,14 +51,28 @@ private:
 };
 
 // Per job of one matvec call: what its kernel reads, and where its chunks start.
+// Consecutive jobs on the same matrix (a prompt batch's tokens) form a group whose chunks go
+// block of rows by block of rows, each block for every job of the group in turn: the block is
+// read from memory once and from the cache for the other jobs. Every row is still computed by
+// the same kernel on the same input, so the results are those of one job at a time, bit for bit.
 struct JobPlan {
     MatvecInput input;
     int64_t chunkRows = 0;   // rows per chunk (a multiple of 4)
-    int64_t firstChunk = 0;  // index of its first chunk in the call's chunk sequence
-    int64_t chunks = 0;
+    int64_t firstChunk = 0;  // index of its group's first chunk in the call's chunk sequence
+    int64_t chunks = 0;      // the group's chunks (blocks x jobs), on its first job only
+    size_t groupFirst = 0;   // the group's first job
+    int64_t groupJobs = 1;   // on the group's first job
 };
 
 using cpu::XForm;
+
+constexpr size_t kGroupBlockBytes = size_t{64} << 10;  // rows of a group's block
+
+bool sameMatrix(const MatrixView& a, const MatrixView& b)
+{
+    return a.data == b.data && a.type == b.type && a.rows == b.rows && a.cols == b.cols &&
+           a.rowStride == b.rowStride && a.layout == b.layout;
+}
 
 // Scratch bytes for x in `form` (64-byte aligned parts), 0 where the kernel reads x as it is.
 size_t xFormBytes(XForm form, size_t cols, bool xAligned)
@@ -303,9 +317,30 @@ void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
                 scratch += bytes;
             }
         }
-        plan.chunkRows = chunkRows;
+        const bool joins = i > 0 && sameMatrix(jobs[i - 1].w, j.w) && j.w.rows > 0;
+        if (joins) {
+            JobPlan& first = m_plans[m_plans[i - 1].groupFirst];
+            const int64_t blocks = first.chunks / first.groupJobs;
+            ++first.groupJobs;
+            first.chunks += blocks;
+            chunk += blocks;
+            plan.groupFirst = m_plans[i - 1].groupFirst;
+            plan.firstChunk = first.firstChunk;
+            plan.chunkRows = first.chunkRows;
+            plan.chunks = 0;
+            plan.groupJobs = 1;
+            continue;
+        }
+        // In a group, blocks small enough to stay in the core's cache while every job reads them.
+        const bool grouped = i + 1 < jobs.size() && sameMatrix(jobs[i + 1].w, j.w) && j.w.rows > 0;
+        int64_t rows = chunkRows;
+        if (grouped && j.w.rowStride > 0)
+            rows = std::clamp<int64_t>(int64_t(kGroupBlockBytes / j.w.rowStride) & ~int64_t{3}, 4, chunkRows);
+        plan.chunkRows = rows;
         plan.firstChunk = chunk;
-        plan.chunks = j.w.rows > 0 ? (j.w.rows + chunkRows - 1) / chunkRows : 0;
+        plan.chunks = j.w.rows > 0 ? (j.w.rows + rows - 1) / rows : 0;
+        plan.groupFirst = i;
+        plan.groupJobs = 1;
         chunk += plan.chunks;
     }
     m_totalChunks = chunk;
@@ -357,9 +392,13 @@ void CpuDevice::matvec(std::span<const MatvecJob> jobs)
         const size_t job = size_t(std::upper_bound(plans, plans + jobCount, c,
                                                    [](int64_t v, const JobPlan& p) { return v < p.firstChunk; }) -
                                   plans) - 1;
-        const JobPlan& plan = plans[job];
-        const MatvecJob& j = jobs[job];
-        const int64_t r0 = (c - plan.firstChunk) * plan.chunkRows;
+        const size_t first = plans[job].groupFirst;
+        const JobPlan& group = plans[first];
+        const int64_t local = c - group.firstChunk;
+        const size_t member = first + size_t(local % group.groupJobs);
+        const JobPlan& plan = plans[member];
+        const MatvecJob& j = jobs[member];
+        const int64_t r0 = local / group.groupJobs * plan.chunkRows;
         const int64_t r1 = std::min(r0 + plan.chunkRows, j.w.rows);
         const cpu::MatvecRowsFn rows = j.w.layout == RowLayout::Q8_0ScalesLast
                                            ? m_kernels.matvecQ8_0ScalesLast

@@ -162,6 +162,45 @@ TEST(CpuBackend, MatvecSeveralJobsInOneDispatch)
     }
 }
 
+// A prompt batch: runs of jobs on one matrix with different x's (worked through block of rows by
+// block of rows for the whole run) give each job's own result bit for bit, as one job per call
+// would; a matrix that comes back later in the call, a one-job run and an empty job between
+// runs are fine too.
+TEST(CpuBackend, MatvecRunsOfJobsOnOneMatrixGiveEachJobsOwnBits)
+{
+    std::mt19937_64 rng(8);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        std::vector<TestMatrix> ms;
+        ms.push_back(makeMatrix(DType::Q8_0, 300, 4128, rng));
+        ms.push_back(makeMatrix(DType::F16, 129, 256, rng));
+        ms.push_back(makeMatrix(DType::F32, 0, 96, rng));
+        ms.push_back(makeMatrix(DType::Q4_0, 71, 4128, rng));
+        // Each matrix index repeated: runs of 5, 3, 1 (empty), 4, then the first matrix again.
+        const std::vector<std::pair<size_t, int>> runs = {{0, 5}, {1, 3}, {2, 1}, {3, 4}, {0, 2}};
+        std::vector<std::vector<float>> xs, ys;
+        std::vector<size_t> matrixOf;
+        for (const auto& [m, count] : runs)
+            for (int k = 0; k < count; ++k) {
+                xs.push_back(randomVector(ms[m].cols, rng));
+                ys.emplace_back(ms[m].rows + 1, kPoison);
+                matrixOf.push_back(m);
+            }
+        std::vector<MatvecJob> jobs;
+        for (size_t j = 0; j < xs.size(); ++j) jobs.push_back({ms[matrixOf[j]].view(), xs[j].data(), ys[j].data()});
+        device->matvec(jobs);
+        for (size_t j = 0; j < xs.size(); ++j) {
+            const TestMatrix& m = ms[matrixOf[j]];
+            std::vector<float> alone(m.rows + 1, kPoison);
+            device->matvec(m.view(), xs[j].data(), alone.data());
+            const std::string what = label(*device, m.type, m.rows, m.cols) + " job " + std::to_string(j);
+            EXPECT_EQ(0, std::memcmp(alone.data(), ys[j].data(), size_t(m.rows) * sizeof(float))) << what;
+            EXPECT_TRUE(isPoison(ys[j][m.rows])) << what;
+            checkMatvec(m, xs[j], ys[j].data(), false, what);
+        }
+    }
+}
+
 TEST(CpuBackend, ThreadPoolStress)
 {
     // 10000 tiny dispatches through a 3-thread device: 48 rows = 3 chunks, so all threads work.
