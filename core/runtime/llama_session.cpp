@@ -21,28 +21,33 @@ int resolveContext(const LlamaConfig& c, int contextLength)
 // The session's device buffers, in one list so that workingBytes() and create() agree; f(index,
 // bytes), where 0 bytes means the buffer is not needed (the F32 cache has no scales and is
 // written by the K/V projections directly).
+// One token's xb: the normed input, the attention output projected, or an embedding row.
+uint64_t xbFloats(const LlamaConfig& c) { return uint64_t(std::max({c.dim, c.qDim(), c.embeddingDim()})); }
+
 template <class F>
 void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, F&& f)
 {
     const uint64_t vectors = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.nKvHeads);
     const uint64_t kvBytes = vectors * uint64_t(c.headDim) * gpu::kvElementBytes(kv);
     const uint64_t scaleBytes = kv == gpu::KvType::Q8 ? vectors * sizeof(float) : 0;
-    const uint64_t newBytes = kv == gpu::KvType::F32 ? 0 : uint64_t(c.kvDim()) * sizeof(float);
+    // Per token in flight: a prompt batch goes through each matrix in one dispatch.
+    const uint64_t b = uint64_t(batch) * sizeof(float);
+    const uint64_t newBytes = kv == gpu::KvType::F32 ? 0 : uint64_t(c.kvDim()) * b;
     constexpr uint64_t kFloat = sizeof(float);
-    f(0, uint64_t(batch) * uint64_t(c.dim) * kFloat);        // x
-    f(1, uint64_t(std::max({c.dim, c.qDim(), c.embeddingDim()})) * kFloat);  // xb
-    f(2, uint64_t(c.qDim()) * kFloat);                       // q
-    f(3, uint64_t(c.qDim()) * kFloat);                       // att
+    f(0, uint64_t(c.dim) * b);                               // x
+    f(1, xbFloats(c) * b);                                   // xb
+    f(2, uint64_t(c.qDim()) * b);                            // q
+    f(3, uint64_t(c.qDim()) * b);                            // att
     f(4, uint64_t(c.nHeads) * uint64_t(ctx) * kFloat);       // scores
-    f(5, uint64_t(c.ffnDim) * kFloat);                       // hb
-    f(6, uint64_t(c.ffnDim) * kFloat);                       // hb2
+    f(5, uint64_t(c.ffnDim) * b);                            // hb
+    f(6, uint64_t(c.ffnDim) * b);                            // hb2
     f(7, uint64_t(c.vocabSize) * kFloat);                    // logits
     f(8, kvBytes);                                           // keys
     f(9, kvBytes);                                           // values
     f(10, scaleBytes);                                       // key scales
     f(11, scaleBytes);                                       // value scales
-    f(12, newBytes);                                         // this position's K
-    f(13, newBytes);                                         // this position's V
+    f(12, newBytes);                                         // the new positions' K
+    f(13, newBytes);                                         // the new positions' V
 }
 
 }  // namespace
@@ -403,6 +408,148 @@ void LlamaSession::ffnBlock(const LlamaLayerWeights& L, int layer, float* x)
     d.add(x, xb, c.dim);
 }
 
+// The tokens of a prompt batch through one layer, step by step: each matrix gets every token's
+// job in one dispatch (a device that groups jobs on the same matrix reads it once for all), and
+// attention runs token by token in order. Each token goes through the operations of
+// attentionBlock and ffnBlock in the same order on the same inputs, so its results are theirs,
+// bit for bit. (The neuron cache and HeteGen's split run one token at a time.)
+void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, int n, int pos)
+{
+    const LlamaConfig& c = m_model.config();
+    gpu::Device& d = m_device;
+    const gpu::KvType kvType = m_options.kvType;
+    const size_t dim = size_t(c.dim), qDim = size_t(c.qDim()), kvDim = size_t(c.kvDim());
+    const size_t ffn = size_t(c.ffnDim), xbStride = size_t(xbFloats(c));
+    const size_t layerBytes = size_t(m_ctx) * kvDim * gpu::kvElementBytes(kvType);
+    uint8_t* keys = m_keys.as<uint8_t>() + size_t(layer) * layerBytes;
+    uint8_t* values = m_values.as<uint8_t>() + size_t(layer) * layerBytes;
+    const bool direct = kvType == gpu::KvType::F32;
+    auto xOf = [&](int i) { return x + size_t(i) * dim; };
+    auto xbOf = [&](int i) { return m_xb.as<float>() + size_t(i) * xbStride; };
+    auto qOf = [&](int i) { return m_q.as<float>() + size_t(i) * qDim; };
+    auto attOf = [&](int i) { return m_att.as<float>() + size_t(i) * qDim; };
+    auto hbOf = [&](int i) { return m_hb.as<float>() + size_t(i) * ffn; };
+    auto hb2Of = [&](int i) { return m_hb2.as<float>() + size_t(i) * ffn; };
+    auto kOf = [&](int i) {
+        return direct ? reinterpret_cast<float*>(keys) + size_t(pos + i) * kvDim : m_kNew.as<float>() + size_t(i) * kvDim;
+    };
+    auto vOf = [&](int i) {
+        return direct ? reinterpret_cast<float*>(values) + size_t(pos + i) * kvDim : m_vNew.as<float>() + size_t(i) * kvDim;
+    };
+    std::vector<gpu::MatvecJob>& jobs = m_batchJobs;
+
+    // Attention: the projections' input is norm(x) (pre-norm) or x (post-norm).
+    auto inputOf = [&](int i) -> const float* { return c.postNorm ? xOf(i) : xbOf(i); };
+    if (!c.postNorm)
+        for (int i = 0; i < n; ++i) {
+            norm(xOf(i), L.attnNorm, L.attnNormBias, xbOf(i));
+            shiftedNormRelu(xbOf(i));
+        }
+    jobs.clear();
+    for (int i = 0; i < n; ++i) jobs.push_back({L.wq, inputOf(i), qOf(i)});
+    for (int i = 0; i < n; ++i) jobs.push_back({L.wk, inputOf(i), kOf(i)});
+    for (int i = 0; i < n; ++i) jobs.push_back({L.wv, inputOf(i), vOf(i)});
+    d.matvec(jobs);
+    for (int i = 0; i < n; ++i) {
+        float* q = qOf(i);
+        float* k = kOf(i);
+        float* v = vOf(i);
+        if (L.qBias) d.add(q, L.qBias, c.qDim());
+        if (L.kBias) d.add(k, L.kBias, c.kvDim());
+        if (L.vBias) d.add(v, L.vBias, c.kvDim());
+        if (L.qNorm)
+            for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
+        if (L.kNorm)
+            for (int h = 0; h < c.nKvHeads; ++h) d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
+        if (!c.learnedPositions) {
+            d.rope(q, c.nHeads, c.headDim, pos + i, m_rope);
+            d.rope(k, c.nKvHeads, c.headDim, pos + i, m_rope);
+        }
+        if (c.kvCacheStep > 0.0f) {
+            gpu::PointwiseArgs snap;
+            snap.op = gpu::PointwiseOp::SnapToGrid;
+            snap.n = c.kvDim();
+            snap.step = c.kvCacheStep;
+            snap.x = snap.out = k;
+            d.pointwise(snap);
+            snap.x = snap.out = v;
+            d.pointwise(snap);
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        gpu::AttentionArgs a;
+        a.q = qOf(i);
+        a.kCache = keys;
+        a.vCache = values;
+        a.out = attOf(i);
+        a.scores = m_scores.as<float>();
+        a.nHeads = c.nHeads;
+        a.nKvHeads = c.nKvHeads;
+        a.headDim = c.headDim;
+        a.nPos = pos + i + 1;
+        a.scale = 1.0f / std::sqrt(float(c.headDim));
+        a.kvType = kvType;
+        if (kvType == gpu::KvType::Q8) {
+            const size_t layerVectors = size_t(m_ctx) * size_t(c.nKvHeads);
+            a.kScales = m_keyScales.as<float>() + size_t(layer) * layerVectors;
+            a.vScales = m_valueScales.as<float>() + size_t(layer) * layerVectors;
+        }
+        if (!direct) {
+            a.kNew = kOf(i);
+            a.vNew = vOf(i);
+        }
+        d.attention(a);
+    }
+    jobs.clear();
+    for (int i = 0; i < n; ++i) jobs.push_back({L.wo, attOf(i), xbOf(i)});
+    d.matvec(jobs);
+    for (int i = 0; i < n; ++i) {
+        if (L.oBias) d.add(xbOf(i), L.oBias, c.dim);
+        d.add(xOf(i), xbOf(i), c.dim);
+        if (c.postNorm) norm(xOf(i), L.attnNorm, L.attnNormBias, xOf(i));
+    }
+
+    // FFN.
+    if (!c.postNorm)
+        for (int i = 0; i < n; ++i) {
+            norm(xOf(i), L.ffnNorm, L.ffnNormBias, xbOf(i));
+            shiftedNormRelu(xbOf(i));
+        }
+    jobs.clear();
+    if (c.ffnGated)
+        for (int i = 0; i < n; ++i) jobs.push_back({L.gate, inputOf(i), hbOf(i)});
+    for (int i = 0; i < n; ++i) jobs.push_back({L.up, inputOf(i), c.ffnGated ? hb2Of(i) : hbOf(i)});
+    d.matvec(jobs);
+    for (int i = 0; i < n; ++i) {
+        if (!c.ffnGated) {
+            if (L.upBias) d.add(hbOf(i), L.upBias, c.ffnDim);
+            shiftedRelu(hbOf(i), c.ffnDim, c.ffnReluShift);
+            continue;
+        }
+        if (L.upBias) d.add(hb2Of(i), L.upBias, c.ffnDim);
+        if (c.ffnRelu) {
+            gpu::PointwiseArgs glu;
+            glu.op = gpu::PointwiseOp::ShiftedReluGlu;
+            glu.x = hbOf(i);
+            glu.y = hb2Of(i);
+            glu.out = hbOf(i);
+            glu.n = c.ffnDim;
+            glu.shift = c.ffnReluShift;
+            d.pointwise(glu);
+        } else {
+            d.swiglu(hbOf(i), hb2Of(i), hbOf(i), c.ffnDim);
+        }
+    }
+    jobs.clear();
+    for (int i = 0; i < n; ++i) jobs.push_back({L.down, hbOf(i), xbOf(i)});
+    d.matvec(jobs);
+    for (int i = 0; i < n; ++i) {
+        if (L.downBias) d.add(xbOf(i), L.downBias, c.dim);
+        d.add(xOf(i), xbOf(i), c.dim);
+        if (c.postNorm && !c.ffnGated) norm(xOf(i), L.ffnNorm, L.ffnNormBias, xOf(i));
+    }
+}
+
 void LlamaSession::norm(const float* x, const float* weight, const float* bias, float* out)
 {
     const LlamaConfig& c = m_model.config();
@@ -457,9 +604,13 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
         if (!L) return L.error();
         const uint64_t t0 = trace::nowNs();
         if (deviceClock) m_issuedNs[size_t(l)] = t0;
-        for (int i = 0; i < n; ++i) {
-            attentionBlock(**L, l, x + size_t(i) * dim, pos + i);
-            ffnBlock(**L, l, x + size_t(i) * dim);
+        if (n > 1 && !m_sparse && m_streamer->hostRows().empty()) {
+            layerBatch(**L, l, x, n, pos);
+        } else {
+            for (int i = 0; i < n; ++i) {
+                attentionBlock(**L, l, x + size_t(i) * dim, pos + i);
+                ffnBlock(**L, l, x + size_t(i) * dim);
+            }
         }
         if (deviceClock) d.mark();
         ws.release(l);  // synchronizes when the unit's slot is to be reused

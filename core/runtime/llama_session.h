@@ -158,6 +158,7 @@ private:
     void recordDeviceSpans(const char* layerName, uint32_t pass);
     void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
     void ffnBlock(const LlamaLayerWeights& L, int layer, float* x);
+    void layerBatch(const LlamaLayerWeights& L, int layer, float* x, int n, int pos);
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
@@ -188,19 +189,22 @@ private:
     // Activations (device memory).
     gpu::Buffer m_ropeFactors;  // Llama 3 RoPE scaling: one divisor per rotated pair
     gpu::Buffer m_x;       // (batch, dim) residual streams of the tokens in flight
-    gpu::Buffer m_xb;      // (dim) normed input / attention output projected
+    // Per token in flight (`batch` of each, one after another; a single token uses the first):
+    gpu::Buffer m_xb;      // (max(dim, qDim, embeddingDim)) normed input / attention output projected
     gpu::Buffer m_q;       // (qDim)
     gpu::Buffer m_att;     // (qDim) attention output before wo
-    gpu::Buffer m_scores;  // (nHeads, ctx)
     gpu::Buffer m_hb;      // (ffnDim) gate, then silu(gate) * up
     gpu::Buffer m_hb2;     // (ffnDim) up
+    gpu::Buffer m_kNew;    // F16/Q8 only: (kvDim) the token's K, before the cache converts it
+    gpu::Buffer m_vNew;    // F16/Q8 only: (kvDim)
+    // Shared by all tokens:
+    gpu::Buffer m_scores;  // (nHeads, ctx)
     gpu::Buffer m_logits;  // (vocab)
     gpu::Buffer m_keys;    // (layer, ctx, kvDim) values of the session's KvType
     gpu::Buffer m_values;  // (layer, ctx, kvDim)
     gpu::Buffer m_keyScales;    // Q8 only: (layer, ctx, nKvHeads) floats
     gpu::Buffer m_valueScales;  // Q8 only
-    gpu::Buffer m_kNew;    // F16/Q8 only: (kvDim) this position's K, before the cache converts it
-    gpu::Buffer m_vNew;    // F16/Q8 only: (kvDim)
+    std::vector<gpu::MatvecJob> m_batchJobs;  // layerBatch's, reused
     std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
     // HeteGen splits on a device that cannot compute on host memory: a CPU device for the host
     // rows, and host copies of x and of the host rows' results.

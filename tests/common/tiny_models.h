@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,13 @@ inline std::vector<double> referenceLinear(const std::vector<double>& w, const s
 
 // The logits after each of `tokens`, fed one at a time from position 0 (CPU, 2 threads).
 inline std::vector<std::vector<float>> logitsAtEachPosition(const LlamaModel& model, const std::vector<int>& tokens,
-                                                            int context)
+                                                            int context, gpu::KvType kvType = gpu::KvType::F32)
 {
     auto device = gpu::createCpuDevice(2);
-    auto session = LlamaSession::create(model, *device, context);
+    SessionOptions o;
+    o.contextLength = context;
+    o.kvType = kvType;
+    auto session = LlamaSession::create(model, *device, o);
     EXPECT_TRUE(session.ok()) << (session ? "" : session.error().message);
     std::vector<std::vector<float>> all;
     if (!session) return all;
@@ -63,6 +67,37 @@ inline std::vector<std::vector<float>> logitsAtEachPosition(const LlamaModel& mo
         all.emplace_back(*logits, *logits + vocab);
     }
     return all;
+}
+
+// A prompt run in batches (each matrix gets all of a batch's tokens in one dispatch) gives the
+// logits of the same tokens fed one at a time, bit for bit: `oneAtATime` from
+// logitsAtEachPosition. The first `promptTokens` go in batches of `batch`, the rest one by one
+// (decoding on the cache the batches wrote).
+inline void expectBatchedPromptMatches(const LlamaModel& model, const std::vector<int>& tokens, int context,
+                                       const std::vector<std::vector<float>>& oneAtATime, size_t promptTokens,
+                                       int batch, gpu::KvType kvType = gpu::KvType::F32)
+{
+    ASSERT_EQ(oneAtATime.size(), tokens.size());
+    ASSERT_LE(promptTokens, tokens.size());
+    ASSERT_GT(promptTokens, 0u);
+    auto device = gpu::createCpuDevice(2);
+    SessionOptions o;
+    o.contextLength = context;
+    o.batch = batch;
+    o.kvType = kvType;
+    auto session = LlamaSession::create(model, *device, o);
+    ASSERT_TRUE(session.ok()) << session.error().message;
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + std::ptrdiff_t(promptTokens));
+    auto logits = (*session)->forward(std::span<const int32_t>(prompt), 0);
+    ASSERT_TRUE(logits.ok()) << logits.error().message;
+    const size_t vocab = size_t(model.config().vocabSize);
+    EXPECT_EQ(std::vector<float>(*logits, *logits + vocab), oneAtATime[promptTokens - 1])
+        << "the prompt's last token, batch " << batch;
+    for (size_t p = promptTokens; p < tokens.size(); ++p) {
+        logits = (*session)->forward(tokens[p], int(p));
+        ASSERT_TRUE(logits.ok()) << logits.error().message;
+        EXPECT_EQ(std::vector<float>(*logits, *logits + vocab), oneAtATime[p]) << "position " << p << ", batch " << batch;
+    }
 }
 
 }  // namespace spillway::testing_support

@@ -395,6 +395,9 @@ void checkArchitecture(const Arch& a, uint32_t seed, RopeOrder ggufOrder, bool e
     const auto logits = engineLogits(**model, tokens);
     expectMatchesReference(logits, reference, a.name + " GGUF");
 
+    // A prompt in batches: the same logits, bit for bit.
+    testing_support::expectBatchedPromptMatches(**model, tokens, kCtx, logits, tokens.size() - 3, 4);
+
     // The test has teeth: the other RoPE pairing gives clearly different logits.
     ReferenceOptions wrong = ro;
     wrong.order = ggufOrder == RopeOrder::RotateHalf ? RopeOrder::AdjacentPairs : RopeOrder::RotateHalf;

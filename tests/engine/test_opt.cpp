@@ -244,6 +244,9 @@ void checkAgainstReference(const Opt& m)
         EXPECT_EQ(bestEngine, bestRef) << "position " << p;
     }
 
+    // A prompt in batches: the same logits, bit for bit.
+    testing_support::expectBatchedPromptMatches(**model, tokens, kCtx, logits, 13, 5);
+
     // The same model as a Hugging Face folder: the same logits.
     ConvertOptions o;
     o.target = ConvertTarget::HuggingFace;

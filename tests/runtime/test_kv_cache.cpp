@@ -31,6 +31,7 @@
 #include "core/runtime/sampler.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/made_up_hardware.h"
+#include "../common/tiny_models.h"
 
 using namespace spillway;
 using gpu::KvType;
@@ -267,6 +268,21 @@ TEST(KvAttention, ConvertedCachesMatchDoubleReference)
     EXPECT_GT(worstInput[2], worstInput[1]);  // q8 is coarser than f16: the types really differ
 }
 
+// A prompt in batches writes each token's K and V through its own scratch (f16, q8) or straight
+// into the cache (f32): every type gives the logits of one token at a time, bit for bit.
+TEST(KvSession, PromptBatchesGiveTheLogitsOfOneTokenAtATime)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model) << model.error().message;
+    const std::vector<int> tokens = {1, 403, 407, 261, 378, 66, 400, 259, 280, 288, 301, 270, 500, 14};
+    for (KvType type : kTypes) {
+        SCOPED_TRACE(gpu::kvTypeName(type));
+        const auto oneAtATime = testing_support::logitsAtEachPosition(**model, tokens, 32, type);
+        for (int batch : {2, 5, 32})
+            testing_support::expectBatchedPromptMatches(**model, tokens, 32, oneAtATime, 11, batch, type);
+    }
+}
+
 TEST(KvSession, CacheBytesFollowTheTypeAndTheFormula)
 {
     auto model = LlamaModel::load(kModel);
@@ -289,12 +305,12 @@ TEST(KvSession, CacheBytesFollowTheTypeAndTheFormula)
         EXPECT_EQ((*session)->kvCacheBytes(), perPosition * ctx) << gpu::kvTypeName(type);
         EXPECT_EQ(LlamaSession::kvCacheBytes(c, ctx, type), perPosition * ctx);
         // The device holds exactly the difference (an f16/q8 session adds two kvDim scratch
-        // vectors for this position's K and V before conversion).
+        // vectors per token of a prompt batch, for their K and V before conversion).
         const uint64_t used = device->memoryStats().used;
         if (type == KvType::F32) {
             usedF32 = used;
         } else {
-            const uint64_t scratch = 2 * uint64_t(c.kvDim()) * sizeof(float);
+            const uint64_t scratch = 2 * uint64_t(c.kvDim()) * sizeof(float) * uint64_t((*session)->batch());
             EXPECT_EQ(used + LlamaSession::kvCacheBytes(c, ctx, KvType::F32),
                       usedF32 + perPosition * ctx + scratch)
                 << gpu::kvTypeName(type);
