@@ -10,6 +10,7 @@ namespace spillway::cli {
 struct BenchCommand {
     std::string model;
     int tokens = 32;
+    int promptTokens = 64;  // the prompt measurement (CPU bench): batched against one token per pass
     int threads = 0;
     int repeats = 5;
     std::string json;

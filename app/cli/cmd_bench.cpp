@@ -39,7 +39,7 @@ int runBench(BenchCommand& b)
     auto kvType = kvTypeOf(b.offload);
     if (!kvType) return reportError(kvType.error());
     SessionOptions sessionOptions;
-    sessionOptions.contextLength = b.tokens + 8;
+    sessionOptions.contextLength = std::max(b.tokens + 8, b.promptTokens);
     sessionOptions.kvType = *kvType;
     auto session = LlamaSession::create(**model, **device, sessionOptions);
     if (!session) return reportError(session.error());
@@ -102,6 +102,29 @@ int runBench(BenchCommand& b)
         runs.push_back({b.tokens / runSeconds, median({tokenCeilings.begin() + first, tokenCeilings.end()}),
                         median({tokenRatios.begin() + first, tokenRatios.end()})});
     }
+    // The prompt: the same tokens as one batched forward pass (each matrix read once per batch
+    // of `batch` tokens) and one token per pass (every token reads every weight, as a decode
+    // does), each timed `repeats` times; the medians count. Positions restart at 0: the decode's
+    // cache is overwritten.
+    struct Prompt { double batched = 0, oneAtATime = 0; };
+    Prompt prompt;
+    if (b.promptTokens > 0) {
+        std::vector<int32_t> tokens(size_t(b.promptTokens));
+        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7919 + 3) % size_t(config.vocabSize));
+        std::vector<double> batched, single;
+        for (int r = 0; r < b.repeats; ++r) {
+            auto start = Clock::now();
+            if (auto l = (*session)->forward(std::span<const int32_t>(tokens), 0); !l) return reportError(l.error());
+            batched.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+            start = Clock::now();
+            for (size_t i = 0; i < tokens.size(); ++i)
+                if (auto l = (*session)->forward(tokens[i], int(i)); !l) return reportError(l.error());
+            single.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        }
+        prompt.batched = double(b.promptTokens) / median(batched);
+        prompt.oneAtATime = double(b.promptTokens) / median(single);
+    }
+
     std::sort(tokenRatios.begin(), tokenRatios.end());
     std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.ratio < y.ratio; });
     auto tokenRatioAt = [&](double q) { return tokenRatios[size_t(q * double(tokenRatios.size() - 1) + 0.5)]; };
@@ -138,6 +161,14 @@ int runBench(BenchCommand& b)
     std::printf("%-34s", "achieved / bound, every run");
     for (const Run& r : runs) std::printf(" %.1f%%", 100.0 * r.ratio);
     std::printf("\n");
+    if (b.promptTokens > 0) {
+        std::printf("%-34s %d tokens, batches of %d, %d runs (medians)\n", "prompt", b.promptTokens,
+                    (*session)->batch(), b.repeats);
+        std::printf("%-34s %.2f tokens/s batched, %.2f one token per pass (head included): %.2fx\n", "prompt tokens/s",
+                    prompt.batched, prompt.oneAtATime, prompt.batched / prompt.oneAtATime);
+        std::printf("%-34s %.2fx (a batch reads each weight once for all its tokens)\n",
+                    "prompt batched / bandwidth bound", prompt.batched / boundTokensPerSecond);
+    }
 
     if (!b.json.empty()) {
         nlohmann::json j = {
@@ -160,6 +191,13 @@ int runBench(BenchCommand& b)
             {"ceiling_reads", ceilingSource},
             {"ceiling_read_bytes", probe->bytes()},
             {"runs", everyRun},
+            {"prompt_tokens", b.promptTokens},
+            {"prompt_batch", (*session)->batch()},
+            {"prompt_tokens_per_s", b.promptTokens > 0 ? nlohmann::json(prompt.batched) : nlohmann::json(nullptr)},
+            {"prompt_tokens_per_s_one_at_a_time",
+             b.promptTokens > 0 ? nlohmann::json(prompt.oneAtATime) : nlohmann::json(nullptr)},
+            {"prompt_batched_over_bandwidth_bound",
+             b.promptTokens > 0 ? nlohmann::json(prompt.batched / boundTokensPerSecond) : nlohmann::json(nullptr)},
             {"method", "each token framed by two timed reads (ceiling_reads); ceiling = the higher; "
                        "ratio = median token; a run's ratio = median of its tokens"},
         };
@@ -176,9 +214,12 @@ void addBenchCommand(CLI::App& app, int& exitCode)
 {
     auto b = std::make_shared<BenchCommand>();
     b->model = demoModelPath();
-    auto* cmd = app.add_subcommand("bench", "Measure decode speed against the memory-bandwidth bound");
+    auto* cmd = app.add_subcommand("bench", "Measure decode and prompt speed against the memory-bandwidth bound");
     cmd->add_option("-m,--model", b->model, "GGUF model file or model package folder")->check(CLI::ExistingPath);
     cmd->add_option("-n,--tokens", b->tokens, "Tokens to decode per run")->check(CLI::Range(1, 4096));
+    cmd->add_option("--prompt-tokens", b->promptTokens,
+                    "Prompt tokens timed as one batched pass and one token per pass (CPU; 0 = none)")
+        ->check(CLI::Range(0, 4096));
     cmd->add_option("-r,--repeats", b->repeats, "Runs (every token is timed; the median token counts)")->check(CLI::Range(1, 100));
     cmd->add_option("-t,--threads", b->threads, "CPU threads (default: one per core)");
     cmd->add_option("--bandwidth-mib", b->bandwidthMiB,
