@@ -15,20 +15,24 @@ namespace spillway::compress {
 namespace {
 
 // Passes every call on; a matvec whose weight is watched shows its input to the watcher first.
-// The device computes on host memory, so x is readable once earlier ops have finished.
+// The device computes on host memory, so x is readable once earlier ops have finished. Every
+// token of a forward pass goes through each matrix once, in order (a prompt batch's jobs on one
+// matrix come in token order), so the k-th input a matrix shows after startTokens(p, first) is
+// position first + k's.
 class WatchingDevice final : public gpu::ForwardingDevice {
 public:
     WatchingDevice(gpu::Device& inner, std::span<const NamedMatrix> watched,
                    const CalibrationWatcher& watcher)
-        : ForwardingDevice(inner), m_watcher(watcher), m_seen(watched.size(), 0)
+        : ForwardingDevice(inner), m_watcher(watcher), m_seen(watched.size(), 0), m_since(watched.size(), 0)
     {
         for (size_t i = 0; i < watched.size(); ++i) m_index.emplace(watched[i].view.data, i);
     }
     const std::vector<int64_t>& seen() const { return m_seen; }
-    void setToken(int prompt, int position)
+    void startTokens(int prompt, int firstPosition)
     {
         m_prompt = prompt;
-        m_position = position;
+        m_first = firstPosition;
+        std::fill(m_since.begin(), m_since.end(), 0);
     }
 
     using Device::matvec;
@@ -40,7 +44,7 @@ public:
             if (it == m_index.end()) continue;
             if (!synced) m_inner.synchronize();  // x was written by earlier ops
             synced = true;
-            m_watcher(it->second, {j.x, size_t(j.w.cols)}, m_prompt, m_position);
+            m_watcher(it->second, {j.x, size_t(j.w.cols)}, m_prompt, m_first + m_since[it->second]++);
             ++m_seen[it->second];
         }
         m_inner.matvec(jobs);
@@ -50,7 +54,8 @@ private:
     const CalibrationWatcher& m_watcher;
     std::unordered_map<const void*, size_t> m_index;  // weight data -> watched index
     std::vector<int64_t> m_seen;
-    int m_prompt = 0, m_position = 0;
+    std::vector<int> m_since;  // inputs shown since startTokens, per watched matrix
+    int m_prompt = 0, m_first = 0;
 };
 
 }  // namespace
@@ -85,34 +90,41 @@ Status runCalibration(const LlamaModel& model, gpu::Device& device,
     WatchingDevice watching(device, watched, watcher);
     SessionOptions options;
     options.contextLength = longest + continueTokens;
-    options.batch = 1;  // the head runs on the last token of a batch only: 1 gives it every token
+    // Each prompt goes through in batches (its logits are the last token's: what the first
+    // sampled token needs), then the sampled tokens one by one. The logits are those of one
+    // token at a time, bit for bit, so the samples are too.
+    options.batch = std::clamp(longest, 1, 32);
     plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
     placement.mapInPlace = true;  // matvec weight pointers are then the model's own views
     placement.prefetchDepth = 0;
     options.placement = placement;
     auto session = LlamaSession::create(model, watching, options);
     if (!session) return session.error();
+    const size_t vocab = size_t(model.config().vocabSize);
     for (size_t p = 0; p < tokenized.size(); ++p) {
         const auto& t = tokenized[p];
+        if (t.empty()) continue;
+        const size_t total = t.size() + size_t(continueTokens);
+        auto tell = [&](size_t done) {
+            return !progress || progress((double(p) + double(done) / double(total)) / double(tokenized.size()));
+        };
         // Each prompt starts again at position 0 (its KV entries overwrite the last prompt's).
         SamplerSettings settings;
         settings.seed = p + 1;
         Sampler sampler(model.config().vocabSize, settings);
-        int32_t token = t.empty() ? -1 : t[0];
-        const size_t total = t.size() + size_t(continueTokens);
-        for (size_t i = 0; i < total && token >= 0; ++i) {
-            watching.setToken(int(p), int(i));
-            auto logits = (*session)->forward(token, int(i));
+        watching.startTokens(int(p), 0);
+        auto logits = (*session)->forward(std::span<const int32_t>(t), 0);
+        if (!logits) return logits.error();
+        for (int32_t token : t) sampler.accept(token);
+        if (!tell(t.size())) return makeError(ErrorCode::Cancelled, "calibration cancelled");
+        for (size_t i = t.size(); i < total; ++i) {
+            const int32_t token = sampler.sample({*logits, vocab});
+            if (token == model.tokenizer().eos()) break;
+            watching.startTokens(int(p), int(i));
+            logits = (*session)->forward(token, int(i));
             if (!logits) return logits.error();
-            if (progress && !progress((double(p) + double(i + 1) / double(total)) / double(tokenized.size())))
-                return makeError(ErrorCode::Cancelled, "calibration cancelled");
+            if (!tell(i + 1)) return makeError(ErrorCode::Cancelled, "calibration cancelled");
             sampler.accept(token);
-            if (i + 1 < t.size()) {
-                token = t[i + 1];
-            } else if (i + 1 < total) {
-                token = sampler.sample({*logits, size_t(model.config().vocabSize)});
-                if (token == model.tokenizer().eos()) token = -1;
-            }
         }
     }
     for (size_t i = 0; i < watched.size(); ++i)
