@@ -3,6 +3,7 @@
 # 32 heads, 4 KV heads, FFN 5632, vocab 32000; random weights) in Q8_0 and F16, decoded at
 # batch 1 with 2 threads, against the bandwidth bound measured on the same machine: every token
 # is compared with a plain read of the same weights timed right after it (spillway-cli bench).
+# Then a 64-token prompt, as one batched pass (batches of 32) and as one token per pass.
 # Usage: tests/bench/decode_cpu.sh [BUILD_DIR] [OUT_DIR]   (writes OUT_DIR/decode-*.json)
 set -euo pipefail
 build=${1:-build}
