@@ -256,89 +256,6 @@ void LlamaSession::matvec(std::span<const gpu::MatvecJob> jobs)
     }
 }
 
-void LlamaSession::attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos)
-{
-    // x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = rmsnorm(x)
-    const LlamaConfig& c = m_model.config();
-    gpu::Device& d = m_device;
-    const gpu::KvType kvType = m_options.kvType;
-    const size_t kvDim = size_t(c.kvDim());
-    const size_t layerValues = size_t(m_ctx) * kvDim;  // cached values per layer (ctx, kvDim)
-    const size_t layerBytes = layerValues * gpu::kvElementBytes(kvType);
-    uint8_t* keys = m_keys.as<uint8_t>() + size_t(layer) * layerBytes;
-    uint8_t* values = m_values.as<uint8_t>() + size_t(layer) * layerBytes;
-    // An F32 cache takes this position's K and V straight from the projections; other types get
-    // them in fp32 scratch, and the attention op converts them into the cache.
-    const bool direct = kvType == gpu::KvType::F32;
-    float* k = direct ? reinterpret_cast<float*>(keys) + size_t(pos) * kvDim : m_kNew.as<float>();
-    float* v = direct ? reinterpret_cast<float*>(values) + size_t(pos) * kvDim : m_vNew.as<float>();
-    float* xb = m_xb.as<float>();
-    float* q = m_q.as<float>();
-    float* att = m_att.as<float>();
-
-    // Pre-norm: the projections read norm(x); post-norm: x itself, normed after the add.
-    const float* in = x;
-    if (!c.postNorm) {
-        norm(x, L.attnNorm, L.attnNormBias, xb);
-        shiftedNormRelu(xb);
-        in = xb;
-    }
-    const gpu::MatvecJob qkv[] = {{L.wq, in, q}, {L.wk, in, k}, {L.wv, in, v}};
-    matvec(qkv);
-    // A neuron cache whose predictors read the attention's input starts this layer's reads now.
-    if (m_sparse)
-        if (Status s = startNeuronFetch(layer, in); !s && m_ffnError) m_ffnError = std::move(s);
-    if (L.qBias) d.add(q, L.qBias, c.qDim());
-    if (L.kBias) d.add(k, L.kBias, c.kvDim());
-    if (L.vBias) d.add(v, L.vBias, c.kvDim());
-    if (L.qNorm)  // Qwen3: each head normalized on its own
-        for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
-    if (L.kNorm)
-        for (int h = 0; h < c.nKvHeads; ++h) d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
-    if (!c.learnedPositions) {
-        d.rope(q, c.nHeads, c.headDim, pos, m_rope);
-        d.rope(k, c.nKvHeads, c.headDim, pos, m_rope);
-    }
-    if (c.kvCacheStep > 0.0f) {
-        // An int8 cache with one fixed scale: the values it could hold, kept as floats.
-        gpu::PointwiseArgs snap;
-        snap.op = gpu::PointwiseOp::SnapToGrid;
-        snap.n = c.kvDim();
-        snap.step = c.kvCacheStep;
-        snap.x = snap.out = k;
-        d.pointwise(snap);
-        snap.x = snap.out = v;
-        d.pointwise(snap);
-    }
-    gpu::AttentionArgs a;
-    a.q = q;
-    a.kCache = keys;
-    a.vCache = values;
-    a.out = att;
-    a.scores = m_scores.as<float>();
-    a.nHeads = c.nHeads;
-    a.nKvHeads = c.nKvHeads;
-    a.headDim = c.headDim;
-    a.nPos = pos + 1;
-    a.scale = 1.0f / std::sqrt(float(c.headDim));
-    a.kvType = kvType;
-    if (kvType == gpu::KvType::Q8) {
-        const size_t layerVectors = size_t(m_ctx) * size_t(c.nKvHeads);
-        a.kScales = m_keyScales.as<float>() + size_t(layer) * layerVectors;
-        a.vScales = m_valueScales.as<float>() + size_t(layer) * layerVectors;
-    }
-    if (!direct) {
-        a.kNew = k;
-        a.vNew = v;
-    }
-    d.attention(a);
-    const gpu::MatvecJob wo[] = {{L.wo, att, xb}};
-    matvec(wo);
-    if (L.oBias) d.add(xb, L.oBias, c.dim);
-    d.add(x, xb, c.dim);
-    if (c.postNorm) norm(x, L.attnNorm, L.attnNormBias, x);
-}
-
 void LlamaSession::shiftedRelu(float* v, int n, float shift)
 {
     gpu::PointwiseArgs relu;
@@ -355,65 +272,14 @@ void LlamaSession::shiftedNormRelu(float* xb)
     if (c.normReluShift >= 0.0f) shiftedRelu(xb, c.dim, c.normReluShift);
 }
 
-void LlamaSession::ffnBlock(const LlamaLayerWeights& L, int layer, float* x)
-{
-    // x += down · (silu(gate·n) ⊙ up·n), n = rmsnorm(x)
-    const LlamaConfig& c = m_model.config();
-    gpu::Device& d = m_device;
-    float* xb = m_xb.as<float>();
-    float* hb = m_hb.as<float>();
-    float* hb2 = m_hb2.as<float>();
-    const float* in = x;  // as in attentionBlock
-    if (!c.postNorm) {
-        norm(x, L.ffnNorm, L.ffnNormBias, xb);
-        shiftedNormRelu(xb);
-        in = xb;
-    }
-    if (m_sparse) {
-        if (Status s = sparseFfnBlock(L, layer, in, x); !s && m_ffnError) m_ffnError = std::move(s);
-        if (c.postNorm) norm(x, L.ffnNorm, L.ffnNormBias, x);
-        return;
-    }
-    if (!c.ffnGated) {
-        // OPT: down · relu(up·n + b) + b
-        const gpu::MatvecJob up[] = {{L.up, in, hb}};
-        matvec(up);
-        if (L.upBias) d.add(hb, L.upBias, c.ffnDim);
-        shiftedRelu(hb, c.ffnDim, c.ffnReluShift);
-        const gpu::MatvecJob down[] = {{L.down, hb, xb}};
-        matvec(down);
-        if (L.downBias) d.add(xb, L.downBias, c.dim);
-        d.add(x, xb, c.dim);
-        if (c.postNorm) norm(x, L.ffnNorm, L.ffnNormBias, x);
-        return;
-    }
-    const gpu::MatvecJob gateUp[] = {{L.gate, in, hb}, {L.up, in, hb2}};
-    matvec(gateUp);
-    if (L.upBias) d.add(hb2, L.upBias, c.ffnDim);
-    if (c.ffnRelu) {
-        gpu::PointwiseArgs glu;
-        glu.op = gpu::PointwiseOp::ShiftedReluGlu;
-        glu.x = hb;
-        glu.y = hb2;
-        glu.out = hb;
-        glu.n = c.ffnDim;
-        glu.shift = c.ffnReluShift;
-        d.pointwise(glu);
-    } else {
-        d.swiglu(hb, hb2, hb, c.ffnDim);
-    }
-    const gpu::MatvecJob down[] = {{L.down, hb, xb}};
-    matvec(down);
-    if (L.downBias) d.add(xb, L.downBias, c.dim);
-    d.add(x, xb, c.dim);
-}
-
-// The tokens of a prompt batch through one layer, step by step: each matrix gets every token's
+// n tokens (at positions pos...) through one layer, step by step: each matrix gets every token's
 // job in one dispatch (a device that groups jobs on the same matrix reads it once for all), and
-// attention runs token by token in order. Each token goes through the operations of
-// attentionBlock and ffnBlock in the same order on the same inputs, so its results are theirs,
-// bit for bit. (The neuron cache and HeteGen's split run one token at a time.)
-void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, int n, int pos)
+// attention runs token by token in order. A token goes through the same operations in the same
+// order whatever n is, so a prompt batch gives the results of one token at a time, bit for bit.
+// The neuron cache and HeteGen's splits take one token per call (n = 1).
+//   x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = norm(x)    (pre-norm; post-norm
+//   x += down · (act(gate·n) ⊙ up·n), n = norm(x)                      norms after the adds)
+void LlamaSession::layerStep(const LlamaLayerWeights& L, int layer, float* x, int n, int pos)
 {
     const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;
@@ -423,6 +289,8 @@ void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, i
     const size_t layerBytes = size_t(m_ctx) * kvDim * gpu::kvElementBytes(kvType);
     uint8_t* keys = m_keys.as<uint8_t>() + size_t(layer) * layerBytes;
     uint8_t* values = m_values.as<uint8_t>() + size_t(layer) * layerBytes;
+    // An F32 cache takes the tokens' K and V straight from the projections; other types get
+    // them in fp32 scratch, and the attention op converts them into the cache.
     const bool direct = kvType == gpu::KvType::F32;
     auto xOf = [&](int i) { return x + size_t(i) * dim; };
     auto xbOf = [&](int i) { return m_xb.as<float>() + size_t(i) * xbStride; };
@@ -449,7 +317,10 @@ void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, i
     for (int i = 0; i < n; ++i) jobs.push_back({L.wq, inputOf(i), qOf(i)});
     for (int i = 0; i < n; ++i) jobs.push_back({L.wk, inputOf(i), kOf(i)});
     for (int i = 0; i < n; ++i) jobs.push_back({L.wv, inputOf(i), vOf(i)});
-    d.matvec(jobs);
+    matvec(jobs);
+    // A neuron cache whose predictors read the attention's input starts this layer's reads now.
+    if (m_sparse)
+        if (Status s = startNeuronFetch(layer, inputOf(0)); !s && m_ffnError) m_ffnError = std::move(s);
     for (int i = 0; i < n; ++i) {
         float* q = qOf(i);
         float* k = kOf(i);
@@ -457,7 +328,7 @@ void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, i
         if (L.qBias) d.add(q, L.qBias, c.qDim());
         if (L.kBias) d.add(k, L.kBias, c.kvDim());
         if (L.vBias) d.add(v, L.vBias, c.kvDim());
-        if (L.qNorm)
+        if (L.qNorm)  // Qwen3: each head normalized on its own
             for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
         if (L.kNorm)
             for (int h = 0; h < c.nKvHeads; ++h) d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
@@ -466,6 +337,7 @@ void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, i
             d.rope(k, c.nKvHeads, c.headDim, pos + i, m_rope);
         }
         if (c.kvCacheStep > 0.0f) {
+            // An int8 cache with one fixed scale: the values it could hold, kept as floats.
             gpu::PointwiseArgs snap;
             snap.op = gpu::PointwiseOp::SnapToGrid;
             snap.n = c.kvDim();
@@ -502,7 +374,7 @@ void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, i
     }
     jobs.clear();
     for (int i = 0; i < n; ++i) jobs.push_back({L.wo, attOf(i), xbOf(i)});
-    d.matvec(jobs);
+    matvec(jobs);
     for (int i = 0; i < n; ++i) {
         if (L.oBias) d.add(xbOf(i), L.oBias, c.dim);
         d.add(xOf(i), xbOf(i), c.dim);
@@ -515,11 +387,16 @@ void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, i
             norm(xOf(i), L.ffnNorm, L.ffnNormBias, xbOf(i));
             shiftedNormRelu(xbOf(i));
         }
+    if (m_sparse) {
+        if (Status s = sparseFfnBlock(L, layer, inputOf(0), xOf(0)); !s && m_ffnError) m_ffnError = std::move(s);
+        if (c.postNorm) norm(xOf(0), L.ffnNorm, L.ffnNormBias, xOf(0));
+        return;
+    }
     jobs.clear();
     if (c.ffnGated)
         for (int i = 0; i < n; ++i) jobs.push_back({L.gate, inputOf(i), hbOf(i)});
     for (int i = 0; i < n; ++i) jobs.push_back({L.up, inputOf(i), c.ffnGated ? hb2Of(i) : hbOf(i)});
-    d.matvec(jobs);
+    matvec(jobs);
     for (int i = 0; i < n; ++i) {
         if (!c.ffnGated) {
             if (L.upBias) d.add(hbOf(i), L.upBias, c.ffnDim);
@@ -542,7 +419,7 @@ void LlamaSession::layerBatch(const LlamaLayerWeights& L, int layer, float* x, i
     }
     jobs.clear();
     for (int i = 0; i < n; ++i) jobs.push_back({L.down, hbOf(i), xbOf(i)});
-    d.matvec(jobs);
+    matvec(jobs);
     for (int i = 0; i < n; ++i) {
         if (L.downBias) d.add(xbOf(i), L.downBias, c.dim);
         d.add(xOf(i), xbOf(i), c.dim);
@@ -604,13 +481,10 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
         if (!L) return L.error();
         const uint64_t t0 = trace::nowNs();
         if (deviceClock) m_issuedNs[size_t(l)] = t0;
-        if (n > 1 && !m_sparse && m_streamer->hostRows().empty()) {
-            layerBatch(**L, l, x, n, pos);
+        if (!m_sparse && m_streamer->hostRows().empty()) {
+            layerStep(**L, l, x, n, pos);
         } else {
-            for (int i = 0; i < n; ++i) {
-                attentionBlock(**L, l, x + size_t(i) * dim, pos + i);
-                ffnBlock(**L, l, x + size_t(i) * dim);
-            }
+            for (int i = 0; i < n; ++i) layerStep(**L, l, x + size_t(i) * dim, 1, pos + i);
         }
         if (deviceClock) d.mark();
         ws.release(l);  // synchronizes when the unit's slot is to be reused

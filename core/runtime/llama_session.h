@@ -156,9 +156,7 @@ private:
     Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
     // The DeviceCompute spans of the pass just synchronized, from the device's marks.
     void recordDeviceSpans(const char* layerName, uint32_t pass);
-    void attentionBlock(const LlamaLayerWeights& L, int layer, float* x, int pos);
-    void ffnBlock(const LlamaLayerWeights& L, int layer, float* x);
-    void layerBatch(const LlamaLayerWeights& L, int layer, float* x, int n, int pos);
+    void layerStep(const LlamaLayerWeights& L, int layer, float* x, int n, int pos);
     Status sparseFfnBlock(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status sparseFfnOnDevice(const LlamaLayerWeights& L, int layer, const float* in, float* x);
     Status fetchBundles(int layer);
@@ -204,7 +202,7 @@ private:
     gpu::Buffer m_values;  // (layer, ctx, kvDim)
     gpu::Buffer m_keyScales;    // Q8 only: (layer, ctx, nKvHeads) floats
     gpu::Buffer m_valueScales;  // Q8 only
-    std::vector<gpu::MatvecJob> m_batchJobs;  // layerBatch's, reused
+    std::vector<gpu::MatvecJob> m_batchJobs;  // layerStep's, reused
     std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
     // HeteGen splits on a device that cannot compute on host memory: a CPU device for the host
     // rows, and host copies of x and of the host rows' results.
