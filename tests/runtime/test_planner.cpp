@@ -34,6 +34,21 @@ plan::PlannerInput input(const LlamaModel& m, uint64_t vram, uint64_t ram, int p
     return in;
 }
 
+// The session runs the plan on a CPU device of `budget` bytes (context 64, batch 4: the
+// planner's input above), and its peak stays within what the plan counted.
+void expectRunsWithinThePlan(const LlamaModel& model, const plan::PlanResult& r, uint64_t budget)
+{
+    auto device = gpu::createCpuDevice(1, budget);
+    SessionOptions o;
+    o.contextLength = 64;
+    o.batch = 4;
+    o.placement = r.placement;
+    auto session = LlamaSession::create(model, *device, o);
+    ASSERT_TRUE(session) << session.error().message;
+    ASSERT_TRUE((*session)->forward(1, 0));
+    EXPECT_LE(device->memoryStats().peak, r.deviceTotal() + (64u << 10));
+}
+
 }  // namespace
 
 TEST(Planner, BudgetsAreHardLimitsAndMoreBudgetMeansLessSsd)
@@ -52,15 +67,7 @@ TEST(Planner, BudgetsAreHardLimitsAndMoreBudgetMeansLessSsd)
         for (const auto& t : r->placement.tensors) EXPECT_FALSE(t.reason.empty()) << t.name;
 
         // The runtime, given this plan and a device of exactly that budget, fits in it.
-        auto device = gpu::createCpuDevice(1, working + extra);
-        SessionOptions o;
-        o.contextLength = 64;
-        o.batch = 4;
-        o.placement = r->placement;
-        auto session = LlamaSession::create(**model, *device, o);
-        ASSERT_TRUE(session) << session.error().message;
-        ASSERT_TRUE((*session)->forward(1, 0));
-        EXPECT_LE(device->memoryStats().peak, r->deviceTotal() + (64u << 10));
+        expectRunsWithinThePlan(**model, *r, working + extra);
     }
     // With everything resident nothing is read from the SSD.
     auto all = plan::planPlacement(input(**model, uint64_t(1) << 30, uint64_t(1) << 30));
@@ -190,15 +197,7 @@ TEST(Planner, GivenPlacementsFitTheirBudgetsOrAreRefused)
                 ASSERT_FALSE(r->notes.empty());
                 EXPECT_NE(r->notes.front().find("prefetch depth lowered"), std::string::npos) << r->notes.front();
             }
-            auto device = gpu::createCpuDevice(1, budget);
-            SessionOptions o;
-            o.contextLength = 64;
-            o.batch = 4;
-            o.placement = r->placement;
-            auto session = LlamaSession::create(**model, *device, o);
-            ASSERT_TRUE(session) << session.error().message;
-            ASSERT_TRUE((*session)->forward(1, 0));
-            EXPECT_LE(device->memoryStats().peak, r->deviceTotal() + (64u << 10));
+            expectRunsWithinThePlan(**model, *r, budget);
             ++ran;
         }
     }
