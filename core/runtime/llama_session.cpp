@@ -25,7 +25,7 @@ int resolveContext(const LlamaConfig& c, int contextLength)
 uint64_t xbFloats(const LlamaConfig& c) { return uint64_t(std::max({c.dim, c.qDim(), c.embeddingDim()})); }
 
 template <class F>
-void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, F&& f)
+void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, bool everyLogits, F&& f)
 {
     const uint64_t vectors = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.nKvHeads);
     const uint64_t kvBytes = vectors * uint64_t(c.headDim) * gpu::kvElementBytes(kv);
@@ -41,7 +41,7 @@ void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, F&& f
     f(4, uint64_t(c.nHeads) * uint64_t(ctx) * kFloat);       // scores
     f(5, uint64_t(c.ffnDim) * b);                            // hb
     f(6, uint64_t(c.ffnDim) * b);                            // hb2
-    f(7, uint64_t(c.vocabSize) * kFloat);                    // logits
+    f(7, uint64_t(c.vocabSize) * (everyLogits ? b : kFloat)); // logits
     f(8, kvBytes);                                           // keys
     f(9, kvBytes);                                           // values
     f(10, scaleBytes);                                       // key scales
@@ -52,10 +52,11 @@ void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, F&& f
 
 }  // namespace
 
-uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType)
+uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType,
+                                    bool everyLogits)
 {
     uint64_t total = 0;
-    forEachNeed(c, resolveContext(c, contextLength), std::max(1, batch), kvType,
+    forEachNeed(c, resolveContext(c, contextLength), std::max(1, batch), kvType, everyLogits,
                 [&](int, uint64_t bytes) { total += bytes; });
     return total;
 }
@@ -143,7 +144,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
                               &s->m_keys,      &s->m_values,      &s->m_keyScales,
                               &s->m_valueScales, &s->m_kNew,      &s->m_vNew};
     Status failed;
-    forEachNeed(c, ctx, s->m_batch, options.kvType, [&](int i, uint64_t bytes) {
+    forEachNeed(c, ctx, s->m_batch, options.kvType, options.everyLogits, [&](int i, uint64_t bytes) {
         if (!failed || bytes == 0) return;
         auto b = device.allocate(bytes);
         if (!b) {
@@ -172,7 +173,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     if (!streamer) return streamer.error();
     s->m_streamer = std::move(streamer.value());
     if (!device.info().caps.hostPointers) {
-        s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize));
+        s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize) * size_t(options.everyLogits ? s->m_batch : 1));
         if (s->m_streamer->hasSplits()) {
             const size_t widest = size_t(std::max({c.dim, c.qDim(), c.ffnDim, c.vocabSize}));
             // Two cores stay free for the loader's issuer and completer threads: the pool's
@@ -199,6 +200,10 @@ Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int 
     for (int32_t t : tokens)
         if (t < 0 || t >= c.vocabSize)
             return makeError(ErrorCode::InvalidArgument, "token id " + std::to_string(t) + " is out of range");
+    if (m_options.everyLogits && tokens.size() > size_t(m_batch))
+        return makeError(ErrorCode::InvalidArgument, "forward: every token's logits are kept for at most " +
+                                                         std::to_string(m_batch) + " tokens per call, not " +
+                                                         std::to_string(tokens.size()));
     const float* last = nullptr;  // (no error value built up front: decoding allocates nothing)
     for (size_t done = 0; done < tokens.size();) {
         const size_t n = std::min(tokens.size() - done, size_t(m_batch));
@@ -499,15 +504,27 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     auto head = ws.acquireHead();
     if (!head) return head.error();
     const uint64_t t0 = trace::nowNs();
-    float* last = x + size_t(n - 1) * dim;
-    if (ws.outputNorm()) norm(last, ws.outputNorm(), ws.outputNormBias(), last);
-    const float* headIn = last;
-    if (ws.projectOut().data) {
-        d.matvec(ws.projectOut(), last, m_xb.as<float>());
-        headIn = m_xb.as<float>();
+    // The head: on the last token, or on every token (everyLogits: row i of the logits).
+    const int first = m_options.everyLogits ? 0 : n - 1;
+    const size_t vocab = size_t(c.vocabSize);
+    std::vector<gpu::MatvecJob>& headJobs = m_batchJobs;
+    headJobs.clear();
+    for (int i = first; i < n; ++i) {
+        float* xi = x + size_t(i) * dim;
+        if (ws.outputNorm()) norm(xi, ws.outputNorm(), ws.outputNormBias(), xi);
+        const float* headIn = xi;
+        if (ws.projectOut().data) {
+            float* xb = m_xb.as<float>() + size_t(i - first) * size_t(xbFloats(c));
+            d.matvec(ws.projectOut(), xi, xb);
+            headIn = xb;
+        }
+        headJobs.push_back({**head, headIn, m_logits.as<float>() + size_t(i - first) * vocab});
     }
-    const gpu::MatvecJob headJob[] = {{**head, headIn, m_logits.as<float>()}};
-    matvec(headJob);
+    if (m_streamer->hostRows().empty()) {
+        matvec(headJobs);
+    } else {
+        for (const gpu::MatvecJob& job : headJobs) matvec({&job, 1});  // a split head: a token at a time
+    }
     if (deviceClock) {
         m_issuedNs[size_t(c.nLayers)] = t0;
         d.mark();
@@ -522,7 +539,7 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
         rec->record({trace::Lane::DeviceCompute, -1, "head", 0, t0, trace::nowNs(), pass});
     }
     if (m_hostLogits) {
-        d.download(m_hostLogits.get(), m_logits.data(), size_t(c.vocabSize) * sizeof(float));
+        d.download(m_hostLogits.get(), m_logits.data(), size_t(n - first) * vocab * sizeof(float));
         return static_cast<const float*>(m_hostLogits.get());
     }
     return static_cast<const float*>(m_logits.as<float>());

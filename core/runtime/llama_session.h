@@ -92,6 +92,10 @@ struct NeuronCacheReport {
 struct SessionOptions {
     int contextLength = 0;  // <= 0: the model's trained context, capped at 4096 tokens
     int batch = 32;         // prompt tokens processed per pass over the weights
+    // forward() returns the logits of every token it ran, (n, vocab) with row i for tokens[i],
+    // instead of the last token's only; it then takes at most `batch` tokens per call. For
+    // perplexity and other per-position measures: the head runs on every token.
+    bool everyLogits = false;
     // Where the weights live. Unset: everything on the device (used in place from the mapped
     // file on the CPU device).
     std::optional<plan::Placement> placement;
@@ -122,7 +126,7 @@ public:
 
     // Device bytes a session of this shape allocates besides the weights (KV cache, activations).
     static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch,
-                                 gpu::KvType kvType = gpu::KvType::F32);
+                                 gpu::KvType kvType = gpu::KvType::F32, bool everyLogits = false);
     // The weight tensors the neuron cache serves in place of the streamer (none when it is off),
     // and the device bytes its slots take: what a planner leaves out and sets aside.
     static std::vector<std::string> neuronCacheTensors(const LlamaModel& model, const NeuronCacheOptions& o);
@@ -197,7 +201,7 @@ private:
     gpu::Buffer m_vNew;    // F16/Q8 only: (kvDim)
     // Shared by all tokens:
     gpu::Buffer m_scores;  // (nHeads, ctx)
-    gpu::Buffer m_logits;  // (vocab)
+    gpu::Buffer m_logits;  // (vocab), or (batch, vocab) with everyLogits
     gpu::Buffer m_keys;    // (layer, ctx, kvDim) values of the session's KvType
     gpu::Buffer m_values;  // (layer, ctx, kvDim)
     gpu::Buffer m_keyScales;    // Q8 only: (layer, ctx, nKvHeads) floats

@@ -283,6 +283,38 @@ TEST(KvSession, PromptBatchesGiveTheLogitsOfOneTokenAtATime)
     }
 }
 
+// everyLogits: row i of a batch's logits is token i's, bit for bit; more than a batch per call
+// is refused (the rows would not fit).
+TEST(KvSession, EveryTokensLogitsInABatch)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model) << model.error().message;
+    const std::vector<int> tokens = {1, 403, 407, 261, 378, 66, 400, 259, 280, 288, 301};
+    const auto oneAtATime = testing_support::logitsAtEachPosition(**model, tokens, 32);
+    auto device = gpu::createCpuDevice(2);
+    SessionOptions o;
+    o.contextLength = 32;
+    o.batch = 4;
+    o.everyLogits = true;
+    auto session = LlamaSession::create(**model, *device, o);
+    ASSERT_TRUE(session) << session.error().message;
+    const size_t vocab = size_t((*model)->config().vocabSize);
+    const std::vector<int32_t> t(tokens.begin(), tokens.end());
+    for (size_t pos = 0; pos < t.size(); pos += 4) {
+        const size_t n = std::min<size_t>(4, t.size() - pos);
+        auto logits = (*session)->forward(std::span<const int32_t>(t.data() + pos, n), int(pos));
+        ASSERT_TRUE(logits) << logits.error().message;
+        for (size_t i = 0; i < n; ++i)
+            EXPECT_EQ(std::vector<float>(*logits + i * vocab, *logits + (i + 1) * vocab), oneAtATime[pos + i])
+                << "position " << pos + i;
+    }
+    auto tooMany = (*session)->forward(std::span<const int32_t>(t.data(), 5), 0);
+    ASSERT_FALSE(tooMany);
+    EXPECT_EQ(tooMany.error().code, ErrorCode::InvalidArgument);
+    EXPECT_GT(LlamaSession::workingBytes((*model)->config(), 32, 4, KvType::F32, true),
+              LlamaSession::workingBytes((*model)->config(), 32, 4));
+}
+
 TEST(KvSession, CacheBytesFollowTheTypeAndTheFormula)
 {
     auto model = LlamaModel::load(kModel);
