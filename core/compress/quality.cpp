@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -111,10 +112,11 @@ Error nonFinite(const LlamaModel& model, const char* where)
 
 Error cancelled() { return makeError(ErrorCode::Cancelled, "quality check cancelled"); }
 
-// Runs `model` over every prompt and the text, one token at a time on one session (each prompt
-// restarts at position 0, overwriting the cache it reads). atPrompt(index, logits) is called
-// for the logits after every prompt token, index counting prompt positions across prompts;
-// *nll gets the summed negative log-likelihood of the text's scored tokens, nats.
+// Runs `model` over every prompt and the text on one session, in batches that keep every
+// token's logits (each prompt restarts at position 0, overwriting the cache it reads; the
+// logits are those of one token at a time, bit for bit). atPrompt(index, logits) is called for
+// the logits after every prompt token, index counting prompt positions across prompts; *nll
+// gets the summed negative log-likelihood of the text's scored tokens, nats.
 template <class AtPrompt>
 Status runModel(const LlamaModel& model, gpu::Device& device, const QualityTokens& tokens,
                 bool inPlace, const NeuronCacheOptions& cache, ProgressCounter& progress, AtPrompt&& atPrompt,
@@ -124,7 +126,8 @@ Status runModel(const LlamaModel& model, gpu::Device& device, const QualityToken
     for (const auto& p : tokens.prompts) longest = std::max(longest, int(p.size()));
     SessionOptions options;
     options.contextLength = longest + 1;
-    options.batch = 1;  // one token per forward: every prefix's logits are needed
+    options.batch = std::clamp(longest, 1, 32);
+    options.everyLogits = true;  // every prefix's logits are needed
     options.neuronCache = cache;
     if (inPlace) {
         plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
@@ -135,25 +138,33 @@ Status runModel(const LlamaModel& model, gpu::Device& device, const QualityToken
     auto session = LlamaSession::create(model, device, options);
     if (!session) return session.error();
 
-    int index = 0;
-    for (const auto& prompt : tokens.prompts) {
-        for (size_t pos = 0; pos < prompt.size(); ++pos) {
-            auto logits = (*session)->forward(prompt[pos], int(pos));
+    const size_t vocab = size_t(model.config().vocabSize);
+    const size_t batch = size_t((*session)->batch());
+    // Runs tokens[0, count) from position 0 a batch at a time; at(pos, logits) for each.
+    auto run = [&](const std::vector<int32_t>& t, size_t count, auto&& at) -> Status {
+        for (size_t pos = 0; pos < count;) {
+            const size_t n = std::min(batch, count - pos);
+            auto logits = (*session)->forward(std::span<const int32_t>(t.data() + pos, n), int(pos));
             if (!logits) return logits.error();
-            SPILLWAY_TRY(atPrompt(index++, *logits));
-            if (!progress.step()) return cancelled();
+            for (size_t i = 0; i < n; ++i) {
+                SPILLWAY_TRY(at(pos + i, *logits + i * vocab));
+                if (!progress.step()) return cancelled();
+            }
+            pos += n;
         }
-    }
+        return {};
+    };
+    int index = 0;
+    for (const auto& prompt : tokens.prompts)
+        SPILLWAY_TRY(run(prompt, prompt.size(), [&](size_t, const float* logits) { return atPrompt(index++, logits); }));
 
-    std::vector<double> logProbs(size_t(model.config().vocabSize));
+    std::vector<double> logProbs(vocab);
     double sum = 0;
-    for (int pos = 0; pos < tokens.scored(); ++pos) {
-        auto logits = (*session)->forward(tokens.text[size_t(pos)], pos);
-        if (!logits) return logits.error();
-        if (!logSoftmax(*logits, logProbs)) return nonFinite(model, "the perplexity text");
-        sum -= logProbs[size_t(tokens.text[size_t(pos) + 1])];
-        if (!progress.step()) return cancelled();
-    }
+    SPILLWAY_TRY(run(tokens.text, size_t(tokens.scored()), [&](size_t pos, const float* logits) -> Status {
+        if (!logSoftmax(logits, logProbs)) return nonFinite(model, "the perplexity text");
+        sum -= logProbs[size_t(tokens.text[pos + 1])];
+        return {};
+    }));
     *nll = sum;
     return {};
 }

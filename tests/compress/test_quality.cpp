@@ -244,6 +244,77 @@ TEST(Quality, OnePositionMatchesAnIndependentComputation)
     EXPECT_NEAR(r->perplexityCandidate, 1.0 / q[next], 1e-9 / q[next]);
 }
 
+// Many positions: the check runs its prompts and text in batches that keep every token's
+// logits; the figures are those of feeding the same tokens one at a time, computed here.
+TEST(Quality, BatchedPositionsMatchOneTokenAtATime)
+{
+    TempDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    const std::string noisy = dir.path() + "/noise10.gguf";
+    ASSERT_TRUE(writeNoisyCopy(kModel, noisy, 0.10, 301));
+    auto model = load(kModel);
+    auto candidate = load(noisy);
+    ASSERT_TRUE(model && candidate);
+    auto device = gpu::createCpuDevice(2);
+    QualityOptions o;
+    o.maxPromptTokens = 40;  // more than one batch of 32
+    o.perplexityTokens = 70;
+    auto r = compareModels(*model, *candidate, *device, o);
+    ASSERT_TRUE(r) << r.error().message;
+
+    const int vocab = model->config().vocabSize;
+    auto oneAtATime = [&](const LlamaModel& m, const std::vector<int32_t>& tokens) {
+        std::vector<std::vector<double>> probabilities;
+        auto session = LlamaSession::create(m, *device, 128);
+        EXPECT_TRUE(session);
+        for (size_t pos = 0; session && pos < tokens.size(); ++pos) {
+            auto logits = (*session)->forward(tokens[pos], int(pos));
+            EXPECT_TRUE(logits);
+            if (!logits) break;
+            probabilities.push_back(softmax(*logits, vocab));
+        }
+        return probabilities;
+    };
+    double klSum = 0, klMax = 0;
+    int positions = 0, agree = 0;
+    for (const char* prompt : compress::qualityPrompts()) {
+        std::vector<int32_t> t = model->tokenizer().encode(prompt, true);
+        t.resize(std::min<size_t>(t.size(), size_t(o.maxPromptTokens)));
+        const auto p = oneAtATime(*model, t), q = oneAtATime(*candidate, t);
+        ASSERT_EQ(p.size(), t.size());
+        ASSERT_EQ(q.size(), t.size());
+        for (size_t i = 0; i < t.size(); ++i) {
+            double kl = 0;
+            for (int v = 0; v < vocab; ++v) kl += p[i][size_t(v)] * std::log(p[i][size_t(v)] / q[i][size_t(v)]);
+            klSum += kl;
+            klMax = std::max(klMax, kl);
+            agree += std::max_element(p[i].begin(), p[i].end()) - p[i].begin() ==
+                     std::max_element(q[i].begin(), q[i].end()) - q[i].begin();
+            ++positions;
+        }
+    }
+    ASSERT_GT(positions, 64);
+    EXPECT_EQ(r->positions, positions);
+    EXPECT_NEAR(r->meanKl, klSum / positions, 1e-9 * klSum / positions);
+    EXPECT_NEAR(r->maxKl, klMax, 1e-9 * klMax);
+    EXPECT_EQ(r->top1Agreement, double(agree) / positions);
+
+    std::vector<int32_t> text = model->tokenizer().encode(compress::perplexityText(), true);
+    ASSERT_GT(text.size(), size_t(o.perplexityTokens));
+    text.resize(size_t(o.perplexityTokens) + 1);
+    const std::vector<int32_t> scored(text.begin(), text.end() - 1);
+    const auto p = oneAtATime(*model, scored), q = oneAtATime(*candidate, scored);
+    double nllP = 0, nllQ = 0;
+    for (size_t i = 0; i < scored.size(); ++i) {
+        nllP -= std::log(p[i][size_t(text[i + 1])]);
+        nllQ -= std::log(q[i][size_t(text[i + 1])]);
+    }
+    const double pplP = std::exp(nllP / double(scored.size())), pplQ = std::exp(nllQ / double(scored.size()));
+    EXPECT_EQ(r->perplexityTokens, o.perplexityTokens);
+    EXPECT_NEAR(r->perplexityReference, pplP, 1e-9 * pplP);
+    EXPECT_NEAR(r->perplexityCandidate, pplQ, 1e-9 * pplQ);
+}
+
 TEST(Quality, VocabularyMismatchIsInvalidArgument)
 {
     TempDir dir;
