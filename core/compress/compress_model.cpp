@@ -259,10 +259,20 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         // with bytes written at 1 GB/s and read back at 2 GB/s: wrong on any given machine, but
         // in about the right ratios, so that an ETA extrapolated from the fraction holds across
         // stages (a fixed split made it 20x short while predictors trained).
+        // Prompts run in batches (each weight read once per batch): about 4x the one-token rate
+        // (Wanda's calibration of TinyLlama-1.1B f16 took 8 s where one token per pass predicts
+        // 37 s). A matrix that is pruned or quantized costs about 60 ns per weight (dequantize,
+        // select, encode, decode, compare: 79 s for TinyLlama-1.1B's 1.0 G layer weights on 2
+        // cores); one that is copied, its bytes at 1 GB/s.
+        constexpr double kBatchedSpeedup = 4.0, kTransformSecondsPerWeight = 60e-9;
         const double modelBytes = double(totalBytes);
         const double prompts = double(builtinCalibrationPrompts().size());
-        const double calib = wanda ? prompts * options.calibrationTokens * modelBytes / kNominalReadBytesPerSecond : 0.0;
-        const double write = modelBytes / 1e9;
+        const double calib =
+            wanda ? prompts * options.calibrationTokens * modelBytes / (kNominalReadBytesPerSecond * kBatchedSpeedup) : 0.0;
+        double write = 0.0;
+        for (const Job& j : jobs)
+            write += j.action == Action::Copy ? double(j.tensor->bytes) / 1e9
+                                              : double(j.view.rows) * double(j.view.cols) * kTransformSecondsPerWeight;
         const double predict = options.predictorRank > 0 ? estimatePredictorWork(source, po).total() : 0.0;
         const double bundle = double(bundleEstimate) / 1e9;
         const double verify = double(estimate) / 2e9;
@@ -273,7 +283,8 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
                 qualityTokens += double(std::min(source.tokenizer().encode(prompt, true).size(), cut));
             qualityTokens = 2.0 * (qualityTokens + options.quality.perplexityTokens);
         }
-        const double quality = qualityTokens * modelBytes / kNominalReadBytesPerSecond;
+        // Batched too, but the candidate (often bitmap sparse) computes slower: about 2x.
+        const double quality = qualityTokens * modelBytes / (kNominalReadBytesPerSecond * 2.0);
         const double total = calib + write + predict + bundle + verify + quality;
         calibShare = calib / total;
         writeShare = write / total;
