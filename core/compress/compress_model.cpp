@@ -7,8 +7,10 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "core/compress/bitmap_sparse.h"
 #include "core/compress/ffn_bundles.h"
@@ -261,10 +263,10 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
         // stages (a fixed split made it 20x short while predictors trained).
         // Prompts run in batches (each weight read once per batch): about 4x the one-token rate
         // (Wanda's calibration of TinyLlama-1.1B f16 took 8 s where one token per pass predicts
-        // 37 s). A matrix that is pruned or quantized costs about 60 ns per weight (dequantize,
-        // select, encode, decode, compare: 79 s for TinyLlama-1.1B's 1.0 G layer weights on 2
+        // 37 s). A matrix that is pruned or quantized costs about 35 ns per weight (dequantize,
+        // select, encode, decode, compare: 36 s for TinyLlama-1.1B's 1.0 G layer weights on 2
         // cores); one that is copied, its bytes at 1 GB/s.
-        constexpr double kBatchedSpeedup = 4.0, kTransformSecondsPerWeight = 60e-9;
+        constexpr double kBatchedSpeedup = 4.0, kTransformSecondsPerWeight = 35e-9;
         const double modelBytes = double(totalBytes);
         const double prompts = double(builtinCalibrationPrompts().size());
         const double calib =
@@ -310,6 +312,8 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
     if (!writer) return writer.error();
 
     int64_t zeros = 0, weights = 0;
+    // Reused from matrix to matrix (fresh multi-MiB buffers cost page faults and zeroing each).
+    std::vector<float> dense, original, row;
     for (const Job& j : jobs) {
         const ModelTensor& t = *j.tensor;
         SPILLWAY_TRY(tell("compressing", calibShare + writeShare * double(report.sourceBytes) / double(totalBytes), t.name));
@@ -323,9 +327,8 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
             SPILLWAY_TRY(writer->addTensor(meta, std::span<const uint8_t>(t.data, t.bytes)));
             if (layer) ++report.denseTensors;
         } else {
-            auto dense = denseRowsF32(j.view);
-            if (!dense) return dense.error();
-            const std::vector<float> original = *dense;
+            SPILLWAY_TRY(denseRowsF32(j.view, dense));
+            original.assign(dense.begin(), dense.end());
             const int64_t rows = j.view.rows, cols = j.view.cols;
             if (pruning) {
                 const auto nit = norms.find(t.name);
@@ -334,41 +337,48 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
                     return makeError(ErrorCode::InvalidArgument, "compress: no calibration statistics for '" + t.name + "'");
                 if (j.action == Action::Bitmap) {
                     if (options.prune.m > 0)
-                        SPILLWAY_TRY(pruneNM(dense->data(), rows, cols, options.prune.n, options.prune.m, columnNorms));
+                        SPILLWAY_TRY(pruneNM(dense.data(), rows, cols, options.prune.n, options.prune.m, columnNorms));
                     else
-                        SPILLWAY_TRY(pruneMagnitude(dense->data(), rows, cols, options.prune.ratio, columnNorms));
+                        SPILLWAY_TRY(pruneMagnitude(dense.data(), rows, cols, options.prune.ratio, columnNorms));
                 }
             }
+            // The encoded matrix against the original, a decoded row at a time (into one reused
+            // row: the whole decoded matrix would be another rows x cols floats).
             std::vector<uint8_t> bytes;
-            std::vector<float> decoded;
+            std::function<void(int64_t, float*)> decodeRowInto;
+            std::optional<BitmapSparseMatrix> encoded;
             if (j.action == Action::Q8_0) {
-                auto q = quantize(dense->data(), rows, cols, 8, 32);  // [fp16 scale][32 x int8] = Q8_0 blocks
+                auto q = quantize(dense.data(), rows, cols, 8, 32);  // [fp16 scale][32 x int8] = Q8_0 blocks
                 if (!q) return q.error();
                 bytes = std::move(q->data);
                 meta.format = packageFormatName(gpu::DType::Q8_0);
-                decoded.resize(original.size());
-                const QuantizedMatrix view{8, 32, rows, cols, bytes};
-                for (int64_t r = 0; r < rows; ++r) dequantizeRow(view, r, decoded.data() + r * cols);
+                decodeRowInto = [&](int64_t r, float* out) { dequantizeRow(QuantizedMatrix{8, 32, rows, cols, bytes}, r, out); };
                 ++report.denseTensors;
             } else {
                 const ValueFormat values = options.quant.bits == 8   ? ValueFormat::Int8
                                            : options.quant.bits == 4 ? ValueFormat::Int4
                                            : t.type == gpu::DType::BF16 ? ValueFormat::BF16
                                                                         : ValueFormat::F16;
-                auto m = encode(dense->data(), rows, cols, values, options.quant.bits ? options.quant.group : 0);
+                auto m = encode(dense.data(), rows, cols, values, options.quant.bits ? options.quant.group : 0);
                 if (!m) return m.error();
-                decoded = decode(*m);
-                bytes = serialize(*m);
+                encoded = std::move(*m);
+                bytes = serialize(*encoded);
                 meta.format = packageFormatName(gpu::DType::BitmapSparse, bytes.data());
+                decodeRowInto = [&](int64_t r, float* out) { decodeRow(*encoded, r, out); };
                 ++report.bitmapTensors;
             }
             double err = 0, ref = 0;
             int64_t z = 0;
-            for (size_t i = 0; i < original.size(); ++i) {
-                const double d = double(original[i]) - double(decoded[i]);
-                err += d * d;
-                ref += double(original[i]) * double(original[i]);
-                z += decoded[i] == 0.0f;
+            row.resize(size_t(cols));
+            for (int64_t r = 0; r < rows; ++r) {
+                decodeRowInto(r, row.data());
+                const float* o = original.data() + size_t(r) * size_t(cols);
+                for (int64_t c = 0; c < cols; ++c) {
+                    const double d = double(o[c]) - double(row[size_t(c)]);
+                    err += d * d;
+                    ref += double(o[c]) * double(o[c]);
+                    z += row[size_t(c)] == 0.0f;
+                }
             }
             zeros += z;
             weights += int64_t(original.size());

@@ -143,13 +143,20 @@ std::vector<NamedMatrix> linearMatrices(const LlamaModel& model)
 
 Result<std::vector<float>> denseRowsF32(const gpu::MatrixView& v)
 {
+    std::vector<float> out;
+    SPILLWAY_TRY(denseRowsF32(v, out));
+    return out;
+}
+
+Status denseRowsF32(const gpu::MatrixView& v, std::vector<float>& out)
+{
     if (v.type == gpu::DType::BitmapSparse && v.data) {
         const gpu::BitmapSparseView b = gpu::viewBitmapBlob(v.data);
         if (b.rows != v.rows || b.cols != v.cols)
             return makeError(ErrorCode::InvalidArgument, "denseRowsF32: bitmap sparse blob shape differs from its view");
-        std::vector<float> out(size_t(v.rows) * size_t(v.cols));
+        out.resize(size_t(v.rows) * size_t(v.cols));
         for (int64_t r = 0; r < v.rows; ++r) gpu::decodeBitmapSparseRow(b, r, out.data() + size_t(r) * size_t(v.cols));
-        return out;
+        return {};
     }
     const auto& traits = gpu::dtypeTraits(v.type);
     if (!v.data || v.rows < 0 || v.cols < 0 || v.cols % traits.blockSize != 0 ||
@@ -157,7 +164,7 @@ Result<std::vector<float>> denseRowsF32(const gpu::MatrixView& v)
         return makeError(ErrorCode::InvalidArgument,
                          std::string("denseRowsF32: bad ") + traits.name + " matrix view " +
                              std::to_string(v.rows) + " x " + std::to_string(v.cols));
-    std::vector<float> out(size_t(v.rows) * size_t(v.cols));
+    out.resize(size_t(v.rows) * size_t(v.cols));
     const int64_t blocks = v.cols / traits.blockSize;
     for (int64_t r = 0; r < v.rows; ++r) {
         const uint8_t* row = static_cast<const uint8_t*>(v.data) + size_t(r) * v.rowStride;
@@ -199,7 +206,7 @@ Result<std::vector<float>> denseRowsF32(const gpu::MatrixView& v)
         case gpu::DType::BitmapSparse: break;  // handled above
         }
     }
-    return out;
+    return {};
 }
 
 }  // namespace spillway::compress

@@ -84,5 +84,7 @@ Result<ActivationNorms> collectActivationNorms(const LlamaModel& model, gpu::Dev
 // (the layouts of gpu/dtype.h); exact for every type (each stored value is an fp32 value).
 // InvalidArgument for a null view or a cols that is not a multiple of the type's block size.
 Result<std::vector<float>> denseRowsF32(const gpu::MatrixView& view);
+// The same into `out` (resized; its memory reused when it is large enough).
+Status denseRowsF32(const gpu::MatrixView& view, std::vector<float>& out);
 
 }  // namespace spillway::compress
