@@ -311,13 +311,18 @@ void LlamaSession::layerStep(const LlamaLayerWeights& L, int layer, float* x, in
     };
     std::vector<gpu::MatvecJob>& jobs = m_batchJobs;
 
-    // Attention: the projections' input is norm(x) (pre-norm) or x (post-norm).
+    // A block's input is norm(x) in xb (pre-norm) or x itself (post-norm: normed after the add).
     auto inputOf = [&](int i) -> const float* { return c.postNorm ? xOf(i) : xbOf(i); };
-    if (!c.postNorm)
+    auto normInputs = [&](const float* weight, const float* bias) {
+        if (c.postNorm) return;
         for (int i = 0; i < n; ++i) {
-            norm(xOf(i), L.attnNorm, L.attnNormBias, xbOf(i));
+            norm(xOf(i), weight, bias, xbOf(i));
             shiftedNormRelu(xbOf(i));
         }
+    };
+
+    // Attention.
+    normInputs(L.attnNorm, L.attnNormBias);
     jobs.clear();
     for (int i = 0; i < n; ++i) jobs.push_back({L.wq, inputOf(i), qOf(i)});
     for (int i = 0; i < n; ++i) jobs.push_back({L.wk, inputOf(i), kOf(i)});
@@ -387,11 +392,7 @@ void LlamaSession::layerStep(const LlamaLayerWeights& L, int layer, float* x, in
     }
 
     // FFN.
-    if (!c.postNorm)
-        for (int i = 0; i < n; ++i) {
-            norm(xOf(i), L.ffnNorm, L.ffnNormBias, xbOf(i));
-            shiftedNormRelu(xbOf(i));
-        }
+    normInputs(L.ffnNorm, L.ffnNormBias);
     if (m_sparse) {
         if (Status s = sparseFfnBlock(L, layer, inputOf(0), xOf(0)); !s && m_ffnError) m_ffnError = std::move(s);
         if (c.postNorm) norm(xOf(0), L.ffnNorm, L.ffnNormBias, xOf(0));
