@@ -257,20 +257,17 @@ Result<CompressReport> compressModel(const LlamaModel& source, const std::string
     po.maxTokensPerPrompt = options.calibrationTokens;
     {
         // The shares follow each stage's rough seconds, counted as estimatePredictorWork counts
-        // (weights read once per token run at a nominal 30 GB/s, matrix products at 50 GFLOP/s),
-        // with bytes written at 1 GB/s and read back at 2 GB/s: wrong on any given machine, but
-        // in about the right ratios, so that an ETA extrapolated from the fraction holds across
-        // stages (a fixed split made it 20x short while predictors trained).
-        // Prompts run in batches (each weight read once per batch): about 4x the one-token rate
-        // (Wanda's calibration of TinyLlama-1.1B f16 took 8 s where one token per pass predicts
-        // 37 s). A matrix that is pruned or quantized costs about 35 ns per weight (dequantize,
-        // select, encode, decode, compare: 36 s for TinyLlama-1.1B's 1.0 G layer weights on 2
-        // cores); one that is copied, its bytes at 1 GB/s.
-        constexpr double kBatchedSpeedup = 4.0, kTransformSecondsPerWeight = 35e-9;
+        // (prompt tokens in batches, matrix products at 50 GFLOP/s), with bytes written at 1 GB/s
+        // and read back at 2 GB/s: wrong on any given machine, but in about the right ratios, so
+        // that an ETA extrapolated from the fraction holds across stages (a fixed split made it
+        // 20x short while predictors trained). A matrix that is pruned or quantized costs about
+        // 35 ns per weight (dequantize, select, encode, decode, compare: 36 s for
+        // TinyLlama-1.1B's 1.0 G layer weights on 2 cores); one that is copied, its bytes at 1 GB/s.
+        constexpr double kTransformSecondsPerWeight = 35e-9;
         const double modelBytes = double(totalBytes);
         const double prompts = double(builtinCalibrationPrompts().size());
         const double calib =
-            wanda ? prompts * options.calibrationTokens * modelBytes / (kNominalReadBytesPerSecond * kBatchedSpeedup) : 0.0;
+            wanda ? prompts * options.calibrationTokens * modelBytes / (kNominalReadBytesPerSecond * kNominalBatchedSpeedup) : 0.0;
         double write = 0.0;
         for (const Job& j : jobs)
             write += j.action == Action::Copy ? double(j.tensor->bytes) / 1e9

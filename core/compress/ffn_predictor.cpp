@@ -354,10 +354,13 @@ PredictorWork estimatePredictorWork(const LlamaModel& model, const PredictorOpti
     const LlamaConfig& c = model.config();
     const std::vector<std::string> prompts =
         options.prompts.empty() ? builtinCalibrationPrompts() : options.prompts;
-    double tokens = 0.0;
+    double promptTokens = 0.0, sampledTokens = 0.0;
     const size_t cut = size_t(std::max(options.maxTokensPerPrompt, 0));
-    for (const std::string& p : prompts)
-        tokens += double(std::min(model.tokenizer().encode(p, true).size(), cut) + size_t(std::max(options.continueTokens, 0)));
+    for (const std::string& p : prompts) {
+        promptTokens += double(std::min(model.tokenizer().encode(p, true).size(), cut));
+        sampledTokens += double(std::max(options.continueTokens, 0));
+    }
+    const double tokens = promptTokens + sampledTokens;
     double weightBytes = 0.0;
     for (const ModelTensor& t : model.tensors()) weightBytes += double(t.bytes);
     const double n = c.ffnDim, d = c.dim, r = std::min(options.rank, c.dim);
@@ -366,7 +369,7 @@ PredictorWork estimatePredictorWork(const LlamaModel& model, const PredictorOpti
     const double perLayer = 2.0 * n * d * r * (2.0 * options.iterations + 1.0) + 2.0 * tokens * d * r +
                             double(options.fitIterations) * 4.0 * 0.75 * tokens * n * (r + 1.0);
     PredictorWork w;
-    w.calibrationSeconds = tokens * weightBytes / kNominalReadBytesPerSecond;
+    w.calibrationSeconds = (promptTokens / kNominalBatchedSpeedup + sampledTokens) * weightBytes / kNominalReadBytesPerSecond;
     w.fitSeconds = double(c.nLayers) * perLayer / kNominalFlopsPerSecond;
     return w;
 }

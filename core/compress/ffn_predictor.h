@@ -120,15 +120,18 @@ bool hasFfnPredictors(const LlamaModel& model);
 bool hasNeuronActivity(const LlamaModel& model);
 
 // Rough seconds training takes, for progress fractions whose ETA holds across stages: the
-// calibration run reads every weight once per token (at a nominal 30 GB/s), the fit is matrix
-// products (at a nominal 50 GFLOP/s). The absolute figures are off on any given machine; the
-// ratio between the two, and with other stages counted the same way, is what they are for.
+// calibration run reads every weight once per sampled token (at a nominal 30 GB/s) and once per
+// batch of prompt tokens (about 4x that rate per token: Wanda's calibration of TinyLlama-1.1B
+// took 8 s where one token per pass predicts 37 s), the fit is matrix products (at a nominal
+// 50 GFLOP/s). The absolute figures are off on any given machine; the ratio between the two,
+// and with other stages counted the same way, is what they are for.
 struct PredictorWork {
     double calibrationSeconds = 0.0, fitSeconds = 0.0;
     double total() const { return calibrationSeconds + fitSeconds; }
 };
 inline constexpr double kNominalReadBytesPerSecond = 30e9;  // about a 2-core desktop's, as the fit's below
 inline constexpr double kNominalFlopsPerSecond = 50e9;
+inline constexpr double kNominalBatchedSpeedup = 4.0;  // prompt tokens in batches, per token
 PredictorWork estimatePredictorWork(const LlamaModel& model, const PredictorOptions& options);
 
 // One predictor per layer. UnsupportedModel for FFNs without exact zeros (SwiGLU: no ReLU);
