@@ -192,6 +192,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn, 
     // A folder's descriptor stands for the folder (a package's manifest, a Hugging Face config).
     if (fs::path(path).filename() == "manifest.json" || fs::path(path).filename() == "config.json")
         path = fs::path(path).parent_path().string();
+    // Nothing there: say so, before any rule about what kind of file it would have been.
+    if (!fs::exists(pathIn, ec))
+        return makeError(ErrorCode::Io, pathIn + ": no such file or folder");
     if (fs::path(path).extension() == ".safetensors" && !hf::looksLikeModelFolder(path))
         return makeError(ErrorCode::UnsupportedModel,
                          path + ": a safetensors file without the config.json of its model folder beside it (the "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Neuron-cache benchmark (issue 9): the activation-sparse FFN against dense offloading at the
 # same device budget, on
-#   1. the real relu-stories-2M (../shared/models), packaged with row-column bundles and rank-32
+#   1. the real relu-stories-2M (tests/data/models), packaged with row-column bundles and rank-32
 #      predictors, bundles from RAM, exact and predicted modes;
 #   2. a synthetic OPT-6.7B-shaped ReLU model (real shapes, 8 of its 32 layers, RANDOM weights)
 #      whose per-layer FFN density follows the one measured on relu-stories-2M, packaged with
@@ -16,12 +16,12 @@ build=${1:-build}
 out=${2:-$build/bench}
 cli=$build/bin/spillway-cli
 models=${SPILLWAY_BENCH_MODELS:-$build/bench-models}
-shared=${SPILLWAY_SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
+data=$(cd "$(dirname "$0")/../data" && pwd)
 mkdir -p "$out" "$models"
 
 relu=$models/relu-stories-2M-bundles
 if [[ ! -d $relu ]]; then
-  "$cli" compress -m "$shared/models/relu-stories-2M/model_qint80.bin" --arch relu-llama \
+  "$cli" compress -m "$data/models/relu-stories-2M/model_qint80.bin" --arch relu-llama \
     --prune none --quant none --bundles --predictors 32 -o "$relu"
 fi
 for mode in exact predicted; do
@@ -29,7 +29,7 @@ for mode in exact predicted; do
     --neuron-mode $mode --bundles-from ram --quality --json "$out/neuron-cache-relu-stories-2M-$mode.json"
 done
 
-"$cli" sparsity -m "$shared/models/relu-stories-2M/model_qint80.bin" --arch relu-llama --continue 64 \
+"$cli" sparsity -m "$data/models/relu-stories-2M/model_qint80.bin" --arch relu-llama --continue 64 \
   --json "$models/relu-stories-2M-sparsity.json" > /dev/null
 opt=$models/opt-6.7b-8layers-f16.gguf
 [[ -f $opt ]] || "$cli" make-synthetic --preset opt-6.7b --type f16 --layers 8 --align 4096 \

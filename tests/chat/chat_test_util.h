@@ -1,6 +1,8 @@
 #pragma once
 // Helpers shared by the chat template tests.
 
+#include <gtest/gtest.h>
+
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -15,9 +17,14 @@ inline std::string chatTestDir()
     return std::string(SPILLWAY_SOURCE_DIR) + "/tests/chat";
 }
 
+// The file's bytes; "" and a test failure when it cannot be opened.
 inline std::string readFile(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        ADD_FAILURE() << "cannot read " << path;
+        return {};
+    }
     std::ostringstream s;
     s << in.rdbuf();
     return s.str();

@@ -46,7 +46,7 @@ TEST(ChatGoldens, RealTemplatesRenderByteForByte)
         options.addGenerationPrompt = c["add_generation_prompt"].get<bool>();
         options.now = now;
         auto extra = jinja::Value::fromJson(c["extra"].dump());
-        ASSERT_TRUE(extra.ok());
+        ASSERT_TRUE(extra.ok()) << extra.error().message;
         options.extraVariables = *extra;
 
         Result<std::string> out = makeError(ErrorCode::Internal, "not rendered");
@@ -58,7 +58,7 @@ TEST(ChatGoldens, RealTemplatesRenderByteForByte)
             out = tmpl->render(messages, options);
         } else {
             auto messages = jinja::Value::fromJson(c["messages"].dump());
-            ASSERT_TRUE(messages.ok());
+            ASSERT_TRUE(messages.ok()) << messages.error().message;
             out = tmpl->render(*messages, options);
         }
         if (c.contains("error")) {
@@ -81,6 +81,7 @@ TEST(ChatGoldens, RealTemplatesRenderByteForByte)
 TEST(ChatGoldens, LanguageFeaturesMatchJinja2)
 {
     const ordered_json features = loadJson(chatTestDir() + "/goldens/features.json");
+    ASSERT_TRUE(features.contains("variables") && features.contains("cases"));
     const std::string variables = features["variables"].dump();
     int checked = 0;
     for (const auto& c : features["cases"]) {

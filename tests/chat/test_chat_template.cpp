@@ -38,7 +38,7 @@ TEST(ChatTemplate, RendersMessagesWithTokensAndGenerationPrompt)
               "<|start_header_id|>assistant<|end_header_id|>\n\n");
     options.addGenerationPrompt = false;
     out = t->render(std::span(kConversation).subspan(0, 2), options);
-    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_EQ(out->find("assistant"), std::string::npos);
 }
 
@@ -49,27 +49,30 @@ TEST(ChatTemplate, PassesTheVariablesTransformersDoes)
         "[{{ eos_token }}] {{ messages|length }} {{ messages[0].role }} {{ enable_thinking }}";
     ChatTemplateOptions options;
     options.bosToken = "<s>";
-    options.extraVariables = *jinja::Value::fromJson(R"({"enable_thinking": false})");
+    auto thinking = jinja::Value::fromJson(R"({"enable_thinking": false})");
+    ASSERT_TRUE(thinking.ok()) << thinking.error().message;
+    options.extraVariables = *thinking;
     auto out = renderChatTemplate(source, kConversation, options);
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_EQ(*out, "True True True [<s>][] 4 system False");
 
     // Extra variables replace the defaults.
-    options.extraVariables =
-        *jinja::Value::fromJson(R"({"tools": [{"name": "f"}], "bos_token": "B"})");
+    auto extra = jinja::Value::fromJson(R"({"tools": [{"name": "f"}], "bos_token": "B"})");
+    ASSERT_TRUE(extra.ok()) << extra.error().message;
+    options.extraVariables = *extra;
     out = renderChatTemplate("{{ tools[0].name }} {{ bos_token }}", kConversation, options);
-    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_EQ(*out, "f B");
 }
 
 TEST(ChatTemplate, RichMessagesAsValues)
 {
     auto t = ChatTemplate::parse(readFile(chatTestDir() + "/templates/qwen3.jinja"));
-    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(t.ok()) << t.error().message;
     auto messages = jinja::Value::fromJson(R"([
         {"role": "user", "content": "2+2?"},
         {"role": "assistant", "content": "4", "reasoning_content": "add them"}])");
-    ASSERT_TRUE(messages.ok());
+    ASSERT_TRUE(messages.ok()) << messages.error().message;
     ChatTemplateOptions options;
     options.addGenerationPrompt = false;
     auto out = t->render(*messages, options);
@@ -101,10 +104,12 @@ TEST(ChatTemplate, ErrorsSayChatTemplate)
 TEST(ChatTemplate, RendersOnManyThreadsAtOnce)
 {
     auto t = ChatTemplate::parse(readFile(chatTestDir() + "/templates/llama3.1-instruct.jinja"));
-    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(t.ok()) << t.error().message;
     ChatTemplateOptions options;
     options.bosToken = "<|begin_of_text|>";
-    const std::string expected = *t->render(kConversation, options);
+    auto first = t->render(kConversation, options);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    const std::string expected = *first;
     std::vector<std::thread> threads;
     std::vector<int> mismatches(4, 0);
     for (int i = 0; i < 4; ++i) {
@@ -151,7 +156,7 @@ TEST(ChatTemplate, FromGgufMetadata)
     EXPECT_EQ(*out, "<s>Be brief.</s>Hi</s>Hello!</s>Bye</s>");
 
     auto noIds = chatTemplateFromMetadata(metadataWith(true, -1, -1));
-    ASSERT_TRUE(noIds.ok());
+    ASSERT_TRUE(noIds.ok()) << noIds.error().message;
     EXPECT_EQ(noIds->bosToken, "");
 
     auto missing = chatTemplateFromMetadata(metadataWith(false, 1, 2));

@@ -27,7 +27,10 @@ Error renderError(const std::string& source, const Limits& limits = {},
     auto t = Template::parse(source, Syntax{}, limits);
     EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message);
     if (!t.ok()) return t.error();
-    auto out = t->render(*Value::fromJson(vars));
+    auto values = Value::fromJson(vars);
+    EXPECT_TRUE(values.ok()) << (values.ok() ? "" : values.error().message);
+    if (!values.ok()) return values.error();
+    auto out = t->render(*values);
     EXPECT_FALSE(out.ok()) << source;
     return out.ok() ? Error{} : out.error();
 }

@@ -30,7 +30,9 @@ Limits fuzzLimits()
 
 const Value& conversation()
 {
-    static const Value v = *Value::fromJson(R"({
+    // A failure (and an empty conversation) if the JSON below does not parse.
+    static const Value v = [] {
+        auto parsed = Value::fromJson(R"({
         "messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Hi <think>"},
@@ -40,6 +42,9 @@ const Value& conversation()
             {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image"}]}],
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
         "bos_token": "<s>", "eos_token": "</s>", "add_generation_prompt": true})");
+        EXPECT_TRUE(parsed.ok()) << (parsed.ok() ? "" : parsed.error().message);
+        return parsed.ok() ? *parsed : Value();
+    }();
     return v;
 }
 
@@ -238,8 +243,11 @@ TEST(JinjaFuzz, TokenSoupNeverCrashes)
 TEST(JinjaFuzz, MutatedRealTemplatesNeverCrash)
 {
     std::vector<std::string> templates;
-    for (const auto& entry : std::filesystem::directory_iterator(chatTestDir() + "/templates"))
-        templates.push_back(readFile(entry.path().string()));
+    const std::string dir = chatTestDir() + "/templates";
+    std::error_code ec;
+    std::filesystem::directory_iterator entries(dir, ec);
+    ASSERT_FALSE(ec) << "cannot list " << dir << ": " << ec.message();
+    for (const auto& entry : entries) templates.push_back(readFile(entry.path().string()));
     ASSERT_GE(templates.size(), 10u);
     std::mt19937 rng(4321);
     const auto& f = fragments();

@@ -45,11 +45,13 @@ TEST(JinjaLanguage, WhitespaceWithPlainJinjaDefaults)
     Syntax plain;
     plain.trimBlocks = false;
     plain.lstripBlocks = false;
-    auto render = [&](const char* source) {
+    auto render = [&](const char* source) -> std::string {  // "" (and a failure) on an error
         auto t = Template::parse(source, plain);
-        EXPECT_TRUE(t.ok());
+        EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message);
+        if (!t.ok()) return {};
         auto out = t->render(Value::dict());
-        EXPECT_TRUE(out.ok());
+        EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.error().message);
+        if (!out.ok()) return {};
         return *out;
     };
     EXPECT_EQ(render("{% if true %}\n  x\n  {% endif %}\ny"), "\n  x\n  \ny");
@@ -59,8 +61,10 @@ TEST(JinjaLanguage, WhitespaceWithPlainJinjaDefaults)
     Syntax keep;
     keep.keepTrailingNewline = true;
     auto t = Template::parse("{{ 'x' }}\n", keep);
-    ASSERT_TRUE(t.ok());
-    EXPECT_EQ(*t->render(Value()), "x\n");
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    auto out = t->render(Value());
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_EQ(*out, "x\n");
 }
 
 TEST(JinjaLanguage, ForLoopVariables)
@@ -268,16 +272,21 @@ TEST(JinjaLanguage, UndefinedIsFalsyAndPrintsNothing)
 TEST(JinjaValue, FromJsonKeepsOrderAndTypes)
 {
     auto v = Value::fromJson(R"({"z": 1, "a": [1.5, "x", null, true], "m": {"k": -3}})");
-    ASSERT_TRUE(v.ok());
+    ASSERT_TRUE(v.ok()) << v.error().message;
     ASSERT_TRUE(v->isDict());
     ASSERT_EQ(v->entries().size(), 3u);
     EXPECT_EQ(v->entries()[0].first.str(), "z");
     EXPECT_EQ(v->entries()[1].first.str(), "a");
+    ASSERT_NE(v->find("z"), nullptr);
     EXPECT_TRUE(v->find("z")->isInt());
+    ASSERT_NE(v->find("a"), nullptr);
     const Value& a = *v->find("a");
     ASSERT_TRUE(a.isList());
+    ASSERT_GE(a.items().size(), 3u);
     EXPECT_TRUE(a.items()[0].isFloat());
     EXPECT_TRUE(a.items()[2].isNone());
+    ASSERT_NE(v->find("m"), nullptr);
+    ASSERT_NE(v->find("m")->find("k"), nullptr);
     EXPECT_EQ(v->find("m")->find("k")->intValue(), -3);
     EXPECT_EQ(a.depth(), 1);
     EXPECT_EQ(v->depth(), 2);

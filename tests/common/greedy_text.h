@@ -1,5 +1,5 @@
 #pragma once
-// Reference texts (../shared/reference/*.greedy48.tsv: prompt TAB text) and the engine's greedy
+// Reference texts (tests/data/reference/*.greedy48.tsv: prompt TAB text) and the engine's greedy
 // continuation of a prompt, for the tests that compare the two.
 
 #include <gtest/gtest.h>

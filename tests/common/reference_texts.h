@@ -1,5 +1,5 @@
 #pragma once
-// Reference texts: ../shared/reference/*.greedy48.tsv, one "prompt TAB text" per line (the text
+// Reference texts: tests/data/reference/*.greedy48.tsv, one "prompt TAB text" per line (the text
 // is the prompt followed by its greedy continuation).
 
 #include <fstream>

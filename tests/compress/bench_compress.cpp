@@ -49,6 +49,15 @@ double medianSeconds(int repeats, F&& f)
     return t[t.size() / 2];
 }
 
+// True if `r` holds a value; otherwise says why on stderr.
+template <class T>
+bool succeeded(const Result<T>& r, const char* what)
+{
+    if (r.ok()) return true;
+    std::fprintf(stderr, "%s: %s\n", what, r.error().message.c_str());
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -103,10 +112,17 @@ int main(int argc, char** argv)
     };
 
     reportSize("dense f16", denseF16Bytes, 0);
-    auto s16 = encode(w.data(), rows, cols, ValueFormat::F16).value();
-    auto s8 = encode(w.data(), rows, cols, ValueFormat::Int8, 64).value();
-    auto s4 = encode(w.data(), rows, cols, ValueFormat::Int4, 64).value();
-    auto q8 = quantize(w.data(), rows, cols, 8, 64).value();
+    auto s16Encoded = encode(w.data(), rows, cols, ValueFormat::F16);
+    auto s8Encoded = encode(w.data(), rows, cols, ValueFormat::Int8, 64);
+    auto s4Encoded = encode(w.data(), rows, cols, ValueFormat::Int4, 64);
+    auto q8Quantized = quantize(w.data(), rows, cols, 8, 64);
+    if (!succeeded(s16Encoded, "bitmap f16") || !succeeded(s8Encoded, "bitmap int8 g64") ||
+        !succeeded(s4Encoded, "bitmap int4 g64") || !succeeded(q8Quantized, "dense int8 g64"))
+        return 1;
+    auto s16 = std::move(s16Encoded).value();
+    auto s8 = std::move(s8Encoded).value();
+    auto s4 = std::move(s4Encoded).value();
+    auto q8 = std::move(q8Quantized).value();
 
     std::vector<uint16_t> back16(w.size());
     const double d16 = medianSeconds(repeats, [&] { decompressRows16(s16, 0, rows, back16.data()); });

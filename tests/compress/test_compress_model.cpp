@@ -34,7 +34,7 @@ using TempDir = spillway::testing_support::TempDir;
 
 namespace fs = std::filesystem;
 
-const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kModel = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";
 
 std::string slurp(const std::string& path)
 {
@@ -118,6 +118,7 @@ TEST(CompressModel, BitmapPackageGivesTheLogitsOfItsDensePrunedTwin)
     ASSERT_TRUE(package);
     EXPECT_TRUE(package->isPackage());
     EXPECT_GT(package->dataFiles().size(), 3u);
+    ASSERT_NE(package->tensor("blk.2.ffn_up.weight"), nullptr);
     EXPECT_EQ(package->tensor("blk.2.ffn_up.weight")->type, gpu::DType::BitmapSparse);
     EXPECT_EQ(package->config().dim, source->config().dim);
     EXPECT_EQ(package->tokenizer().encode("Hello there", true), source->tokenizer().encode("Hello there", true));
@@ -251,7 +252,9 @@ TEST(CompressModel, LayersStayDenseForADeviceWithoutBitmapKernels)
     auto r = compressModel(*source, dir / "pkg", o, *cpu);
     ASSERT_TRUE(r) << r.error().message;
     auto pkg = storage::Package::open(dir / "pkg");
-    ASSERT_TRUE(pkg);
+    ASSERT_TRUE(pkg) << pkg.error().message;
+    ASSERT_NE(pkg->find("blk.0.ffn_up.weight"), nullptr);
+    ASSERT_NE(pkg->find("blk.1.ffn_up.weight"), nullptr);
     EXPECT_EQ(pkg->find("blk.0.ffn_up.weight")->format, "q8_0");
     EXPECT_EQ(pkg->find("blk.0.ffn_up.weight")->tierHint, "device");
     EXPECT_EQ(pkg->find("blk.1.ffn_up.weight")->format, "q8_0");
@@ -270,9 +273,10 @@ TEST(CompressModel, CorruptOrUnknownPackageTensorsAreRefused)
     auto cpu = gpu::createCpuDevice(2);
     CompressOptions o = quick(presetOptions(Preset::Balanced));
     o.qualityCheck = false;
-    ASSERT_TRUE(compressModel(*source, dir / "pkg", o, *cpu));
+    auto compressed = compressModel(*source, dir / "pkg", o, *cpu);
+    ASSERT_TRUE(compressed) << compressed.error().message;
     auto pkg = storage::Package::open(dir / "pkg");
-    ASSERT_TRUE(pkg);
+    ASSERT_TRUE(pkg) << pkg.error().message;
     const storage::PackageTensor* t = pkg->find("blk.3.ffn_down.weight");
     ASSERT_TRUE(t);
     const std::string shard = pkg->shardPath(t->shard);
@@ -280,6 +284,7 @@ TEST(CompressModel, CorruptOrUnknownPackageTensorsAreRefused)
     // Break the blob (a row offset), then the manifest's format name.
     {
         std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+        ASSERT_TRUE(f) << "cannot open " << shard;
         f.seekp(std::streamoff(at));
         const uint64_t wrong = 3;
         f.write(reinterpret_cast<const char*>(&wrong), 8);

@@ -33,7 +33,7 @@ using compress::pruneNM;
 
 namespace {
 
-const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kModel = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";
 
 std::vector<float> randomMatrix(int64_t rows, int64_t cols, unsigned seed)
 {
@@ -327,7 +327,7 @@ TEST(DenseRows, MatchesTheDeviceOnTheRealModel)
     auto device = gpu::createCpuDevice(1);
     for (const auto& m : compress::linearMatrices(*model)) {
         auto dense = compress::denseRowsF32(m.view);
-        ASSERT_TRUE(dense) << m.name;
+        ASSERT_TRUE(dense) << m.name << ": " << dense.error().message;
         std::vector<float> row(size_t(m.view.cols));
         for (int64_t r = 0; r < m.view.rows; r += 7) {
             device->getRow(m.view, r, row.data());
@@ -350,7 +350,7 @@ TEST(Calibration, OneVectorPerMatrixDeterministicAcrossRunsAndThreads)
     ASSERT_TRUE(a) << a.error().message;
     auto b = compress::collectActivationNorms(*model, *one, prompts, 24);
     auto c = compress::collectActivationNorms(*model, *two, prompts, 24);
-    ASSERT_TRUE(b && c);
+    ASSERT_TRUE(b && c) << (b ? "" : b.error().message) << (c ? "" : c.error().message);
     EXPECT_EQ(*a, *b);
     EXPECT_EQ(*a, *c);
 
@@ -401,9 +401,9 @@ TEST(Calibration, MatchesAnIndependentReferenceForLayer0)
     const std::vector<std::string> prompts = compress::builtinCalibrationPrompts();
     const int maxTokens = 20;
     auto norms = compress::collectActivationNorms(*model, *device, prompts, maxTokens);
-    ASSERT_TRUE(norms);
+    ASSERT_TRUE(norms) << norms.error().message;
     auto dense = compress::denseRowsF32(w.tokenEmbedding);
-    ASSERT_TRUE(dense);
+    ASSERT_TRUE(dense) << dense.error().message;
     std::vector<double> sums(size_t(cfg.dim), 0.0);
     for (const auto& p : prompts) {
         std::vector<int32_t> tokens = model->tokenizer().encode(p, true);
@@ -493,7 +493,7 @@ GreedyRun greedyRun(const LlamaModel& model, gpu::Device& device, const std::vec
         if (i == steps) break;
         logits = (*session)->forward(t, int(prompt.size()) + i);
     }
-    EXPECT_TRUE(logits);
+    EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
     return run;
 }
 
@@ -514,7 +514,7 @@ TEST(PrunedModel, WandaHalfSparseStillGeneratesAndMatchesTheSparseKernel)
     for (const auto& m : compress::linearMatrices(*model)) {
         if (m.head) continue;
         auto dense = compress::denseRowsF32(m.view);
-        ASSERT_TRUE(dense);
+        ASSERT_TRUE(dense) << m.name << ": " << dense.error().message;
         const auto& n = norms->at(m.name);
         ASSERT_TRUE(pruneMagnitude(dense->data(), m.view.rows, m.view.cols, 0.5, n.data()));
         for (int64_t r = 0; r < m.view.rows; ++r)
@@ -544,7 +544,7 @@ TEST(PrunedModel, WandaHalfSparseStillGeneratesAndMatchesTheSparseKernel)
         p.mapInPlace = true;
         o.placement = p;
         auto session = LlamaSession::create(*model, device, o);
-        ASSERT_TRUE(session);
+        ASSERT_TRUE(session) << session.error().message;
         SamplerSettings greedy;
         greedy.temperature = 0.0f;
         Sampler sampler(model->config().vocabSize, greedy);
@@ -558,6 +558,7 @@ TEST(PrunedModel, WandaHalfSparseStillGeneratesAndMatchesTheSparseKernel)
         EXPECT_GT(stats->generatedTokens, 0);
         EXPECT_FALSE(streamed.empty());
         const size_t n = std::min<size_t>(size_t(stats->generatedTokens), dense.tokens.size());
+        ASSERT_GE(stats->tokens.size(), prompt.size() + n);
         for (size_t i = 0; i < n; ++i) EXPECT_EQ(stats->tokens[prompt.size() + i], dense.tokens[i]) << i;
     }
 
@@ -580,6 +581,7 @@ TEST(PrunedModel, WandaHalfSparseStillGeneratesAndMatchesTheSparseKernel)
     ASSERT_EQ(0, std::memcmp(decompressed.data(), w.data(), w.size() * 4));
     device.replace[original0.data].data = decompressed.data();
     const GreedyRun viaDecompressed = greedyRun(*model, device, prompt, steps);
+    ASSERT_EQ(viaDecompressed.logits.size(), dense.logits.size());
     EXPECT_EQ(0, std::memcmp(viaDecompressed.logits.data(), dense.logits.data(), dense.logits.size() * 4));
 
     device.sparseKey = original0.data;

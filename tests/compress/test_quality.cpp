@@ -37,7 +37,7 @@ namespace {
 
 using TempDir = spillway::testing_support::TempDir;
 
-const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kModel = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";
 
 std::unique_ptr<LlamaModel> load(const std::string& path)
 {
@@ -96,10 +96,10 @@ std::vector<double> softmax(const float* logits, int n)
 std::vector<float> logitsAfterBos(const LlamaModel& model, gpu::Device& device)
 {
     auto session = LlamaSession::create(model, device, 4);
-    EXPECT_TRUE(session);
+    EXPECT_TRUE(session) << (session ? "" : session.error().message);
     if (!session) return {};
     auto logits = (*session)->forward(model.tokenizer().bos(), 0);
-    EXPECT_TRUE(logits);
+    EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
     if (!logits) return {};
     return {*logits, *logits + model.config().vocabSize};
 }
@@ -164,8 +164,14 @@ TEST(Quality, NoisyCopiesDivergeMoreWithMoreNoise)
     TempDir dir;
     ASSERT_FALSE(dir.path().empty());
     const std::string small = dir.path() + "/noise2.gguf", large = dir.path() + "/noise20.gguf";
-    ASSERT_TRUE(writeNoisyCopy(kModel, small, 0.02, 100));
-    ASSERT_TRUE(writeNoisyCopy(kModel, large, 0.20, 200));
+    {
+        const Status written = writeNoisyCopy(kModel, small, 0.02, 100);
+        ASSERT_TRUE(written) << written.error().message;
+    }
+    {
+        const Status written = writeNoisyCopy(kModel, large, 0.20, 200);
+        ASSERT_TRUE(written) << written.error().message;
+    }
     auto model = load(kModel);
     auto slightly = load(small);
     auto heavily = load(large);
@@ -209,7 +215,10 @@ TEST(Quality, OnePositionMatchesAnIndependentComputation)
     TempDir dir;
     ASSERT_FALSE(dir.path().empty());
     const std::string noisy = dir.path() + "/noise10.gguf";
-    ASSERT_TRUE(writeNoisyCopy(kModel, noisy, 0.10, 300));
+    {
+        const Status written = writeNoisyCopy(kModel, noisy, 0.10, 300);
+        ASSERT_TRUE(written) << written.error().message;
+    }
     auto model = load(kModel);
     auto candidate = load(noisy);
     ASSERT_TRUE(model && candidate);
@@ -251,7 +260,10 @@ TEST(Quality, BatchedPositionsMatchOneTokenAtATime)
     TempDir dir;
     ASSERT_FALSE(dir.path().empty());
     const std::string noisy = dir.path() + "/noise10.gguf";
-    ASSERT_TRUE(writeNoisyCopy(kModel, noisy, 0.10, 301));
+    {
+        const Status written = writeNoisyCopy(kModel, noisy, 0.10, 301);
+        ASSERT_TRUE(written) << written.error().message;
+    }
     auto model = load(kModel);
     auto candidate = load(noisy);
     ASSERT_TRUE(model && candidate);
@@ -266,10 +278,10 @@ TEST(Quality, BatchedPositionsMatchOneTokenAtATime)
     auto oneAtATime = [&](const LlamaModel& m, const std::vector<int32_t>& tokens) {
         std::vector<std::vector<double>> probabilities;
         auto session = LlamaSession::create(m, *device, 128);
-        EXPECT_TRUE(session);
+        EXPECT_TRUE(session) << (session ? "" : session.error().message);
         for (size_t pos = 0; session && pos < tokens.size(); ++pos) {
             auto logits = (*session)->forward(tokens[pos], int(pos));
-            EXPECT_TRUE(logits);
+            EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
             if (!logits) break;
             probabilities.push_back(softmax(*logits, vocab));
         }
@@ -304,6 +316,8 @@ TEST(Quality, BatchedPositionsMatchOneTokenAtATime)
     text.resize(size_t(o.perplexityTokens) + 1);
     const std::vector<int32_t> scored(text.begin(), text.end() - 1);
     const auto p = oneAtATime(*model, scored), q = oneAtATime(*candidate, scored);
+    ASSERT_EQ(p.size(), scored.size());
+    ASSERT_EQ(q.size(), scored.size());
     double nllP = 0, nllQ = 0;
     for (size_t i = 0; i < scored.size(); ++i) {
         nllP -= std::log(p[i][size_t(text[i + 1])]);
@@ -324,7 +338,8 @@ TEST(Quality, VocabularyMismatchIsInvalidArgument)
     s.preset = "tinyllama-1.1b";  // 32,000 tokens against stories260K's 512
     s.layers = 1;
     s.type = gpu::DType::Q4_0;    // smallest file the preset allows
-    ASSERT_TRUE(writeSyntheticModel(s, path));
+    const Status written = writeSyntheticModel(s, path);
+    ASSERT_TRUE(written) << written.error().message;
     auto model = load(kModel);
     auto other = load(path);
     ASSERT_TRUE(model && other);

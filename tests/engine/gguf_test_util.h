@@ -24,7 +24,7 @@ using namespace spillway::gguf;
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 
-inline const std::string kStories = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
+inline const std::string kStories = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";
 
 // A scratch folder per test, removed afterwards.
 class Scratch {

@@ -20,7 +20,7 @@
 
 namespace {
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
 #ifndef SPILLWAY_CLI_NAME
 #define SPILLWAY_CLI_NAME "spillway-cli"
 #endif
@@ -86,13 +86,15 @@ void expectCleanFailure(const std::string& path, const std::string& what)
 
 TEST(Cli, GenerateGreedyPrintsPromptAndReferenceText)
 {
-    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    const std::string refsPath = kData + "/reference/stories260K.greedy48.tsv";
+    std::ifstream refs(refsPath);
+    ASSERT_TRUE(refs) << "cannot read " << refsPath;
     std::string line;
     int checked = 0;
     while (std::getline(refs, line)) {
         const auto tab = line.find('\t');
         const std::string prompt = line.substr(0, tab), text = line.substr(tab + 1);
-        const CliRun r = runCli("generate -m '" + kShared + "/models/stories260K.gguf' -p '" + prompt +
+        const CliRun r = runCli("generate -m '" + kData + "/models/stories260K.gguf' -p '" + prompt +
                              "' -n 48 --temp 0 --threads 2");
         EXPECT_EQ(r.exitCode, 0) << r.err;
         EXPECT_EQ(r.out, text + "\n");
@@ -108,10 +110,12 @@ TEST(Cli, OffloadedGenerateAndPlan)
 {
     const std::string cache = tempDir() + "/spillway-cli-cache";
     const std::string env = "XDG_CACHE_HOME='" + cache + "' ";
-    const std::string model = "'" + kShared + "/models/stories260K.gguf'";
-    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    const std::string model = "'" + kData + "/models/stories260K.gguf'";
+    const std::string refsPath = kData + "/reference/stories260K.greedy48.tsv";
+    std::ifstream refs(refsPath);
+    ASSERT_TRUE(refs) << "cannot read " << refsPath;
     std::string line;
-    std::getline(refs, line);
+    ASSERT_TRUE(std::getline(refs, line)) << "no reference text in " << refsPath;
     const auto tab = line.find('\t');
     // Every weight from the SSD, prefetching, with a trace: the same text.
     const std::string trace = tempDir() + "/cli-trace.json";
@@ -128,6 +132,7 @@ TEST(Cli, OffloadedGenerateAndPlan)
     EXPECT_NE(r.out.find("predicted per token"), std::string::npos);
     r = runCli("plan -m " + model + " --json --quick-probe", env);
     EXPECT_EQ(r.exitCode, 0) << r.err;
+    ASSERT_FALSE(r.out.empty()) << r.err;
     EXPECT_EQ(r.out.front(), '{');
     // Budgets too small for the working set, or not a size: one line, no crash.
     r = runCli("plan -m " + model + " --vram-budget 64KiB --quick-probe", env);
@@ -140,7 +145,7 @@ TEST(Cli, OffloadedGenerateAndPlan)
 
 TEST(Cli, CompressThenGenerateFromThePackage)
 {
-    const std::string model = "'" + kShared + "/models/stories260K.gguf'";
+    const std::string model = "'" + kData + "/models/stories260K.gguf'";
     const std::string out = tempDir() + "/compressed";
     std::filesystem::remove_all(out);
     CliRun r = runCli("compress -m " + model + " -o '" + out + "' --preset smallest --json");
@@ -174,7 +179,7 @@ TEST(Cli, NeuronCacheBenchComparesWithDenseOffloading)
     // division by zero.
     const std::string out = tempDir() + "/relu-bundles";
     std::filesystem::remove_all(out);
-    CliRun r = runCli("compress -m '" + kShared + "/models/relu-stories-260K/model_qint80.bin' --arch relu-llama -o '" +
+    CliRun r = runCli("compress -m '" + kData + "/models/relu-stories-260K/model_qint80.bin' --arch relu-llama -o '" +
                       out + "' --prune none --quant none --bundles --predictors 8 --no-quality");
     ASSERT_EQ(r.exitCode, 0) << r.err;
     const std::string json = tempDir() + "/neuron-cache.json";
@@ -205,7 +210,7 @@ TEST(Cli, SameSeedSameText)
 
 TEST(Cli, InfoDescribesTheModel)
 {
-    const CliRun r = runCli("info -m '" + kShared + "/models/stories260K.gguf'");
+    const CliRun r = runCli("info -m '" + kData + "/models/stories260K.gguf'");
     EXPECT_EQ(r.exitCode, 0) << r.err;
     for (const char* s : {"GGUF v3", "architecture: llama", "dim 64", "layers 5", "heads 8", "kv heads 4",
                           "ffn 172", "token_embd.weight", "blk.4.ffn_down.weight", "F32"})
@@ -226,7 +231,7 @@ TEST(Cli, CorruptModelFilesFailCleanly)
 {
     const std::string dir = tempDir() + "/corrupt";
     std::filesystem::create_directories(dir);
-    const auto good = readBytes(kShared + "/models/stories260K.gguf");
+    const auto good = readBytes(kData + "/models/stories260K.gguf");
     ASSERT_GT(good.size(), 100000u);
     int n = 0;
     auto variant = [&](const std::string& what, std::vector<uint8_t> bytes) {
@@ -256,6 +261,7 @@ TEST(Cli, CorruptModelFilesFailCleanly)
     }
     // output.weight: n_dims (4) dims (2 x 8) type (4) offset (8)
     const size_t info = tensorInfoAfterName(good, "output.weight");
+    ASSERT_LE(info + 4 + 16 + 4 + 8, good.size()) << "no tensor info of output.weight";
     {
         auto b = good;
         const uint64_t past = good.size() * 4;
@@ -293,7 +299,7 @@ TEST(Cli, ConvertInfoAndGenerateFromAHuggingFaceFolder)
 {
     const std::string hf = tempDir() + "/cli-hf";
     std::filesystem::remove_all(hf);
-    const std::string model = "'" + kShared + "/models/stories260K.gguf'";
+    const std::string model = "'" + kData + "/models/stories260K.gguf'";
     CliRun r = runCli("convert -m " + model + " -o '" + hf + "' --to hf");
     ASSERT_EQ(r.exitCode, 0) << r.err;
     r = runCli("convert -m " + model + " -o '" + hf + "' --to hf");
@@ -303,19 +309,23 @@ TEST(Cli, ConvertInfoAndGenerateFromAHuggingFaceFolder)
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_NE(r.out.find("format: huggingface"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("blk.0.attn_q.weight"), std::string::npos) << r.out;
-    std::ifstream refs(kShared + "/reference/stories260K.greedy48.tsv");
+    const std::string refsPath = kData + "/reference/stories260K.greedy48.tsv";
+    std::ifstream refs(refsPath);
+    ASSERT_TRUE(refs) << "cannot read " << refsPath;
     std::string line;
-    std::getline(refs, line);
+    ASSERT_TRUE(std::getline(refs, line)) << "no reference text in " << refsPath;
     const auto tab = line.find('\t');
     const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/spillway-cli-cache' ";
     r = runCli("generate -m '" + hf + "' -p '" + line.substr(0, tab) + "' -n 48 --temp 0 --tier ssd --quick-probe", env);
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(r.out, line.substr(tab + 1) + "\n");
 
-    std::ifstream relu(kShared + "/reference/relu-stories-260K.greedy48.tsv");
-    std::getline(relu, line);
+    const std::string reluPath = kData + "/reference/relu-stories-260K.greedy48.tsv";
+    std::ifstream relu(reluPath);
+    ASSERT_TRUE(relu) << "cannot read " << reluPath;
+    ASSERT_TRUE(std::getline(relu, line)) << "no reference text in " << reluPath;
     const auto rtab = line.find('\t');
-    r = runCli("generate -m '" + kShared + "/models/relu-stories-260K/model_qint80.bin' --arch relu-llama -p '" +
+    r = runCli("generate -m '" + kData + "/models/relu-stories-260K/model_qint80.bin' --arch relu-llama -p '" +
                line.substr(0, rtab) + "' -n 48 --temp 0");
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(r.out.substr(0, line.size() - rtab - 1), line.substr(rtab + 1));

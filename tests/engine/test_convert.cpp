@@ -29,12 +29,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
-const std::string kStories = kShared + "/models/stories260K.gguf";
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
+const std::string kStories = kData + "/models/stories260K.gguf";
 
 std::vector<testing_support::ReferenceText> references()
 {
-    return testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    return testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
 }
 
 std::string greedy(const LlamaModel& model, const std::string& prompt)
@@ -52,9 +52,14 @@ ConvertOptions to(ConvertTarget t)
 
 void writeFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
+// The file's bytes; "" and a test failure when it cannot be opened.
 std::string readFile(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        ADD_FAILURE() << "cannot read " << path;
+        return {};
+    }
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
@@ -63,7 +68,7 @@ std::string readFile(const std::string& path)
 TEST(Convert, Stories260KThroughAHuggingFaceFolderAndBack)
 {
     auto original = LlamaModel::load(kStories);
-    ASSERT_TRUE(original.ok());
+    ASSERT_TRUE(original.ok()) << original.error().message;
     TempDir dir("spillway-convert");
     ASSERT_TRUE(convertModel(**original, dir / "hf", to(ConvertTarget::HuggingFace)).ok());
     for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"})
@@ -71,6 +76,7 @@ TEST(Convert, Stories260KThroughAHuggingFaceFolderAndBack)
     auto hf = LlamaModel::load(dir / "hf");
     ASSERT_TRUE(hf.ok()) << hf.error().message;
     EXPECT_TRUE((*hf)->config().ropeNeox) << "Hugging Face rows are rotated as halves";
+    ASSERT_NE((*hf)->tensor("blk.0.attn_q.weight"), nullptr);
     EXPECT_EQ((*hf)->tensor("blk.0.attn_q.weight")->file, 0u) << "used in place from model.safetensors";
 
     ASSERT_TRUE(convertModel(**hf, dir / "back.gguf", to(ConvertTarget::Gguf)).ok());
@@ -96,10 +102,11 @@ TEST(Convert, Stories260KThroughAHuggingFaceFolderAndBack)
     // In the folder, Q's rows are in Hugging Face's order: GGUF's row 2i + s of head h is the
     // folder's row s * r/2 + i of that head (r rows per head; llama.cpp's permute).
     auto st = safetensors::openSingle(dir / "hf/model.safetensors");
-    ASSERT_TRUE(st.ok());
+    ASSERT_TRUE(st.ok()) << st.error().message;
     const safetensors::Tensor* q = st->find("model.layers.0.self_attn.q_proj.weight");
     ASSERT_NE(q, nullptr);
     const ModelTensor* gq = (*original)->tensor("blk.0.attn_q.weight");
+    ASSERT_NE(gq, nullptr);
     const int heads = (*original)->config().nHeads, r = int(gq->dims[1]) / heads;
     const size_t rowBytes = size_t(gq->dims[0]) * 4;
     for (int h = 0; h < heads; ++h)
@@ -115,7 +122,7 @@ TEST(Convert, Stories260KThroughAHuggingFaceFolderAndBack)
 TEST(Convert, ShardedHuggingFaceFolder)
 {
     auto original = LlamaModel::load(kStories);
-    ASSERT_TRUE(original.ok());
+    ASSERT_TRUE(original.ok()) << original.error().message;
     TempDir dir("spillway-convert");
     ConvertOptions o = to(ConvertTarget::HuggingFace);
     o.shardBytes = 200 * 1024;  // stories260K holds ~1 MB of F32 weights: several shards
@@ -130,7 +137,7 @@ TEST(Convert, ShardedHuggingFaceFolder)
         if (name.rfind("model-", 0) != 0) continue;
         ++shards;
         auto st = safetensors::openSingle(e.path().string());
-        ASSERT_TRUE(st.ok()) << name;
+        ASSERT_TRUE(st.ok()) << name << ": " << st.error().message;
         uint64_t data = 0;
         for (const auto& t : st->tensors) data += t.bytes;
         EXPECT_LE(data, std::max<uint64_t>(o.shardBytes, largestTensor)) << name;
@@ -148,7 +155,7 @@ TEST(Convert, ShardedHuggingFaceFolder)
 TEST(Convert, ExistingOutputsAndImpossibleTargetsAreRefused)
 {
     auto original = LlamaModel::load(kStories);
-    ASSERT_TRUE(original.ok());
+    ASSERT_TRUE(original.ok()) << original.error().message;
     TempDir dir("spillway-convert");
     writeFile(dir / "taken.gguf", "keep me");
     auto taken = convertModel(**original, dir / "taken.gguf", to(ConvertTarget::Gguf));
@@ -167,8 +174,8 @@ TEST(Convert, ExistingOutputsAndImpossibleTargetsAreRefused)
     for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++entries;
     EXPECT_EQ(entries, 2u) << "only taken.gguf and file";
 
-    auto relu = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin", {"relu-llama", ""});
-    ASSERT_TRUE(relu.ok());
+    auto relu = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin", {"relu-llama", ""});
+    ASSERT_TRUE(relu.ok()) << relu.error().message;
     auto refused = convertModel(**relu, dir / "relu.gguf", to(ConvertTarget::Gguf));
     ASSERT_FALSE(refused.ok());
     EXPECT_NE(refused.error().message.find("relu-llama"), std::string::npos);
@@ -178,7 +185,7 @@ TEST(Convert, ExistingOutputsAndImpossibleTargetsAreRefused)
 TEST(Convert, BadHuggingFaceFoldersAreNamed)
 {
     auto original = LlamaModel::load(kStories);
-    ASSERT_TRUE(original.ok());
+    ASSERT_TRUE(original.ok()) << original.error().message;
     TempDir dir("spillway-convert");
     ASSERT_TRUE(convertModel(**original, dir / "hf", to(ConvertTarget::HuggingFace)).ok());
     auto expectError = [](const std::string& path, const std::string& fragment) {

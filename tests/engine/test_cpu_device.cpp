@@ -3,10 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <string>
@@ -30,7 +34,7 @@ TEST(CpuBackend, AllocateAndCopy)
 
     for (size_t bytes : {size_t{1}, size_t{1000}, size_t{5} << 20}) {
         auto buffer = device->allocate(bytes);
-        ASSERT_TRUE(buffer.ok());
+        ASSERT_TRUE(buffer.ok()) << buffer.error().message;
         EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % 64, 0u);
         EXPECT_EQ(buffer->bytes(), bytes);
         std::vector<uint8_t> src(bytes), back(bytes);
@@ -148,6 +152,35 @@ TEST(CpuBackend, InfoAndKernelSets)
     EXPECT_EQ(createCpuDevice(1)->info().kernels, cpuKernelSetName(bestCpuKernelSet()));
     ::unsetenv("SPILLWAY_CPU_KERNELS");
     EXPECT_EQ(createCpuDevice(0)->info().kernels, cpuKernelSetName(bestCpuKernelSet()));
+}
+
+// The kernel sets the tests compare are those bestCpuKernelSet() finds; that must be every set the
+// CPU has (by the kernel's own /proc/cpuinfo flags, which Linux clears for a register state the OS
+// does not save), or a CPU with AVX-512 would quietly compare AVX2 alone.
+TEST(CpuKernelSets, DetectionMatchesTheCpuFlags)
+{
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    ASSERT_TRUE(cpuinfo) << "cannot read /proc/cpuinfo";
+    std::set<std::string> flags;
+    for (std::string line; std::getline(cpuinfo, line);)
+        if (line.rfind("flags", 0) == 0) {
+            std::istringstream words(line.substr(line.find(':') + 1));
+            for (std::string w; words >> w;) flags.insert(w);
+            break;
+        }
+    ASSERT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+    auto has = [&](std::initializer_list<const char*> names) {
+        return std::all_of(names.begin(), names.end(), [&](const char* n) { return flags.count(n) > 0; });
+    };
+    CpuKernelSet expected = CpuKernelSet::Scalar;
+    if (has({"avx2", "fma", "f16c"})) expected = CpuKernelSet::Avx2;
+    if (expected == CpuKernelSet::Avx2 && has({"avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni"}))
+        expected = CpuKernelSet::Avx512;
+    testing_support::announceKernelSets();
+    EXPECT_STREQ(cpuKernelSetName(bestCpuKernelSet()), cpuKernelSetName(expected));
+    // Each set this CPU runs is a device of that very set.
+    for (CpuKernelSet set : testing_support::kernelSetsThisCpuRuns())
+        EXPECT_STREQ(createCpuDevice(1, set)->info().kernels.c_str(), cpuKernelSetName(set));
 }
 
 TEST(CpuBackend, HostReadBandwidthIsMeasured)

@@ -124,6 +124,7 @@ TEST_F(GgufCorrupt, BaseFileIsValid)
     auto r = File::open(m_path);
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ((*r)->tensors().size(), 2u);
+    ASSERT_NE((*r)->tensor("b"), nullptr);
     EXPECT_EQ((*r)->tensor("b")->type, gpu::DType::Q8_0);
     checkInvariants(**r);
 }
@@ -332,12 +333,16 @@ TEST(GgufRealCorrupt, PatchedFields)
         EXPECT_NE(msg.find(c.what), std::string::npos) << "wanted '" << c.what << "' in: " << msg;
     }
     Bytes b = orig;  // blk.0.attn_k.weight renamed blk.0.attn_q.weight
-    b[find(b, "blk.0.attn_k.weight") + 11] = 'q';
+    const size_t attnK = find(b, "blk.0.attn_k.weight");
+    ASSERT_LT(attnK + 11, b.size());
+    b[attnK + 11] = 'q';
     writeBytes(path, b);
     EXPECT_NE(expectError(path, bad).find("duplicate tensor name 'blk.0.attn_q.weight'"),
               std::string::npos);
     b = orig;  // bos_token_id renamed eos_token_id
-    b[find(b, "tokenizer.ggml.bos_token_id") + 15] = 'e';
+    const size_t bos = find(b, "tokenizer.ggml.bos_token_id");
+    ASSERT_LT(bos + 15, b.size());
+    b[bos + 15] = 'e';
     writeBytes(path, b);
     EXPECT_NE(expectError(path, bad).find("duplicate metadata key 'tokenizer.ggml.eos_token_id'"),
               std::string::npos);

@@ -26,6 +26,7 @@ void checkTruncations(const std::string& source, const std::string& path, size_t
     const Bytes orig = readBytes(source);
     auto full = File::open(source);
     ASSERT_TRUE(full.ok()) << full.error().message;
+    ASSERT_FALSE(orig.empty()) << "cannot read " << source;
     uint64_t dataEnd = 0;
     for (const TensorInfo& t : (*full)->tensors()) {
         dataEnd = std::max(dataEnd, (*full)->dataOffset() + t.offset + t.bytes);
@@ -79,6 +80,7 @@ void fuzzHeader(const std::string& source, const std::string& path, int iteratio
     const Bytes orig = readBytes(source);
     auto full = File::open(source);
     ASSERT_TRUE(full.ok()) << full.error().message;
+    ASSERT_FALSE(orig.empty()) << "cannot read " << source;
     const size_t header = std::min<size_t>((*full)->dataOffset(), orig.size());
     std::mt19937 rng(seed);
     int failures = 0;

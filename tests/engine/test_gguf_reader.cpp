@@ -30,7 +30,9 @@ TEST(GgufReal, Stories260KOpens)
     EXPECT_EQ(f.getInt("llama.embedding_length"), 64);
     EXPECT_EQ(f.getInt("llama.block_count"), 5);
     EXPECT_EQ(f.getInt("tokenizer.ggml.padding_token_id"), 4294967295);
-    EXPECT_NEAR(*f.getFloat("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-9);
+    const auto eps = f.getFloat("llama.attention.layer_norm_rms_epsilon");
+    ASSERT_TRUE(eps.has_value()) << "no llama.attention.layer_norm_rms_epsilon";
+    EXPECT_NEAR(*eps, 1e-5, 1e-9);
     EXPECT_FALSE(f.getInt("general.architecture").has_value());
     EXPECT_FALSE(f.getString("no.such.key").has_value());
     EXPECT_FALSE(f.getBool("llama.block_count").has_value());
@@ -56,10 +58,14 @@ TEST(GgufReal, Stories260KOpens)
     ASSERT_NE(tokens->asArray(), nullptr);
     EXPECT_EQ(tokens->asArray()->elementType, ValueType::String);
     ASSERT_EQ(tokens->asArray()->values.size(), 512u);
+    ASSERT_NE(tokens->asArray()->values[1].asString(), nullptr);
+    ASSERT_NE(tokens->asArray()->values[2].asString(), nullptr);
     EXPECT_EQ(*tokens->asArray()->values[1].asString(), "<s>");
     EXPECT_EQ(*tokens->asArray()->values[2].asString(), "</s>");
     const Value* types = f.find("tokenizer.ggml.token_type");
     ASSERT_NE(types, nullptr);
+    ASSERT_NE(types->asArray(), nullptr);
+    ASSERT_FALSE(types->asArray()->values.empty());
     EXPECT_EQ(types->asArray()->elementType, ValueType::Int32);
     EXPECT_EQ(types->asArray()->values[0].asInt(), 2);
     checkInvariants(f);

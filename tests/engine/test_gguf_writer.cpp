@@ -31,16 +31,25 @@ void checkRoundTrip(const File& f, const Expected& x, uint64_t alignment)
     // Spot checks that do not rely on Value's operator==.
     EXPECT_EQ(f.getInt("t.u8"), 250);
     EXPECT_EQ(f.getInt("t.i64"), INT64_MIN);
+    ASSERT_NE(f.find("t.u64"), nullptr);
     EXPECT_EQ(std::get<uint64_t>(f.find("t.u64")->v), UINT64_MAX);
     EXPECT_EQ(f.getFloat("t.f32"), double(1e-5f));
     EXPECT_EQ(f.getFloat("t.f64"), -3.25e300);
     EXPECT_EQ(f.getBool("t.true"), true);
     EXPECT_EQ(f.getBool("t.false"), false);
+    ASSERT_TRUE(f.getString("t.str").has_value());
     EXPECT_EQ(f.getString("t.str")->size(), 24u);
     EXPECT_EQ(f.getString("t.str")->substr(4, 6), "inside");
+    ASSERT_NE(f.find("t.nested"), nullptr);
     const Array* nested = f.find("t.nested")->asArray();
     ASSERT_NE(nested, nullptr);
     ASSERT_EQ(nested->values.size(), 3u);
+    ASSERT_NE(nested->values[1].asArray(), nullptr);
+    ASSERT_FALSE(nested->values[1].asArray()->values.empty());
+    ASSERT_NE(nested->values[1].asArray()->values[0].asString(), nullptr);
+    ASSERT_NE(nested->values[2].asArray(), nullptr);
+    ASSERT_FALSE(nested->values[2].asArray()->values.empty());
+    ASSERT_NE(nested->values[2].asArray()->values[0].asArray(), nullptr);
     EXPECT_EQ(*nested->values[1].asArray()->values[0].asString(), "x");
     EXPECT_EQ(nested->values[2].asArray()->values[0].asArray()->elementType, ValueType::Int16);
     ASSERT_EQ(f.tensors().size(), x.tensors.size());
@@ -80,7 +89,7 @@ TEST_P(GgufRoundTrip, EveryTypeAndDtype)
     for (const auto& e : fs::directory_iterator(dir.dir())) entries += e.is_regular_file();
     EXPECT_EQ(entries, 1u);
     auto again = File::open(path);
-    ASSERT_TRUE(again.ok());
+    ASSERT_TRUE(again.ok()) << again.error().message;
     checkRoundTrip(**again, x, alignment);
 }
 

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -362,12 +363,18 @@ void expectMatchesReference(const std::vector<std::vector<float>>& logits, const
 
 struct TempDir {
     std::string path;
-    TempDir()
+    TempDir()  // path stays empty (a test failure) when the folder cannot be made
     {
         char tmpl[] = "/tmp/spillway-hf-archs-XXXXXX";
-        path = mkdtemp(tmpl);
+        if (const char* made = mkdtemp(tmpl))
+            path = made;
+        else
+            ADD_FAILURE() << "cannot make a folder in /tmp: " << std::strerror(errno);
     }
-    ~TempDir() { fs::remove_all(path); }
+    ~TempDir()
+    {
+        if (!path.empty()) fs::remove_all(path);
+    }
 };
 
 // The GGUF model against the reference, then GGUF -> HF folder -> GGUF: the folder's and the
@@ -378,8 +385,9 @@ void checkArchitecture(const Arch& a, uint32_t seed, RopeOrder ggufOrder, bool e
 {
     const Model m = makeModel(a, seed);
     TempDir dir;
+    ASSERT_FALSE(dir.path.empty());
     const std::string ggufPath = dir.path + "/" + a.name + ".gguf";
-    writeGguf(a, m, ggufPath);
+    ASSERT_NO_FATAL_FAILURE(writeGguf(a, m, ggufPath));
     auto model = LlamaModel::load(ggufPath);
     ASSERT_TRUE(model.ok()) << model.error().message;
     const LlamaConfig& c = (*model)->config();
@@ -393,7 +401,8 @@ void checkArchitecture(const Arch& a, uint32_t seed, RopeOrder ggufOrder, bool e
     ro.order = ggufOrder;
     const auto reference = referenceLogits(a, m, tokens, ro);
     const auto logits = engineLogits(**model, tokens);
-    expectMatchesReference(logits, reference, a.name + " GGUF");
+    // Stops on missing logits: the comparisons below index them by position.
+    ASSERT_NO_FATAL_FAILURE(expectMatchesReference(logits, reference, a.name + " GGUF"));
 
     // A prompt in batches: the same logits, bit for bit.
     testing_support::expectBatchedPromptMatches(**model, tokens, kCtx, logits, tokens.size() - 3, 4);
@@ -537,7 +546,8 @@ TEST(HfArchs, Llama3RopeScalingMatchesADoublePrecisionReference)
     // The HF folder's q_proj / k_proj rows are the GGUF rows under that permutation, and the
     // other tensors are copied as they are.
     TempDir dir;
-    writeGguf(a, m, dir.path + "/llama.gguf");
+    ASSERT_FALSE(dir.path.empty());
+    ASSERT_NO_FATAL_FAILURE(writeGguf(a, m, dir.path + "/llama.gguf"));
     auto model = LlamaModel::load(dir.path + "/llama.gguf");
     ASSERT_TRUE(model.ok()) << model.error().message;
     EXPECT_FALSE((*model)->config().ropeNeox);

@@ -23,6 +23,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/greedy_text.h"
+#include "../common/kernel_sets.h"
 #include "../common/count_allocations.h"
 
 using spillway::testing_support::g_allocations;
@@ -31,12 +32,12 @@ using namespace spillway;
 
 namespace {
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
-const std::string kModel = kShared + "/models/stories260K.gguf";
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
+const std::string kModel = kData + "/models/stories260K.gguf";
 
-class KernelSet : public ::testing::TestWithParam<const char*> {
+class KernelSet : public ::testing::TestWithParam<std::string> {
 protected:
-    void SetUp() override { setenv("SPILLWAY_CPU_KERNELS", GetParam(), 1); }
+    void SetUp() override { setenv("SPILLWAY_CPU_KERNELS", GetParam().c_str(), 1); }
     void TearDown() override { unsetenv("SPILLWAY_CPU_KERNELS"); }
 };
 
@@ -46,10 +47,11 @@ TEST_P(KernelSet, Stories260KMatchesLlamaCppGreedyText)
 {
     auto model = LlamaModel::load(kModel);
     ASSERT_TRUE(model.ok()) << model.error().message;
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     for (int threads : {1, 2}) {
         auto device = gpu::createCpuDevice(threads);
+        ASSERT_EQ(device->info().kernels, GetParam()) << "SPILLWAY_CPU_KERNELS did not pick the set";
         for (const auto& ref : refs) {
             int generated = 0;
             const std::string text = testing_support::greedyText(**model, *device, ref.prompt, 48, &generated);
@@ -59,22 +61,26 @@ TEST_P(KernelSet, Stories260KMatchesLlamaCppGreedyText)
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, KernelSet, ::testing::Values("scalar", "avx2", "avx512"));
+// Every set this CPU runs, named in the test's name (Cpu/KernelSet.X/avx2).
+INSTANTIATE_TEST_SUITE_P(Cpu, KernelSet, ::testing::ValuesIn(testing_support::kernelSetNamesThisCpuRuns()),
+                         [](const auto& info) { return info.param; });
 
 TEST(Llama, LogitsAreBitwiseEqualForAnyThreadCount)
 {
     auto model = LlamaModel::load(kModel);
-    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE(model.ok()) << model.error().message;
     const int vocab = (*model)->config().vocabSize;
     std::vector<std::vector<float>> runs;
     for (int threads : {1, 2, 3, 5}) {
         auto device = gpu::createCpuDevice(threads);
         auto session = LlamaSession::create(**model, *device, 64);
-        ASSERT_TRUE(session.ok());
+        ASSERT_TRUE(session.ok()) << session.error().message;
         std::vector<float> all;
         const int tokens[] = {1, 403, 407, 261, 378, 500, 17, 300};
         for (int pos = 0; pos < 8; ++pos) {
-            const float* logits = (*session)->forward(tokens[pos], pos).value();
+            auto forwarded = (*session)->forward(tokens[pos], pos);
+            ASSERT_TRUE(forwarded.ok()) << forwarded.error().message;
+            const float* logits = *forwarded;
             all.insert(all.end(), logits, logits + vocab);
         }
         runs.push_back(std::move(all));
@@ -88,25 +94,28 @@ TEST(Llama, LogitsAreBitwiseEqualForAnyThreadCount)
 TEST(Llama, DecodingAllocatesNothingPerToken)
 {
     auto model = LlamaModel::load(kModel);
-    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
     auto session = LlamaSession::create(**model, *device, 128);
-    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE(session.ok()) << session.error().message;
     (void)(*session)->forward(1, 0);  // warm-up: kernels may size their scratch once
     const long before = g_allocations.load();
     int token = 1;
-    for (int pos = 1; pos < 100; ++pos)
-        token = argmax({(*session)->forward(token, pos).value(), size_t((*model)->config().vocabSize)});
+    for (int pos = 1; pos < 100; ++pos) {
+        auto logits = (*session)->forward(token, pos);
+        ASSERT_TRUE(logits.ok()) << logits.error().message;
+        token = argmax({*logits, size_t((*model)->config().vocabSize)});
+    }
     EXPECT_EQ(g_allocations.load() - before, 0);
 }
 
 TEST(Llama, ContextOverflowAndEmptyRequestsAreErrors)
 {
     auto model = LlamaModel::load(kModel);
-    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(1);
     auto session = LlamaSession::create(**model, *device, 8);
-    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE(session.ok()) << session.error().message;
     SamplerSettings settings;
     settings.temperature = 0.0f;
     Sampler sampler((*model)->config().vocabSize, settings);
@@ -121,7 +130,7 @@ TEST(Llama, ContextOverflowAndEmptyRequestsAreErrors)
     request.prompt = "Once";
     request.maxNewTokens = 100;
     auto stopped = generate(**session, sampler, request);
-    ASSERT_TRUE(stopped.ok());
+    ASSERT_TRUE(stopped.ok()) << stopped.error().message;
     EXPECT_LE(stopped->promptTokens + stopped->generatedTokens, 9);
 }
 
@@ -158,13 +167,14 @@ TEST(Llama, SyntheticOptLoadsAndDecodes)
     const LlamaConfig& c = (*model)->config();
     EXPECT_TRUE(c.layerNorm && c.learnedPositions && !c.ffnGated);
     EXPECT_EQ(c.positionOffset, 2);
+    ASSERT_FALSE((*model)->weights().layers.empty());
     EXPECT_NE((*model)->weights().layers[0].qBias, nullptr);
     auto device = gpu::createCpuDevice(2);
     auto session = LlamaSession::create(**model, *device, 16);
     ASSERT_TRUE(session.ok()) << session.error().message;
     for (int pos = 0; pos < 3; ++pos) {
         auto logits = (*session)->forward(int32_t(pos + 5), pos);
-        ASSERT_TRUE(logits.ok());
+        ASSERT_TRUE(logits.ok()) << logits.error().message;
         for (int i = 0; i < c.vocabSize; i += 97) ASSERT_TRUE(std::isfinite((*logits)[i]));
     }
     std::filesystem::remove(path);
@@ -190,15 +200,18 @@ TEST(Llama, SyntheticTinyLlamaLoadsAndDecodes)
     const auto& tok = (*model)->tokenizer();
     const std::string text = "the quick brown fox jumps over the lazy dog 42! ünïcödé";
     const auto ids = tok.encode(text, true);
+    ASSERT_GE(ids.size(), 4u) << "the decode below runs the first 4 tokens";
     EXPECT_EQ(ids.front(), 1);
     EXPECT_LT(ids.size(), text.size());  // pieces merge
     EXPECT_EQ(tok.decode(ids), text);
 
     auto device = gpu::createCpuDevice(2);
     auto session = LlamaSession::create(**model, *device, 16);
-    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE(session.ok()) << session.error().message;
     for (int pos = 0; pos < 4; ++pos) {
-        const float* logits = (*session)->forward(ids[size_t(pos)], pos).value();
+        auto forwarded = (*session)->forward(ids[size_t(pos)], pos);
+        ASSERT_TRUE(forwarded.ok()) << forwarded.error().message;
+        const float* logits = *forwarded;
         double sum = 0;
         for (int i = 0; i < c.vocabSize; ++i) {
             ASSERT_TRUE(std::isfinite(logits[i]));

@@ -19,6 +19,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/greedy_text.h"
+#include "../common/kernel_sets.h"
 #include "../common/temp_dir.h"
 
 using namespace spillway;
@@ -27,12 +28,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
-const std::string kRelu = kShared + "/models/relu-stories-260K/model_qint80.bin";
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
+const std::string kRelu = kData + "/models/relu-stories-260K/model_qint80.bin";
 
-class KernelSet : public ::testing::TestWithParam<const char*> {
+class KernelSet : public ::testing::TestWithParam<std::string> {
 protected:
-    void SetUp() override { setenv("SPILLWAY_CPU_KERNELS", GetParam(), 1); }
+    void SetUp() override { setenv("SPILLWAY_CPU_KERNELS", GetParam().c_str(), 1); }
     void TearDown() override { unsetenv("SPILLWAY_CPU_KERNELS"); }
 };
 
@@ -119,10 +120,12 @@ void writeCheckpoint(const LlamaModel& m, int version, const std::string& path)
     }
 }
 
-std::string copyFile(const std::string& from, const std::string& to)
+// Call inside ASSERT_NO_FATAL_FAILURE: a missing source is a test failure, not an exception.
+void copyFile(const std::string& from, const std::string& to)
 {
-    fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-    return to;
+    std::error_code ec;
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+    ASSERT_FALSE(ec) << "cannot copy " << from << " to " << to << ": " << ec.message();
 }
 
 }  // namespace
@@ -138,11 +141,13 @@ TEST_P(KernelSet, ReluStoriesMatchesTheThesisRuntime)
     EXPECT_EQ(c.nLayers, 4);
     EXPECT_EQ(c.vocabSize, 1024);
     EXPECT_EQ(c.trainedContext, 64);
+    ASSERT_NE((*model)->tensor("blk.0.attn_q.weight"), nullptr);
     EXPECT_EQ((*model)->tensor("blk.0.attn_q.weight")->type, gpu::DType::Q8_G64);
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     for (int threads : {1, 2}) {
         auto device = gpu::createCpuDevice(threads);
+        ASSERT_EQ(device->info().kernels, GetParam()) << "SPILLWAY_CPU_KERNELS did not pick the set";
         for (const auto& ref : refs) {
             const std::string text = testing_support::greedyText(**model, *device, ref.prompt, 48);
             EXPECT_EQ(text.substr(0, ref.text.size()), ref.text) << "kernels " << GetParam() << ", threads " << threads;
@@ -150,7 +155,9 @@ TEST_P(KernelSet, ReluStoriesMatchesTheThesisRuntime)
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, KernelSet, ::testing::Values("scalar", "avx2", "avx512"));
+// Every set this CPU runs, named in the test's name (Cpu/KernelSet.X/avx2).
+INSTANTIATE_TEST_SUITE_P(Cpu, KernelSet, ::testing::ValuesIn(testing_support::kernelSetNamesThisCpuRuns()),
+                         [](const auto& info) { return info.param; });
 
 TEST(Llama2c, TheSameModelAsLlamaDiffersFromTheReluText)
 {
@@ -159,7 +166,7 @@ TEST(Llama2c, TheSameModelAsLlamaDiffersFromTheReluText)
     ASSERT_TRUE(model.ok()) << model.error().message;
     EXPECT_EQ((*model)->config().architecture, "llama");
     auto device = gpu::createCpuDevice(1);
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_FALSE(refs.empty());
     EXPECT_NE(testing_support::greedyText(**model, *device, refs[0].prompt, 48).substr(0, refs[0].text.size()), refs[0].text);
 }
@@ -168,7 +175,7 @@ TEST(Llama2c, TheSameModelAsLlamaDiffersFromTheReluText)
 // types), so relu-stories-2M, which ships only decode4096.tok, gets its real tokenizer.
 TEST(Llama2c, DecodeTableGivesBackTheTokenizer)
 {
-    const std::string dir = kShared + "/models/relu-stories-260K/";
+    const std::string dir = kData + "/models/relu-stories-260K/";
     gguf::Metadata fromBin("bin"), fromTable("table");
     ASSERT_TRUE(llama2c::tokenizerMetadata(dir + "tok1024.bin", 1024, fromBin).ok());
     const Status s = llama2c::decodeTableMetadata(dir + "decode1024.tok", 1024, fromTable);
@@ -185,7 +192,7 @@ TEST(Llama2c, DecodeTableGivesBackTheTokenizer)
     EXPECT_NE(mismatch.error().message.find("holds 1024 tokens"), std::string::npos);
 
     // relu-stories-2M finds its table beside it, and greedy text from BOS reads as a story.
-    auto big = LlamaModel::load(kShared + "/models/relu-stories-2M/model_qint80.bin",
+    auto big = LlamaModel::load(kData + "/models/relu-stories-2M/model_qint80.bin",
                                 ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(big.ok()) << big.error().message;
     EXPECT_EQ((*big)->config().dim, 128);
@@ -201,19 +208,20 @@ TEST(Llama2c, DecodeTableGivesBackTheTokenizer)
 
 TEST(Llama2c, Fp32CheckpointsOfStories260KGiveLlamaCppsText)
 {
-    auto gguf = LlamaModel::load(kShared + "/models/stories260K.gguf");
-    ASSERT_TRUE(gguf.ok());
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    auto gguf = LlamaModel::load(kData + "/models/stories260K.gguf");
+    ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     TempDir dir("spillway-llama2c");
-    copyFile(kShared + "/models/tok512.bin", dir.path() + "/tok512.bin");
+    ASSERT_NO_FATAL_FAILURE(copyFile(kData + "/models/tok512.bin", dir.path() + "/tok512.bin"));
     auto device = gpu::createCpuDevice(2);
     for (int version : {0, 1}) {
         const std::string path = dir.path() + "/v" + std::to_string(version) + ".bin";
-        writeCheckpoint(**gguf, version, path);
+        ASSERT_NO_FATAL_FAILURE(writeCheckpoint(**gguf, version, path));
         ASSERT_TRUE(llama2c::looksLikeCheckpoint(path)) << version;
         auto model = LlamaModel::load(path);
         ASSERT_TRUE(model.ok()) << model.error().message;
+        ASSERT_NE((*model)->tensor("blk.1.ffn_down.weight"), nullptr);
         EXPECT_EQ((*model)->tensor("blk.1.ffn_down.weight")->type, gpu::DType::F32);
         EXPECT_EQ((*model)->tensor("blk.1.ffn_down.weight")->file, 0u) << "fp32 tensors are used from the file";
         for (const auto& ref : refs) EXPECT_EQ(testing_support::greedyText(**model, *device, ref.prompt, 48), ref.text) << "v" << version;
@@ -226,24 +234,30 @@ TEST(Llama2c, QuantizedV2AgreesWithItsFp32Rewrite)
     // v1 file: the regrouped int8 blocks must hold what the file says (int8 activations aside).
     auto v2 = LlamaModel::load(kRelu);
     ASSERT_TRUE(v2.ok()) << v2.error().message;
+    ASSERT_NE((*v2)->tensor("token_embd.weight"), nullptr);
     EXPECT_EQ((*v2)->tensor("token_embd.weight")->type, gpu::DType::Q8_G64);
     EXPECT_EQ((*v2)->tensor("token_embd.weight")->file, kInMemoryTensor);
     EXPECT_EQ((*v2)->tensor("output.weight"), nullptr) << "plain Llama keeps the classifier shared";
     TempDir dir("spillway-llama2c");
-    copyFile(kShared + "/models/relu-stories-260K/tok1024.bin", dir.path() + "/tok1024.bin");
+    ASSERT_NO_FATAL_FAILURE(copyFile(kData + "/models/relu-stories-260K/tok1024.bin", dir.path() + "/tok1024.bin"));
     const std::string path = dir.path() + "/v1.bin";
-    writeCheckpoint(**v2, 1, path);
+    ASSERT_NO_FATAL_FAILURE(writeCheckpoint(**v2, 1, path));
     auto v1 = LlamaModel::load(path);
     ASSERT_TRUE(v1.ok()) << v1.error().message;
     auto device = gpu::createCpuDevice(1);
     auto a = LlamaSession::create(**v1, *device, 32);
     auto b = LlamaSession::create(**v2, *device, 32);
-    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    ASSERT_TRUE(b.ok()) << b.error().message;
     const int vocab = (*v1)->config().vocabSize;
     const int tokens[] = {1, 403, 407, 261, 378};
     for (int pos = 0; pos < 5; ++pos) {
-        const float* la = (*a)->forward(tokens[pos], pos).value();
-        const float* lb = (*b)->forward(tokens[pos], pos).value();
+        auto fa = (*a)->forward(tokens[pos], pos);
+        ASSERT_TRUE(fa.ok()) << fa.error().message;
+        auto fb = (*b)->forward(tokens[pos], pos);
+        ASSERT_TRUE(fb.ok()) << fb.error().message;
+        const float* la = *fa;
+        const float* lb = *fb;
         double dot = 0, na = 0, nb = 0;
         for (int i = 0; i < vocab; ++i) {
             dot += double(la[i]) * lb[i];
@@ -265,11 +279,13 @@ TEST(Llama2c, DamagedCheckpointsAreNamed)
         EXPECT_NE(model.error().message.find(path), std::string::npos) << model.error().message;
     };
     std::ifstream in(kRelu, std::ios::binary);
+    ASSERT_TRUE(in) << "cannot read " << kRelu;
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 256u) << kRelu << " is shorter than its header";
     auto write = [&](const std::string& b) {
         std::ofstream(dst, std::ios::binary | std::ios::trunc).write(b.data(), std::streamsize(b.size()));
     };
-    copyFile(kShared + "/models/relu-stories-260K/tok1024.bin", dir.path() + "/tok1024.bin");
+    ASSERT_NO_FATAL_FAILURE(copyFile(kData + "/models/relu-stories-260K/tok1024.bin", dir.path() + "/tok1024.bin"));
     write(bytes.substr(0, bytes.size() - 100));
     expectError(dst, "truncated");
     write(bytes + std::string(8, '\0'));
@@ -296,7 +312,9 @@ TEST(Llama2c, DamagedCheckpointsAreNamed)
     expectError(dst, "tok1024.bin");
     std::string tok;
     {
-        std::ifstream t(kShared + "/models/relu-stories-260K/tok1024.bin", std::ios::binary);
+        const std::string tokPath = kData + "/models/relu-stories-260K/tok1024.bin";
+        std::ifstream t(tokPath, std::ios::binary);
+        ASSERT_TRUE(t) << "cannot read " << tokPath;
         tok.assign((std::istreambuf_iterator<char>(t)), std::istreambuf_iterator<char>());
     }
     std::ofstream(dir.path() + "/tokenizer.bin", std::ios::binary).write(tok.data(), std::streamsize(tok.size() / 2));

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -220,8 +221,10 @@ std::vector<std::vector<float>> engineLogits(const LlamaModel& model, const std:
 void checkAgainstReference(const Opt& m)
 {
     char tmpl[] = "/tmp/spillway-opt-XXXXXX";
-    const std::string dir = mkdtemp(tmpl);
-    writeOptGguf(m, dir + "/opt.gguf");
+    const char* made = mkdtemp(tmpl);
+    ASSERT_NE(made, nullptr) << "cannot make a folder in /tmp: " << std::strerror(errno);
+    const std::string dir = made;
+    ASSERT_NO_FATAL_FAILURE(writeOptGguf(m, dir + "/opt.gguf"));
     auto model = LlamaModel::load(dir + "/opt.gguf");
     ASSERT_TRUE(model.ok()) << model.error().message;
     EXPECT_EQ((*model)->config().trainedContext, kCtx);
@@ -289,13 +292,15 @@ TEST(Opt, APositionPastTheTableIsRefused)
 {
     const Opt m = makeOpt(8);
     char tmpl[] = "/tmp/spillway-opt-XXXXXX";
-    const std::string dir = mkdtemp(tmpl);
-    writeOptGguf(m, dir + "/opt.gguf");
+    const char* made = mkdtemp(tmpl);
+    ASSERT_NE(made, nullptr) << "cannot make a folder in /tmp: " << std::strerror(errno);
+    const std::string dir = made;
+    ASSERT_NO_FATAL_FAILURE(writeOptGguf(m, dir + "/opt.gguf"));
     auto model = LlamaModel::load(dir + "/opt.gguf");
-    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(1);
     auto session = LlamaSession::create(**model, *device, 0);
-    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE(session.ok()) << session.error().message;
     EXPECT_EQ((*session)->contextLength(), kCtx);
     EXPECT_FALSE((*session)->forward(5, kCtx).ok());
     fs::remove_all(dir);

@@ -22,10 +22,16 @@ namespace {
 // ---- SentencePiece ----------------------------------------------------------------------------
 
 // tok512.bin (llama2.c layout) as the Vocabulary llama.cpp would read from stories260K.gguf.
+// A file that cannot be read is a test failure and gives an empty vocabulary, which callers
+// refuse (its size is checked, or makeTokenizer gives nullptr).
 Vocabulary loadTok512()
 {
     Vocabulary v;
     std::ifstream in(modelPath("tok512.bin"), std::ios::binary);
+    if (!in) {
+        ADD_FAILURE() << "cannot read " << modelPath("tok512.bin");
+        return v;
+    }
     float score = 0;
     int32_t length = 0;
     const auto readValue = [&](auto& value) {

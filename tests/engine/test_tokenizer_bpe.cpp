@@ -22,21 +22,23 @@ using namespace spillway::tokenizer_test;
 
 namespace {
 
-Vocabulary readSmolLm2();
+Vocabulary readSmolLm2(std::string& error);
 
-// SmolLM2's tokenizer.json as a Vocabulary (what convert_hf_to_gguf.py would store).
+// SmolLM2's tokenizer.json as a Vocabulary (what convert_hf_to_gguf.py would store). A file
+// that cannot be read or parsed is a failure of every test that asks for it, and gives an empty
+// vocabulary, which callers refuse (makeTokenizer gives nullptr, or its size is checked).
 Vocabulary loadSmolLm2(const std::string& preTokenizer = "smollm")
 {
-    static const Vocabulary parsed = readSmolLm2();  // 2 MB of JSON: parse once
+    static std::string error;
+    static const Vocabulary parsed = readSmolLm2(error);  // 2 MB of JSON: parse once
+    if (parsed.tokens.empty()) ADD_FAILURE() << error;
     Vocabulary v = parsed;
     v.preTokenizer = preTokenizer;
     return v;
 }
 
-Vocabulary readSmolLm2()
+Vocabulary parseSmolLm2(const nlohmann::json& json)
 {
-    std::ifstream in(modelPath("smollm2-tokenizer.json"));
-    const nlohmann::json json = nlohmann::json::parse(in);
     const auto& model = json.at("model");
     Vocabulary v;
     v.kind = Vocabulary::Kind::ByteLevelBpe;
@@ -64,6 +66,24 @@ Vocabulary readSmolLm2()
     }
     v.eos = 0;  // <|endoftext|>
     return v;
+}
+
+// An empty vocabulary, and what went wrong in `error`, when the file cannot be read or parsed.
+Vocabulary readSmolLm2(std::string& error)
+{
+    const std::string path = modelPath("smollm2-tokenizer.json");
+    error = "no tokens in " + path;
+    std::ifstream in(path);
+    if (!in) {
+        error = "cannot read " + path;
+        return {};
+    }
+    try {
+        return parseSmolLm2(nlohmann::json::parse(in));
+    } catch (const std::exception& e) {  // bad JSON, a missing key, an id past the vocabulary
+        error = path + ": " + e.what();
+        return {};
+    }
 }
 
 int32_t idOf(const Tokenizer& t, const std::string& text)
@@ -296,7 +316,7 @@ TEST(ByteLevelBpe, Llama3TakesWholeWordTokensWithoutMerges)
 TEST(PreTokenizer, Llama3PatternByHand)
 {
     auto pre = PreTokenizer::create("llama-bpe");
-    ASSERT_TRUE(pre.ok());
+    ASSERT_TRUE(pre.ok()) << pre.error().message;
     EXPECT_TRUE(pre->ignoresMerges());
     const std::string text = "Hello world's 12345\n\n  x";
     const auto pieces = pre->split(text);
@@ -304,11 +324,11 @@ TEST(PreTokenizer, Llama3PatternByHand)
                                                     "\n\n", " ", " x"};
     EXPECT_EQ(pieces, expected);
     auto smollm = PreTokenizer::create("smollm");
-    ASSERT_TRUE(smollm.ok());
+    ASSERT_TRUE(smollm.ok()) << smollm.error().message;
     EXPECT_EQ(smollm->split(" 2024 go"),
               (std::vector<std::string_view>{" ", "2", "0", "2", "4", " go"}));
     auto unknown = PreTokenizer::create("no-such-name");  // falls back to GPT-2's pattern
-    ASSERT_TRUE(unknown.ok());
+    ASSERT_TRUE(unknown.ok()) << unknown.error().message;
     EXPECT_EQ(unknown->split("it's  ok"),
               (std::vector<std::string_view>{"it", "'s", " ", " ok"}));
 }
@@ -316,6 +336,7 @@ TEST(PreTokenizer, Llama3PatternByHand)
 TEST(GgufVocabulary, ByteLevelBpeRoundTripsThroughGguf)
 {
     const Vocabulary json = loadSmolLm2();
+    ASSERT_FALSE(json.tokens.empty());
     std::vector<int32_t> types;
     for (TokenType t : json.types) types.push_back(int32_t(t));
     // No scores: they are optional for gpt2.

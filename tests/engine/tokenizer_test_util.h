@@ -19,7 +19,7 @@ inline const std::string kSpace = "\xE2\x96\x81";  // U+2581
 
 inline std::string modelPath(const char* name)
 {
-    return std::string(SPILLWAY_SHARED_DIR) + "/models/" + name;
+    return std::string(SPILLWAY_TEST_DATA_DIR) + "/models/" + name;
 }
 
 inline std::unique_ptr<Tokenizer> makeTokenizer(Vocabulary vocab)

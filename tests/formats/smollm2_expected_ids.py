@@ -149,7 +149,7 @@ def bpe(word, ranks):
 
 def main():
     default = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                           "../../../shared/models/smollm2-tokenizer.json")
+                           "../data/models/smollm2-tokenizer.json")
     path = sys.argv[1] if len(sys.argv) > 1 else default
     with open(path, encoding="utf-8") as f:
         tokenizer = json.load(f)

@@ -110,11 +110,14 @@ void writeText(const std::string& path, const std::string& text)
     std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
+// The parsed file; a discarded value when it cannot be read or parsed, which the tests that use
+// it check first (ASSERT_FALSE(smolLm2Json().is_discarded())).
 const Json& smolLm2Json()
 {
     static const Json json = [] {
         std::ifstream in(kSmolLm2);
-        return Json::parse(in);
+        if (!in) return Json(Json::value_t::discarded);
+        return Json::parse(in, nullptr, /*allow_exceptions=*/false);
     }();
     return json;
 }
@@ -159,11 +162,16 @@ std::unique_ptr<Tokenizer> smolLm2(bool parseSpecial = true)
 TEST(HfTokenizerJson, SmolLm2Metadata)
 {
     gguf::Metadata meta(kSmolLm2);
-    ASSERT_TRUE(tokenizerMetadataFromHf(kSmolLm2, "/no/such/tokenizer_config.json", meta).ok());
+    const Status read = tokenizerMetadataFromHf(kSmolLm2, "/no/such/tokenizer_config.json", meta);
+    ASSERT_TRUE(read.ok()) << read.error().message;
     EXPECT_EQ(meta.getString("tokenizer.ggml.model"), "gpt2");
     EXPECT_EQ(meta.getString("tokenizer.ggml.pre"), "smollm");  // Digits + ByteLevel
     EXPECT_EQ(meta.find("spillway.tokenizer.pre_regexes"), nullptr);
     EXPECT_EQ(meta.find("tokenizer.ggml.scores"), nullptr);
+    for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"}) {
+        ASSERT_NE(meta.find(key), nullptr) << key;
+        ASSERT_NE(meta.find(key)->asArray(), nullptr) << key;
+    }
     EXPECT_EQ(meta.find("tokenizer.ggml.tokens")->asArray()->values.size(), 49152u);
     EXPECT_EQ(meta.find("tokenizer.ggml.merges")->asArray()->values.size(), 48900u);
     EXPECT_EQ(meta.getInt("tokenizer.ggml.eos_token_id"), 0);  // <|endoftext|>
@@ -175,6 +183,9 @@ TEST(HfTokenizerJson, SmolLm2Metadata)
     EXPECT_EQ(vocab->kind, Vocabulary::Kind::ByteLevelBpe);
     EXPECT_EQ(vocab->tokens.size(), 49152u);
     EXPECT_EQ(vocab->merges.size(), 48900u);
+    ASSERT_FALSE(vocab->merges.empty());
+    ASSERT_GT(vocab->types.size(), 17u);
+    ASSERT_GT(vocab->tokens.size(), 1u);
     EXPECT_EQ(vocab->merges[0], "\u0120 t");
     EXPECT_EQ(vocab->preTokenizer, "smollm");
     EXPECT_FALSE(vocab->addBos);
@@ -205,6 +216,7 @@ TEST(HfTokenizerJson, SmolLm2ExactIds)
 
 TEST(HfTokenizerJson, SmolLm2SpecialTokens)
 {
+    ASSERT_FALSE(smolLm2Json().is_discarded()) << "cannot read or parse " << kSmolLm2;
     auto tokenizer = smolLm2();
     ASSERT_TRUE(tokenizer);
     for (const Json& added : smolLm2Json().at("added_tokens")) {
@@ -259,6 +271,7 @@ TEST(HfTokenizerJson, SmolLm2RoundTripsText)
 
 TEST(HfTokenizerJson, MergesAsPairsAndConfig)
 {
+    ASSERT_FALSE(smolLm2Json().is_discarded()) << "cannot read or parse " << kSmolLm2;
     Json json = smolLm2Json();
     Json pairs = Json::array();
     for (const Json& m : json["model"]["merges"]) {
@@ -285,7 +298,7 @@ TEST(HfTokenizerJson, MergesAsPairsAndConfig)
     EXPECT_EQ(meta.getString("tokenizer.chat_template"),
               "{% for m in messages %}{{ m.content }}{% endfor %}");
     auto fromPairs = vocabularyFromMetadata(meta);
-    ASSERT_TRUE(fromPairs.ok());
+    ASSERT_TRUE(fromPairs.ok()) << fromPairs.error().message;
     auto tokenizer = smolLm2();
     ASSERT_TRUE(tokenizer);
     EXPECT_EQ(fromPairs->merges, tokenizer->vocabulary().merges);
@@ -321,6 +334,7 @@ Json sequence(std::vector<Json> items)
 
 TEST(HfTokenizerJson, PreTokenizersMapToNamesOrExplicitRegexes)
 {
+    ASSERT_FALSE(smolLm2Json().is_discarded()) << "cannot read or parse " << kSmolLm2;
     const std::string llama3 =
         R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
         R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -356,7 +370,9 @@ TEST(HfTokenizerJson, PreTokenizersMapToNamesOrExplicitRegexes)
     EXPECT_EQ(custom.getString("tokenizer.ggml.pre"), "default");
     const gguf::Value* regexes = custom.find("spillway.tokenizer.pre_regexes");
     ASSERT_NE(regexes, nullptr);
+    ASSERT_NE(regexes->asArray(), nullptr);
     ASSERT_EQ(regexes->asArray()->values.size(), 1u);
+    ASSERT_NE(regexes->asArray()->values[0].asString(), nullptr);
     EXPECT_EQ(*regexes->asArray()->values[0].asString(), R"(\p{L}{1,3}|[^\p{L}]+)");
     EXPECT_EQ(custom.getBool("spillway.tokenizer.ignore_merges"), true);
     auto tokenizer = tokenizerFrom(custom);
@@ -381,11 +397,15 @@ TEST(HfTokenizerJson, PreTokenizersMapToNamesOrExplicitRegexes)
         metadataFromText(withPreTokenizer(sequence({literal, byteLevel(true)})).dump());
     const gguf::Value* dotRegexes = dots.find("spillway.tokenizer.pre_regexes");
     ASSERT_NE(dotRegexes, nullptr);
+    ASSERT_NE(dotRegexes->asArray(), nullptr);
+    ASSERT_FALSE(dotRegexes->asArray()->values.empty());
+    ASSERT_NE(dotRegexes->asArray()->values[0].asString(), nullptr);
     EXPECT_EQ(*dotRegexes->asArray()->values[0].asString(), R"(\.)");
 }
 
 TEST(HfTokenizerJson, UnsupportedTokenizersSayWhy)
 {
+    ASSERT_FALSE(smolLm2Json().is_discarded()) << "cannot read or parse " << kSmolLm2;
     const auto expectUnsupported = [](const Json& json, const std::string& expected) {
         const Error e = metadataError(json.dump());
         EXPECT_EQ(e.code, ErrorCode::UnsupportedModel) << e.message;

@@ -44,6 +44,7 @@ struct Files {
     std::string config;
 };
 
+// The two files' texts; empty ones (and a test failure) on an error, which callers check.
 Files writeHf(const gguf::Metadata& meta)
 {
     auto json = hfTokenizerJsonFromMetadata(meta);
@@ -85,21 +86,27 @@ void expectSameEncodings(const Vocabulary& expected, const Vocabulary& actual)
     EXPECT_EQ(differences, 0);
 }
 
-const gguf::File& stories()
+// stories260K.gguf, opened once; nullptr (and a failure of each test that asks) when it cannot be.
+const gguf::File* stories()
 {
+    static std::string error;
     static const std::unique_ptr<gguf::File> file = [] {
         auto opened = gguf::File::open(modelPath("stories260K.gguf"));
-        EXPECT_TRUE(opened.ok()) << opened.error().message;
+        if (!opened.ok()) error = opened.error().message;
         return opened.ok() ? std::move(opened.value()) : nullptr;
     }();
-    return *file;
+    if (!file) ADD_FAILURE() << error;
+    return file.get();
 }
 
 TEST(HfTokenizerRoundTrip, Stories260kSentencePieceVocabulary)
 {
-    auto original = vocabularyFromGguf(stories());
+    const gguf::File* file = stories();
+    ASSERT_NE(file, nullptr);
+    auto original = vocabularyFromGguf(*file);
     ASSERT_TRUE(original.ok()) << original.error().message;
-    const Files files = writeHf(stories().meta());
+    const Files files = writeHf(file->meta());
+    ASSERT_FALSE(files.json.empty());
 
     const Json json = Json::parse(files.json);
     EXPECT_EQ(json["model"]["type"], "BPE");
@@ -135,9 +142,12 @@ TEST(HfTokenizerRoundTrip, Stories260kSentencePieceVocabulary)
 TEST(HfTokenizerRoundTrip, Stories260kWithoutOurExtension)
 {
     // As another tool would leave the file: scores then come from the merge ranks alone.
-    auto original = vocabularyFromGguf(stories());
-    ASSERT_TRUE(original.ok());
-    Files files = writeHf(stories().meta());
+    const gguf::File* file = stories();
+    ASSERT_NE(file, nullptr);
+    auto original = vocabularyFromGguf(*file);
+    ASSERT_TRUE(original.ok()) << original.error().message;
+    Files files = writeHf(file->meta());
+    ASSERT_FALSE(files.json.empty());
     Json config = Json::parse(files.config);
     ASSERT_TRUE(config.contains("spillway"));
     config.erase("spillway");
@@ -163,19 +173,21 @@ TEST(HfTokenizerRoundTrip, Stories260kWithoutOurExtension)
     json["pre_tokenizer"]["prepend_scheme"] = "never";
     files.json = json.dump();
     auto noPrefix = readHf(files, "stories_never");
-    ASSERT_TRUE(noPrefix.ok());
+    ASSERT_TRUE(noPrefix.ok()) << noPrefix.error().message;
     EXPECT_FALSE(noPrefix->addSpacePrefix);
 }
 
 TEST(HfTokenizerRoundTrip, ByteLevelBpeVocabulary)
 {
     gguf::Metadata meta("smollm2");
-    ASSERT_TRUE(tokenizerMetadataFromHf(modelPath("smollm2-tokenizer.json"), "", meta).ok());
+    const Status read = tokenizerMetadataFromHf(modelPath("smollm2-tokenizer.json"), "", meta);
+    ASSERT_TRUE(read.ok()) << read.error().message;
     meta.add({"tokenizer.chat_template",
               gguf::Value::ofString("{{ bos_token }}{% for m in messages %}{{ m }}{% endfor %}")});
     auto original = vocabularyFromMetadata(meta);
-    ASSERT_TRUE(original.ok());
+    ASSERT_TRUE(original.ok()) << original.error().message;
     const Files files = writeHf(meta);
+    ASSERT_FALSE(files.json.empty());
     const Json json = Json::parse(files.json);
     EXPECT_EQ(json["pre_tokenizer"]["type"], "Sequence");  // Digits, ByteLevel
     EXPECT_EQ(json["pre_tokenizer"]["pretokenizers"][0]["type"], "Digits");
@@ -247,6 +259,7 @@ TEST(HfTokenizerRoundTrip, HandMadeByteLevelVocabularies)
         auto original = vocabularyFromMetadata(meta);
         ASSERT_TRUE(original.ok()) << original.error().message;
         const Files files = writeHf(meta);
+        ASSERT_FALSE(files.json.empty()) << pre;
         auto back = readHf(files, "hand_" + pre);
         ASSERT_TRUE(back.ok()) << pre << ": " << back.error().message;
         EXPECT_EQ(back->preTokenizer, original->preTokenizer) << pre;
@@ -287,6 +300,7 @@ TEST(HfTokenizerRoundTrip, WhatTokenizerJsonCannotSayComesBackExactly)
     auto original = vocabularyFromMetadata(meta);
     ASSERT_TRUE(original.ok()) << original.error().message;
     const Files files = writeHf(meta);
+    ASSERT_FALSE(files.json.empty());
     EXPECT_TRUE(Json::parse(files.config)["spillway"].contains("duplicate_tokens"));
     auto back = readHf(files, "spm_hand");
     ASSERT_TRUE(back.ok()) << back.error().message;
@@ -307,6 +321,8 @@ TEST(HfTokenizerRoundTrip, WhatTokenizerJsonCannotSayComesBackExactly)
     json["model"]["vocab"]["BA"] = 13;
     auto changed = readHf({json.dump(), files.config}, "spm_hand_changed");
     ASSERT_TRUE(changed.ok()) << changed.error().message;
+    ASSERT_GT(changed->tokens.size(), 13u);
+    ASSERT_GT(changed->types.size(), 4u);
     EXPECT_EQ(changed->tokens[13], "BA");
     EXPECT_EQ(changed->tokens[5], "[PAD5]");  // the duplicate's text is gone with the member
     EXPECT_EQ(changed->types[4], TokenType::Normal);

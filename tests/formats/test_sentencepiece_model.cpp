@@ -1,6 +1,6 @@
 // tokenizer.model -> GGUF tokenizer metadata, checked against SentencePiece itself: a small BPE
 // model with byte fallback is trained here with libsentencepiece's trainer (no real
-// tokenizer.model is kept in ../shared), and our tokenizer built from the metadata must encode
+// tokenizer.model is kept in tests/data), and our tokenizer built from the metadata must encode
 // a corpus to the same ids as SentencePieceProcessor::Encode.
 
 #include <gtest/gtest.h>
@@ -113,7 +113,7 @@ TEST(SentencePieceModel, MetadataFromTrainedBpeModel)
     const std::string& path = bpeModel();
     ASSERT_FALSE(path.empty());
     sentencepiece::SentencePieceProcessor sp;
-    ASSERT_TRUE(sp.Load(path).ok());
+    ASSERT_TRUE(sp.Load(path).ok()) << path;
 
     gguf::Metadata meta(path);
     const Status status = tokenizerMetadataFromSentencePiece(path, meta);
@@ -155,11 +155,12 @@ TEST(SentencePieceModel, EncodesLikeSentencePiece)
     const std::string& path = bpeModel();
     ASSERT_FALSE(path.empty());
     sentencepiece::SentencePieceProcessor sp;
-    ASSERT_TRUE(sp.Load(path).ok());
+    ASSERT_TRUE(sp.Load(path).ok()) << path;
     gguf::Metadata meta(path);
-    ASSERT_TRUE(tokenizerMetadataFromSentencePiece(path, meta).ok());
+    const Status converted = tokenizerMetadataFromSentencePiece(path, meta);
+    ASSERT_TRUE(converted.ok()) << converted.error().message;
     auto vocab = vocabularyFromMetadata(meta);
-    ASSERT_TRUE(vocab.ok());
+    ASSERT_TRUE(vocab.ok()) << vocab.error().message;
     auto tokenizer = Tokenizer::create(std::move(vocab.value()));
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
     const Tokenizer& ours = *tokenizer.value();
@@ -205,8 +206,11 @@ TEST(SentencePieceModel, RefusesUnigramAndBadFiles)
     EXPECT_EQ(status.error().code, ErrorCode::ModelFileInvalid);
 
     // A real model cut short.
+    ASSERT_FALSE(bpeModel().empty());
     std::ifstream in(bpeModel(), std::ios::binary);
+    ASSERT_TRUE(in) << "cannot read " << bpeModel();
     const std::string bytes(std::istreambuf_iterator<char>(in), {});
+    ASSERT_GT(bytes.size(), 10u) << bpeModel();  // cut at 1, 10, half and all but one byte
     const std::string cut = folder() + "/cut.model";
     for (size_t n : {size_t(1), size_t(10), bytes.size() / 2, bytes.size() - 1}) {
         std::ofstream(cut, std::ios::binary | std::ios::trunc).write(bytes.data(), long(n));

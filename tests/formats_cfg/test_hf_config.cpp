@@ -90,10 +90,14 @@ TEST(HfConfig, GenerationConfigWinsAndListsEveryEos)
     ASSERT_TRUE(q.status.ok()) << q.status.error().message;
     EXPECT_EQ(q.i("tokenizer.ggml.eos_token_id"), 151645);
     EXPECT_EQ(q.i("tokenizer.ggml.padding_token_id"), 151643);
+    ASSERT_NE(q.meta.find("spillway.eos_token_ids"), nullptr);
+    ASSERT_NE(q.meta.find("spillway.eos_token_ids")->asArray(), nullptr);
     EXPECT_EQ(q.meta.find("spillway.eos_token_ids")->asArray()->values.size(), 2u);
     Loaded none(kQwen3_06B);
-    ASSERT_TRUE(none.status.ok());
+    ASSERT_TRUE(none.status.ok()) << none.status.error().message;
     EXPECT_FALSE(none.has("tokenizer.ggml.padding_token_id"));
+    ASSERT_NE(none.meta.find("spillway.eos_token_ids"), nullptr);
+    ASSERT_NE(none.meta.find("spillway.eos_token_ids")->asArray(), nullptr);
     EXPECT_EQ(none.meta.find("spillway.eos_token_ids")->asArray()->values.size(), 1u);
 }
 
@@ -244,7 +248,7 @@ TEST(HfConfig, Opt350mPostNormAndProjections)
     EXPECT_EQ(j["word_embed_proj_dim"], 512);
     // opt-125m says nothing of either.
     Loaded small(kOpt125m);
-    ASSERT_TRUE(small.status.ok());
+    ASSERT_TRUE(small.status.ok()) << small.status.error().message;
     EXPECT_FALSE(small.has("spillway.post_norm"));
     EXPECT_FALSE(small.has("spillway.word_embed_proj_dim"));
     EXPECT_EQ(ggufTensorName("opt", "model.decoder.project_in.weight"), "proj_in.weight");
@@ -368,7 +372,7 @@ TEST(HfConfigErrors, UnknownArchitectureListsTheSupportedOnes)
 {
     std::string mamba = withField(kSmolLM2_135M, "architectures", "[\"MambaForCausalLM\"]");
     Loaded m(mamba);
-    expectFailure(m, kUnsupported, {});
+    ASSERT_NO_FATAL_FAILURE(expectFailure(m, kUnsupported, {}));
     EXPECT_EQ(m.status.error().message,
               m.configPath + ": architecture 'MambaForCausalLM' is not supported; supported: " +
                   supportedHfArchitectures());

@@ -68,7 +68,7 @@ RoundTrip roundTrip(const std::string& config, const std::string& generation = "
     r.second = back.meta;
     // config.json alone carries the token ids as well.
     Loaded alone(*text);
-    EXPECT_TRUE(alone.status.ok());
+    EXPECT_TRUE(alone.status.ok()) << alone.status.error().message;
     expectSameMetadata(r.first, alone.meta, "config.json alone");
     return r;
 }
@@ -95,7 +95,7 @@ TEST(HfConfigRoundTrip, RealConfigsComeBackKeyForKey)
 TEST(HfConfigRoundTrip, WrittenConfigLooksLikeHuggingFaces)
 {
     Loaded m(kMistral7B);
-    ASSERT_TRUE(m.status.ok());
+    ASSERT_TRUE(m.status.ok()) << m.status.error().message;
     auto text = hfConfigFromMetadata(m.meta, false);
     ASSERT_TRUE(text.ok()) << text.error().message;
     const auto j = nlohmann::json::parse(*text);
@@ -107,7 +107,7 @@ TEST(HfConfigRoundTrip, WrittenConfigLooksLikeHuggingFaces)
     EXPECT_TRUE(j["rope_scaling"].is_null());
 
     Loaded llama3(kLlama32_1B);
-    ASSERT_TRUE(llama3.status.ok());
+    ASSERT_TRUE(llama3.status.ok()) << llama3.status.error().message;
     auto t3 = hfConfigFromMetadata(llama3.meta, true);
     ASSERT_TRUE(t3.ok()) << t3.error().message;
     const auto s = nlohmann::json::parse(*t3)["rope_scaling"];
@@ -117,15 +117,14 @@ TEST(HfConfigRoundTrip, WrittenConfigLooksLikeHuggingFaces)
     EXPECT_EQ(nlohmann::json::parse(*t3)["head_dim"], 64);
 
     auto gen = hfGenerationConfigFromMetadata(llama3.meta);
-    ASSERT_TRUE(gen.ok());
+    ASSERT_TRUE(gen.ok()) << gen.error().message;
     EXPECT_EQ(nlohmann::json::parse(*gen),
               nlohmann::json::parse(R"({"bos_token_id": 128000, "eos_token_id": 128001})"));
 }
 
 TEST(HfConfigRoundTrip, RealGgufThroughConfigJsonGivesTheSameEngineConfig)
 {
-    const std::string path = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+    const std::string path = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";
     auto file = gguf::File::open(path);
     ASSERT_TRUE(file.ok()) << file.error().message;
     auto before = llamaConfigFromMetadata((*file)->meta());
@@ -156,6 +155,7 @@ TEST(HfConfigRoundTrip, RealGgufThroughConfigJsonGivesTheSameEngineConfig)
     // The vocabulary size comes from the token list when the file has no llama.vocab_size.
     const gguf::Value* tokens = (*file)->find("tokenizer.ggml.tokens");
     ASSERT_NE(tokens, nullptr);
+    ASSERT_NE(tokens->asArray(), nullptr);
     EXPECT_EQ(m.i("llama.vocab_size"), int64_t(tokens->asArray()->values.size()));
 }
 
@@ -210,7 +210,7 @@ TEST(HfConfigRoundTrip, RefusesWhatConfigJsonCannotSay)
 
     // An absent epsilon is the engine's 1e-5, written out (HF would assume 1e-6).
     auto text = hfConfigFromMetadata(base(), false);
-    ASSERT_TRUE(text.ok());
+    ASSERT_TRUE(text.ok()) << text.error().message;
     EXPECT_EQ(nlohmann::json::parse(*text)["rms_norm_eps"].get<double>(), 1e-5);
     EXPECT_EQ(nlohmann::json::parse(*text)["max_position_embeddings"], 2048);
 }

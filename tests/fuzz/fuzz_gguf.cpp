@@ -3,7 +3,7 @@
 // size its type and dims call for; the metadata is then walked, turned into JSON and into a
 // config.json, as the importers and the package writer would.
 // run_fuzz: -max_len=65536
-// run_fuzz seeds: models/*.gguf
+// run_fuzz seeds: tests/data/models/*.gguf tests/data/models/moe/*.gguf
 
 #include <sys/mman.h>
 #include <unistd.h>

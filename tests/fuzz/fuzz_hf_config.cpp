@@ -4,7 +4,6 @@
 // (hfConfigFromMetadata, hfGenerationConfigFromMetadata). The first line of the input is also
 // tried as a tensor name: every name that maps one way must map back.
 // run_fuzz: -max_len=16384
-// run_fuzz seeds: models/*/config.json
 
 #include <algorithm>
 #include <cstdio>

@@ -4,23 +4,23 @@
 # out-of-memory (the reproducer's path and a command to replay it are printed) or a build
 # failure; 77: cannot fuzz here (no Clang, or no libFuzzer), with the reason.
 #
-#   run_fuzz.sh <source-dir> <fuzz-build-dir> [<shared-dir>] [<target>...]
+#   run_fuzz.sh <source-dir> <fuzz-build-dir> [<target>...]
 #
 # Environment: SPILLWAY_FUZZ_SECONDS (per target, default 15), SPILLWAY_FUZZ_JOBS (build jobs,
 # default 2), SPILLWAY_FUZZ_CXX / SPILLWAY_FUZZ_CC (default clang++ / clang).
 # Each target's corpus grows in <fuzz-build-dir>/work/<target>/corpus across runs; its seeds
-# are tests/fuzz/corpus/<target>/ and the files under <shared-dir> that the target's
-# "// run_fuzz seeds:" lines name. "// run_fuzz:" lines give extra libFuzzer flags.
+# are tests/fuzz/corpus/<target>/ and the files of the source tree that the target's
+# "// run_fuzz seeds:" lines name (globs relative to <source-dir>, e.g. tests/data/models/*.gguf).
+# "// run_fuzz:" lines give extra libFuzzer flags.
 set -uo pipefail
 
 skip() { echo "fuzz_parsers: SKIPPED: $*"; exit 77; }
 die() { echo "fuzz_parsers: FAILED: $*"; exit 1; }
 
-[[ $# -ge 2 ]] || die "usage: run_fuzz.sh <source-dir> <fuzz-build-dir> [<shared-dir>] [<target>...]"
+[[ $# -ge 2 ]] || die "usage: run_fuzz.sh <source-dir> <fuzz-build-dir> [<target>...]"
 src=$(cd "$1" && pwd) || die "no source folder $1"
 build=$2
-shared=${3:-$src/../shared}
-shift $(($# >= 3 ? 3 : 2))
+shift 2
 seconds=${SPILLWAY_FUZZ_SECONDS:-15}
 jobs=${SPILLWAY_FUZZ_JOBS:-2}
 cxx=${SPILLWAY_FUZZ_CXX:-clang++}
@@ -79,16 +79,16 @@ for target in "${targets[@]}"; do
   source_file=$fuzz_dir/$target.cpp
   [[ -x $exe ]] || die "$exe was not built"
   work=$build/work/$target
-  mkdir -p "$work/corpus" "$work/artifacts" "$work/shared-seeds"
+  mkdir -p "$work/corpus" "$work/artifacts" "$work/tree-seeds"
   seeds=()
   [[ -d $fuzz_dir/corpus/$target ]] && seeds+=("$fuzz_dir/corpus/$target")
-  # Seeds from ../shared, copied so that libFuzzer never writes beside the real models.
+  # Seeds from the tree's test data, copied so that libFuzzer never writes beside the real models.
   while read -r pattern; do
-    for f in "$shared"/$pattern; do
-      [[ -f $f ]] && cp -f "$f" "$work/shared-seeds/$(echo "${f#"$shared"/}" | tr / _)"
+    for f in "$src"/$pattern; do
+      [[ -f $f ]] && cp -fL "$f" "$work/tree-seeds/$(echo "${f#"$src"/}" | tr / _)"
     done
   done < <(sed -n 's|^// run_fuzz seeds:[[:space:]]*||p' "$source_file" | tr ' ' '\n' | grep -v '^$')
-  [[ -n $(ls -A "$work/shared-seeds") ]] && seeds+=("$work/shared-seeds")
+  [[ -n $(ls -A "$work/tree-seeds") ]] && seeds+=("$work/tree-seeds")
   read -r -a extra <<< "$(sed -n 's|^// run_fuzz:[[:space:]]*||p' "$source_file" | tr '\n' ' ')"
   dict=()
   [[ -f $fuzz_dir/$target.dict ]] && dict=(-dict="$fuzz_dir/$target.dict")

@@ -142,6 +142,11 @@ int main(int argc, char** argv)
     {
         const size_t bytes = size_t{256} << 20;
         auto pinned = device->allocateHost(bytes);
+        if (!pinned.ok()) {
+            std::fprintf(stderr, "bench-cuda: cannot allocate 256 MiB of pinned memory: %s\n",
+                         pinned.error().message.c_str());
+            return 1;
+        }
         std::vector<uint8_t> pageable(bytes);
         fillRandom(pinned->data(), bytes, 7);
         std::memcpy(pageable.data(), pinned->data(), bytes);
@@ -168,6 +173,11 @@ int main(int argc, char** argv)
     // ---- matvec --------------------------------------------------------------------------------
     auto x = device->allocate(64 << 10);
     auto y = device->allocate(64 << 10);
+    if (!x.ok() || !y.ok()) {
+        std::fprintf(stderr, "bench-cuda: cannot allocate the matvec vectors: %s\n",
+                     (x.ok() ? y : x).error().message.c_str());
+        return 1;
+    }
     {
         std::vector<float> hx(16 << 10);
         std::mt19937 rng(3);

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,14 +116,17 @@ std::vector<uint8_t> randomMatrix(DType type, int64_t rows, int64_t cols, size_t
     return bytes;
 }
 
-// A device buffer holding `bytes` of host data, or uninitialised.
+// A device buffer holding `bytes` of host data, or uninitialised. An allocation that fails is a
+// test failure and ends the test (an exception, which gtest reports with the message): no op
+// runs on a buffer that is not there.
 struct DeviceData {
     Buffer buffer;
     DeviceData(Device& d, size_t bytes)
     {
         auto b = d.allocate(bytes);
-        EXPECT_TRUE(b.ok()) << (b.ok() ? "" : b.error().message);
-        if (b.ok()) buffer = std::move(b.value());
+        if (!b.ok()) throw std::runtime_error("device allocation of " + std::to_string(bytes) + " bytes failed: " +
+                                              b.error().message);
+        buffer = std::move(b.value());
     }
     template <class T>
     DeviceData(Device& d, const std::vector<T>& host) : DeviceData(d, host.size() * sizeof(T))
@@ -362,6 +366,7 @@ TEST_F(BackendConformance, MatvecBitmapSparseBesideDenseJobs)
     // V projections when only some of them were pruned).
     const int64_t cols = 4096, rows = 257;
     const std::vector<uint8_t> blob = randomBitmapBlob(compress::ValueFormat::F16, 0, rows, cols, 0.5, rng);
+    ASSERT_FALSE(blob.empty());
     const std::vector<uint8_t> q8 = randomMatrix(DType::Q8_0, rows, cols, rowBytes(DType::Q8_0, cols), rng);
     const std::vector<uint8_t> f16 = randomMatrix(DType::F16, rows, cols, rowBytes(DType::F16, cols), rng);
     const std::vector<float> x = randomFloats(cols, rng);
@@ -702,13 +707,13 @@ TEST_F(BackendConformance, MemoryBudgetAndAccounting)
     EXPECT_EQ(d.info().totalMemory, 1u << 20);
     {
         auto a = d.allocate(600 << 10);
-        ASSERT_TRUE(a.ok());
+        ASSERT_TRUE(a.ok()) << a.error().message;
         auto b = d.allocate(600 << 10);
         ASSERT_FALSE(b.ok());
         EXPECT_EQ(b.error().code, ErrorCode::OutOfDeviceMemory);
         EXPECT_EQ(d.memoryStats().used, 600u << 10);
         auto h = d.allocateHost(3 << 20);  // pinned host memory: not in the device budget
-        ASSERT_TRUE(h.ok());
+        ASSERT_TRUE(h.ok()) << h.error().message;
         EXPECT_EQ(reinterpret_cast<uintptr_t>(h->data()) % 4096, 0u);
         EXPECT_EQ(d.memoryStats().hostUsed, 3u << 20);
     }
@@ -736,7 +741,7 @@ TEST_F(BackendConformance, UploadFromAnotherThreadWhileOpsRun)
     const int64_t rows = 4096, cols = 4096;
     const size_t bytes = rowBytes(DType::F16, cols) * rows;
     auto staging = gpu().allocateHost(bytes);
-    ASSERT_TRUE(staging.ok());
+    ASSERT_TRUE(staging.ok()) << staging.error().message;
     const std::vector<uint8_t> w = randomMatrix(DType::F16, rows, cols, rowBytes(DType::F16, cols), rng);
     std::memcpy(staging->data(), w.data(), bytes);
     DeviceData busyW(gpu(), w), x(gpu(), randomFloats(cols, rng)), y(gpu(), rows * 4);
@@ -852,7 +857,7 @@ TEST_F(BackendConformance, UploadOutsideTheDevicesBuffersIsAnError)
     ASSERT_TRUE(made.ok()) << made.error().message;
     Device& d = *made.value();
     auto b = d.allocate(4096);
-    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(b.ok()) << b.error().message;
     const float v[4] = {1, 2, 3, 4};
     d.upload(b->as<float>() + 1020, v, sizeof v);  // the last 16 bytes: fine
     EXPECT_TRUE(d.lastError().ok());

@@ -70,7 +70,7 @@ TEST(CudaLoading, AutoTakesCudaWhenUsableElseSaysWhyNot)
     EXPECT_NE(chosen->device->info().backend, "cuda");
     EXPECT_NE(chosen->why.find("backend 'cuda': " + s.reason), std::string::npos) << chosen->why;
     auto made = createDevice("auto", {});
-    ASSERT_TRUE(made.ok());
+    ASSERT_TRUE(made.ok()) << made.error().message;
     EXPECT_EQ(made.value()->info().backend, chosen->device->info().backend);
 }
 

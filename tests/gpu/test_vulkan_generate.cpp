@@ -1,6 +1,6 @@
 // End to end on the Vulkan backend: `spillway-cli generate --backend vulkan` greedily continues
 // the reference prompts of stories260K exactly as the CPU backend does
-// (../shared/reference/stories260K.greedy48.tsv), with F32, F16 and Q8 KV caches. Skipped, with
+// (tests/data/reference/stories260K.greedy48.tsv), with F32, F16 and Q8 KV caches. Skipped, with
 // the registry's reason, where no Vulkan device is usable. Also with weights streamed from RAM and
 // the SSD.
 
@@ -26,7 +26,7 @@
 
 namespace {
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
 const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli";
 
 using testing_support::CliRun;
@@ -54,10 +54,10 @@ TEST(VulkanGenerate, GreedyTextMatchesTheReference)
 {
     skipWithoutVulkan();
     if (IsSkipped()) return;
-    const auto refs = spillway::testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
-    ASSERT_EQ(refs.size(), 3u) << "missing " << kShared << "/reference/stories260K.greedy48.tsv";
+    const auto refs = spillway::testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
+    ASSERT_EQ(refs.size(), 3u) << "missing " << kData << "/reference/stories260K.greedy48.tsv";
     for (const auto& ref : refs) {
-        const CliRun r = runCli("generate --backend vulkan -m '" + kShared + "/models/stories260K.gguf' -p '" +
+        const CliRun r = runCli("generate --backend vulkan -m '" + kData + "/models/stories260K.gguf' -p '" +
                                 ref.prompt + "' -n 48 --temp 0");
         EXPECT_EQ(r.exitCode, 0) << r.err;
         EXPECT_EQ(r.out, ref.text + "\n") << r.err;
@@ -68,12 +68,12 @@ TEST(VulkanGenerate, HalfAndInt8KvCaches)
 {
     skipWithoutVulkan();
     if (IsSkipped()) return;
-    const auto refs = spillway::testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    const auto refs = spillway::testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
     ASSERT_FALSE(refs.empty());
     const std::string& prompt = refs[0].prompt;
     // The CPU backend's text with the same cache type is the reference (f16 / q8 caches round).
     for (const char* kv : {"f16", "q8"}) {
-        const std::string args = "generate -m '" + kShared + "/models/stories260K.gguf' -p '" + prompt +
+        const std::string args = "generate -m '" + kData + "/models/stories260K.gguf' -p '" + prompt +
                                  "' -n 48 --temp 0 --kv-type " + kv;
         const CliRun cpu = runCli(args + " --backend cpu");
         ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
@@ -90,11 +90,11 @@ TEST(VulkanGenerate, OffloadedTiersGiveTheReferenceText)
 {
     skipWithoutVulkan();
     if (IsSkipped()) return;
-    const auto refs = spillway::testing_support::readReferenceTexts(kShared + "/reference/stories260K.greedy48.tsv");
+    const auto refs = spillway::testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
     ASSERT_FALSE(refs.empty());
     const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/cache' ";
     for (const char* tier : {"ram", "ssd"}) {
-        const CliRun r = runCli("generate --backend vulkan -m '" + kShared + "/models/stories260K.gguf' -p '" +
+        const CliRun r = runCli("generate --backend vulkan -m '" + kData + "/models/stories260K.gguf' -p '" +
                                     refs[0].prompt + "' -n 48 --temp 0 --quick-probe --tier " + tier,
                                 env);
         EXPECT_EQ(r.exitCode, 0) << tier << "\n" << r.err;
@@ -111,7 +111,7 @@ TEST(VulkanGenerate, BitmapSparsePackageGivesTheCpuText)
     if (IsSkipped()) return;
     const std::string pkg = tempDir() + "/bitmap-pkg";
     std::filesystem::remove_all(pkg);
-    const CliRun made = runCli("compress --backend vulkan --preset balanced --no-quality -m '" + kShared +
+    const CliRun made = runCli("compress --backend vulkan --preset balanced --no-quality -m '" + kData +
                                "/models/stories260K.gguf' -o '" + pkg + "'");
     ASSERT_EQ(made.exitCode, 0) << made.err;
     ASSERT_NE(made.out.find("bitmap sparse, 0 dense"), std::string::npos) << made.out;
@@ -136,7 +136,7 @@ TEST(VulkanGenerate, LayerSpansAreTimedOnTheDevice)
     skipWithoutVulkan();
     if (IsSkipped()) return;
     using namespace spillway;
-    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    auto model = LlamaModel::load(kData + "/models/stories260K.gguf");
     ASSERT_TRUE(model) << model.error().message;
     auto device = gpu::createDevice("vulkan", {});
     ASSERT_TRUE(device) << device.error().message;
@@ -204,7 +204,8 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
     if (IsSkipped()) return;
     using namespace spillway;
     const std::string path = tempDir() + "/opt-relu.gguf";
-    ASSERT_TRUE(writeSparseOpt(path).ok());
+    const Status written = writeSparseOpt(path);
+    ASSERT_TRUE(written.ok()) << written.error().message;
     auto model = LlamaModel::load(path);
     ASSERT_TRUE(model) << model.error().message;
     const LlamaConfig& c = (*model)->config();
@@ -218,7 +219,9 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
     auto onCpu = LlamaSession::create(**model, *cpu, dense);
     auto onCpuCached = LlamaSession::create(**model, *cpu, cached);
     auto onVulkan = LlamaSession::create(**model, **vulkan, cached);
-    ASSERT_TRUE(onCpu && onCpuCached && onVulkan) << (onVulkan ? "" : onVulkan.error().message);
+    ASSERT_TRUE(onCpu && onCpuCached && onVulkan) << (onCpu ? "" : onCpu.error().message)
+                                                  << (onCpuCached ? "" : onCpuCached.error().message)
+                                                  << (onVulkan ? "" : onVulkan.error().message);
     int32_t token = 2;
     size_t agree = 0;
     const int steps = 8;
@@ -233,10 +236,10 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
     const auto best = [&](const float* v) { return int32_t(std::max_element(v, v + c.vocabSize) - v); };
     for (int pos = 0; pos < steps; ++pos) {
         auto want = (*onCpu)->forward(token, pos);
-        ASSERT_TRUE(want);
+        ASSERT_TRUE(want) << want.error().message;
         const std::vector<float> denseLogits(*want, *want + c.vocabSize);
         auto cachedOnCpu = (*onCpuCached)->forward(token, pos);
-        ASSERT_TRUE(cachedOnCpu);
+        ASSERT_TRUE(cachedOnCpu) << cachedOnCpu.error().message;
         const std::vector<float> cpuLogits(*cachedOnCpu, *cachedOnCpu + c.vocabSize);
         auto got = (*onVulkan)->forward(token, pos);
         ASSERT_TRUE(got) << got.error().message;
@@ -273,7 +276,8 @@ TEST(VulkanGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
     if (IsSkipped()) return;
     using namespace spillway;
     const std::string path = tempDir() + "/opt-relu-hot.gguf";
-    ASSERT_TRUE(writeSparseOpt(path).ok());
+    const Status written = writeSparseOpt(path);
+    ASSERT_TRUE(written.ok()) << written.error().message;
     auto source = LlamaModel::load(path);
     ASSERT_TRUE(source) << source.error().message;
     auto cpu = gpu::createCpuDevice(2);
@@ -303,7 +307,7 @@ TEST(VulkanGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
     int agree = 0;
     for (int pos = 0; pos < 8; ++pos) {
         auto want = (*onCpu)->forward(token, pos);
-        ASSERT_TRUE(want);
+        ASSERT_TRUE(want) << want.error().message;
         const std::vector<float> cpuLogits(*want, *want + c.vocabSize);
         auto got = (*onVulkan)->forward(token, pos);
         ASSERT_TRUE(got) << got.error().message;
@@ -320,6 +324,8 @@ TEST(VulkanGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
     const NeuronCacheReport gpuReport = (*onVulkan)->neuronCacheReport();
     const NeuronCacheReport cpuReport = (*onCpu)->neuronCacheReport();
     ASSERT_EQ(gpuReport.pinned.size(), size_t(c.nLayers));
+    ASSERT_EQ(gpuReport.capacities.size(), size_t(c.nLayers));
+    ASSERT_EQ(gpuReport.cold.size(), size_t(c.nLayers));
     for (int l = 0; l < c.nLayers; ++l) {
         EXPECT_EQ(gpuReport.pinned[size_t(l)], gpuReport.capacities[size_t(l)]) << l;  // every slot hot
         EXPECT_EQ(gpuReport.cold[size_t(l)], ColdNeurons::Cpu);

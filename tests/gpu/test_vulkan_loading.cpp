@@ -141,6 +141,7 @@ TEST(VulkanLoading, AutoSkipsACpuDriverAndSaysWhy)
         if (b.name == "cuda") cudaUsable = b.usable;
     auto chosen = chooseDevice("auto", {});
     ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+    ASSERT_TRUE(chosen->device);
     const std::string backend = chosen->device->info().backend;
     if (cudaUsable) {
         EXPECT_EQ(backend, "cuda");

@@ -90,7 +90,7 @@ protected:
     {
         ASSERT_FALSE(m_dir.path().empty());
         m_file = m_dir.path() + "/pattern.bin";
-        writePatternFile(m_file, kFileBytes);
+        ASSERT_NO_FATAL_FAILURE(writePatternFile(m_file, kFileBytes));
     }
     TempDir m_dir{"spillway-direct-io", tempParent()};
     std::string m_file;
@@ -135,10 +135,10 @@ TEST(DirectReaderCreate, RejectsBadOptions)
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
     r = DirectReader::create({4, 8192, true});
-    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_STREQ((*r)->engine(), "pread threads");
     r = DirectReader::create({4, 8192, false});
-    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r.ok()) << r.error().message;
     std::printf("default engine here: %s\n", (*r)->engine());
 }
 
@@ -180,7 +180,7 @@ TEST_F(DirectIoTest, BatchOfRandomSmallReads)
     ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({32, 1 << 20, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         constexpr size_t kReq = 32 << 10, kCount = 200;
         AlignedBuffer buf(kReq * kCount);
         std::vector<ReadRequest> reqs;
@@ -196,10 +196,10 @@ TEST_F(DirectIoTest, BatchOfRandomSmallReads)
 TEST_F(DirectIoTest, PastEndOfFileReadsZeros)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({4, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         AlignedBuffer buf(1 << 20);
         // Starts before the end and runs 256 KiB past it (the last tensor's aligned range).
         const uint64_t start = kFileBytes / 4096 * 4096 - (128 << 10);
@@ -214,10 +214,10 @@ TEST_F(DirectIoTest, PastEndOfFileReadsZeros)
 TEST_F(DirectIoTest, MisalignedDirectReadIsInvalidArgument)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     if (!file->direct()) GTEST_SKIP() << "this filesystem refuses O_DIRECT; reads are buffered";
     auto reader = DirectReader::create({4, 1 << 20, false});
-    ASSERT_TRUE(reader.ok());
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
     AlignedBuffer buf(1 << 20);
     for (auto [off, len, shift] : {std::tuple{100ull, 4096ul, 0}, std::tuple{0ull, 1000ul, 0},
                                    std::tuple{0ull, 4096ul, 8}}) {
@@ -253,7 +253,7 @@ TEST_F(DirectIoTest, MissingFileOrFolderIsIoErrorNamingThePath)
 TEST_F(DirectIoTest, MoveKeepsTheDescriptor)
 {
     auto f = DirectFile::open(m_file);
-    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f.ok()) << f.error().message;
     const int fd = f->fd();
     DirectFile a = std::move(*f);
     EXPECT_EQ(a.fd(), fd);
@@ -266,10 +266,10 @@ TEST_F(DirectIoTest, MoveKeepsTheDescriptor)
 TEST_F(DirectIoTest, ConcurrentCallersAreSerialized)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({8, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         std::vector<std::thread> threads;
         std::atomic<int> failures{0};
         for (int t = 0; t < 4; ++t) {
@@ -292,10 +292,10 @@ TEST_F(DirectIoTest, ConcurrentCallersAreSerialized)
 TEST_F(DirectIoTest, EnqueueAndWaitInAnyOrder)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({8, 256 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         constexpr size_t kBytes = 2 << 20;
         std::vector<std::unique_ptr<AlignedBuffer>> bufs;
         std::vector<DirectReader::Ticket> tickets;
@@ -328,10 +328,10 @@ TEST_F(DirectIoTest, EnqueueAndWaitInAnyOrder)
 TEST_F(DirectIoTest, WarmStreamAllocatesNothing)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({4, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         SCOPED_TRACE((*reader)->engine());
         AlignedBuffer a(3 * 4096), b(8 * 4096);
         const ReadRequest group[] = {{0, 4096, a.data}, {8192, 2 * 4096, a.data + 4096}, {65536, 8 * 4096, b.data}};
@@ -353,11 +353,11 @@ TEST_F(DirectIoTest, WarmStreamAllocatesNothing)
 TEST_F(DirectIoTest, StreamOfManyGroupsReadsRight)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         for (int depth : {1, 3, 16}) {
             auto reader = DirectReader::create({depth, 64 << 10, pool});
-            ASSERT_TRUE(reader.ok());
+            ASSERT_TRUE(reader.ok()) << reader.error().message;
             SCOPED_TRACE(std::string((*reader)->engine()) + " qd " + std::to_string(depth));
             std::mt19937_64 rng(uint64_t(depth) * 2 + pool);
             struct Group { DirectReader::Ticket ticket; std::vector<ReadRequest> reqs; };
@@ -388,10 +388,10 @@ TEST_F(DirectIoTest, StreamOfManyGroupsReadsRight)
 TEST_F(DirectIoTest, TicketsFinishInOrder)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({8, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         for (int round = 0; round < 5; ++round) {
             // A large group, then a small one whose reads may well finish first: once the small
             // one's wait() returns, the large one must be complete too.
@@ -413,14 +413,14 @@ TEST_F(DirectIoTest, FailedReadFailsItsTicketOnly)
 {
     auto good = DirectFile::open(m_file);
     auto broken = DirectFile::open(m_file);
-    ASSERT_TRUE(good.ok() && broken.ok());
+    ASSERT_TRUE(good.ok() && broken.ok()) << (good ? "" : good.error().message) << (broken ? "" : broken.error().message);
     const int folder = ::open(m_dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ASSERT_GE(folder, 0);
     ASSERT_EQ(::dup2(folder, broken->fd()), broken->fd());
     ::close(folder);
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({4, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         AlignedBuffer a(1 << 20), b(1 << 20), c(1 << 20);
         const auto before = (*reader)->enqueue(*good, {{0, 1 << 20, a.data}});
         const auto failing = (*reader)->enqueue(*broken, {{1 << 20, 1 << 20, b.data}});
@@ -451,12 +451,12 @@ TEST_F(DirectIoTest, FailedReadFailsItsTicketOnly)
 TEST_F(DirectIoTest, DestroyWithTicketsOutstanding)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         for (int waitFirst : {0, 1}) {
             std::vector<std::unique_ptr<AlignedBuffer>> bufs;
             auto reader = DirectReader::create({4, 64 << 10, pool});
-            ASSERT_TRUE(reader.ok());
+            ASSERT_TRUE(reader.ok()) << reader.error().message;
             std::vector<DirectReader::Ticket> tickets;
             for (int i = 0; i < 16; ++i) {
                 bufs.push_back(std::make_unique<AlignedBuffer>(2 << 20));
@@ -474,10 +474,10 @@ TEST_F(DirectIoTest, DestroyWithTicketsOutstanding)
 TEST_F(DirectIoTest, ConcurrentStreams)
 {
     auto file = DirectFile::open(m_file);
-    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file.ok()) << file.error().message;
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({8, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         std::atomic<int> failures{0};
         std::vector<std::thread> threads;
         for (int t = 0; t < 3; ++t) {
@@ -508,7 +508,7 @@ TEST_F(DirectIoTest, BufferedFileReadsUnalignedRanges)
     EXPECT_FALSE(file->direct());
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({4, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         std::vector<uint8_t> buf((3 << 20) + 16);
         std::mt19937_64 rng(11);
         for (int i = 0; i < 20; ++i) {
@@ -527,7 +527,7 @@ TEST(DirectIoTmpfs, FallsBackToBufferedAndReadsRight)
     ASSERT_FALSE(dir.path().empty());
     const std::string path = dir.path() + "/pattern.bin";
     constexpr uint64_t kBytes = (1u << 20) + 777;
-    writePatternFile(path, kBytes);
+    ASSERT_NO_FATAL_FAILURE(writePatternFile(path, kBytes));
     auto file = DirectFile::open(path);
     ASSERT_TRUE(file.ok()) << file.error().message;
     // Linux >= 6.6 accepts O_DIRECT on tmpfs (served from memory); older kernels refuse it and
@@ -535,7 +535,7 @@ TEST(DirectIoTmpfs, FallsBackToBufferedAndReadsRight)
     std::printf("tmpfs file: direct=%d\n", int(file->direct()));
     for (bool pool : {false, true}) {
         auto reader = DirectReader::create({4, 64 << 10, pool});
-        ASSERT_TRUE(reader.ok());
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
         AlignedBuffer buf(2 << 20);
         std::mt19937_64 rng(3);
         for (int i = 0; i < 20; ++i) {

@@ -30,6 +30,7 @@
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/kernel_sets.h"
 #include "../common/made_up_hardware.h"
 #include "../common/tiny_models.h"
 
@@ -38,8 +39,8 @@ using gpu::KvType;
 
 namespace {
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
-const std::string kModel = kShared + "/models/stories260K.gguf";
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
+const std::string kModel = kData + "/models/stories260K.gguf";
 constexpr KvType kTypes[] = {KvType::F32, KvType::F16, KvType::Q8};
 
 // IEEE half -> double, from the format's definition (independent of the engine's converters).
@@ -160,7 +161,7 @@ struct Reference {
 std::vector<Reference> readReferences()
 {
     std::vector<Reference> refs;
-    std::ifstream in(kShared + "/reference/stories260K.greedy48.tsv");
+    std::ifstream in(kData + "/reference/stories260K.greedy48.tsv");
     std::string line;
     while (std::getline(in, line)) {
         const auto tab = line.find('\t');
@@ -226,7 +227,7 @@ TEST(KvAttention, ConvertedCachesMatchDoubleReference)
     const Shape shapes[] = {{8, 2, 64, 80}, {4, 4, 300, 20}, {6, 3, 8, 40}};
     std::mt19937_64 rng(7);
     double worstInput[3] = {}, worstHeld[3] = {};
-    for (gpu::CpuKernelSet set : {gpu::CpuKernelSet::Scalar, gpu::CpuKernelSet::Avx2, gpu::CpuKernelSet::Avx512})
+    for (gpu::CpuKernelSet set : testing_support::kernelSetsThisCpuRuns())
         for (int threads : {1, 3}) {
             auto device = gpu::createCpuDevice(threads, set);
             for (const Shape& s : shapes)
@@ -291,6 +292,7 @@ TEST(KvSession, EveryTokensLogitsInABatch)
     ASSERT_TRUE(model) << model.error().message;
     const std::vector<int> tokens = {1, 403, 407, 261, 378, 66, 400, 259, 280, 288, 301};
     const auto oneAtATime = testing_support::logitsAtEachPosition(**model, tokens, 32);
+    ASSERT_EQ(oneAtATime.size(), tokens.size());
     auto device = gpu::createCpuDevice(2);
     SessionOptions o;
     o.contextLength = 32;
@@ -379,9 +381,9 @@ TEST(KvSession, F16AndQ8LogitsStayCloseToF32OnStories260K)
     const int vocab = (*model)->config().vocabSize;
     const auto refs = readReferences();
     ASSERT_EQ(refs.size(), 3u);
-    for (const char* kernels : {"scalar", "avx2", "avx512"}) {
+    for (const std::string& kernels : testing_support::kernelSetNamesThisCpuRuns()) {
         SCOPED_TRACE(kernels);
-        setenv("SPILLWAY_CPU_KERNELS", kernels, 1);
+        setenv("SPILLWAY_CPU_KERNELS", kernels.c_str(), 1);
         auto device = gpu::createCpuDevice(2);
         unsetenv("SPILLWAY_CPU_KERNELS");
         double worst[3] = {}, sumDiff[3] = {}, maxLogit = 0, minMargin = 1e30;
@@ -391,7 +393,7 @@ TEST(KvSession, F16AndQ8LogitsStayCloseToF32OnStories260K)
             std::vector<int32_t> tokens;
             {
                 auto session = LlamaSession::create(**model, *device, SessionOptions{});
-                ASSERT_TRUE(session);
+                ASSERT_TRUE(session) << session.error().message;
                 SamplerSettings greedy;
                 greedy.temperature = 0.0f;
                 Sampler sampler(vocab, greedy);
@@ -404,7 +406,7 @@ TEST(KvSession, F16AndQ8LogitsStayCloseToF32OnStories260K)
                     return true;
                 };
                 auto stats = generate(**session, sampler, request);
-                ASSERT_TRUE(stats);
+                ASSERT_TRUE(stats) << stats.error().message;
                 ASSERT_EQ(stats->generatedTokens, 48);
                 EXPECT_EQ(text, ref.text);
                 tokens = stats->tokens;
@@ -415,13 +417,13 @@ TEST(KvSession, F16AndQ8LogitsStayCloseToF32OnStories260K)
                 SessionOptions o;
                 o.kvType = type;
                 auto session = LlamaSession::create(**model, *device, o);
-                ASSERT_TRUE(session);
+                ASSERT_TRUE(session) << session.error().message;
                 auto first = (*session)->forward(std::span(tokens).first(size_t(promptTokens)), 0);
-                ASSERT_TRUE(first);
+                ASSERT_TRUE(first) << first.error().message;
                 logits[int(type)].emplace_back(*first, *first + vocab);
                 for (int pos = promptTokens; pos < int(tokens.size()) - 1; ++pos) {
                     auto next = (*session)->forward(tokens[size_t(pos)], pos);
-                    ASSERT_TRUE(next);
+                    ASSERT_TRUE(next) << next.error().message;
                     logits[int(type)].emplace_back(*next, *next + vocab);
                 }
             }
@@ -450,7 +452,7 @@ TEST(KvSession, F16AndQ8LogitsStayCloseToF32OnStories260K)
         std::printf("stories260K, %s kernels, %d steps (max |f32 logit| %.1f, smallest top-1 margin %.3f): "
                     "f16 - f32 max %.3e mean %.3e, top-1 agrees %d/%d; q8 - f32 max %.3e mean %.3e, top-1 "
                     "agrees %d/%d\n",
-                    kernels, steps, maxLogit, minMargin, worst[1], meanF16, agree[1], steps, worst[2], meanQ8,
+                    kernels.c_str(), steps, maxLogit, minMargin, worst[1], meanF16, agree[1], steps, worst[2], meanQ8,
                     agree[2], steps);
         EXPECT_EQ(steps, 3 * 48);
         EXPECT_GT(worst[1], 0.0);  // the f16 and q8 paths really ran
@@ -468,7 +470,7 @@ TEST(KvSession, F16AndQ8LogitsStayCloseToF32OnStories260K)
 TEST(KvSession, ExplicitF32IsTheDefault)
 {
     auto model = LlamaModel::load(kModel);
-    ASSERT_TRUE(model);
+    ASSERT_TRUE(model) << model.error().message;
     const int vocab = (*model)->config().vocabSize;
     auto device = gpu::createCpuDevice(2);
     auto a = LlamaSession::create(**model, *device, 64);
@@ -476,11 +478,15 @@ TEST(KvSession, ExplicitF32IsTheDefault)
     o.contextLength = 64;
     o.kvType = KvType::F32;
     auto b = LlamaSession::create(**model, *device, o);
-    ASSERT_TRUE(a && b);
+    ASSERT_TRUE(a && b) << (a ? "" : a.error().message) << (b ? "" : b.error().message);
     const int32_t tokens[] = {1, 403, 407, 261, 378, 500, 17, 300};
     for (int pos = 0; pos < 8; ++pos) {
-        const float* x = (*a)->forward(tokens[pos], pos).value();
-        const float* y = (*b)->forward(tokens[pos], pos).value();
+        auto xr = (*a)->forward(tokens[pos], pos);
+        ASSERT_TRUE(xr) << xr.error().message;
+        auto yr = (*b)->forward(tokens[pos], pos);
+        ASSERT_TRUE(yr) << yr.error().message;
+        const float* x = *xr;
+        const float* y = *yr;
         ASSERT_EQ(0, std::memcmp(x, y, size_t(vocab) * sizeof(float))) << pos;
     }
 }
@@ -488,7 +494,7 @@ TEST(KvSession, ExplicitF32IsTheDefault)
 TEST(KvPlanner, SmallerCacheLeavesMoreDeviceMemoryForWeights)
 {
     auto model = LlamaModel::load(kModel);
-    ASSERT_TRUE(model);
+    ASSERT_TRUE(model) << model.error().message;
     const LlamaConfig& c = (*model)->config();
     const hw::HardwareProfile p = testing_support::madeUpHardware();
 

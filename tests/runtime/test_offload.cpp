@@ -28,7 +28,7 @@ using namespace spillway;
 
 namespace {
 
-const std::string kModel = std::string(SPILLWAY_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kModel = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";
 
 std::unique_ptr<LlamaModel> loadModel(const std::string& path = kModel)
 {
@@ -47,7 +47,8 @@ std::vector<float> runLogits(const LlamaModel& model, gpu::Device& device, const
     const size_t vocab = size_t(model.config().vocabSize);
     std::vector<float> all;
     auto logits = (*session)->forward(std::span<const int32_t>(prompt), 0);
-    EXPECT_TRUE(logits);
+    EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
+    if (!logits) return {};
     all.insert(all.end(), *logits, *logits + vocab);
     int32_t token = argmax({*logits, vocab});
     for (int i = 0; i < decodeSteps; ++i) {
@@ -237,7 +238,7 @@ TEST(Offload, StopDuringAPromptEndsAfterTheCurrentBatch)
     o.batch = 2;
     o.placement = plan::uniformPlacement(*model, plan::Tier::Ssd);
     auto session = LlamaSession::create(*model, device, o);
-    ASSERT_TRUE(session);
+    ASSERT_TRUE(session) << session.error().message;
     const uint64_t before = device.rmsnorms;
     SamplerSettings greedy;
     greedy.temperature = 0;
@@ -260,7 +261,7 @@ TEST(Offload, AnAsynchronousDeviceErrorFailsTheForwardPass)
     ASSERT_TRUE(model);
     OpaqueDevice device(gpu::createCpuDevice(1));
     auto session = LlamaSession::create(*model, device, 32);
-    ASSERT_TRUE(session);
+    ASSERT_TRUE(session) << session.error().message;
     ASSERT_TRUE((*session)->forward(1, 0));
     device.injected = makeError(ErrorCode::DeviceLost, "test device: lost");
     auto logits = (*session)->forward(2, 1);
@@ -277,10 +278,13 @@ TEST(Offload, ALostDeviceFallsBackToTheCpuAndTheTextIsWhole)
 {
     auto model = loadModel();
     ASSERT_TRUE(model);
-    std::ifstream tsv(std::string(SPILLWAY_SHARED_DIR) + "/reference/stories260K.greedy48.tsv");
+    const std::string references = std::string(SPILLWAY_TEST_DATA_DIR) + "/reference/stories260K.greedy48.tsv";
+    std::ifstream tsv(references);
+    ASSERT_TRUE(tsv) << "cannot read " << references;
     std::string line;
-    ASSERT_TRUE(std::getline(tsv, line));
+    ASSERT_TRUE(std::getline(tsv, line)) << "no line in " << references;
     const size_t tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos) << "no tab in the first line of " << references;
     const std::string prompt = line.substr(0, tab), expected = line.substr(tab + 1);
     for (int failAfter : {0, 1, 20}) {  // new tokens before the device fails (0: in the prompt)
         SCOPED_TRACE(failAfter);
@@ -290,7 +294,7 @@ TEST(Offload, ALostDeviceFallsBackToTheCpuAndTheTextIsWhole)
         o.batch = 4;
         o.placement = plan::uniformPlacement(*model, plan::Tier::Ssd);
         auto session = LlamaSession::create(*model, device, o);
-        ASSERT_TRUE(session);
+        ASSERT_TRUE(session) << session.error().message;
         auto cpu = gpu::createCpuDevice(1);
         std::unique_ptr<LlamaSession> fallback;
         std::string reason;
@@ -329,7 +333,7 @@ TEST(Offload, ALostDeviceFallsBackToTheCpuAndTheTextIsWhole)
     for (ErrorCode code : {ErrorCode::DeviceLost, ErrorCode::OutOfDeviceMemory}) {
         OpaqueDevice device(gpu::createCpuDevice(1));
         auto session = LlamaSession::create(*model, device, 64);
-        ASSERT_TRUE(session);
+        ASSERT_TRUE(session) << session.error().message;
         SamplerSettings greedy;
         greedy.temperature = 0;
         Sampler sampler(model->config().vocabSize, greedy);
@@ -393,8 +397,9 @@ TEST(Offload, ReferenceTextWithEveryLayerOnTheSsd)
 {
     auto model = loadModel();
     ASSERT_TRUE(model);
-    std::ifstream tsv(std::string(SPILLWAY_SHARED_DIR) + "/reference/stories260K.greedy48.tsv");
-    ASSERT_TRUE(tsv);
+    const std::string references = std::string(SPILLWAY_TEST_DATA_DIR) + "/reference/stories260K.greedy48.tsv";
+    std::ifstream tsv(references);
+    ASSERT_TRUE(tsv) << "cannot read " << references;
     auto device = gpu::createCpuDevice(2, 8u << 20);
     trace::Recorder recorder;
     std::string line;
@@ -443,6 +448,7 @@ TEST(Offload, ReferenceTextWithEveryLayerOnTheSsd)
 
 TEST(Offload, TruncatedFileWhileRunningIsAnError)
 {
+    ASSERT_TRUE(std::filesystem::is_regular_file(kModel)) << "cannot read " << kModel;
     const auto dir = std::filesystem::temp_directory_path() / ("spillway-offload-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     const auto copy = dir / "model.gguf";
@@ -456,7 +462,7 @@ TEST(Offload, TruncatedFileWhileRunningIsAnError)
         o.placement = plan::uniformPlacement(*model, plan::Tier::Ssd);
         o.placement->prefetchDepth = 0;  // naive: the next read happens on this thread
         auto session = LlamaSession::create(*model, *device, o);
-        ASSERT_TRUE(session);
+        ASSERT_TRUE(session) << session.error().message;
         ASSERT_TRUE((*session)->forward(1, 0));
         std::filesystem::resize_file(copy, std::filesystem::file_size(copy) / 2);
         auto logits = (*session)->forward(2, 1);

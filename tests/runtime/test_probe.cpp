@@ -154,6 +154,8 @@ TEST_F(ProbeTest, JsonRoundTripIsExact)
     ASSERT_TRUE(back.ok()) << back.error().message;
     EXPECT_TRUE(*back == *s_profile);
     EXPECT_EQ(profileToJson(*back), text);
+    ASSERT_FALSE(back->devices.empty());
+    ASSERT_FALSE(s_profile->devices.empty());
     EXPECT_EQ(back->devices.front().caps.hostPointers, s_profile->devices.front().caps.hostPointers);
 
     for (const char* bad : {"", "{", "[]", "{\"version\": 1}", "{\"version\": 99}", "null"}) {
@@ -161,7 +163,9 @@ TEST_F(ProbeTest, JsonRoundTripIsExact)
         EXPECT_FALSE(r.ok()) << bad;
     }
     std::string wrongType = text;
-    wrongType.replace(wrongType.find("\"Q4_0\""), 6, "\"Q9_9\"");
+    const size_t q4 = wrongType.find("\"Q4_0\"");
+    ASSERT_NE(q4, std::string::npos) << text;
+    wrongType.replace(q4, 6, "\"Q9_9\"");
     EXPECT_FALSE(profileFromJson(wrongType).ok());
 }
 
@@ -196,7 +200,7 @@ TEST_F(ProbeTest, CacheIsReusedUntilRemeasureOrCorrupt)
     ASSERT_TRUE(fresh.ok()) << fresh.error().message;
     EXPECT_NE(fresh->measuredAt, s_profile->measuredAt);
     auto cached = probeHardware(options(false));
-    ASSERT_TRUE(cached.ok());
+    ASSERT_TRUE(cached.ok()) << cached.error().message;
     EXPECT_EQ(cached->measuredAt, fresh->measuredAt);
 
     // Corrupt cache: measured again, never a crash; the cache is whole again afterwards.
@@ -207,6 +211,7 @@ TEST_F(ProbeTest, CacheIsReusedUntilRemeasureOrCorrupt)
     ASSERT_TRUE(repaired.ok()) << repaired.error().message;
     EXPECT_NE(repaired->measuredAt, fresh->measuredAt);
     std::ifstream in(cacheFile());
+    ASSERT_TRUE(in) << "cannot read " << cacheFile();
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto parsed = profileFromJson(text);
     ASSERT_TRUE(parsed.ok()) << parsed.error().message;

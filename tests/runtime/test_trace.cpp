@@ -344,6 +344,7 @@ TEST(TraceChrome, WritesParsableEventsWithDurationsAndLaneNames)
     EXPECT_EQ(dir.names(), std::vector<std::string>{"trace.json"}) << "no temporary left";
 
     std::ifstream in(path);
+    ASSERT_TRUE(in) << "cannot read " << path;
     const nlohmann::json doc = nlohmann::json::parse(in);
     const auto& events = doc.at("traceEvents");
     std::map<int, std::string> threadNames;
@@ -397,8 +398,10 @@ TEST(TraceChrome, ExplicitOriginAndLargeTraceRoundTrip)
                              i, static_cast<int>(i % 32), "copy"));
     ChromeTraceOptions options;
     options.originNs = 500'000;
-    ASSERT_TRUE(writeChromeTrace(spans, path, options).ok());
+    const Status st = writeChromeTrace(spans, path, options);
+    ASSERT_TRUE(st.ok()) << st.error().message;
     std::ifstream in(path);
+    ASSERT_TRUE(in) << "cannot read " << path;
     const nlohmann::json doc = nlohmann::json::parse(in);
     size_t count = 0;
     for (const auto& e : doc.at("traceEvents")) {

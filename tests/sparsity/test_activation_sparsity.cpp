@@ -41,7 +41,7 @@ std::vector<float> active(std::initializer_list<int> ids)
     return x;
 }
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
 
 }  // namespace
 
@@ -83,7 +83,7 @@ TEST(SparsityAccumulator, ThresholdDecidesWhatIsActive)
 
 TEST(ActivationSparsity, ReluStoriesIsSparseAndWindowsHelp)
 {
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
@@ -100,6 +100,9 @@ TEST(ActivationSparsity, ReluStoriesIsSparseAndWindowsHelp)
         EXPECT_EQ(l.neurons, (*model)->config().ffnDim);
         EXPECT_LE(l.minDensity, l.density);
         EXPECT_GE(l.maxDensity, l.density);
+        ASSERT_EQ(l.windowHit.size(), options.windows.size());
+        ASSERT_EQ(l.windowFetch.size(), options.windows.size());
+        ASSERT_EQ(l.windowSize.size(), options.windows.size());
         for (size_t w = 0; w < options.windows.size(); ++w) {
             // Loaded per token: what is active and not in the window; never more than is active.
             EXPECT_LE(l.windowFetch[w], l.density + 1e-12) << "layer " << l.layer;
@@ -116,7 +119,7 @@ TEST(ActivationSparsity, ReluStoriesIsSparseAndWindowsHelp)
 
 TEST(ActivationSparsity, SwigluHasNoExactZerosUnlessAThresholdSaysSo)
 {
-    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    auto model = LlamaModel::load(kData + "/models/stories260K.gguf");
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(1);
     SparsityOptions options;
@@ -126,14 +129,14 @@ TEST(ActivationSparsity, SwigluHasNoExactZerosUnlessAThresholdSaysSo)
     EXPECT_GT(dense->density(), 0.99);
     options.threshold = 1e30;
     auto none = measureActivationSparsity(**model, *device, options);
-    ASSERT_TRUE(none.ok());
+    ASSERT_TRUE(none.ok()) << none.error().message;
     EXPECT_EQ(none->density(), 0.0);
 }
 
 TEST(ActivationSparsity, BadOptionsAreRefused)
 {
-    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
-    ASSERT_TRUE(model.ok());
+    auto model = LlamaModel::load(kData + "/models/stories260K.gguf");
+    ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(1);
     SparsityOptions options;
     options.windows = {0};
@@ -149,7 +152,7 @@ TEST(ActivationSparsity, BadOptionsAreRefused)
 
 TEST(FfnPredictor, FullRankIsExactAndLowRankStillBeatsChance)
 {
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
@@ -192,23 +195,27 @@ TEST(FfnPredictor, FullRankIsExactAndLowRankStillBeatsChance)
 
 TEST(FfnPredictor, RefusesWhatItCannotPredict)
 {
-    auto swiglu = LlamaModel::load(kShared + "/models/stories260K.gguf");
-    ASSERT_TRUE(swiglu.ok());
+    auto swiglu = LlamaModel::load(kData + "/models/stories260K.gguf");
+    ASSERT_TRUE(swiglu.ok()) << swiglu.error().message;
     auto device = gpu::createCpuDevice(1);
     auto r = trainFfnPredictors(**swiglu, *device, {});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, ErrorCode::UnsupportedModel);
     EXPECT_NE(r.error().message.find("no ReLU"), std::string::npos) << r.error().message;
 
-    auto relu = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto relu = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                  ModelLoadOptions{"relu-llama", ""});
-    ASSERT_TRUE(relu.ok());
+    ASSERT_TRUE(relu.ok()) << relu.error().message;
     PredictorOptions one;
     one.prompts = {"Only one prompt."};
-    EXPECT_EQ(trainFfnPredictors(**relu, *device, one).error().code, ErrorCode::InvalidArgument);
+    auto onePrompt = trainFfnPredictors(**relu, *device, one);
+    ASSERT_FALSE(onePrompt.ok());
+    EXPECT_EQ(onePrompt.error().code, ErrorCode::InvalidArgument);
     PredictorOptions rank0;
     rank0.rank = 0;
-    EXPECT_EQ(trainFfnPredictors(**relu, *device, rank0).error().code, ErrorCode::InvalidArgument);
+    auto noRank = trainFfnPredictors(**relu, *device, rank0);
+    ASSERT_FALSE(noRank.ok());
+    EXPECT_EQ(noRank.error().code, ErrorCode::InvalidArgument);
 }
 
 // ---- the neuron cache model ------------------------------------------------------------------
@@ -262,7 +269,7 @@ TEST(NeuronCacheModel, BudgetsFollowDensityAndFillUp)
 
 TEST(NeuronCacheModel, ReluStoriesMovesFewerBytesThanDenseOffloading)
 {
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
@@ -290,12 +297,12 @@ TEST(NeuronCacheModel, ReluStoriesMovesFewerBytesThanDenseOffloading)
 
 TEST(FfnPredictor, StoredInThePackageAndReadBack)
 {
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
     auto none = loadFfnPredictors(**model);
-    ASSERT_TRUE(none.ok());
+    ASSERT_TRUE(none.ok()) << none.error().message;
     EXPECT_TRUE(none->empty());
 
     CompressOptions o;
@@ -345,7 +352,8 @@ TEST(FfnPredictor, StoredInThePackageAndReadBack)
     po.continueTokens = 16;
     po.maxTokensPerPrompt = o.calibrationTokens;
     auto trained = trainFfnPredictors(**model, *device, po);
-    ASSERT_TRUE(trained.ok());
+    ASSERT_TRUE(trained.ok()) << trained.error().message;
+    ASSERT_EQ(trained->size(), loaded->size());
     for (size_t l = 0; l < loaded->size(); ++l) {
         EXPECT_EQ((*loaded)[l].rank, 16);
         EXPECT_EQ((*loaded)[l].a, (*trained)[l].a) << l;
@@ -365,7 +373,8 @@ TEST(FfnPredictor, StoredInThePackageAndReadBack)
         EXPECT_NEAR(predictedMean, (*loaded)[l].predictedDensity, 0.05) << l;
         // Records alone carry them too (planning needs them).
         auto records = loadFfnPredictors(**package, /*recordsOnly=*/true);
-        ASSERT_TRUE(records.ok());
+        ASSERT_TRUE(records.ok()) << records.error().message;
+        ASSERT_EQ(records->size(), loaded->size());
         EXPECT_EQ((*records)[l].frequency, (*loaded)[l].frequency);
         EXPECT_TRUE((*records)[l].a.empty());
     }
@@ -377,7 +386,7 @@ TEST(FfnPredictor, SparsePresetMakesANeuronCachePackage)
     // the attention's input; refused, with nothing left behind, for a SwiGLU model.
     ASSERT_EQ(presetFromName("sparse"), Preset::Sparse);
     EXPECT_STREQ(presetName(Preset::Sparse), "sparse");
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
@@ -397,8 +406,8 @@ TEST(FfnPredictor, SparsePresetMakesANeuronCachePackage)
     ASSERT_FALSE(loaded->empty());
     EXPECT_EQ(loaded->front().input, PredictorInput::Attention);
 
-    auto swiglu = LlamaModel::load(kShared + "/models/stories260K.gguf");
-    ASSERT_TRUE(swiglu.ok());
+    auto swiglu = LlamaModel::load(kData + "/models/stories260K.gguf");
+    ASSERT_TRUE(swiglu.ok()) << swiglu.error().message;
     auto refused = compressModel(**swiglu, dir.path() + "/swiglu", presetOptions(Preset::Sparse), *device);
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().code, ErrorCode::UnsupportedModel) << refused.error().message;
@@ -409,7 +418,7 @@ TEST(FfnPredictor, ThreadsChangeTheFitOnlyInRounding)
 {
     // The fit's matrix products (linalg.h) may round differently on another thread count; the
     // predictors' figures stay the same.
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
@@ -421,7 +430,7 @@ TEST(FfnPredictor, ThreadsChangeTheFitOnlyInRounding)
     auto one = trainFfnPredictors(**model, *device, po);
     po.threads = 3;
     auto three = trainFfnPredictors(**model, *device, po);
-    ASSERT_TRUE(one.ok() && three.ok());
+    ASSERT_TRUE(one.ok() && three.ok()) << (one ? "" : one.error().message) << (three ? "" : three.error().message);
     ASSERT_EQ(one->size(), three->size());
     for (size_t l = 0; l < one->size(); ++l) {
         const FfnPredictor &a = (*one)[l], &b = (*three)[l];
@@ -436,7 +445,7 @@ TEST(FfnPredictor, ThreadsChangeTheFitOnlyInRounding)
 
 TEST(ActivationThreshold, DropsTheTargetShareAndCostsQualityInProportion)
 {
-    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
+    auto model = LlamaModel::load(kData + "/models/stories260K.gguf");
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(2);
 
@@ -464,7 +473,9 @@ TEST(ActivationThreshold, DropsTheTargetShareAndCostsQualityInProportion)
 
     ThresholdOptions bad;
     bad.targetSparsity = 1.0;
-    EXPECT_EQ(calibrateActivationThresholds(**model, *device, bad).error().code, ErrorCode::InvalidArgument);
+    auto refused = calibrateActivationThresholds(**model, *device, bad);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::InvalidArgument);
 }
 
 // ---- synthetic ReLU models with a chosen density ----------------------------------------------
@@ -485,15 +496,19 @@ TEST(SyntheticDensity, OptLayersFollowTheTargetProfile)
         EXPECT_TRUE(s.ok()) << s.error().message;
         return path;
     };
-    auto measure = [&](const std::string& path) {
+    // An empty report (no layers: the callers check the count) if the model or the measurement
+    // failed.
+    auto measure = [&](const std::string& path) -> SparsityReport {
         auto model = LlamaModel::load(path);
         EXPECT_TRUE(model.ok()) << model.error().message;
+        if (!model) return {};
         auto device = gpu::createCpuDevice(2);
         SparsityOptions o;
         o.prompts = {"Once upon a time there was a little cat.", "The sun is warm and the sky is blue.",
                      "First mix the flour, then add two eggs."};
         auto r = measureActivationSparsity(**model, *device, o);
         EXPECT_TRUE(r.ok()) << r.error().message;
+        if (!r) return {};
         return *r;
     };
     const SparsityReport hot = measure(write("hot.gguf", {0.1, 0.3}, 1.0));
@@ -502,6 +517,7 @@ TEST(SyntheticDensity, OptLayersFollowTheTargetProfile)
     EXPECT_NEAR(hot.layers[1].density, 0.3, 0.06);
     // All neurons alike: the same density, but the hottest 10% carry far less of it.
     const SparsityReport flat = measure(write("flat.gguf", {0.1, 0.3}, 0.0));
+    ASSERT_EQ(flat.layers.size(), 2u);
     EXPECT_NEAR(flat.layers[0].density, 0.1, 0.04);
     EXPECT_LT(flat.layers[0].hotShare + 0.1, hot.layers[0].hotShare);
 
@@ -714,12 +730,12 @@ testing_support::CacheRun runWithCache(const LlamaModel& model, gpu::Device& dev
 
 TEST(NeuronCacheRuntime, ReluStoriesKeepsItsReferenceTextAndLoadsOnlyTheDifference)
 {
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     ASSERT_TRUE(model.ok()) << model.error().message;
     const LlamaConfig& c = (*model)->config();
     auto device = gpu::createCpuDevice(2);
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     const testing_support::CacheRun dense = runWithCache(**model, *device, refs[0].prompt, 0);
     for (int capacity : {48, 96, c.ffnDim}) {  // a quarter, half and all of each layer
@@ -751,8 +767,8 @@ TEST(NeuronCacheRuntime, ReluStoriesKeepsItsReferenceTextAndLoadsOnlyTheDifferen
 
 TEST(NeuronCacheRuntime, RefusedWhereActivationsAreNotSparse)
 {
-    auto model = LlamaModel::load(kShared + "/models/stories260K.gguf");
-    ASSERT_TRUE(model.ok());
+    auto model = LlamaModel::load(kData + "/models/stories260K.gguf");
+    ASSERT_TRUE(model.ok()) << model.error().message;
     auto device = gpu::createCpuDevice(1);
     SessionOptions o;
     o.neuronCache.capacity = 32;

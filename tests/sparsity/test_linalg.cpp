@@ -10,6 +10,7 @@
 
 #include "core/compress/linalg.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/kernel_sets.h"
 
 using namespace spillway;
 using namespace spillway::compress;
@@ -99,6 +100,7 @@ TEST(Linalg, LogisticResidualMatchesTheSigmoidInEverySet)
 {
     using Kernel = void (*)(float*, const uint8_t*, size_t, float);
     std::vector<std::pair<const char*, Kernel>> kernels = {{"scalar", linalg::detail::logisticResidualScalar}};
+    testing_support::announceKernelSets();
     const gpu::CpuKernelSet best = gpu::bestCpuKernelSet();
     if (best >= gpu::CpuKernelSet::Avx2) kernels.push_back({"avx2", linalg::detail::logisticResidualAvx2});
     if (best >= gpu::CpuKernelSet::Avx512) kernels.push_back({"avx512", linalg::detail::logisticResidualAvx512});
@@ -133,6 +135,7 @@ TEST(Linalg, MatvecMatchesADoubleLoopInEverySet)
 {
     using Kernel = void (*)(const float*, int64_t, int64_t, const float*, const float*, float*);
     std::vector<std::pair<const char*, Kernel>> kernels = {{"scalar", linalg::detail::matvecScalar}};
+    testing_support::announceKernelSets();
     const gpu::CpuKernelSet best = gpu::bestCpuKernelSet();
     if (best >= gpu::CpuKernelSet::Avx2) kernels.push_back({"avx2", linalg::detail::matvecAvx2});
     if (best >= gpu::CpuKernelSet::Avx512) kernels.push_back({"avx512", linalg::detail::matvecAvx512});

@@ -36,20 +36,23 @@ using spillway::compress::CompressProgress;
 
 namespace {
 
-const std::string kShared = SPILLWAY_SHARED_DIR;
+const std::string kData = SPILLWAY_TEST_DATA_DIR;
 
 std::unique_ptr<LlamaModel> reluStories260K()
 {
-    auto model = LlamaModel::load(kShared + "/models/relu-stories-260K/model_qint80.bin", ModelLoadOptions{"relu-llama", ""});
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin", ModelLoadOptions{"relu-llama", ""});
     EXPECT_TRUE(model.ok()) << model.error().message;
     return model ? std::move(*model) : nullptr;
 }
 
-// A package of relu-stories-260K with bundles and rank-16 predictors of `input`.
-std::string makeBundledPackage(const testing_support::TempDir& dir, PredictorInput input)
+// A package of relu-stories-260K with bundles and rank-16 predictors of `input`, or the error
+// that stopped it (a missing model file, a failed compression).
+Result<std::string> makeBundledPackage(const testing_support::TempDir& dir, PredictorInput input)
 {
+    if (dir.path().empty()) return makeError(ErrorCode::Io, "cannot make a temporary folder for the package");
     const std::string p = dir.path() + "/package";
-    auto model = reluStories260K();
+    auto model = LlamaModel::load(kData + "/models/relu-stories-260K/model_qint80.bin", ModelLoadOptions{"relu-llama", ""});
+    if (!model) return model.error();
     auto device = gpu::createCpuDevice(2);
     CompressOptions o;
     o.qualityCheck = false;
@@ -57,27 +60,37 @@ std::string makeBundledPackage(const testing_support::TempDir& dir, PredictorInp
     o.predictorRank = 16;
     o.predictorContinueTokens = 16;
     o.predictorInput = input;
-    auto report = compressModel(*model, p, o, *device);
-    EXPECT_TRUE(report.ok()) << report.error().message;
-    if (report) {
-        EXPECT_GT(report->bundleBytes, 0u);
-    }
+    auto report = compressModel(**model, p, o, *device);
+    if (!report) return report.error();
+    EXPECT_GT(report->bundleBytes, 0u);
     return p;
+}
+
+// The package's path; a test failure, and an empty path (which no load accepts), if it could not
+// be made. Every test that asks is told why, not only the first.
+const std::string& packagePath(const Result<std::string>& made)
+{
+    static const std::string none;
+    if (!made) {
+        ADD_FAILURE() << "cannot make the bundled package: " << made.error().message;
+        return none;
+    }
+    return *made;
 }
 
 // Made once per test run: predictors of the FFN's input, and of the attention's (Deja Vu, Tricksy).
 const std::string& bundledPackage()
 {
     static testing_support::TempDir dir("bundles");
-    static const std::string path = makeBundledPackage(dir, PredictorInput::Ffn);
-    return path;
+    static const Result<std::string> made = makeBundledPackage(dir, PredictorInput::Ffn);
+    return packagePath(made);
 }
 
 const std::string& attentionPredictedPackage()
 {
     static testing_support::TempDir dir("bundles-attention");
-    static const std::string path = makeBundledPackage(dir, PredictorInput::Attention);
-    return path;
+    static const Result<std::string> made = makeBundledPackage(dir, PredictorInput::Attention);
+    return packagePath(made);
 }
 
 using testing_support::CacheRun;
@@ -161,9 +174,12 @@ TEST(NeuronBundles, PackageKeepsEachLayersMatricesTogether)
 
 TEST(NeuronBundles, DamagedOrMisplacedBundlesAreRefusedByName)
 {
+    ASSERT_FALSE(bundledPackage().empty());
     const std::string original = bundledPackage() + "/manifest.json";
+    std::ifstream in(original);
+    ASSERT_TRUE(in) << "cannot read " << original;
     std::stringstream text;
-    text << std::ifstream(original).rdbuf();
+    text << in.rdbuf();
     const std::string manifest = text.str();
     auto withManifest = [&](const std::string& changed) {
         testing_support::TempDir dir("bad-bundles");
@@ -218,8 +234,8 @@ TEST(NeuronBundles, CompressRefusesWhatWouldChangeTheFfnOrHasNoZeros)
     EXPECT_EQ(r1.error().code, ErrorCode::InvalidArgument);
     EXPECT_FALSE(std::filesystem::exists(dir.path() + "/a"));
 
-    auto swiglu = LlamaModel::load(kShared + "/models/stories260K.gguf");
-    ASSERT_TRUE(swiglu.ok());
+    auto swiglu = LlamaModel::load(kData + "/models/stories260K.gguf");
+    ASSERT_TRUE(swiglu.ok()) << swiglu.error().message;
     CompressOptions plain;
     plain.qualityCheck = false;
     plain.bundles = true;
@@ -234,7 +250,7 @@ TEST(NeuronCacheRuntime, ExactModeFromRamOrSsdKeepsTheReferenceText)
     auto package = LlamaModel::load(bundledPackage());
     ASSERT_TRUE(package.ok()) << package.error().message;
     const LlamaConfig& c = (*package)->config();
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     const CacheRun dense = generateWith(**package, refs[0].prompt, {});
     NeuronCacheOptions ram;
@@ -262,6 +278,7 @@ TEST(NeuronCacheRuntime, ExactModeFromRamOrSsdKeepsTheReferenceText)
     }
     // Exact mode needs the up row and down column of a gated neuron, not its gate row.
     const CacheRun run = generateWith(**package, refs[0].prompt, ram, 8);
+    ASSERT_FALSE((*package)->ffnBundles().empty());
     EXPECT_EQ(run.report.bundleBytes, (*package)->ffnBundles()[0].stride - (*package)->ffnBundles()[0].rowBytes);
 }
 
@@ -286,7 +303,7 @@ TEST(NeuronCacheRuntime, OnADeviceWithoutHostPointersTheCpuComputesWhatFindsNoSl
     ASSERT_TRUE(package.ok()) << package.error().message;
     const LlamaModel& model = **package;
     const LlamaConfig& c = model.config();
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     auto opaqueRun = [&](const std::string& prompt, const NeuronCacheOptions& cache, int tokens = 48) {
         testing_support::OpaqueDevice device(gpu::createCpuDevice(2));
@@ -363,9 +380,9 @@ TEST(NeuronCacheRuntime, HotNeuronsArePinnedAndColdOnesRunOnTheCpu)
     const LlamaModel& model = **package;
     const LlamaConfig& c = model.config();
     auto records = loadFfnPredictors(model, /*recordsOnly=*/true);
-    ASSERT_TRUE(records.ok());
+    ASSERT_TRUE(records.ok()) << records.error().message;
     ASSERT_EQ(int(records->size()), c.nLayers);
-    const auto refs = testing_support::readReferenceTexts(kShared + "/reference/relu-stories-260K.greedy48.tsv");
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u);
     const CacheRun dense = generateWith(model, refs[0].prompt, {});
 
@@ -381,6 +398,11 @@ TEST(NeuronCacheRuntime, HotNeuronsArePinnedAndColdOnesRunOnTheCpu)
     // Q8_G64 in exact mode: the dense kernel's arithmetic wherever the neurons are computed.
     EXPECT_EQ(pinnedOnly.logits, dense.logits);
     ASSERT_EQ(pinnedOnly.report.pinned.size(), size_t(c.nLayers));
+    // (the sizes of what is indexed below: a run whose session failed reports nothing)
+    ASSERT_EQ(pinnedOnly.report.capacities.size(), size_t(c.nLayers));
+    ASSERT_EQ(pinnedOnly.report.cold.size(), size_t(c.nLayers));
+    ASSERT_EQ(shipped.report.pinned.size(), size_t(c.nLayers));
+    ASSERT_EQ(shipped.report.cold.size(), size_t(c.nLayers));
     int shippedPins = 0;
     for (int l = 0; l < c.nLayers; ++l) {
         const FfnPredictor& p = (*records)[size_t(l)];
@@ -434,6 +456,8 @@ TEST(NeuronCacheRuntime, HotNeuronsArePinnedAndColdOnesRunOnTheCpu)
     NeuronCacheOptions predicted = cpu;
     predicted.mode = NeuronCacheMode::Predicted;
     const CacheRun predictedRun = generateWith(model, refs[0].prompt, predicted);
+    ASSERT_EQ(predictedRun.report.pinned.size(), size_t(c.nLayers));
+    ASSERT_EQ(predictedRun.report.capacities.size(), size_t(c.nLayers));
     for (int l = 0; l < c.nLayers; ++l)
         EXPECT_EQ(predictedRun.report.pinned[size_t(l)],
                   int((*records)[size_t(l)].hottest(predictedRun.report.capacities[size_t(l)], true).size()));
@@ -456,6 +480,7 @@ TEST(NeuronCachePlanning, ColdNeuronsOnTheCpuAreCostedOnItsLane)
     const auto shipCosts = LlamaSession::neuronCacheCosts(model, ship);
     const auto cpuCosts = LlamaSession::neuronCacheCosts(model, cpu);
     ASSERT_EQ(cpuCosts.size(), size_t(c.nLayers));
+    ASSERT_EQ(shipCosts.size(), size_t(c.nLayers));
     for (int l = 0; l < c.nLayers; ++l) {
         EXPECT_FALSE(cpuCosts[size_t(l)].toDevice);
         EXPECT_EQ(cpuCosts[size_t(l)].loadBytes, 0.0);
@@ -503,7 +528,7 @@ TEST(NeuronCachePlanning, ColdNeuronsOnTheCpuAreCostedOnItsLane)
     EXPECT_GT(planned->lanes.cpuCompute, 0.0);
     in.neuronCache = shipCosts;
     auto shipping = plan::planPlacement(in);
-    ASSERT_TRUE(shipping.ok());
+    ASSERT_TRUE(shipping.ok()) << shipping.error().message;
     EXPECT_EQ(shipping->lanes.cpuCompute, 0.0);
     EXPECT_GT(shipping->lanes.hostToDevice, planned->lanes.hostToDevice);
 }
@@ -521,6 +546,7 @@ TEST(NeuronCacheRuntime, PredictedModeTrustsThePredictorsAndStaysCloseToDense)
     predicted.source = BundleSource::Ssd;
     const CacheRun run = generateWith(**package, prompt, predicted);
     // The whole bundle moves (gate row included), for the predicted neurons only.
+    ASSERT_FALSE((*package)->ffnBundles().empty());
     EXPECT_EQ(run.report.bundleBytes, (*package)->ffnBundles()[0].stride);
     const NeuronCacheStats& s = run.report.total;
     ASSERT_GT(s.tokens, 0u);
@@ -584,7 +610,7 @@ TEST(NeuronCacheRuntime, AttentionInputPredictorsReadWhileAttentionRuns)
 
     // Predictors of the FFN's input start nothing early.
     auto ffnPackage = LlamaModel::load(bundledPackage());
-    ASSERT_TRUE(ffnPackage.ok());
+    ASSERT_TRUE(ffnPackage.ok()) << ffnPackage.error().message;
     const CacheRun late = generateWith(**ffnPackage, prompt, early);
     EXPECT_GT(late.report.ssdBytes, 0u);
     EXPECT_EQ(late.report.earlyBytes, 0u);
@@ -649,7 +675,7 @@ TEST(NeuronCachePlanning, CostsFollowTheRecordedHitCurveAndSlowThePlan)
     ASSERT_TRUE(package.ok()) << package.error().message;
     const LlamaConfig& c = (*package)->config();
     auto predictors = loadFfnPredictors(**package);
-    ASSERT_TRUE(predictors.ok());
+    ASSERT_TRUE(predictors.ok()) << predictors.error().message;
     ASSERT_EQ(predictors->size(), size_t(c.nLayers));
     for (const FfnPredictor& p : *predictors) {
         // LRU's stack property: more room never loses hits; all of the layer misses only cold starts.
@@ -682,6 +708,7 @@ TEST(NeuronCachePlanning, CostsFollowTheRecordedHitCurveAndSlowThePlan)
     const auto smallCosts = LlamaSession::neuronCacheCosts(**package, small);
     const auto bigCosts = LlamaSession::neuronCacheCosts(**package, big);
     ASSERT_EQ(smallCosts.size(), size_t(c.nLayers));
+    ASSERT_EQ(bigCosts.size(), size_t(c.nLayers));
     double smallBytes = 0, bigBytes = 0;
     for (int l = 0; l < c.nLayers; ++l) {
         smallBytes += smallCosts[size_t(l)].loadBytes;

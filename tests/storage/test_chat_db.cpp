@@ -78,6 +78,8 @@ TEST_F(ChatDbTest, ConversationsAndMessagesWithCascade)
     EXPECT_FALSE(list[0].generation.tokensPerSecond.has_value());
     EXPECT_EQ(list[1].id, m2);
     EXPECT_EQ(list[1].generation.modelName, "tiny.gguf");
+    ASSERT_TRUE(list[1].generation.tokensPerSecond.has_value());
+    ASSERT_TRUE(list[1].generation.firstTokenMs.has_value());
     EXPECT_DOUBLE_EQ(*list[1].generation.tokensPerSecond, 12.5);
     EXPECT_DOUBLE_EQ(*list[1].generation.firstTokenMs, 340);
     EXPECT_EQ(list[1].generation.placementJson, R"({"device":1024})");
@@ -137,6 +139,7 @@ TEST_F(ChatDbTest, VersionsKeepEditsAndRegenerations)
     msg = must(db().message(m));
     EXPECT_EQ(msg.content, "second answer");
     EXPECT_EQ(msg.generation.modelName, "other.gguf");
+    ASSERT_TRUE(msg.generation.tokensPerSecond.has_value());
     EXPECT_DOUBLE_EQ(*msg.generation.tokensPerSecond, 20);
     EXPECT_EQ(msg.currentVersionId, v2);
 
@@ -153,12 +156,12 @@ TEST_F(ChatDbTest, Settings)
     EXPECT_FALSE(must(db().setting("theme")).has_value());
     must(db().setSetting("theme", R"("dark")"));
     must(db().setSetting("threads", "8"));
-    EXPECT_EQ(*must(db().setting("theme")), R"("dark")");
+    EXPECT_EQ(must(db().setting("theme")), R"("dark")");
     must(db().setSetting("theme", R"("light")"));
-    EXPECT_EQ(*must(db().setting("theme")), R"("light")");
+    EXPECT_EQ(must(db().setting("theme")), R"("light")");
     must(db().removeSetting("theme"));
     EXPECT_FALSE(must(db().setting("theme")).has_value());
-    EXPECT_EQ(*must(db().setting("threads")), "8");
+    EXPECT_EQ(must(db().setting("threads")), "8");
 }
 
 TEST_F(ChatDbTest, CatalogWithPackagesAndBenchmarkRuns)
@@ -197,7 +200,9 @@ TEST_F(ChatDbTest, CatalogWithPackagesAndBenchmarkRuns)
     EXPECT_EQ(src.parameterCount, 6'738'415'616);
     src.architecture = "llama2";
     must(db().updateModel(src));
-    EXPECT_EQ(must(db().modelByPath(source.path))->architecture, "llama2");
+    const auto byPath = must(db().modelByPath(source.path));
+    ASSERT_TRUE(byPath.has_value());
+    EXPECT_EQ(byPath->architecture, "llama2");
     EXPECT_FALSE(must(db().modelByPath("/nowhere")).has_value());
 
     BenchmarkRun run;

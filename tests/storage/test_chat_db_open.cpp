@@ -95,7 +95,7 @@ void makeRealDatabase(const fs::path& dir, int count)
     auto db = ChatDatabase::open(dir.string());
     ASSERT_TRUE(db.ok()) << db.error().message;
     auto c = db->createConversation("real");
-    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.ok()) << c.error().message;
     ASSERT_TRUE(db->transaction([&]() -> Status {
                       for (int i = 0; i < count; ++i) {
                           auto id = db->appendMessage(*c, Role::User,
@@ -123,7 +123,9 @@ void expectMovedAside(const fs::path& dir, const std::string& badBytes, const ch
     auto c = db->createConversation("after recovery");
     ASSERT_TRUE(c.ok()) << c.error().message;
     EXPECT_TRUE(db->appendMessage(*c, Role::User, "works").ok());
-    EXPECT_EQ(db->conversations()->size(), 1u);
+    auto conversations = db->conversations();
+    ASSERT_TRUE(conversations.ok()) << conversations.error().message;
+    EXPECT_EQ(conversations->size(), 1u);
 }
 
 }  // namespace
@@ -137,7 +139,7 @@ TEST(ChatDbOpen, FilesArePrivateAndWalIsOn)
         auto db = ChatDatabase::open(dir.string());
         ASSERT_TRUE(db.ok()) << db.error().message;
         auto c = db->createConversation("x");
-        ASSERT_TRUE(c.ok());
+        ASSERT_TRUE(c.ok()) << c.error().message;
         ASSERT_TRUE(db->appendMessage(*c, Role::User, "private").ok());
         struct stat st {};
         ASSERT_EQ(::stat((dir / "spillway.db").c_str(), &st), 0);
@@ -189,43 +191,58 @@ TEST(ChatDbOpen, MigratesARealVersion1File)
 
     // The data is kept.
     auto c = db->conversation(1);
-    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.ok()) << c.error().message;
     EXPECT_EQ(c->title, "Old chat");
     EXPECT_EQ(c->updatedMs, 20);
     EXPECT_EQ(c->modelId, 1);
     auto list = db->messages(1);
-    ASSERT_TRUE(list.ok());
+    ASSERT_TRUE(list.ok()) << list.error().message;
     ASSERT_EQ(list->size(), 2u);
     EXPECT_EQ((*list)[1].content, "volcanoes erupt");
+    ASSERT_TRUE((*list)[1].generation.tokensPerSecond.has_value());
     EXPECT_DOUBLE_EQ(*(*list)[1].generation.tokensPerSecond, 9.5);
     EXPECT_EQ((*list)[1].generation.placementJson, R"({"p":1})");
-    EXPECT_EQ(*db->setting("theme").value(), R"("dark")");
-    EXPECT_EQ(db->model(2)->parentId, 1);
-    EXPECT_EQ(db->benchmarkRuns()->size(), 1u);
+    auto theme = db->setting("theme");
+    ASSERT_TRUE(theme.ok()) << theme.error().message;
+    EXPECT_EQ(*theme, R"("dark")");
+    auto package = db->model(2);
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    EXPECT_EQ(package->parentId, 1);
+    auto runs = db->benchmarkRuns();
+    ASSERT_TRUE(runs.ok()) << runs.error().message;
+    EXPECT_EQ(runs->size(), 1u);
 
     // The new features work on the old rows: each message is version 1 of itself, the old
     // contents are indexed, and new versions can be added.
     auto vs = db->versions(2);
-    ASSERT_TRUE(vs.ok());
+    ASSERT_TRUE(vs.ok()) << vs.error().message;
     ASSERT_EQ(vs->size(), 1u);
     EXPECT_TRUE((*vs)[0].current);
     EXPECT_EQ((*vs)[0].content, "volcanoes erupt");
     EXPECT_EQ((*vs)[0].generation.modelName, "a");
     EXPECT_EQ((*list)[1].currentVersionId, (*vs)[0].id);
     auto hits = db->search("volcano");
-    ASSERT_TRUE(hits.ok());
+    ASSERT_TRUE(hits.ok()) << hits.error().message;
     EXPECT_EQ(hits->size(), 2u);
     ASSERT_TRUE(db->addVersion(2, VersionKind::Regeneration, "lava flows").ok());
-    EXPECT_EQ(db->search("volcano")->size(), 1u);
-    EXPECT_EQ(db->search("lava")->size(), 1u);
+    auto volcano = db->search("volcano");
+    ASSERT_TRUE(volcano.ok()) << volcano.error().message;
+    EXPECT_EQ(volcano->size(), 1u);
+    auto lava = db->search("lava");
+    ASSERT_TRUE(lava.ok()) << lava.error().message;
+    EXPECT_EQ(lava->size(), 1u);
     auto m = db->appendMessage(1, Role::User, "new question");
-    ASSERT_TRUE(m.ok());
+    ASSERT_TRUE(m.ok()) << m.error().message;
     EXPECT_GT(*m, 2);
-    EXPECT_EQ(db->versions(2)->size(), 2u);
+    auto versionsAfter = db->versions(2);
+    ASSERT_TRUE(versionsAfter.ok()) << versionsAfter.error().message;
+    EXPECT_EQ(versionsAfter->size(), 2u);
     // A later open finds version 2 and changes nothing.
     db = ChatDatabase::open(dir.string());
-    ASSERT_TRUE(db.ok());
-    EXPECT_EQ(db->messages(1)->size(), 3u);
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    auto messagesAfter = db->messages(1);
+    ASSERT_TRUE(messagesAfter.ok()) << messagesAfter.error().message;
+    EXPECT_EQ(messagesAfter->size(), 3u);
     EXPECT_EQ(rawQuery(file, "PRAGMA user_version"), "2");
 }
 
@@ -235,7 +252,7 @@ TEST(ChatDbOpen, NewerSchemaIsRefusedAndLeftAlone)
     const fs::path dir = t.path();
     {
         auto db = ChatDatabase::open(dir.string());
-        ASSERT_TRUE(db.ok());
+        ASSERT_TRUE(db.ok()) << db.error().message;
         ASSERT_TRUE(db->createConversation("from the future").ok());
     }
     const fs::path file = dir / "spillway.db";
@@ -263,7 +280,7 @@ TEST(ChatDbOpen, RandomBytesAreMovedAside)
     for (auto& b : bytes) b = char(rng());
     writeBytes(dir / "spillway.db", bytes);
     writeBytes(dir / "spillway.db-wal", "stale wal");
-    expectMovedAside(dir, bytes, "not an SQLite database");
+    ASSERT_NO_FATAL_FAILURE(expectMovedAside(dir, bytes, "not an SQLite database"));
     // The -wal file went along, beside the moved file (the two stay usable together).
     auto copies = corruptCopies(dir);
     ASSERT_EQ(copies.size(), 1u);
@@ -284,7 +301,7 @@ TEST(ChatDbOpen, TruncatedDatabaseIsMovedAside)
 {
     TestDir t;
     const fs::path dir = t.path();
-    makeRealDatabase(dir, 300);
+    ASSERT_NO_FATAL_FAILURE(makeRealDatabase(dir, 300));
     const fs::path file = dir / "spillway.db";
     ASSERT_FALSE(fs::exists(dir / "spillway.db-wal"));  // checkpointed at close
     const auto size = fs::file_size(file);
@@ -297,7 +314,7 @@ TEST(ChatDbOpen, DamagedPagesAreFoundByTheIntegrityCheck)
 {
     TestDir t;
     const fs::path dir = t.path();
-    makeRealDatabase(dir, 300);
+    ASSERT_NO_FATAL_FAILURE(makeRealDatabase(dir, 300));
     const fs::path file = dir / "spillway.db";
     std::string bytes = readBytes(file);
     // Garbage over pages 3..20: the header stays valid, the b-trees do not.
@@ -309,7 +326,9 @@ TEST(ChatDbOpen, DamagedPagesAreFoundByTheIntegrityCheck)
     EXPECT_FALSE(db->recoveredFrom().empty());
     EXPECT_FALSE(db->recoveryReason().empty());
     EXPECT_EQ(corruptCopies(dir).size(), 1u);
-    EXPECT_TRUE(db->conversations()->empty());
+    auto conversations = db->conversations();
+    ASSERT_TRUE(conversations.ok()) << conversations.error().message;
+    EXPECT_TRUE(conversations->empty());
 }
 
 // ---- crash safety -------------------------------------------------------------------------------

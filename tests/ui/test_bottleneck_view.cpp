@@ -36,7 +36,7 @@ using trace::Lane;
 
 namespace {
 
-const std::string kModel = SPILLWAY_SHARED_DIR "/models/stories260K.gguf";
+const std::string kModel = SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf";
 
 constexpr Lane kLanes[] = {Lane::SsdRead,       Lane::HostToDevice, Lane::Decompress,
                            Lane::DeviceCompute, Lane::CpuCompute,   Lane::Stall};
@@ -440,7 +440,7 @@ void TestBottleneckView::paintTimeWithTwentyThousandSpans()
 void TestBottleneckView::neuronCacheStripShowsEachLayersHitRate()
 {
     using namespace spillway;
-    auto model = LlamaModel::load(SPILLWAY_SHARED_DIR "/models/relu-stories-260K/model_qint80.bin",
+    auto model = LlamaModel::load(SPILLWAY_TEST_DATA_DIR "/models/relu-stories-260K/model_qint80.bin",
                                   ModelLoadOptions{"relu-llama", ""});
     QVERIFY2(model.ok(), model ? "" : model.error().message.c_str());
     const LlamaConfig& c = (*model)->config();

@@ -29,6 +29,7 @@
 #include "gpu/cpu/cpu_device.h"
 #include "storage/chat_db.h"
 #include "ui/chat_window.h"
+#include "ui_test_util.h"
 #include "ui/generation_worker.h"
 #include "ui/library_panel.h"
 #include "ui/tuning_panel.h"
@@ -39,7 +40,7 @@ using spillway::storage::ChatDatabase;
 
 namespace {
 
-const QString kModel = QStringLiteral(SPILLWAY_SHARED_DIR "/models/stories260K.gguf");
+const QString kModel = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf");
 
 // The conversation's messages as stored (current versions), opened beside the window's own
 // connection (WAL allows both).
@@ -123,7 +124,7 @@ void TestChatActions::copyPutsTheReplyOnTheClipboard()
     window.setTemperature(0.0);
     window.setMaxTokens(12);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
     window.promptEdit()->setText(QStringLiteral("Once upon a time"));
     window.send();
@@ -145,7 +146,7 @@ void TestChatActions::regenerateAddsAVersion()
     QTemporaryDir data;
     const auto owned = chatWindow(data.path(), 1.0, 12);
     ChatWindow& window = *owned;
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
     const qint64 conversation = window.currentConversation();
     auto stored = storedMessages(data.path(), conversation);
@@ -179,7 +180,7 @@ void TestChatActions::editLastPromptVersionsPromptAndReply()
     QTemporaryDir data;
     const auto owned = chatWindow(data.path(), 0.0, 12);
     ChatWindow& window = *owned;
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
     const qint64 conversation = window.currentConversation();
 
@@ -201,7 +202,7 @@ void TestChatActions::editEarlierPromptDropsWhatFollowed()
     QTemporaryDir data;
     const auto owned = chatWindow(data.path(), 0.0, 8);
     ChatWindow& window = *owned;
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
     QVERIFY(exchange(window, QStringLiteral("The dog")));
     const qint64 conversation = window.currentConversation();
@@ -222,7 +223,7 @@ void TestChatActions::editIsCancelledWithEscape()
     ChatWindow window(kModel);
     window.setMaxTokens(4);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
     window.promptEdit()->setText(QStringLiteral("Lily"));
     window.send();
@@ -331,7 +332,7 @@ void TestChatActions::chatTemplateFormatsTheConversation()
     window.setTemperature(0.0);
     window.setMaxTokens(6);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(!window.transcript()->continuation());  // replies are shown on their own
 
     QSignalSpy prompts(window.generationWorker(), &spillway::ui::GenerationWorker::promptPrepared);
@@ -362,7 +363,7 @@ void TestChatActions::brokenChatTemplateIsReportedAndContinued()
     ChatWindow window(model);
     window.setMaxTokens(4);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY2(window.statusText().contains("chat template is not used"), qPrintable(window.statusText()));
     QVERIFY(window.transcript()->continuation());
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
@@ -381,9 +382,9 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     qputenv("XDG_CACHE_HOME", folder.filePath("cache").toUtf8());
     const QString package = folder.filePath("relu-package");
     {
-        auto source = spillway::LlamaModel::load(SPILLWAY_SHARED_DIR "/models/relu-stories-260K/model_qint80.bin",
+        auto source = spillway::LlamaModel::load(SPILLWAY_TEST_DATA_DIR "/models/relu-stories-260K/model_qint80.bin",
                                                  spillway::ModelLoadOptions{"relu-llama", ""});
-        QVERIFY(source.ok());
+        QVERIFY2(source.ok(), source ? "" : source.error().message.c_str());
         auto device = spillway::gpu::createCpuDevice(2);
         spillway::compress::CompressOptions o;
         o.qualityCheck = false;
@@ -397,7 +398,7 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     window.setTemperature(0.0);
     window.setMaxTokens(12);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
 
     // Tuning: the cache is planned (its FFN matrices leave the placement), in predicted mode.
     spillway::ui::TuningPanel* tuning = window.tuningPanel();
@@ -438,7 +439,7 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     ChatWindow dense(kModel, folder.filePath("data2"));
     dense.skipWelcome();
     dense.show();
-    QTRY_VERIFY_WITH_TIMEOUT(dense.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(dense, 30'000);
     dense.tuningPanel()->neuronCacheBox()->setValue(32);
     QTRY_VERIFY_WITH_TIMEOUT(!dense.lastPrediction().note.isEmpty(), 20'000);
     QCOMPARE(dense.lastPrediction().settings.neuronCache, 0);

@@ -28,14 +28,15 @@
 #include "storage/chat_db.h"
 #include "ui/bottleneck_view.h"
 #include "ui/chat_window.h"
+#include "ui_test_util.h"
 
 using spillway::ui::ChatWindow;
 
 namespace {
 
-const QString kModel = QStringLiteral(SPILLWAY_SHARED_DIR "/models/stories260K.gguf");
+const QString kModel = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf");
 const QString kReference =
-    QStringLiteral(SPILLWAY_SHARED_DIR "/reference/stories260K.greedy48.tsv");
+    QStringLiteral(SPILLWAY_TEST_DATA_DIR "/reference/stories260K.greedy48.tsv");
 
 // The greedy 48-token text (prompt included) the reference file gives for `prompt`.
 QString referenceFor(const QString& prompt)
@@ -92,7 +93,7 @@ void TestChatWindow::greedyReplyMatchesReference()
     window.setTemperature(0.0);
     window.setMaxTokens(48);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(window.sendButton()->isEnabled());
     QVERIFY(window.errorText().isEmpty());
 
@@ -120,7 +121,7 @@ void TestChatWindow::stopEndsLongReply()
     window.setTemperature(0.8);
     window.setMaxTokens(2000);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
 
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
     window.promptEdit()->setText(QStringLiteral("Once upon a time"));
@@ -168,7 +169,7 @@ void TestChatWindow::conversationsAreStoredSearchedAndReopened()
         window.setTemperature(0.0);
         window.setMaxTokens(16);
         window.show();
-        QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+        SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
         QSignalSpy stored(&window, &ChatWindow::replyStored);
         window.promptEdit()->setText(prompt);
         window.send();
@@ -435,7 +436,7 @@ void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
     window.setTemperature(0.0);
     window.setMaxTokens(48);
     window.show();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isModelReady(), 30'000);
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QCOMPARE(window.activeBackend(), QStringLiteral("vulkan"));
     QVERIFY2(window.statusText().contains("Vulkan"), qPrintable(window.statusText()));
     QSignalSpy finished(&window, &ChatWindow::replyFinished);

@@ -21,12 +21,12 @@ using spillway::ui::MessageItem;
 
 namespace {
 
-const QString kModel = QStringLiteral(SPILLWAY_SHARED_DIR "/models/stories260K.gguf");
+const QString kModel = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf");
 const char* const kPrompt = "Once upon a time";
 
 std::string referenceText()
 {
-    for (const auto& r : spillway::testing_support::readReferenceTexts(SPILLWAY_SHARED_DIR
+    for (const auto& r : spillway::testing_support::readReferenceTexts(SPILLWAY_TEST_DATA_DIR
                                                                          "/reference/stories260K.greedy48.tsv"))
         if (r.prompt == kPrompt) return r.text;
     return {};
@@ -99,6 +99,10 @@ void TestGenerationWorker::initTestCase()
 {
     m_expected = QString::fromStdString(referenceText());
     QVERIFY2(!m_expected.isEmpty(), "no reference line for the prompt");
+    {  // every test loads it: one clear failure here instead of empty replies below
+        auto model = spillway::LlamaModel::load(kModel.toStdString());
+        QVERIFY2(model.ok(), model ? "" : model.error().message.c_str());
+    }
     m_footprint = footprint();
     QVERIFY2(m_footprint.weights > 0 && m_footprint.total > m_footprint.weights,
              qPrintable(QStringLiteral("total %1, weights %2").arg(m_footprint.total).arg(m_footprint.weights)));

@@ -10,7 +10,7 @@
 set -euo pipefail
 build=$(cd "${1:?usage: stage.sh BUILD_DIR DEST_DIR}" && pwd)
 dest=${2:?usage: stage.sh BUILD_DIR DEST_DIR}
-shared=$(cd "$(dirname "$0")/../../.." && pwd)/../shared
+data=$(cd "$(dirname "$0")/../../data" && pwd)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 bin=$stage/spillway-bin
@@ -21,7 +21,7 @@ for f in lib/libspillway_cuda.so lib/libspillway_vulkan.so tests/test_cuda_confo
   [ -e "$build/$f" ] && files+=("$build/$f") || echo "stage: $f not built, left out" >&2
 done
 cp "${files[@]}" "$bin/"
-cp "$shared/reference/stories260K.greedy48.tsv" "$bin/"
+cp "$data/reference/stories260K.greedy48.tsv" "$bin/"
 # The libraries: what ldd resolves, less the C and C++ runtimes every image has and the NVIDIA
 # libraries the device brings (cuBLAS and the driver are loaded from there).
 ldd "${files[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | \
