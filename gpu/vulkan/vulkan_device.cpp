@@ -37,7 +37,7 @@ std::string versionText(uint32_t v)
 std::unique_ptr<VulkanDevice> VulkanDevice::create(const DeviceOptions& options, std::string* error)
 {
     std::unique_ptr<VulkanDevice> d(new VulkanDevice());
-    d->m_instance = createInstance(error);
+    d->m_instance = sharedInstance(error);
     if (!d->m_instance) return nullptr;
     const std::vector<PhysicalCandidate> list = listPhysicalDevices(d->m_instance, error);
     if (!error->empty()) return nullptr;
@@ -228,7 +228,6 @@ VulkanDevice::~VulkanDevice()
         if (m_marks) vkDestroyQueryPool(m_device, m_marks, nullptr);
         vkDestroyDevice(m_device, nullptr);
     }
-    if (m_instance) vkDestroyInstance(m_instance, nullptr);
 }
 
 const DeviceInfo& VulkanDevice::info() const { return failed() ? m_failedInfo : m_info; }

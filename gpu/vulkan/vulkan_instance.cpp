@@ -30,6 +30,8 @@ std::string resultName(VkResult r)
     return "VkResult " + std::to_string(static_cast<int>(r));
 }
 
+namespace {
+
 VkInstance createInstance(std::string* error)
 {
     // vkEnumerateInstanceVersion is 1.1; a 1.0 loader lacks it.
@@ -59,6 +61,23 @@ VkInstance createInstance(std::string* error)
         return VK_NULL_HANDLE;
     }
     return instance;
+}
+
+}  // namespace
+
+VkInstance sharedInstance(std::string* error)
+{
+    struct Made {
+        VkInstance instance = VK_NULL_HANDLE;
+        std::string error;
+    };
+    static const Made made = [] {
+        Made m;
+        m.instance = createInstance(&m.error);
+        return m;
+    }();
+    if (!made.instance) *error = made.error;
+    return made.instance;
 }
 
 const char* deviceTypeName(VkPhysicalDeviceType type)

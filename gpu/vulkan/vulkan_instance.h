@@ -18,8 +18,13 @@ namespace spillway::gpu::vulkan {
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY" and so on.
 std::string resultName(VkResult r);
 
-// An instance for API 1.2, or VK_NULL_HANDLE with a one-line reason in *error.
-VkInstance createInstance(std::string* error);
+// The process's instance for API 1.2, made on first use and never destroyed, or VK_NULL_HANDLE
+// with a one-line reason in *error (the same reason every time). The probe and every device use
+// it: creating an instance loads the driver (lavapipe loads LLVM: a tenth of a second or more),
+// and the loader unloads the driver with the last instance destroyed; Mesa's lavapipe leaves a
+// few allocations behind at each unload, which LeakSanitizer then reports from an unknown
+// module. The driver's resources go with the process.
+VkInstance sharedInstance(std::string* error);
 
 struct PhysicalCandidate {
     VkPhysicalDevice device = VK_NULL_HANDLE;

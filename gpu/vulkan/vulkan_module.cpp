@@ -31,7 +31,7 @@ SPILLWAY_EXPORT int spillway_vulkan_probe(char* err, size_t errLen)
     using namespace spillway::gpu::vulkan;
     try {
         std::string error;
-        VkInstance instance = createInstance(&error);
+        VkInstance instance = sharedInstance(&error);
         if (!instance) {
             writeModuleError(err, errLen, error);
             return -1;
@@ -40,7 +40,6 @@ SPILLWAY_EXPORT int spillway_vulkan_probe(char* err, size_t errLen)
         int usable = 0;
         for (const PhysicalCandidate& c : list) usable += c.unusable.empty() ? 1 : 0;
         if (error.empty()) choosePhysicalDevice(list, &error);  // the reason when none is usable
-        vkDestroyInstance(instance, nullptr);
         if (usable == 0 || !error.empty()) writeModuleError(err, errLen, error);
         if (!error.empty() && usable > 0) return -1;  // e.g. SPILLWAY_VULKAN_DEVICE names none
         return usable;
