@@ -326,7 +326,8 @@ ChatWindow::~ChatWindow()
         m_modelsThread->quit();
         m_modelsThread->wait();
     }
-    if (m_tuningThread) {
+    if (m_tuningThread) {  // a probe that is measuring stops at its next stage
+        m_tuningWorker->cancel();
         m_tuningThread->quit();
         m_tuningThread->wait();
     }

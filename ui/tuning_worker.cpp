@@ -151,6 +151,7 @@ void TuningWorker::prepare(const QString& modelPath, const QString& storageFolde
     probe.progress = [this](double fraction, const std::string& stage) {
         emit probeProgress(fraction, QString::fromStdString(stage));
     };
+    probe.cancelled = [this] { return m_cancelled.load(); };
     auto profile = hw::probeHardware(probe);
     if (!profile) return emit failed(QString::fromStdString(profile.error().message));
     m_profile = std::make_unique<hw::HardwareProfile>(std::move(*profile));

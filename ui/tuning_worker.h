@@ -8,6 +8,7 @@
 #include <QMetaType>
 #include <QObject>
 #include <QString>
+#include <atomic>
 #include <map>
 #include <memory>
 
@@ -56,6 +57,10 @@ public:
     explicit TuningWorker(QObject* parent = nullptr);
     ~TuningWorker() override;
 
+    // Ends a probe that is measuring at its next stage (any thread may call it: the window that
+    // closes while the machine is measured does not wait minutes for it).
+    void cancel() { m_cancelled.store(true); }
+
 public slots:
     // Maps the model and measures the machine (storageFolder: the disk packages go to). With
     // SPILLWAY_QUICK_PROBE=1 in the environment the probe is the small, rough one (tests).
@@ -79,6 +84,7 @@ private:
     // The model at `path` (mapped once and kept), or an error message.
     const LlamaModel* model(const QString& path, QString* error);
 
+    std::atomic<bool> m_cancelled{false};
     QString m_modelPath;
     std::map<QString, std::unique_ptr<LlamaModel>> m_models;
     std::unique_ptr<hw::HardwareProfile> m_profile;

@@ -162,6 +162,8 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     const auto stage = [&](double fraction, const char* what) {
         if (o.progress) o.progress(fraction, what);
     };
+    const auto cancelled = [&] { return o.cancelled && o.cancelled(); };
+    const Error cancel = makeError(ErrorCode::Cancelled, "the hardware probe was cancelled");
     // Storage first: a full disk is refused before anything else is measured.
     stage(0.0, "disk reads");
     auto storageProfile = detail::measureStorage(storagePath, o.testFileBytes, o.quick);
@@ -176,17 +178,21 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     p.host.threads = cpu.info().threads;
     p.host.ramTotal = fp.ramTotal = mem.total;
     p.host.ramAvailable = mem.available;
+    if (cancelled()) return cancel;
     stage(0.5, "memory bandwidth");
     p.host.memoryReadBytesPerSecond = gpu::measureHostReadBandwidth(
         p.host.threads, o.quick ? size_t{32} << 20 : size_t{512} << 20, o.quick ? 2 : 5);
+    if (cancelled()) return cancel;
     stage(0.65, "CPU matrix-vector speed");
     p.host.cpuMatvec = detail::measureMatvec(cpu, o.quick);
+    if (cancelled()) return cancel;
     stage(0.8, "devices");
 
     // Devices: every usable backend. The CPU device is the host measured above; its "upload"
     // is a memcpy.
     for (const auto& b : gpu::backendStatus()) {
         if (!b.usable) continue;
+        if (cancelled()) return cancel;
         std::unique_ptr<gpu::Device> owned;
         gpu::Device* device = &cpu;
         if (b.name != "cpu") {
@@ -203,10 +209,11 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
         d.totalMemory = info.totalMemory;
         d.freeMemory = info.freeMemory;
         d.caps = info.caps;
-        const detail::UploadBandwidth up = detail::measureUpload(*device, o.quick);
+        const bool quick = o.quick || info.caps.emulated;  // see probeHardware in probe.h
+        const detail::UploadBandwidth up = detail::measureUpload(*device, quick);
         d.hostToDevicePinned = up.pinned;
         d.hostToDevicePageable = up.pageable;
-        d.matvec = device == &cpu ? p.host.cpuMatvec : detail::measureMatvec(*device, o.quick);
+        d.matvec = device == &cpu ? p.host.cpuMatvec : detail::measureMatvec(*device, quick);
         if (b.name != "cpu") fp.devices.emplace_back(info.name, info.totalMemory);
         p.devices.push_back(std::move(d));
     }

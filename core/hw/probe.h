@@ -88,14 +88,20 @@ struct ProbeOptions {
     // Called on the measuring thread as each stage starts (fraction of the whole, 0..1, and what
     // is measured now), and with 1 at the end; not called when the cache answers.
     std::function<void(double fraction, const std::string& stage)> progress;
+    // Asked between stages and between devices, on the measuring thread: true ends the probe with
+    // a Cancelled error (an app closing while it measures). Nothing is cached then.
+    std::function<bool()> cancelled;
 };
 
 // The cached profile when the cache file holds one whose fingerprint matches this machine (and
 // was measured with the same thread count, and not in quick mode unless quick is asked for),
 // else a fresh measurement, which is then written to the cache file atomically. A corrupt or
 // unreadable cache is measured again. Errors: the storage folder missing (Io), too little free
-// space for the test file (DiskFull), no CPU device (BackendUnavailable). A failing cache write
-// is not an error (the profile is returned all the same).
+// space for the test file (DiskFull), no CPU device (BackendUnavailable), cancelled (Cancelled).
+// A failing cache write is not an error (the profile is returned all the same).
+// A device that emulates a GPU on the host's CPU (Mesa's lavapipe: DeviceCapabilities::emulated)
+// is measured with the quick sizes whatever `quick` says: its figures only need to show it is no
+// faster than the CPU device, and the full sizes took minutes on a 2-core machine.
 Result<HardwareProfile> probeHardware(const ProbeOptions& o);
 
 // Measures without looking at or writing the cache.

@@ -274,3 +274,30 @@ TEST_F(ProbeTest, ProgressRisesThroughEveryStageAndEndsAtOne)
     ASSERT_TRUE(probeHardware(o).ok());
     EXPECT_TRUE(seen.empty());
 }
+
+// An app that closes while the machine is measured: the probe stops at the next stage with
+// Cancelled, caches nothing and leaves no test file behind. Cancelling at each stage in turn.
+TEST_F(ProbeTest, CancelledStopsAtTheNextStageAndCachesNothing)
+{
+    int stagesSeen = 0;
+    for (int cancelAfter = 1;; ++cancelAfter) {
+        SCOPED_TRACE(cancelAfter);
+        ProbeOptions o = options(true);
+        o.cacheFile = s_cache->path() + "/cancelled.json";
+        int stages = 0;
+        o.progress = [&stages](double, const std::string&) { ++stages; };
+        o.cancelled = [&stages, cancelAfter] { return stages >= cancelAfter; };
+        auto r = probeHardware(o);
+        EXPECT_TRUE(folderEmpty(s_storage->path()));
+        if (r.ok()) {  // past the last check: every stage was cancellable before it
+            EXPECT_GE(cancelAfter, 4);
+            break;
+        }
+        EXPECT_EQ(r.error().code, ErrorCode::Cancelled) << r.error().message;
+        EXPECT_EQ(stages, cancelAfter) << "measured on after the cancel";
+        EXPECT_FALSE(fs::exists(o.cacheFile));
+        stagesSeen = stages;
+        ASSERT_LT(cancelAfter, 10) << "never got through";
+    }
+    EXPECT_GE(stagesSeen, 3);
+}

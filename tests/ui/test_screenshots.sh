@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # `spillway --screenshot OUT.png --scene welcome|chat|models|tuning|visualizer` renders each scene with real
 # content (the demo model answering, compressing, the engine's trace) without a display: each PNG
-# must be written, be a PNG, and be large enough to hold more than an empty window.
+# must be written, be a PNG, and be large enough to hold more than an empty window. The scenes
+# run as a user's first launch does: the full hardware probe (the first scene measures, the later
+# ones read its cache), not the tests' quick one.
+# Usage: test_screenshots.sh APP [KEEP_DIR]; with KEEP_DIR (e.g. resources/screenshots, the
+# README's pictures) the PNGs are copied there once every scene has passed.
 set -euo pipefail
 app=$1
+keep=${2:-}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export SPILLWAY_QUICK_PROBE=1 XDG_CACHE_HOME=$out/cache  # the tuning scene probes the machine
+export XDG_CACHE_HOME=$out/cache  # the machine's profile (the probe's test file goes to the app's temporary data)
+unset SPILLWAY_QUICK_PROBE
 for scene in welcome chat models tuning visualizer; do
+  started=$SECONDS
   "$app" --screenshot "$out/$scene.png" --scene "$scene" >"$out/$scene.log" 2>&1 || {
     echo "FAIL: scene $scene exited with $?"; cat "$out/$scene.log"; exit 1; }
   [[ -s $out/$scene.png ]] || { echo "FAIL: no $scene.png"; exit 1; }
@@ -15,8 +22,13 @@ for scene in welcome chat models tuning visualizer; do
   [[ $magic == 89504e470d0a1a0a ]] || { echo "FAIL: $scene.png is not a PNG ($magic)"; exit 1; }
   size=$(stat -c %s "$out/$scene.png")
   (( size > 20000 )) || { echo "FAIL: $scene.png is only $size bytes"; exit 1; }
-  echo "ok: $scene.png, $size bytes"
+  echo "ok: $scene.png, $size bytes, $((SECONDS - started)) s"
 done
 # A scene that does not exist is a usage error.
 if "$app" --screenshot "$out/x.png" --scene nonsense >/dev/null 2>&1; then echo "FAIL: bad scene accepted"; exit 1; fi
 [[ ! -e $out/x.png ]]
+if [[ -n $keep ]]; then
+  mkdir -p "$keep"
+  for scene in welcome chat models tuning visualizer; do cp "$out/$scene.png" "$keep/"; done
+  echo "kept the scenes in $keep"
+fi
