@@ -48,16 +48,8 @@ target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads ${CMAKE_DL_LI
   PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING PkgConfig::XXHASH PkgConfig::ZSTD
           PkgConfig::SENTENCEPIECE PkgConfig::OPENBLAS)
 
-file(GLOB cli_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/app/cli/*.cpp)
-add_executable(spillway-cli-asan ${cli_sources})
-target_link_libraries(spillway-cli-asan PRIVATE spillway_engine_asan CLI11::CLI11
-                      nlohmann_json::nlohmann_json)
-target_compile_definitions(spillway-cli-asan PRIVATE SPILLWAY_VERSION="${PROJECT_VERSION}"
-  SPILLWAY_DEMO_MODEL_BUILD="${PROJECT_SOURCE_DIR}/resources/stories260K.gguf")
-
-# The whole spillway-cli suite again, against the sanitized binary (exit 99/98 on a finding).
-spillway_test(test_cli_asan LABELS engine asan SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.cpp)
-target_compile_definitions(test_cli_asan PRIVATE SPILLWAY_CLI_NAME="spillway-cli-asan")
-add_dependencies(test_cli_asan spillway-cli-asan)
-set_tests_properties(test_cli_asan PROPERTIES ENVIRONMENT
-  "ASAN_OPTIONS=detect_leaks=1:exitcode=99;UBSAN_OPTIONS=halt_on_error=1:exitcode=98")
+# spillway-cli's own objects (app/CMakeLists.txt) on the sanitized engine: the engine, where
+# model files are read and computed on, is instrumented; the argument parsing is not recompiled.
+add_executable(spillway-cli-asan $<TARGET_OBJECTS:spillway_cli_objects>)
+target_link_libraries(spillway-cli-asan PRIVATE spillway_engine_asan)
+# test_cli_asan (model.cmake) runs the whole spillway-cli suite against it.

@@ -5,8 +5,9 @@ set(cpu_backend_test_sources
   ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_matvec.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_ops.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_device.cpp)
+spillway_test_objects(test_cpu_backend_objects SOURCES ${cpu_backend_test_sources} LIBS spillway_gpu)
 spillway_test(test_cpu_backend LABELS engine
-  SOURCES ${cpu_backend_test_sources}
+  SOURCES $<TARGET_OBJECTS:test_cpu_backend_objects>
   LIBS spillway_gpu)
 
 # Not a CTest test: prints matvec GB/s per weight type next to the host read bandwidth.
@@ -21,6 +22,6 @@ endif()
 # sanitized engine library (asan.cmake, included before this file).
 if(TARGET spillway_engine_asan)
   spillway_test(test_cpu_backend_asan LABELS engine asan
-    SOURCES ${cpu_backend_test_sources}
+    SOURCES $<TARGET_OBJECTS:test_cpu_backend_objects>
     LIBS spillway_engine_asan)
 endif()

@@ -2,6 +2,14 @@ spillway_test(test_llama LABELS engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_
 spillway_test(test_sampler LABELS engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_sampler.cpp LIBS spillway_core)
 spillway_test(test_cli LABELS engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.cpp)
 add_dependencies(test_cli spillway-cli)
+# The whole spillway-cli suite again, the same test program against the sanitized binary
+# (asan.cmake; exit 99/98 on a finding).
+if(TARGET spillway-cli-asan)
+  add_dependencies(test_cli spillway-cli-asan)
+  add_test(NAME test_cli_asan COMMAND test_cli)
+  set_tests_properties(test_cli_asan PROPERTIES LABELS "engine;asan" TIMEOUT 300 ENVIRONMENT
+    "SPILLWAY_CLI_NAME=spillway-cli-asan;ASAN_OPTIONS=detect_leaks=1:exitcode=99;UBSAN_OPTIONS=halt_on_error=1:exitcode=98")
+endif()
 spillway_test(test_llama2c LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_llama2c.cpp LIBS spillway_core)
 spillway_test(test_convert LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_convert.cpp LIBS spillway_core)
 spillway_test(test_opt LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_opt.cpp LIBS spillway_core)

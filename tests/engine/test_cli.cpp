@@ -21,10 +21,10 @@
 namespace {
 
 const std::string kData = SPILLWAY_TEST_DATA_DIR;
-#ifndef SPILLWAY_CLI_NAME
-#define SPILLWAY_CLI_NAME "spillway-cli"
-#endif
-const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/" SPILLWAY_CLI_NAME;
+// The program under test: spillway-cli, or the one SPILLWAY_CLI_NAME names in the build's bin/
+// (test_cli_asan runs this suite against spillway-cli-asan).
+const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/" +
+                         (std::getenv("SPILLWAY_CLI_NAME") ? std::getenv("SPILLWAY_CLI_NAME") : "spillway-cli");
 
 using testing_support::CliRun;
 using testing_support::slurp;
