@@ -287,7 +287,7 @@ Status decodeTableMetadata(const std::string& path, int vocabSize, gguf::Metadat
         } else if (i < 259 && (text.empty() || (text.size() == 1 && uint8_t(text[0]) == i - 3))) {
             // A byte piece: the table holds the byte where it prints (and whitespace), else "".
             char name[8];
-            std::snprintf(name, sizeof name, "<0x%02X>", i - 3);  // tokenizer.bin's byte pieces
+            std::snprintf(name, sizeof name, "<0x%02X>", unsigned(i - 3) & 0xFFu);  // tokenizer.bin's byte pieces
             piece = name;
             type = 6;
         } else {
@@ -432,7 +432,7 @@ Result<std::unique_ptr<ImportedModel>> importCheckpoint(const std::string& path,
         model->tensors.push_back(std::move(t));
     }
     if (arch == "relu-llama") {
-        // The thesis' shifted-ReLU model (../shared/models/README.md): ReLU(x - 1) after each
+        // The thesis' shifted-ReLU model (tests/data/README.md): ReLU(x - 1) after each
         // in-layer RMSNorm, ReLU(gate - 0.25) in the FFN, an int8 KV cache with step 8/127.
         m.add({a + "norm_relu_shift", f32(1.0)});
         m.add({a + "ffn_relu_shift", f32(0.25)});

@@ -135,7 +135,7 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
         }
     }
     if (c.architecture == "relu-llama") {
-        // Defaults are the thesis' values (../shared/models/README.md); files may say otherwise.
+        // Defaults are the thesis' values (tests/data/README.md); files may say otherwise.
         auto shift = [&](const std::string& key, double fallback, double hi) -> Result<float> {
             const double v = f.getFloat(p + key).value_or(fallback);
             if (!(v >= 0.0 && v <= hi)) return invalid(f, key + " out of range");
