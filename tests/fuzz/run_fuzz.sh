@@ -6,8 +6,8 @@
 #
 #   run_fuzz.sh <source-dir> <fuzz-build-dir> [<target>...]
 #
-# Environment: SPILLWAY_FUZZ_SECONDS (per target, default 15), SPILLWAY_FUZZ_JOBS (build jobs,
-# default 2), SPILLWAY_FUZZ_CXX / SPILLWAY_FUZZ_CC (default clang++ / clang).
+# Environment: SPILLWAY_FUZZ_SECONDS (per target, default 15), SPILLWAY_FUZZ_JOBS (build jobs, and
+# targets run side by side, default 2), SPILLWAY_FUZZ_CXX / SPILLWAY_FUZZ_CC (default clang++ / clang).
 # Each target's corpus grows in <fuzz-build-dir>/work/<target>/corpus across runs; its seeds
 # are tests/fuzz/corpus/<target>/ and the files of the source tree that the target's
 # "// run_fuzz seeds:" lines name (globs relative to <source-dir>, e.g. tests/data/models/*.gguf).
@@ -73,50 +73,75 @@ symbolizer=$(command -v llvm-symbolizer || ls /usr/bin/llvm-symbolizer-* 2>/dev/
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:symbolize=1${symbolizer:+:external_symbolizer_path=$symbolizer}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 
-failed=()
-for target in "${targets[@]}"; do
-  exe=$build/fuzz/$target
-  source_file=$fuzz_dir/$target.cpp
-  [[ -x $exe ]] || die "$exe was not built"
-  work=$build/work/$target
+# One target: its report goes to $build/work/<target>/report.txt; exit 1 on a finding.
+run_target() {
+  local target=$1
+  local exe=$build/fuzz/$target
+  local source_file=$fuzz_dir/$target.cpp
+  local work=$build/work/$target
+  local report=$work/report.txt
   mkdir -p "$work/corpus" "$work/artifacts" "$work/tree-seeds"
-  seeds=()
+  local seeds=()
   [[ -d $fuzz_dir/corpus/$target ]] && seeds+=("$fuzz_dir/corpus/$target")
   # Seeds from the tree's test data, copied so that libFuzzer never writes beside the real models.
+  local pattern f
   while read -r pattern; do
     for f in "$src"/$pattern; do
       [[ -f $f ]] && cp -fL "$f" "$work/tree-seeds/$(echo "${f#"$src"/}" | tr / _)"
     done
   done < <(sed -n 's|^// run_fuzz seeds:[[:space:]]*||p' "$source_file" | tr ' ' '\n' | grep -v '^$')
   [[ -n $(ls -A "$work/tree-seeds") ]] && seeds+=("$work/tree-seeds")
+  local extra=()
   read -r -a extra <<< "$(sed -n 's|^// run_fuzz:[[:space:]]*||p' "$source_file" | tr '\n' ' ')"
-  dict=()
+  local dict=()
   [[ -f $fuzz_dir/$target.dict ]] && dict=(-dict="$fuzz_dir/$target.dict")
-  log=$work/last-run.log
-  echo "fuzz_parsers: $target for ${seconds} s (${extra[*]}; seeds: ${seeds[*]:-none})"
-  rm -f "$work/artifacts"/*
-  "$exe" "$work/corpus" "${seeds[@]}" "${dict[@]}" "${extra[@]}" \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \
-    -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
-    -artifact_prefix="$work/artifacts/" > "$log" 2>&1
-  status=$?
-  grep -E '^(#[0-9]+.*(DONE|pulse)|Done [0-9]+ runs)|stat::number_of_executed_units|stat::peak_rss_mb' "$log" \
-    | tail -3 | sed "s/^/  /"
-  echo "  corpus: $(ls "$work/corpus" | wc -l) inputs"
-  artifacts=$(ls "$work/artifacts" 2>/dev/null | grep -Ev '^slow-unit-' || true)
-  if [[ $status -ne 0 || -n $artifacts ]]; then
-    failed+=("$target")
-    echo "fuzz_parsers: $target FOUND A PROBLEM (exit $status); the end of $log:"
-    grep -vE '^#[0-9]+ ' "$log" | tail -60 | sed 's/^/  | /'
-    for a in $artifacts; do
-      path=$work/artifacts/$a
-      echo "  reproducer: $path ($(stat -c %s "$path") bytes)"
-      echo "  replay:     ASAN_OPTIONS=detect_leaks=1 $exe $path"
-      if [[ $(stat -c %s "$path") -le 4096 ]]; then
-        echo "  base64:     $(base64 -w0 "$path")"
-      fi
-    done
-  fi
+  local log=$work/last-run.log
+  {
+    echo "fuzz_parsers: $target for ${seconds} s (${extra[*]}; seeds: ${seeds[*]:-none})"
+    rm -f "$work/artifacts"/*
+    "$exe" "$work/corpus" "${seeds[@]}" "${dict[@]}" "${extra[@]}" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \
+      -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
+      -artifact_prefix="$work/artifacts/" > "$log" 2>&1
+    local status=$?
+    grep -E '^(#[0-9]+.*(DONE|pulse)|Done [0-9]+ runs)|stat::number_of_executed_units|stat::peak_rss_mb' "$log" \
+      | tail -3 | sed "s/^/  /"
+    echo "  corpus: $(ls "$work/corpus" | wc -l) inputs"
+    local artifacts
+    artifacts=$(ls "$work/artifacts" 2>/dev/null | grep -Ev '^slow-unit-' || true)
+    if [[ $status -ne 0 || -n $artifacts ]]; then
+      echo "fuzz_parsers: $target FOUND A PROBLEM (exit $status); the end of $log:"
+      grep -vE '^#[0-9]+ ' "$log" | tail -60 | sed 's/^/  | /'
+      local a path
+      for a in $artifacts; do
+        path=$work/artifacts/$a
+        echo "  reproducer: $path ($(stat -c %s "$path") bytes)"
+        echo "  replay:     ASAN_OPTIONS=detect_leaks=1 $exe $path"
+        if [[ $(stat -c %s "$path") -le 4096 ]]; then
+          echo "  base64:     $(base64 -w0 "$path")"
+        fi
+      done
+      echo FOUND > "$work/verdict"
+    else
+      echo ok > "$work/verdict"
+    fi
+  } > "$report" 2>&1
+}
+
+# The targets run $jobs at a time (one core each), their reports printed in order.
+for target in "${targets[@]}"; do
+  [[ -x $build/fuzz/$target ]] || die "$build/fuzz/$target was not built"
+  rm -f "$build/work/$target/verdict"
+done
+failed=()
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  for target in "${batch[@]}"; do run_target "$target" & done
+  wait
+  for target in "${batch[@]}"; do
+    cat "$build/work/$target/report.txt" 2>/dev/null
+    [[ $(cat "$build/work/$target/verdict" 2>/dev/null) == ok ]] || failed+=("$target")
+  done
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
