@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/error_code.h"
 #include "core/compress/bitmap_sparse.h"
 #include "core/compress/group_quant.h"
 #include "core/compress/half.h"
@@ -52,14 +53,7 @@ std::vector<float> randomVector(int64_t n, uint32_t seed)
     return x;
 }
 
-// The error code of `r`, or none if it succeeded: a call that should fail but did not fails the
-// comparison instead of reading an error that is not there.
-template <class T>
-std::optional<ErrorCode> errorCodeOf(const Result<T>& r)
-{
-    if (r.ok()) return std::nullopt;
-    return r.error().code;
-}
+using testing_support::errorCodeOf;
 
 const int64_t kRows[] = {1, 7, 33};
 const int64_t kCols[] = {1, 31, 33, 65, 4097};

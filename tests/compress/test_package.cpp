@@ -17,6 +17,7 @@
 #include <sys/statvfs.h>
 #include <vector>
 
+#include "../common/error_code.h"
 #include "storage/direct_io.h"
 #include "storage/package.h"
 
@@ -38,14 +39,7 @@ std::vector<uint8_t> pattern(size_t bytes, uint32_t seed)
     return v;
 }
 
-// The error code of `r`, or none if it succeeded: a call that should fail but did not fails the
-// comparison instead of reading an error that is not there.
-template <class T>
-std::optional<ErrorCode> errorCodeOf(const Result<T>& r)
-{
-    if (r.ok()) return std::nullopt;
-    return r.error().code;
-}
+using testing_support::errorCodeOf;
 
 std::set<std::string> listing(const fs::path& dir)
 {
