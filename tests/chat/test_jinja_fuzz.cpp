@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -202,7 +201,6 @@ TEST(JinjaFuzz, RandomBytesNeverCrash)
     std::mt19937 rng(1234);
     const std::string alphabet = "{}%#-+ \n\t'\"()[]|.,:=~!<>*/abcxyzif0123456789_\\";
     Tally tally;
-    const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 3000; ++i) {
         std::string s;
         const size_t length = rng() % 120;
@@ -212,9 +210,6 @@ TEST(JinjaFuzz, RandomBytesNeverCrash)
         }
         exercise(s, tally);
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(seconds, 30.0);
     EXPECT_GT(tally.parsed, 0);
 }
 
@@ -223,7 +218,6 @@ TEST(JinjaFuzz, TokenSoupNeverCrashes)
     std::mt19937 rng(99);
     const auto& f = fragments();
     Tally tally;
-    const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 4000; ++i) {
         std::string s;
         const size_t count = 1 + rng() % 40;
@@ -234,9 +228,6 @@ TEST(JinjaFuzz, TokenSoupNeverCrashes)
         for (size_t k = 0; k < 1 + rng() % 8; ++k) expr += f[60 + rng() % (f.size() - 60)];
         exercise(expr + " }}", tally);
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(seconds, 30.0);
     EXPECT_GT(tally.rendered, 100);
 }
 
@@ -252,7 +243,6 @@ TEST(JinjaFuzz, MutatedRealTemplatesNeverCrash)
     std::mt19937 rng(4321);
     const auto& f = fragments();
     Tally tally;
-    const auto start = std::chrono::steady_clock::now();
     for (const std::string& original : templates) {
         exercise(original, tally);
         for (int i = 0; i < 250; ++i) {
@@ -274,9 +264,6 @@ TEST(JinjaFuzz, MutatedRealTemplatesNeverCrash)
             exercise(s, tally);
         }
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(seconds, 60.0);
     EXPECT_GT(tally.rendered, 100);
 }
 

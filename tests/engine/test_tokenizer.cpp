@@ -219,7 +219,10 @@ TEST(SentencePieceTokenizer, EqualScoresMergeLeftmostFirst)
     EXPECT_EQ(tokenizer->encode("aaaaa", false), (std::vector<int32_t>{3, 5, 5, 4}));
 }
 
-TEST(SentencePieceTokenizer, LongPromptEncodesQuickly)
+// A long prompt round-trips and matches the reference on its start. Its speed is not asserted
+// here (a loaded CI machine is no clock); the figure is printed, and an encoder gone quadratic
+// would run into the test's CTest timeout.
+TEST(SentencePieceTokenizer, LongPromptRoundTrips)
 {
     auto tokenizer = makeTokenizer(loadTok512());
     ASSERT_TRUE(tokenizer);
@@ -232,7 +235,6 @@ TEST(SentencePieceTokenizer, LongPromptEncodesQuickly)
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("SentencePiece: %zu bytes -> %zu tokens in %.1f ms\n", text.size(), ids.size(),
                 seconds * 1e3);
-    EXPECT_LT(seconds, 1.0);
     EXPECT_EQ(tokenizer->decode(ids), text);
     const std::string sample = text.substr(0, 600);  // the naive reference is O(n^2)
     EXPECT_EQ(tokenizer->encode(sample, true), llama2cEncode(tokenizer->vocabulary(), sample));

@@ -281,7 +281,9 @@ TEST(ByteLevelBpe, SingleTokensEncodeToThemselves)
     EXPECT_EQ(partialExceptions.size(), 1u);
 }
 
-TEST(ByteLevelBpe, LongTextEncodesQuickly)
+// A long text (and one 5000-byte word) encodes to ids of the vocabulary, the word to fewer tokens
+// than bytes. Its speed is printed, not asserted (see test_tokenizer.cpp's LongPromptRoundTrips).
+TEST(ByteLevelBpe, LongTextEncodes)
 {
     auto tokenizer = makeTokenizer(loadSmolLm2());
     ASSERT_TRUE(tokenizer);
@@ -295,7 +297,9 @@ TEST(ByteLevelBpe, LongTextEncodesQuickly)
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("byte-level BPE: %zu bytes -> %zu tokens in %.1f ms\n", text.size(), ids.size(),
                 seconds * 1e3);
-    EXPECT_LT(seconds, 1.0);
+    ASSERT_FALSE(ids.empty());
+    for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tokenizer->size()) << id;
+    EXPECT_LT(tokenizer->encode(std::string(5000, 'x'), false).size(), size_t(5000));
 }
 
 TEST(ByteLevelBpe, Llama3TakesWholeWordTokensWithoutMerges)

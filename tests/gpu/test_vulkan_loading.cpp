@@ -2,7 +2,7 @@
 // it is usable and why not, createDevice("vulkan") gives BackendUnavailable with that reason
 // where it is not, and a missing or foreign module is named in the reason. The status is probed
 // once per process, so the module-path cases run this executable again as a child with
-// SPILLWAY_VULKAN_MODULE set (the PrintStatus test prints what the child's registry says).
+// SPILLWAY_VULKAN_MODULE set (the StatusIsWhole test prints what the child's registry says).
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -28,9 +28,14 @@ BackendStatus vulkanStatus()
     return {};
 }
 
-TEST(VulkanLoading, PrintStatus)
+// A status says why exactly when the backend is not usable, and nothing not compiled is usable.
+// It prints the status too: the child runs of the module-path cases below are read from it.
+TEST(VulkanLoading, StatusIsWhole)
 {
     const BackendStatus s = vulkanStatus();
+    EXPECT_EQ(s.name, "vulkan");
+    EXPECT_EQ(s.usable, s.reason.empty()) << s.reason;
+    if (!s.compiled) EXPECT_FALSE(s.usable);
     std::printf("vulkan status: compiled %d usable %d reason [%s]\n", s.compiled, s.usable, s.reason.c_str());
 }
 
@@ -71,12 +76,12 @@ TEST(VulkanLoading, UnusableMeansBackendUnavailableWithTheReason)
 }
 
 #ifdef SPILLWAY_VULKAN_MODULE_BUILT
-// What `<this executable> --gtest_filter=VulkanLoading.PrintStatus` prints with `env` set.
+// What `<this executable> --gtest_filter=VulkanLoading.StatusIsWhole` prints with `env` set.
 std::string childStatus(const std::string& env)
 {
     std::error_code ec;
     const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    const std::string cmd = env + " '" + self + "' --gtest_filter=VulkanLoading.PrintStatus 2>&1";
+    const std::string cmd = env + " '" + self + "' --gtest_filter=VulkanLoading.StatusIsWhole 2>&1";
     FILE* pipe = popen(cmd.c_str(), "r");
     if (!pipe) return "";
     std::string out;
