@@ -4,15 +4,10 @@
 #include <random>
 #include <string>
 
-#include "core/chat/chat_template.h"
+#include "core/engine/conversation.h"
 #include "core/model/llama_model.h"
-#include "core/plan/model_tensors.h"
 #include "core/plan/planner.h"
-#include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
-#include "core/runtime/sampler.h"
-#include "gpu/cpu/cpu_device.h"
-#include "gpu/registry.h"
 
 namespace spillway::ui {
 
@@ -36,17 +31,6 @@ QString describe(const LlamaModel& model, const gpu::Device& device)
         .arg(QString::fromStdString(device.info().name));
 }
 
-// Texts of the tokens that end a chat turn in the common template families: generation stops
-// there (the model's EOS already stops it) and they are not shown.
-bool endsTurn(std::string_view text)
-{
-    static constexpr std::string_view kEnds[] = {"<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>",
-                                                 "<|endoftext|>", "<|end_of_text|>", "</s>"};
-    for (std::string_view e : kEnds)
-        if (text == e) return true;
-    return false;
-}
-
 }  // namespace
 
 size_t completeUtf8Prefix(const std::string& bytes)
@@ -67,125 +51,70 @@ GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) {}
 
 GenerationWorker::~GenerationWorker() = default;
 
+void GenerationWorker::setDevice(std::unique_ptr<gpu::Device> device) { m_injected = std::move(device); }
+
+engine::EngineOptions GenerationWorker::baseOptions() const
+{
+    engine::EngineOptions o;
+    o.backend = m_backend.toStdString();
+    o.trace = m_recorder;
+    return o;
+}
+
+void GenerationWorker::onNotice(const engine::Notice& n)
+{
+    emit notice(QString::fromStdString(n.message));
+    if (n.kind == engine::Notice::Kind::DeviceLost && m_engine)
+        emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), loadedDescription(),
+                           QString::fromStdString(m_engine->deviceChoice()));
+}
+
 void GenerationWorker::loadModel(const QString& path)
 {
-    m_model.reset();
     auto model = LlamaModel::load(path.toStdString());
     if (!model) {
         emit failed(QString::fromStdString(model.error().message));
         return;
     }
-    QString why;
-    const bool fresh = !m_device;
-    if (fresh) m_device = makeDevice(gpu::DeviceOptions{}, &why);
-    m_model = std::move(*model);
-    readChatTemplate();
-    if (fresh) {
-        emit deviceChanged(QString::fromStdString(m_device->info().backend), loadedDescription(), why);
-        if (m_backend != QLatin1String("auto") && !why.isEmpty()) emit notice(why);  // asked for, not had
+    // The device stays across models (a plan's budget, or the device a test handed in).
+    m_conversation.reset();
+    std::unique_ptr<gpu::Device> device = m_engine ? m_engine->takeDevice() : std::move(m_injected);
+    const bool fresh = !device;
+    m_engine.reset();
+    auto opened = engine::Engine::open(std::move(*model), baseOptions(),
+                                       [this](const engine::Notice& n) { onNotice(n); }, std::move(device));
+    if (!opened) {
+        emit failed(QString::fromStdString(opened.error().message));
+        return;
     }
-    emit modelLoaded(loadedDescription(), m_template != nullptr);
-}
-
-void GenerationWorker::setDevice(std::unique_ptr<gpu::Device> device) { m_device = std::move(device); }
-
-std::unique_ptr<gpu::Device> GenerationWorker::makeDevice(const gpu::DeviceOptions& options, QString* why)
-{
-    auto chosen = gpu::chooseDevice(m_backend.toStdString(), options);
-    if (chosen) {
-        *why = QString::fromStdString(chosen->why);
-        return std::move(chosen->device);
-    }
-    *why = tr("%1; computing on the CPU").arg(QString::fromStdString(chosen.error().message));
-    return gpu::createCpuDevice(options.threads);
-}
-
-gpu::Device& GenerationWorker::cpuDevice()
-{
-    if (!m_cpuDevice) m_cpuDevice = gpu::createCpuDevice(m_threads);
-    return *m_cpuDevice;
-}
-
-Result<std::unique_ptr<LlamaSession>> GenerationWorker::openSession(const SessionOptions& options)
-{
-    auto session = LlamaSession::create(*m_model, *m_device, options);
-    if (session || m_device->info().caps.hostPointers) return session;
-    const QString backend = QString::fromStdString(m_device->info().backend);
-    const Error onDevice = session.error();
-    if (onDevice.code == ErrorCode::OutOfDeviceMemory && !options.placement) {
-        // All weights on the device was the default: stream them from RAM instead (the Tuning
-        // tab's plan keeps the ones that fit).
-        SessionOptions streamed = options;
-        streamed.placement = plan::uniformPlacement(*m_model, plan::Tier::Host);
-        session = LlamaSession::create(*m_model, *m_device, streamed);
-        if (session) {
-            emit notice(tr("The model does not fit in the %1 device's free memory (%2): its weights stream from RAM "
-                           "each token. Apply a plan in the Tuning tab to keep the ones that fit on the device.")
-                            .arg(backend, QString::fromStdString(onDevice.message)));
-            return session;
-        }
-    }
-    SessionOptions onCpu = options;  // the plan was made for the GPU: the CPU keeps the weights in RAM
-    onCpu.placement.reset();
-    onCpu.streamer.hostBudget = 0;
-    session = LlamaSession::create(*m_model, cpuDevice(), onCpu);
-    if (!session) return onDevice;  // the first reason is the one to fix
-    emit notice(tr("The %1 device cannot run this model as set up (%2): this reply is computed on the CPU.")
-                    .arg(backend, QString::fromStdString(onDevice.message)));
-    return session;
-}
-
-void GenerationWorker::leaveForTheCpu(const QString& why)
-{
-    m_device = std::move(m_cpuDevice);
-    m_plan.reset();  // made for the lost device
-    emit deviceChanged(QStringLiteral("cpu"), loadedDescription(), why);
+    m_engine = std::move(*opened);
+    if (fresh)
+        emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), loadedDescription(),
+                           QString::fromStdString(m_engine->deviceChoice()));
+    emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
 }
 
 void GenerationWorker::generate(const QVector<MessageItem>& conversation, int maxTokens, double temperature)
 {
-    if (!m_model || !m_device) {
+    if (!m_engine) {
         emit failed(tr("no model is loaded"));
         return;
     }
-    std::string prompt;
-    bool addBos = true;
-    if (!buildPrompt(conversation, &prompt, &addBos)) return;
-    emit promptPrepared(QString::fromStdString(prompt));
-    // A fresh session (KV cache) per request: simple and always correct.
-    SessionOptions options;
-    options.streamer.trace = m_recorder;
-    if (m_plan) {
-        options.placement = m_plan->placement;
-        options.streamer.hostBudget = m_plan->ramBudget;
-        options.contextLength = m_contextLength;
-        options.kvType = m_plan->kvType;
-        options.neuronCache.capacity = m_neuronCache;
-        options.neuronCache.mode = m_neuronPredicted ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
-        options.neuronCache.source = m_model->ffnBundles().empty() ? BundleSource::Ram : BundleSource::Ssd;
-        options.neuronCache.coldPerLayer = m_neuronCold;
-    }
-    auto session = openSession(options);
-    if (!session) {
-        emit failed(QString::fromStdString(session.error().message));
-        return;
-    }
-    SamplerSettings settings;
-    settings.temperature = float(temperature);
-    settings.seed = std::random_device{}();
-    Sampler sampler(m_model->config().vocabSize, settings);
+    if (!m_conversation) m_conversation = m_engine->conversation();
+    std::vector<engine::Message> messages;
+    messages.reserve(size_t(conversation.size()));
+    for (const MessageItem& m : conversation) messages.push_back({m.role.toStdString(), m.content.toStdString()});
 
     using Clock = std::chrono::steady_clock;
     std::string pending;  // bytes not yet sent to the GUI
     auto lastEmit = Clock::now();
-    GenerationRequest request;
-    request.prompt = std::move(prompt);
-    request.addBos = addBos;
-    request.maxNewTokens = maxTokens;
-    request.stop = &m_stop;
-    const bool chatting = m_template != nullptr;
-    request.onToken = [&](std::string_view text, int32_t) {
-        if (chatting && (endsTurn(text) || (!m_eosText.empty() && text == m_eosText))) return false;
+    engine::ReplyOptions options;
+    options.maxNewTokens = maxTokens;
+    options.sampling.temperature = float(temperature);
+    options.sampling.seed = std::random_device{}();
+    options.stop = &m_stop;
+    options.onPrompt = [this](const std::string& prompt) { emit promptPrepared(QString::fromStdString(prompt)); };
+    options.onToken = [&](std::string_view text, int32_t) {
         pending.append(text);
         const auto now = Clock::now();
         if (now - lastEmit >= kBatchInterval) {
@@ -198,147 +127,76 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
         }
         return true;
     };
-    // A GPU lost mid-reply: the CPU goes on from the tokens so far, and computes later replies.
-    std::unique_ptr<LlamaSession> cpuSession;
-    QString lost;
-    if (!m_device->info().caps.hostPointers) {
-        request.onDeviceLost = [&](const Error& why) -> LlamaSession* {
-            SessionOptions onCpu;
-            onCpu.contextLength = (*session)->contextLength();
-            onCpu.batch = (*session)->batch();
-            onCpu.kvType = (*session)->kvType();
-            onCpu.streamer.trace = m_recorder;
-            auto fallback = LlamaSession::create(*m_model, cpuDevice(), onCpu);
-            if (!fallback) return nullptr;
-            cpuSession = std::move(*fallback);
-            lost = tr("the %1 device failed (%2)")
-                       .arg(QString::fromStdString(m_device->info().backend), QString::fromStdString(why.message));
-            emit notice(tr("%1: the reply goes on on the CPU, and later replies too.").arg(lost));
-            return cpuSession.get();
-        };
-    }
-    auto stats = spillway::generate(**session, sampler, request);
-    const NeuronCacheReport nc = (*session)->neuronCacheReport();
-    if (!lost.isEmpty()) {  // the sessions go before their devices
-        cpuSession.reset();
-        session->reset();
-        leaveForTheCpu(lost);
-    }
+    auto stats = m_conversation->reply(messages, options);
     if (!pending.empty())  // a cut-off character at the very end shows as U+FFFD
         emit tokens(QString::fromUtf8(pending.data(), qsizetype(pending.size())));
     if (!stats) {
         emit failed(QString::fromStdString(stats.error().message));
         return;
     }
+    // Over the conversation so far: its session's cache lives as long as it does.
+    const NeuronCacheReport nc = m_conversation->session()->neuronCacheReport();
     if (nc.total.tokens > 0) {
-        const double tokens = double(nc.total.tokens) / double(std::max(1, m_model->config().nLayers));
+        const double tokens = double(nc.total.tokens) / double(std::max(1, m_engine->model().config().nLayers));
         const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.shippedBytes());  // what moved
         emit neuronCacheReport(nc.total.hitRate(), bytes / std::max(1.0, tokens));
     }
-    emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3,
-                  stats->generatedTokens);
+    emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3, stats->generatedTokens);
 }
 
 QString GenerationWorker::loadedDescription() const
 {
-    QString d = describe(*m_model, *m_device);
-    if (!m_templateNote.isEmpty()) d += tr(" — its chat template is not used (%1); prompts are continued").arg(m_templateNote);
+    QString d = describe(m_engine->model(), m_engine->device());
+    if (const std::string& note = m_engine->chat().note(); !note.empty())
+        d += tr(" — its chat template is not used (%1); prompts are continued").arg(QString::fromStdString(note));
     return d;
-}
-
-void GenerationWorker::readChatTemplate()
-{
-    m_template.reset();
-    m_bosText.clear();
-    m_eosText.clear();
-    m_templateNote.clear();
-    auto info = chat::chatTemplateFromMetadata(m_model->metadata());
-    if (!info) {
-        if (info.error().code != ErrorCode::UnsupportedModel)  // absent is normal: a base model
-            m_templateNote = QString::fromStdString(info.error().message);
-        return;
-    }
-    auto parsed = chat::ChatTemplate::parse(info->source);
-    if (!parsed) {
-        m_templateNote = QString::fromStdString(parsed.error().message);
-        return;
-    }
-    m_template = std::make_shared<const chat::ChatTemplate>(std::move(*parsed));
-    m_bosText = info->bosToken;
-    m_eosText = info->eosToken;
-}
-
-bool GenerationWorker::buildPrompt(const QVector<MessageItem>& conversation, std::string* prompt, bool* addBos)
-{
-    if (!m_template) {  // a base model continues the last prompt
-        for (const MessageItem& m : conversation)
-            if (m.role == QLatin1String("user")) *prompt = m.content.toStdString();
-        if (prompt->empty()) {
-            emit failed(tr("there is no prompt to reply to"));
-            return false;
-        }
-        *addBos = true;
-        return true;
-    }
-    std::vector<chat::ChatMessage> messages;
-    for (const MessageItem& m : conversation) messages.push_back({m.role.toStdString(), m.content.toStdString()});
-    chat::ChatTemplateOptions options;
-    options.bosToken = m_bosText;
-    options.eosToken = m_eosText;
-    options.addGenerationPrompt = true;
-    auto text = m_template->render(messages, options);
-    if (!text) {
-        emit failed(tr("the model's chat template: %1").arg(QString::fromStdString(text.error().message)));
-        return false;
-    }
-    // Templates that write the BOS text themselves get no second one.
-    *addBos = m_bosText.empty() || text->rfind(m_bosText, 0) != 0;
-    *prompt = std::move(*text);
-    return true;
 }
 
 void GenerationWorker::applyPlan(const TuningPrediction& prediction)
 {
-    if (!m_model || !prediction.plan) return emit failed(tr("no model or plan to apply"));
+    if (!m_engine || !prediction.plan) return emit failed(tr("no model or plan to apply"));
+    std::shared_ptr<const LlamaModel> model = m_engine->sharedModel();
     const QString variant = prediction.settings.modelPath;
-    if (!variant.isEmpty() && variant.toStdString() != m_model->path()) {  // another compression variant
-        auto model = LlamaModel::load(variant.toStdString());
-        if (!model) return emit failed(QString::fromStdString(model.error().message));
-        m_model = std::move(*model);
-        readChatTemplate();
-        emit modelLoaded(loadedDescription(), m_template != nullptr);
+    const bool otherVariant = !variant.isEmpty() && variant.toStdString() != model->path();
+    if (otherVariant) {  // another compression variant
+        auto loaded = LlamaModel::load(variant.toStdString());
+        if (!loaded) return emit failed(QString::fromStdString(loaded.error().message));
+        model = std::move(*loaded);
     }
-    gpu::DeviceOptions o;
+    engine::EngineOptions o = baseOptions();
+    o.backend = prediction.settings.backend.isEmpty() ? "cpu" : prediction.settings.backend.toStdString();
     o.threads = prediction.settings.threads;
-    o.memoryLimit = uint64_t(std::max<qint64>(0, prediction.settings.vramBudget));
-    const QString backend = prediction.settings.backend.isEmpty() ? QStringLiteral("cpu") : prediction.settings.backend;
-    auto device = gpu::createDevice(backend.toStdString(), o);
-    if (!device) return emit failed(QString::fromStdString(device.error().message));
-    m_device = std::move(*device);
-    m_cpuDevice.reset();
-    m_threads = prediction.settings.threads;
-    m_plan = prediction.plan;
-    m_contextLength = prediction.settings.contextLength;
-    m_neuronCache = prediction.settings.neuronCache;
-    m_neuronPredicted = prediction.settings.neuronMode == QLatin1String("predicted");
-    m_neuronCold.clear();
+    o.vramBudget = uint64_t(std::max<qint64>(0, prediction.settings.vramBudget));
+    o.contextLength = prediction.settings.contextLength;
+    o.appliedPlan = prediction.plan;
+    o.neuronCache.capacity = prediction.settings.neuronCache;
+    o.neuronCache.mode = prediction.settings.neuronMode == QLatin1String("predicted") ? NeuronCacheMode::Predicted
+                                                                                      : NeuronCacheMode::Exact;
+    o.neuronCache.source = model->ffnBundles().empty() ? BundleSource::Ram : BundleSource::Ssd;
     int coldOnCpu = 0;
     for (bool cpu : prediction.coldOnCpu) {
-        m_neuronCold.push_back(cpu ? ColdNeurons::Cpu : ColdNeurons::Ship);
+        o.neuronCache.coldPerLayer.push_back(cpu ? ColdNeurons::Cpu : ColdNeurons::Ship);
         coldOnCpu += cpu;
     }
+    m_conversation.reset();  // its session was on the old device
+    auto opened = engine::Engine::open(model, o, [this](const engine::Notice& n) { onNotice(n); });
+    if (!opened) return emit failed(QString::fromStdString(opened.error().message));
+    m_engine = std::move(*opened);
+    if (otherVariant) emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
     QString cache;
-    if (m_neuronCache > 0)
+    if (o.neuronCache.capacity > 0)
         cache = tr(", neuron cache %1 per layer (%2; cold neurons on the CPU in %3 of %4 layers)")
-                    .arg(m_neuronCache)
+                    .arg(o.neuronCache.capacity)
                     .arg(prediction.settings.neuronMode)
                     .arg(coldOnCpu)
                     .arg(prediction.coldOnCpu.size());
-    emit deviceChanged(QString::fromStdString(m_device->info().backend), describe(*m_model, *m_device), QString());
+    const QString description = describe(m_engine->model(), m_engine->device());
+    emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), description,
+                       QString::fromStdString(m_engine->deviceChoice()));
     emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3%4")
-                         .arg(describe(*m_model, *m_device))
+                         .arg(description)
                          .arg(prediction.tokensPerSecond, 0, 'f', 1)
-                         .arg(QString::fromUtf8(gpu::kvTypeName(m_plan->kvType)))
+                         .arg(QString::fromUtf8(gpu::kvTypeName(prediction.plan->kvType)))
                          .arg(cache));
 }
 

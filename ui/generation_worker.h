@@ -1,6 +1,7 @@
 #pragma once
-// The inference worker: owns the model, the compute device and, per request, a fresh session
-// and sampler. Lives on its own QThread ("inference"); the GUI talks to it only through queued
+// The inference worker: the app's front end to the engine (core/engine): an Engine for the loaded
+// model and a Conversation that keeps its KV cache between replies (a new message costs only its
+// own tokens). Lives on its own QThread ("inference"); the GUI talks to it only through queued
 // signals, plus requestStop(), which is safe to call from any thread.
 
 #include <QObject>
@@ -12,16 +13,12 @@
 #include <vector>
 
 #include "chat_store.h"
-#include "core/base/result.h"
-#include "core/runtime/neuron_cache.h"
+#include "core/engine/engine.h"
 #include "tuning_worker.h"
 
 namespace spillway {
-class LlamaModel;
-class LlamaSession;
-struct SessionOptions;
-namespace chat { class ChatTemplate; }
-namespace gpu { class Device; struct DeviceOptions; }
+namespace engine { class Conversation; }
+namespace gpu { class Device; }
 namespace trace { class Recorder; }
 }
 
@@ -80,35 +77,17 @@ signals:
     void notice(const QString& message);
 
 private:
-    // Reads the model's chat template (none, or one that does not parse: the prompt is continued).
-    void readChatTemplate();
     QString loadedDescription() const;
-    // The text given to the model for `conversation`, and whether it starts with BOS already.
-    bool buildPrompt(const QVector<MessageItem>& conversation, std::string* prompt, bool* addBos);
-    // The device m_backend names, or the CPU with *why saying why not.
-    std::unique_ptr<gpu::Device> makeDevice(const gpu::DeviceOptions& options, QString* why);
-    // A session on m_device; where the device cannot hold or run it, one whose weights stream from
-    // RAM, else one on the CPU (m_cpuDevice) — each with a notice.
-    Result<std::unique_ptr<LlamaSession>> openSession(const SessionOptions& options);
-    gpu::Device& cpuDevice();
-    // After the device was lost: the CPU computes from now on.
-    void leaveForTheCpu(const QString& why);
+    // Engine notices as signals (a lost device also changes the device).
+    void onNotice(const engine::Notice& notice);
+    engine::EngineOptions baseOptions() const;
 
-    std::unique_ptr<LlamaModel> m_model;
-    std::shared_ptr<const chat::ChatTemplate> m_template;  // null: a base model, continued
-    std::string m_bosText, m_eosText;
-    QString m_templateNote;  // why a template present in the file is not used, or empty
-    std::unique_ptr<gpu::Device> m_device;
-    std::unique_ptr<gpu::Device> m_cpuDevice;  // a GPU session's fallback, made when first needed
+    std::unique_ptr<gpu::Device> m_injected;  // setDevice's, until the first load
+    std::unique_ptr<engine::Engine> m_engine;
+    std::unique_ptr<engine::Conversation> m_conversation;  // on m_engine: declared after it
     QString m_backend = QStringLiteral("auto");
-    int m_threads = 0;  // CPU threads asked for by the applied plan (0: one per core)
     std::atomic<bool> m_stop{false};
     trace::Recorder* m_recorder = nullptr;
-    std::shared_ptr<const plan::PlanResult> m_plan;  // applied by the tuning panel, or null
-    int m_contextLength = 0;
-    int m_neuronCache = 0;          // bundles per layer applied by the tuning panel (0: dense FFN)
-    bool m_neuronPredicted = false;
-    std::vector<ColdNeurons> m_neuronCold;  // per layer, as the applied plan chose
 };
 
 // Length of the longest prefix of `bytes` that ends on a UTF-8 character boundary.

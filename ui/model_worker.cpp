@@ -3,9 +3,9 @@
 #include <QLocale>
 #include <filesystem>
 
-#include "core/compress/compress_model.h"
+#include "core/calibrate/compress_model.h"
 #include "core/model/llama_model.h"
-#include "gpu/cpu/cpu_device.h"
+#include "gpu/host.h"
 
 namespace spillway::ui {
 

@@ -10,6 +10,7 @@
 #include "core/model/synthetic_model.h"
 #include "core/plan/planner.h"
 #include "core/compress/ffn_predictor.h"
+#include "core/engine/engine.h"
 #include "core/runtime/llama_session.h"
 
 namespace spillway::ui {
@@ -43,9 +44,8 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
     }
     const ColdNeurons asked = coldNeuronsOf(settings.coldNeurons.toStdString());
     if (asked == ColdNeurons::Auto) {
-        const std::string backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
-        for (const plan::ColdNeuronChoice& choice : LlamaSession::chooseColdNeurons(model, o, profile, backend))
-            o.coldPerLayer.push_back(choice.choice);
+        engine::chooseColdNeurons(model, profile,
+                                  settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString(), o);
     } else if (asked == ColdNeurons::Cpu && !compress::hasNeuronActivity(model)) {
         // Computing cold neurons on the CPU needs the activity frequencies the predictors recorded.
         if (note)
@@ -60,19 +60,14 @@ NeuronCacheOptions neuronCacheFor(const LlamaModel& model, const TuningSettings&
 Result<plan::PlanResult> planFor(const LlamaModel& model, const hw::HardwareProfile& profile,
                                  const TuningSettings& settings, gpu::KvType kv, const NeuronCacheOptions& cache)
 {
-    plan::PlannerInput in;
-    in.model = &model;
-    in.profile = profile;
-    in.backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
-    in.vramBudget = uint64_t(std::max<qint64>(0, settings.vramBudget));
-    in.ramBudget = uint64_t(std::max<qint64>(0, settings.ramBudget));
-    in.contextLength = settings.contextLength;
-    in.prefetchDepth = settings.prefetchDepth;
-    in.kvType = kv;
-    in.served = LlamaSession::neuronCacheTensors(model, cache);
-    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache, in.backend != "cpu");
-    in.neuronCache = LlamaSession::neuronCacheCosts(model, cache);
-    return plan::planPlacement(in);
+    engine::PlanSettings p;
+    p.backend = settings.backend.isEmpty() ? std::string("cpu") : settings.backend.toStdString();
+    p.vramBudget = uint64_t(std::max<qint64>(0, settings.vramBudget));
+    p.ramBudget = uint64_t(std::max<qint64>(0, settings.ramBudget));
+    p.contextLength = settings.contextLength;
+    p.prefetch = settings.prefetchDepth;
+    p.kvType = kv;
+    return plan::planPlacement(engine::plannerInput(model, profile, p, cache));
 }
 
 double throughputOf(const std::vector<hw::FormatThroughput>& list, gpu::DType type)

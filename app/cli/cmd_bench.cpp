@@ -14,7 +14,7 @@
 #include "core/model/llama_model.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
-#include "gpu/cpu/cpu_device.h"
+#include "gpu/host.h"
 #include "gpu/registry.h"
 #include "bench_command.h"
 
@@ -30,21 +30,22 @@ int runBench(BenchCommand& b)
     // machine's own budgets when none are given); the plain CPU bench would ignore it.
     if (b.offload.offloading() || b.offload.neuronCache > 0 || b.backend != "cpu") return runOffloadBench(b);
     using Clock = std::chrono::steady_clock;
-    auto model = LlamaModel::load(b.model);
-    if (!model) return reportError(model.error());
-    gpu::DeviceOptions deviceOptions;
-    deviceOptions.threads = b.threads;
-    auto device = gpu::createDevice("cpu", deviceOptions);
-    if (!device) return reportError(device.error());
+    auto loaded = LlamaModel::load(b.model);
+    if (!loaded) return reportError(loaded.error());
+    std::shared_ptr<const LlamaModel> model = std::move(*loaded);
     auto kvType = kvTypeOf(b.offload);
     if (!kvType) return reportError(kvType.error());
-    SessionOptions sessionOptions;
-    sessionOptions.contextLength = std::max(b.tokens + 8, b.promptTokens);
-    sessionOptions.kvType = *kvType;
-    auto session = LlamaSession::create(**model, **device, sessionOptions);
+    engine::EngineOptions options;
+    options.backend = "cpu";
+    options.threads = b.threads;
+    options.contextLength = std::max(b.tokens + 8, b.promptTokens);
+    options.kvType = *kvType;
+    auto engine = engine::Engine::open(model, options, printNotice);
+    if (!engine) return reportError(engine.error());
+    auto session = (*engine)->openSession();
     if (!session) return reportError(session.error());
-    const auto& config = (*model)->config();
-    const auto& info = (*device)->info();
+    const auto& config = model->config();
+    const auto& info = (*engine)->device().info();
 
     // Warm-up: pulls every weight page into memory and the kernels into cache.
     int32_t token = 1;
@@ -58,7 +59,7 @@ int runBench(BenchCommand& b)
     // every token is followed by one timed read, and each token is compared with the higher of
     // the two reads framing it (the conservative ceiling of its own moment). The median token
     // counts; a run's figure is the median of its tokens.
-    const double bytesPerToken = double((*model)->weightBytesPerToken());
+    const double bytesPerToken = double(model->weightBytesPerToken());
     std::unique_ptr<gpu::HostReadProbe> probe;
     std::string ceilingSource;
     if (b.bandwidthMiB > 0) {

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/compress/quality.h"
+#include "core/calibrate/quality.h"
 #include "core/model/llama_model.h"
-#include "gpu/cpu/cpu_device.h"
+#include "gpu/host.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "bench_command.h"
@@ -42,11 +42,11 @@ struct Measured {
 };
 
 // Decodes `tokens` greedy steps after a two-token warm-up, with `options`.
-Result<Measured> decode(const LlamaModel& model, gpu::Device& device, const SessionOptions& options, int tokens,
-                        trace::Recorder* recorder)
+Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, int tokens, trace::Recorder* recorder)
 {
     using Clock = std::chrono::steady_clock;
-    auto session = LlamaSession::create(model, device, options);
+    const LlamaModel& model = engine.model();
+    auto session = engine.openSession(options);
     if (!session) return session.error();
     const int vocab = model.config().vocabSize;
     int32_t token = 1;
@@ -88,23 +88,24 @@ Result<Measured> decode(const LlamaModel& model, gpu::Device& device, const Sess
 
 int runOffloadBench(BenchCommand& b)
 {
-    auto model = LlamaModel::load(b.model);
-    if (!model) return reportError(model.error());
+    auto loaded = LlamaModel::load(b.model);
+    if (!loaded) return reportError(loaded.error());
+    std::shared_ptr<const LlamaModel> model = std::move(*loaded);
     const int context = b.context > 0 ? b.context : b.tokens + 8;
     b.offload.alwaysPlan = true;
-    auto run = prepareOffload(**model, b.model, b.backend, b.threads, context, b.offload, true);
+    auto run = prepareOffload(model, b.backend, b.threads, context, b.offload, true);
     if (!run) return reportError(run.error());
-    const plan::PlanResult& plan = *run->plan;
-    auto measured = decode(**model, *run->device, run->session, b.tokens, run->recorder.get());
+    const plan::PlanResult& plan = *run->plan();
+    auto measured = decode(*run->engine, run->session(), b.tokens, run->recorder.get());
     if (!measured) return reportError(measured.error());
 
     const bool streams = plan.ssdBytes > 0 || plan.hostWeightBytes > 0;
     std::optional<Measured> naive;
     if (streams && !b.offload.naive) {
-        SessionOptions n = run->session;
+        SessionOptions n = run->session();
         n.placement->prefetchDepth = 0;
         n.streamer.trace = nullptr;
-        auto m = decode(**model, *run->device, n, b.tokens, nullptr);
+        auto m = decode(*run->engine, n, b.tokens, nullptr);
         if (!m) return reportError(m.error());
         naive = std::move(m.value());
     }
@@ -116,12 +117,12 @@ int runOffloadBench(BenchCommand& b)
         OffloadOptions o = b.offload;
         o.neuronCache = 0;
         o.tracePath.clear();
-        auto denseRun = prepareOffload(**model, b.model, b.backend, b.threads, context, o, false);
+        auto denseRun = prepareOffload(model, b.backend, b.threads, context, o, false);
         if (!denseRun) return reportError(denseRun.error());
-        auto m = decode(**model, *denseRun->device, denseRun->session, b.tokens, nullptr);
+        auto m = decode(*denseRun->engine, denseRun->session(), b.tokens, nullptr);
         if (!m) return reportError(m.error());
         dense = std::move(m.value());
-        densePlan = std::move(denseRun->plan);
+        densePlan = denseRun->plan();
     }
 
     // The neuron cache's effect on quality: the same model with and without it (predicted mode
@@ -129,17 +130,17 @@ int runOffloadBench(BenchCommand& b)
     std::optional<compress::QualityReport> quality;
     if (b.quality && b.offload.neuronCache > 0) {
         compress::QualityOptions q;
-        q.candidateNeuronCache = run->session.neuronCache;
+        q.candidateNeuronCache = run->session().neuronCache;
         auto cpu = gpu::createCpuDevice(b.threads);
-        auto r = compress::compareModels(**model, **model, *cpu, q);
+        auto r = compress::compareModels(*model, *model, *cpu, q);
         if (!r) return reportError(r.error());
         quality = *r;
     }
 
-    const double ssdSeq = run->profile.storage.sequentialBytesPerSecond;
+    const double ssdSeq = run->engine->profile().storage.sequentialBytesPerSecond;
     const double ssdRate = measured->ssdBytes / measured->seconds;
     const double predicted = plan.tokensPerSecond();
-    const auto& mem = run->device->memoryStats();
+    const auto& mem = run->device().memoryStats();
     std::printf("%s", plan::planText(plan, false).c_str());
     std::printf("\nmeasured (%d tokens%s)\n", b.tokens, b.offload.naive ? ", naive" : "");
     std::printf("  %-36s %.3f (predicted %.3f, measured/predicted %.2f)\n", "tokens/s", measured->tokensPerSecond,
@@ -158,7 +159,7 @@ int runOffloadBench(BenchCommand& b)
     if (dense) {
         const Measured& m = *measured;
         const double tokens = double(b.tokens);
-        const LlamaConfig& c = (*model)->config();
+        const LlamaConfig& c = model->config();
         const double cacheTokens = double(m.cache.total.tokens) / double(c.nLayers);
         std::printf("  %-36s %d bundles per layer (%s, from %s): hit rate %.1f%%, %.1f of %d neurons loaded per layer "
                     "and token\n",
@@ -221,7 +222,7 @@ int runOffloadBench(BenchCommand& b)
         nlohmann::json j = nlohmann::json::parse(plan::planJson(plan));
         j.erase("tensors");
         j["model"] = b.model;
-        j["synthetic"] = (*model)->config().synthetic;
+        j["synthetic"] = model->config().synthetic;
         j["decode_tokens"] = b.tokens;
         j["measured"] = {
             {"tokens_per_s", measured->tokensPerSecond},

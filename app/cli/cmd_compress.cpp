@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/compress/compress_model.h"
+#include "core/calibrate/compress_model.h"
 #include "core/model/llama_model.h"
-#include "gpu/cpu/cpu_device.h"
+#include "gpu/host.h"
 #include "offload.h"
 
 namespace spillway::cli {
@@ -120,16 +120,17 @@ int runCompress(CompressCommand& c)
             c.predictorInput == "attention" ? compress::PredictorInput::Attention : compress::PredictorInput::Ffn;
     if (c.bundles) options.bundles = true;
 
-    auto model = LlamaModel::load(c.model, c.load);
-    if (!model) return reportError(model.error());
+    auto loaded = LlamaModel::load(c.model, c.load);
+    if (!loaded) return reportError(loaded.error());
+    std::shared_ptr<const LlamaModel> model = std::move(*loaded);
     // The placement a run on this machine's chosen device would use: a device that cannot
     // compute on bitmap sparse weights keeps the layers it holds dense.
     if (c.backend != "cpu") {
         c.offload.alwaysPlan = true;
-        auto run = prepareOffload(**model, c.model, c.backend, c.threads, 0, c.offload, false);
+        auto run = prepareOffload(model, c.backend, c.threads, 0, c.offload, false);
         if (!run) return reportError(run.error());
-        options.deviceSupportsBitmap = run->device->supports(gpu::DType::BitmapSparse);
-        if (run->plan) options.placement = run->plan->placement;
+        options.deviceSupportsBitmap = run->device().supports(gpu::DType::BitmapSparse);
+        if (run->plan()) options.placement = run->plan()->placement;
     }
     auto device = gpu::createCpuDevice(c.threads);
 
@@ -151,7 +152,7 @@ int runCompress(CompressCommand& c)
     };
     std::signal(SIGINT, onInterrupt);
     std::signal(SIGTERM, onInterrupt);
-    auto report = compress::compressModel(**model, c.output, options, *device);
+    auto report = compress::compressModel(*model, c.output, options, *device);
     if (tty) std::fprintf(stderr, "\n");
     if (!report) {
         if (report.error().code == ErrorCode::Cancelled)

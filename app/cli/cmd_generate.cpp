@@ -7,11 +7,10 @@
 #include <random>
 
 #include "cli_common.h"
+#include "core/engine/conversation.h"
+#include "core/engine/engine.h"
 #include "core/model/llama_model.h"
-#include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
-#include "core/runtime/sampler.h"
-#include "gpu/registry.h"
 #include "offload.h"
 
 namespace spillway::cli {
@@ -36,71 +35,46 @@ struct GenerateOptions {
 
 int runGenerate(const GenerateOptions& o)
 {
-    auto model = LlamaModel::load(o.model, o.load);
-    if (!model) return reportError(model.error());
-    auto run = prepareOffload(**model, o.model, o.backend, o.threads, o.context, o.offload, false);
+    auto loaded = LlamaModel::load(o.model, o.load);
+    if (!loaded) return reportError(loaded.error());
+    std::shared_ptr<const LlamaModel> model = std::move(*loaded);
+    auto run = prepareOffload(model, o.backend, o.threads, o.context, o.offload, false);
     if (!run) return reportError(run.error());
-    auto& device = run->device;
-    auto session = LlamaSession::create(**model, *device, run->session);
-    if (!session) return reportError(session.error());
+    engine::Engine& engine = *run->engine;
+    const std::string firstBackend = engine.device().info().backend;
+    auto conversation = engine.conversation();
 
-    SamplerSettings sampling = o.sampling;
-    sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
-    Sampler sampler((*model)->config().vocabSize, sampling);
-
-    std::signal(SIGINT, onInterrupt);
-    GenerationRequest request;
-    request.prompt = o.prompt;
-    request.maxNewTokens = o.tokens;
-    request.stop = &g_interrupted;
-    request.onToken = [](std::string_view text, int32_t) {
+    engine::ReplyOptions reply;
+    reply.sampling = o.sampling;
+    reply.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+    reply.maxNewTokens = o.tokens;
+    reply.stop = &g_interrupted;
+    reply.onToken = [](std::string_view text, int32_t) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
         return true;
     };
-    // A GPU lost mid-way: the CPU goes on from the tokens so far (issue 8).
-    std::unique_ptr<gpu::Device> cpuDevice;
-    std::unique_ptr<LlamaSession> cpuSession;
-    if (device->info().backend != "cpu") {
-        request.onDeviceLost = [&](const Error& why) -> LlamaSession* {
-            std::fflush(stdout);
-            std::fprintf(stderr, "\nspillway-cli: the %s device failed (%s); going on on the CPU\n",
-                         device->info().backend.c_str(), why.message.c_str());
-            auto cpu = gpu::createDevice("cpu", {o.threads, 0});
-            if (!cpu) return nullptr;
-            SessionOptions options;
-            options.contextLength = (*session)->contextLength();
-            options.batch = (*session)->batch();
-            options.kvType = (*session)->kvType();
-            auto fallback = LlamaSession::create(**model, **cpu, options);
-            if (!fallback) {
-                std::fprintf(stderr, "spillway-cli: no CPU session either: %s\n", fallback.error().message.c_str());
-                return nullptr;
-            }
-            cpuDevice = std::move(cpu.value());
-            cpuSession = std::move(fallback.value());
-            return cpuSession.get();
-        };
-    }
+    std::signal(SIGINT, onInterrupt);
     std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
     std::fflush(stdout);
-    auto stats = generate(**session, sampler, request);
+    auto stats = conversation->complete(o.prompt, true, reply);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (!stats) return reportError(stats.error());
 
     const auto& s = *stats;
-    const auto& info = cpuDevice ? cpuDevice->info() : device->info();
+    const LlamaSession& session = *conversation->session();
+    const auto& info = engine.device().info();
     std::fprintf(stderr, "\nmodel: %s | device: %s (%s kernels) | seed: %llu\n", o.model.c_str(),
-                 info.name.c_str(), info.kernels.c_str(), (unsigned long long)sampling.seed);
+                 info.name.c_str(), info.kernels.c_str(), (unsigned long long)reply.sampling.seed);
     std::fprintf(stderr, "prompt: %d tokens, time to first token %.1f ms (%.1f tokens/s)\n",
                  s.promptTokens, s.timeToFirstToken * 1e3,
                  s.timeToFirstToken > 0 ? s.promptTokens / s.timeToFirstToken : 0.0);
     std::fprintf(stderr, "generated: %d tokens in %.1f ms, %.2f tokens/s%s\n", s.generatedTokens,
                  (s.timeToFirstToken + s.decodeSeconds) * 1e3, s.decodeTokensPerSecond(),
                  s.endOfText ? " (end of text)" : "");
-    if (const NeuronCacheReport nc = (*session)->neuronCacheReport(); nc.total.tokens > 0) {
-        const LlamaConfig& c = (*model)->config();
+    if (const NeuronCacheReport nc = session.neuronCacheReport(); nc.total.tokens > 0) {
+        const LlamaConfig& c = model->config();
         const double perToken = double(nc.total.loaded) / double(nc.total.tokens);  // per layer
         std::fprintf(stderr,
                      "neuron cache: %d bundles per layer (%s), hit rate %.1f%%, %.1f of %d neurons loaded per layer "
@@ -115,10 +89,10 @@ int runGenerate(const GenerateOptions& o)
                          double(nc.ssdRequests) / double(nc.total.tokens / uint64_t(c.nLayers)));
     }
     if (!s.fellBack.empty())
-        std::fprintf(stderr, "finished on the CPU after the %s device failed: %s\n",
-                     device->info().backend.c_str(), s.fellBack.c_str());
-    if (run->plan && !cpuSession) {
-        const StreamerStats st = (*session)->streamer().stats();
+        std::fprintf(stderr, "finished on the CPU after the %s device failed: %s\n", firstBackend.c_str(),
+                     s.fellBack.c_str());
+    if (engine.plan() && s.fellBack.empty()) {
+        const StreamerStats st = session.streamer().stats();
         std::fprintf(stderr, "offload: %.1f MiB read from the SSD, %.1f MiB copied to the device, "
                              "compute waited %.1f ms for weights\n",
                      st.ssdBytes / double(1 << 20), st.uploadBytes / double(1 << 20), st.stallNs / 1e6);

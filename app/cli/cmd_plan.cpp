@@ -25,9 +25,9 @@ int runPlan(PlanCommand& c)
     auto model = LlamaModel::load(c.model);
     if (!model) return reportError(model.error());
     c.offload.alwaysPlan = true;
-    auto run = prepareOffload(**model, c.model, c.backend, c.threads, c.context, c.offload, false);
+    auto run = prepareOffload(std::move(*model), c.backend, c.threads, c.context, c.offload, false);
     if (!run) return reportError(run.error());
-    const std::string text = c.json ? plan::planJson(*run->plan) + "\n" : plan::planText(*run->plan, true);
+    const std::string text = c.json ? plan::planJson(*run->plan()) + "\n" : plan::planText(*run->plan(), true);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return ExitOk;
 }

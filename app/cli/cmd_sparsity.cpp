@@ -8,12 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/compress/activation_sparsity.h"
-#include "core/compress/activation_threshold.h"
+#include "core/calibrate/predictor_training.h"
+#include "core/calibrate/activation_sparsity.h"
+#include "core/calibrate/activation_threshold.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/model/llama_model.h"
 #include "core/plan/neuron_cache_model.h"
-#include "gpu/cpu/cpu_device.h"
+#include "gpu/host.h"
 #include "gpu/dtype.h"
 
 namespace spillway::cli {

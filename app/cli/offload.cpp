@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 
-#include "core/plan/model_tensors.h"
-#include "gpu/registry.h"
+#include "core/model/llama_model.h"
 
 namespace spillway::cli {
 
@@ -105,94 +103,52 @@ Result<uint64_t> parseBytes(const std::string& text)
     return uint64_t(value * scale);
 }
 
-Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& modelPath, const std::string& backend,
-                                  int threads, int contextLength, const OffloadOptions& o, bool alwaysTrace)
+void printNotice(const engine::Notice& notice)
+{
+    std::fflush(stdout);
+    std::fprintf(stderr, "\nspillway-cli: %s\n", notice.message.c_str());
+}
+
+Result<OffloadRun> prepareOffload(std::shared_ptr<const LlamaModel> model, const std::string& backend, int threads,
+                                  int contextLength, const OffloadOptions& o, bool alwaysTrace)
 {
     OffloadRun run;
+    engine::EngineOptions e;
     auto kvType = kvTypeOf(o);
     if (!kvType) return kvType.error();
-    uint64_t vram = 0, ram = 0;
+    e.kvType = *kvType;
     if (!o.vramBudget.empty()) {
         auto b = parseBytes(o.vramBudget);
         if (!b) return b.error();
-        vram = *b;
+        e.vramBudget = *b;
     }
     if (!o.ramBudget.empty()) {
         auto b = parseBytes(o.ramBudget);
         if (!b) return b.error();
-        ram = *b;
+        e.ramBudget = *b;
     }
-    gpu::DeviceOptions deviceOptions;
-    deviceOptions.threads = threads;
-    deviceOptions.memoryLimit = vram;
-    auto device = gpu::createDevice(backend, deviceOptions);
-    if (!device) return device.error();
-    run.device = std::move(device.value());
-    run.session.contextLength = contextLength;
-    run.session.kvType = *kvType;
-    run.session.streamer.hostBudget = ram;
-    run.session.neuronCache.capacity = o.neuronCache;
-    run.session.neuronCache.mode = o.neuronMode == "predicted" ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
-    run.session.neuronCache.source = o.bundlesFrom == "ssd" ? BundleSource::Ssd : BundleSource::Ram;
-    run.session.neuronCache.cold = coldNeuronsOf(o.coldNeurons);
+    e.backend = backend;
+    e.threads = threads;
+    e.contextLength = contextLength;
+    e.plan = o.alwaysPlan;
+    if (!o.tier.empty())
+        e.tier = o.tier == "device" ? plan::Tier::Device : o.tier == "ram" ? plan::Tier::Host : plan::Tier::Ssd;
+    e.prefetch = o.prefetch;
+    e.naive = o.naive;
+    e.probe.storagePath = o.probePath;
+    e.probe.remeasure = o.remeasure;
+    e.probe.quick = o.quickProbe;
+    e.neuronCache.capacity = o.neuronCache;
+    e.neuronCache.mode = o.neuronMode == "predicted" ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
+    e.neuronCache.source = o.bundlesFrom == "ssd" ? BundleSource::Ssd : BundleSource::Ram;
+    e.neuronCache.cold = coldNeuronsOf(o.coldNeurons);
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();
-        run.session.streamer.trace = run.recorder.get();
+        e.trace = run.recorder.get();
     }
-    if (!o.offloading()) return run;
-
-    hw::ProbeOptions probe;
-    probe.storagePath = !o.probePath.empty() ? o.probePath
-                                             : std::filesystem::absolute(modelPath).parent_path().string();
-    probe.threads = run.device->info().threads;
-    probe.remeasure = o.remeasure;
-    probe.quick = o.quickProbe;
-    auto profile = hw::probeHardware(probe);
-    if (!profile) return profile.error();
-    run.profile = std::move(profile.value());
-
-    // Read the SSD the way the probe found fastest (request size and queue depth).
-    const hw::ReadBandwidth* best = nullptr;
-    for (const auto& r : run.profile.storage.sequential)
-        if (!best || r.bytesPerSecond > best->bytesPerSecond) best = &r;
-    if (best && best->queueDepth > 0 && best->requestBytes >= 4096 && best->requestBytes % 4096 == 0) {
-        run.session.streamer.ioQueueDepth = best->queueDepth;
-        run.session.streamer.ioChunkBytes = best->requestBytes;
-    }
-
-    plan::PlannerInput in;
-    in.model = &model;
-    in.profile = run.profile;
-    in.backend = run.device->info().backend;
-    in.vramBudget = vram;
-    in.ramBudget = ram;
-    in.contextLength = contextLength;
-    in.kvType = *kvType;
-    in.batch = run.session.batch;
-    in.prefetchDepth = o.naive ? 0 : o.prefetch;
-    // Where each layer's cold neurons run, from the measured speeds (before costing the cache).
-    if (run.session.neuronCache.cold == ColdNeurons::Auto)
-        for (const plan::ColdNeuronChoice& choice :
-             LlamaSession::chooseColdNeurons(model, run.session.neuronCache, run.profile, run.device->info().backend))
-            run.session.neuronCache.coldPerLayer.push_back(choice.choice);
-    in.served = LlamaSession::neuronCacheTensors(model, run.session.neuronCache);
-    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, run.session.neuronCache,
-                                                                 !run.device->info().caps.hostPointers);
-    in.neuronCache = LlamaSession::neuronCacheCosts(model, run.session.neuronCache);
-    Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");
-    if (!o.tier.empty()) {
-        const plan::Tier tier = o.tier == "device" ? plan::Tier::Device : o.tier == "ram" ? plan::Tier::Host : plan::Tier::Ssd;
-        plan::Placement p = plan::uniformPlacement(model, tier);
-        p.prefetchDepth = in.prefetchDepth;
-        planned = plan::predictPlacement(in, p);
-    } else {
-        planned = plan::planPlacement(in);
-    }
-    if (!planned) return planned.error();
-    if (o.naive) planned->placement.prefetchDepth = 0;
-    run.session.placement = planned->placement;
-    if (!ram) run.session.streamer.hostBudget = planned->ramBudget;
-    run.plan = std::move(planned.value());
+    auto opened = engine::Engine::open(std::move(model), e, printNotice);
+    if (!opened) return opened.error();
+    run.engine = std::move(*opened);
     return run;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "core/engine/engine.h"
 #include "core/hw/probe.h"
 #include "core/plan/planner.h"
 #include "core/runtime/llama_session.h"
@@ -56,16 +57,21 @@ std::string hotColdText(const NeuronCacheReport& report);
 Result<uint64_t> parseBytes(const std::string& text);
 
 struct OffloadRun {
-    std::unique_ptr<gpu::Device> device;
-    std::optional<plan::PlanResult> plan;     // set when offloading
-    SessionOptions session;
-    std::unique_ptr<trace::Recorder> recorder;
-    hw::HardwareProfile profile;
+    std::unique_ptr<trace::Recorder> recorder;  // before the engine: its sessions write to it
+    std::unique_ptr<engine::Engine> engine;
+    // Shorthands for what the engine set up.
+    gpu::Device& device() { return engine->device(); }
+    const SessionOptions& session() const { return engine->sessionOptions(); }
+    const std::optional<plan::PlanResult>& plan() const { return engine->plan(); }
 };
 
-// Creates the device (with the VRAM budget as its memory limit), measures or loads the
-// hardware profile and plans the placement when offloading.
-Result<OffloadRun> prepareOffload(const LlamaModel& model, const std::string& modelPath, const std::string& backend,
-                                  int threads, int contextLength, const OffloadOptions& o, bool alwaysTrace);
+// The engine for `model` on `backend` (with the VRAM budget as the device's memory limit): the
+// hardware measured or read from the cache, and the placement planned, when offloading. Its
+// notices go to stderr.
+Result<OffloadRun> prepareOffload(std::shared_ptr<const LlamaModel> model, const std::string& backend, int threads,
+                                  int contextLength, const OffloadOptions& o, bool alwaysTrace);
+
+// An engine notice on stderr, as "spillway-cli: <message>".
+void printNotice(const engine::Notice& notice);
 
 }  // namespace spillway::cli

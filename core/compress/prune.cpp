@@ -8,7 +8,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "core/compress/ggml_quants.h"
+#include "core/formats/ggml_quants.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
 #include "gpu/dtype.h"
@@ -202,7 +202,7 @@ Status denseRowsF32(const gpu::MatrixView& v, std::vector<float>& out)
         case gpu::DType::Q4_K:
         case gpu::DType::Q5_K:
         case gpu::DType::Q6_K:
-        case gpu::DType::Q8_G64: dequantizeRow(v.type, row, v.cols, o); break;
+        case gpu::DType::Q8_G64: gguf::dequantizeRow(v.type, row, v.cols, o); break;
         case gpu::DType::BitmapSparse: break;  // handled above
         }
     }

@@ -5,7 +5,7 @@
 //   - N:M (e.g. 2:4): in every run of m consecutive weights of a row keep the n best-scoring.
 // The score of weight W[i, j] is |W[i, j]| (magnitude pruning) or |W[i, j]| * ||X_j||_2 (Wanda),
 // where ||X_j||_2 is the L2 norm of input feature j over a calibration set
-// (collectActivationNorms below).
+// (collectActivationNorms, calibrate/prune_calibration.h).
 //
 // Comparison group: one output row. A (rows, cols) matrix computes y = W x, so row i holds the
 // weights that feed output i; Wanda (§3, "per output") and ENDOR compare weights only within a
@@ -63,22 +63,6 @@ std::vector<NamedMatrix> linearMatrices(const LlamaModel& model);
 // Wanda's input statistics: matrix name -> ||X_j||_2 for each input column j (cols values),
 // the square root of the sum of x_j^2 over every calibration token that reached the matrix.
 using ActivationNorms = std::map<std::string, std::vector<float>>;
-
-// A dozen short, varied English sentences written for this project (not taken from a data set):
-// enough to exercise every column on small models and in tests. Real Wanda runs use 128
-// sequences of 2048 tokens from C4; pass such text as `prompts` for production pruning.
-std::vector<std::string> builtinCalibrationPrompts();
-
-// Runs every prompt (tokenized with BOS, cut to maxTokensPerPrompt tokens) through a
-// LlamaSession on `device`, one token at a time so that every matrix, the output head included,
-// sees every token, and accumulates (in double) the squared inputs of each matrix in
-// linearMatrices(model). The session uses the weights in place (Placement::mapInPlace), so each
-// matvec's weight pointer identifies its matrix; `device` must therefore compute on host memory
-// (the CPU device): InvalidArgument otherwise, or for no prompts / maxTokensPerPrompt < 1.
-// Results do not depend on the device's thread count (each matvec output has one owner).
-Result<ActivationNorms> collectActivationNorms(const LlamaModel& model, gpu::Device& device,
-                                               std::span<const std::string> prompts,
-                                               int maxTokensPerPrompt);
 
 // The matrix as (rows, cols) row-major floats, from F32, F16, BF16, Q8_0 or Q4_0 storage
 // (the layouts of gpu/dtype.h); exact for every type (each stored value is an fp32 value).

@@ -11,7 +11,7 @@
 
 #include "core/compress/bitmap_sparse.h"
 #include "core/compress/group_quant.h"
-#include "gpu/cpu/cpu_device.h"  // CpuKernelSet
+#include "gpu/host.h"  // CpuKernelSet, gemvBitmapSparse
 
 namespace spillway::compress {
 

@@ -12,8 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/hw/measure.h"
-#include "gpu/cpu/cpu_device.h"
-#include "gpu/cpu/cpu_memory.h"
+#include "gpu/host.h"
 #include "gpu/registry.h"
 #include "storage/atomic_file.h"
 

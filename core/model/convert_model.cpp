@@ -12,7 +12,7 @@
 #include "core/formats/safetensors.h"
 #include "core/model/llama_model.h"
 #include "core/tokenizer/hf_tokenizer.h"
-#include "gpu/cpu/cpu_device.h"
+#include "gpu/host.h"
 
 namespace spillway {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/formats/gguf.h"
-#include "core/formats/hf_model.h"
+#include "core/model/hf_model.h"
 #include "core/formats/llama2c.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/sparse_format.h"

@@ -118,7 +118,7 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
     }
     // GGUF stores Qwen's Q/K rows in their Hugging Face order and rotates halves (NeoX style).
     if (c.architecture == "qwen2" || c.architecture == "qwen3") c.ropeNeox = true;
-    // A Hugging Face Llama imported as it is: Q/K rows in rotate-half order (core/formats/hf_model.h).
+    // A Hugging Face Llama imported as it is: Q/K rows in rotate-half order (core/model/hf_model.h).
     if (auto neox = f.getBool("spillway.rope.neox")) c.ropeNeox = *neox;
     if (c.architecture == "opt") {
         c.layerNorm = true;

@@ -7,7 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/compress/ggml_quants.h"
+#include "core/formats/ggml_quants.h"
 #include "core/formats/gguf.h"
 
 namespace spillway {
@@ -151,7 +151,7 @@ void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64
         std::vector<float> values(size_t(traits.blockSize));
         for (size_t i = 0; i + blockBytes <= out.size(); i += blockBytes) {
             for (float& v : values) v = amplitude * rng.uniform();
-            compress::quantizeRow(type, values.data(), traits.blockSize, &out[i]);
+            gguf::quantizeRow(type, values.data(), traits.blockSize, &out[i]);
         }
         break;
     }

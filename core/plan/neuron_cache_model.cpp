@@ -1,7 +1,7 @@
 #include "core/plan/neuron_cache_model.h"
 
 #include "core/hw/probe.h"
-#include "core/runtime/neuron_cache.h"
+#include "core/plan/neuron_cache.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 // the same device budget (Tricksy; LLM in a flash §3.3 windowing is LRU over recent tokens).
 //
 // Each layer keeps up to `capacity` bundles, least recently active evicted first, with the
-// runtime's own bookkeeping (core/runtime/neuron_cache.h); a token loads the bundles of its
+// runtime's own bookkeeping (core/plan/neuron_cache.h); a token loads the bundles of its
 // active neurons the cache lacks (all of them count as loaded even when more neurons are active
 // than fit). Capacities come from one device budget, shared out in
 // proportion to each layer's measured working set (density x neurons: sparser layers get less
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/runtime/neuron_cache.h"
+#include "core/plan/neuron_cache.h"
 #include "gpu/dtype.h"
 
 namespace spillway::hw { struct HardwareProfile; }

@@ -6,7 +6,8 @@
 
 #include "core/formats/gguf.h"
 #include "core/plan/model_tensors.h"
-#include "core/runtime/llama_session.h"
+#include "core/plan/session_memory.h"
+#include "core/plan/streamer_layout.h"
 
 namespace spillway::plan {
 
@@ -266,8 +267,8 @@ Result<Setup> setUp(const PlannerInput& in)
     }
     // Norms, biases, OPT's learned positions: resident whatever the placement.
     uint64_t vectors = 0;
-    for (uint64_t bytes : WeightStreamer::residentExtraAllocations(m)) vectors += alignUp(bytes);
-    s.fixed = LlamaSession::workingBytes(c, in.contextLength, in.batch, in.kvType) + vectors + kAlign * 16 +
+    for (uint64_t bytes : residentExtraAllocations(m)) vectors += alignUp(bytes);
+    s.fixed = sessionWorkingBytes(c, in.contextLength, in.batch, in.kvType) + vectors + kAlign * 16 +
               alignUp(in.reservedDeviceBytes);
     s.vram = in.vramBudget ? in.vramBudget : s.hw.deviceFree;
     s.ram = in.ramBudget ? in.ramBudget : s.hw.ramAvailable / 2;
@@ -309,7 +310,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
     r.deviceSlotBytes = e.slotBytes * uint64_t(e.slots);
     r.deviceWorkingBytes = s.fixed;
     r.kvType = in.kvType;
-    r.kvCacheBytes = LlamaSession::kvCacheBytes(in.model->config(), in.contextLength, in.kvType);
+    r.kvCacheBytes = kvCacheBytes(in.model->config(), in.contextLength, in.kvType);
     r.hostWeightBytes = e.hostBytes;
     r.stagingBytes = e.stagingBytes;
     r.ssdBytes = e.ssdBytes;

@@ -12,17 +12,18 @@ namespace spillway {
 
 namespace {
 
-// Runs `tokens` through the session from position 0 in batches; the logits after the last.
-// *stopped is set when `stop` is raised between batches.
-Result<const float*> feed(LlamaSession& session, std::span<const int32_t> tokens,
-                          const std::atomic<bool>* stop, bool* stopped)
+// Runs tokens[from..] through the session at their positions, in batches; the logits after the
+// last. *evaluated follows each batch done; *stopped is set when `stop` is raised between batches.
+Result<const float*> feed(LlamaSession& session, std::span<const int32_t> tokens, size_t from,
+                          const std::atomic<bool>* stop, bool* stopped, int* evaluated)
 {
     Result<const float*> logits = static_cast<const float*>(nullptr);
-    for (size_t done = 0; done < tokens.size() && !*stopped;) {
+    for (size_t done = from; done < tokens.size() && !*stopped;) {
         const size_t n = std::min(tokens.size() - done, size_t(session.batch()));
         logits = session.forward(tokens.subspan(done, n), int(done));
         if (!logits) return logits.error();
         done += n;
+        *evaluated = int(done);
         if (done < tokens.size() && stop && stop->load(std::memory_order_relaxed)) *stopped = true;
     }
     return logits;
@@ -36,7 +37,7 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
     const Tokenizer& tokenizer = session.model().tokenizer();
     const int vocab = session.model().config().vocabSize;
     GenerationStats stats;
-    stats.tokens = tokenizer.encode(request.prompt, request.addBos);
+    stats.tokens = !request.tokens.empty() ? request.tokens : tokenizer.encode(request.prompt, request.addBos);
     if (stats.tokens.empty())
         return makeError(ErrorCode::InvalidArgument, "the prompt is empty and the model has no BOS token");
     stats.promptTokens = int(stats.tokens.size());
@@ -46,10 +47,12 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
                              " tokens, more than the context length " +
                              std::to_string(session.contextLength()) + " allows");
     for (int32_t t : stats.tokens) {
-        if (t < 0 || t >= vocab) return makeError(ErrorCode::Internal, "tokenizer produced an id out of range");
+        if (t < 0 || t >= vocab) return makeError(ErrorCode::Internal, "a prompt token id is out of the vocabulary's range");
         sampler.accept(t);
     }
     stats.tokens.reserve(stats.tokens.size() + size_t(std::max(request.maxNewTokens, 0)));
+    stats.cachedTokens = std::clamp(request.cachedTokens, 0, stats.promptTokens - 1);
+    stats.evaluated = stats.cachedTokens;
 
     const auto start = Clock::now();
     auto firstTokenAt = start;
@@ -69,13 +72,16 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
         if (!next) return why;
         stats.fellBack = why.message;
         current = next;
-        return feed(*current, stats.tokens, request.stop, &stats.stopped);
+        stats.evaluated = 0;
+        return feed(*current, stats.tokens, 0, request.stop, &stats.stopped, &stats.evaluated);
     };
     Result<const float*> logits = static_cast<const float*>(nullptr);
     if (request.maxNewTokens > 0) {
-        logits = feed(*current, stats.tokens, request.stop, &stats.stopped);
+        logits = feed(*current, stats.tokens, size_t(stats.cachedTokens), request.stop, &stats.stopped,
+                      &stats.evaluated);
         if (!logits) logits = recover(logits.error());
         if (!logits) return logits.error();
+        if (request.firstLogits && *logits) request.firstLogits->assign(*logits, *logits + vocab);
     }
     int32_t token = stats.tokens.back();
     for (int pos = stats.promptTokens; request.maxNewTokens > 0 && !stats.stopped;) {
@@ -87,9 +93,14 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
             stats.endOfText = true;
             break;
         }
+        std::string text = tokenizer.decodeToken(previous, token);
+        if (request.endsTurn && request.endsTurn(text)) {
+            stats.endOfText = true;
+            break;
+        }
         stats.tokens.push_back(token);
         ++stats.generatedTokens;
-        if (request.onToken && !request.onToken(tokenizer.decodeToken(previous, token), token)) {
+        if (request.onToken && !request.onToken(text, token)) {
             stats.stopped = true;
             break;
         }
@@ -100,6 +111,7 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
             break;
         }
         logits = current->forward(token, pos);
+        if (logits) stats.evaluated = pos + 1;
         if (!logits) logits = recover(logits.error());
         if (!logits) return logits.error();
         ++pos;

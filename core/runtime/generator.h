@@ -17,11 +17,14 @@ class Sampler;
 
 struct GenerationStats {
     int promptTokens = 0;          // BOS included
+    int cachedTokens = 0;          // of those, already in the session's KV cache (not evaluated again)
+    int evaluated = 0;             // leading tokens of `tokens` whose keys and values the session
+                                   // holds at the end (the last sampled token is not run)
     int generatedTokens = 0;
     double promptSeconds = 0;      // from start until the first new token's logits
     double decodeSeconds = 0;      // the remaining new tokens
     double timeToFirstToken = 0;   // seconds from start to the first new token
-    bool endOfText = false;        // stopped at EOS
+    bool endOfText = false;        // stopped at EOS, or a token that ends the turn (endsTurn)
     bool stopped = false;          // stopped by the caller
     std::string fellBack;          // why generation moved to the fallback session ("" if not)
     std::vector<int32_t> tokens;   // prompt then generated ids
@@ -36,6 +39,17 @@ struct GenerationRequest {
     std::string prompt;
     int maxNewTokens = 128;
     bool addBos = true;
+    // The prompt as token ids (a conversation's history): used instead of `prompt` when not empty.
+    std::vector<int32_t> tokens;
+    // How many leading prompt tokens the session's KV cache holds already, from an earlier call
+    // on the same session (a conversation's earlier turns): only the rest is evaluated. At most
+    // the prompt's length - 1 is used (the last token's logits are needed).
+    int cachedTokens = 0;
+    // A sampled token whose text this accepts ends the reply as EOS does (not kept, not shown):
+    // the end-of-turn markers of chat templates.
+    std::function<bool(std::string_view text)> endsTurn;
+    // Where set: the logits the first new token is sampled from (vocabSize floats), copied.
+    std::vector<float>* firstLogits = nullptr;
     // Called with each new token's text (possibly a partial UTF-8 sequence); return false to stop.
     std::function<bool(std::string_view text, int32_t token)> onToken;
     const std::atomic<bool>* stop = nullptr;  // polled before each token

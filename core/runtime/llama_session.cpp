@@ -5,66 +5,30 @@
 #include <vector>
 
 #include "core/plan/model_tensors.h"
+#include "core/plan/session_memory.h"
 #include "core/trace/trace.h"
-#include "gpu/cpu/cpu_device.h"
-#include "gpu/cpu/cpu_memory.h"
+#include "gpu/host.h"
 
 namespace spillway {
 
+using plan::resolveContext;
+
 namespace {
 
-int resolveContext(const LlamaConfig& c, int contextLength)
-{
-    return contextLength > 0 ? contextLength : std::min(c.trainedContext, 4096);
-}
-
-// The session's device buffers, in one list so that workingBytes() and create() agree; f(index,
-// bytes), where 0 bytes means the buffer is not needed (the F32 cache has no scales and is
-// written by the K/V projections directly).
 // One token's xb: the normed input, the attention output projected, or an embedding row.
 uint64_t xbFloats(const LlamaConfig& c) { return uint64_t(std::max({c.dim, c.qDim(), c.embeddingDim()})); }
-
-template <class F>
-void forEachNeed(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, bool everyLogits, F&& f)
-{
-    const uint64_t vectors = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.nKvHeads);
-    const uint64_t kvBytes = vectors * uint64_t(c.headDim) * gpu::kvElementBytes(kv);
-    const uint64_t scaleBytes = kv == gpu::KvType::Q8 ? vectors * sizeof(float) : 0;
-    // Per token in flight: a prompt batch goes through each matrix in one dispatch.
-    const uint64_t b = uint64_t(batch) * sizeof(float);
-    const uint64_t newBytes = kv == gpu::KvType::F32 ? 0 : uint64_t(c.kvDim()) * b;
-    constexpr uint64_t kFloat = sizeof(float);
-    f(0, uint64_t(c.dim) * b);                               // x
-    f(1, xbFloats(c) * b);                                   // xb
-    f(2, uint64_t(c.qDim()) * b);                            // q
-    f(3, uint64_t(c.qDim()) * b);                            // att
-    f(4, uint64_t(c.nHeads) * uint64_t(ctx) * kFloat);       // scores
-    f(5, uint64_t(c.ffnDim) * b);                            // hb
-    f(6, uint64_t(c.ffnDim) * b);                            // hb2
-    f(7, uint64_t(c.vocabSize) * (everyLogits ? b : kFloat)); // logits
-    f(8, kvBytes);                                           // keys
-    f(9, kvBytes);                                           // values
-    f(10, scaleBytes);                                       // key scales
-    f(11, scaleBytes);                                       // value scales
-    f(12, newBytes);                                         // the new positions' K
-    f(13, newBytes);                                         // the new positions' V
-}
 
 }  // namespace
 
 uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType,
                                     bool everyLogits)
 {
-    uint64_t total = 0;
-    forEachNeed(c, resolveContext(c, contextLength), std::max(1, batch), kvType, everyLogits,
-                [&](int, uint64_t bytes) { total += bytes; });
-    return total;
+    return plan::sessionWorkingBytes(c, contextLength, batch, kvType, everyLogits);
 }
 
 uint64_t LlamaSession::kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType)
 {
-    const uint64_t ctx = uint64_t(std::max(0, resolveContext(c, contextLength)));
-    return ctx * uint64_t(c.nLayers) * 2 * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kvType, c.headDim);
+    return plan::kvCacheBytes(c, contextLength, kvType);
 }
 
 Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& model, gpu::Device& device,
@@ -143,17 +107,13 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
                               &s->m_scores,    &s->m_hb,          &s->m_hb2,  &s->m_logits,
                               &s->m_keys,      &s->m_values,      &s->m_keyScales,
                               &s->m_valueScales, &s->m_kNew,      &s->m_vNew};
-    Status failed;
-    forEachNeed(c, ctx, s->m_batch, options.kvType, options.everyLogits, [&](int i, uint64_t bytes) {
-        if (!failed || bytes == 0) return;
-        auto b = device.allocate(bytes);
-        if (!b) {
-            failed = b.error();
-            return;
-        }
+    const plan::SessionBuffers needs = plan::sessionBuffers(c, ctx, s->m_batch, options.kvType, options.everyLogits);
+    for (size_t i = 0; i < needs.size(); ++i) {
+        if (needs[i] == 0) continue;
+        auto b = device.allocate(needs[i]);
+        if (!b) return b.error();
         *buffers[i] = std::move(b.value());
-    });
-    if (!failed) return failed.error();
+    }
 
     plan::Placement placement;
     if (options.placement) {

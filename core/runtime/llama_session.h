@@ -14,7 +14,7 @@
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
 #include "core/plan/neuron_cache_model.h"
-#include "core/runtime/neuron_cache.h"
+#include "core/plan/neuron_cache.h"
 #include "core/runtime/weight_streamer.h"
 #include "gpu/device.h"
 

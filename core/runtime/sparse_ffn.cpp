@@ -17,9 +17,7 @@
 #include "core/plan/neuron_cache_model.h"
 #include "core/runtime/llama_session.h"
 #include "core/trace/trace.h"
-#include "gpu/cpu/cpu_device.h"
-#include "gpu/cpu/cpu_kernels.h"
-#include "gpu/cpu/cpu_memory.h"
+#include "gpu/host.h"
 #include "gpu/half_inline.h"
 #include "storage/direct_io.h"
 

@@ -21,6 +21,7 @@
 #include "base/result.h"
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
+#include "core/plan/streamer_layout.h"
 #include "gpu/device.h"
 
 namespace spillway {
@@ -61,31 +62,6 @@ struct StreamerStats {
     uint64_t stallNs = 0;       // compute waited for a unit to arrive
     uint64_t unitLoads = 0;
 };
-
-// How the streamer reads one unit's SSD-tier matrices (`pieces`: where each lies in the model's
-// files): sorted by file and offset, pieces less than 256 KiB apart read as one range (a gap
-// costs less than another request), each range aligned for direct I/O and given its own
-// 4 KiB-aligned place in the unit's slot. The planner sizes slots, staging and the SSD lane
-// with this same layout, so a plan that fits its budgets fits at run time.
-struct SsdPiece {
-    uint32_t file = 0;
-    uint64_t offset = 0;
-    uint64_t bytes = 0;
-};
-struct SsdRead {
-    uint32_t file = 0;
-    uint64_t fileOffset = 0;  // aligned
-    size_t bytes = 0;         // aligned
-    size_t slotOffset = 0;
-    uint64_t needEnd = 0;     // the file must be this long (the last piece's end)
-};
-struct SsdLayout {
-    std::vector<SsdRead> reads;
-    std::vector<size_t> pieceSlotOffsets;  // where each piece (in the given order) starts in the slot
-    size_t slotBytes = 0;                  // the slot bytes the reads take
-    uint64_t readBytes = 0;                // read from the SSD
-};
-SsdLayout layOutSsdReads(std::span<const SsdPiece> pieces);
 
 class WeightStreamer {
 public:

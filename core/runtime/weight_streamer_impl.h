@@ -24,7 +24,7 @@ namespace streamer_detail {
 constexpr size_t kAlign = 4096;             // direct I/O granularity and slot alignment
 
 inline size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
-constexpr size_t kVectorAlign = 16;          // floats: the resident vectors start 64 bytes apart
+constexpr size_t kVectorAlign = plan::kResidentVectorAlign;  // floats: the resident vectors start 64 bytes apart
 
 using LayerMember = gpu::MatrixView LlamaLayerWeights::*;
 struct MemberName {

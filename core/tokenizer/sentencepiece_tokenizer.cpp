@@ -64,6 +64,16 @@ int32_t SentencePieceTokenizer::pieceId(std::string_view text) const
 
 std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text, bool addBos) const
 {
+    return encodeText(text, addBos, true);
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encodeContinuation(std::string_view text) const
+{
+    return encodeText(text, false, false);
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encodeText(std::string_view text, bool addBos, bool prefixFirst) const
+{
     std::vector<int32_t> out;
     if (addBos && m_vocab.bos >= 0) out.push_back(m_vocab.bos);
 
@@ -76,7 +86,7 @@ std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text, bool 
 
     // As llama.cpp: the dummy prefix goes before the first text and before text that follows a
     // special token.
-    bool afterSpecial = true;
+    bool afterSpecial = prefixFirst;
     std::string escaped;
     for (const TextFragment& fragment : fragments) {
         if (fragment.token >= 0) {

@@ -20,11 +20,15 @@ public:
     explicit SentencePieceTokenizer(Vocabulary vocab);
 
     std::vector<int32_t> encode(std::string_view text, bool addBos) const override;
+    std::vector<int32_t> encodeContinuation(std::string_view text) const override;
     std::string decodeToken(int32_t previous, int32_t token) const override;
 
 private:
     // Appends the pieces of `text` (spaces already replaced by U+2581).
     void encodeEscaped(std::string_view text, std::vector<int32_t>& out) const;
+    // encode's work: `prefixFirst` puts the dummy prefix before the first text (a continuation
+    // has none there; text after a special token still gets one).
+    std::vector<int32_t> encodeText(std::string_view text, bool addBos, bool prefixFirst) const;
     void appendBytes(std::string_view symbol, std::vector<int32_t>& out) const;
     int32_t pieceId(std::string_view text) const;
 

@@ -63,6 +63,10 @@ public:
     // accepted, invalid UTF-8 included: where the vocabulary has a token for every byte,
     // decode(encode(s, true)) == s (SentencePiece needs the BOS to drop its dummy space).
     virtual std::vector<int32_t> encode(std::string_view text, bool addBos) const = 0;
+    // Text that goes on from text already encoded (a conversation's next turn): no BOS, and no
+    // SentencePiece dummy prefix before its first piece, so encode(a) + encodeContinuation(b)
+    // is what the model would see for a + b cut at that point.
+    virtual std::vector<int32_t> encodeContinuation(std::string_view text) const { return encode(text, false); }
     // The bytes token `token` stands for when it follows `previous` (-1 at the start): byte
     // tokens give their byte, U+2581 becomes a space, and the leading space of the first piece
     // after BOS is dropped (as SentencePiece's decoder does). Control tokens give "".

@@ -1,89 +1,12 @@
 #pragma once
 // The CPU backend: always built, the reference every other backend is compared with.
 // Multi-threaded (a persistent worker pool) and vectorized (AVX2/FMA/F16C kernels chosen at run
-// time; the binary still runs on any x86-64).
-
-#include <cstdint>
-#include <memory>
-#include <vector>
+// time; the binary still runs on any x86-64). What the rest of the program may use of it is in
+// gpu/host.h; this folder is the backend's inside.
 
 #include "gpu/device.h"
+#include "gpu/host.h"
 #include "gpu/sparse_format.h"
 
-namespace spillway::gpu {
-
-// threads <= 0: one per online core. The kernel set is the widest the CPU runs, or a lower one
-// named by the environment variable SPILLWAY_CPU_KERNELS=scalar|avx2|avx512 (for comparisons).
-// memoryLimit > 0 makes the device behave like a card with that much memory: allocate() fails
-// past it (the runtime's placements are tested against such budgets).
-std::unique_ptr<Device> createCpuDevice(int threads, uint64_t memoryLimit = 0);
-
-// Instruction-set levels of the CPU kernels, lowest first.
-enum class CpuKernelSet {
-    Scalar = 0,  // baseline x86-64: runs anywhere
-    Avx2 = 1,    // AVX2 + FMA + F16C
-    Avx512 = 2,  // AVX-512 F/BW/VL/DQ + VNNI
-};
-
-const char* cpuKernelSetName(CpuKernelSet set);  // "scalar", "avx2", "avx512"
-// The widest set this CPU supports.
-CpuKernelSet bestCpuKernelSet();
-
-// A device running exactly `set`, or the widest set below it that this CPU supports (tests
-// compare the sets against each other; SPILLWAY_CPU_KERNELS is not consulted).
-// info().kernels names the set that runs.
-std::unique_ptr<Device> createCpuDevice(int threads, CpuKernelSet set, uint64_t memoryLimit = 0);
-
-// y[r] = W[r, :] . x for r in [rowBegin, rowEnd) straight from a bitmap sparse blob's view (the
-// CPU device's BitmapSparse matvec), with `set` or the widest set below it this CPU runs. F16 /
-// BF16 values have AVX2 and AVX-512 kernels, Int8 an AVX-512 one; the rest run the scalar
-// kernel, whose float sums are the dense scalar kernel's (a pruned dense matrix gives the same
-// bits). No allocation, no threads.
-void gemvBitmapSparse(const BitmapSparseView& w, const float* x, float* y, int64_t rowBegin, int64_t rowEnd,
-                      CpuKernelSet set);
-
-// Repeated timed reads of host memory with `threads` threads and the widest loads the CPU has:
-// the ceiling a memory-bound loop is compared with. A benchmark can interleave read() with its
-// own work, so each piece of work is compared with the bandwidth of its own moment (a shared
-// machine's moves by 10-20% within a second).
-class HostReadProbe {
-public:
-    struct Range {
-        const void* data;  // 64-byte aligned
-        size_t bytes;
-    };
-
-    // Reads a buffer of its own of about `bytes` (far larger than the caches). The constructor
-    // fills it (every page faulted in by the thread that will read it) and reads it once untimed:
-    // the first pass after the fill also writes the fill's dirty lines back and comes out ~10%
-    // slow, which would flatter whatever is compared with it.
-    HostReadProbe(int threads, size_t bytes);
-    // Reads memory that someone else owns and keeps alive and mapped while the probe is used
-    // (a session's weights: a VM's guest pages are not all equally fast, so the fairest ceiling
-    // for reading some bytes is reading those same bytes). Each thread reads its share of every
-    // range, each share a multiple of 256 bytes (a few bytes at the ends are left out).
-    HostReadProbe(int threads, std::vector<Range> ranges);
-    ~HostReadProbe();
-    HostReadProbe(const HostReadProbe&) = delete;
-    HostReadProbe& operator=(const HostReadProbe&) = delete;
-
-    // False when the buffer could not be allocated or there is nothing to read.
-    bool valid() const { return m_bytes > 0; }
-    size_t bytes() const { return m_bytes; }  // read by each pass
-    // One timed pass over everything: bytes per second (0 when !valid()).
-    double read();
-
-private:
-    struct Pool;
-    std::unique_ptr<Pool> m_pool;
-    int m_threads = 1;
-    std::vector<Range> m_ranges;
-    size_t m_bytes = 0;
-    uint8_t* m_owned = nullptr;
-};
-
-// Measured sustained read bandwidth of host memory in bytes/s: a HostReadProbe's best of
-// `repeats` timed passes.
-double measureHostReadBandwidth(int threads, size_t bytes, int repeats);
-
-}  // namespace spillway::gpu
+// (Everything it declared is public now: gpu/host.h. Code of this folder and the tests of the
+// CPU backend keep including this header.)

@@ -130,7 +130,7 @@ void gemvBitmapSparseSet(const BitmapSparseView& w, const float* x, float* y, in
 // set uses these same functions (x is small next to the weights), so all sets see the same bits.
 // n is a multiple of 256 (Q8K) or 64 (G64).
 void quantizeQ8K(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
-void quantizeG64(const float* x, int64_t n, int8_t* qs, float* s);
+// quantizeG64: gpu/host.h.
 
 // The rows of Q4_1, Q5_0, Q4_K, Q5_K, Q6_K and Q8_G64 weights, per set
 // (kernels_kquant_scalar.cpp, kernels_kquant_avx2.cpp, kernels_kquant_avx512.cpp); called by the

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "gpu/host.h"  // HostMemoryInfo, cpuModelName, onlineCores
+
 namespace spillway::gpu::cpu {
 
 // 4096-byte aligned (direct I/O can read into it). Blocks of 4 MiB and more are 2 MiB aligned and advised to use
@@ -12,17 +14,5 @@ namespace spillway::gpu::cpu {
 // request exceeds the machine's memory or the allocator fails; never throws or aborts.
 void* allocateHostMemory(size_t bytes);
 void freeHostMemory(void* p);
-
-struct HostMemoryInfo {
-    uint64_t total = 0;      // bytes, MemTotal of /proc/meminfo
-    uint64_t available = 0;  // bytes, MemAvailable of /proc/meminfo
-};
-HostMemoryInfo readHostMemoryInfo();
-
-// "model name" of /proc/cpuinfo, or "x86-64 CPU" when there is none.
-std::string cpuModelName();
-
-// Online cores this process may run on (at least 1).
-int onlineCores();
 
 }  // namespace spillway::gpu::cpu

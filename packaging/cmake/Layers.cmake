@@ -12,11 +12,24 @@ set(SPILLWAY_INCLUDE_ROOTS ${CMAKE_BINARY_DIR}/include-roots)
 # spillway_include_root(<target> <name> <source-dir> [PUBLIC|INTERFACE])
 function(spillway_include_root target name source_dir scope)
   set(root ${SPILLWAY_INCLUDE_ROOTS}/${name})
-  file(MAKE_DIRECTORY ${root})
-  if(NOT EXISTS ${root}/${name})
-    file(CREATE_LINK ${source_dir} ${root}/${name} SYMBOLIC)
-  endif()
+  spillway_link_folder(${source_dir} ${root}/${name})
   target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${root}>)
+endfunction()
+
+# spillway_link_folder(<source-dir> <link>): <link> made a symbolic link to <source-dir>, replacing
+# one that points elsewhere (a folder that moved in the tree since the build folder was made).
+function(spillway_link_folder source_dir link)
+  get_filename_component(parent ${link} DIRECTORY)
+  file(MAKE_DIRECTORY ${parent})
+  if(IS_SYMLINK ${link})
+    file(READ_SYMLINK ${link} current)
+    if(NOT current STREQUAL source_dir)
+      file(REMOVE ${link})
+    endif()
+  endif()
+  if(NOT EXISTS ${link})
+    file(CREATE_LINK ${source_dir} ${link} SYMBOLIC)
+  endif()
 endfunction()
 
 # spillway_sources(<var> <dir>...): the .cpp files of the given folders (not recursive).

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/temp_dir.h"
-#include "core/compress/compress_model.h"
+#include "core/calibrate/compress_model.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
 #include "core/plan/model_tensors.h"

@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "core/calibrate/prune_calibration.h"
 #include "core/compress/bitmap_sparse.h"
 #include "core/compress/prune.h"
 #include "core/compress/sparse_gemv.h"

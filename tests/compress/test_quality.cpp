@@ -1,4 +1,4 @@
-// Quality check (core/compress/quality.h) on stories260K: a model against itself (exactly zero
+// Quality check (core/calibrate/quality.h) on stories260K: a model against itself (exactly zero
 // divergence, equal perplexities), against noisy copies of itself written with the GGUF writer
 // (divergence and perplexity grow with the noise), one-position runs checked against KL and
 // perplexity computed here from two sessions, a vocabulary mismatch, progress and cancellation.
@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/temp_dir.h"
-#include "core/compress/quality.h"
+#include "core/calibrate/quality.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"

@@ -14,8 +14,10 @@ endif()
 # test section for the suite's times).
 set(asan_flags -fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all
   -fno-omit-frame-pointer -O0 -g)
-set(asan_dirs gpu gpu/cpu storage core/formats core/model core/tokenizer core/runtime core/hw core/trace
-  core/plan core/compress)
+set(asan_dirs gpu gpu/cpu storage)
+foreach(d IN LISTS SPILLWAY_CORE_DIRS)
+  list(APPEND asan_dirs core/${d})
+endforeach()
 set(asan_sources)
 foreach(d IN LISTS asan_dirs)
   file(GLOB found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${d}/*.cpp)
@@ -47,10 +49,10 @@ add_library(spillway_engine_asan STATIC ${asan_sources})
 target_compile_options(spillway_engine_asan PUBLIC ${asan_flags})
 target_link_options(spillway_engine_asan PUBLIC -fsanitize=address,undefined)
 target_include_directories(spillway_engine_asan PUBLIC
-  ${SPILLWAY_INCLUDE_ROOTS}/base ${SPILLWAY_INCLUDE_ROOTS}/gpu ${SPILLWAY_INCLUDE_ROOTS}/storage
+  ${SPILLWAY_INCLUDE_ROOTS}/base ${SPILLWAY_INCLUDE_ROOTS}/gpu_internal ${SPILLWAY_INCLUDE_ROOTS}/storage
   ${SPILLWAY_INCLUDE_ROOTS}/core)
 target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads ${CMAKE_DL_LIBS}
-  PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING PkgConfig::XXHASH PkgConfig::ZSTD
+  PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING PkgConfig::XXHASH
           PkgConfig::SENTENCEPIECE PkgConfig::OPENBLAS)
 
 # spillway-cli's own objects (app/CMakeLists.txt) on the sanitized engine: the engine, where

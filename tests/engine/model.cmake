@@ -14,3 +14,6 @@ spillway_test(test_llama2c LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_
 spillway_test(test_convert LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_convert.cpp LIBS spillway_core)
 spillway_test(test_opt LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_opt.cpp LIBS spillway_core)
 spillway_test(test_hf_archs LABELS engine formats SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_hf_archs.cpp LIBS spillway_core)
+spillway_test(test_conversation LABELS engine conversation SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_conversation.cpp LIBS spillway_core)
+spillway_test(test_engine_fallbacks LABELS engine conversation SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine_fallbacks.cpp LIBS spillway_core)
+add_dependencies(test_engine_fallbacks spillway-cli)

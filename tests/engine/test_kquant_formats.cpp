@@ -1,5 +1,5 @@
 // The formats side of Q4_1, Q5_0, Q4_K, Q5_K, Q6_K and Q8_G64: the quantizers of
-// core/compress/ggml_quants.h write blocks that this test's own ggml-layout decoder
+// core/formats/ggml_quants.h write blocks that this test's own ggml-layout decoder
 // (kquant_test_util.h) reads back close to the input; hand-built blocks decode to values worked
 // out by hand (through the engine's getRow, the compress decoder and the test's decoder alike);
 // GGUF files holding such tensors open with the right types; make-synthetic writes K-quants.
@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "core/compress/ggml_quants.h"
+#include "core/formats/ggml_quants.h"
 #include "core/formats/gguf.h"
 #include "core/model/synthetic_model.h"
 #include "kquant_test_util.h"
@@ -43,7 +43,7 @@ struct ScratchDir {
 std::vector<uint8_t> quantized(DType type, const std::vector<float>& values)
 {
     std::vector<uint8_t> bytes(rowBytes(type, int64_t(values.size())));
-    compress::quantizeRow(type, values.data(), int64_t(values.size()), bytes.data());
+    gguf::quantizeRow(type, values.data(), int64_t(values.size()), bytes.data());
     return bytes;
 }
 
@@ -57,7 +57,7 @@ void expectBlock(DType type, const std::vector<uint8_t>& block, const std::vecto
     auto device = createCpuDevice(1);
     std::vector<float> viaDevice(n), viaCompress(n);
     device->getRow({type, block.data(), 1, n, block.size()}, 0, viaDevice.data());
-    compress::dequantizeRow(type, block.data(), n, viaCompress.data());
+    gguf::dequantizeRow(type, block.data(), n, viaCompress.data());
     for (int e = 0; e < n; ++e) {
         const RefValue v = refValue(type, block.data(), e);
         EXPECT_EQ(v.exact, want[e]) << dtypeName(type) << " value " << e;
@@ -93,7 +93,7 @@ TEST(KQuantFormats, QuantizeRoundTrip)
     for (const auto& [type, bound] : cases) {
         const std::vector<uint8_t> bytes = quantized(type, values);
         std::vector<float> back(values.size());
-        compress::dequantizeRow(type, bytes.data(), int64_t(values.size()), back.data());
+        gguf::dequantizeRow(type, bytes.data(), int64_t(values.size()), back.data());
         double err2 = 0, sum2 = 0, maxRel = 0;
         const int block = dtypeTraits(type).blockSize;
         for (size_t b = 0; b < values.size() / size_t(block); ++b) {
@@ -127,9 +127,9 @@ TEST(KQuantFormats, QuantizeZerosAndConstants)
     for (DType type : kNewTypes) {
         const std::vector<float> zeros(512, 0.0f), ones(512, 0.75f);
         std::vector<float> back(512);
-        compress::dequantizeRow(type, quantized(type, zeros).data(), 512, back.data());
+        gguf::dequantizeRow(type, quantized(type, zeros).data(), 512, back.data());
         for (float v : back) ASSERT_EQ(v, 0.0f) << dtypeName(type);
-        compress::dequantizeRow(type, quantized(type, ones).data(), 512, back.data());
+        gguf::dequantizeRow(type, quantized(type, ones).data(), 512, back.data());
         for (float v : back) ASSERT_NEAR(v, 0.75f, 0.75f / 50) << dtypeName(type);
     }
 }
@@ -312,7 +312,7 @@ TEST(KQuantFormats, SyntheticModelInKQuants)
         EXPECT_EQ(q->type, type);
         // Random values of the stated amplitude (sqrt(3 / cols)), not garbage.
         std::vector<float> row(size_t(q->cols()));
-        compress::dequantizeRow(type, q->data, q->cols(), row.data());
+        gguf::dequantizeRow(type, q->data, q->cols(), row.data());
         double sum2 = 0;
         for (float v : row) {
             ASSERT_TRUE(std::isfinite(v));

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/compress/ggml_quants.h"
+#include "core/formats/ggml_quants.h"
 #include "kquant_test_util.h"
 
 using namespace spillway;
@@ -150,7 +150,7 @@ TEST(KQuantCpu, MatvecOfQuantizedWeights)
             std::vector<float> w(cols);
             for (int64_t r = 0; r < rows; ++r) {
                 for (float& v : w) v = normal(rng) * 0.02f;
-                compress::quantizeRow(type, w.data(), cols, m.bytes.data() + r * m.stride);
+                gguf::quantizeRow(type, w.data(), cols, m.bytes.data() + r * m.stride);
                 const auto decoded = refRow(type, m.row(r), cols);
                 m.values.insert(m.values.end(), decoded.begin(), decoded.end());
             }
@@ -203,7 +203,7 @@ TEST(KQuantCpu, GetRowIsGgmlDequantization)
         for (int64_t r = 0; r < m.rows; ++r) {
             out[m.cols] = kPoison;
             device->getRow(m.view(), r, out.data());
-            compress::dequantizeRow(type, m.row(r), m.cols, viaCompress.data());
+            gguf::dequantizeRow(type, m.row(r), m.cols, viaCompress.data());
             for (int64_t c = 0; c < m.cols; ++c) {
                 const RefValue& v = m.values[r * m.cols + c];
                 ASSERT_EQ(bitsOf(out[c]), bitsOf(v.ggml))

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/compress/compress_model.h"
+#include "core/calibrate/compress_model.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
 #include "core/runtime/llama_session.h"

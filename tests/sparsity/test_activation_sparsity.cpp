@@ -11,15 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "core/compress/activation_sparsity.h"
-#include "core/compress/activation_threshold.h"
-#include "core/compress/compress_model.h"
+#include "core/calibrate/predictor_training.h"
+#include "core/calibrate/activation_sparsity.h"
+#include "core/calibrate/activation_threshold.h"
+#include "core/calibrate/compress_model.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/model_tensors.h"
 #include "core/plan/neuron_cache_model.h"
 #include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
-#include "core/runtime/neuron_cache.h"
+#include "core/plan/neuron_cache.h"
 #include "core/runtime/sampler.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"

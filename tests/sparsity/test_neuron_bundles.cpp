@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/compress/compress_model.h"
+#include "core/calibrate/compress_model.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/planner.h"
 #include "core/model/llama_model.h"

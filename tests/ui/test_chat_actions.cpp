@@ -23,7 +23,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/compress/compress_model.h"
+#include "core/calibrate/compress_model.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
 #include "gpu/cpu/cpu_device.h"

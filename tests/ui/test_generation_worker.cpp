@@ -10,6 +10,8 @@
 
 #include "../common/opaque_device.h"
 #include "../common/reference_texts.h"
+#include "core/engine/conversation.h"
+#include "core/engine/engine.h"
 #include "core/model/llama_model.h"
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
@@ -89,6 +91,8 @@ private slots:
     void aDeviceThatCannotHoldTheSessionHandsTheReplyToTheCpu();
     void aLostDeviceFinishesTheReplyOnTheCpu();
     void anUnusableBackendSaysWhyAndComputesOnTheCpu();
+    void theNoticesAreTheEnginesOwn_data();
+    void theNoticesAreTheEnginesOwn();
 
 private:
     QString m_expected;
@@ -131,9 +135,11 @@ void TestGenerationWorker::aDeviceThatCannotHoldTheSessionHandsTheReplyToTheCpu(
     QVERIFY2(rig.notice().contains("opaque-cpu device cannot run") && rig.notice().contains("computed on the CPU"),
              qPrintable(rig.notice()));
     QCOMPARE(rig.device->rmsnorms, uint64_t(0));  // nothing ran on it
-    // The device is kept: the next reply tries it again (a plan may make it fit).
+    // The conversation keeps its session, on the CPU: the next reply goes on there, without a
+    // second notice (applying a plan opens a new one on the device).
     QCOMPARE(reply(rig.worker), m_expected);
-    QCOMPARE(rig.notices.count(), 2);
+    QCOMPARE(rig.notices.count(), 1);
+    QCOMPARE(rig.device->rmsnorms, uint64_t(0));
 }
 
 void TestGenerationWorker::aLostDeviceFinishesTheReplyOnTheCpu()
@@ -177,6 +183,42 @@ void TestGenerationWorker::anUnusableBackendSaysWhyAndComputesOnTheCpu()
     QVERIFY2(notice.contains(QString::fromStdString(cuda.reason)) && notice.contains("computing on the CPU"),
              qPrintable(notice));
     QCOMPARE(reply(worker), m_expected);
+}
+
+void TestGenerationWorker::theNoticesAreTheEnginesOwn_data()
+{
+    QTest::addColumn<QString>("device");
+    QTest::newRow("cannot hold the session") << QStringLiteral("opaque,memory=4096");
+    QTest::newRow("lost mid-reply") << QStringLiteral("opaque,lost-after=220");
+}
+
+// The worker and the engine (and spillway-cli: test_engine_fallbacks) report one event in the
+// same words: the engine made on the failing device that SPILLWAY_TEST_DEVICE describes.
+void TestGenerationWorker::theNoticesAreTheEnginesOwn()
+{
+    QFETCH(QString, device);
+    qputenv("SPILLWAY_TEST_DEVICE", device.toUtf8());
+    std::vector<std::string> fromEngine;
+    {
+        auto model = spillway::LlamaModel::load(kModel.toStdString());
+        QVERIFY(model.ok());
+        auto engine = spillway::engine::Engine::open(
+            std::move(*model), {}, [&](const spillway::engine::Notice& n) { fromEngine.push_back(n.message); });
+        QVERIFY(engine.ok());
+        auto conversation = (*engine)->conversation();
+        spillway::engine::ReplyOptions o;
+        o.maxNewTokens = 48;
+        o.sampling.temperature = 0;
+        QVERIFY(conversation->complete(kPrompt, true, o).ok());
+    }
+    GenerationWorker worker;
+    QSignalSpy notices(&worker, &GenerationWorker::notice);
+    worker.loadModel(kModel);
+    QCOMPARE(reply(worker), m_expected);
+    qunsetenv("SPILLWAY_TEST_DEVICE");
+    QCOMPARE(fromEngine.size(), size_t(1));
+    QCOMPARE(notices.count(), 1);
+    QCOMPARE(notices.at(0).at(0).toString(), QString::fromStdString(fromEngine.front()));
 }
 
 QTEST_GUILESS_MAIN(TestGenerationWorker)

@@ -1,4 +1,4 @@
-#include "core/runtime/neuron_cache.h"
+#include "core/plan/neuron_cache.h"
 
 #include <algorithm>
 #include <limits>

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "core/compress/quality.h"
+#include "core/calibrate/quality.h"
 #include "gpu/forwarding_device.h"
 
 namespace spillway {

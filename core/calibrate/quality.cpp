@@ -3,7 +3,7 @@
 // is compared with the kept one. One session at a time, so the two models never need the device
 // together.
 
-#include "core/compress/quality.h"
+#include "core/calibrate/quality.h"
 
 #include <algorithm>
 #include <cmath>

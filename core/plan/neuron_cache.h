@@ -11,6 +11,9 @@
 // caller computes them from where they are (HeteGen: on the CPU, from RAM) or streams them
 // through a scratch slot; they count as loaded.
 //
+// It lives in plan/ because both sides use it: the planner simulates it over recorded activity
+// (neuron_cache_model.h) and the runtime's activation-sparse FFN drives it token by token.
+//
 // Hot neurons (PowerInfer) can be pinned before the first token: they take the first slots and
 // are never evicted. A cache that does not admit misses (setAdmitsMisses(false)) keeps only its
 // pinned neurons: every other active neuron is a slotless load, computed where it lies.

@@ -17,7 +17,7 @@
 
 #include "gpu/dtype.h"
 
-namespace spillway::compress {
+namespace spillway::gguf {
 
 // True for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K and Q8_G64 (not BitmapSparse).
 bool hasRowCodec(gpu::DType type);
@@ -29,4 +29,4 @@ void quantizeRow(gpu::DType type, const float* x, int64_t n, uint8_t* out);
 // Decodes n values (n a multiple of the type's block size) of a row stored at `in`.
 void dequantizeRow(gpu::DType type, const uint8_t* in, int64_t n, float* out);
 
-}  // namespace spillway::compress
+}  // namespace spillway::gguf

@@ -1,10 +1,10 @@
-#include "core/compress/ggml_quants.h"
+#include "core/formats/ggml_quants.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-namespace spillway::compress {
+namespace spillway::gguf {
 
 namespace {
 
@@ -303,4 +303,4 @@ void dequantizeRow(DType type, const uint8_t* in, int64_t n, float* out)
     }
 }
 
-}  // namespace spillway::compress
+}  // namespace spillway::gguf

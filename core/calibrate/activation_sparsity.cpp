@@ -1,4 +1,4 @@
-#include "core/compress/activation_sparsity.h"
+#include "core/calibrate/activation_sparsity.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,8 @@
 #include <limits>
 #include <optional>
 
-#include "core/compress/calibration.h"
+#include "core/calibrate/prune_calibration.h"
+#include "core/calibrate/calibration.h"
 #include "core/model/llama_model.h"
 
 namespace spillway::compress {

@@ -1,4 +1,4 @@
-#include "core/compress/compress_model.h"
+#include "core/calibrate/compress_model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/calibrate/predictor_training.h"
+#include "core/calibrate/prune_calibration.h"
 #include "core/compress/bitmap_sparse.h"
 #include "core/compress/ffn_bundles.h"
 #include "core/compress/ffn_predictor.h"

@@ -1,9 +1,10 @@
-#include "core/compress/activation_threshold.h"
+#include "core/calibrate/activation_threshold.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/compress/calibration.h"
+#include "core/calibrate/prune_calibration.h"
+#include "core/calibrate/calibration.h"
 #include "core/model/llama_model.h"
 
 namespace spillway::compress {

@@ -24,8 +24,9 @@
 #include <string>
 
 #include "base/result.h"
+#include "core/calibrate/predictor_training.h"
 #include "core/compress/ffn_predictor.h"
-#include "core/compress/quality.h"
+#include "core/calibrate/quality.h"
 #include "core/plan/placement.h"
 #include "gpu/device.h"
 

@@ -1,4 +1,4 @@
-#include "core/compress/calibration.h"
+#include "core/calibrate/calibration.h"
 
 #include <algorithm>
 #include <unordered_map>

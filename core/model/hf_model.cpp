@@ -1,4 +1,4 @@
-#include "core/formats/hf_model.h"
+#include "core/model/hf_model.h"
 
 #include <filesystem>
 

@@ -1,13 +1,15 @@
 // Wanda calibration: the squares of each weight matrix's inputs over the calibration prompts
 // (runCalibration, calibration.cpp), and the built-in prompts.
 
+#include "core/calibrate/prune_calibration.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <string_view>
 #include <unordered_map>
 
-#include "core/compress/calibration.h"
+#include "core/calibrate/calibration.h"
 #include "core/compress/prune.h"
 #include "core/model/llama_model.h"
 #include "core/plan/model_tensors.h"

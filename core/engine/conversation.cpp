@@ -1,0 +1,140 @@
+#include "core/engine/conversation.h"
+
+#include <algorithm>
+
+#include "core/engine/engine.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace spillway::engine {
+
+namespace {
+
+// Room a reply needs besides its prompt before older turns are dropped: what was asked for, up
+// to a quarter of the context (a reply that runs into the end stops there).
+int replyRoom(int maxNewTokens, int context) { return std::clamp(maxNewTokens, 1, std::max(1, context / 4)); }
+
+}  // namespace
+
+Conversation::Conversation(Engine& engine) : m_engine(engine) {}
+Conversation::~Conversation() = default;
+
+int Conversation::contextLength() const { return m_session ? m_session->contextLength() : 0; }
+
+void Conversation::reset()
+{
+    m_tokens.clear();
+    m_text.clear();
+    m_evaluated = 0;
+}
+
+Status Conversation::ensureSession()
+{
+    if (m_session) return {};
+    auto session = m_engine.openSession();
+    if (!session) return session.error();
+    m_session = std::move(*session);
+    reset();
+    return {};
+}
+
+std::vector<int32_t> Conversation::tokensOf(const std::string& text, bool addBos) const
+{
+    const Tokenizer& tokenizer = m_engine.model().tokenizer();
+    if (!m_tokens.empty() && addBos == m_textBos && text.size() > m_text.size() && text.starts_with(m_text)) {
+        std::vector<int32_t> tokens = m_tokens;
+        const std::vector<int32_t> more = tokenizer.encodeContinuation(std::string_view(text).substr(m_text.size()));
+        tokens.insert(tokens.end(), more.begin(), more.end());
+        return tokens;
+    }
+    return tokenizer.encode(text, addBos);
+}
+
+Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const ReplyOptions& options)
+{
+    if (auto s = ensureSession(); !s) return s.error();
+    const ChatFormat& format = m_engine.chat();
+    const int context = m_session->contextLength();
+    const int room = replyRoom(options.maxNewTokens, context);
+    // Drop the oldest turns until the prompt and the reply's room fit: the system prompt stays,
+    // and so does the last message.
+    std::vector<Message> kept(messages.begin(), messages.end());
+    int dropped = 0;
+    for (;;) {
+        auto prompt = format.render(kept);
+        if (!prompt) return prompt.error();
+        const size_t tokens = tokensOf(prompt->text, prompt->addBos).size();
+        if (int(tokens) + room <= context || !format.chatting()) {
+            auto stats = run(prompt->text, prompt->addBos, format.chatting(), options);
+            if (stats) stats->droppedMessages = dropped;
+            return stats;
+        }
+        // The oldest message after the system prompt, and a reply that would then lead.
+        size_t first = !kept.empty() && kept.front().role == "system" ? 1 : 0;
+        if (kept.size() - first <= 1)
+            return makeError(ErrorCode::InvalidArgument,
+                             "the message has " + std::to_string(tokens) + " tokens with the system prompt; the " +
+                                 std::to_string(context) + "-token context leaves room for " +
+                                 std::to_string(std::max(0, context - room)));
+        kept.erase(kept.begin() + ptrdiff_t(first));
+        ++dropped;
+        while (kept.size() - first > 1 && kept[first].role == "assistant") {
+            kept.erase(kept.begin() + ptrdiff_t(first));
+            ++dropped;
+        }
+    }
+}
+
+Result<ReplyStats> Conversation::complete(const std::string& text, bool addBos, const ReplyOptions& options)
+{
+    if (auto s = ensureSession(); !s) return s.error();
+    return run(text, addBos, false, options);
+}
+
+Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, bool chatting, const ReplyOptions& options)
+{
+    GenerationRequest request;
+    request.tokens = tokensOf(text, addBos);
+    if (request.tokens.empty())
+        return makeError(ErrorCode::InvalidArgument, "the prompt is empty and the model has no BOS token");
+    // The cache holds the tokens up to the first that differs.
+    size_t common = 0;
+    while (common < size_t(m_evaluated) && common < request.tokens.size() && m_tokens[common] == request.tokens[common])
+        ++common;
+    request.cachedTokens = int(common);
+    request.maxNewTokens = options.maxNewTokens;
+    request.onToken = options.onToken;
+    request.stop = options.stop;
+    request.firstLogits = options.firstLogits;
+    if (chatting) request.endsTurn = [this](std::string_view t) { return m_engine.chat().endsTurn(t); };
+    std::unique_ptr<LlamaSession> fallback;
+    request.onDeviceLost = [&](const Error& why) -> LlamaSession* {
+        auto cpu = m_engine.continueOnCpu(*m_session, why);
+        if (!cpu) return nullptr;
+        fallback = std::move(*cpu);
+        return fallback.get();
+    };
+    if (options.onPrompt) options.onPrompt(text);
+    Sampler sampler(m_engine.model().config().vocabSize, options.sampling);
+    auto stats = generate(*m_session, sampler, request);
+    if (fallback) m_session = std::move(fallback);  // the CPU's session goes on from here
+    if (!stats) {
+        reset();  // what the cache holds is not known
+        return stats.error();
+    }
+    // What the cache holds now, and its text: the prompt and the reply's tokens.
+    const Tokenizer& tokenizer = m_engine.model().tokenizer();
+    m_tokens = stats->tokens;
+    m_textBos = addBos;
+    m_text = text;
+    for (size_t i = size_t(stats->promptTokens); i < m_tokens.size(); ++i)
+        m_text += tokenizer.decodeToken(m_tokens[i - 1], m_tokens[i]);
+    m_evaluated = stats->evaluated;
+    ReplyStats out;
+    static_cast<GenerationStats&>(out) = std::move(*stats);
+    out.prompt = text;
+    return out;
+}
+
+}  // namespace spillway::engine

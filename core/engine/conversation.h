@@ -1,0 +1,84 @@
+#pragma once
+// A conversation on an engine: one session whose KV cache outlives the turns. Each request is
+// the whole conversation so far (as front ends hold it); the conversation finds how much of it
+// the cache already holds and evaluates only the rest:
+//  - a new user message costs its own tokens (and the end of the previous reply);
+//  - editing or regenerating an earlier turn keeps the cache up to the first token that differs;
+//  - a conversation longer than the context drops its oldest turns (never the system prompt)
+//    and evaluates what remains again.
+// The text already in the cache is not tokenized again: a request whose text goes on from it
+// appends the tokens of the new text only (Tokenizer::encodeContinuation), so a reply's tokens
+// stay the ones the model chose.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "core/engine/chat_format.h"
+#include "core/runtime/generator.h"
+#include "core/runtime/sampler.h"
+
+namespace spillway { class LlamaSession; }
+
+namespace spillway::engine {
+
+class Engine;
+
+struct ReplyOptions {
+    int maxNewTokens = 512;
+    SamplerSettings sampling;
+    // Each new token's text (possibly part of a UTF-8 character); return false to stop.
+    std::function<bool(std::string_view text, int32_t token)> onToken;
+    const std::atomic<bool>* stop = nullptr;  // polled between batches and tokens
+    // Called once with the text given to the model (after any dropped turns), before it runs.
+    std::function<void(const std::string& prompt)> onPrompt;
+    std::vector<float>* firstLogits = nullptr;  // GenerationRequest::firstLogits
+};
+
+struct ReplyStats : GenerationStats {
+    std::string prompt;       // the text given to the model (after any dropped turns)
+    int droppedMessages = 0;  // oldest messages left out to fit the context
+};
+
+class Conversation {
+public:
+    explicit Conversation(Engine& engine);
+    ~Conversation();
+
+    // Replies to `messages` (the last is the user's) in the engine's chat format; a base model
+    // continues the last user message.
+    Result<ReplyStats> reply(std::span<const Message> messages, const ReplyOptions& options);
+    // Continues `text` as it is (no template): spillway-cli generate, completions.
+    Result<ReplyStats> complete(const std::string& text, bool addBos, const ReplyOptions& options);
+
+    // The tokens whose keys and values the session holds, in order (prompt and reply so far).
+    std::span<const int32_t> cachedTokens() const { return {m_tokens.data(), size_t(m_evaluated)}; }
+    // Tokens of the context; 0 before the first request opens the session.
+    int contextLength() const;
+    // The session of the last request (null before the first): its streamer, its neuron cache.
+    const LlamaSession* session() const { return m_session.get(); }
+    // Forgets the cache: the next request evaluates everything.
+    void reset();
+
+private:
+    Status ensureSession();
+    // The tokens of `text`: the cached ones and those of the new text where `text` goes on from
+    // the cached text, else all of it encoded afresh.
+    std::vector<int32_t> tokensOf(const std::string& text, bool addBos) const;
+    Result<ReplyStats> run(const std::string& text, bool addBos, bool chatting, const ReplyOptions& options);
+
+    Engine& m_engine;
+    std::unique_ptr<LlamaSession> m_session;
+    std::vector<int32_t> m_tokens;  // the last request's prompt and reply tokens
+    std::string m_text;             // their text (prompt text, then the reply's token texts)
+    bool m_textBos = true;          // m_tokens began with BOS
+    int m_evaluated = 0;            // leading m_tokens in the session's KV cache
+};
+
+}  // namespace spillway::engine

@@ -1,0 +1,55 @@
+#include "core/plan/session_memory.h"
+
+#include <algorithm>
+
+namespace spillway::plan {
+
+int resolveContext(const LlamaConfig& c, int contextLength)
+{
+    return contextLength > 0 ? contextLength : std::min(c.trainedContext, 4096);
+}
+
+SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, bool everyLogits)
+{
+    const uint64_t vectors = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.nKvHeads);
+    const uint64_t kvBytes = vectors * uint64_t(c.headDim) * gpu::kvElementBytes(kv);
+    const uint64_t scaleBytes = kv == gpu::KvType::Q8 ? vectors * sizeof(float) : 0;
+    // Per token in flight: a prompt batch goes through each matrix in one dispatch.
+    const uint64_t b = uint64_t(batch) * sizeof(float);
+    const uint64_t newBytes = kv == gpu::KvType::F32 ? 0 : uint64_t(c.kvDim()) * b;
+    constexpr uint64_t kFloat = sizeof(float);
+    // One token's xb: the normed input, the attention output projected, or an embedding row.
+    const uint64_t xbFloats = uint64_t(std::max({c.dim, c.qDim(), c.embeddingDim()}));
+    return {
+        uint64_t(c.dim) * b,                               // x
+        xbFloats * b,                                      // xb
+        uint64_t(c.qDim()) * b,                            // q
+        uint64_t(c.qDim()) * b,                            // att
+        uint64_t(c.nHeads) * uint64_t(ctx) * kFloat,       // scores
+        uint64_t(c.ffnDim) * b,                            // hb
+        uint64_t(c.ffnDim) * b,                            // hb2
+        uint64_t(c.vocabSize) * (everyLogits ? b : kFloat), // logits
+        kvBytes,                                           // keys
+        kvBytes,                                           // values
+        scaleBytes,                                        // key scales
+        scaleBytes,                                        // value scales
+        newBytes,                                          // the new positions' K
+        newBytes,                                          // the new positions' V
+    };
+}
+
+uint64_t sessionWorkingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType, bool everyLogits)
+{
+    uint64_t total = 0;
+    for (uint64_t bytes : sessionBuffers(c, resolveContext(c, contextLength), std::max(1, batch), kvType, everyLogits))
+        total += bytes;
+    return total;
+}
+
+uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType)
+{
+    const uint64_t ctx = uint64_t(std::max(0, resolveContext(c, contextLength)));
+    return ctx * uint64_t(c.nLayers) * 2 * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kvType, c.headDim);
+}
+
+}  // namespace spillway::plan

@@ -1,0 +1,262 @@
+// The engine's conversation (core/engine/conversation.h) on the real stories260K.gguf: ten turns
+// in which each evaluates only its new tokens (counted on the device: one attention call per
+// token and layer), with the logits of a fresh session run over the whole history; a
+// conversation longer than the context that goes on with its system prompt; an edited turn that
+// keeps the cache up to the edit.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/engine/conversation.h"
+#include "core/engine/engine.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "core/tokenizer/tokenizer.h"
+#include "gpu/forwarding_device.h"
+#include "gpu/registry.h"
+
+using namespace spillway;
+
+namespace {
+
+const std::string kModel = SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf";
+
+// A template of the ChatML kind, for a model that has none: its markers are plain text to this
+// vocabulary, which is all the conversation needs.
+const char* const kTemplate =
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}";
+
+// The CPU device, counting the tokens it runs (one attention call per token and layer).
+class CountingDevice final : public gpu::ForwardingDevice {
+public:
+    using ForwardingDevice::ForwardingDevice;
+    void attention(const gpu::AttentionArgs& a) override
+    {
+        ++attentionCalls;
+        m_inner.attention(a);
+    }
+    uint64_t attentionCalls = 0;
+};
+
+struct Rig {
+    explicit Rig(int context = 0)
+    {
+        auto model = LlamaModel::load(kModel);
+        if (!model) {
+            ADD_FAILURE() << model.error().message;
+            return;
+        }
+        layers = (*model)->config().nLayers;
+        auto cpu = gpu::createDevice("cpu", {1, 0});
+        if (!cpu) {
+            ADD_FAILURE() << cpu.error().message;
+            return;
+        }
+        auto counting = std::make_unique<CountingDevice>(std::move(*cpu));
+        device = counting.get();
+        engine::EngineOptions options;
+        options.contextLength = context;
+        auto opened = engine::Engine::open(std::move(*model), options, {}, std::move(counting));
+        if (!opened) {
+            ADD_FAILURE() << opened.error().message;
+            return;
+        }
+        engine = std::move(*opened);
+        auto format = engine::ChatFormat::fromSource(kTemplate, "", "");
+        if (!format) {
+            ADD_FAILURE() << format.error().message;
+            return;
+        }
+        engine->setChatFormat(std::move(*format));
+        conversation = engine->conversation();
+    }
+    // Tokens the device ran since the last call.
+    uint64_t tokensRun()
+    {
+        const uint64_t n = (device->attentionCalls - counted) / uint64_t(layers);
+        counted = device->attentionCalls;
+        return n;
+    }
+    int layers = 1;
+    CountingDevice* device = nullptr;  // owned by the engine
+    uint64_t counted = 0;
+    std::unique_ptr<engine::Engine> engine;
+    std::unique_ptr<engine::Conversation> conversation;  // before the engine goes
+    ~Rig() { conversation.reset(); }
+};
+
+engine::ReplyOptions greedy(int tokens, std::vector<float>* logits = nullptr)
+{
+    engine::ReplyOptions o;
+    o.maxNewTokens = tokens;
+    o.sampling.temperature = 0;
+    o.firstLogits = logits;
+    return o;
+}
+
+// The logits after `tokens`, run from position 0 in a fresh session on a fresh CPU device, as
+// generation feeds a prompt (batches of the session's size).
+std::vector<float> freshLogits(const LlamaModel& model, const std::vector<int32_t>& tokens, int context)
+{
+    auto cpu = gpu::createDevice("cpu", {1, 0});
+    if (!cpu) return {};
+    SessionOptions options;
+    options.contextLength = context;
+    auto session = LlamaSession::create(model, **cpu, options);
+    if (!session) return {};
+    const float* logits = nullptr;
+    for (size_t done = 0; done < tokens.size();) {
+        const size_t n = std::min(tokens.size() - done, size_t((*session)->batch()));
+        auto r = (*session)->forward(std::span<const int32_t>(tokens).subspan(done, n), int(done));
+        if (!r) return {};
+        logits = *r;
+        done += n;
+    }
+    return std::vector<float>(logits, logits + model.config().vocabSize);
+}
+
+const char* const kUserTurns[] = {"Tom had a red ball.", "He threw it high.", "It fell in the pond.",
+                                  "A frog found it.", "The frog gave it back.", "Tom said thank you.",
+                                  "They played all day.", "The sun went down.", "Tom went home.",
+                                  "He slept well."};
+
+}  // namespace
+
+TEST(Conversation, TenTurnsEachEvaluateOnlyTheirNewTokens)
+{
+    Rig rig;
+    ASSERT_TRUE(rig.conversation);
+    const Tokenizer& tokenizer = rig.engine->model().tokenizer();
+    std::vector<engine::Message> messages{{"system", "You tell short stories."}};
+    std::vector<int32_t> before;  // the tokens of the previous request: its prompt and reply
+    std::string beforeText;       // their text
+    for (int turn = 0; turn < 10; ++turn) {
+        SCOPED_TRACE("turn " + std::to_string(turn + 1));
+        messages.push_back({"user", kUserTurns[turn]});
+        std::vector<float> logits;
+        std::string reply;
+        engine::ReplyOptions o = greedy(12, &logits);
+        o.onToken = [&](std::string_view text, int32_t) {
+            reply += text;
+            return true;
+        };
+        auto stats = rig.conversation->reply(messages, o);
+        ASSERT_TRUE(stats.ok()) << stats.error().message;
+        const uint64_t ran = rig.tokensRun();
+
+        // The prompt is the previous request's tokens, then the tokens of the text that follows
+        // them (the end of the reply's turn, the new user message, the assistant's header).
+        std::vector<int32_t> expected = before;
+        if (turn == 0) {
+            expected = tokenizer.encode(stats->prompt, true);
+        } else {
+            ASSERT_TRUE(stats->prompt.starts_with(beforeText));
+            const auto more = tokenizer.encodeContinuation(stats->prompt.substr(beforeText.size()));
+            expected.insert(expected.end(), more.begin(), more.end());
+        }
+        ASSERT_EQ(std::vector<int32_t>(stats->tokens.begin(), stats->tokens.begin() + stats->promptTokens), expected);
+        // Cached: everything before but the previous reply's last token (sampled, never run).
+        const int newTokens = stats->promptTokens - (turn == 0 ? 0 : int(before.size()));
+        EXPECT_EQ(stats->cachedTokens, turn == 0 ? 0 : int(before.size()) - 1);
+        if (turn > 0)
+            EXPECT_LE(newTokens, int(tokenizer.encodeContinuation(std::string("</assistant>\n<user>") + kUserTurns[turn] +
+                                                                   "</user>\n<assistant>").size()) + 2);
+        // The device ran the new prompt tokens (and the previous reply's last) and the reply's
+        // tokens but its last: nothing of the history again.
+        const uint64_t expectedRun =
+            uint64_t(stats->promptTokens - stats->cachedTokens) + uint64_t(std::max(0, stats->generatedTokens - 1));
+        EXPECT_EQ(ran, expectedRun);
+        EXPECT_LT(ran, uint64_t(newTokens + 1 + stats->generatedTokens));
+        EXPECT_EQ(stats->evaluated, int(stats->tokens.size()) - 1);
+
+        // The same logits as a fresh session over the whole history, bit for bit (the CPU's
+        // kernels give a token the same arithmetic in any batch).
+        const std::vector<float> fresh = freshLogits(rig.engine->model(), expected, rig.conversation->contextLength());
+        ASSERT_EQ(fresh.size(), logits.size());
+        float worst = 0;
+        for (size_t i = 0; i < fresh.size(); ++i) worst = std::max(worst, std::abs(fresh[i] - logits[i]));
+        EXPECT_EQ(worst, 0.0f) << "largest logit difference from a fresh run";
+
+        before = stats->tokens;
+        beforeText = stats->prompt + reply;
+        messages.push_back({"assistant", reply});
+    }
+}
+
+TEST(Conversation, LongerThanTheContextDropsTheOldestTurnsAndKeepsTheSystemPrompt)
+{
+    Rig rig(128);
+    ASSERT_TRUE(rig.conversation);
+    const std::string system = "You tell short stories about a cat.";
+    std::vector<engine::Message> messages{{"system", system}};
+    int dropped = 0, longest = 0;
+    for (int turn = 0; turn < 12; ++turn) {
+        SCOPED_TRACE("turn " + std::to_string(turn + 1));
+        messages.push_back({"user", kUserTurns[turn % 10]});
+        std::string reply;
+        engine::ReplyOptions o = greedy(16);
+        o.onToken = [&](std::string_view text, int32_t) {
+            reply += text;
+            return true;
+        };
+        auto stats = rig.conversation->reply(messages, o);
+        ASSERT_TRUE(stats.ok()) << stats.error().message;
+        EXPECT_TRUE(stats->prompt.starts_with("<system>" + system + "</system>")) << stats->prompt;
+        EXPECT_NE(stats->prompt.find(kUserTurns[turn % 10]), std::string::npos);  // the new message is there
+        EXPECT_LE(int(stats->tokens.size()), 128);
+        EXPECT_GT(stats->generatedTokens, 0);
+        dropped = std::max(dropped, stats->droppedMessages);
+        longest = std::max(longest, int(messages.size()));
+        messages.push_back({"assistant", reply});
+    }
+    EXPECT_GT(dropped, 0) << "the conversation never filled the context";
+}
+
+TEST(Conversation, EditingAnEarlierTurnKeepsTheCacheUpToTheEdit)
+{
+    Rig rig;
+    ASSERT_TRUE(rig.conversation);
+    const Tokenizer& tokenizer = rig.engine->model().tokenizer();
+    std::vector<engine::Message> messages{{"system", "You tell short stories."}};
+    for (int turn = 0; turn < 4; ++turn) {
+        messages.push_back({"user", kUserTurns[turn]});
+        std::string reply;
+        engine::ReplyOptions o = greedy(8);
+        o.onToken = [&](std::string_view text, int32_t) {
+            reply += text;
+            return true;
+        };
+        auto stats = rig.conversation->reply(messages, o);
+        ASSERT_TRUE(stats.ok()) << stats.error().message;
+        messages.push_back({"assistant", reply});
+    }
+    const std::vector<int32_t> cached(rig.conversation->cachedTokens().begin(), rig.conversation->cachedTokens().end());
+    rig.tokensRun();
+    // Edit the third user message and reply to it: everything after it goes.
+    messages.resize(6);
+    messages[5].content = "A duck found it.";
+    std::vector<float> logits;
+    auto stats = rig.conversation->reply(messages, greedy(8, &logits));
+    ASSERT_TRUE(stats.ok()) << stats.error().message;
+    const std::vector<int32_t> prompt(stats->tokens.begin(), stats->tokens.begin() + stats->promptTokens);
+    EXPECT_EQ(prompt, tokenizer.encode(stats->prompt, true));
+    size_t common = 0;
+    while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) ++common;
+    EXPECT_GT(common, size_t(20));
+    EXPECT_EQ(stats->cachedTokens, int(common));
+    EXPECT_EQ(rig.tokensRun(), uint64_t(stats->promptTokens - stats->cachedTokens + stats->generatedTokens - 1));
+    const std::vector<float> fresh = freshLogits(rig.engine->model(), prompt, rig.conversation->contextLength());
+    EXPECT_EQ(fresh, logits);
+
+    // Regenerating the same request again runs only its last prompt token.
+    rig.tokensRun();
+    auto again = rig.conversation->reply(messages, greedy(8));
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->cachedTokens, again->promptTokens - 1);
+    EXPECT_EQ(again->tokens, stats->tokens);  // greedy: the same reply
+}
