@@ -103,10 +103,11 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         s->m_rope.freqFactors = s->m_ropeFactors.as<float>();
     }
 
-    gpu::Buffer* buffers[] = {&s->m_x,         &s->m_xb,          &s->m_q,    &s->m_att,
-                              &s->m_scores,    &s->m_hb,          &s->m_hb2,  &s->m_logits,
-                              &s->m_keys,      &s->m_values,      &s->m_keyScales,
-                              &s->m_valueScales, &s->m_kNew,      &s->m_vNew};
+    KvCache::Buffers kv;
+    gpu::Buffer* buffers[] = {&s->m_x,         &s->m_xb,      &s->m_q,      &s->m_att,
+                              &s->m_scores,    &s->m_hb,      &s->m_hb2,    &s->m_logits,
+                              &kv.keys,        &kv.values,    &kv.keyScales, &kv.valueScales,
+                              &kv.newKeys,     &kv.newValues};
     const plan::SessionBuffers needs = plan::sessionBuffers(c, ctx, s->m_batch, options.kvType, options.everyLogits);
     for (size_t i = 0; i < needs.size(); ++i) {
         if (needs[i] == 0) continue;
@@ -114,6 +115,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         if (!b) return b.error();
         *buffers[i] = std::move(b.value());
     }
+    s->m_kv = KvCache(c, ctx, options.kvType, std::move(kv));
 
     plan::Placement placement;
     if (options.placement) {
@@ -248,27 +250,18 @@ void LlamaSession::layerStep(const LlamaLayerWeights& L, int layer, float* x, in
 {
     const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;
-    const gpu::KvType kvType = m_options.kvType;
-    const size_t dim = size_t(c.dim), qDim = size_t(c.qDim()), kvDim = size_t(c.kvDim());
+    const size_t dim = size_t(c.dim), qDim = size_t(c.qDim());
     const size_t ffn = size_t(c.ffnDim), xbStride = size_t(xbFloats(c));
-    const size_t layerBytes = size_t(m_ctx) * kvDim * gpu::kvElementBytes(kvType);
-    uint8_t* keys = m_keys.as<uint8_t>() + size_t(layer) * layerBytes;
-    uint8_t* values = m_values.as<uint8_t>() + size_t(layer) * layerBytes;
-    // An F32 cache takes the tokens' K and V straight from the projections; other types get
-    // them in fp32 scratch, and the attention op converts them into the cache.
-    const bool direct = kvType == gpu::KvType::F32;
     auto xOf = [&](int i) { return x + size_t(i) * dim; };
     auto xbOf = [&](int i) { return m_xb.as<float>() + size_t(i) * xbStride; };
     auto qOf = [&](int i) { return m_q.as<float>() + size_t(i) * qDim; };
     auto attOf = [&](int i) { return m_att.as<float>() + size_t(i) * qDim; };
     auto hbOf = [&](int i) { return m_hb.as<float>() + size_t(i) * ffn; };
     auto hb2Of = [&](int i) { return m_hb2.as<float>() + size_t(i) * ffn; };
-    auto kOf = [&](int i) {
-        return direct ? reinterpret_cast<float*>(keys) + size_t(pos + i) * kvDim : m_kNew.as<float>() + size_t(i) * kvDim;
-    };
-    auto vOf = [&](int i) {
-        return direct ? reinterpret_cast<float*>(values) + size_t(pos + i) * kvDim : m_vNew.as<float>() + size_t(i) * kvDim;
-    };
+    // An F32 cache takes the tokens' K and V straight from the projections; other types get
+    // them in fp32 scratch, and the attention op converts them into the cache (kv_cache.h).
+    auto kOf = [&](int i) { return m_kv.newKey(layer, pos, i); };
+    auto vOf = [&](int i) { return m_kv.newValue(layer, pos, i); };
     std::vector<gpu::MatvecJob>& jobs = m_batchJobs;
 
     // A block's input is norm(x) in xb (pre-norm) or x itself (post-norm: normed after the add).
@@ -320,9 +313,8 @@ void LlamaSession::layerStep(const LlamaLayerWeights& L, int layer, float* x, in
     }
     for (int i = 0; i < n; ++i) {
         gpu::AttentionArgs a;
+        m_kv.describe(a, layer, pos, i);
         a.q = qOf(i);
-        a.kCache = keys;
-        a.vCache = values;
         a.out = attOf(i);
         a.scores = m_scores.as<float>();
         a.nHeads = c.nHeads;
@@ -330,16 +322,6 @@ void LlamaSession::layerStep(const LlamaLayerWeights& L, int layer, float* x, in
         a.headDim = c.headDim;
         a.nPos = pos + i + 1;
         a.scale = 1.0f / std::sqrt(float(c.headDim));
-        a.kvType = kvType;
-        if (kvType == gpu::KvType::Q8) {
-            const size_t layerVectors = size_t(m_ctx) * size_t(c.nKvHeads);
-            a.kScales = m_keyScales.as<float>() + size_t(layer) * layerVectors;
-            a.vScales = m_valueScales.as<float>() + size_t(layer) * layerVectors;
-        }
-        if (!direct) {
-            a.kNew = kOf(i);
-            a.vNew = vOf(i);
-        }
         d.attention(a);
     }
     jobs.clear();

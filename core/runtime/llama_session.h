@@ -14,6 +14,7 @@
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
 #include "core/plan/neuron_cache_model.h"
+#include "core/runtime/kv_cache.h"
 #include "core/plan/neuron_cache.h"
 #include "core/runtime/weight_streamer.h"
 #include "gpu/device.h"
@@ -197,15 +198,10 @@ private:
     gpu::Buffer m_att;     // (qDim) attention output before wo
     gpu::Buffer m_hb;      // (ffnDim) gate, then silu(gate) * up
     gpu::Buffer m_hb2;     // (ffnDim) up
-    gpu::Buffer m_kNew;    // F16/Q8 only: (kvDim) the token's K, before the cache converts it
-    gpu::Buffer m_vNew;    // F16/Q8 only: (kvDim)
     // Shared by all tokens:
     gpu::Buffer m_scores;  // (nHeads, ctx)
     gpu::Buffer m_logits;  // (vocab), or (batch, vocab) with everyLogits
-    gpu::Buffer m_keys;    // (layer, ctx, kvDim) values of the session's KvType
-    gpu::Buffer m_values;  // (layer, ctx, kvDim)
-    gpu::Buffer m_keyScales;    // Q8 only: (layer, ctx, nKvHeads) floats
-    gpu::Buffer m_valueScales;  // Q8 only
+    KvCache m_kv;          // keys and values (kv_cache.h)
     std::vector<gpu::MatvecJob> m_batchJobs;  // layerStep's, reused
     std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
     // HeteGen splits on a device that cannot compute on host memory: a CPU device for the host
