@@ -41,8 +41,9 @@ public:
     // that is a real GPU, else the CPU), "cpu", "cuda" or "vulkan". Set before the worker moves to
     // its thread; a backend that cannot be used falls back to the CPU with the reason shown.
     void setBackend(const QString& backend) { m_backend = backend; }
-    // Computes on `device` from the next model load or request on (tests hand in one that fails
-    // on cue). Call before the worker moves to its thread.
+    // Computes on `device` from the first model load on; later loads keep the device the engine
+    // had (tests hand in one that fails on cue). Call before the first loadModel, before the
+    // worker moves to its thread.
     void setDevice(std::unique_ptr<gpu::Device> device);
 
 public slots:

@@ -24,6 +24,7 @@ int Conversation::contextLength() const { return m_session ? m_session->contextL
 
 void Conversation::reset()
 {
+    m_droppedTurns = 0;
     m_tokens.clear();
     m_text.clear();
     m_evaluated = 0;
@@ -55,34 +56,62 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const 
 {
     if (auto s = ensureSession(); !s) return s.error();
     const ChatFormat& format = m_engine.chat();
+    if (!format.chatting()) {  // a base model: the last user message, continued
+        auto prompt = format.render(messages);
+        if (!prompt) return prompt.error();
+        return run(prompt->text, prompt->addBos, false, options);
+    }
     const int context = m_session->contextLength();
     const int room = replyRoom(options.maxNewTokens, context);
-    // Drop the oldest turns until the prompt and the reply's room fit: the system prompt stays,
-    // and so does the last message.
-    std::vector<Message> kept(messages.begin(), messages.end());
-    int dropped = 0;
-    for (;;) {
-        auto prompt = format.render(kept);
-        if (!prompt) return prompt.error();
-        const size_t tokens = tokensOf(prompt->text, prompt->addBos).size();
-        if (int(tokens) + room <= context || !format.chatting()) {
-            auto stats = run(prompt->text, prompt->addBos, format.chatting(), options);
-            if (stats) stats->droppedMessages = dropped;
-            return stats;
+
+    // When the conversation does not fit, its oldest turns go (never the system prompt, never the
+    // last message): as many as last time if that is enough now, else more, until a quarter of
+    // the context is free besides. Each request holds the whole conversation, so keeping the cut
+    // where it was lets the next turns reuse the cache; cutting one more turn per request would
+    // evaluate the whole history again each time (llama.cpp's context shift discards half).
+    const size_t first = !messages.empty() && messages.front().role == "system" ? 1 : 0;
+    struct Cut {
+        std::vector<Message> kept;
+        int removed = 0;    // messages left out
+        bool last = false;  // nothing more can go
+    };
+    auto cut = [&](int oldest) {
+        Cut c{std::vector<Message>(messages.begin(), messages.end())};
+        for (int k = 0; k < oldest && c.kept.size() - first > 1; ++k, ++c.removed)
+            c.kept.erase(c.kept.begin() + ptrdiff_t(first));
+        while (c.removed > 0 && c.kept.size() - first > 1 && c.kept[first].role == "assistant") {
+            c.kept.erase(c.kept.begin() + ptrdiff_t(first));  // a reply does not lead
+            ++c.removed;
         }
-        // The oldest message after the system prompt, and a reply that would then lead.
-        size_t first = !kept.empty() && kept.front().role == "system" ? 1 : 0;
-        if (kept.size() - first <= 1)
+        c.last = c.kept.size() - first <= 1;
+        return c;
+    };
+    auto use = [&](const RenderedPrompt& prompt, int oldest, int removed) -> Result<ReplyStats> {
+        m_droppedTurns = oldest;
+        auto stats = run(prompt.text, prompt.addBos, true, options);
+        if (stats) stats->droppedMessages = removed;
+        return stats;
+    };
+    std::vector<int> tries{0};
+    if (m_droppedTurns > 0) tries.push_back(m_droppedTurns);
+    for (int oldest : tries) {
+        const Cut c = cut(oldest);
+        auto prompt = format.render(c.kept);
+        if (!prompt) return prompt.error();
+        if (int(tokensOf(prompt->text, prompt->addBos).size()) + room <= context) return use(*prompt, oldest, c.removed);
+    }
+    for (int oldest = m_droppedTurns + 1;; ++oldest) {
+        const Cut c = cut(oldest);
+        auto prompt = format.render(c.kept);
+        if (!prompt) return prompt.error();
+        const int tokens = int(tokensOf(prompt->text, prompt->addBos).size());
+        if (tokens + room + context / 4 <= context || (c.last && tokens + room <= context))
+            return use(*prompt, oldest, c.removed);
+        if (c.last)
             return makeError(ErrorCode::InvalidArgument,
                              "the message has " + std::to_string(tokens) + " tokens with the system prompt; the " +
                                  std::to_string(context) + "-token context leaves room for " +
                                  std::to_string(std::max(0, context - room)));
-        kept.erase(kept.begin() + ptrdiff_t(first));
-        ++dropped;
-        while (kept.size() - first > 1 && kept[first].role == "assistant") {
-            kept.erase(kept.begin() + ptrdiff_t(first));
-            ++dropped;
-        }
     }
 }
 

@@ -4,8 +4,9 @@
 // the cache already holds and evaluates only the rest:
 //  - a new user message costs its own tokens (and the end of the previous reply);
 //  - editing or regenerating an earlier turn keeps the cache up to the first token that differs;
-//  - a conversation longer than the context drops its oldest turns (never the system prompt)
-//    and evaluates what remains again.
+//  - a conversation longer than the context drops its oldest turns (never the system prompt),
+//    then enough to leave a quarter of the context free, and evaluates what remains again; the
+//    next requests cut at the same turn while that fits, so they reuse the cache.
 // The text already in the cache is not tokenized again: a request whose text goes on from it
 // appends the tokens of the new text only (Tokenizer::encodeContinuation), so a reply's tokens
 // stay the ones the model chose.
@@ -79,6 +80,7 @@ private:
     std::string m_text;             // their text (prompt text, then the reply's token texts)
     bool m_textBos = true;          // m_tokens began with BOS
     int m_evaluated = 0;            // leading m_tokens in the session's KV cache
+    int m_droppedTurns = 0;         // oldest turns the last reply() left out (reply's cut)
 };
 
 }  // namespace spillway::engine

@@ -1,12 +1,14 @@
 // The engine's conversation (core/engine/conversation.h) on the real stories260K.gguf: ten turns
 // in which each evaluates only its new tokens (counted on the device: one attention call per
 // token and layer), with the logits of a fresh session run over the whole history; a
-// conversation longer than the context that goes on with its system prompt; an edited turn that
+// conversation longer than the context that goes on with its system prompt (and, once cut, reuses
+// the cache on the next turns); an edited turn that
 // keeps the cache up to the edit.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -190,16 +192,17 @@ TEST(Conversation, TenTurnsEachEvaluateOnlyTheirNewTokens)
 
 TEST(Conversation, LongerThanTheContextDropsTheOldestTurnsAndKeepsTheSystemPrompt)
 {
-    Rig rig(128);
+    Rig rig(256);
     ASSERT_TRUE(rig.conversation);
     const std::string system = "You tell short stories about a cat.";
     std::vector<engine::Message> messages{{"system", system}};
-    int dropped = 0, longest = 0;
-    for (int turn = 0; turn < 12; ++turn) {
+    int dropped = 0, longest = 0, reusedAfterDrop = 0;
+    std::vector<int32_t> before;
+    for (int turn = 0; turn < 20; ++turn) {
         SCOPED_TRACE("turn " + std::to_string(turn + 1));
         messages.push_back({"user", kUserTurns[turn % 10]});
         std::string reply;
-        engine::ReplyOptions o = greedy(16);
+        engine::ReplyOptions o = greedy(8);
         o.onToken = [&](std::string_view text, int32_t) {
             reply += text;
             return true;
@@ -208,13 +211,21 @@ TEST(Conversation, LongerThanTheContextDropsTheOldestTurnsAndKeepsTheSystemPromp
         ASSERT_TRUE(stats.ok()) << stats.error().message;
         EXPECT_TRUE(stats->prompt.starts_with("<system>" + system + "</system>")) << stats->prompt;
         EXPECT_NE(stats->prompt.find(kUserTurns[turn % 10]), std::string::npos);  // the new message is there
-        EXPECT_LE(int(stats->tokens.size()), 128);
+        EXPECT_LE(int(stats->tokens.size()), 256);
         EXPECT_GT(stats->generatedTokens, 0);
+        std::printf("turn %2d: %3d prompt tokens, %3d cached, %d messages left out\n", turn + 1, stats->promptTokens,
+                    stats->cachedTokens, stats->droppedMessages);
+        // A turn after a drop that keeps the same cut reuses everything the cache holds.
+        if (dropped > 0 && stats->droppedMessages > 0 && !before.empty() &&
+            stats->cachedTokens == int(before.size()) - 1)
+            ++reusedAfterDrop;
         dropped = std::max(dropped, stats->droppedMessages);
         longest = std::max(longest, int(messages.size()));
+        before = stats->tokens;
         messages.push_back({"assistant", reply});
     }
     EXPECT_GT(dropped, 0) << "the conversation never filled the context";
+    EXPECT_GT(reusedAfterDrop, 0) << "every turn after the first drop evaluated its history again";
 }
 
 TEST(Conversation, EditingAnEarlierTurnKeepsTheCacheUpToTheEdit)
