@@ -59,7 +59,7 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const 
     if (!format.chatting()) {  // a base model: the last user message, continued
         auto prompt = format.render(messages);
         if (!prompt) return prompt.error();
-        return run(prompt->text, prompt->addBos, false, options);
+        return run(prompt->text, prompt->addBos, tokensOf(prompt->text, prompt->addBos), false, options);
     }
     const int context = m_session->contextLength();
     const int room = replyRoom(options.maxNewTokens, context);
@@ -86,9 +86,11 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const 
         c.last = c.kept.size() - first <= 1;
         return c;
     };
-    auto use = [&](const RenderedPrompt& prompt, int oldest, int removed) -> Result<ReplyStats> {
+    // Each candidate is tokenized once: the tokens that decide whether it fits are the ones run.
+    auto use = [&](const RenderedPrompt& prompt, std::vector<int32_t> tokens, int oldest,
+                   int removed) -> Result<ReplyStats> {
         m_droppedTurns = oldest;
-        auto stats = run(prompt.text, prompt.addBos, true, options);
+        auto stats = run(prompt.text, prompt.addBos, std::move(tokens), true, options);
         if (stats) stats->droppedMessages = removed;
         return stats;
     };
@@ -98,15 +100,17 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const 
         const Cut c = cut(oldest);
         auto prompt = format.render(c.kept);
         if (!prompt) return prompt.error();
-        if (int(tokensOf(prompt->text, prompt->addBos).size()) + room <= context) return use(*prompt, oldest, c.removed);
+        std::vector<int32_t> tokens = tokensOf(prompt->text, prompt->addBos);
+        if (int(tokens.size()) + room <= context) return use(*prompt, std::move(tokens), oldest, c.removed);
     }
     for (int oldest = m_droppedTurns + 1;; ++oldest) {
         const Cut c = cut(oldest);
         auto prompt = format.render(c.kept);
         if (!prompt) return prompt.error();
-        const int tokens = int(tokensOf(prompt->text, prompt->addBos).size());
+        std::vector<int32_t> ids = tokensOf(prompt->text, prompt->addBos);
+        const int tokens = int(ids.size());
         if (tokens + room + context / 4 <= context || (c.last && tokens + room <= context))
-            return use(*prompt, oldest, c.removed);
+            return use(*prompt, std::move(ids), oldest, c.removed);
         if (c.last)
             return makeError(ErrorCode::InvalidArgument,
                              "the message has " + std::to_string(tokens) + " tokens with the system prompt; the " +
@@ -118,13 +122,14 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const 
 Result<ReplyStats> Conversation::complete(const std::string& text, bool addBos, const ReplyOptions& options)
 {
     if (auto s = ensureSession(); !s) return s.error();
-    return run(text, addBos, false, options);
+    return run(text, addBos, tokensOf(text, addBos), false, options);
 }
 
-Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, bool chatting, const ReplyOptions& options)
+Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::vector<int32_t> tokens, bool chatting,
+                                     const ReplyOptions& options)
 {
     GenerationRequest request;
-    request.tokens = tokensOf(text, addBos);
+    request.tokens = std::move(tokens);
     if (request.tokens.empty())
         return makeError(ErrorCode::InvalidArgument, "the prompt is empty and the model has no BOS token");
     // The cache holds the tokens up to the first that differs.

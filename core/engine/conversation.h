@@ -72,7 +72,9 @@ private:
     // The tokens of `text`: the cached ones and those of the new text where `text` goes on from
     // the cached text, else all of it encoded afresh.
     std::vector<int32_t> tokensOf(const std::string& text, bool addBos) const;
-    Result<ReplyStats> run(const std::string& text, bool addBos, bool chatting, const ReplyOptions& options);
+    // `tokens`: tokensOf(text, addBos), made by the caller (reply() has them from its fit check).
+    Result<ReplyStats> run(const std::string& text, bool addBos, std::vector<int32_t> tokens, bool chatting,
+                           const ReplyOptions& options);
 
     Engine& m_engine;
     std::unique_ptr<LlamaSession> m_session;

@@ -251,7 +251,7 @@ Result<std::unique_ptr<LlamaSession>> Engine::continueOnCpu(const LlamaSession& 
     if (!cpu) return cpu.error();
     auto session = LlamaSession::create(*m_model, **cpu, onCpu);
     if (!session) return session.error();
-    if (m_device.get() != m_cpu.get()) {
+    if (!lostDevice()) {  // the first loss: the CPU takes over for good
         const std::string backend = m_device->info().backend;
         m_retired.push_back(std::move(m_device));
         m_device = std::move(m_cpu);

@@ -101,6 +101,17 @@ engine::ReplyOptions greedy(int tokens, std::vector<float>* logits = nullptr)
     return o;
 }
 
+// The same, collecting the reply's text into *reply.
+engine::ReplyOptions greedyInto(std::string* reply, int tokens, std::vector<float>* logits = nullptr)
+{
+    engine::ReplyOptions o = greedy(tokens, logits);
+    o.onToken = [reply](std::string_view text, int32_t) {
+        *reply += text;
+        return true;
+    };
+    return o;
+}
+
 // The logits after `tokens`, run from position 0 in a fresh session on a fresh CPU device, as
 // generation feeds a prompt (batches of the session's size).
 std::vector<float> freshLogits(const LlamaModel& model, const std::vector<int32_t>& tokens, int context)
@@ -142,11 +153,7 @@ TEST(Conversation, TenTurnsEachEvaluateOnlyTheirNewTokens)
         messages.push_back({"user", kUserTurns[turn]});
         std::vector<float> logits;
         std::string reply;
-        engine::ReplyOptions o = greedy(12, &logits);
-        o.onToken = [&](std::string_view text, int32_t) {
-            reply += text;
-            return true;
-        };
+        engine::ReplyOptions o = greedyInto(&reply, 12, &logits);
         auto stats = rig.conversation->reply(messages, o);
         ASSERT_TRUE(stats.ok()) << stats.error().message;
         const uint64_t ran = rig.tokensRun();
@@ -165,9 +172,10 @@ TEST(Conversation, TenTurnsEachEvaluateOnlyTheirNewTokens)
         // Cached: everything before but the previous reply's last token (sampled, never run).
         const int newTokens = stats->promptTokens - (turn == 0 ? 0 : int(before.size()));
         EXPECT_EQ(stats->cachedTokens, turn == 0 ? 0 : int(before.size()) - 1);
-        if (turn > 0)
-            EXPECT_LE(newTokens, int(tokenizer.encodeContinuation(std::string("</assistant>\n<user>") + kUserTurns[turn] +
-                                                                   "</user>\n<assistant>").size()) + 2);
+        if (turn > 0) {
+            const std::string turnText = std::string("</assistant>\n<user>") + kUserTurns[turn] + "</user>\n<assistant>";
+            EXPECT_LE(newTokens, int(tokenizer.encodeContinuation(turnText).size()) + 2);
+        }
         // The device ran the new prompt tokens (and the previous reply's last) and the reply's
         // tokens but its last: nothing of the history again.
         const uint64_t expectedRun =
@@ -196,17 +204,13 @@ TEST(Conversation, LongerThanTheContextDropsTheOldestTurnsAndKeepsTheSystemPromp
     ASSERT_TRUE(rig.conversation);
     const std::string system = "You tell short stories about a cat.";
     std::vector<engine::Message> messages{{"system", system}};
-    int dropped = 0, longest = 0, reusedAfterDrop = 0;
+    int dropped = 0, reusedAfterDrop = 0;
     std::vector<int32_t> before;
     for (int turn = 0; turn < 20; ++turn) {
         SCOPED_TRACE("turn " + std::to_string(turn + 1));
         messages.push_back({"user", kUserTurns[turn % 10]});
         std::string reply;
-        engine::ReplyOptions o = greedy(8);
-        o.onToken = [&](std::string_view text, int32_t) {
-            reply += text;
-            return true;
-        };
+        engine::ReplyOptions o = greedyInto(&reply, 8);
         auto stats = rig.conversation->reply(messages, o);
         ASSERT_TRUE(stats.ok()) << stats.error().message;
         EXPECT_TRUE(stats->prompt.starts_with("<system>" + system + "</system>")) << stats->prompt;
@@ -220,7 +224,6 @@ TEST(Conversation, LongerThanTheContextDropsTheOldestTurnsAndKeepsTheSystemPromp
             stats->cachedTokens == int(before.size()) - 1)
             ++reusedAfterDrop;
         dropped = std::max(dropped, stats->droppedMessages);
-        longest = std::max(longest, int(messages.size()));
         before = stats->tokens;
         messages.push_back({"assistant", reply});
     }
@@ -237,11 +240,7 @@ TEST(Conversation, EditingAnEarlierTurnKeepsTheCacheUpToTheEdit)
     for (int turn = 0; turn < 4; ++turn) {
         messages.push_back({"user", kUserTurns[turn]});
         std::string reply;
-        engine::ReplyOptions o = greedy(8);
-        o.onToken = [&](std::string_view text, int32_t) {
-            reply += text;
-            return true;
-        };
+        engine::ReplyOptions o = greedyInto(&reply, 8);
         auto stats = rig.conversation->reply(messages, o);
         ASSERT_TRUE(stats.ok()) << stats.error().message;
         messages.push_back({"assistant", reply});
