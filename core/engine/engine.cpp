@@ -25,9 +25,9 @@ plan::PlannerInput plannerInput(const LlamaModel& model, const hw::HardwareProfi
     in.kvType = settings.kvType;
     in.batch = settings.batch;
     in.prefetchDepth = settings.prefetch;
-    in.served = LlamaSession::neuronCacheTensors(model, cache);
-    in.reservedDeviceBytes = LlamaSession::neuronCacheDeviceBytes(model, cache, in.backend != "cpu");
-    in.neuronCache = LlamaSession::neuronCacheCosts(model, cache);
+    in.served = SparseFfn::servedTensors(model, cache);
+    in.reservedDeviceBytes = SparseFfn::deviceBytes(model, cache, in.backend != "cpu");
+    in.neuronCache = SparseFfn::layerCosts(model, cache);
     return in;
 }
 
@@ -36,7 +36,7 @@ void chooseColdNeurons(const LlamaModel& model, const hw::HardwareProfile& profi
 {
     if (cache.cold != ColdNeurons::Auto) return;
     cache.coldPerLayer.clear();
-    for (const plan::ColdNeuronChoice& choice : LlamaSession::chooseColdNeurons(model, cache, profile, backend))
+    for (const plan::ColdNeuronChoice& choice : SparseFfn::chooseColdNeurons(model, cache, profile, backend))
         cache.coldPerLayer.push_back(choice.choice);
 }
 

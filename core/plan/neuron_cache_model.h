@@ -25,7 +25,7 @@ namespace spillway::hw { struct HardwareProfile; }
 
 namespace spillway::plan {
 
-// What one layer's neuron cache costs per token (LlamaSession::neuronCacheCosts estimates it
+// What one layer's neuron cache costs per token (SparseFfn::layerCosts estimates it
 // from the layer's measured density and LRU hit-rate curve): bundle bytes loaded (from the SSD
 // or RAM), and weight bytes the FFN computes on (rows of `rowType`, the active neurons').
 struct NeuronCacheLayerCost {

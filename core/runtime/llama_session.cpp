@@ -13,12 +13,6 @@ namespace spillway {
 
 using plan::resolveContext;
 
-namespace {
-
-// One token's xb: the normed input, the attention output projected, or an embedding row.
-uint64_t xbFloats(const LlamaConfig& c) { return uint64_t(std::max({c.dim, c.qDim(), c.embeddingDim()})); }
-
-}  // namespace
 
 uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType,
                                     bool everyLogits)
@@ -130,26 +124,41 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         placement.mapInPlace = device.info().caps.hostPointers && weights > device.info().freeMemory / 2;
     }
     StreamerOptions streaming = options.streamer;
-    for (std::string& name : neuronCacheTensors(model, options.neuronCache)) streaming.notStreamed.push_back(std::move(name));
+    for (std::string& name : SparseFfn::servedTensors(model, options.neuronCache))
+        streaming.notStreamed.push_back(std::move(name));
     auto streamer = WeightStreamer::create(model, device, placement, streaming);
     if (!streamer) return streamer.error();
     s->m_streamer = std::move(streamer.value());
-    if (!device.info().caps.hostPointers) {
+    if (!device.info().caps.hostPointers)
         s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize) * size_t(options.everyLogits ? s->m_batch : 1));
-        if (s->m_streamer->hasSplits()) {
-            const size_t widest = size_t(std::max({c.dim, c.qDim(), c.ffnDim, c.vocabSize}));
-            // Two cores stay free for the loader's issuer and completer threads: the pool's
-            // workers spin between dispatches and would otherwise delay the next layer's copies.
-            s->m_hostCpu = gpu::createCpuDevice(std::max(1, gpu::cpu::onlineCores() - 2));
-            s->m_hostX = std::make_unique<float[]>(widest);
-            s->m_hostY = std::make_unique<float[]>(widest);
-        }
+    s->m_split = std::make_unique<RowSplit>(device, *s->m_streamer,
+                                            size_t(std::max({c.dim, c.qDim(), c.ffnDim, c.vocabSize})));
+    if (options.neuronCache.capacity > 0) {
+        SparseFfn::Shared shared;
+        shared.hb = s->m_hb.as<float>();
+        shared.hb2 = s->m_hb2.as<float>();
+        shared.xb = s->m_xb.as<float>();
+        shared.matvec = s->m_split.get();
+        shared.ioQueueDepth = options.streamer.ioQueueDepth;
+        shared.ioChunkBytes = options.streamer.ioChunkBytes;
+        shared.trace = options.streamer.trace;
+        auto sparse = SparseFfn::create(model, device, options.neuronCache, shared);
+        if (!sparse) return sparse.error();
+        s->m_sparse = std::move(*sparse);
     }
-    if (options.neuronCache.capacity > 0) SPILLWAY_TRY(s->createNeuronCache());
+    LayerStep::Buffers step;
+    step.xb = s->m_xb.as<float>();
+    step.q = s->m_q.as<float>();
+    step.att = s->m_att.as<float>();
+    step.hb = s->m_hb.as<float>();
+    step.hb2 = s->m_hb2.as<float>();
+    step.scores = s->m_scores.as<float>();
+    s->m_step = std::make_unique<LayerStep>(c, device, step, s->m_kv, s->m_rope, *s->m_split, s->m_sparse.get());
     return s;
 }
 
-
+LlamaSession::LlamaSession(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
+LlamaSession::~LlamaSession() = default;
 
 Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int pos)
 {
@@ -177,213 +186,6 @@ Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int 
     return last;
 }
 
-void LlamaSession::matvec(std::span<const gpu::MatvecJob> jobs)
-{
-    const auto& splits = m_streamer->hostRows();
-    if (splits.empty()) {
-        m_device.matvec(jobs);
-        return;
-    }
-    // At most 3 jobs per call (q, k, v), each with at most one host part.
-    gpu::MatvecJob all[8];
-    size_t n = 0;
-    const HostRows* hostParts[4] = {};
-    const gpu::MatvecJob* hostJobs[4] = {};
-    size_t nHost = 0;
-    for (const auto& j : jobs) {
-        const HostRows* h = nullptr;
-        for (const auto& sp : splits)
-            if (sp.deviceData == j.w.data) h = &sp;
-        if (!h || h->deviceRows > 0) all[n++] = j;
-        if (h && nHost < 4) {
-            hostParts[nHost] = h;
-            hostJobs[nHost++] = &j;
-        }
-    }
-    if (m_device.info().caps.hostPointers) {
-        // The device computes on host memory: the host rows join the same dispatch.
-        for (size_t i = 0; i < nHost; ++i)
-            all[n++] = {hostParts[i]->host, hostJobs[i]->x, hostJobs[i]->y + hostParts[i]->deviceRows};
-        m_device.matvec({all, n});
-        return;
-    }
-    if (nHost == 0) {
-        m_device.matvec(jobs);
-        return;
-    }
-    // x to the host first, then the device's rows (asynchronous on a GPU) while the CPU computes
-    // the others from pinned RAM; their results go up behind.
-    for (size_t i = 0; i < nHost; ++i) {
-        const gpu::MatvecJob& j = *hostJobs[i];
-        const HostRows& h = *hostParts[i];
-        m_device.download(m_hostX.get(), j.x, size_t(h.host.cols) * sizeof(float));
-        if (i == 0 && n) m_device.matvec({all, n});
-        m_hostCpu->matvec(h.host, m_hostX.get(), m_hostY.get());
-        m_device.upload(j.y + h.deviceRows, m_hostY.get(), size_t(h.host.rows) * sizeof(float));
-    }
-}
-
-void LlamaSession::shiftedRelu(float* v, int n, float shift)
-{
-    gpu::PointwiseArgs relu;
-    relu.op = gpu::PointwiseOp::ShiftedRelu;
-    relu.x = relu.out = v;
-    relu.n = n;
-    relu.shift = shift;
-    m_device.pointwise(relu);
-}
-
-void LlamaSession::shiftedNormRelu(float* xb)
-{
-    const LlamaConfig& c = m_model.config();
-    if (c.normReluShift >= 0.0f) shiftedRelu(xb, c.dim, c.normReluShift);
-}
-
-// n tokens (at positions pos...) through one layer, step by step: each matrix gets every token's
-// job in one dispatch (a device that groups jobs on the same matrix reads it once for all), and
-// attention runs token by token in order. A token goes through the same operations in the same
-// order whatever n is, so a prompt batch gives the results of one token at a time, bit for bit.
-// The neuron cache and HeteGen's splits take one token per call (n = 1).
-//   x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = norm(x)    (pre-norm; post-norm
-//   x += down · (act(gate·n) ⊙ up·n), n = norm(x)                      norms after the adds)
-void LlamaSession::layerStep(const LlamaLayerWeights& L, int layer, float* x, int n, int pos)
-{
-    const LlamaConfig& c = m_model.config();
-    gpu::Device& d = m_device;
-    const size_t dim = size_t(c.dim), qDim = size_t(c.qDim());
-    const size_t ffn = size_t(c.ffnDim), xbStride = size_t(xbFloats(c));
-    auto xOf = [&](int i) { return x + size_t(i) * dim; };
-    auto xbOf = [&](int i) { return m_xb.as<float>() + size_t(i) * xbStride; };
-    auto qOf = [&](int i) { return m_q.as<float>() + size_t(i) * qDim; };
-    auto attOf = [&](int i) { return m_att.as<float>() + size_t(i) * qDim; };
-    auto hbOf = [&](int i) { return m_hb.as<float>() + size_t(i) * ffn; };
-    auto hb2Of = [&](int i) { return m_hb2.as<float>() + size_t(i) * ffn; };
-    // An F32 cache takes the tokens' K and V straight from the projections; other types get
-    // them in fp32 scratch, and the attention op converts them into the cache (kv_cache.h).
-    auto kOf = [&](int i) { return m_kv.newKey(layer, pos, i); };
-    auto vOf = [&](int i) { return m_kv.newValue(layer, pos, i); };
-    std::vector<gpu::MatvecJob>& jobs = m_batchJobs;
-
-    // A block's input is norm(x) in xb (pre-norm) or x itself (post-norm: normed after the add).
-    auto inputOf = [&](int i) -> const float* { return c.postNorm ? xOf(i) : xbOf(i); };
-    auto normInputs = [&](const float* weight, const float* bias) {
-        if (c.postNorm) return;
-        for (int i = 0; i < n; ++i) {
-            norm(xOf(i), weight, bias, xbOf(i));
-            shiftedNormRelu(xbOf(i));
-        }
-    };
-
-    // Attention.
-    normInputs(L.attnNorm, L.attnNormBias);
-    jobs.clear();
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wq, inputOf(i), qOf(i)});
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wk, inputOf(i), kOf(i)});
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wv, inputOf(i), vOf(i)});
-    matvec(jobs);
-    // A neuron cache whose predictors read the attention's input starts this layer's reads now.
-    if (m_sparse)
-        if (Status s = startNeuronFetch(layer, inputOf(0)); !s && m_ffnError) m_ffnError = std::move(s);
-    for (int i = 0; i < n; ++i) {
-        float* q = qOf(i);
-        float* k = kOf(i);
-        float* v = vOf(i);
-        if (L.qBias) d.add(q, L.qBias, c.qDim());
-        if (L.kBias) d.add(k, L.kBias, c.kvDim());
-        if (L.vBias) d.add(v, L.vBias, c.kvDim());
-        if (L.qNorm)  // Qwen3: each head normalized on its own
-            for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
-        if (L.kNorm)
-            for (int h = 0; h < c.nKvHeads; ++h) d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
-        if (!c.learnedPositions) {
-            d.rope(q, c.nHeads, c.headDim, pos + i, m_rope);
-            d.rope(k, c.nKvHeads, c.headDim, pos + i, m_rope);
-        }
-        if (c.kvCacheStep > 0.0f) {
-            // An int8 cache with one fixed scale: the values it could hold, kept as floats.
-            gpu::PointwiseArgs snap;
-            snap.op = gpu::PointwiseOp::SnapToGrid;
-            snap.n = c.kvDim();
-            snap.step = c.kvCacheStep;
-            snap.x = snap.out = k;
-            d.pointwise(snap);
-            snap.x = snap.out = v;
-            d.pointwise(snap);
-        }
-    }
-    for (int i = 0; i < n; ++i) {
-        gpu::AttentionArgs a;
-        m_kv.describe(a, layer, pos, i);
-        a.q = qOf(i);
-        a.out = attOf(i);
-        a.scores = m_scores.as<float>();
-        a.nHeads = c.nHeads;
-        a.nKvHeads = c.nKvHeads;
-        a.headDim = c.headDim;
-        a.nPos = pos + i + 1;
-        a.scale = 1.0f / std::sqrt(float(c.headDim));
-        d.attention(a);
-    }
-    jobs.clear();
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wo, attOf(i), xbOf(i)});
-    matvec(jobs);
-    for (int i = 0; i < n; ++i) {
-        if (L.oBias) d.add(xbOf(i), L.oBias, c.dim);
-        d.add(xOf(i), xbOf(i), c.dim);
-        if (c.postNorm) norm(xOf(i), L.attnNorm, L.attnNormBias, xOf(i));
-    }
-
-    // FFN.
-    normInputs(L.ffnNorm, L.ffnNormBias);
-    if (m_sparse) {
-        if (Status s = sparseFfnBlock(L, layer, inputOf(0), xOf(0)); !s && m_ffnError) m_ffnError = std::move(s);
-        if (c.postNorm) norm(xOf(0), L.ffnNorm, L.ffnNormBias, xOf(0));
-        return;
-    }
-    jobs.clear();
-    if (c.ffnGated)
-        for (int i = 0; i < n; ++i) jobs.push_back({L.gate, inputOf(i), hbOf(i)});
-    for (int i = 0; i < n; ++i) jobs.push_back({L.up, inputOf(i), c.ffnGated ? hb2Of(i) : hbOf(i)});
-    matvec(jobs);
-    for (int i = 0; i < n; ++i) {
-        if (!c.ffnGated) {
-            if (L.upBias) d.add(hbOf(i), L.upBias, c.ffnDim);
-            shiftedRelu(hbOf(i), c.ffnDim, c.ffnReluShift);
-            continue;
-        }
-        if (L.upBias) d.add(hb2Of(i), L.upBias, c.ffnDim);
-        if (c.ffnRelu) {
-            gpu::PointwiseArgs glu;
-            glu.op = gpu::PointwiseOp::ShiftedReluGlu;
-            glu.x = hbOf(i);
-            glu.y = hb2Of(i);
-            glu.out = hbOf(i);
-            glu.n = c.ffnDim;
-            glu.shift = c.ffnReluShift;
-            d.pointwise(glu);
-        } else {
-            d.swiglu(hbOf(i), hb2Of(i), hbOf(i), c.ffnDim);
-        }
-    }
-    jobs.clear();
-    for (int i = 0; i < n; ++i) jobs.push_back({L.down, hbOf(i), xbOf(i)});
-    matvec(jobs);
-    for (int i = 0; i < n; ++i) {
-        if (L.downBias) d.add(xbOf(i), L.downBias, c.dim);
-        d.add(xOf(i), xbOf(i), c.dim);
-        if (c.postNorm && !c.ffnGated) norm(xOf(i), L.ffnNorm, L.ffnNormBias, xOf(i));
-    }
-}
-
-void LlamaSession::norm(const float* x, const float* weight, const float* bias, float* out)
-{
-    const LlamaConfig& c = m_model.config();
-    if (c.layerNorm)
-        m_device.layernorm(x, weight, bias, out, c.dim, c.normEps);
-    else
-        m_device.rmsnorm(x, weight, out, c.dim, c.normEps);
-}
-
 Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens, int pos)
 {
     const LlamaConfig& c = m_model.config();
@@ -392,6 +194,7 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     trace::Recorder* rec = m_options.streamer.trace;
     const uint32_t pass = m_pass++;
     ws.setPass(pass);
+    if (m_sparse) m_sparse->setPass(pass);
     const size_t dim = size_t(c.dim);
     const int n = int(tokens.size());
     float* x = m_x.as<float>();
@@ -430,9 +233,11 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
         const uint64_t t0 = trace::nowNs();
         if (deviceClock) m_issuedNs[size_t(l)] = t0;
         if (!m_sparse && m_streamer->hostRows().empty()) {
-            layerStep(**L, l, x, n, pos);
+            if (Status s = m_step->run(**L, l, x, n, pos); !s && m_ffnError) m_ffnError = std::move(s);
         } else {
-            for (int i = 0; i < n; ++i) layerStep(**L, l, x + size_t(i) * dim, 1, pos + i);
+            for (int i = 0; i < n; ++i)
+                if (Status s = m_step->run(**L, l, x + size_t(i) * dim, 1, pos + i); !s && m_ffnError)
+                    m_ffnError = std::move(s);
         }
         if (deviceClock) d.mark();
         ws.release(l);  // synchronizes when the unit's slot is to be reused
@@ -454,10 +259,10 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     headJobs.clear();
     for (int i = first; i < n; ++i) {
         float* xi = x + size_t(i) * dim;
-        if (ws.outputNorm()) norm(xi, ws.outputNorm(), ws.outputNormBias(), xi);
+        if (ws.outputNorm()) m_step->norm(xi, ws.outputNorm(), ws.outputNormBias(), xi);
         const float* headIn = xi;
         if (ws.projectOut().data) {
-            float* xb = m_xb.as<float>() + size_t(i - first) * size_t(xbFloats(c));
+            float* xb = m_xb.as<float>() + size_t(i - first) * LayerStep::xbFloats(c);
             d.matvec(ws.projectOut(), xi, xb);
             headIn = xb;
         }

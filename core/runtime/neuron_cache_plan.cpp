@@ -1,4 +1,4 @@
-// The neuron cache's figures for planning (LlamaSession's static members): which FFN tensors it
+// The neuron cache's figures for planning (SparseFfn's static members): which FFN tensors it
 // serves, the device memory it takes, what each layer loads and computes per token, and where
 // each layer's cold neurons are best computed; from the bundle layout and the predictors' records.
 
@@ -10,14 +10,14 @@
 #include "core/compress/ffn_bundles.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
-#include "core/runtime/llama_session.h"
+#include "core/runtime/sparse_ffn.h"
 #include "core/runtime/sparse_ffn_common.h"
 
 namespace spillway {
 
 using namespace sparse_ffn;
 
-std::vector<std::string> LlamaSession::neuronCacheTensors(const LlamaModel& model, const NeuronCacheOptions& o)
+std::vector<std::string> SparseFfn::servedTensors(const LlamaModel& model, const NeuronCacheOptions& o)
 {
     std::vector<std::string> names;
     if (o.capacity <= 0) return names;
@@ -31,7 +31,7 @@ std::vector<std::string> LlamaSession::neuronCacheTensors(const LlamaModel& mode
     return names;
 }
 
-uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const NeuronCacheOptions& o, bool gpu)
+uint64_t SparseFfn::deviceBytes(const LlamaModel& model, const NeuronCacheOptions& o, bool gpu)
 {
     if (o.capacity <= 0) return 0;
     const LlamaConfig& c = model.config();
@@ -40,7 +40,7 @@ uint64_t LlamaSession::neuronCacheDeviceBytes(const LlamaModel& model, const Neu
     const uint64_t capacity = uint64_t(std::min(o.capacity, c.ffnDim));
     const uint64_t slice = sliceOf(layout, o.mode).bytes;
     if (!gpu) return uint64_t(c.nLayers) * std::max<uint64_t>(capacity * slice, 64);
-    // On a GPU (sparseFfnOnDevice): slots 16 bytes apart, and for int8 columns each layer's scale
+    // On a GPU (SparseFfn::runOnDevice): slots 16 bytes apart, and for int8 columns each layer's scale
     // table and slot groups; the pack of the largest layer; rows, activations and the CPU's share.
     const uint64_t stride = (slice + 15) / 16 * 16;
     std::vector<compress::FfnPredictor> records;
@@ -99,7 +99,7 @@ std::optional<CacheFigures> cacheFigures(const LlamaModel& model, const NeuronCa
 
 }  // namespace
 
-std::vector<plan::NeuronCacheLayerCost> LlamaSession::neuronCacheCosts(const LlamaModel& model,
+std::vector<plan::NeuronCacheLayerCost> SparseFfn::layerCosts(const LlamaModel& model,
                                                                       const NeuronCacheOptions& o)
 {
     std::vector<plan::NeuronCacheLayerCost> costs;
@@ -135,7 +135,7 @@ std::vector<plan::NeuronCacheLayerCost> LlamaSession::neuronCacheCosts(const Lla
     return costs;
 }
 
-std::vector<plan::ColdNeuronChoice> LlamaSession::chooseColdNeurons(const LlamaModel& model, const NeuronCacheOptions& o,
+std::vector<plan::ColdNeuronChoice> SparseFfn::chooseColdNeurons(const LlamaModel& model, const NeuronCacheOptions& o,
                                                                    const hw::HardwareProfile& profile,
                                                                    const std::string& backend)
 {

@@ -9,18 +9,14 @@
 
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
-#include "core/runtime/llama_session.h"
+#include "core/runtime/sparse_ffn.h"
 #include "storage/direct_io.h"
 
 namespace spillway::sparse_ffn {
 
 inline constexpr size_t kAlign = storage::kDirectIoAlignment;
 
-// Where the mode's slice of a bundle starts, and how long it is: exact gated FFNs need the up
-// row and the down column, exact OPT only the down column, predicted modes everything.
-struct Slice {
-    size_t offset = 0, bytes = 0;
-};
+using Slice = SparseFfn::Slice;
 
 inline Slice sliceOf(const FfnBundles& b, NeuronCacheMode mode)
 {

@@ -351,12 +351,12 @@ TEST(NeuronCacheRuntime, OnADeviceWithoutHostPointersTheCpuComputesWhatFindsNoSl
     // What the planner sets aside for the cache on a GPU is what it takes: the device's memory
     // holds the weights the cache does not serve, the working buffers and the cache.
     uint64_t unserved = 0;
-    const std::vector<std::string> served = LlamaSession::neuronCacheTensors(model, o.neuronCache);
+    const std::vector<std::string> served = SparseFfn::servedTensors(model, o.neuronCache);
     for (const auto& t : o.placement->tensors)
         if (std::find(served.begin(), served.end(), t.name) == served.end()) unserved += t.bytes;
-    const uint64_t reserved = LlamaSession::neuronCacheDeviceBytes(model, o.neuronCache, /*gpu=*/true);
+    const uint64_t reserved = SparseFfn::deviceBytes(model, o.neuronCache, /*gpu=*/true);
     const uint64_t taken = device.memoryStats().used - unserved - LlamaSession::workingBytes(c, 64, (*session)->batch());
-    EXPECT_GT(reserved, LlamaSession::neuronCacheDeviceBytes(model, o.neuronCache));
+    EXPECT_GT(reserved, SparseFfn::deviceBytes(model, o.neuronCache));
     EXPECT_LE(taken, reserved + reserved / 10);
     EXPECT_GE(taken, reserved - reserved / 10);
     ASSERT_TRUE((*session)->forward(1, 0).ok());
@@ -477,8 +477,8 @@ TEST(NeuronCachePlanning, ColdNeuronsOnTheCpuAreCostedOnItsLane)
     ship.cold = ColdNeurons::Ship;
     NeuronCacheOptions cpu = ship;
     cpu.cold = ColdNeurons::Cpu;
-    const auto shipCosts = LlamaSession::neuronCacheCosts(model, ship);
-    const auto cpuCosts = LlamaSession::neuronCacheCosts(model, cpu);
+    const auto shipCosts = SparseFfn::layerCosts(model, ship);
+    const auto cpuCosts = SparseFfn::layerCosts(model, cpu);
     ASSERT_EQ(cpuCosts.size(), size_t(c.nLayers));
     ASSERT_EQ(shipCosts.size(), size_t(c.nLayers));
     for (int l = 0; l < c.nLayers; ++l) {
@@ -507,13 +507,13 @@ TEST(NeuronCachePlanning, ColdNeuronsOnTheCpuAreCostedOnItsLane)
     profile.host.cpuMatvec = everyType(20e9);
     NeuronCacheOptions automatic = ship;
     automatic.cold = ColdNeurons::Auto;
-    const auto slowLink = LlamaSession::chooseColdNeurons(model, automatic, profile, "made-up-gpu");
+    const auto slowLink = SparseFfn::chooseColdNeurons(model, automatic, profile, "made-up-gpu");
     ASSERT_EQ(slowLink.size(), size_t(c.nLayers));
     for (const auto& choice : slowLink) EXPECT_EQ(choice.choice, ColdNeurons::Cpu);
     // A fast link with a slow CPU: every layer ships.
     profile.devices.back().hostToDevicePinned = 1e12;
     profile.host.cpuMatvec = everyType(1e6);
-    for (const auto& choice : LlamaSession::chooseColdNeurons(model, automatic, profile, "made-up-gpu"))
+    for (const auto& choice : SparseFfn::chooseColdNeurons(model, automatic, profile, "made-up-gpu"))
         EXPECT_EQ(choice.choice, ColdNeurons::Ship);
 
     plan::PlannerInput in;
@@ -521,7 +521,7 @@ TEST(NeuronCachePlanning, ColdNeuronsOnTheCpuAreCostedOnItsLane)
     in.profile = profile;
     in.backend = "made-up-gpu";
     in.contextLength = 64;
-    in.served = LlamaSession::neuronCacheTensors(model, cpu);
+    in.served = SparseFfn::servedTensors(model, cpu);
     in.neuronCache = cpuCosts;
     auto planned = plan::planPlacement(in);
     ASSERT_TRUE(planned.ok()) << planned.error().message;
@@ -705,8 +705,8 @@ TEST(NeuronCachePlanning, CostsFollowTheRecordedHitCurveAndSlowThePlan)
     small.source = BundleSource::Ssd;
     NeuronCacheOptions big = small;
     big.capacity = c.ffnDim / 2;
-    const auto smallCosts = LlamaSession::neuronCacheCosts(**package, small);
-    const auto bigCosts = LlamaSession::neuronCacheCosts(**package, big);
+    const auto smallCosts = SparseFfn::layerCosts(**package, small);
+    const auto bigCosts = SparseFfn::layerCosts(**package, big);
     ASSERT_EQ(smallCosts.size(), size_t(c.nLayers));
     ASSERT_EQ(bigCosts.size(), size_t(c.nLayers));
     double smallBytes = 0, bigBytes = 0;
@@ -723,7 +723,7 @@ TEST(NeuronCachePlanning, CostsFollowTheRecordedHitCurveAndSlowThePlan)
     in.model = &**package;
     in.profile = testing_support::madeUpHardware();
     in.contextLength = 64;
-    in.served = LlamaSession::neuronCacheTensors(**package, small);
+    in.served = SparseFfn::servedTensors(**package, small);
     auto without = plan::planPlacement(in);
     in.neuronCache = smallCosts;
     auto with = plan::planPlacement(in);

@@ -1,0 +1,62 @@
+#pragma once
+// One transformer block on the device, for the tokens of one pass: attention (with the session's
+// KV cache) and the FFN, dense or through the activation-sparse FFN. LlamaSession runs the
+// embedding, one LayerStep per layer and the head; the step owns no memory, it works in the
+// session's activation buffers.
+//   x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = norm(x)    (pre-norm; post-norm
+//   x += down · (act(gate·n) ⊙ up·n), n = norm(x)                      norms after the adds)
+
+#include <vector>
+
+#include "base/result.h"
+#include "core/model/llama_model.h"
+#include "core/runtime/kv_cache.h"
+#include "gpu/device.h"
+
+namespace spillway {
+
+class RowSplit;
+class SparseFfn;
+
+class LayerStep {
+public:
+    // The session's activations (device memory): per token in flight, `batch` of each one after
+    // another; scores are shared by all tokens.
+    struct Buffers {
+        float* xb = nullptr;      // (max(dim, qDim, embeddingDim)) normed input / attention output projected
+        float* q = nullptr;       // (qDim)
+        float* att = nullptr;     // (qDim) attention output before wo
+        float* hb = nullptr;      // (ffnDim) gate, then act(gate) * up
+        float* hb2 = nullptr;     // (ffnDim) up
+        float* scores = nullptr;  // (nHeads, ctx)
+    };
+    // sparse: the activation-sparse FFN in place of the dense one (null: dense).
+    LayerStep(const LlamaConfig& config, gpu::Device& device, const Buffers& buffers, const KvCache& kv,
+              const gpu::RopeParams& rope, RowSplit& matvec, SparseFfn* sparse);
+
+    // n tokens (at positions pos...) through layer `layer`, step by step: each matrix gets every
+    // token's job in one dispatch (a device that groups jobs on the same matrix reads it once for
+    // all), and attention runs token by token in order. A token goes through the same operations
+    // in the same order whatever n is, so a prompt batch gives the results of one token at a time,
+    // bit for bit. The sparse FFN and HeteGen's splits take one token per call (n = 1). An error
+    // (a failed bundle read of the sparse FFN) is returned once the layer's ops are issued.
+    Status run(const LlamaLayerWeights& L, int layer, float* x, int n, int pos);
+    // The block's input norm: RMSNorm, or LayerNorm with its bias.
+    void norm(const float* x, const float* weight, const float* bias, float* out);
+    // Floats of one token's xb.
+    static size_t xbFloats(const LlamaConfig& c);
+
+private:
+    void shiftedRelu(float* v, int n, float shift);  // v = max(0, v - shift), on the device
+
+    const LlamaConfig& m_c;
+    gpu::Device& m_device;
+    Buffers m_buf;
+    const KvCache& m_kv;
+    const gpu::RopeParams& m_rope;
+    RowSplit& m_matvec;
+    SparseFfn* m_sparse;
+    std::vector<gpu::MatvecJob> m_jobs;  // reused
+};
+
+}  // namespace spillway
