@@ -6,6 +6,20 @@
 
 namespace spillway::ui {
 
+int startReplyAt(QVector<MessageItem>& messages, int index)
+{
+    if (index < messages.size()) {
+        messages.resize(index + 1);
+        messages[index].content.clear();
+        messages[index].tokensPerSecond = messages[index].firstTokenMs = 0;
+        return index;
+    }
+    MessageItem reply;
+    reply.role = QStringLiteral("assistant");
+    messages.push_back(reply);
+    return int(messages.size()) - 1;
+}
+
 namespace {
 
 // How a reply was made; zero figures are unknown.

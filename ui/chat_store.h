@@ -34,6 +34,10 @@ struct MessageItem {
     int versionCount = 1;
 };
 
+// A reply about to stream in at `index`: the message there is emptied (its figures too) and what
+// followed it dropped, or, at the end, a new assistant message is appended. Returns its index.
+int startReplyAt(QVector<MessageItem>& messages, int index);
+
 class ChatStore : public QObject {
     Q_OBJECT
 public:

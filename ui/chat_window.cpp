@@ -2,40 +2,38 @@
 
 #include <QDir>
 #include <QDockWidget>
-#include <QDoubleSpinBox>
-#include <QSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
-#include <QLocale>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QInputDialog>
-#include <QMimeData>
-#include <QProgressBar>
-#include <QTabWidget>
-#include <QUrl>
 #include <QLabel>
 #include <QLineEdit>
-#include <QListWidget>
+#include <QListView>
+#include <QLocale>
 #include <QMenu>
-#include <QPushButton>
 #include <QMessageBox>
+#include <QMimeData>
+#include <QPushButton>
 #include <QShortcut>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
-#include <QTextBrowser>
-#include <QThread>
+#include <QTabWidget>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include "bottleneck_view.h"
-#include "core/plan/planner.h"
+#include "chat_controller.h"
+#include "conversation_list_model.h"
 #include "core/trace/trace.h"
 #include "generation_worker.h"
 #include "library_panel.h"
+#include "transcript_view.h"
 #include "tuning_panel.h"
 #include "welcome_page.h"
+#include "worker_threads.h"
 
 namespace spillway::ui {
 
@@ -43,9 +41,33 @@ namespace {
 constexpr const char* kWelcomeDoneKey = "ui.welcomeDone";  // a setting: the first-launch screen was seen
 }  // namespace
 
-
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent)
-    : QMainWindow(parent)
+    : QMainWindow(parent), m_dataFolder(dataFolder), m_modelPath(modelPath)
+{
+    const bool withData = !dataFolder.isEmpty();
+    m_recorder = std::make_unique<trace::Recorder>(size_t{1} << 16);
+    m_workers = new WorkerThreads(withData, m_recorder.get(), qEnvironmentVariable("SPILLWAY_BACKEND", QStringLiteral("auto")),
+                                  this);
+    m_chat = new ChatController(m_workers->generation(), m_workers->store(), this);
+    buildWidgets(withData);
+    m_status->setText(tr("Loading %1 …").arg(modelPath));
+    connectChat();
+    if (withData) connectLibraryAndTuning();
+    updateButtons();
+    if (withData) {
+        m_chat->openHistory(dataFolder);
+        emit storeReadSetting(QString::fromLatin1(kWelcomeDoneKey));
+    }
+    m_chat->loadModel(modelPath);
+}
+
+ChatWindow::~ChatWindow()
+{
+    delete m_workers;  // stops the threads (worker_threads.h) before the recorder they fill goes
+    m_workers = nullptr;
+}
+
+void ChatWindow::buildWidgets(bool withData)
 {
     setWindowTitle(tr("Spillway"));
     resize(1200, 800);
@@ -60,8 +82,10 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     m_search->setObjectName("search");
     m_search->setPlaceholderText(tr("Search conversations"));
     m_search->setClearButtonEnabled(true);
-    m_conversations = new QListWidget(side);
+    m_conversations = new QListView(side);
     m_conversations->setObjectName("conversations");
+    m_conversations->setModel(m_chat->conversations());
+    m_conversations->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_conversations->setContextMenuPolicy(Qt::CustomContextMenu);
     sideLayout->addWidget(m_newChat);
     sideLayout->addWidget(m_search);
@@ -69,18 +93,16 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
 
     // The model library (drop a model anywhere on the window) and the tuning panel.
     m_library = new LibraryPanel;
+    m_library->setObjectName("library");
     m_tuning = new TuningPanel;
-    connect(m_tuning, &TuningPanel::changed, this, &ChatWindow::requestPrediction);
-    connect(m_tuning, &TuningPanel::applyClicked, this, &ChatWindow::applyTuning);
-
-    auto* tabs = m_tabs = new QTabWidget(splitter);
-    auto* chats = side;
-    tabs->addTab(chats, tr("Chats"));
-    tabs->addTab(m_library, tr("Models"));
-    tabs->addTab(m_tuning, tr("Tuning"));
-    tabs->setVisible(!dataFolder.isEmpty());
-    m_dataFolder = dataFolder;
-    setAcceptDrops(!dataFolder.isEmpty());
+    m_tuning->setObjectName("tuning");
+    m_tabs = new QTabWidget(splitter);
+    m_tabs->setObjectName("sideTabs");
+    m_tabs->addTab(side, tr("Chats"));
+    m_tabs->addTab(m_library, tr("Models"));
+    m_tabs->addTab(m_tuning, tr("Tuning"));
+    m_tabs->setVisible(withData);
+    setAcceptDrops(withData);
 
     auto* central = new QWidget(splitter);
     auto* layout = new QVBoxLayout(central);
@@ -117,8 +139,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     m_stack->addWidget(central);
     m_stack->addWidget(m_welcome);
     m_stack->setCurrentWidget(central);
-    connect(m_welcome, &WelcomePage::startClicked, this, &ChatWindow::closeWelcome);
-    splitter->addWidget(tabs);
+    splitter->addWidget(m_tabs);
     splitter->addWidget(m_stack);
     splitter->setStretchFactor(1, 1);
     splitter->setSizes({240, 840});
@@ -129,8 +150,10 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     dock->setObjectName("bottleneckDock");
     m_bottleneck = new BottleneckView(dock);
     m_bottleneck->setObjectName("bottleneck");
+    m_bottleneck->setRecorder(m_recorder.get());
     dock->setWidget(m_bottleneck);
     addDockWidget(Qt::BottomDockWidgetArea, dock);
+    resizeDocks({dock}, {260}, Qt::Vertical);
     // Right-click: export what is shown (Chrome trace JSON for Perfetto / chrome://tracing, or PNG).
     m_bottleneck->setContextMenuPolicy(Qt::CustomContextMenu);
     connect(m_bottleneck, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
@@ -147,282 +170,121 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         if (!s) showError(QString::fromStdString(s.error().message));
         else m_status->setText(tr("Wrote %1").arg(path));
     });
-    resizeDocks({dock}, {260}, Qt::Vertical);
 
-    m_status = new QLabel(tr("Loading %1 …").arg(modelPath), this);
+    m_status = new QLabel(this);
     m_status->setObjectName("statusLine");
     statusBar()->addWidget(m_status, 1);
+}
 
+// The chat: the controller's transcript into the view, the user's actions to the controller.
+void ChatWindow::connectChat()
+{
+    ChatController* chat = m_chat;
     connect(m_send, &QPushButton::clicked, this, &ChatWindow::send);
     connect(m_prompt, &QLineEdit::returnPressed, this, &ChatWindow::send);
     connect(m_stop, &QPushButton::clicked, this, &ChatWindow::stop);
-    connect(m_transcript, &TranscriptView::regenerateRequested, this, &ChatWindow::regenerate);
-    connect(m_transcript, &TranscriptView::editRequested, this, &ChatWindow::editMessage);
-    connect(m_transcript, &TranscriptView::versionRequested, this, &ChatWindow::showVersion);
     auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), m_prompt);
     escape->setContext(Qt::WidgetShortcut);
     connect(escape, &QShortcut::activated, this, &ChatWindow::cancelEdit);
-    qRegisterMetaType<MessageItem>();
-    qRegisterMetaType<QVector<MessageItem>>();
+    connect(m_transcript, &TranscriptView::regenerateRequested, chat, &ChatController::regenerate);
+    connect(m_transcript, &TranscriptView::editRequested, this, &ChatWindow::editMessage);
+    connect(m_transcript, &TranscriptView::versionRequested, chat, &ChatController::showVersion);
 
-    // The worker has no parent: it moves to the inference thread and is deleted there.
-    m_thread = new QThread(this);
-    m_thread->setObjectName("inference");
-    m_worker = new GenerationWorker;
-    m_recorder = std::make_unique<trace::Recorder>(size_t{1} << 16);
-    m_worker->setRecorder(m_recorder.get());
-    m_worker->setBackend(qEnvironmentVariable("SPILLWAY_BACKEND", QStringLiteral("auto")));
-    m_worker->moveToThread(m_thread);
-    connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
-    connect(this, &ChatWindow::loadRequested, m_worker, &GenerationWorker::loadModel,
-            Qt::QueuedConnection);
-    connect(this, &ChatWindow::generateRequested, m_worker, &GenerationWorker::generate,
-            Qt::QueuedConnection);
-    connect(m_worker, &GenerationWorker::modelLoaded, this, &ChatWindow::onModelLoaded,
-            Qt::QueuedConnection);
-    connect(m_worker, &GenerationWorker::failed, this, &ChatWindow::onFailed,
-            Qt::QueuedConnection);
-    connect(m_worker, &GenerationWorker::tokens, this, &ChatWindow::onTokens,
-            Qt::QueuedConnection);
-    connect(m_worker, &GenerationWorker::neuronCacheReport, this, [this](double hitRate, double bytesPerToken) {
+    connect(chat, &ChatController::messagesReset, this, [this](const QVector<MessageItem>& messages) {
+        cancelEdit();
+        m_transcript->setMessages(messages);
+        selectCurrentConversation();
+    });
+    connect(chat, &ChatController::messageAppended, m_transcript, &TranscriptView::appendMessage);
+    connect(chat, &ChatController::messagesTruncated, m_transcript, &TranscriptView::truncate);
+    connect(chat, &ChatController::messageIdSet, m_transcript, &TranscriptView::setMessageId);
+    connect(chat, &ChatController::replyStarted, m_transcript, &TranscriptView::beginReply);
+    connect(chat, &ChatController::replyText, m_transcript, &TranscriptView::appendReplyText);
+    connect(chat, &ChatController::replyEnded, m_transcript, &TranscriptView::finishReply);
+    connect(chat, &ChatController::stateChanged, this, &ChatWindow::updateButtons);
+    connect(chat, &ChatController::modelLoaded, this, &ChatWindow::onModelLoaded);
+    connect(chat, &ChatController::generationStarted, this, &ChatWindow::onGenerationStarted);
+    connect(chat, &ChatController::replyFinished, this, &ChatWindow::onReplyFinished);
+    connect(chat, &ChatController::failed, this, &ChatWindow::showError);
+    connect(chat, &ChatController::storeFailed, this, &ChatWindow::showError);
+    connect(chat, &ChatController::historyOpened, this, [this](const QString& note) {
+        if (!note.isEmpty()) showError(note);
+        emit historyOpened();
+    });
+    connect(chat, &ChatController::conversationsListed, this, [this](int count) {
+        selectCurrentConversation();
+        emit conversationsListed(count);
+    });
+    connect(chat, &ChatController::conversationShown, this, &ChatWindow::conversationShown);
+    connect(chat, &ChatController::replyStored, this, &ChatWindow::replyStored);
+
+    connect(m_newChat, &QPushButton::clicked, this, [this] {
+        m_chat->newConversation();
+        m_prompt->setFocus();
+    });
+    connect(m_search, &QLineEdit::textChanged, chat, &ChatController::setSearch);
+    auto open = [this](const QModelIndex& index) {
+        m_chat->openConversation(index.data(ConversationListModel::IdRole).toLongLong());
+    };
+    connect(m_conversations, &QListView::activated, this, open);
+    connect(m_conversations, &QListView::clicked, this, open);
+    connect(m_conversations, &QListView::customContextMenuRequested, this, &ChatWindow::showConversationMenu);
+
+    GenerationWorker* worker = m_workers->generation();
+    connect(worker, &GenerationWorker::neuronCacheReport, this, [this](double hitRate, double bytesPerToken) {
         m_neuronCacheText = tr(" — neuron cache: hit rate %1%, %2 per token")
                                 .arg(100.0 * hitRate, 0, 'f', 1)
                                 .arg(QLocale().formattedDataSize(qint64(bytesPerToken)));
     }, Qt::QueuedConnection);
-    connect(m_worker, &GenerationWorker::finished, this, &ChatWindow::onFinished,
-            Qt::QueuedConnection);
-    connect(m_worker, &GenerationWorker::notice, this, &ChatWindow::showNotice, Qt::QueuedConnection);
-    connect(m_worker, &GenerationWorker::deviceChanged, this,
+    connect(worker, &GenerationWorker::notice, this, &ChatWindow::showNotice, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::deviceChanged, this,
             [this](const QString& backend, const QString& description, const QString& why) {
                 const bool changed = backend != m_activeBackend;
                 m_activeBackend = backend;
                 m_deviceNote = why;
                 m_status->setToolTip(why.isEmpty() ? description : description + QStringLiteral("\n") + why);
-                if (m_modelReady) {
-                    m_modelDescription = description;
-                    if (!m_generating) m_status->setText(description);
+                if (m_chat->isModelReady()) {
+                    m_chat->setModelDescription(description);
+                    if (!m_chat->isGenerating()) m_status->setText(description);
                 }
                 emit deviceChanged(backend);
                 if (changed && m_tuningReady) requestPrediction();  // plan for the device that computes
             }, Qt::QueuedConnection);
-    m_thread->start();
-    m_bottleneck->setRecorder(m_recorder.get());
-
-    if (!dataFolder.isEmpty()) {
-        m_storageThread = new QThread(this);
-        m_storageThread->setObjectName("storage");
-        m_store = new ChatStore;
-        m_store->moveToThread(m_storageThread);
-        connect(m_storageThread, &QThread::finished, m_store, &QObject::deleteLater);
-        connect(this, &ChatWindow::storeOpen, m_store, &ChatStore::open, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeList, m_store, &ChatStore::list, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeCreate, m_store, &ChatStore::create, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeLoad, m_store, &ChatStore::load, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeAppend, m_store, &ChatStore::append, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeRename, m_store, &ChatStore::rename, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeVersion, m_store, &ChatStore::addVersion, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeSelectVersion, m_store, &ChatStore::selectVersion, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeTruncate, m_store, &ChatStore::truncateAfter, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeRemove, m_store, &ChatStore::remove, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::opened, this, [this](const QString&, const QString& note) {
-            if (!note.isEmpty()) showError(note);
-            emit historyOpened();
-        }, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::listed, this, &ChatWindow::onListed, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::created, this, &ChatWindow::onCreated, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::loaded, this, &ChatWindow::onLoaded, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::stored, this, &ChatWindow::onStored, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::changed, this, [this] { emit storeList(m_search->text()); },
-                Qt::QueuedConnection);
-        connect(m_store, &ChatStore::failed, this, &ChatWindow::showError, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeReadSetting, m_store, &ChatStore::readSetting, Qt::QueuedConnection);
-        connect(this, &ChatWindow::storeWriteSetting, m_store, &ChatStore::writeSetting, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::setting, this, [this](const QString& key, const QString& value) {
-            if (key == QLatin1String(kWelcomeDoneKey) && value.isEmpty()) showWelcome();
-        }, Qt::QueuedConnection);
-        m_storageThread->start();
-        connect(m_newChat, &QPushButton::clicked, this, &ChatWindow::newConversation);
-        connect(m_search, &QLineEdit::textChanged, this, [this](const QString& q) { emit storeList(q); });
-        connect(m_conversations, &QListWidget::itemActivated, this,
-                [this](QListWidgetItem* item) { openConversation(item->data(Qt::UserRole).toLongLong()); });
-        connect(m_conversations, &QListWidget::itemClicked, this,
-                [this](QListWidgetItem* item) { openConversation(item->data(Qt::UserRole).toLongLong()); });
-        connect(m_conversations, &QListWidget::customContextMenuRequested, this,
-                &ChatWindow::showConversationMenu);
-        connect(this, &ChatWindow::storeAddModel, m_store, &ChatStore::addModel, Qt::QueuedConnection);
-        connect(m_store, &ChatStore::modelsListed, this, &ChatWindow::onModelsListed, Qt::QueuedConnection);
-        emit storeOpen(dataFolder);
-        emit storeReadSetting(QString::fromLatin1(kWelcomeDoneKey));
-
-        m_modelsThread = new QThread(this);
-        m_modelsThread->setObjectName("models");
-        m_modelWorker = new ModelWorker;
-        m_modelWorker->moveToThread(m_modelsThread);
-        connect(m_modelsThread, &QThread::finished, m_modelWorker, &QObject::deleteLater);
-        connect(this, &ChatWindow::inspectRequested, m_modelWorker, &ModelWorker::inspect, Qt::QueuedConnection);
-        connect(this, &ChatWindow::compressRequested, m_modelWorker, &ModelWorker::compress, Qt::QueuedConnection);
-        connect(m_modelWorker, &ModelWorker::inspected, this, [this](const ModelItem& m) { emit storeAddModel(m); },
-                Qt::QueuedConnection);
-        connect(m_modelWorker, &ModelWorker::rejected, this, [this](const QString& path, const QString& message) {
-            showError(message.contains(path) ? message : path + ": " + message);
-            emit modelRejected(path, message);
-        }, Qt::QueuedConnection);
-        connect(m_modelWorker, &ModelWorker::compressProgress, this, &ChatWindow::onCompressProgress,
-                Qt::QueuedConnection);
-        connect(m_modelWorker, &ModelWorker::compressed, this, &ChatWindow::onCompressed, Qt::QueuedConnection);
-        connect(m_modelWorker, &ModelWorker::compressFailed, this, &ChatWindow::onCompressFailed,
-                Qt::QueuedConnection);
-        m_modelsThread->start();
-        connect(m_library, &LibraryPanel::addRequested, this, &ChatWindow::addModel);
-        connect(m_library, &LibraryPanel::compressRequested, this, &ChatWindow::compressModel);
-        connect(m_library, &LibraryPanel::cancelRequested, this, &ChatWindow::cancelCompression);
-
-        m_tuningThread = new QThread(this);
-        m_tuningThread->setObjectName("tuning");
-        m_tuningWorker = new TuningWorker;
-        m_tuningWorker->moveToThread(m_tuningThread);
-        connect(m_tuningThread, &QThread::finished, m_tuningWorker, &QObject::deleteLater);
-        connect(this, &ChatWindow::tuningPrepare, m_tuningWorker, &TuningWorker::prepare, Qt::QueuedConnection);
-        connect(this, &ChatWindow::tuningPredict, m_tuningWorker, &TuningWorker::predict, Qt::QueuedConnection);
-        connect(m_tuningWorker, &TuningWorker::ready, this, &ChatWindow::onTuningReady, Qt::QueuedConnection);
-        connect(m_tuningWorker, &TuningWorker::predicted, this, &ChatWindow::onPredicted, Qt::QueuedConnection);
-        connect(this, &ChatWindow::tuningPredictModels, m_tuningWorker, &TuningWorker::predictModels,
-                Qt::QueuedConnection);
-        connect(m_tuningWorker, &TuningWorker::modelPredicted, this, &ChatWindow::onModelPredicted,
-                Qt::QueuedConnection);
-        connect(m_tuningWorker, &TuningWorker::probeProgress, m_welcome, &WelcomePage::setProgress,
-                Qt::QueuedConnection);
-        connect(m_tuningWorker, &TuningWorker::failed, this, [this](const QString& message) {
-            if (!m_tuningReady) m_welcome->setFailed(message);
-            m_tuning->showNoPlan(message);
-            emit tuningPredicted();
-        }, Qt::QueuedConnection);
-        m_tuningThread->start();
-        connect(this, &ChatWindow::applyRequested, m_worker, &GenerationWorker::applyPlan, Qt::QueuedConnection);
-        connect(m_worker, &GenerationWorker::planApplied, this, [this](const QString& description) {
-            m_modelDescription = description;
-            m_status->setText(description);
-            emit tuningApplied();
-        }, Qt::QueuedConnection);
-        m_modelPath = modelPath;
-        connect(this, &ChatWindow::modelReady, this, [this] {
-            if (m_tuningStarted) return;
-            m_tuningStarted = true;
-            emit tuningPrepare(m_modelPath, modelsFolder());
-        });
-    }
-
-    updateButtons();
-    emit loadRequested(modelPath);
 }
-
-ChatWindow::~ChatWindow()
-{
-    m_worker->requestStop();  // a running generation ends before its next token
-    m_thread->quit();
-    m_thread->wait();
-    if (m_modelsThread) {  // a running compression stops at its next progress report
-        m_modelWorker->cancelCompression();
-        m_modelsThread->quit();
-        m_modelsThread->wait();
-    }
-    if (m_tuningThread) {  // a probe that is measuring stops at its next stage
-        m_tuningWorker->cancel();
-        m_tuningThread->quit();
-        m_tuningThread->wait();
-    }
-    if (m_storageThread) {  // pending writes finish first: the queue drains before quit
-        m_storageThread->quit();
-        m_storageThread->wait();
-    }
-}
-
-QString ChatWindow::statusText() const { return m_status->text(); }
-
-QString ChatWindow::errorText() const { return m_error->isHidden() || m_errorIsNotice ? QString() : m_error->text(); }
-
-QString ChatWindow::noticeText() const { return m_error->isHidden() || !m_errorIsNotice ? QString() : m_error->text(); }
 
 void ChatWindow::send()
 {
     const QString prompt = m_prompt->text();
-    if (!m_modelReady || m_generating || prompt.trimmed().isEmpty()) return;
+    if (!m_chat->isModelReady() || m_chat->isGenerating() || prompt.trimmed().isEmpty()) return;
     if (m_editIndex >= 0) {
         const int index = m_editIndex;
-        const int after = int(m_transcript->messages().size()) - index - 1;
+        const int after = int(m_chat->messages().size()) - index - 1;
         if (after > 1 && QMessageBox::question(this, tr("Edit and resend"),
                                                tr("Resending this message removes the %n message(s) after it.", "", after))
                              != QMessageBox::Yes)
             return;
         cancelEdit();
-        editAndResend(index, prompt);
+        m_chat->editAndResend(index, prompt);
         return;
     }
-    beginExchange();
-    MessageItem user;
-    user.role = QStringLiteral("user");
-    user.content = prompt;
-    m_transcript->appendMessage(user);
-    startReply(int(m_transcript->messages().size()), 0);
-    if (m_store && m_conversation == 0) {
-        // The conversation is created first; the prompt is stored and sent once it exists.
-        m_awaitingConversation = true;
-        emit storeCreate(prompt.left(60).simplified());
-        return;
-    }
-    storeLastPrompt();
-    requestGeneration();
+    m_chat->send(prompt);
 }
 
-void ChatWindow::beginExchange()
+void ChatWindow::stop() { m_chat->stop(); }
+
+void ChatWindow::onGenerationStarted()
 {
-    m_generating = true;
     m_error->hide();
     m_error->clear();
     m_prompt->clear();
-    updateButtons();
-    m_status->setText(tr("%1 — generating …").arg(m_modelDescription));
-}
-
-void ChatWindow::startReply(int index, qint64 replacesMessage)
-{
-    m_replyIndex = index;
-    m_replacesMessage = replacesMessage;
-    m_transcript->beginReply(index);
-}
-
-void ChatWindow::storeLastPrompt()
-{
-    // The prompt is the message just before the reply.
-    const int index = m_replyIndex - 1;
-    if (!m_store || !m_conversation || index < 0) return;
-    ++m_pendingStores;
-    m_storeTargets.push_back(index);
-    emit storeAppend(m_conversation, QStringLiteral("user"), m_transcript->messages()[index].content, 0, 0, QString());
-}
-
-void ChatWindow::requestGeneration()
-{
-    m_worker->clearStop();
-    emit generateRequested(m_transcript->messages().mid(0, m_replyIndex), m_maxTokens, m_temperature);
-}
-
-void ChatWindow::regenerate(int index)
-{
-    const auto& messages = m_transcript->messages();
-    if (!m_modelReady || m_generating || m_pendingStores > 0 || index != messages.size() - 1 ||
-        messages[index].role != QLatin1String("assistant"))
-        return;
-    const qint64 replaces = messages[index].id;
-    beginExchange();
-    startReply(index, replaces);
-    requestGeneration();
+    m_status->setText(tr("%1 — generating …").arg(m_chat->modelDescription()));
 }
 
 void ChatWindow::editMessage(int index)
 {
-    const auto& messages = m_transcript->messages();
-    if (m_generating || index < 0 || index >= messages.size() || messages[index].role != QLatin1String("user")) return;
+    const auto& messages = m_chat->messages();
+    if (m_chat->isGenerating() || index < 0 || index >= messages.size() || messages[index].role != QLatin1String("user"))
+        return;
     m_editIndex = index;
     m_prompt->setText(messages[index].content);
     m_prompt->setFocus();
@@ -437,165 +299,44 @@ void ChatWindow::cancelEdit()
     m_prompt->clear();
 }
 
-void ChatWindow::editAndResend(int index, const QString& text)
+void ChatWindow::selectCurrentConversation()
 {
-    const QVector<MessageItem> messages = m_transcript->messages();
-    if (!m_modelReady || m_generating || m_pendingStores > 0 || text.trimmed().isEmpty() || index < 0 ||
-        index >= messages.size() || messages[index].role != QLatin1String("user"))
-        return;
-    MessageItem edited = messages[index];
-    const qint64 promptId = edited.id;
-    // The last prompt keeps its reply as an earlier version; an earlier prompt drops what followed.
-    const bool lastExchange = index >= messages.size() - 2;
-    const qint64 replyId = lastExchange && index + 1 < messages.size() ? messages[index + 1].id : 0;
-    if (m_store && m_conversation && promptId) {
-        if (!lastExchange) emit storeTruncate(m_conversation, promptId);
-        ++m_pendingStores;
-        m_storeTargets.push_back(-1);
-        emit storeVersion(m_conversation, promptId, QStringLiteral("edit"), text, 0, 0, QString());
-        edited.versionCount += 1;
-        edited.versionNumber = edited.versionCount;
-    }
-    edited.content = text;
-    beginExchange();
-    m_transcript->truncate(index);
-    m_transcript->appendMessage(edited);
-    startReply(index + 1, replyId);
-    requestGeneration();
-}
-
-void ChatWindow::showVersion(int index, int number)
-{
-    const auto& messages = m_transcript->messages();
-    if (m_generating || !m_store || index < 0 || index >= messages.size() || !messages[index].id) return;
-    emit storeSelectVersion(m_conversation, messages[index].id, number);
-}
-
-void ChatWindow::onCreated(qint64 conversation)
-{
-    m_conversation = conversation;
-    if (m_awaitingConversation) {
-        m_awaitingConversation = false;
-        if (m_generating) {
-            storeLastPrompt();
-            requestGeneration();
-        }
-    }
-    emit storeList(m_search->text());
-}
-
-void ChatWindow::onStored(qint64 conversation, qint64 message)
-{
-    // Stores are answered in the order they were sent: the last one of an exchange is its reply.
-    const int target = m_storeTargets.isEmpty() ? -1 : m_storeTargets.takeFirst();
-    if (conversation == m_conversation && target >= 0) m_transcript->setMessageId(target, message);
-    if (--m_pendingStores > 0 || m_generating) return;
-    if (target < 0 && conversation == m_conversation) emit storeLoad(conversation);  // new version counts
-    emit replyStored(conversation);
-}
-
-void ChatWindow::newConversation()
-{
-    if (m_generating) return;
-    m_conversation = 0;
-    cancelEdit();
-    m_transcript->setMessages({});
-    m_conversations->clearSelection();
-    m_prompt->setFocus();
-}
-
-void ChatWindow::openConversation(qint64 id)
-{
-    if (m_generating || !m_store) return;
-    emit storeLoad(id);
-}
-
-void ChatWindow::renameConversation(qint64 id, const QString& title)
-{
-    if (m_store && !title.trimmed().isEmpty()) emit storeRename(id, title.trimmed());
-}
-
-void ChatWindow::deleteConversation(qint64 id)
-{
-    if (!m_store || (m_generating && id == m_conversation)) return;
-    if (id == m_conversation) newConversation();
-    emit storeRemove(id);
+    const int row = m_chat->conversations()->rowOf(m_chat->currentConversation());
+    if (row >= 0) m_conversations->setCurrentIndex(m_chat->conversations()->index(row));
+    else m_conversations->clearSelection();
 }
 
 void ChatWindow::showConversationMenu(const QPoint& at)
 {
-    QListWidgetItem* item = m_conversations->itemAt(at);
-    if (!item) return;
-    const qint64 id = item->data(Qt::UserRole).toLongLong();
+    const QModelIndex index = m_conversations->indexAt(at);
+    if (!index.isValid()) return;
+    const qint64 id = index.data(ConversationListModel::IdRole).toLongLong();
     QMenu menu(this);
     QAction* rename = menu.addAction(tr("Rename…"));
     QAction* remove = menu.addAction(tr("Delete"));
     QAction* chosen = menu.exec(m_conversations->viewport()->mapToGlobal(at));
     if (chosen == rename) {
         bool ok = false;
-        const QString title = QInputDialog::getText(this, tr("Rename conversation"), tr("Title:"),
-                                                    QLineEdit::Normal, item->text(), &ok);
-        if (ok) renameConversation(id, title);
+        const QString title = QInputDialog::getText(this, tr("Rename conversation"), tr("Title:"), QLineEdit::Normal,
+                                                    index.data(Qt::DisplayRole).toString(), &ok);
+        if (ok) m_chat->renameConversation(id, title);
     } else if (chosen == remove) {
-        deleteConversation(id);
+        m_chat->deleteConversation(id);
     }
-}
-
-void ChatWindow::onListed(const QString& query, const QVector<ConversationItem>& items)
-{
-    if (query != m_search->text()) return;  // a newer search is on its way
-    m_conversations->clear();
-    for (const ConversationItem& c : items) {
-        auto* item = new QListWidgetItem(c.title.isEmpty() ? tr("(untitled)") : c.title, m_conversations);
-        item->setData(Qt::UserRole, c.id);
-        if (c.id == m_conversation) item->setSelected(true);
-    }
-    emit conversationsListed(int(items.size()));
-}
-
-void ChatWindow::onLoaded(qint64 conversation, const QVector<MessageItem>& messages)
-{
-    if (m_generating) return;
-    m_conversation = conversation;
-    cancelEdit();
-    m_transcript->setMessages(messages);
-    emit conversationShown(conversation);
-}
-
-void ChatWindow::stop()
-{
-    if (m_generating) m_worker->requestStop();
 }
 
 void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
 {
-    m_modelReady = true;
     m_transcript->setContinuation(!chatTemplate);
     m_welcome->setModel(description);
-    m_modelDescription = description;
     m_status->setText(description);
-    updateButtons();
     emit modelReady();
-}
-
-void ChatWindow::onFailed(const QString& message)
-{
-    if (m_generating && m_replyIndex >= 0) {  // the failed reply goes; its prompt stays
-        m_transcript->finishReply(0, 0, QString());
-        m_transcript->truncate(m_replyIndex);
-    }
-    m_generating = false;
-    m_awaitingConversation = false;
-    // A failed regeneration cleared the reply it replaced: show the stored conversation again.
-    if (m_replacesMessage && m_store && m_conversation && m_pendingStores == 0) emit storeLoad(m_conversation);
-    showError(message);
-    updateButtons();
 }
 
 void ChatWindow::showNotice(const QString& message)
 {
-    if (!m_error->isHidden() && !m_errorIsNotice) return;  // an error stays in view
-    m_errorIsNotice = true;
+    if (!m_error->isHidden() && !m_error->property("notice").toBool()) return;  // an error stays in view
+    m_error->setProperty("notice", true);
     m_error->setStyleSheet("color: #8a5300;");
     m_error->setText(message);
     m_error->show();
@@ -604,7 +345,7 @@ void ChatWindow::showNotice(const QString& message)
 
 void ChatWindow::showError(const QString& message)
 {
-    m_errorIsNotice = false;
+    m_error->setProperty("notice", false);
     m_error->setStyleSheet("color: #b00020;");
     m_error->setText(tr("Error: %1").arg(message));
     m_error->show();
@@ -612,35 +353,76 @@ void ChatWindow::showError(const QString& message)
     emit errorShown(message);
 }
 
-void ChatWindow::onTokens(const QString& text) { m_transcript->appendReplyText(text); }
-
-void ChatWindow::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
+void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
 {
-    m_generating = false;
-    m_transcript->finishReply(tokensPerSecond, timeToFirstTokenMs, m_modelDescription);
-    const QString reply = m_transcript->messages().value(m_replyIndex).content;
-    if (m_store && m_conversation) {
-        ++m_pendingStores;
-        if (m_replacesMessage) {
-            m_storeTargets.push_back(-1);
-            emit storeVersion(m_conversation, m_replacesMessage, QStringLiteral("regeneration"), reply, tokensPerSecond,
-                              timeToFirstTokenMs, m_modelDescription);
-        } else {
-            m_storeTargets.push_back(m_replyIndex);
-            emit storeAppend(m_conversation, QStringLiteral("assistant"), reply, tokensPerSecond, timeToFirstTokenMs,
-                             m_modelDescription);
-        }
-    }
     m_status->setText(tr("%1 — %2 tokens, %3 tokens/s, first token %4 ms")
-                          .arg(m_modelDescription)
+                          .arg(m_chat->modelDescription())
                           .arg(tokens)
                           .arg(tokensPerSecond, 0, 'f', 1)
                           .arg(timeToFirstTokenMs, 0, 'f', 1) +
                       m_neuronCacheText);
     m_neuronCacheText.clear();
-    updateButtons();
     m_prompt->setFocus();
     emit replyFinished();
+}
+
+// The Models and Tuning tabs: their requests to the model and tuning workers, and the catalog
+// and settings to and from the store.
+void ChatWindow::connectLibraryAndTuning()
+{
+    ChatStore* store = m_workers->store();
+    connect(this, &ChatWindow::storeReadSetting, store, &ChatStore::readSetting, Qt::QueuedConnection);
+    connect(this, &ChatWindow::storeWriteSetting, store, &ChatStore::writeSetting, Qt::QueuedConnection);
+    connect(store, &ChatStore::setting, this, [this](const QString& key, const QString& value) {
+        if (key == QLatin1String(kWelcomeDoneKey) && value.isEmpty()) showWelcome();
+    }, Qt::QueuedConnection);
+    connect(this, &ChatWindow::storeAddModel, store, &ChatStore::addModel, Qt::QueuedConnection);
+    connect(store, &ChatStore::modelsListed, this, &ChatWindow::onModelsListed, Qt::QueuedConnection);
+
+    ModelWorker* models = m_workers->models();
+    connect(this, &ChatWindow::inspectRequested, models, &ModelWorker::inspect, Qt::QueuedConnection);
+    connect(this, &ChatWindow::compressRequested, models, &ModelWorker::compress, Qt::QueuedConnection);
+    connect(models, &ModelWorker::inspected, this, [this](const ModelItem& m) { emit storeAddModel(m); },
+            Qt::QueuedConnection);
+    connect(models, &ModelWorker::rejected, this, [this](const QString& path, const QString& message) {
+        showError(message.contains(path) ? message : path + ": " + message);
+        emit modelRejected(path, message);
+    }, Qt::QueuedConnection);
+    connect(models, &ModelWorker::compressProgress, this, &ChatWindow::onCompressProgress, Qt::QueuedConnection);
+    connect(models, &ModelWorker::compressed, this, &ChatWindow::onCompressed, Qt::QueuedConnection);
+    connect(models, &ModelWorker::compressFailed, this, &ChatWindow::onCompressFailed, Qt::QueuedConnection);
+    connect(m_library, &LibraryPanel::addRequested, this, &ChatWindow::addModel);
+    connect(m_library, &LibraryPanel::compressRequested, this, &ChatWindow::compressModel);
+    connect(m_library, &LibraryPanel::cancelRequested, this, &ChatWindow::cancelCompression);
+
+    TuningWorker* tuning = m_workers->tuning();
+    connect(m_tuning, &TuningPanel::changed, this, &ChatWindow::requestPrediction);
+    connect(m_tuning, &TuningPanel::applyClicked, this, &ChatWindow::applyTuning);
+    connect(m_welcome, &WelcomePage::startClicked, this, &ChatWindow::closeWelcome);
+    connect(this, &ChatWindow::tuningPrepare, tuning, &TuningWorker::prepare, Qt::QueuedConnection);
+    connect(this, &ChatWindow::tuningPredict, tuning, &TuningWorker::predict, Qt::QueuedConnection);
+    connect(tuning, &TuningWorker::ready, this, &ChatWindow::onTuningReady, Qt::QueuedConnection);
+    connect(tuning, &TuningWorker::predicted, this, &ChatWindow::onPredicted, Qt::QueuedConnection);
+    connect(this, &ChatWindow::tuningPredictModels, tuning, &TuningWorker::predictModels, Qt::QueuedConnection);
+    connect(tuning, &TuningWorker::modelPredicted, this, &ChatWindow::onModelPredicted, Qt::QueuedConnection);
+    connect(tuning, &TuningWorker::probeProgress, m_welcome, &WelcomePage::setProgress, Qt::QueuedConnection);
+    connect(tuning, &TuningWorker::failed, this, [this](const QString& message) {
+        if (!m_tuningReady) m_welcome->setFailed(message);
+        m_tuning->showNoPlan(message);
+        emit tuningPredicted();
+    }, Qt::QueuedConnection);
+    GenerationWorker* worker = m_workers->generation();
+    connect(this, &ChatWindow::applyRequested, worker, &GenerationWorker::applyPlan, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::planApplied, this, [this](const QString& description) {
+        m_chat->setModelDescription(description);
+        m_status->setText(description);
+        emit tuningApplied();
+    }, Qt::QueuedConnection);
+    connect(this, &ChatWindow::modelReady, this, [this] {
+        if (m_tuningStarted) return;
+        m_tuningStarted = true;
+        emit tuningPrepare(m_modelPath, modelsFolder());
+    });
 }
 
 void ChatWindow::showWelcome()
@@ -658,22 +440,11 @@ void ChatWindow::closeWelcome()
 {
     if (m_stack->currentWidget() != m_welcome) return;
     m_stack->setCurrentIndex(0);
-    if (m_store) emit storeWriteSetting(QString::fromLatin1(kWelcomeDoneKey), QStringLiteral("true"));
+    if (m_workers->store()) emit storeWriteSetting(QString::fromLatin1(kWelcomeDoneKey), QStringLiteral("true"));
     m_prompt->setFocus();
 }
 
 bool ChatWindow::isWelcomeShown() const { return m_stack->currentWidget() == m_welcome; }
-
-QListWidget* ChatWindow::modelList() const { return m_library->modelList(); }
-QProgressBar* ChatWindow::compressionBar() const { return m_library->compressionBar(); }
-QDoubleSpinBox* ChatWindow::vramBudgetBox() const { return m_tuning->vramBudgetBox(); }
-QDoubleSpinBox* ChatWindow::ramBudgetBox() const { return m_tuning->ramBudgetBox(); }
-QSpinBox* ChatWindow::contextBox() const { return m_tuning->contextBox(); }
-QSpinBox* ChatWindow::prefetchBox() const { return m_tuning->prefetchBox(); }
-QSpinBox* ChatWindow::threadsBox() const { return m_tuning->threadsBox(); }
-QPushButton* ChatWindow::applyButton() const { return m_tuning->applyButton(); }
-QString ChatWindow::hardwareSummary() const { return m_tuning->hardwareSummary(); }
-QString ChatWindow::predictionText() const { return m_tuning->predictionText(); }
 
 void ChatWindow::onTuningReady(const QString& summary, const QString& capabilities)
 {
@@ -683,12 +454,12 @@ void ChatWindow::onTuningReady(const QString& summary, const QString& capabiliti
     m_capabilities = capabilities;
     emit tuningReady();
     requestPrediction();
-    requestModelPredictions(m_library->models());
+    requestModelPredictions(m_library->catalog()->models());
 }
 
 void ChatWindow::requestPrediction()
 {
-    if (!m_tuningWorker || !m_tuningStarted) return;
+    if (!m_workers->tuning() || !m_tuningStarted) return;
     TuningSettings settings = m_tuning->settings(m_modelPath);
     if (settings.backend == QLatin1String("auto"))
         settings.backend = m_activeBackend.isEmpty() ? QStringLiteral("cpu") : m_activeBackend;
@@ -698,7 +469,7 @@ void ChatWindow::requestPrediction()
 void ChatWindow::onPredicted(const TuningPrediction& prediction)
 {
     m_prediction = prediction;
-    m_tuning->showPrediction(prediction, !m_generating);
+    m_tuning->showPrediction(prediction, !m_chat->isGenerating());
     emit tuningPredicted();
 }
 
@@ -717,7 +488,7 @@ void ChatWindow::requestModelPredictions(const QVector<ModelItem>& models)
 void ChatWindow::onModelPredicted(const QString& path, double tokensPerSecond, const QString& text)
 {
     m_predictedSpeed.insert(path, tokensPerSecond);
-    m_library->setPrediction(path, text);
+    m_library->catalog()->setPrediction(path, text);
     // The end of a compression: its predicted speed beside the source's.
     if (!m_compressedPackage.isEmpty() && m_predictedSpeed.contains(m_compressedSource) &&
         m_predictedSpeed.contains(m_compressedPackage)) {
@@ -732,7 +503,7 @@ void ChatWindow::onModelPredicted(const QString& path, double tokensPerSecond, c
 
 void ChatWindow::applyTuning()
 {
-    if (!m_prediction.plan || m_generating) return;
+    if (!m_prediction.plan || m_chat->isGenerating()) return;
     if (!m_prediction.settings.modelPath.isEmpty()) m_modelPath = m_prediction.settings.modelPath;
     m_bottleneck->setPrediction(*m_prediction.plan);
     emit applyRequested(m_prediction);
@@ -745,7 +516,7 @@ QString ChatWindow::modelsFolder() const
 
 void ChatWindow::addModel(const QString& path)
 {
-    if (m_modelWorker) emit inspectRequested(path);
+    if (m_workers->models()) emit inspectRequested(path);
 }
 
 void ChatWindow::dragEnterEvent(QDragEnterEvent* event)
@@ -762,27 +533,26 @@ void ChatWindow::dropEvent(QDropEvent* event)
 
 void ChatWindow::compressModel(qint64 id, const QString& preset)
 {
-    if (!m_modelWorker || m_compressing) return;
-    const ModelItem* source = m_library->model(id);
+    if (!m_workers->models() || m_compressing) return;
+    const ModelItem* source = m_library->catalog()->model(id);
     if (!source) return;
     // dataFolder/models/<name>-<preset>, numbered when taken.
     const QString stem = QFileInfo(source->path).completeBaseName();
     QString out = QDir(modelsFolder()).filePath(stem + "-" + preset);
     for (int n = 2; QFileInfo::exists(out); ++n) out = QDir(modelsFolder()).filePath(QStringLiteral("%1-%2-%3").arg(stem, preset).arg(n));
     m_compressing = true;
-    m_compressOut = out;
     m_compressedSource = source->path;
     m_compressedPackage.clear();
     m_library->setCompressing(true);
     m_library->showResult(tr("Compressing %1 (%2) …").arg(QFileInfo(source->path).fileName(), preset));
     updateButtons();
-    m_modelWorker->clearCancel();
+    m_workers->models()->clearCancel();
     emit compressRequested(id, source->path, out, preset);
 }
 
 void ChatWindow::cancelCompression()
 {
-    if (m_compressing) m_modelWorker->cancelCompression();
+    if (m_compressing) m_workers->models()->cancelCompression();
 }
 
 void ChatWindow::onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal,
@@ -796,7 +566,7 @@ void ChatWindow::onCompressed(qint64, const ModelItem& package, const QString& s
 {
     m_compressing = false;
     m_library->setCompressing(false);
-    m_library->compressionBar()->setValue(1000);
+    m_library->showProgressDone();
     m_library->showResult(tr("Done: %1").arg(summary));
     m_compressSummary = summary;
     m_compressedPackage = package.path;
@@ -826,10 +596,11 @@ void ChatWindow::onModelsListed(const QVector<ModelItem>& models)
 
 void ChatWindow::updateButtons()
 {
-    m_send->setEnabled(m_modelReady && !m_generating);
-    m_prompt->setEnabled(m_modelReady);
-    m_stop->setEnabled(m_generating);
-    m_newChat->setEnabled(!m_generating);
+    const bool ready = m_chat->isModelReady(), generating = m_chat->isGenerating();
+    m_send->setEnabled(ready && !generating);
+    m_prompt->setEnabled(ready);
+    m_stop->setEnabled(generating);
+    m_newChat->setEnabled(!generating);
     m_library->setCompressing(m_compressing);
 }
 

@@ -4,10 +4,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLabel>
-#include <QListWidget>
+#include <QListView>
 #include <QLocale>
 #include <QMenu>
 #include <QPainter>
@@ -20,8 +18,6 @@
 namespace spillway::ui {
 
 namespace {
-
-constexpr int kCardHtmlRole = Qt::UserRole + 1;
 
 // Paints an item's card (rich text in kCardHtmlRole) inside the list's normal selection frame.
 class CardDelegate : public QStyledItemDelegate {
@@ -59,25 +55,13 @@ private:
     static void setUp(QTextDocument& doc, const QStyleOptionViewItem& o, const QModelIndex& index)
     {
         doc.setDefaultFont(o.font);
-        doc.setHtml(index.data(kCardHtmlRole).toString());
+        doc.setHtml(index.data(ModelCatalogModel::CardHtmlRole).toString());
         const int width = o.widget ? o.widget->width() - 24 : 240;
         doc.setTextWidth(std::max(120, width));
     }
 };
 
 }  // namespace
-
-QString qualityInWords(const QString& qualityJson)
-{
-    const QJsonObject q = QJsonDocument::fromJson(qualityJson.toUtf8()).object();
-    if (q.isEmpty()) return QString();
-    QString text = QObject::tr("mean KL %1, top-1 agreement %2%")
-                       .arg(q.value("meanKl").toDouble(), 0, 'g', 3)
-                       .arg(100.0 * q.value("top1Agreement").toDouble(), 0, 'f', 1);
-    const double pr = q.value("perplexityReference").toDouble(), pc = q.value("perplexityCandidate").toDouble();
-    if (pr > 0 && pc > 0) text += QObject::tr(", perplexity %1 → %2").arg(pr, 0, 'f', 2).arg(pc, 0, 'f', 2);
-    return text;
-}
 
 LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
 {
@@ -86,8 +70,10 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_add = new QPushButton(tr("Add model…"), this);
     m_add->setObjectName("addModel");
     m_add->setToolTip(tr("Or drop a GGUF file or a package folder anywhere on the window"));
-    m_models = new QListWidget(this);
+    m_catalog = new ModelCatalogModel(this);
+    m_models = new QListView(this);
     m_models->setObjectName("models");
+    m_models->setModel(m_catalog);
     m_models->setWordWrap(true);
     m_models->setItemDelegate(new CardDelegate(m_models));
     m_models->setResizeMode(QListView::Adjust);
@@ -111,6 +97,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_cancel = new QPushButton(tr("Cancel"), this);
     m_cancel->setObjectName("cancelCompress");
     m_bar = new QProgressBar(this);
+    m_bar->setObjectName("compressionBar");
     m_bar->setRange(0, 1000);
     m_bar->setTextVisible(false);
     m_result = new QLabel(this);
@@ -139,88 +126,21 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     setCompressing(false);
 }
 
-QString LibraryPanel::resultText() const { return m_result->text(); }
-
-const ModelItem* LibraryPanel::model(qint64 id) const
-{
-    for (const ModelItem& m : m_catalog)
-        if (m.id == id) return &m;
-    return nullptr;
-}
-
-qint64 LibraryPanel::selectedModel() const
-{
-    const QListWidgetItem* item = m_models->currentItem();
-    return item ? item->data(Qt::UserRole).toLongLong() : 0;
-}
-
-QString LibraryPanel::cardText(const ModelItem& m) const
-{
-    const QLocale locale;
-    QString html = QStringLiteral("<b>%1</b><br>%2 · %3 · %4 M parameters · %5")
-                       .arg(QFileInfo(m.path).fileName().toHtmlEscaped(), m.format.toHtmlEscaped(),
-                            m.architecture.toHtmlEscaped())
-                       .arg(double(m.parameters) / 1e6, 0, 'f', 2)
-                       .arg(locale.formattedDataSize(m.sizeBytes));
-    if (const ModelItem* parent = m.parentId > 0 ? model(m.parentId) : nullptr)
-        html += tr("<br>from %1 (%2 → %3)")
-                    .arg(QFileInfo(parent->path).fileName().toHtmlEscaped(), locale.formattedDataSize(parent->sizeBytes),
-                         locale.formattedDataSize(m.sizeBytes));
-    if (const QString q = qualityInWords(m.qualityJson); !q.isEmpty()) html += "<br>" + q.toHtmlEscaped();
-    const QString predicted = m_predictions.value(m.path);
-    html += QStringLiteral("<br><i>%1</i>")
-                .arg((predicted.isEmpty() ? tr("Predicted here: planning …") : predicted).toHtmlEscaped());
-    return html;
-}
-
-void LibraryPanel::refreshCards()
-{
-    for (int i = 0; i < m_models->count(); ++i) {
-        QListWidgetItem* item = m_models->item(i);
-        if (const ModelItem* m = model(item->data(Qt::UserRole).toLongLong())) {
-            const QString html = cardText(*m);
-            item->setData(kCardHtmlRole, html);
-            QTextDocument doc;
-            doc.setHtml(html);
-            item->setText(doc.toPlainText());  // for accessibility, search and tests
-            item->setToolTip(m->path);
-        }
-    }
-}
+qint64 LibraryPanel::selectedModel() const { return m_catalog->idAt(m_models->currentIndex().row()); }
 
 void LibraryPanel::setModels(const QVector<ModelItem>& models)
 {
     const qint64 selected = selectedModel();
-    m_catalog = models;
-    m_models->clear();
-    // Sources first, each followed by its packages.
-    QVector<ModelItem> ordered;
-    for (const ModelItem& m : models) {
-        if (m.parentId > 0 && model(m.parentId)) continue;
-        ordered.push_back(m);
-        for (const ModelItem& p : models)
-            if (p.parentId == m.id) ordered.push_back(p);
-    }
-    for (const ModelItem& m : ordered) {
-        auto* item = new QListWidgetItem(m_models);
-        item->setData(Qt::UserRole, m.id);
-        if (m.id == selected) m_models->setCurrentItem(item);
-    }
-    refreshCards();
-    if (!m_models->currentItem() && m_models->count()) m_models->setCurrentRow(0);
+    m_catalog->setModels(models);
+    const int row = m_catalog->rowOf(selected);
+    if (m_catalog->rowCount() > 0) m_models->setCurrentIndex(m_catalog->index(row >= 0 ? row : 0));
     setCompressing(m_compressing);
-}
-
-void LibraryPanel::setPrediction(const QString& path, const QString& text)
-{
-    m_predictions.insert(path, text);
-    refreshCards();
 }
 
 void LibraryPanel::setCompressing(bool compressing)
 {
     m_compressing = compressing;
-    m_compress->setEnabled(!compressing && m_models->count() > 0);
+    m_compress->setEnabled(!compressing && m_catalog->rowCount() > 0);
     m_cancel->setEnabled(compressing);
     if (compressing) m_bar->setValue(0);
 }
@@ -236,5 +156,7 @@ void LibraryPanel::showProgress(double fraction, const QString& stage, qint64 by
 }
 
 void LibraryPanel::showResult(const QString& text) { m_result->setText(text); }
+
+void LibraryPanel::showProgressDone() { m_bar->setValue(m_bar->maximum()); }
 
 }  // namespace spillway::ui

@@ -79,17 +79,7 @@ void TranscriptView::truncate(int count)
 
 void TranscriptView::beginReply(int index)
 {
-    if (index < m_messages.size()) {
-        m_messages.resize(index + 1);
-        m_messages[index].content.clear();
-        m_messages[index].tokensPerSecond = m_messages[index].firstTokenMs = 0;
-    } else {
-        MessageItem reply;
-        reply.role = QStringLiteral("assistant");
-        m_messages.push_back(reply);
-        index = int(m_messages.size()) - 1;
-    }
-    m_streaming = index;
+    m_streaming = startReplyAt(m_messages, index);
     render();  // the reply's header (and, continuing, its prompt) is the document's end now
     QTextCursor end(document());
     end.movePosition(QTextCursor::End);

@@ -61,10 +61,13 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
         return box;
     };
     m_vram = mib(1e8);
+    m_vram->setObjectName("vramBudget");
     m_vram->setToolTip(tr("Device memory for weights, KV cache and streaming slots (default: all free)"));
     m_ram = mib(1e8);
+    m_ram->setObjectName("ramBudget");
     m_ram->setToolTip(tr("Pinned RAM for weights and staging (default: half the available RAM)"));
     m_ctx = new QSpinBox(this);
+    m_ctx->setObjectName("contextLength");
     m_ctx->setRange(0, 1 << 20);
     m_ctx->setSpecialValueText(tr("trained (≤ 4096)"));
     m_ctx->setKeyboardTracking(false);
@@ -107,9 +110,11 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     m_backend->addItem(tr("Vulkan"), QStringLiteral("vulkan"));
     m_backend->setToolTip(tr("Which device computes: automatic takes a CUDA GPU, else a Vulkan GPU, else the CPU"));
     m_prefetch = new QSpinBox(this);
+    m_prefetch->setObjectName("prefetch");
     m_prefetch->setRange(0, 16);
     m_prefetch->setValue(2);
     m_threads = new QSpinBox(this);
+    m_threads->setObjectName("threads");
     m_threads->setRange(0, 1024);
     m_threads->setSpecialValueText(tr("one per core"));
     form->addRow(tr("Model variant"), m_variant);

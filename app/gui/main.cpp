@@ -4,7 +4,7 @@
 #include <QCommandLineParser>
 #include <QLineEdit>
 #include <QPixmap>
-#include <QListWidget>
+#include <QListView>
 #include <QStandardPaths>
 #include <QDoubleSpinBox>
 #include <QSpinBox>
@@ -16,7 +16,9 @@
 #include <filesystem>
 
 #include "ui/bottleneck_view.h"
+#include "ui/chat_controller.h"
 #include "ui/chat_window.h"
+#include "ui/model_catalog_model.h"
 
 namespace {
 
@@ -54,6 +56,13 @@ bool hasArgument(int argc, char** argv, const char* name)
 //   models:     the demo model added to the catalog and compressed (balanced preset);
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
 //   tuning:     the measured machine and the planner's placement under tight budgets.
+// A widget of the window by its object name (chat_window.h lists them).
+template <class T>
+T* part(QWidget& window, const char* name)
+{
+    return window.findChild<T*>(QString::fromLatin1(name));
+}
+
 void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, const QString& prompt,
                      const QString& modelPath, const QString& out)
 {
@@ -77,10 +86,10 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
         // The demo model under tight budgets (1 MiB of device memory, 64 KiB of pinned RAM), so
         // the plan streams part of it from the SSD.
         QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window] {
-            window.sideTabs()->setCurrentIndex(2);
-            window.contextBox()->setValue(64);
-            window.ramBudgetBox()->setValue(0.06);
-            window.vramBudgetBox()->setValue(1.0);
+            part<QTabWidget>(window, "sideTabs")->setCurrentIndex(2);
+            part<QSpinBox>(window, "contextLength")->setValue(64);
+            part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
+            part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.0);
         });
         QObject::connect(&window, &ChatWindow::tuningPredicted, &window, [&window, save] {
             if (window.lastPrediction().ssdBytesPerToken > 0)
@@ -88,12 +97,13 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
         });
     } else if (scene == QLatin1String("models")) {
         QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, modelPath] {
-            window.sideTabs()->setCurrentIndex(1);
+            part<QTabWidget>(window, "sideTabs")->setCurrentIndex(1);
             window.addModel(modelPath);
         });
         QObject::connect(&window, &ChatWindow::modelsListed, &window, [&window, save](int count) {
-            if (count == 1 && !window.isCompressing() && window.modelList()->count() == 1)
-                window.compressModel(window.modelList()->item(0)->data(Qt::UserRole).toLongLong(),
+            const QAbstractItemModel* models = part<QListView>(window, "models")->model();
+            if (count == 1 && !window.isCompressing() && models->rowCount() == 1)
+                window.compressModel(models->index(0, 0).data(spillway::ui::ModelCatalogModel::IdRole).toLongLong(),
                                      QStringLiteral("balanced"));
         });
         // Done when the cards show the planner's prediction before and after.
@@ -102,14 +112,14 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
         });
     } else {
         QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, prompt] {
-            window.promptEdit()->setText(prompt);
+            part<QLineEdit>(window, "prompt")->setText(prompt);
             window.send();
         });
         const bool visualizer = scene == QLatin1String("visualizer");
         // Wait until the reply is stored and listed, then let the visualizer poll once more.
         QObject::connect(&window, &ChatWindow::replyStored, &window, [&window, save, visualizer] {
             QTimer::singleShot(200, &window, [&window, save, visualizer] {
-                save(visualizer ? static_cast<QWidget*>(window.bottleneckView()) : &window);
+                save(visualizer ? part<QWidget>(window, "bottleneck") : &window);
             });
         });
     }
@@ -191,8 +201,8 @@ int main(int argc, char** argv)
                                                  : QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
     spillway::ui::ChatWindow window(parser.value(modelOption), dataDir);
     if (parser.isSet(screenshotOption)) {
-        window.setTemperature(0.0);
-        window.setMaxTokens(96);
+        window.controller()->setTemperature(0.0);
+        window.controller()->setMaxTokens(96);
         driveScreenshot(window, scene, parser.value(promptOption), parser.value(modelOption),
                         parser.value(screenshotOption));
     }

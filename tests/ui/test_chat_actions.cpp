@@ -10,7 +10,7 @@
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
-#include <QListWidget>
+#include <QListView>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -34,6 +34,7 @@
 #include "ui/library_panel.h"
 #include "ui/tuning_panel.h"
 #include "ui/welcome_page.h"
+#include "ui/worker_threads.h"
 
 using spillway::ui::ChatWindow;
 using spillway::storage::ChatDatabase;
@@ -85,8 +86,8 @@ std::unique_ptr<ChatWindow> chatWindow(const QString& folder, double temperature
 {
     auto window = std::make_unique<ChatWindow>(kModel, folder);
     window->skipWelcome();
-    window->setTemperature(temperature);
-    window->setMaxTokens(maxTokens);
+    window->controller()->setTemperature(temperature);
+    window->controller()->setMaxTokens(maxTokens);
     window->show();
     return window;
 }
@@ -95,7 +96,7 @@ std::unique_ptr<ChatWindow> chatWindow(const QString& folder, double temperature
 bool exchange(ChatWindow& window, const QString& prompt)
 {
     QSignalSpy stored(&window, &ChatWindow::replyStored);
-    window.promptEdit()->setText(prompt);
+    promptOf(window)->setText(prompt);
     window.send();
     return stored.wait(30'000) || stored.count() > 0;
 }
@@ -121,22 +122,22 @@ private slots:
 void TestChatActions::copyPutsTheReplyOnTheClipboard()
 {
     ChatWindow window(kModel);
-    window.setTemperature(0.0);
-    window.setMaxTokens(12);
+    window.controller()->setTemperature(0.0);
+    window.controller()->setMaxTokens(12);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
-    const auto& messages = window.transcript()->messages();
+    const auto& messages = transcriptOf(window)->messages();
     QCOMPARE(int(messages.size()), 2);
     QVERIFY(!messages[1].content.isEmpty());
     QGuiApplication::clipboard()->clear();
-    emit window.transcript()->anchorClicked(QUrl(QStringLiteral("msg://copy/1")));
+    emit transcriptOf(window)->anchorClicked(QUrl(QStringLiteral("msg://copy/1")));
     QCOMPARE(QGuiApplication::clipboard()->text(), messages[1].content);
     // The actions are in the document as links.
-    const QString html = window.transcript()->toHtml();
+    const QString html = transcriptOf(window)->toHtml();
     QVERIFY2(html.contains("msg://copy/1") && html.contains("msg://regenerate/1") && html.contains("msg://edit/0"),
              qPrintable(html));
 }
@@ -148,31 +149,31 @@ void TestChatActions::regenerateAddsAVersion()
     ChatWindow& window = *owned;
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
-    const qint64 conversation = window.currentConversation();
+    const qint64 conversation = window.controller()->currentConversation();
     auto stored = storedMessages(data.path(), conversation);
     QCOMPARE(int(stored.size()), 2);
     const std::string first = stored[1].content;
 
     QSignalSpy shown(&window, &ChatWindow::conversationShown);
-    window.regenerate(1);
-    QVERIFY(window.isGenerating());
+    window.controller()->regenerate(1);
+    QVERIFY(window.controller()->isGenerating());
     QTRY_VERIFY_WITH_TIMEOUT(shown.count() >= 1, 30'000);  // reloaded with the new version counts
     stored = storedMessages(data.path(), conversation);
     QCOMPARE(int(stored.size()), 2);  // still one reply, now with two versions
     QCOMPARE(versionCount(data.path(), stored[1].id), 2);
-    QCOMPARE(window.transcript()->messages()[1].versionNumber, 2);
-    QVERIFY(window.transcript()->toPlainText().contains("2/2"));
+    QCOMPARE(transcriptOf(window)->messages()[1].versionNumber, 2);
+    QVERIFY(transcriptOf(window)->toPlainText().contains("2/2"));
 
     // ‹ shows the first version again, and it stays the current one.
     shown.clear();
-    window.showVersion(1, 1);
+    window.controller()->showVersion(1, 1);
     QTRY_VERIFY_WITH_TIMEOUT(shown.count() >= 1, 10'000);
-    QCOMPARE(window.transcript()->messages()[1].content.toStdString(), first);
-    QVERIFY(window.transcript()->toPlainText().contains("1/2"));
+    QCOMPARE(transcriptOf(window)->messages()[1].content.toStdString(), first);
+    QVERIFY(transcriptOf(window)->toPlainText().contains("1/2"));
     QCOMPARE(storedMessages(data.path(), conversation)[1].content, first);
     // Only the last reply can be regenerated; a prompt cannot.
-    window.regenerate(0);
-    QVERIFY(!window.isGenerating());
+    window.controller()->regenerate(0);
+    QVERIFY(!window.controller()->isGenerating());
 }
 
 void TestChatActions::editLastPromptVersionsPromptAndReply()
@@ -182,10 +183,10 @@ void TestChatActions::editLastPromptVersionsPromptAndReply()
     ChatWindow& window = *owned;
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
-    const qint64 conversation = window.currentConversation();
+    const qint64 conversation = window.controller()->currentConversation();
 
     QSignalSpy shown(&window, &ChatWindow::conversationShown);
-    window.editAndResend(0, QStringLiteral("The dog"));
+    window.controller()->editAndResend(0, QStringLiteral("The dog"));
     QTRY_VERIFY_WITH_TIMEOUT(shown.count() >= 1, 30'000);
     const auto stored = storedMessages(data.path(), conversation);
     QCOMPARE(int(stored.size()), 2);
@@ -193,7 +194,7 @@ void TestChatActions::editLastPromptVersionsPromptAndReply()
     QVERIFY(!stored[1].content.empty());
     QCOMPARE(versionCount(data.path(), stored[0].id), 2);  // the original prompt is kept
     QCOMPARE(versionCount(data.path(), stored[1].id), 2);  // and so is its reply
-    const QString text = window.transcript()->toPlainText();
+    const QString text = transcriptOf(window)->toPlainText();
     QVERIFY2(text.contains("The dog") && !text.contains("Once upon a time"), qPrintable(text));
 }
 
@@ -205,38 +206,38 @@ void TestChatActions::editEarlierPromptDropsWhatFollowed()
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QVERIFY(exchange(window, QStringLiteral("Once upon a time")));
     QVERIFY(exchange(window, QStringLiteral("The dog")));
-    const qint64 conversation = window.currentConversation();
+    const qint64 conversation = window.controller()->currentConversation();
     QCOMPARE(int(storedMessages(data.path(), conversation).size()), 4);
 
     QSignalSpy stored(&window, &ChatWindow::replyStored);
-    window.editAndResend(0, QStringLiteral("Tom and Sue"));
+    window.controller()->editAndResend(0, QStringLiteral("Tom and Sue"));
     QTRY_VERIFY_WITH_TIMEOUT(stored.count() >= 1, 30'000);
     const auto messages = storedMessages(data.path(), conversation);
     QCOMPARE(int(messages.size()), 2);
     QCOMPARE(messages[0].content, std::string("Tom and Sue"));
     QCOMPARE(versionCount(data.path(), messages[0].id), 2);
-    QCOMPARE(int(window.transcript()->messages().size()), 2);
+    QCOMPARE(int(transcriptOf(window)->messages().size()), 2);
 }
 
 void TestChatActions::editIsCancelledWithEscape()
 {
     ChatWindow window(kModel);
-    window.setMaxTokens(4);
+    window.controller()->setMaxTokens(4);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(QStringLiteral("Lily"));
+    promptOf(window)->setText(QStringLiteral("Lily"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
-    emit window.transcript()->anchorClicked(QUrl(QStringLiteral("msg://edit/0")));
-    QCOMPARE(window.promptEdit()->text(), QStringLiteral("Lily"));
+    emit transcriptOf(window)->anchorClicked(QUrl(QStringLiteral("msg://edit/0")));
+    QCOMPARE(promptOf(window)->text(), QStringLiteral("Lily"));
     auto* banner = window.findChild<QLabel*>("editBanner");
     QVERIFY(banner && banner->isVisible());
-    window.promptEdit()->setFocus();
-    QTest::keyClick(window.promptEdit(), Qt::Key_Escape);
+    promptOf(window)->setFocus();
+    QTest::keyClick(promptOf(window), Qt::Key_Escape);
     QVERIFY(!banner->isVisible());
-    QVERIFY(window.promptEdit()->text().isEmpty());
-    QCOMPARE(int(window.transcript()->messages().size()), 2);  // nothing changed
+    QVERIFY(promptOf(window)->text().isEmpty());
+    QCOMPARE(int(transcriptOf(window)->messages().size()), 2);  // nothing changed
 }
 
 void TestChatActions::firstLaunchShowsTheMachineOnce()
@@ -249,16 +250,16 @@ void TestChatActions::firstLaunchShowsTheMachineOnce()
         QTRY_VERIFY_WITH_TIMEOUT(window.isWelcomeShown(), 10'000);
         QSignalSpy ready(&window, &ChatWindow::tuningReady);
         QList<int> values;
-        connect(window.welcomePage()->progressBar(), &QProgressBar::valueChanged, this,
+        connect(part<spillway::ui::WelcomePage>(window, "welcome")->progressBar(), &QProgressBar::valueChanged, this,
                 [&values](int v) { values << v; });
         QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
-        QCOMPARE(window.welcomePage()->progressBar()->value(), 100);
+        QCOMPARE(part<spillway::ui::WelcomePage>(window, "welcome")->progressBar()->value(), 100);
         QVERIFY2(values.size() >= 3, qPrintable(QString::number(values.size())));  // it moved while measuring
         QVERIFY(std::is_sorted(values.begin(), values.end()));
-        const QString summary = window.welcomePage()->summaryText();
+        const QString summary = part<spillway::ui::WelcomePage>(window, "welcome")->summaryText();
         QVERIFY2(summary.contains("CPU:") && summary.contains("Disk:"), qPrintable(summary));
         QVERIFY2(summary.contains("llama2-7b") && summary.contains("tokens/s"), qPrintable(summary));
-        window.welcomePage()->startButton()->click();
+        part<spillway::ui::WelcomePage>(window, "welcome")->startButton()->click();
         QVERIFY(!window.isWelcomeShown());
     }
     {
@@ -282,44 +283,44 @@ void TestChatActions::cardsAndTuningShowPredictions()
     QSignalSpy ready(&window, &ChatWindow::tuningReady);
     QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
     window.addModel(kModel);
-    QTRY_COMPARE_WITH_TIMEOUT(window.modelList()->count(), 1, 10'000);
-    QTRY_VERIFY_WITH_TIMEOUT(window.modelList()->item(0)->text().contains("tokens/s"), 10'000);
-    QVERIFY2(window.modelList()->item(0)->text().contains("Predicted here:"), qPrintable(window.modelList()->item(0)->text()));
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 1, 10'000);
+    QTRY_VERIFY_WITH_TIMEOUT(rowTextOf(window, "models", 0).contains("tokens/s"), 10'000);
+    QVERIFY2(rowTextOf(window, "models", 0).contains("Predicted here:"), qPrintable(rowTextOf(window, "models", 0)));
 
     // Compressing: the result shows the predicted speed before and after.
     QSignalSpy compared(&window, &ChatWindow::compressionCompared);
-    window.compressModel(window.modelList()->item(0)->data(Qt::UserRole).toLongLong(), QStringLiteral("fast"));
+    window.compressModel(rowIdOf(window, "models", 0), QStringLiteral("fast"));
     QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60'000);
-    const QString result = window.libraryPanel()->resultText();
+    const QString result = part<QLabel>(window, "compressResult")->text();
     QVERIFY2(result.contains("→") && result.contains("tokens/s") && result.contains("top-1"), qPrintable(result));
 
     // Tuning: the package is a variant of the running model; fp16 KV halves the cache.
-    QComboBox* variants = window.tuningPanel()->variantBox();
+    QComboBox* variants = part<spillway::ui::TuningPanel>(window, "tuning")->variantBox();
     QTRY_COMPARE_WITH_TIMEOUT(variants->count(), 2, 10'000);
     QSignalSpy predicted(&window, &ChatWindow::tuningPredicted);
-    window.contextBox()->setValue(256);
+    part<QSpinBox>(window, "contextLength")->setValue(256);
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.contextLength == 256, 10'000);
     const qint64 kv32 = window.lastPrediction().kvBytes;
     QVERIFY(kv32 > 0);
-    window.tuningPanel()->kvTypeBox()->setCurrentIndex(window.tuningPanel()->kvTypeBox()->findData("f16"));
+    part<spillway::ui::TuningPanel>(window, "tuning")->kvTypeBox()->setCurrentIndex(part<spillway::ui::TuningPanel>(window, "tuning")->kvTypeBox()->findData("f16"));
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.kvType == QLatin1String("f16"), 10'000);
     QCOMPARE(window.lastPrediction().kvBytes * 2, kv32);
     const QString package = variants->itemData(1).toString();
     variants->setCurrentIndex(1);
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.modelPath == package, 10'000);
-    QVERIFY(window.applyButton()->isEnabled());
+    QVERIFY(part<QPushButton>(window, "applyTuning")->isEnabled());
 
     // Apply runs the package with an fp16 KV cache.
     QSignalSpy applied(&window, &ChatWindow::tuningApplied);
-    window.applyButton()->click();
+    part<QPushButton>(window, "applyTuning")->click();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30'000);
-    QVERIFY2(window.statusText().contains("KV cache f16"), qPrintable(window.statusText()));
+    QVERIFY2(statusTextOf(window).contains("KV cache f16"), qPrintable(statusTextOf(window)));
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.setMaxTokens(8);
-    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    window.controller()->setMaxTokens(8);
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
-    QVERIFY(window.errorText().isEmpty());
+    QVERIFY(errorTextOf(window).isEmpty());
     qunsetenv("XDG_CACHE_HOME");
 }
 
@@ -329,30 +330,30 @@ void TestChatActions::chatTemplateFormatsTheConversation()
     const QString model = dir.filePath("chatml.gguf");
     QVERIFY(writeWithTemplate(model, kChatMl));
     ChatWindow window(model);
-    window.setTemperature(0.0);
-    window.setMaxTokens(6);
+    window.controller()->setTemperature(0.0);
+    window.controller()->setMaxTokens(6);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
-    QVERIFY(!window.transcript()->continuation());  // replies are shown on their own
+    QVERIFY(!transcriptOf(window)->continuation());  // replies are shown on their own
 
-    QSignalSpy prompts(window.generationWorker(), &spillway::ui::GenerationWorker::promptPrepared);
+    QSignalSpy prompts(window.workers()->generation(), &spillway::ui::GenerationWorker::promptPrepared);
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(QStringLiteral("Hi"));
+    promptOf(window)->setText(QStringLiteral("Hi"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
     QCOMPARE(prompts.count(), 1);
     QCOMPARE(prompts.at(0).at(0).toString(), QStringLiteral("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
-    const QString reply = window.transcript()->messages().at(1).content;
+    const QString reply = transcriptOf(window)->messages().at(1).content;
 
     // The second turn carries the whole conversation, the first reply as the assistant's turn.
-    window.promptEdit()->setText(QStringLiteral("More"));
+    promptOf(window)->setText(QStringLiteral("More"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 30'000);
     QCOMPARE(prompts.at(1).at(0).toString(),
              QStringLiteral("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n%1<|im_end|>\n"
                             "<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n")
                  .arg(reply));
-    QVERIFY(!window.transcript()->toPlainText().contains("Model: Hi"));  // the prompt is not repeated
+    QVERIFY(!transcriptOf(window)->toPlainText().contains("Model: Hi"));  // the prompt is not repeated
 }
 
 void TestChatActions::brokenChatTemplateIsReportedAndContinued()
@@ -361,16 +362,16 @@ void TestChatActions::brokenChatTemplateIsReportedAndContinued()
     const QString model = dir.filePath("broken.gguf");
     QVERIFY(writeWithTemplate(model, "{% for message in messages %}{{ message['content'] }"));
     ChatWindow window(model);
-    window.setMaxTokens(4);
+    window.controller()->setMaxTokens(4);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
-    QVERIFY2(window.statusText().contains("chat template is not used"), qPrintable(window.statusText()));
-    QVERIFY(window.transcript()->continuation());
+    QVERIFY2(statusTextOf(window).contains("chat template is not used"), qPrintable(statusTextOf(window)));
+    QVERIFY(transcriptOf(window)->continuation());
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
-    QVERIFY(window.errorText().isEmpty());
+    QVERIFY(errorTextOf(window).isEmpty());
 }
 
 
@@ -395,56 +396,56 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     }
     ChatWindow window(package, folder.filePath("data"));
     window.skipWelcome();
-    window.setTemperature(0.0);
-    window.setMaxTokens(12);
+    window.controller()->setTemperature(0.0);
+    window.controller()->setMaxTokens(12);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
 
     // Tuning: the cache is planned (its FFN matrices leave the placement), in predicted mode.
-    spillway::ui::TuningPanel* tuning = window.tuningPanel();
+    spillway::ui::TuningPanel* tuning = part<spillway::ui::TuningPanel>(window, "tuning");
     tuning->neuronModeBox()->setCurrentIndex(tuning->neuronModeBox()->findData("predicted"));
     tuning->neuronCacheBox()->setValue(64);
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.neuronCache == 64 &&
                                  window.lastPrediction().settings.neuronMode == QLatin1String("predicted"),
                              20'000);
     QVERIFY2(window.lastPrediction().note.isEmpty(), qPrintable(window.lastPrediction().note));
-    QTRY_VERIFY_WITH_TIMEOUT(window.applyButton()->isEnabled(), 10'000);
+    QTRY_VERIFY_WITH_TIMEOUT(part<QPushButton>(window, "applyTuning")->isEnabled(), 10'000);
     QSignalSpy applied(&window, &ChatWindow::tuningApplied);
-    window.applyButton()->click();
+    part<QPushButton>(window, "applyTuning")->click();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30'000);
-    QVERIFY2(window.statusText().contains("neuron cache 64"), qPrintable(window.statusText()));
+    QVERIFY2(statusTextOf(window).contains("neuron cache 64"), qPrintable(statusTextOf(window)));
     // Each layer's cold neurons go where the cost model says, and the status says how many run on the CPU.
     QCOMPARE(window.lastPrediction().coldOnCpu.size(), 4);
-    QVERIFY2(window.statusText().contains(QStringLiteral("cold neurons on the CPU in %1 of 4 layers")
+    QVERIFY2(statusTextOf(window).contains(QStringLiteral("cold neurons on the CPU in %1 of 4 layers")
                                               .arg(window.lastPrediction().coldOnCpu.count(true))),
-             qPrintable(window.statusText()));
+             qPrintable(statusTextOf(window)));
     // Asked for explicitly: the CPU takes the cold neurons of every layer.
     tuning->coldNeuronsBox()->setCurrentIndex(tuning->coldNeuronsBox()->findData("cpu"));
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.coldNeurons == QLatin1String("cpu"), 20'000);
     QCOMPARE(window.lastPrediction().coldOnCpu.count(true), 4);
-    QTRY_VERIFY_WITH_TIMEOUT(window.applyButton()->isEnabled(), 10'000);
-    window.applyButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(part<QPushButton>(window, "applyTuning")->isEnabled(), 10'000);
+    part<QPushButton>(window, "applyTuning")->click();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 2, 30'000);
-    QVERIFY2(window.statusText().contains("cold neurons on the CPU in 4 of 4 layers"), qPrintable(window.statusText()));
+    QVERIFY2(statusTextOf(window).contains("cold neurons on the CPU in 4 of 4 layers"), qPrintable(statusTextOf(window)));
 
     // A reply through the cache: the status line reports its hit rate and bytes per token.
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
-    QVERIFY2(window.errorText().isEmpty(), qPrintable(window.errorText()));
-    QVERIFY2(window.statusText().contains("neuron cache: hit rate"), qPrintable(window.statusText()));
+    QVERIFY2(errorTextOf(window).isEmpty(), qPrintable(errorTextOf(window)));
+    QVERIFY2(statusTextOf(window).contains("neuron cache: hit rate"), qPrintable(statusTextOf(window)));
 
     // The demo model's FFN is SwiGLU: the setting is declined, with the reason shown.
     ChatWindow dense(kModel, folder.filePath("data2"));
     dense.skipWelcome();
     dense.show();
     SPILLWAY_WAIT_FOR_MODEL(dense, 30'000);
-    dense.tuningPanel()->neuronCacheBox()->setValue(32);
+    part<spillway::ui::TuningPanel>(dense, "tuning")->neuronCacheBox()->setValue(32);
     QTRY_VERIFY_WITH_TIMEOUT(!dense.lastPrediction().note.isEmpty(), 20'000);
     QCOMPARE(dense.lastPrediction().settings.neuronCache, 0);
     QVERIFY(dense.lastPrediction().note.contains("ReLU"));
-    QVERIFY(dense.tuningPanel()->predictionText().contains("ReLU"));
+    QVERIFY(part<spillway::ui::TuningPanel>(dense, "tuning")->predictionText().contains("ReLU"));
     qunsetenv("XDG_CACHE_HOME");
 }
 

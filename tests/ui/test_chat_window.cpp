@@ -5,8 +5,9 @@
 #include <QApplication>
 #include <QFileInfo>
 #include <QFile>
+#include <QLabel>
 #include <QLineEdit>
-#include <QListWidget>
+#include <QListView>
 #include <QDir>
 #include <QDropEvent>
 #include <QMimeData>
@@ -27,6 +28,8 @@
 #include "storage/chat_db.h"
 #include "ui/bottleneck_view.h"
 #include "ui/chat_window.h"
+#include "ui/generation_worker.h"
+#include "ui/tuning_panel.h"
 #include "ui_test_util.h"
 
 using spillway::ui::ChatWindow;
@@ -89,56 +92,56 @@ void TestChatWindow::greedyReplyMatchesReference()
     QVERIFY2(!expected.isEmpty(), qPrintable("no reference line in " + kReference));
 
     ChatWindow window(kModel);
-    window.setTemperature(0.0);
-    window.setMaxTokens(48);
+    window.controller()->setTemperature(0.0);
+    window.controller()->setMaxTokens(48);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
-    QVERIFY(window.sendButton()->isEnabled());
-    QVERIFY(window.errorText().isEmpty());
+    QVERIFY(sendButtonOf(window)->isEnabled());
+    QVERIFY(errorTextOf(window).isEmpty());
 
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    QTest::keyClicks(window.promptEdit(), prompt);
-    QTest::mouseClick(window.sendButton(), Qt::LeftButton);
-    QVERIFY(!window.sendButton()->isEnabled());  // busy until the reply ends
+    QTest::keyClicks(promptOf(window), prompt);
+    QTest::mouseClick(sendButtonOf(window), Qt::LeftButton);
+    QVERIFY(!sendButtonOf(window)->isEnabled());  // busy until the reply ends
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 30'000);
 
-    const QString transcript = window.transcript()->toPlainText();
+    const QString transcript = transcriptOf(window)->toPlainText();
     QVERIFY2(transcript.contains(expected), qPrintable("transcript:\n" + transcript));
-    QVERIFY2(window.statusText().contains("48 tokens"), qPrintable(window.statusText()));
-    QVERIFY2(window.statusText().contains("tokens/s"), qPrintable(window.statusText()));
-    QVERIFY(window.statusText().contains("first token"));
-    QVERIFY(window.sendButton()->isEnabled());
-    QVERIFY(!window.stopButton()->isEnabled());
+    QVERIFY2(statusTextOf(window).contains("48 tokens"), qPrintable(statusTextOf(window)));
+    QVERIFY2(statusTextOf(window).contains("tokens/s"), qPrintable(statusTextOf(window)));
+    QVERIFY(statusTextOf(window).contains("first token"));
+    QVERIFY(sendButtonOf(window)->isEnabled());
+    QVERIFY(!stopButtonOf(window)->isEnabled());
     // The docked visualizer drew the layers the engine just ran.
-    QTRY_VERIFY_WITH_TIMEOUT(window.bottleneckView()->paintedSpanCount(spillway::trace::Lane::DeviceCompute) > 0, 5'000);
-    QVERIFY2(!window.bottleneckView()->headline().isEmpty(), "no headline");
+    QTRY_VERIFY_WITH_TIMEOUT(part<spillway::ui::BottleneckView>(window, "bottleneck")->paintedSpanCount(spillway::trace::Lane::DeviceCompute) > 0, 5'000);
+    QVERIFY2(!part<spillway::ui::BottleneckView>(window, "bottleneck")->headline().isEmpty(), "no headline");
 }
 
 void TestChatWindow::stopEndsLongReply()
 {
     ChatWindow window(kModel);
-    window.setTemperature(0.8);
-    window.setMaxTokens(2000);
+    window.controller()->setTemperature(0.8);
+    window.controller()->setMaxTokens(2000);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
 
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
-    window.sendButton()->click();
-    QVERIFY(window.isGenerating());
-    QVERIFY(window.stopButton()->isEnabled());
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
+    sendButtonOf(window)->click();
+    QVERIFY(window.controller()->isGenerating());
+    QVERIFY(stopButtonOf(window)->isEnabled());
     // Let some text stream in first, so the stop lands mid-generation.
-    const QString before = window.transcript()->toPlainText();
-    QTRY_VERIFY_WITH_TIMEOUT(window.transcript()->toPlainText() != before, 10'000);
+    const QString before = transcriptOf(window)->toPlainText();
+    QTRY_VERIFY_WITH_TIMEOUT(transcriptOf(window)->toPlainText() != before, 10'000);
 
     // How soon the stop lands is the generator's (it polls the flag before each token:
     // test_offload's StopDuringAPromptEndsAfterTheCurrentBatch); here, that the window ends the reply and is ready again.
-    QTest::mouseClick(window.stopButton(), Qt::LeftButton);
+    QTest::mouseClick(stopButtonOf(window), Qt::LeftButton);
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 30'000);
-    QVERIFY(!window.isGenerating());
-    QVERIFY(window.sendButton()->isEnabled());
-    QVERIFY(window.statusText().contains("tokens/s"));
-    qInfo("stopped: %s", qPrintable(window.statusText()));
+    QVERIFY(!window.controller()->isGenerating());
+    QVERIFY(sendButtonOf(window)->isEnabled());
+    QVERIFY(statusTextOf(window).contains("tokens/s"));
+    qInfo("stopped: %s", qPrintable(statusTextOf(window)));
 }
 
 void TestChatWindow::missingModelShowsError()
@@ -147,14 +150,14 @@ void TestChatWindow::missingModelShowsError()
     window.show();
     QSignalSpy errors(&window, &ChatWindow::errorShown);
     QTRY_VERIFY_WITH_TIMEOUT(errors.count() == 1, 10'000);
-    QVERIFY2(window.statusText().startsWith("Error"), qPrintable(window.statusText()));
-    QVERIFY(!window.errorText().isEmpty());
-    QVERIFY(!window.isModelReady());
-    QVERIFY(!window.sendButton()->isEnabled());
-    window.promptEdit()->setText(QStringLiteral("hello"));
+    QVERIFY2(statusTextOf(window).startsWith("Error"), qPrintable(statusTextOf(window)));
+    QVERIFY(!errorTextOf(window).isEmpty());
+    QVERIFY(!window.controller()->isModelReady());
+    QVERIFY(!sendButtonOf(window)->isEnabled());
+    promptOf(window)->setText(QStringLiteral("hello"));
     window.send();  // ignored: no model
-    QVERIFY(!window.isGenerating());
-    QVERIFY(!window.sendButton()->isEnabled());
+    QVERIFY(!window.controller()->isGenerating());
+    QVERIFY(!sendButtonOf(window)->isEnabled());
 }
 
 void TestChatWindow::conversationsAreStoredSearchedAndReopened()
@@ -164,28 +167,28 @@ void TestChatWindow::conversationsAreStoredSearchedAndReopened()
     const QString prompt = QStringLiteral("Once upon a time");
     {
         ChatWindow window(kModel, data.path());
-        window.setTemperature(0.0);
-        window.setMaxTokens(16);
+        window.controller()->setTemperature(0.0);
+        window.controller()->setMaxTokens(16);
         window.show();
         SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
         QSignalSpy stored(&window, &ChatWindow::replyStored);
-        window.promptEdit()->setText(prompt);
+        promptOf(window)->setText(prompt);
         window.send();
         QTRY_VERIFY_WITH_TIMEOUT(stored.count() == 1, 30'000);
-        QVERIFY(window.currentConversation() > 0);
-        QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);
+        QVERIFY(window.controller()->currentConversation() > 0);
+        QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 1, 5'000);
         // A second exchange in the same conversation.
-        window.promptEdit()->setText(QStringLiteral("The dog"));
+        promptOf(window)->setText(QStringLiteral("The dog"));
         window.send();
         QTRY_VERIFY_WITH_TIMEOUT(stored.count() == 2, 30'000);
-        QCOMPARE(window.conversationList()->count(), 1);
+        QCOMPARE(rowsOf(window, "conversations"), 1);
         // New chat, one more conversation.
-        window.newChatButton()->click();
-        QCOMPARE(window.currentConversation(), 0);
-        window.promptEdit()->setText(QStringLiteral("Tom and Sue"));
+        part<QPushButton>(window, "newChat")->click();
+        QCOMPARE(window.controller()->currentConversation(), 0);
+        promptOf(window)->setText(QStringLiteral("Tom and Sue"));
         window.send();
         QTRY_VERIFY_WITH_TIMEOUT(stored.count() == 3, 30'000);
-        QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 2, 5'000);
+        QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 2, 5'000);
     }
     // What reached the database, read directly.
     {
@@ -209,38 +212,38 @@ void TestChatWindow::conversationsAreStoredSearchedAndReopened()
     // A new window lists both, searches, reopens one, deletes one.
     ChatWindow window(kModel, data.path());
     window.show();
-    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 2, 10'000);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 2, 10'000);
     QSignalSpy listed(&window, &ChatWindow::conversationsListed);
-    window.searchEdit()->setText(QStringLiteral("Sue"));
-    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);
-    QCOMPARE(window.conversationList()->item(0)->text(), QStringLiteral("Tom and Sue"));
-    window.searchEdit()->setText(QStringLiteral("zebra"));
-    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 0, 5'000);
-    window.searchEdit()->clear();
-    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 2, 5'000);
+    part<QLineEdit>(window, "search")->setText(QStringLiteral("Sue"));
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 1, 5'000);
+    QCOMPARE(rowTextOf(window, "conversations", 0), QStringLiteral("Tom and Sue"));
+    part<QLineEdit>(window, "search")->setText(QStringLiteral("zebra"));
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 0, 5'000);
+    part<QLineEdit>(window, "search")->clear();
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 2, 5'000);
 
-    QListWidgetItem* item = nullptr;
-    for (int i = 0; i < window.conversationList()->count(); ++i)
-        if (window.conversationList()->item(i)->text() == prompt) item = window.conversationList()->item(i);
-    QVERIFY(item);
+    qint64 promptConversation = 0;
+    for (int i = 0; i < rowsOf(window, "conversations"); ++i)
+        if (rowTextOf(window, "conversations", i) == prompt) promptConversation = rowIdOf(window, "conversations", i);
+    QVERIFY(promptConversation);
     QSignalSpy shown(&window, &ChatWindow::conversationShown);
-    window.openConversation(item->data(Qt::UserRole).toLongLong());
+    window.controller()->openConversation(promptConversation);
     QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, 5'000);
-    const QString transcript = window.transcript()->toPlainText();
+    const QString transcript = transcriptOf(window)->toPlainText();
     QVERIFY2(transcript.contains("The dog") && transcript.contains(prompt), qPrintable(transcript));
     // The reply's figures show on hover: a tooltip over its text.
-    const QVector<spillway::ui::MessageItem> shownMessages = window.transcript()->messages();
+    const QVector<spillway::ui::MessageItem> shownMessages = transcriptOf(window)->messages();
     QCOMPARE(int(shownMessages.size()), 4);
     QVERIFY(shownMessages[3].tokensPerSecond > 0);
     QString tips;
-    for (QTextBlock b = window.transcript()->document()->begin(); b.isValid(); b = b.next())
+    for (QTextBlock b = transcriptOf(window)->document()->begin(); b.isValid(); b = b.next())
         for (auto it = b.begin(); !it.atEnd(); ++it) tips += it.fragment().charFormat().toolTip() + "\n";
     QVERIFY2(tips.contains("tokens/s") && tips.contains("first token"), qPrintable(tips));
 
-    window.deleteConversation(item->data(Qt::UserRole).toLongLong());
-    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 5'000);
-    QCOMPARE(window.currentConversation(), 0);
-    QVERIFY(window.errorText().isEmpty());
+    window.controller()->deleteConversation(promptConversation);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 1, 5'000);
+    QCOMPARE(window.controller()->currentConversation(), 0);
+    QVERIFY(errorTextOf(window).isEmpty());
 }
 
 namespace {
@@ -268,11 +271,11 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     window.show();
     QSignalSpy listed(&window, &ChatWindow::modelsListed);
     QTRY_VERIFY_WITH_TIMEOUT(listed.count() >= 1, 10'000);  // the empty catalog
-    QCOMPARE(window.modelList()->count(), 0);
+    QCOMPARE(rowsOf(window, "models"), 0);
 
     dropFile(window, kModel);
-    QTRY_COMPARE_WITH_TIMEOUT(window.modelList()->count(), 1, 10'000);
-    QVERIFY2(window.modelList()->item(0)->text().contains("stories260K.gguf"), qPrintable(window.modelList()->item(0)->text()));
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 1, 10'000);
+    QVERIFY2(rowTextOf(window, "models", 0).contains("stories260K.gguf"), qPrintable(rowTextOf(window, "models", 0)));
     dropFile(window, kModel);  // the same file again: still one entry
 
     // A truncated file: an error naming it, nothing added.
@@ -285,8 +288,8 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     QSignalSpy rejected(&window, &ChatWindow::modelRejected);
     dropFile(window, truncated);
     QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 1, 10'000);
-    QVERIFY2(window.errorText().contains("truncated.gguf"), qPrintable(window.errorText()));
-    QCOMPARE(window.modelList()->count(), 1);
+    QVERIFY2(errorTextOf(window).contains("truncated.gguf"), qPrintable(errorTextOf(window)));
+    QCOMPARE(rowsOf(window, "models"), 1);
 
     // A Hugging Face folder without its tokenizer and weights, and a safetensors file alone:
     // refused with what is missing, nothing added.
@@ -299,8 +302,8 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     }
     dropFile(window, hf);
     QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 2, 10'000);
-    QVERIFY2(window.errorText().contains("hf-model") && window.errorText().contains("no tokenizer"),
-             qPrintable(window.errorText()));
+    QVERIFY2(errorTextOf(window).contains("hf-model") && errorTextOf(window).contains("no tokenizer"),
+             qPrintable(errorTextOf(window)));
     const QString safetensors = QDir(data.path()).filePath("model.safetensors");
     {
         QFile f(safetensors);
@@ -309,11 +312,11 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     }
     dropFile(window, safetensors);
     QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 3, 10'000);
-    QVERIFY2(window.errorText().contains("safetensors"), qPrintable(window.errorText()));
-    QCOMPARE(window.modelList()->count(), 1);
+    QVERIFY2(errorTextOf(window).contains("safetensors"), qPrintable(errorTextOf(window)));
+    QCOMPARE(rowsOf(window, "models"), 1);
 
     // Compress with the fast preset: progress, then a package in the catalog under the source.
-    const qint64 source = window.modelList()->item(0)->data(Qt::UserRole).toLongLong();
+    const qint64 source = rowIdOf(window, "models", 0);
     QSignalSpy progress(&window, &ChatWindow::compressionProgress);
     QSignalSpy finished(&window, &ChatWindow::compressionFinished);
     window.compressModel(source, QStringLiteral("fast"));
@@ -323,8 +326,8 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     const QString package = finished.at(0).at(0).toString();
     QVERIFY2(QFileInfo::exists(package + "/manifest.json"), qPrintable(package));
     QVERIFY2(finished.at(0).at(1).toString().contains("top-1"), qPrintable(finished.at(0).at(1).toString()));
-    QTRY_COMPARE_WITH_TIMEOUT(window.modelList()->count(), 2, 10'000);
-    QCOMPARE(window.compressionBar()->value(), 1000);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 2, 10'000);
+    QCOMPARE(part<QProgressBar>(window, "compressionBar")->value(), 1000);
 
     // Cancelled at once: nothing is left in the models folder but the first package.
     QSignalSpy failed(&window, &ChatWindow::compressionFailed);
@@ -334,7 +337,7 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     QVERIFY(failed.at(0).at(1).toBool());  // cancelled
     QCOMPARE(QDir(window.modelsFolder()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
              QStringList{QFileInfo(package).fileName()});
-    QCOMPARE(window.modelList()->count(), 2);
+    QCOMPARE(rowsOf(window, "models"), 2);
     QVERIFY(!window.isCompressing());
 }
 
@@ -361,13 +364,13 @@ void TestChatWindow::markdownRepliesAreRendered()
     }
     ChatWindow window(kModel, data.path());
     window.show();
-    QTRY_COMPARE_WITH_TIMEOUT(window.conversationList()->count(), 1, 10'000);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 1, 10'000);
     QSignalSpy shown(&window, &ChatWindow::conversationShown);
-    window.openConversation(id);
+    window.controller()->openConversation(id);
     QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, 5'000);
-    const QString text = window.transcript()->toPlainText();
+    const QString text = transcriptOf(window)->toPlainText();
     QVERIFY2(text.contains("int answer = 42;") && !text.contains("```") && !text.contains("# Result"), qPrintable(text));
-    const QString html = window.transcript()->toHtml();
+    const QString html = transcriptOf(window)->toHtml();
     // Qt writes a Markdown heading as a large bold span and a code block as <pre>.
     QVERIFY2(html.contains("font-size:xx-large") && html.contains("<pre"), qPrintable(html.right(600)));
 }
@@ -378,41 +381,41 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
     QVERIFY(data.isValid() && cache.isValid());
     qputenv("XDG_CACHE_HOME", cache.path().toUtf8());  // no cached profile: the (quick) probe measures
     ChatWindow window(kModel, data.path());
-    window.setTemperature(0.0);
-    window.setMaxTokens(8);
+    window.controller()->setTemperature(0.0);
+    window.controller()->setMaxTokens(8);
     window.show();
     QSignalSpy ready(&window, &ChatWindow::tuningReady);
     QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
-    QVERIFY2(window.hardwareSummary().contains("CPU") && window.hardwareSummary().contains("Disk"),
-             qPrintable(window.hardwareSummary()));
+    QVERIFY2(part<spillway::ui::TuningPanel>(window, "tuning")->hardwareSummary().contains("CPU") && part<spillway::ui::TuningPanel>(window, "tuning")->hardwareSummary().contains("Disk"),
+             qPrintable(part<spillway::ui::TuningPanel>(window, "tuning")->hardwareSummary()));
     // Default budgets: the demo model fits on the device; nothing is read from the SSD.
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().plan != nullptr, 10'000);
     QCOMPARE(window.lastPrediction().ssdBytesPerToken, 0);
     QVERIFY(window.lastPrediction().tokensPerSecond > 0);
 
     // Tight budgets: the planner moves weights to the SSD, and the panel says so at once.
-    window.contextBox()->setValue(64);
-    window.vramBudgetBox()->setValue(1.0);
-    window.ramBudgetBox()->setValue(0.06);
+    part<QSpinBox>(window, "contextLength")->setValue(64);
+    part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.0);
+    part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
     const qint64 vram = 1024 * 1024;
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.vramBudget == vram &&
                                  window.lastPrediction().settings.ramBudget == qint64(0.06 * 1024 * 1024),
                              10'000);
-    QVERIFY2(window.lastPrediction().ssdBytesPerToken > 0, qPrintable(window.predictionText()));
-    QVERIFY(window.predictionText().contains("tokens/s"));
-    QVERIFY(window.applyButton()->isEnabled());
+    QVERIFY2(window.lastPrediction().ssdBytesPerToken > 0, qPrintable(part<spillway::ui::TuningPanel>(window, "tuning")->predictionText()));
+    QVERIFY(part<spillway::ui::TuningPanel>(window, "tuning")->predictionText().contains("tokens/s"));
+    QVERIFY(part<QPushButton>(window, "applyTuning")->isEnabled());
 
     // Apply, then a reply runs that placement: the visualizer shows SSD reads.
     QSignalSpy applied(&window, &ChatWindow::tuningApplied);
-    window.applyButton()->click();
+    part<QPushButton>(window, "applyTuning")->click();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 10'000);
-    QVERIFY2(window.statusText().contains("plan applied"), qPrintable(window.statusText()));
+    QVERIFY2(statusTextOf(window).contains("plan applied"), qPrintable(statusTextOf(window)));
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(QStringLiteral("Once upon a time"));
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
-    QVERIFY(window.errorText().isEmpty());
-    QTRY_VERIFY_WITH_TIMEOUT(window.bottleneckView()->paintedSpanCount(spillway::trace::Lane::SsdRead) > 0, 5'000);
+    QVERIFY(errorTextOf(window).isEmpty());
+    QTRY_VERIFY_WITH_TIMEOUT(part<spillway::ui::BottleneckView>(window, "bottleneck")->paintedSpanCount(spillway::trace::Lane::SsdRead) > 0, 5'000);
     qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
 }
 
@@ -431,19 +434,19 @@ void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
     qputenv("SPILLWAY_BACKEND", "vulkan");
     qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
     ChatWindow window(kModel, data.path());
-    window.setTemperature(0.0);
-    window.setMaxTokens(48);
+    window.controller()->setTemperature(0.0);
+    window.controller()->setMaxTokens(48);
     window.show();
     SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
     QCOMPARE(window.activeBackend(), QStringLiteral("vulkan"));
-    QVERIFY2(window.statusText().contains("Vulkan"), qPrintable(window.statusText()));
+    QVERIFY2(statusTextOf(window).contains("Vulkan"), qPrintable(statusTextOf(window)));
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
-    window.promptEdit()->setText(prompt);
+    promptOf(window)->setText(prompt);
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60'000);
-    QVERIFY2(window.errorText().isEmpty() && window.noticeText().isEmpty(),
-             qPrintable(window.errorText() + window.noticeText()));
-    const QString transcript = window.transcript()->toPlainText();
+    QVERIFY2(errorTextOf(window).isEmpty() && noticeTextOf(window).isEmpty(),
+             qPrintable(errorTextOf(window) + noticeTextOf(window)));
+    const QString transcript = transcriptOf(window)->toPlainText();
     QVERIFY2(transcript.contains(expected), qPrintable("transcript:\n" + transcript));
     // The tuning panel plans for the device that computes.
     QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().plan != nullptr, 120'000);

@@ -1,0 +1,137 @@
+// ChatController without a window (no widgets): a front end that only calls its slots and reads
+// its state chats, keeps every exchange in the history, regenerates, edits and lists, exactly as
+// the window does through it. The workers live on WorkerThreads' threads, as in the app.
+
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "storage/chat_db.h"
+#include "core/trace/trace.h"
+#include "ui/chat_controller.h"
+#include "ui/conversation_list_model.h"
+#include "ui/worker_threads.h"
+
+using spillway::ui::ChatController;
+using spillway::ui::WorkerThreads;
+
+namespace {
+
+const QString kModel = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf");
+
+std::vector<spillway::storage::Message> storedMessages(const QString& folder, qint64 conversation)
+{
+    auto db = spillway::storage::ChatDatabase::open(folder.toStdString());
+    if (!db) return {};
+    auto messages = db->messages(conversation);
+    return messages ? *messages : std::vector<spillway::storage::Message>{};
+}
+
+}  // namespace
+
+class TestChatController : public QObject {
+    Q_OBJECT
+private slots:
+    void chatsAndKeepsHistoryWithoutWidgets();
+    void sendIsRefusedUntilTheModelIsReady();
+};
+
+void TestChatController::chatsAndKeepsHistoryWithoutWidgets()
+{
+    QTemporaryDir data;
+    QVERIFY(data.isValid());
+    spillway::trace::Recorder recorder(1024);
+    WorkerThreads workers(/*withData=*/true, &recorder, QStringLiteral("cpu"));
+    ChatController chat(workers.generation(), workers.store());
+    chat.setTemperature(0.0);
+    chat.setMaxTokens(12);
+    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
+    QSignalSpy failed(&chat, &ChatController::failed);
+    QSignalSpy finished(&chat, &ChatController::replyFinished);
+    QSignalSpy stored(&chat, &ChatController::replyStored);
+    QSignalSpy listed(&chat, &ChatController::conversationsListed);
+    QSignalSpy reset(&chat, &ChatController::messagesReset);
+    chat.openHistory(data.path());
+    chat.loadModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1 || failed.count() > 0, 30'000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+    QVERIFY(chat.isModelReady());
+
+    // A first exchange: a stored conversation with the prompt and the reply, ids given back.
+    QVERIFY(chat.send(QStringLiteral("Once upon a time")));
+    QVERIFY(chat.isGenerating());
+    QVERIFY(!chat.send(QStringLiteral("a second prompt while the first is answered")));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 1, 10'000);
+    QVERIFY(!chat.isGenerating());
+    const qint64 conversation = chat.currentConversation();
+    QVERIFY(conversation > 0);
+    QCOMPARE(int(chat.messages().size()), 2);
+    const QString reply = chat.messages()[1].content;
+    QVERIFY(!reply.isEmpty());
+    QVERIFY(chat.messages()[0].id > 0 && chat.messages()[1].id > 0);
+    QVERIFY(chat.messages()[1].tokensPerSecond > 0);
+    auto rows = storedMessages(data.path(), conversation);
+    QCOMPARE(int(rows.size()), 2);
+    QCOMPARE(QString::fromStdString(rows[1].content), reply);
+    QTRY_COMPARE_WITH_TIMEOUT(chat.conversations()->rowCount(), 1, 5'000);
+    QCOMPARE(chat.conversations()->idAt(0), conversation);
+    QCOMPARE(chat.conversations()->titleAt(0), QStringLiteral("Once upon a time"));
+
+    // Regenerating at temperature 0 gives the same text as a second version of the reply; the
+    // reload after the store shows its count.
+    const int resets = int(reset.count());
+    QVERIFY(!chat.regenerate(0));  // only the last reply
+    QVERIFY(chat.regenerate(1));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 30'000);
+    QTRY_VERIFY_WITH_TIMEOUT(reset.count() > resets, 10'000);
+    QCOMPARE(int(chat.messages().size()), 2);
+    QCOMPARE(chat.messages()[1].content, reply);
+    QCOMPARE(chat.messages()[1].versionCount, 2);
+
+    // Editing the prompt: a new version of it and of its reply, still two messages.
+    QVERIFY(chat.editAndResend(0, QStringLiteral("The dog")));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, 30'000);
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 3, 10'000);
+    QCOMPARE(int(chat.messages().size()), 2);
+    QCOMPARE(chat.messages()[0].content, QStringLiteral("The dog"));
+    rows = storedMessages(data.path(), conversation);
+    QCOMPARE(int(rows.size()), 2);
+    QCOMPARE(QString::fromStdString(rows[0].content), QStringLiteral("The dog"));
+
+    // A new conversation is empty until its first prompt; the search narrows the list.
+    chat.newConversation();
+    QCOMPARE(chat.currentConversation(), qint64(0));
+    QVERIFY(chat.messages().isEmpty());
+    chat.setSearch(QStringLiteral("zebra"));
+    QTRY_COMPARE_WITH_TIMEOUT(chat.conversations()->rowCount(), 0, 5'000);
+    chat.setSearch(QString());
+    QTRY_COMPARE_WITH_TIMEOUT(chat.conversations()->rowCount(), 1, 5'000);
+
+    // Opening it again shows what was stored.
+    QSignalSpy shown(&chat, &ChatController::conversationShown);
+    chat.openConversation(conversation);
+    QTRY_COMPARE_WITH_TIMEOUT(shown.count(), 1, 5'000);
+    QCOMPARE(chat.currentConversation(), conversation);
+    QCOMPARE(int(chat.messages().size()), 2);
+    QCOMPARE(chat.messages()[0].content, QStringLiteral("The dog"));
+    QVERIFY(failed.isEmpty());
+}
+
+void TestChatController::sendIsRefusedUntilTheModelIsReady()
+{
+    spillway::trace::Recorder recorder(64);
+    WorkerThreads workers(/*withData=*/false, &recorder, QStringLiteral("cpu"));
+    ChatController chat(workers.generation(), nullptr);
+    QVERIFY(!chat.send(QStringLiteral("too early")));
+    QVERIFY(chat.messages().isEmpty());
+    QSignalSpy failed(&chat, &ChatController::failed);
+    chat.loadModel(QStringLiteral("/nonexistent/model.gguf"));
+    QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 10'000);
+    QVERIFY(!chat.isModelReady());
+    QVERIFY(!chat.send(QStringLiteral("still no model")));
+    QVERIFY(!chat.isGenerating());
+}
+
+QTEST_GUILESS_MAIN(TestChatController)
+#include "test_chat_controller.moc"

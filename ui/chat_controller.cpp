@@ -1,0 +1,292 @@
+#include "chat_controller.h"
+
+#include "conversation_list_model.h"
+#include "generation_worker.h"
+
+namespace spillway::ui {
+
+ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObject* parent)
+    : QObject(parent), m_worker(worker), m_store(store), m_list(new ConversationListModel(this))
+{
+    qRegisterMetaType<MessageItem>();
+    qRegisterMetaType<QVector<MessageItem>>();
+    connect(this, &ChatController::loadRequested, worker, &GenerationWorker::loadModel, Qt::QueuedConnection);
+    connect(this, &ChatController::generateRequested, worker, &GenerationWorker::generate, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::modelLoaded, this, &ChatController::onModelLoaded, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::failed, this, &ChatController::onFailed, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::tokens, this, &ChatController::onTokens, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::finished, this, &ChatController::onFinished, Qt::QueuedConnection);
+    if (!store) return;
+    connect(this, &ChatController::storeOpen, store, &ChatStore::open, Qt::QueuedConnection);
+    connect(this, &ChatController::storeList, store, &ChatStore::list, Qt::QueuedConnection);
+    connect(this, &ChatController::storeCreate, store, &ChatStore::create, Qt::QueuedConnection);
+    connect(this, &ChatController::storeLoad, store, &ChatStore::load, Qt::QueuedConnection);
+    connect(this, &ChatController::storeAppend, store, &ChatStore::append, Qt::QueuedConnection);
+    connect(this, &ChatController::storeRename, store, &ChatStore::rename, Qt::QueuedConnection);
+    connect(this, &ChatController::storeVersion, store, &ChatStore::addVersion, Qt::QueuedConnection);
+    connect(this, &ChatController::storeSelectVersion, store, &ChatStore::selectVersion, Qt::QueuedConnection);
+    connect(this, &ChatController::storeTruncate, store, &ChatStore::truncateAfter, Qt::QueuedConnection);
+    connect(this, &ChatController::storeRemove, store, &ChatStore::remove, Qt::QueuedConnection);
+    connect(store, &ChatStore::opened, this, [this](const QString&, const QString& note) { emit historyOpened(note); },
+            Qt::QueuedConnection);
+    connect(store, &ChatStore::listed, this, &ChatController::onListed, Qt::QueuedConnection);
+    connect(store, &ChatStore::created, this, &ChatController::onCreated, Qt::QueuedConnection);
+    connect(store, &ChatStore::loaded, this, &ChatController::onLoaded, Qt::QueuedConnection);
+    connect(store, &ChatStore::stored, this, &ChatController::onStored, Qt::QueuedConnection);
+    connect(store, &ChatStore::changed, this, [this] { emit storeList(m_query); }, Qt::QueuedConnection);
+    connect(store, &ChatStore::failed, this, &ChatController::storeFailed, Qt::QueuedConnection);
+}
+
+void ChatController::loadModel(const QString& path) { emit loadRequested(path); }
+
+void ChatController::openHistory(const QString& folder)
+{
+    if (m_store) emit storeOpen(folder);
+}
+
+bool ChatController::send(const QString& prompt)
+{
+    if (!m_modelReady || m_generating || prompt.trimmed().isEmpty()) return false;
+    beginExchange();
+    MessageItem user;
+    user.role = QStringLiteral("user");
+    user.content = prompt;
+    m_messages.push_back(user);
+    emit messageAppended(user);
+    startReply(int(m_messages.size()), 0);
+    if (m_store && m_conversation == 0) {
+        // The conversation is created first; the prompt is stored and sent once it exists.
+        m_awaitingConversation = true;
+        emit storeCreate(prompt.left(60).simplified());
+        return true;
+    }
+    storeLastPrompt();
+    requestGeneration();
+    return true;
+}
+
+void ChatController::beginExchange()
+{
+    m_generating = true;
+    emit generationStarted();
+    emit stateChanged();
+}
+
+void ChatController::startReply(int index, qint64 replacesMessage)
+{
+    m_replacesMessage = replacesMessage;
+    m_replyIndex = startReplyAt(m_messages, index);
+    emit replyStarted(index);
+}
+
+void ChatController::storeLastPrompt()
+{
+    // The prompt is the message just before the reply.
+    const int index = m_replyIndex - 1;
+    if (!m_store || !m_conversation || index < 0) return;
+    ++m_pendingStores;
+    m_storeTargets.push_back(index);
+    emit storeAppend(m_conversation, QStringLiteral("user"), m_messages[index].content, 0, 0, QString());
+}
+
+void ChatController::requestGeneration()
+{
+    m_worker->clearStop();
+    emit generateRequested(m_messages.mid(0, m_replyIndex), m_maxTokens, m_temperature);
+}
+
+bool ChatController::regenerate(int index)
+{
+    if (!m_modelReady || m_generating || m_pendingStores > 0 || index != m_messages.size() - 1 ||
+        m_messages[index].role != QLatin1String("assistant"))
+        return false;
+    const qint64 replaces = m_messages[index].id;
+    beginExchange();
+    startReply(index, replaces);
+    requestGeneration();
+    return true;
+}
+
+bool ChatController::editAndResend(int index, const QString& text)
+{
+    if (!m_modelReady || m_generating || m_pendingStores > 0 || text.trimmed().isEmpty() || index < 0 ||
+        index >= m_messages.size() || m_messages[index].role != QLatin1String("user"))
+        return false;
+    MessageItem edited = m_messages[index];
+    const qint64 promptId = edited.id;
+    // The last prompt keeps its reply as an earlier version; an earlier prompt drops what followed.
+    const bool lastExchange = index >= m_messages.size() - 2;
+    const qint64 replyId = lastExchange && index + 1 < m_messages.size() ? m_messages[index + 1].id : 0;
+    if (m_store && m_conversation && promptId) {
+        if (!lastExchange) emit storeTruncate(m_conversation, promptId);
+        ++m_pendingStores;
+        m_storeTargets.push_back(-1);
+        emit storeVersion(m_conversation, promptId, QStringLiteral("edit"), text, 0, 0, QString());
+        edited.versionCount += 1;
+        edited.versionNumber = edited.versionCount;
+    }
+    edited.content = text;
+    beginExchange();
+    truncate(index);
+    m_messages.push_back(edited);
+    emit messageAppended(edited);
+    startReply(index + 1, replyId);
+    requestGeneration();
+    return true;
+}
+
+void ChatController::showVersion(int index, int number)
+{
+    if (m_generating || !m_store || index < 0 || index >= m_messages.size() || !m_messages[index].id) return;
+    emit storeSelectVersion(m_conversation, m_messages[index].id, number);
+}
+
+void ChatController::stop()
+{
+    if (m_generating) m_worker->requestStop();
+}
+
+void ChatController::newConversation()
+{
+    if (m_generating) return;
+    m_conversation = 0;
+    setMessages({});
+}
+
+void ChatController::openConversation(qint64 id)
+{
+    if (m_generating || !m_store) return;
+    emit storeLoad(id);
+}
+
+void ChatController::renameConversation(qint64 id, const QString& title)
+{
+    if (m_store && !title.trimmed().isEmpty()) emit storeRename(id, title.trimmed());
+}
+
+void ChatController::deleteConversation(qint64 id)
+{
+    if (!m_store || (m_generating && id == m_conversation)) return;
+    if (id == m_conversation) newConversation();
+    emit storeRemove(id);
+}
+
+void ChatController::setSearch(const QString& query)
+{
+    m_query = query;
+    if (m_store) emit storeList(query);
+}
+
+void ChatController::setMessages(const QVector<MessageItem>& messages)
+{
+    m_messages = messages;
+    emit messagesReset(m_messages);
+}
+
+void ChatController::truncate(int count)
+{
+    if (count >= m_messages.size()) return;
+    m_messages.resize(std::max(0, count));
+    emit messagesTruncated(count);
+}
+
+void ChatController::onModelLoaded(const QString& description, bool chatTemplate)
+{
+    m_modelReady = true;
+    m_modelDescription = description;
+    emit modelLoaded(description, chatTemplate);
+    emit stateChanged();
+}
+
+void ChatController::onTokens(const QString& text)
+{
+    if (!m_generating || m_replyIndex < 0 || m_replyIndex >= m_messages.size()) return;
+    m_messages[m_replyIndex].content += text;
+    emit replyText(text);
+}
+
+void ChatController::onFailed(const QString& message)
+{
+    const bool wasGenerating = m_generating;
+    if (m_generating && m_replyIndex >= 0) {  // the failed reply goes; its prompt stays
+        emit replyEnded(0, 0, QString());
+        truncate(m_replyIndex);
+    }
+    m_generating = false;
+    m_awaitingConversation = false;
+    // A failed regeneration cleared the reply it replaced: show the stored conversation again.
+    if (wasGenerating && m_replacesMessage && m_store && m_conversation && m_pendingStores == 0)
+        emit storeLoad(m_conversation);
+    emit failed(message);
+    emit stateChanged();
+}
+
+void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
+{
+    m_generating = false;
+    if (m_replyIndex >= 0 && m_replyIndex < m_messages.size()) {
+        MessageItem& m = m_messages[m_replyIndex];
+        m.tokensPerSecond = tokensPerSecond;
+        m.firstTokenMs = timeToFirstTokenMs;
+        m.modelName = m_modelDescription;
+    }
+    emit replyEnded(tokensPerSecond, timeToFirstTokenMs, m_modelDescription);
+    const QString reply = m_messages.value(m_replyIndex).content;
+    if (m_store && m_conversation) {
+        ++m_pendingStores;
+        if (m_replacesMessage) {
+            m_storeTargets.push_back(-1);
+            emit storeVersion(m_conversation, m_replacesMessage, QStringLiteral("regeneration"), reply, tokensPerSecond,
+                              timeToFirstTokenMs, m_modelDescription);
+        } else {
+            m_storeTargets.push_back(m_replyIndex);
+            emit storeAppend(m_conversation, QStringLiteral("assistant"), reply, tokensPerSecond, timeToFirstTokenMs,
+                             m_modelDescription);
+        }
+    }
+    emit stateChanged();
+    emit replyFinished(tokensPerSecond, timeToFirstTokenMs, tokens);
+}
+
+void ChatController::onListed(const QString& query, const QVector<ConversationItem>& items)
+{
+    if (query != m_query) return;  // a newer search is on its way
+    m_list->setItems(items);
+    emit conversationsListed(int(items.size()));
+}
+
+void ChatController::onCreated(qint64 conversation)
+{
+    m_conversation = conversation;
+    if (m_awaitingConversation) {
+        m_awaitingConversation = false;
+        if (m_generating) {
+            storeLastPrompt();
+            requestGeneration();
+        }
+    }
+    emit storeList(m_query);
+}
+
+void ChatController::onLoaded(qint64 conversation, const QVector<MessageItem>& messages)
+{
+    if (m_generating) return;
+    m_conversation = conversation;
+    setMessages(messages);
+    emit conversationShown(conversation);
+}
+
+void ChatController::onStored(qint64 conversation, qint64 message)
+{
+    // Stores are answered in the order they were sent: the last one of an exchange is its reply.
+    const int target = m_storeTargets.isEmpty() ? -1 : m_storeTargets.takeFirst();
+    if (conversation == m_conversation && target >= 0 && target < m_messages.size()) {
+        m_messages[target].id = message;
+        emit messageIdSet(target, message);
+    }
+    if (--m_pendingStores > 0 || m_generating) return;
+    if (target < 0 && conversation == m_conversation) emit storeLoad(conversation);  // new version counts
+    emit replyStored(conversation);
+}
+
+}  // namespace spillway::ui

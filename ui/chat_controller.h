@@ -1,0 +1,133 @@
+#pragma once
+// The chat's state without widgets: the model's readiness, the open conversation's messages,
+// the reply being generated, and the saving of each exchange (prompts, replies, new versions of
+// edited or regenerated messages) to the chat store, in order. ChatWindow shows what it says
+// (messages, replies as they stream, the conversation list) and calls its slots; a front end
+// without widgets (a test, a script) drives it the same way.
+//
+// It talks to the GenerationWorker (inference thread) and the ChatStore (storage thread; null
+// without a data folder: nothing is kept) by queued signals only; WorkerThreads owns both.
+
+#include <QObject>
+#include <QString>
+#include <QVector>
+
+#include "chat_store.h"
+
+namespace spillway::ui {
+
+class ConversationListModel;
+class GenerationWorker;
+
+class ChatController : public QObject {
+    Q_OBJECT
+public:
+    ChatController(GenerationWorker* worker, ChatStore* store, QObject* parent = nullptr);
+
+    ConversationListModel* conversations() const { return m_list; }
+    const QVector<MessageItem>& messages() const { return m_messages; }
+    qint64 currentConversation() const { return m_conversation; }  // 0: new, not stored yet
+    bool isModelReady() const { return m_modelReady; }
+    bool isGenerating() const { return m_generating; }
+    bool hasStore() const { return m_store != nullptr; }
+    // The model and the device computing, as the worker last described them.
+    QString modelDescription() const { return m_modelDescription; }
+    void setModelDescription(const QString& description) { m_modelDescription = description; }
+    void setTemperature(double temperature) { m_temperature = temperature; }  // 0 = greedy
+    void setMaxTokens(int maxTokens) { m_maxTokens = maxTokens; }
+    double temperature() const { return m_temperature; }
+    int maxTokens() const { return m_maxTokens; }
+    QString searchQuery() const { return m_query; }
+
+public slots:
+    void loadModel(const QString& path);
+    // Opens the history in `folder` (spillway.db) and lists the conversations.
+    void openHistory(const QString& folder);
+    // A new exchange: the prompt, then the reply. False when it cannot start now (no model yet,
+    // a reply in progress, an empty prompt).
+    bool send(const QString& prompt);
+    // A new version of the last reply.
+    bool regenerate(int index);
+    // The prompt at `index` gets `text` as a new version and a new reply; when it was the last
+    // prompt its reply gets a new version too, an earlier prompt drops what followed it.
+    bool editAndResend(int index, const QString& text);
+    void showVersion(int index, int number);
+    void stop();
+    void newConversation();
+    void openConversation(qint64 id);
+    void renameConversation(qint64 id, const QString& title);
+    void deleteConversation(qint64 id);
+    void setSearch(const QString& query);
+
+signals:
+    // The transcript: the whole of it replaced, or changed piece by piece.
+    void messagesReset(const QVector<spillway::ui::MessageItem>& messages);
+    void messageAppended(const spillway::ui::MessageItem& message);
+    void messagesTruncated(int count);
+    void messageIdSet(int index, qint64 id);
+    void replyStarted(int index);  // the reply at `index` (the last message) streams in
+    void replyText(const QString& text);
+    void replyEnded(double tokensPerSecond, double firstTokenMs, const QString& modelName);
+    // Its state.
+    void stateChanged();  // model ready, generating
+    void modelLoaded(const QString& description, bool chatTemplate);
+    void generationStarted();
+    void replyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    void failed(const QString& message);       // loading or generating failed
+    void storeFailed(const QString& message);  // the history could not be read or written
+    void historyOpened(const QString& recoveryNote);
+    void conversationsListed(int count);
+    void conversationShown(qint64 id);
+    void replyStored(qint64 conversation);
+    // Requests to the worker and the store (queued).
+    void loadRequested(const QString& path);
+    void generateRequested(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
+    void storeOpen(const QString& folder);
+    void storeList(const QString& query);
+    void storeCreate(const QString& title);
+    void storeLoad(qint64 conversation);
+    void storeAppend(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
+                     double firstTokenMs, const QString& modelName);
+    void storeRename(qint64 conversation, const QString& title);
+    void storeVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
+                      double tokensPerSecond, double firstTokenMs, const QString& modelName);
+    void storeSelectVersion(qint64 conversation, qint64 message, int number);
+    void storeTruncate(qint64 conversation, qint64 message);
+    void storeRemove(qint64 conversation);
+
+private:
+    void onModelLoaded(const QString& description, bool chatTemplate);
+    void onTokens(const QString& text);
+    void onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    void onFailed(const QString& message);
+    void onListed(const QString& query, const QVector<spillway::ui::ConversationItem>& items);
+    void onCreated(qint64 conversation);
+    void onLoaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
+    void onStored(qint64 conversation, qint64 message);
+
+    void beginExchange();
+    void startReply(int index, qint64 replacesMessage);
+    void storeLastPrompt();
+    void requestGeneration();
+    void setMessages(const QVector<MessageItem>& messages);
+    void truncate(int count);
+
+    GenerationWorker* m_worker;
+    ChatStore* m_store;
+    ConversationListModel* m_list;
+    QVector<MessageItem> m_messages;
+    QString m_query;                       // the conversation list's search
+    qint64 m_conversation = 0;             // 0: a new conversation, not stored yet
+    bool m_awaitingConversation = false;   // a prompt was sent before its conversation existed
+    int m_replyIndex = -1;                 // the reply being generated (index in the messages)
+    qint64 m_replacesMessage = 0;          // it is a new version of this stored message, or 0
+    int m_pendingStores = 0;               // writes sent to the store, not yet answered
+    QVector<int> m_storeTargets;           // per pending write: the message index it stores, -1: a version
+    QString m_modelDescription;
+    double m_temperature = 0.8;
+    int m_maxTokens = 256;
+    bool m_modelReady = false;
+    bool m_generating = false;
+};
+
+}  // namespace spillway::ui

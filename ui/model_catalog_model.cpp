@@ -1,0 +1,102 @@
+#include "model_catalog_model.h"
+
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLocale>
+#include <QTextDocument>
+
+namespace spillway::ui {
+
+QString qualityInWords(const QString& qualityJson)
+{
+    const QJsonObject q = QJsonDocument::fromJson(qualityJson.toUtf8()).object();
+    if (q.isEmpty()) return QString();
+    QString text = QObject::tr("mean KL %1, top-1 agreement %2%")
+                       .arg(q.value("meanKl").toDouble(), 0, 'g', 3)
+                       .arg(100.0 * q.value("top1Agreement").toDouble(), 0, 'f', 1);
+    const double pr = q.value("perplexityReference").toDouble(), pc = q.value("perplexityCandidate").toDouble();
+    if (pr > 0 && pc > 0) text += QObject::tr(", perplexity %1 → %2").arg(pr, 0, 'f', 2).arg(pc, 0, 'f', 2);
+    return text;
+}
+
+int ModelCatalogModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_rows.size());
+}
+
+QVariant ModelCatalogModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.row() >= m_rows.size()) return {};
+    const ModelItem& m = m_rows[index.row()];
+    switch (role) {
+    case Qt::DisplayRole: {
+        QTextDocument doc;
+        doc.setHtml(cardHtml(m));
+        return doc.toPlainText();
+    }
+    case CardHtmlRole: return cardHtml(m);
+    case IdRole: return m.id;
+    case PathRole:
+    case Qt::ToolTipRole: return m.path;
+    default: return {};
+    }
+}
+
+void ModelCatalogModel::setModels(const QVector<ModelItem>& models)
+{
+    beginResetModel();
+    m_catalog = models;
+    m_rows.clear();
+    for (const ModelItem& m : models) {
+        if (m.parentId > 0 && model(m.parentId)) continue;
+        m_rows.push_back(m);
+        for (const ModelItem& p : models)
+            if (p.parentId == m.id) m_rows.push_back(p);
+    }
+    endResetModel();
+}
+
+const ModelItem* ModelCatalogModel::model(qint64 id) const
+{
+    for (const ModelItem& m : m_catalog)
+        if (m.id == id) return &m;
+    return nullptr;
+}
+
+qint64 ModelCatalogModel::idAt(int row) const { return row >= 0 && row < m_rows.size() ? m_rows[row].id : 0; }
+
+int ModelCatalogModel::rowOf(qint64 id) const
+{
+    for (int i = 0; i < m_rows.size(); ++i)
+        if (m_rows[i].id == id) return i;
+    return -1;
+}
+
+void ModelCatalogModel::setPrediction(const QString& path, const QString& text)
+{
+    m_predictions.insert(path, text);
+    for (int i = 0; i < m_rows.size(); ++i)
+        if (m_rows[i].path == path) emit dataChanged(index(i), index(i));
+}
+
+QString ModelCatalogModel::cardHtml(const ModelItem& m) const
+{
+    const QLocale locale;
+    QString html = QStringLiteral("<b>%1</b><br>%2 · %3 · %4 M parameters · %5")
+                       .arg(QFileInfo(m.path).fileName().toHtmlEscaped(), m.format.toHtmlEscaped(),
+                            m.architecture.toHtmlEscaped())
+                       .arg(double(m.parameters) / 1e6, 0, 'f', 2)
+                       .arg(locale.formattedDataSize(m.sizeBytes));
+    if (const ModelItem* parent = m.parentId > 0 ? model(m.parentId) : nullptr)
+        html += tr("<br>from %1 (%2 → %3)")
+                    .arg(QFileInfo(parent->path).fileName().toHtmlEscaped(), locale.formattedDataSize(parent->sizeBytes),
+                         locale.formattedDataSize(m.sizeBytes));
+    if (const QString q = qualityInWords(m.qualityJson); !q.isEmpty()) html += "<br>" + q.toHtmlEscaped();
+    const QString predicted = m_predictions.value(m.path);
+    html += QStringLiteral("<br><i>%1</i>")
+                .arg((predicted.isEmpty() ? tr("Predicted here: planning …") : predicted).toHtmlEscaped());
+    return html;
+}
+
+}  // namespace spillway::ui

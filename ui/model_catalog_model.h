@@ -1,0 +1,45 @@
+#pragma once
+// The model catalog as a Qt item model: sources first, each followed by the packages made from
+// it. Per row: the card (CardHtmlRole: name, format, architecture, parameters, size on disk, what
+// the planner predicts here; for packages their quality and the model they came from), the same
+// as plain text (DisplayRole: accessibility, search, tests), the catalog id (IdRole) and the path
+// (PathRole, also the tooltip).
+
+#include <QAbstractListModel>
+#include <QHash>
+#include <QVector>
+
+#include "model_worker.h"
+
+namespace spillway::ui {
+
+class ModelCatalogModel : public QAbstractListModel {
+    Q_OBJECT
+public:
+    enum Role { IdRole = Qt::UserRole, CardHtmlRole, PathRole };
+    using QAbstractListModel::QAbstractListModel;
+
+    int rowCount(const QModelIndex& parent = QModelIndex()) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+
+    void setModels(const QVector<ModelItem>& models);
+    const QVector<ModelItem>& models() const { return m_catalog; }  // as the store listed them
+    const ModelItem* model(qint64 id) const;
+    qint64 idAt(int row) const;  // 0 outside the list
+    int rowOf(qint64 id) const;  // -1 when absent
+    // "Predicted here: 12.3 tokens/s (RAM 60%, SSD 40%)", shown on the model's card.
+    void setPrediction(const QString& path, const QString& text);
+    QString prediction(const QString& path) const { return m_predictions.value(path); }
+
+private:
+    QString cardHtml(const ModelItem& m) const;
+
+    QVector<ModelItem> m_catalog;
+    QVector<ModelItem> m_rows;  // display order
+    QHash<QString, QString> m_predictions;  // by path
+};
+
+// The quality report of a package (compare JSON) in words: "mean KL 0.0123, top-1 97.9%".
+QString qualityInWords(const QString& qualityJson);
+
+}  // namespace spillway::ui
