@@ -29,6 +29,7 @@
 #include "conversation_list_model.h"
 #include "core/trace/trace.h"
 #include "generation_worker.h"
+#include "library_controller.h"
 #include "library_panel.h"
 #include "transcript_view.h"
 #include "tuning_panel.h"
@@ -37,18 +38,15 @@
 
 namespace spillway::ui {
 
-namespace {
-constexpr const char* kWelcomeDoneKey = "ui.welcomeDone";  // a setting: the first-launch screen was seen
-}  // namespace
-
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent)
-    : QMainWindow(parent), m_dataFolder(dataFolder), m_modelPath(modelPath)
+    : QMainWindow(parent)
 {
     const bool withData = !dataFolder.isEmpty();
     m_recorder = std::make_unique<trace::Recorder>(size_t{1} << 16);
     m_workers = new WorkerThreads(withData, m_recorder.get(), qEnvironmentVariable("SPILLWAY_BACKEND", QStringLiteral("auto")),
                                   this);
     m_chat = new ChatController(m_workers->generation(), m_workers->store(), this);
+    if (withData) m_models = new LibraryController(m_workers, dataFolder, modelPath, this);
     buildWidgets(withData);
     m_status->setText(tr("Loading %1 …").arg(modelPath));
     connectChat();
@@ -56,7 +54,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     updateButtons();
     if (withData) {
         m_chat->openHistory(dataFolder);
-        emit storeReadSetting(QString::fromLatin1(kWelcomeDoneKey));
+        m_models->checkWelcome();
     }
     m_chat->loadModel(modelPath);
 }
@@ -94,6 +92,7 @@ void ChatWindow::buildWidgets(bool withData)
     // The model library (drop a model anywhere on the window) and the tuning panel.
     m_library = new LibraryPanel;
     m_library->setObjectName("library");
+    if (m_models) m_library->setCatalog(m_models->catalog());
     m_tuning = new TuningPanel;
     m_tuning->setObjectName("tuning");
     m_tabs = new QTabWidget(splitter);
@@ -248,7 +247,9 @@ void ChatWindow::connectChat()
                     if (!m_chat->isGenerating()) m_status->setText(description);
                 }
                 emit deviceChanged(backend);
-                if (changed && m_tuningReady) requestPrediction();  // plan for the device that computes
+                if (!m_models) return;
+                m_models->setActiveBackend(backend);
+                if (changed && m_models->isTuningReady()) requestPrediction();  // plan for the device that computes
             }, Qt::QueuedConnection);
 }
 
@@ -366,63 +367,68 @@ void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstToken
     emit replyFinished();
 }
 
-// The Models and Tuning tabs: their requests to the model and tuning workers, and the catalog
-// and settings to and from the store.
+// The Models and Tuning tabs: what the library controller says into the panels, and the user's
+// requests to it.
 void ChatWindow::connectLibraryAndTuning()
 {
-    ChatStore* store = m_workers->store();
-    connect(this, &ChatWindow::storeReadSetting, store, &ChatStore::readSetting, Qt::QueuedConnection);
-    connect(this, &ChatWindow::storeWriteSetting, store, &ChatStore::writeSetting, Qt::QueuedConnection);
-    connect(store, &ChatStore::setting, this, [this](const QString& key, const QString& value) {
-        if (key == QLatin1String(kWelcomeDoneKey) && value.isEmpty()) showWelcome();
-    }, Qt::QueuedConnection);
-    connect(this, &ChatWindow::storeAddModel, store, &ChatStore::addModel, Qt::QueuedConnection);
-    connect(store, &ChatStore::modelsListed, this, &ChatWindow::onModelsListed, Qt::QueuedConnection);
-
-    ModelWorker* models = m_workers->models();
-    connect(this, &ChatWindow::inspectRequested, models, &ModelWorker::inspect, Qt::QueuedConnection);
-    connect(this, &ChatWindow::compressRequested, models, &ModelWorker::compress, Qt::QueuedConnection);
-    connect(models, &ModelWorker::inspected, this, [this](const ModelItem& m) { emit storeAddModel(m); },
-            Qt::QueuedConnection);
-    connect(models, &ModelWorker::rejected, this, [this](const QString& path, const QString& message) {
+    LibraryController* models = m_models;
+    LibraryPanel* panel = m_library;
+    connect(models, &LibraryController::welcomeNeeded, this, &ChatWindow::showWelcome);
+    connect(m_welcome, &WelcomePage::startClicked, this, &ChatWindow::closeWelcome);
+    connect(models, &LibraryController::modelsListed, this, [this](const QVector<ModelItem>& list) {
+        m_tuning->setVariants(list, m_models->modelPath());
+        emit modelsListed(int(list.size()));
+    });
+    connect(models, &LibraryController::modelRejected, this, [this](const QString& path, const QString& message) {
         showError(message.contains(path) ? message : path + ": " + message);
-        emit modelRejected(path, message);
-    }, Qt::QueuedConnection);
-    connect(models, &ModelWorker::compressProgress, this, &ChatWindow::onCompressProgress, Qt::QueuedConnection);
-    connect(models, &ModelWorker::compressed, this, &ChatWindow::onCompressed, Qt::QueuedConnection);
-    connect(models, &ModelWorker::compressFailed, this, &ChatWindow::onCompressFailed, Qt::QueuedConnection);
-    connect(m_library, &LibraryPanel::addRequested, this, &ChatWindow::addModel);
-    connect(m_library, &LibraryPanel::compressRequested, this, &ChatWindow::compressModel);
-    connect(m_library, &LibraryPanel::cancelRequested, this, &ChatWindow::cancelCompression);
+    });
+    connect(panel, &LibraryPanel::addRequested, models, &LibraryController::addModel);
+    connect(panel, &LibraryPanel::compressRequested, models, &LibraryController::compressModel);
+    connect(panel, &LibraryPanel::cancelRequested, models, &LibraryController::cancelCompression);
+    connect(models, &LibraryController::compressionStarted, panel, [panel](const QString& text) {
+        panel->setCompressing(true);
+        panel->showResult(text);
+    });
+    connect(models, &LibraryController::compressionProgress, panel, &LibraryPanel::showProgress);
+    connect(models, &LibraryController::compressionFinished, panel, [panel](const QString&, const QString& summary) {
+        panel->setCompressing(false);
+        panel->showProgressDone();
+        panel->showResult(tr("Done: %1").arg(summary));
+    });
+    connect(models, &LibraryController::compressionCompared, this, [this](const QString& text) {
+        m_library->showResult(text);
+        emit compressionCompared();
+    });
+    connect(models, &LibraryController::compressionFailed, this, [this](const QString& message, bool cancelled) {
+        m_library->setCompressing(false);
+        m_library->showResult(cancelled ? tr("Compression cancelled; nothing was written.") : tr("Compression failed."));
+        if (!cancelled) showError(message);
+    });
 
-    TuningWorker* tuning = m_workers->tuning();
     connect(m_tuning, &TuningPanel::changed, this, &ChatWindow::requestPrediction);
     connect(m_tuning, &TuningPanel::applyClicked, this, &ChatWindow::applyTuning);
-    connect(m_welcome, &WelcomePage::startClicked, this, &ChatWindow::closeWelcome);
-    connect(this, &ChatWindow::tuningPrepare, tuning, &TuningWorker::prepare, Qt::QueuedConnection);
-    connect(this, &ChatWindow::tuningPredict, tuning, &TuningWorker::predict, Qt::QueuedConnection);
-    connect(tuning, &TuningWorker::ready, this, &ChatWindow::onTuningReady, Qt::QueuedConnection);
-    connect(tuning, &TuningWorker::predicted, this, &ChatWindow::onPredicted, Qt::QueuedConnection);
-    connect(this, &ChatWindow::tuningPredictModels, tuning, &TuningWorker::predictModels, Qt::QueuedConnection);
-    connect(tuning, &TuningWorker::modelPredicted, this, &ChatWindow::onModelPredicted, Qt::QueuedConnection);
-    connect(tuning, &TuningWorker::probeProgress, m_welcome, &WelcomePage::setProgress, Qt::QueuedConnection);
-    connect(tuning, &TuningWorker::failed, this, [this](const QString& message) {
-        if (!m_tuningReady) m_welcome->setFailed(message);
+    connect(models, &LibraryController::probeProgress, m_welcome, &WelcomePage::setProgress);
+    connect(models, &LibraryController::tuningReady, this, [this](const QString& summary, const QString& capabilities) {
+        m_tuning->setHardware(summary);
+        m_welcome->setSummary(summary, capabilities);
+        emit tuningReady();
+        requestPrediction();
+    });
+    connect(models, &LibraryController::predicted, this, [this](const TuningPrediction& prediction) {
+        m_tuning->showPrediction(prediction, !m_chat->isGenerating());
+        emit tuningPredicted();
+    });
+    connect(models, &LibraryController::tuningFailed, this, [this](const QString& message) {
+        if (!m_models->isTuningReady()) m_welcome->setFailed(message);
         m_tuning->showNoPlan(message);
         emit tuningPredicted();
-    }, Qt::QueuedConnection);
-    GenerationWorker* worker = m_workers->generation();
-    connect(this, &ChatWindow::applyRequested, worker, &GenerationWorker::applyPlan, Qt::QueuedConnection);
-    connect(worker, &GenerationWorker::planApplied, this, [this](const QString& description) {
+    });
+    connect(m_workers->generation(), &GenerationWorker::planApplied, this, [this](const QString& description) {
         m_chat->setModelDescription(description);
         m_status->setText(description);
         emit tuningApplied();
     }, Qt::QueuedConnection);
-    connect(this, &ChatWindow::modelReady, this, [this] {
-        if (m_tuningStarted) return;
-        m_tuningStarted = true;
-        emit tuningPrepare(m_modelPath, modelsFolder());
-    });
+    connect(this, &ChatWindow::modelReady, models, &LibraryController::startTuning);
 }
 
 void ChatWindow::showWelcome()
@@ -440,83 +446,22 @@ void ChatWindow::closeWelcome()
 {
     if (m_stack->currentWidget() != m_welcome) return;
     m_stack->setCurrentIndex(0);
-    if (m_workers->store()) emit storeWriteSetting(QString::fromLatin1(kWelcomeDoneKey), QStringLiteral("true"));
+    if (m_models) m_models->markWelcomeSeen();
     m_prompt->setFocus();
 }
 
 bool ChatWindow::isWelcomeShown() const { return m_stack->currentWidget() == m_welcome; }
 
-void ChatWindow::onTuningReady(const QString& summary, const QString& capabilities)
-{
-    m_tuningReady = true;
-    m_tuning->setHardware(summary);
-    m_welcome->setSummary(summary, capabilities);
-    m_capabilities = capabilities;
-    emit tuningReady();
-    requestPrediction();
-    requestModelPredictions(m_library->catalog()->models());
-}
-
 void ChatWindow::requestPrediction()
 {
-    if (!m_workers->tuning() || !m_tuningStarted) return;
-    TuningSettings settings = m_tuning->settings(m_modelPath);
-    if (settings.backend == QLatin1String("auto"))
-        settings.backend = m_activeBackend.isEmpty() ? QStringLiteral("cpu") : m_activeBackend;
-    emit tuningPredict(settings);
-}
-
-void ChatWindow::onPredicted(const TuningPrediction& prediction)
-{
-    m_prediction = prediction;
-    m_tuning->showPrediction(prediction, !m_chat->isGenerating());
-    emit tuningPredicted();
-}
-
-void ChatWindow::requestModelPredictions(const QVector<ModelItem>& models)
-{
-    if (!m_tuningReady) return;  // onTuningReady asks for the whole catalog
-    QStringList paths;
-    for (const ModelItem& m : models)
-        if (!m_predictionAsked.contains(m.path)) {
-            m_predictionAsked.insert(m.path);
-            paths << m.path;
-        }
-    if (!paths.isEmpty()) emit tuningPredictModels(paths, m_activeBackend.isEmpty() ? QStringLiteral("cpu") : m_activeBackend);
-}
-
-void ChatWindow::onModelPredicted(const QString& path, double tokensPerSecond, const QString& text)
-{
-    m_predictedSpeed.insert(path, tokensPerSecond);
-    m_library->catalog()->setPrediction(path, text);
-    // The end of a compression: its predicted speed beside the source's.
-    if (!m_compressedPackage.isEmpty() && m_predictedSpeed.contains(m_compressedSource) &&
-        m_predictedSpeed.contains(m_compressedPackage)) {
-        m_library->showResult(tr("Done: %1; predicted %2 → %3 tokens/s on this machine")
-                                  .arg(m_compressSummary)
-                                  .arg(m_predictedSpeed.value(m_compressedSource), 0, 'f', 1)
-                                  .arg(m_predictedSpeed.value(m_compressedPackage), 0, 'f', 1));
-        m_compressedPackage.clear();
-        emit compressionCompared();
-    }
+    if (m_models) m_models->predict(m_tuning->settings(m_models->modelPath()));
 }
 
 void ChatWindow::applyTuning()
 {
-    if (!m_prediction.plan || m_chat->isGenerating()) return;
-    if (!m_prediction.settings.modelPath.isEmpty()) m_modelPath = m_prediction.settings.modelPath;
-    m_bottleneck->setPrediction(*m_prediction.plan);
-    emit applyRequested(m_prediction);
-}
-
-QString ChatWindow::modelsFolder() const
-{
-    return m_dataFolder.isEmpty() ? QString() : QDir(m_dataFolder).filePath(QStringLiteral("models"));
-}
-
-void ChatWindow::addModel(const QString& path)
-{
-    if (m_workers->models()) emit inspectRequested(path);
+    if (!m_models || m_chat->isGenerating() || !m_models->lastPrediction().plan) return;
+    m_bottleneck->setPrediction(*m_models->lastPrediction().plan);
+    m_models->applyPrediction();
 }
 
 void ChatWindow::dragEnterEvent(QDragEnterEvent* event)
@@ -527,71 +472,8 @@ void ChatWindow::dragEnterEvent(QDragEnterEvent* event)
 void ChatWindow::dropEvent(QDropEvent* event)
 {
     for (const QUrl& url : event->mimeData()->urls())
-        if (url.isLocalFile()) addModel(url.toLocalFile());
+        if (url.isLocalFile() && m_models) m_models->addModel(url.toLocalFile());
     event->acceptProposedAction();
-}
-
-void ChatWindow::compressModel(qint64 id, const QString& preset)
-{
-    if (!m_workers->models() || m_compressing) return;
-    const ModelItem* source = m_library->catalog()->model(id);
-    if (!source) return;
-    // dataFolder/models/<name>-<preset>, numbered when taken.
-    const QString stem = QFileInfo(source->path).completeBaseName();
-    QString out = QDir(modelsFolder()).filePath(stem + "-" + preset);
-    for (int n = 2; QFileInfo::exists(out); ++n) out = QDir(modelsFolder()).filePath(QStringLiteral("%1-%2-%3").arg(stem, preset).arg(n));
-    m_compressing = true;
-    m_compressedSource = source->path;
-    m_compressedPackage.clear();
-    m_library->setCompressing(true);
-    m_library->showResult(tr("Compressing %1 (%2) …").arg(QFileInfo(source->path).fileName(), preset));
-    updateButtons();
-    m_workers->models()->clearCancel();
-    emit compressRequested(id, source->path, out, preset);
-}
-
-void ChatWindow::cancelCompression()
-{
-    if (m_compressing) m_workers->models()->cancelCompression();
-}
-
-void ChatWindow::onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal,
-                                    double eta)
-{
-    m_library->showProgress(fraction, stage, bytesDone, bytesTotal, eta);
-    emit compressionProgress(fraction);
-}
-
-void ChatWindow::onCompressed(qint64, const ModelItem& package, const QString& summary)
-{
-    m_compressing = false;
-    m_library->setCompressing(false);
-    m_library->showProgressDone();
-    m_library->showResult(tr("Done: %1").arg(summary));
-    m_compressSummary = summary;
-    m_compressedPackage = package.path;
-    emit storeAddModel(package);  // the new catalog list asks the planner about it (the source is known)
-    updateButtons();
-    emit compressionFinished(package.path, summary);
-}
-
-void ChatWindow::onCompressFailed(const QString& message, bool cancelled)
-{
-    m_compressing = false;
-    m_library->setCompressing(false);
-    m_library->showResult(cancelled ? tr("Compression cancelled; nothing was written.") : tr("Compression failed."));
-    if (!cancelled) showError(message);
-    updateButtons();
-    emit compressionFailed(message, cancelled);
-}
-
-void ChatWindow::onModelsListed(const QVector<ModelItem>& models)
-{
-    m_library->setModels(models);
-    m_tuning->setVariants(models, m_modelPath);
-    requestModelPredictions(models);
-    updateButtons();
-    emit modelsListed(int(models.size()));
 }
 
 void ChatWindow::updateButtons()
@@ -601,7 +483,6 @@ void ChatWindow::updateButtons()
     m_prompt->setEnabled(ready);
     m_stop->setEnabled(generating);
     m_newChat->setEnabled(!generating);
-    m_library->setCompressing(m_compressing);
 }
 
 }  // namespace spillway::ui

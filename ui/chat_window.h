@@ -4,22 +4,18 @@
 // transcript, a prompt line with Send and Stop, the bottleneck visualizer and a status line. The
 // conversation's state and its saving are the ChatController's (chat_controller.h); the threads
 // and their workers are WorkerThreads' (worker_threads.h): all engine work happens on the
-// "inference" thread, all SQL on "storage". This class shows what they say and passes on what
-// the user does; the Models and Tuning tabs' requests go to their workers from here.
+// "inference" thread, all SQL on "storage". The Models and Tuning tabs' state is the
+// LibraryController's (library_controller.h). This class shows what they say and passes on what
+// the user does.
 //
 // Widgets carry object names (prompt, send, stop, transcript, conversations, search, newChat,
 // statusLine, inlineError, sideTabs, library, models, tuning, bottleneck, welcome, ...): tests
 // and scripts find them with findChild.
 
-#include <QHash>
-#include <QSet>
 #include <QMainWindow>
 #include <QString>
-#include <QVector>
 #include <memory>
 
-#include "chat_store.h"
-#include "tuning_worker.h"
 
 class QLabel;
 class QLineEdit;
@@ -36,6 +32,7 @@ namespace spillway::ui {
 
 class BottleneckView;
 class ChatController;
+class LibraryController;
 class LibraryPanel;
 class TranscriptView;
 class TuningPanel;
@@ -52,14 +49,12 @@ public:
     ~ChatWindow() override;
 
     ChatController* controller() const { return m_chat; }
+    // The Models and Tuning tabs' state (null without a data folder).
+    LibraryController* library() const { return m_models; }
     WorkerThreads* workers() const { return m_workers; }
     QString activeBackend() const { return m_activeBackend; }  // the device computing: "cpu", "cuda", "vulkan"
     QString deviceNote() const { return m_deviceNote; }  // why a faster backend was passed over or left
     bool isWelcomeShown() const;
-    QString capabilities() const { return m_capabilities; }  // what this machine can run
-    const TuningPrediction& lastPrediction() const { return m_prediction; }
-    bool isCompressing() const { return m_compressing; }
-    QString modelsFolder() const;  // where packages are written (dataFolder/models)
 
 public slots:
     // Sends the prompt line (or, while editing a prompt, resends it edited).
@@ -68,12 +63,6 @@ public slots:
     // Puts a prompt in the prompt line to edit (Send resends it, Escape cancels).
     void editMessage(int index);
     void cancelEdit();
-    // Model library: validate and catalog a model (as a drop does); compress the catalog
-    // model `id` with a preset ("fast", "balanced", "smallest", "sparse"); cancel that.
-    void addModel(const QString& path);
-    void compressModel(qint64 id, const QString& preset);
-    void cancelCompression();
-    void applyTuning();
     // The first-launch screen (the machine's summary while it is measured).
     void showWelcome();
     void closeWelcome();
@@ -91,39 +80,19 @@ signals:
     void conversationShown(qint64 id);
     void replyStored(qint64 conversation);
     void modelsListed(int count);
-    void modelRejected(const QString& path, const QString& message);
-    void compressionProgress(double fraction);
     void tuningReady();
     void tuningPredicted();
     void tuningApplied();
-    void compressionFinished(const QString& packagePath, const QString& summary);
     void compressionCompared();  // the finished compression's predicted speed before and after is shown
-    void compressionFailed(const QString& message, bool cancelled);
-    // Requests to the tuning worker, the inference worker and the model worker (queued).
-    void tuningPrepare(const QString& modelPath, const QString& storageFolder);
-    void tuningPredict(const spillway::ui::TuningSettings& settings);
-    void tuningPredictModels(const QStringList& paths, const QString& backend);
-    void applyRequested(const spillway::ui::TuningPrediction& prediction);
-    void inspectRequested(const QString& path);
-    void compressRequested(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset);
-    // Requests to the chat store (queued): the catalog and the settings.
-    void storeAddModel(const spillway::ui::ModelItem& model);
-    void storeReadSetting(const QString& key);
-    void storeWriteSetting(const QString& key, const QString& valueJson);
 
 private slots:
     void onModelLoaded(const QString& description, bool chatTemplate);
     void onGenerationStarted();
     void onReplyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
     void showConversationMenu(const QPoint& at);
-    void onModelsListed(const QVector<spillway::ui::ModelItem>& models);
-    void onCompressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
-    void onCompressed(qint64 sourceId, const spillway::ui::ModelItem& package, const QString& summary);
-    void onCompressFailed(const QString& message, bool cancelled);
-    void onTuningReady(const QString& summary, const QString& capabilities);
-    void onModelPredicted(const QString& path, double tokensPerSecond, const QString& text);
-    void onPredicted(const spillway::ui::TuningPrediction& prediction);
+    // The Tuning tab's settings to the planner.
     void requestPrediction();
+    void applyTuning();
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -137,14 +106,11 @@ private:
     void showError(const QString& message);
     void showNotice(const QString& message);
     void selectCurrentConversation();
-    // Asks the planner about the catalog models it has not been asked about (their cards).
-    void requestModelPredictions(const QVector<ModelItem>& models);
 
     std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
     WorkerThreads* m_workers = nullptr;
     ChatController* m_chat = nullptr;
-    QString m_dataFolder;
-    QString m_modelPath;
+    LibraryController* m_models = nullptr;  // null without a data folder
 
     // Widgets.
     QTabWidget* m_tabs = nullptr;
@@ -164,20 +130,12 @@ private:
     QLabel* m_status = nullptr;
     BottleneckView* m_bottleneck = nullptr;
 
-    // What the widgets show that no worker keeps.
+    // What the widgets show that no controller keeps.
     int m_editIndex = -1;          // the prompt being edited, or -1
     QString m_activeBackend;       // from the inference worker's deviceChanged
     QString m_deviceNote;
     QString m_neuronCacheText;  // the neuron cache's report of the reply being generated, for the status line
     bool m_welcomeSkipped = false;
-    TuningPrediction m_prediction;
-    bool m_tuningStarted = false;
-    bool m_tuningReady = false;
-    QString m_capabilities;
-    QHash<QString, double> m_predictedSpeed;  // tokens/s by model path, default settings
-    QSet<QString> m_predictionAsked;          // model paths sent to the planner once
-    QString m_compressedSource, m_compressedPackage, m_compressSummary;  // for "predicted X → Y"
-    bool m_compressing = false;
 };
 
 }  // namespace spillway::ui

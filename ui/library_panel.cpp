@@ -14,6 +14,7 @@
 #include <QStyledItemDelegate>
 #include <QTextDocument>
 #include <QVBoxLayout>
+#include <memory>
 
 namespace spillway::ui {
 
@@ -70,10 +71,8 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_add = new QPushButton(tr("Add model…"), this);
     m_add->setObjectName("addModel");
     m_add->setToolTip(tr("Or drop a GGUF file or a package folder anywhere on the window"));
-    m_catalog = new ModelCatalogModel(this);
     m_models = new QListView(this);
     m_models->setObjectName("models");
-    m_models->setModel(m_catalog);
     m_models->setWordWrap(true);
     m_models->setItemDelegate(new CardDelegate(m_models));
     m_models->setResizeMode(QListView::Adjust);
@@ -126,21 +125,29 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     setCompressing(false);
 }
 
-qint64 LibraryPanel::selectedModel() const { return m_catalog->idAt(m_models->currentIndex().row()); }
-
-void LibraryPanel::setModels(const QVector<ModelItem>& models)
+qint64 LibraryPanel::selectedModel() const
 {
-    const qint64 selected = selectedModel();
-    m_catalog->setModels(models);
-    const int row = m_catalog->rowOf(selected);
-    if (m_catalog->rowCount() > 0) m_models->setCurrentIndex(m_catalog->index(row >= 0 ? row : 0));
+    return m_catalog ? m_catalog->idAt(m_models->currentIndex().row()) : 0;
+}
+
+void LibraryPanel::setCatalog(ModelCatalogModel* catalog)
+{
+    m_catalog = catalog;
+    m_models->setModel(catalog);
+    auto selected = std::make_shared<qint64>(0);
+    connect(catalog, &QAbstractItemModel::modelAboutToBeReset, this, [this, selected] { *selected = selectedModel(); });
+    connect(catalog, &QAbstractItemModel::modelReset, this, [this, selected] {
+        const int row = m_catalog->rowOf(*selected);
+        if (m_catalog->rowCount() > 0) m_models->setCurrentIndex(m_catalog->index(row >= 0 ? row : 0));
+        setCompressing(m_compressing);
+    });
     setCompressing(m_compressing);
 }
 
 void LibraryPanel::setCompressing(bool compressing)
 {
     m_compressing = compressing;
-    m_compress->setEnabled(!compressing && m_catalog->rowCount() > 0);
+    m_compress->setEnabled(!compressing && m_catalog && m_catalog->rowCount() > 0);
     m_cancel->setEnabled(compressing);
     if (compressing) m_bar->setValue(0);
 }

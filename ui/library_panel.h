@@ -22,9 +22,9 @@ class LibraryPanel : public QWidget {
 public:
     explicit LibraryPanel(QWidget* parent = nullptr);
 
-    ModelCatalogModel* catalog() const { return m_catalog; }
-    // Lists the models (keeping the selection, else selecting the first).
-    void setModels(const QVector<ModelItem>& models);
+    // The catalog it shows (LibraryController's); a new listing keeps the selected model, else
+    // selects the first.
+    void setCatalog(ModelCatalogModel* catalog);
     qint64 selectedModel() const;  // 0 when none
 
     void setCompressing(bool compressing);

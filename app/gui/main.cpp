@@ -18,6 +18,7 @@
 #include "ui/bottleneck_view.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_window.h"
+#include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
 
 namespace {
@@ -92,18 +93,18 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
             part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.0);
         });
         QObject::connect(&window, &ChatWindow::tuningPredicted, &window, [&window, save] {
-            if (window.lastPrediction().ssdBytesPerToken > 0)
+            if (window.library()->lastPrediction().ssdBytesPerToken > 0)
                 QTimer::singleShot(100, &window, [&window, save] { save(&window); });
         });
     } else if (scene == QLatin1String("models")) {
         QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, modelPath] {
             part<QTabWidget>(window, "sideTabs")->setCurrentIndex(1);
-            window.addModel(modelPath);
+            window.library()->addModel(modelPath);
         });
         QObject::connect(&window, &ChatWindow::modelsListed, &window, [&window, save](int count) {
             const QAbstractItemModel* models = part<QListView>(window, "models")->model();
-            if (count == 1 && !window.isCompressing() && models->rowCount() == 1)
-                window.compressModel(models->index(0, 0).data(spillway::ui::ModelCatalogModel::IdRole).toLongLong(),
+            if (count == 1 && !window.library()->isCompressing() && models->rowCount() == 1)
+                window.library()->compressModel(models->index(0, 0).data(spillway::ui::ModelCatalogModel::IdRole).toLongLong(),
                                      QStringLiteral("balanced"));
         });
         // Done when the cards show the planner's prediction before and after.

@@ -29,6 +29,7 @@
 #include "gpu/cpu/cpu_device.h"
 #include "storage/chat_db.h"
 #include "ui/chat_window.h"
+#include "ui/library_controller.h"
 #include "ui_test_util.h"
 #include "ui/generation_worker.h"
 #include "ui/library_panel.h"
@@ -282,14 +283,14 @@ void TestChatActions::cardsAndTuningShowPredictions()
     window.show();
     QSignalSpy ready(&window, &ChatWindow::tuningReady);
     QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
-    window.addModel(kModel);
+    window.library()->addModel(kModel);
     QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 1, 10'000);
     QTRY_VERIFY_WITH_TIMEOUT(rowTextOf(window, "models", 0).contains("tokens/s"), 10'000);
     QVERIFY2(rowTextOf(window, "models", 0).contains("Predicted here:"), qPrintable(rowTextOf(window, "models", 0)));
 
     // Compressing: the result shows the predicted speed before and after.
     QSignalSpy compared(&window, &ChatWindow::compressionCompared);
-    window.compressModel(rowIdOf(window, "models", 0), QStringLiteral("fast"));
+    window.library()->compressModel(rowIdOf(window, "models", 0), QStringLiteral("fast"));
     QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60'000);
     const QString result = part<QLabel>(window, "compressResult")->text();
     QVERIFY2(result.contains("→") && result.contains("tokens/s") && result.contains("top-1"), qPrintable(result));
@@ -299,15 +300,15 @@ void TestChatActions::cardsAndTuningShowPredictions()
     QTRY_COMPARE_WITH_TIMEOUT(variants->count(), 2, 10'000);
     QSignalSpy predicted(&window, &ChatWindow::tuningPredicted);
     part<QSpinBox>(window, "contextLength")->setValue(256);
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.contextLength == 256, 10'000);
-    const qint64 kv32 = window.lastPrediction().kvBytes;
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.contextLength == 256, 10'000);
+    const qint64 kv32 = window.library()->lastPrediction().kvBytes;
     QVERIFY(kv32 > 0);
     part<spillway::ui::TuningPanel>(window, "tuning")->kvTypeBox()->setCurrentIndex(part<spillway::ui::TuningPanel>(window, "tuning")->kvTypeBox()->findData("f16"));
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.kvType == QLatin1String("f16"), 10'000);
-    QCOMPARE(window.lastPrediction().kvBytes * 2, kv32);
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.kvType == QLatin1String("f16"), 10'000);
+    QCOMPARE(window.library()->lastPrediction().kvBytes * 2, kv32);
     const QString package = variants->itemData(1).toString();
     variants->setCurrentIndex(1);
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.modelPath == package, 10'000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.modelPath == package, 10'000);
     QVERIFY(part<QPushButton>(window, "applyTuning")->isEnabled());
 
     // Apply runs the package with an fp16 KV cache.
@@ -405,24 +406,24 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     spillway::ui::TuningPanel* tuning = part<spillway::ui::TuningPanel>(window, "tuning");
     tuning->neuronModeBox()->setCurrentIndex(tuning->neuronModeBox()->findData("predicted"));
     tuning->neuronCacheBox()->setValue(64);
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.neuronCache == 64 &&
-                                 window.lastPrediction().settings.neuronMode == QLatin1String("predicted"),
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.neuronCache == 64 &&
+                                 window.library()->lastPrediction().settings.neuronMode == QLatin1String("predicted"),
                              20'000);
-    QVERIFY2(window.lastPrediction().note.isEmpty(), qPrintable(window.lastPrediction().note));
+    QVERIFY2(window.library()->lastPrediction().note.isEmpty(), qPrintable(window.library()->lastPrediction().note));
     QTRY_VERIFY_WITH_TIMEOUT(part<QPushButton>(window, "applyTuning")->isEnabled(), 10'000);
     QSignalSpy applied(&window, &ChatWindow::tuningApplied);
     part<QPushButton>(window, "applyTuning")->click();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30'000);
     QVERIFY2(statusTextOf(window).contains("neuron cache 64"), qPrintable(statusTextOf(window)));
     // Each layer's cold neurons go where the cost model says, and the status says how many run on the CPU.
-    QCOMPARE(window.lastPrediction().coldOnCpu.size(), 4);
+    QCOMPARE(window.library()->lastPrediction().coldOnCpu.size(), 4);
     QVERIFY2(statusTextOf(window).contains(QStringLiteral("cold neurons on the CPU in %1 of 4 layers")
-                                              .arg(window.lastPrediction().coldOnCpu.count(true))),
+                                              .arg(window.library()->lastPrediction().coldOnCpu.count(true))),
              qPrintable(statusTextOf(window)));
     // Asked for explicitly: the CPU takes the cold neurons of every layer.
     tuning->coldNeuronsBox()->setCurrentIndex(tuning->coldNeuronsBox()->findData("cpu"));
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.coldNeurons == QLatin1String("cpu"), 20'000);
-    QCOMPARE(window.lastPrediction().coldOnCpu.count(true), 4);
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.coldNeurons == QLatin1String("cpu"), 20'000);
+    QCOMPARE(window.library()->lastPrediction().coldOnCpu.count(true), 4);
     QTRY_VERIFY_WITH_TIMEOUT(part<QPushButton>(window, "applyTuning")->isEnabled(), 10'000);
     part<QPushButton>(window, "applyTuning")->click();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 2, 30'000);
@@ -442,9 +443,9 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     dense.show();
     SPILLWAY_WAIT_FOR_MODEL(dense, 30'000);
     part<spillway::ui::TuningPanel>(dense, "tuning")->neuronCacheBox()->setValue(32);
-    QTRY_VERIFY_WITH_TIMEOUT(!dense.lastPrediction().note.isEmpty(), 20'000);
-    QCOMPARE(dense.lastPrediction().settings.neuronCache, 0);
-    QVERIFY(dense.lastPrediction().note.contains("ReLU"));
+    QTRY_VERIFY_WITH_TIMEOUT(!dense.library()->lastPrediction().note.isEmpty(), 20'000);
+    QCOMPARE(dense.library()->lastPrediction().settings.neuronCache, 0);
+    QVERIFY(dense.library()->lastPrediction().note.contains("ReLU"));
     QVERIFY(part<spillway::ui::TuningPanel>(dense, "tuning")->predictionText().contains("ReLU"));
     qunsetenv("XDG_CACHE_HOME");
 }

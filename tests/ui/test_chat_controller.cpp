@@ -1,7 +1,10 @@
-// ChatController without a window (no widgets): a front end that only calls its slots and reads
-// its state chats, keeps every exchange in the history, regenerates, edits and lists, exactly as
-// the window does through it. The workers live on WorkerThreads' threads, as in the app.
+// The app's controllers without a window (no widgets): a front end that only calls their slots
+// and reads their state chats, keeps every exchange in the history, regenerates, edits and lists
+// (ChatController), catalogs, compresses and plans (LibraryController), exactly as the window
+// does through them. The workers live on WorkerThreads' threads, as in the app.
 
+#include <QDir>
+#include <QFile>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -10,9 +13,12 @@
 #include "core/trace/trace.h"
 #include "ui/chat_controller.h"
 #include "ui/conversation_list_model.h"
+#include "ui/library_controller.h"
+#include "ui/model_catalog_model.h"
 #include "ui/worker_threads.h"
 
 using spillway::ui::ChatController;
+using spillway::ui::LibraryController;
 using spillway::ui::WorkerThreads;
 
 namespace {
@@ -32,8 +38,17 @@ std::vector<spillway::storage::Message> storedMessages(const QString& folder, qi
 class TestChatController : public QObject {
     Q_OBJECT
 private slots:
+    void initTestCase()
+    {
+        qputenv("SPILLWAY_QUICK_PROBE", "1");  // the small, rough probe
+        qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
+    }
     void chatsAndKeepsHistoryWithoutWidgets();
     void sendIsRefusedUntilTheModelIsReady();
+    void librarySurvivesBadInputCompressesAndPlans();
+
+private:
+    QTemporaryDir m_cache;  // the probe's cached profile, not the user's
 };
 
 void TestChatController::chatsAndKeepsHistoryWithoutWidgets()
@@ -131,6 +146,73 @@ void TestChatController::sendIsRefusedUntilTheModelIsReady()
     QVERIFY(!chat.isModelReady());
     QVERIFY(!chat.send(QStringLiteral("still no model")));
     QVERIFY(!chat.isGenerating());
+}
+
+void TestChatController::librarySurvivesBadInputCompressesAndPlans()
+{
+    QTemporaryDir data;
+    QVERIFY(data.isValid());
+    spillway::trace::Recorder recorder(64);
+    WorkerThreads workers(/*withData=*/true, &recorder, QStringLiteral("cpu"));
+    ChatController chat(workers.generation(), workers.store());  // opens the store the catalog lives in
+    LibraryController library(&workers, data.path(), kModel);
+    QSignalSpy listed(&library, &LibraryController::modelsListed);
+    QSignalSpy rejected(&library, &LibraryController::modelRejected);
+    QSignalSpy welcome(&library, &LibraryController::welcomeNeeded);
+    chat.openHistory(data.path());
+    library.checkWelcome();
+    QTRY_COMPARE_WITH_TIMEOUT(welcome.count(), 1, 5'000);  // a fresh data folder: the first launch
+    library.markWelcomeSeen();
+
+    // A model, then a file that is not one: the first is cataloged, the second refused by name.
+    library.addModel(kModel);
+    QTRY_VERIFY_WITH_TIMEOUT(library.catalog()->rowCount() == 1, 10'000);
+    const QString junk = QDir(data.path()).filePath("junk.gguf");
+    {
+        QFile f(junk);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("GGUF but not really");
+    }
+    library.addModel(junk);
+    QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 1, 10'000);
+    QCOMPARE(rejected.first().at(0).toString(), junk);
+    QCOMPARE(library.catalog()->rowCount(), 1);
+
+    // The machine is measured, every catalog card gets its prediction, and a plan comes back for
+    // the settings asked.
+    QSignalSpy ready(&library, &LibraryController::tuningReady);
+    QSignalSpy predicted(&library, &LibraryController::predicted);
+    library.startTuning();
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 120'000);
+    QVERIFY(!library.capabilities().isEmpty());
+    QTRY_VERIFY_WITH_TIMEOUT(!library.catalog()->prediction(kModel).isEmpty(), 30'000);
+    QVERIFY2(library.catalog()->prediction(kModel).contains("tokens/s"), qPrintable(library.catalog()->prediction(kModel)));
+    spillway::ui::TuningSettings settings;
+    settings.modelPath = kModel;
+    settings.contextLength = 128;
+    settings.backend = QStringLiteral("auto");
+    library.predict(settings);
+    QTRY_COMPARE_WITH_TIMEOUT(predicted.count(), 1, 30'000);
+    QVERIFY(library.lastPrediction().plan != nullptr);
+    QCOMPARE(library.lastPrediction().settings.backend, QStringLiteral("cpu"));  // "auto": the device computing
+
+    // Compression: the package joins the catalog under its source, and its predicted speed is
+    // compared with the source's.
+    QSignalSpy finished(&library, &LibraryController::compressionFinished);
+    QSignalSpy compared(&library, &LibraryController::compressionCompared);
+    const qint64 source = library.catalog()->idAt(0);
+    QVERIFY(library.compressModel(source, QStringLiteral("fast")));
+    QVERIFY(library.isCompressing());
+    QVERIFY(!library.compressModel(source, QStringLiteral("fast")));  // one at a time
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60'000);
+    QVERIFY(!library.isCompressing());
+    QTRY_COMPARE_WITH_TIMEOUT(library.catalog()->rowCount(), 2, 10'000);
+    const QString package = finished.first().at(0).toString();
+    QCOMPARE(library.catalog()->index(1).data(spillway::ui::ModelCatalogModel::PathRole).toString(), package);
+    QVERIFY(library.catalog()->index(1).data(Qt::DisplayRole).toString().contains("from stories260K.gguf"));
+    QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 30'000);
+    QVERIFY2(compared.first().at(0).toString().contains("tokens/s"), qPrintable(compared.first().at(0).toString()));
+    QVERIFY(library.modelsFolder().startsWith(data.path()));
 }
 
 QTEST_GUILESS_MAIN(TestChatController)

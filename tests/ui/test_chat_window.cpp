@@ -28,6 +28,7 @@
 #include "storage/chat_db.h"
 #include "ui/bottleneck_view.h"
 #include "ui/chat_window.h"
+#include "ui/library_controller.h"
 #include "ui/generation_worker.h"
 #include "ui/tuning_panel.h"
 #include "ui_test_util.h"
@@ -285,7 +286,7 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
         QVERIFY(in.open(QIODevice::ReadOnly) && out.open(QIODevice::WriteOnly));
         out.write(in.read(5000));
     }
-    QSignalSpy rejected(&window, &ChatWindow::modelRejected);
+    QSignalSpy rejected(window.library(), &spillway::ui::LibraryController::modelRejected);
     dropFile(window, truncated);
     QTRY_COMPARE_WITH_TIMEOUT(rejected.count(), 1, 10'000);
     QVERIFY2(errorTextOf(window).contains("truncated.gguf"), qPrintable(errorTextOf(window)));
@@ -317,10 +318,10 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
 
     // Compress with the fast preset: progress, then a package in the catalog under the source.
     const qint64 source = rowIdOf(window, "models", 0);
-    QSignalSpy progress(&window, &ChatWindow::compressionProgress);
-    QSignalSpy finished(&window, &ChatWindow::compressionFinished);
-    window.compressModel(source, QStringLiteral("fast"));
-    QVERIFY(window.isCompressing());
+    QSignalSpy progress(window.library(), &spillway::ui::LibraryController::compressionProgress);
+    QSignalSpy finished(window.library(), &spillway::ui::LibraryController::compressionFinished);
+    window.library()->compressModel(source, QStringLiteral("fast"));
+    QVERIFY(window.library()->isCompressing());
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60'000);
     QVERIFY(progress.count() >= 3);
     const QString package = finished.at(0).at(0).toString();
@@ -330,15 +331,15 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     QCOMPARE(part<QProgressBar>(window, "compressionBar")->value(), 1000);
 
     // Cancelled at once: nothing is left in the models folder but the first package.
-    QSignalSpy failed(&window, &ChatWindow::compressionFailed);
-    window.compressModel(source, QStringLiteral("smallest"));
-    window.cancelCompression();
+    QSignalSpy failed(window.library(), &spillway::ui::LibraryController::compressionFailed);
+    window.library()->compressModel(source, QStringLiteral("smallest"));
+    window.library()->cancelCompression();
     QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 60'000);
     QVERIFY(failed.at(0).at(1).toBool());  // cancelled
-    QCOMPARE(QDir(window.modelsFolder()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
+    QCOMPARE(QDir(window.library()->modelsFolder()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
              QStringList{QFileInfo(package).fileName()});
     QCOMPARE(rowsOf(window, "models"), 2);
-    QVERIFY(!window.isCompressing());
+    QVERIFY(!window.library()->isCompressing());
 }
 
 void TestChatWindow::markdownRepliesAreRendered()
@@ -389,19 +390,19 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
     QVERIFY2(part<spillway::ui::TuningPanel>(window, "tuning")->hardwareSummary().contains("CPU") && part<spillway::ui::TuningPanel>(window, "tuning")->hardwareSummary().contains("Disk"),
              qPrintable(part<spillway::ui::TuningPanel>(window, "tuning")->hardwareSummary()));
     // Default budgets: the demo model fits on the device; nothing is read from the SSD.
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().plan != nullptr, 10'000);
-    QCOMPARE(window.lastPrediction().ssdBytesPerToken, 0);
-    QVERIFY(window.lastPrediction().tokensPerSecond > 0);
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().plan != nullptr, 10'000);
+    QCOMPARE(window.library()->lastPrediction().ssdBytesPerToken, 0);
+    QVERIFY(window.library()->lastPrediction().tokensPerSecond > 0);
 
     // Tight budgets: the planner moves weights to the SSD, and the panel says so at once.
     part<QSpinBox>(window, "contextLength")->setValue(64);
     part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.0);
     part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
     const qint64 vram = 1024 * 1024;
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().settings.vramBudget == vram &&
-                                 window.lastPrediction().settings.ramBudget == qint64(0.06 * 1024 * 1024),
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.vramBudget == vram &&
+                                 window.library()->lastPrediction().settings.ramBudget == qint64(0.06 * 1024 * 1024),
                              10'000);
-    QVERIFY2(window.lastPrediction().ssdBytesPerToken > 0, qPrintable(part<spillway::ui::TuningPanel>(window, "tuning")->predictionText()));
+    QVERIFY2(window.library()->lastPrediction().ssdBytesPerToken > 0, qPrintable(part<spillway::ui::TuningPanel>(window, "tuning")->predictionText()));
     QVERIFY(part<spillway::ui::TuningPanel>(window, "tuning")->predictionText().contains("tokens/s"));
     QVERIFY(part<QPushButton>(window, "applyTuning")->isEnabled());
 
@@ -449,8 +450,8 @@ void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
     const QString transcript = transcriptOf(window)->toPlainText();
     QVERIFY2(transcript.contains(expected), qPrintable("transcript:\n" + transcript));
     // The tuning panel plans for the device that computes.
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastPrediction().plan != nullptr, 120'000);
-    QCOMPARE(window.lastPrediction().settings.backend, QStringLiteral("vulkan"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().plan != nullptr, 120'000);
+    QCOMPARE(window.library()->lastPrediction().settings.backend, QStringLiteral("vulkan"));
     qunsetenv("SPILLWAY_BACKEND");
     qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
 }
