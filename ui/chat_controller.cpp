@@ -20,6 +20,8 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
     connect(this, &ChatController::storeOpen, store, &ChatStore::open, Qt::QueuedConnection);
     connect(this, &ChatController::storeList, store, &ChatStore::list, Qt::QueuedConnection);
     connect(this, &ChatController::storeCreate, store, &ChatStore::create, Qt::QueuedConnection);
+    connect(this, &ChatController::storeSetModel, store, &ChatStore::setConversationModel, Qt::QueuedConnection);
+    connect(store, &ChatStore::conversationModel, this, &ChatController::onConversationModel, Qt::QueuedConnection);
     connect(this, &ChatController::storeLoad, store, &ChatStore::load, Qt::QueuedConnection);
     connect(this, &ChatController::storeAppend, store, &ChatStore::append, Qt::QueuedConnection);
     connect(this, &ChatController::storeRename, store, &ChatStore::rename, Qt::QueuedConnection);
@@ -37,7 +39,22 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
     connect(store, &ChatStore::failed, this, &ChatController::storeFailed, Qt::QueuedConnection);
 }
 
-void ChatController::loadModel(const QString& path) { emit loadRequested(path); }
+void ChatController::identifyModel(const QString& path, qint64 id)
+{
+    if (m_loading && !m_loadingId && path == m_loadingPath) m_loadingId = id;
+    if (!m_modelId && path == m_modelPath) m_modelId = id;
+}
+
+bool ChatController::loadModel(const QString& path, qint64 modelId)
+{
+    if (m_generating || path.isEmpty()) return false;
+    m_loading = true;
+    m_loadingPath = path;
+    m_loadingId = modelId;
+    emit loadRequested(path);
+    emit stateChanged();
+    return true;
+}
 
 void ChatController::openHistory(const QString& folder)
 {
@@ -46,7 +63,7 @@ void ChatController::openHistory(const QString& folder)
 
 bool ChatController::send(const QString& prompt)
 {
-    if (!m_modelReady || m_generating || prompt.trimmed().isEmpty()) return false;
+    if (!m_modelReady || m_generating || m_loading || prompt.trimmed().isEmpty()) return false;
     beginExchange();
     MessageItem user;
     user.role = QStringLiteral("user");
@@ -57,7 +74,7 @@ bool ChatController::send(const QString& prompt)
     if (m_store && m_conversation == 0) {
         // The conversation is created first; the prompt is stored and sent once it exists.
         m_awaitingConversation = true;
-        emit storeCreate(prompt.left(60).simplified());
+        emit storeCreate(prompt.left(60).simplified(), m_modelId);
         return true;
     }
     storeLastPrompt();
@@ -97,7 +114,7 @@ void ChatController::requestGeneration()
 
 bool ChatController::regenerate(int index)
 {
-    if (!m_modelReady || m_generating || m_pendingStores > 0 || index != m_messages.size() - 1 ||
+    if (!m_modelReady || m_generating || m_loading || m_pendingStores > 0 || index != m_messages.size() - 1 ||
         m_messages[index].role != QLatin1String("assistant"))
         return false;
     const qint64 replaces = m_messages[index].id;
@@ -109,7 +126,7 @@ bool ChatController::regenerate(int index)
 
 bool ChatController::editAndResend(int index, const QString& text)
 {
-    if (!m_modelReady || m_generating || m_pendingStores > 0 || text.trimmed().isEmpty() || index < 0 ||
+    if (!m_modelReady || m_generating || m_loading || m_pendingStores > 0 || text.trimmed().isEmpty() || index < 0 ||
         index >= m_messages.size() || m_messages[index].role != QLatin1String("user"))
         return false;
     MessageItem edited = m_messages[index];
@@ -194,6 +211,12 @@ void ChatController::onModelLoaded(const QString& description, bool chatTemplate
 {
     m_modelReady = true;
     m_modelDescription = description;
+    if (m_loading) {  // (a plan for another variant loads it too, unasked)
+        m_loading = false;
+        m_modelPath = m_loadingPath;
+        m_modelId = m_loadingId;
+        if (m_store && m_conversation && m_modelId) emit storeSetModel(m_conversation, m_modelId);
+    }
     emit modelLoaded(description, chatTemplate);
     emit stateChanged();
 }
@@ -207,6 +230,12 @@ void ChatController::onTokens(const QString& text)
 
 void ChatController::onFailed(const QString& message)
 {
+    if (m_loading && !m_generating) {  // the model that answered so far stays
+        m_loading = false;
+        emit failed(m_modelReady ? tr("%1 (the model loaded before goes on answering)").arg(message) : message);
+        emit stateChanged();
+        return;
+    }
     const bool wasGenerating = m_generating;
     if (m_generating && m_replyIndex >= 0) {  // the failed reply goes; its prompt stays
         emit replyEnded(0, 0, QString());
@@ -221,7 +250,7 @@ void ChatController::onFailed(const QString& message)
     emit stateChanged();
 }
 
-void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
+void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end)
 {
     m_generating = false;
     if (m_replyIndex >= 0 && m_replyIndex < m_messages.size()) {
@@ -245,7 +274,7 @@ void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenM
         }
     }
     emit stateChanged();
-    emit replyFinished(tokensPerSecond, timeToFirstTokenMs, tokens);
+    emit replyFinished(tokensPerSecond, timeToFirstTokenMs, tokens, end);
 }
 
 void ChatController::onListed(const QString& query, const QVector<ConversationItem>& items)
@@ -274,6 +303,13 @@ void ChatController::onLoaded(qint64 conversation, const QVector<MessageItem>& m
     m_conversation = conversation;
     setMessages(messages);
     emit conversationShown(conversation);
+}
+
+void ChatController::onConversationModel(qint64 conversation, qint64 modelId)
+{
+    if (m_generating || modelId <= 0 || modelId == m_modelId) return;
+    Q_UNUSED(conversation);
+    emit conversationModelWanted(modelId);
 }
 
 void ChatController::onStored(qint64 conversation, qint64 message)

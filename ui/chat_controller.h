@@ -27,20 +27,31 @@ public:
     ConversationListModel* conversations() const { return m_list; }
     const QVector<MessageItem>& messages() const { return m_messages; }
     qint64 currentConversation() const { return m_conversation; }  // 0: new, not stored yet
-    bool isModelReady() const { return m_modelReady; }
+    bool isModelReady() const { return m_modelReady; }  // a model answers (also while another loads)
     bool isGenerating() const { return m_generating; }
+    bool isLoading() const { return m_loading; }  // a model is being loaded
+    // The model that answers: its file or package, and its catalog id (0: not in the catalog).
+    QString modelPath() const { return m_modelPath; }
+    qint64 modelId() const { return m_modelId; }
+    QString loadingPath() const { return m_loadingPath; }  // the model asked for last
+    qint64 loadingId() const { return m_loadingId; }
+    // The catalog knows the model at `path` as `id`: the one that answers, or is loading.
+    void identifyModel(const QString& path, qint64 id);
     bool hasStore() const { return m_store != nullptr; }
     // The model and the device computing, as the worker last described them.
     QString modelDescription() const { return m_modelDescription; }
     void setModelDescription(const QString& description) { m_modelDescription = description; }
     void setTemperature(double temperature) { m_temperature = temperature; }  // 0 = greedy
-    void setMaxTokens(int maxTokens) { m_maxTokens = maxTokens; }
+    void setMaxTokens(int maxTokens) { m_maxTokens = maxTokens; }  // 0: until the turn ends or the context is full
     double temperature() const { return m_temperature; }
     int maxTokens() const { return m_maxTokens; }
     QString searchQuery() const { return m_query; }
 
 public slots:
-    void loadModel(const QString& path);
+    // Loads a model in the background; the one loaded so far answers until it is ready, and stays
+    // when the new one fails to load. The open conversation talks to it from then on. Refused
+    // while a reply is generated.
+    bool loadModel(const QString& path, qint64 modelId = 0);
     // Opens the history in `folder` (spillway.db) and lists the conversations.
     void openHistory(const QString& folder);
     // A new exchange: the prompt, then the reply. False when it cannot start now (no model yet,
@@ -72,19 +83,23 @@ signals:
     void stateChanged();  // model ready, generating
     void modelLoaded(const QString& description, bool chatTemplate);
     void generationStarted();
-    void replyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    // end: why the reply ended ("turn", "limit", "context", "stopped": GenerationWorker::finished).
+    void replyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     void failed(const QString& message);       // loading or generating failed
     void storeFailed(const QString& message);  // the history could not be read or written
     void historyOpened(const QString& recoveryNote);
     void conversationsListed(int count);
     void conversationShown(qint64 id);
+    // The conversation just opened talks to another catalog model than the one loaded.
+    void conversationModelWanted(qint64 modelId);
     void replyStored(qint64 conversation);
     // Requests to the worker and the store (queued).
     void loadRequested(const QString& path);
     void generateRequested(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
     void storeOpen(const QString& folder);
     void storeList(const QString& query);
-    void storeCreate(const QString& title);
+    void storeCreate(const QString& title, qint64 modelId);
+    void storeSetModel(qint64 conversation, qint64 modelId);
     void storeLoad(qint64 conversation);
     void storeAppend(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
                      double firstTokenMs, const QString& modelName);
@@ -98,11 +113,12 @@ signals:
 private:
     void onModelLoaded(const QString& description, bool chatTemplate);
     void onTokens(const QString& text);
-    void onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    void onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     void onFailed(const QString& message);
     void onListed(const QString& query, const QVector<spillway::ui::ConversationItem>& items);
     void onCreated(qint64 conversation);
     void onLoaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
+    void onConversationModel(qint64 conversation, qint64 modelId);
     void onStored(qint64 conversation, qint64 message);
 
     void beginExchange();
@@ -124,8 +140,13 @@ private:
     int m_pendingStores = 0;               // writes sent to the store, not yet answered
     QVector<int> m_storeTargets;           // per pending write: the message index it stores, -1: a version
     QString m_modelDescription;
+    QString m_modelPath;                   // the model that answers
+    qint64 m_modelId = 0;
+    bool m_loading = false;
+    QString m_loadingPath;                 // the model being loaded
+    qint64 m_loadingId = 0;
     double m_temperature = 0.8;
-    int m_maxTokens = 256;
+    int m_maxTokens = 0;
     bool m_modelReady = false;
     bool m_generating = false;
 };

@@ -86,10 +86,10 @@ void ChatStore::list(const QString& query)
     emit listed(query, items);
 }
 
-void ChatStore::create(const QString& title)
+void ChatStore::create(const QString& title, qint64 modelId)
 {
     if (!ready()) return;
-    auto id = m_db->createConversation(title.toStdString());
+    auto id = m_db->createConversation(title.toStdString(), modelId > 0 ? std::optional<int64_t>(modelId) : std::nullopt);
     if (!id) return emit failed(QString::fromStdString(id.error().message));
     emit created(*id);
 }
@@ -97,6 +97,9 @@ void ChatStore::create(const QString& title)
 void ChatStore::load(qint64 conversation)
 {
     if (!ready()) return;
+    auto record = m_db->conversation(conversation);
+    if (!record) return emit failed(QString::fromStdString(record.error().message));
+    emit conversationModel(conversation, record->modelId.value_or(0));
     auto messages = m_db->messages(conversation);
     if (!messages) return emit failed(QString::fromStdString(messages.error().message));
     QVector<MessageItem> items;
@@ -187,6 +190,14 @@ void ChatStore::rename(qint64 conversation, const QString& title)
     const Status s = m_db->renameConversation(conversation, title.toStdString());
     if (!s) return emit failed(QString::fromStdString(s.error().message));
     emit changed();
+}
+
+void ChatStore::setConversationModel(qint64 conversation, qint64 modelId)
+{
+    if (!ready()) return;
+    const Status s =
+        m_db->setConversationModel(conversation, modelId > 0 ? std::optional<int64_t>(modelId) : std::nullopt);
+    if (!s) return emit failed(QString::fromStdString(s.error().message));
 }
 
 void ChatStore::remove(qint64 conversation)

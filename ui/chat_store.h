@@ -49,8 +49,12 @@ public slots:
     void open(const QString& folder);
     // Every conversation (empty query) or those with a message matching it (full-text search).
     void list(const QString& query);
-    void create(const QString& title);
+    // A new conversation with the catalog model it talks to (0: none known).
+    void create(const QString& title, qint64 modelId);
+    // The conversation's messages (loaded), after the catalog model it talks to (conversationModel).
     void load(qint64 conversation);
+    // The conversation talks to catalog model `modelId` from now on.
+    void setConversationModel(qint64 conversation, qint64 modelId);
     void append(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
                 double firstTokenMs, const QString& modelName);
     // A new version of a stored message (kind "edit" or "regeneration"), made current; answered
@@ -76,6 +80,7 @@ signals:
     void listed(const QString& query, const QVector<spillway::ui::ConversationItem>& items);
     void created(qint64 conversation);
     void loaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
+    void conversationModel(qint64 conversation, qint64 modelId);  // 0: none recorded
     void stored(qint64 conversation, qint64 message);
     void changed();  // a conversation was renamed or removed
     void truncated(qint64 conversation);

@@ -1,5 +1,6 @@
 #include "chat_window.h"
 
+#include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
 #include <QDragEnterEvent>
@@ -31,10 +32,12 @@
 #include "generation_worker.h"
 #include "library_controller.h"
 #include "library_panel.h"
+#include "model_catalog_model.h"
 #include "transcript_view.h"
 #include "tuning_panel.h"
 #include "welcome_page.h"
 #include "worker_threads.h"
+#include "readable.h"
 
 namespace spillway::ui {
 
@@ -50,13 +53,13 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     buildWidgets(withData);
     m_status->setText(tr("Loading %1 …").arg(modelPath));
     connectChat();
-    if (withData) connectLibraryAndTuning();
     updateButtons();
     if (withData) {
         m_chat->openHistory(dataFolder);
         m_models->checkWelcome();
     }
     m_chat->loadModel(modelPath);
+    if (withData) connectLibraryAndTuning();  // after the load is asked for: it adds the launch model
 }
 
 ChatWindow::~ChatWindow()
@@ -105,6 +108,22 @@ void ChatWindow::buildWidgets(bool withData)
 
     auto* central = new QWidget(splitter);
     auto* layout = new QVBoxLayout(central);
+    if (m_models) {
+        // The model picker: the catalog's models and packages, with size, format and the
+        // planner's predicted speed here.
+        m_picker = new QComboBox(central);
+        m_picker->setObjectName("modelPicker");
+        m_picker->setAccessibleName(tr("Model"));
+        m_picker->setToolTip(tr("The model that answers; another loads in the background"));
+        m_picker->setModel(new ModelPickerModel(m_picker));
+        static_cast<ModelPickerModel*>(m_picker->model())->setSourceModel(m_models->catalog());
+        m_picker->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        m_picker->setMinimumContentsLength(30);
+        auto* top = new QHBoxLayout;
+        top->addWidget(new QLabel(tr("Model:"), central));
+        top->addWidget(m_picker, 1);
+        layout->addLayout(top);
+    }
     m_transcript = new TranscriptView(central);
     m_transcript->setObjectName("transcript");
     m_editBanner = new QLabel(tr("Editing your message: Send resends it, Escape cancels."), central);
@@ -204,7 +223,10 @@ void ChatWindow::connectChat()
     connect(chat, &ChatController::modelLoaded, this, &ChatWindow::onModelLoaded);
     connect(chat, &ChatController::generationStarted, this, &ChatWindow::onGenerationStarted);
     connect(chat, &ChatController::replyFinished, this, &ChatWindow::onReplyFinished);
-    connect(chat, &ChatController::failed, this, &ChatWindow::showError);
+    connect(chat, &ChatController::failed, this, [this](const QString& message) {
+        showError(message);
+        showPickedModel();  // a model that failed to load is not the one answering
+    });
     connect(chat, &ChatController::storeFailed, this, &ChatWindow::showError);
     connect(chat, &ChatController::historyOpened, this, [this](const QString& note) {
         if (!note.isEmpty()) showError(note);
@@ -215,6 +237,7 @@ void ChatWindow::connectChat()
         emit conversationsListed(count);
     });
     connect(chat, &ChatController::conversationShown, this, &ChatWindow::conversationShown);
+    connect(chat, &ChatController::conversationModelWanted, this, &ChatWindow::chatWith);
     connect(chat, &ChatController::replyStored, this, &ChatWindow::replyStored);
 
     connect(m_newChat, &QPushButton::clicked, this, [this] {
@@ -329,6 +352,7 @@ void ChatWindow::showConversationMenu(const QPoint& at)
 void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
 {
     m_transcript->setContinuation(!chatTemplate);
+    showPickedModel();
     m_welcome->setModel(description);
     m_status->setText(description);
     emit modelReady();
@@ -354,14 +378,19 @@ void ChatWindow::showError(const QString& message)
     emit errorShown(message);
 }
 
-void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens)
+void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end)
 {
+    // A reply the model did not end itself says why it ended.
+    const QString ending = end == QLatin1String("context") ? tr(" — ended: the context is full")
+                           : end == QLatin1String("limit") ? tr(" — ended: the token limit (%1)").arg(m_chat->maxTokens())
+                           : end == QLatin1String("stopped") ? tr(" — stopped")
+                                                              : QString();
     m_status->setText(tr("%1 — %2 tokens, %3 tokens/s, first token %4 ms")
                           .arg(m_chat->modelDescription())
                           .arg(tokens)
-                          .arg(tokensPerSecond, 0, 'f', 1)
-                          .arg(timeToFirstTokenMs, 0, 'f', 1) +
-                      m_neuronCacheText);
+                          .arg(readable(tokensPerSecond))
+                          .arg(readable(timeToFirstTokenMs)) +
+                      ending + m_neuronCacheText);
     m_neuronCacheText.clear();
     m_prompt->setFocus();
     emit replyFinished();
@@ -383,6 +412,20 @@ void ChatWindow::connectLibraryAndTuning()
         showError(message.contains(path) ? message : path + ": " + message);
     });
     connect(panel, &LibraryPanel::addRequested, models, &LibraryController::addModel);
+    connect(panel, &LibraryPanel::chatRequested, this, [this](qint64 id) {
+        chatWith(id);
+        m_tabs->setCurrentIndex(0);
+    });
+    connect(m_picker, &QComboBox::activated, this, [this](int row) { chatWith(m_models->catalog()->idAt(row)); });
+    connect(models->catalog(), &QAbstractItemModel::modelReset, this, [this] {
+        // The model that answers, once the catalog knows it (the launch model is added to it).
+        for (int row = 0; row < m_models->catalog()->rowCount(); ++row) {
+            const QModelIndex index = m_models->catalog()->index(row);
+            m_chat->identifyModel(index.data(ModelCatalogModel::PathRole).toString(),
+                                  index.data(ModelCatalogModel::IdRole).toLongLong());
+        }
+        showPickedModel();
+    });
     connect(panel, &LibraryPanel::compressRequested, models, &LibraryController::compressModel);
     connect(panel, &LibraryPanel::cancelRequested, models, &LibraryController::cancelCompression);
     connect(models, &LibraryController::compressionStarted, panel, [panel](const QString& text) {
@@ -429,6 +472,30 @@ void ChatWindow::connectLibraryAndTuning()
         emit tuningApplied();
     }, Qt::QueuedConnection);
     connect(this, &ChatWindow::modelReady, models, &LibraryController::startTuning);
+    models->addModel(m_chat->loadingPath());  // the launch model is in the library
+}
+
+void ChatWindow::chatWith(qint64 id)
+{
+    const ModelItem* model = m_models ? m_models->catalog()->model(id) : nullptr;
+    if (!model) return;
+    if (id == m_chat->modelId() && !m_chat->isLoading()) return showPickedModel();
+    if (!m_chat->loadModel(model->path, id)) {
+        showError(tr("A reply is being written: stop it first, then pick %1").arg(QFileInfo(model->path).fileName()));
+        return showPickedModel();
+    }
+    m_error->hide();
+    m_status->setText(tr("Loading %1 … (%2 answers until it is ready)")
+                          .arg(QFileInfo(model->path).fileName(), m_chat->modelDescription()));
+    showPickedModel();
+}
+
+void ChatWindow::showPickedModel()
+{
+    if (!m_picker) return;
+    const qint64 id = m_chat->isLoading() ? m_chat->loadingId() : m_chat->modelId();
+    const int row = m_models->catalog()->rowOf(id);
+    if (row >= 0 && m_picker->currentIndex() != row) m_picker->setCurrentIndex(row);
 }
 
 void ChatWindow::showWelcome()
@@ -479,7 +546,8 @@ void ChatWindow::dropEvent(QDropEvent* event)
 void ChatWindow::updateButtons()
 {
     const bool ready = m_chat->isModelReady(), generating = m_chat->isGenerating();
-    m_send->setEnabled(ready && !generating);
+    m_send->setEnabled(ready && !generating && !m_chat->isLoading());
+    if (m_picker) m_picker->setEnabled(!generating);
     m_prompt->setEnabled(ready);
     m_stop->setEnabled(generating);
     m_newChat->setEnabled(!generating);

@@ -9,14 +9,15 @@
 // the user does.
 //
 // Widgets carry object names (prompt, send, stop, transcript, conversations, search, newChat,
-// statusLine, inlineError, sideTabs, library, models, tuning, bottleneck, welcome, ...): tests
-// and scripts find them with findChild.
+// modelPicker, statusLine, inlineError, sideTabs, library, models, chatWithModel, tuning,
+// bottleneck, welcome, ...): tests and scripts find them with findChild.
 
 #include <QMainWindow>
 #include <QString>
 #include <memory>
 
 
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListView;
@@ -88,7 +89,7 @@ signals:
 private slots:
     void onModelLoaded(const QString& description, bool chatTemplate);
     void onGenerationStarted();
-    void onReplyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    void onReplyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     void showConversationMenu(const QPoint& at);
     // The Tuning tab's settings to the planner.
     void requestPrediction();
@@ -106,6 +107,10 @@ private:
     void showError(const QString& message);
     void showNotice(const QString& message);
     void selectCurrentConversation();
+    // The catalog model `id` answers from now on (loaded in the background).
+    void chatWith(qint64 id);
+    // The picker shows the model that answers (or is loading).
+    void showPickedModel();
 
     std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
     WorkerThreads* m_workers = nullptr;
@@ -122,6 +127,7 @@ private:
     QStackedWidget* m_stack = nullptr;  // the chat, or the first-launch screen
     WelcomePage* m_welcome = nullptr;
     TranscriptView* m_transcript = nullptr;
+    QComboBox* m_picker = nullptr;  // the model that answers, from the catalog (with a data folder)
     QLabel* m_editBanner = nullptr;
     QLineEdit* m_prompt = nullptr;
     QPushButton* m_send = nullptr;

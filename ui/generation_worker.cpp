@@ -1,5 +1,7 @@
 #include "generation_worker.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <chrono>
 #include <random>
 #include <string>
@@ -8,6 +10,7 @@
 #include "core/model/llama_model.h"
 #include "core/plan/planner.h"
 #include "core/runtime/llama_session.h"
+#include "readable.h"
 
 namespace spillway::ui {
 
@@ -16,17 +19,22 @@ namespace {
 // How often streamed text goes to the GUI: about one frame at 60 Hz.
 constexpr auto kBatchInterval = std::chrono::milliseconds(16);
 
+// "stories260K.gguf (llama, 293K parameters, 5 layers) on <device>": the file or package the user
+// chose first, then what it is.
 QString describe(const LlamaModel& model, const gpu::Device& device)
 {
     const auto& c = model.config();
-    const QString name = !c.name.empty() ? QString::fromStdString(c.name)
-                                         : QString::fromStdString(c.architecture);
+    const QFileInfo file(QString::fromStdString(model.path()));
+    const QString shown = file.fileName().isEmpty() ? QDir(file.filePath()).dirName() : file.fileName();
+    const QString kind = !c.name.empty() && c.name != shown.toStdString() && c.name != c.architecture
+                             ? QString::fromStdString(c.architecture) + ", " + QString::fromStdString(c.name)
+                             : QString::fromStdString(c.architecture);
     const double params = double(model.parameterCount());
     const QString size = params >= 1e9   ? QString::number(params / 1e9, 'f', 1) + "B"
                          : params >= 1e6 ? QString::number(params / 1e6, 'f', 1) + "M"
                                          : QString::number(params / 1e3, 'f', 0) + "K";
-    return QStringLiteral("%1 (%2 parameters, %3 layers) on %4")
-        .arg(name, size)
+    return QStringLiteral("%1 (%2, %3 parameters, %4 layers) on %5")
+        .arg(shown, kind, size)
         .arg(c.nLayers)
         .arg(QString::fromStdString(device.info().name));
 }
@@ -71,12 +79,15 @@ void GenerationWorker::onNotice(const engine::Notice& n)
 
 void GenerationWorker::loadModel(const QString& path)
 {
+    // A file that cannot be read leaves the model loaded so far as it is.
     auto model = LlamaModel::load(path.toStdString());
     if (!model) {
         emit failed(QString::fromStdString(model.error().message));
         return;
     }
-    // The device stays across models (a plan's budget, or the device a test handed in).
+    // The device stays across models (a plan's budget, or the device a test handed in). Its
+    // memory is the old model's until the engine goes: the old one is unloaded first.
+    std::shared_ptr<const LlamaModel> previous = m_engine ? m_engine->sharedModel() : nullptr;
     m_conversation.reset();
     std::unique_ptr<gpu::Device> device = m_engine ? m_engine->takeDevice() : std::move(m_injected);
     const bool fresh = !device;
@@ -84,11 +95,16 @@ void GenerationWorker::loadModel(const QString& path)
     auto opened = engine::Engine::open(std::move(*model), baseOptions(),
                                        [this](const engine::Notice& n) { onNotice(n); }, std::move(device));
     if (!opened) {
-        emit failed(QString::fromStdString(opened.error().message));
+        const QString why = QString::fromStdString(opened.error().message);
+        // The model before goes on, on a device chosen afresh.
+        if (previous)
+            if (auto back = engine::Engine::open(previous, baseOptions(), [this](const engine::Notice& n) { onNotice(n); }))
+                m_engine = std::move(*back);
+        emit failed(why);
         return;
     }
     m_engine = std::move(*opened);
-    if (fresh)
+    if (fresh || previous)
         emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), loadedDescription(),
                            QString::fromStdString(m_engine->deviceChoice()));
     emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
@@ -141,7 +157,11 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
         const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.shippedBytes());  // what moved
         emit neuronCacheReport(nc.total.hitRate(), bytes / std::max(1.0, tokens));
     }
-    emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3, stats->generatedTokens);
+    if (stats->droppedMessages > 0)
+        emit notice(tr("The conversation is longer than the context: its %n oldest message(s) are left out of what the "
+                       "model sees (the system prompt stays).", "", stats->droppedMessages));
+    emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3, stats->generatedTokens,
+                  QString::fromLatin1(engine::endName(stats->end)));
 }
 
 QString GenerationWorker::loadedDescription() const
@@ -195,7 +215,7 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
                        QString::fromStdString(m_engine->deviceChoice()));
     emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3%4")
                          .arg(description)
-                         .arg(prediction.tokensPerSecond, 0, 'f', 1)
+                         .arg(readable(prediction.tokensPerSecond))
                          .arg(QString::fromUtf8(gpu::kvTypeName(prediction.plan->kvType)))
                          .arg(cache));
 }

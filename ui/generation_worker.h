@@ -50,6 +50,7 @@ public slots:
     void loadModel(const QString& path);
     // Replies to the conversation (its last message is the user's prompt). A base model
     // continues the last prompt.
+    // maxTokens 0: until the model ends its turn or the context is full.
     void generate(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
     // Runs later generations with this plan: a device with the plan's memory budget and the
     // thread count asked for, the plan's placement and RAM budget, the context length.
@@ -64,7 +65,9 @@ signals:
     void failed(const QString& message);
     // Text of new tokens, batched about every 16 ms; always whole UTF-8 characters.
     void tokens(const QString& text);
-    void finished(double tokensPerSecond, double timeToFirstTokenMs, int tokens);
+    // end: why the reply ended: "turn" (the model ended it), "limit" (max tokens), "context" (the
+    // context is full) or "stopped" (Stop).
+    void finished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     // Before finished(), when the neuron cache ran: its hit rate and bytes loaded per token.
     void neuronCacheReport(double hitRate, double bytesPerToken);
     void planApplied(const QString& description);

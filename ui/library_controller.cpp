@@ -7,6 +7,7 @@
 #include "model_catalog_model.h"
 #include "model_worker.h"
 #include "worker_threads.h"
+#include "readable.h"
 
 namespace spillway::ui {
 
@@ -159,14 +160,14 @@ void LibraryController::predictModels(const QVector<ModelItem>& models)
 void LibraryController::onModelPredicted(const QString& path, double tokensPerSecond, const QString& text)
 {
     m_predictedSpeed.insert(path, tokensPerSecond);
-    m_catalog->setPrediction(path, text);
+    m_catalog->setPrediction(path, text, tokensPerSecond);
     // The end of a compression: its predicted speed beside the source's.
     if (!m_compressedPackage.isEmpty() && m_predictedSpeed.contains(m_compressedSource) &&
         m_predictedSpeed.contains(m_compressedPackage)) {
         const QString compared = tr("Done: %1; predicted %2 → %3 tokens/s on this machine")
                                  .arg(m_compressSummary)
-                                 .arg(m_predictedSpeed.value(m_compressedSource), 0, 'f', 1)
-                                 .arg(m_predictedSpeed.value(m_compressedPackage), 0, 'f', 1);
+                                 .arg(readable(m_predictedSpeed.value(m_compressedSource)))
+                                 .arg(readable(m_predictedSpeed.value(m_compressedPackage)));
         m_compressedPackage.clear();
         emit compressionCompared(compared);
     }

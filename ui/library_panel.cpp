@@ -77,6 +77,9 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_models->setItemDelegate(new CardDelegate(m_models));
     m_models->setResizeMode(QListView::Adjust);
     m_models->setUniformItemSizes(false);
+    m_chatWith = new QPushButton(tr("Chat with this model"), this);
+    m_chatWith->setObjectName("chatWithModel");
+    m_chatWith->setToolTip(tr("Load the selected model (the one answering now goes on until it is ready)"));
     m_compress = new QPushButton(tr("Compress"), this);
     m_compress->setObjectName("compress");
     m_compress->setToolTip(tr("Prune and quantize the selected model into a package (balanced preset)"));
@@ -109,6 +112,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     row->addWidget(presetButton);
     layout->addWidget(m_add);
     layout->addWidget(m_models, 1);
+    layout->addWidget(m_chatWith);
     layout->addLayout(row);
     layout->addWidget(m_bar);
     layout->addWidget(m_result);
@@ -122,6 +126,12 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
         if (const qint64 id = selectedModel()) emit compressRequested(id, QStringLiteral("balanced"));
     });
     connect(m_cancel, &QPushButton::clicked, this, &LibraryPanel::cancelRequested);
+    connect(m_chatWith, &QPushButton::clicked, this, [this] {
+        if (const qint64 id = selectedModel()) emit chatRequested(id);
+    });
+    connect(m_models, &QListView::doubleClicked, this, [this] {
+        if (const qint64 id = selectedModel()) emit chatRequested(id);
+    });
     setCompressing(false);
 }
 
@@ -147,7 +157,9 @@ void LibraryPanel::setCatalog(ModelCatalogModel* catalog)
 void LibraryPanel::setCompressing(bool compressing)
 {
     m_compressing = compressing;
-    m_compress->setEnabled(!compressing && m_catalog && m_catalog->rowCount() > 0);
+    const bool any = m_catalog && m_catalog->rowCount() > 0;
+    m_compress->setEnabled(!compressing && any);
+    m_chatWith->setEnabled(any);
     m_cancel->setEnabled(compressing);
     if (compressing) m_bar->setValue(0);
 }

@@ -35,12 +35,14 @@ public:
 signals:
     void addRequested(const QString& path);
     void compressRequested(qint64 id, const QString& preset);
+    void chatRequested(qint64 id);  // "Chat with this model" on the selected card
     void cancelRequested();
 
 private:
     ModelCatalogModel* m_catalog = nullptr;
     QListView* m_models = nullptr;
     QPushButton* m_add = nullptr;
+    QPushButton* m_chatWith = nullptr;
     QPushButton* m_compress = nullptr;
     QPushButton* m_cancel = nullptr;
     QProgressBar* m_bar = nullptr;

@@ -1,10 +1,13 @@
 #include "model_catalog_model.h"
 
+#include "readable.h"
+
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocale>
 #include <QTextDocument>
+#include <cmath>
 
 namespace spillway::ui {
 
@@ -36,6 +39,13 @@ QVariant ModelCatalogModel::data(const QModelIndex& index, int role) const
         return doc.toPlainText();
     }
     case CardHtmlRole: return cardHtml(m);
+    case SummaryRole: {
+        QString line = QStringLiteral("%1 · %2 · %3").arg(QFileInfo(m.path).fileName(), m.format,
+                                                           QLocale().formattedDataSize(m.sizeBytes));
+        if (const double speed = m_speeds.value(m.path); speed > 0)
+            line += tr(" · ~%1 tokens/s here").arg(readable(speed));
+        return line;
+    }
     case IdRole: return m.id;
     case PathRole:
     case Qt::ToolTipRole: return m.path;
@@ -73,11 +83,19 @@ int ModelCatalogModel::rowOf(qint64 id) const
     return -1;
 }
 
-void ModelCatalogModel::setPrediction(const QString& path, const QString& text)
+void ModelCatalogModel::setPrediction(const QString& path, const QString& text, double tokensPerSecond)
 {
     m_predictions.insert(path, text);
+    if (tokensPerSecond > 0) m_speeds.insert(path, tokensPerSecond);
     for (int i = 0; i < m_rows.size(); ++i)
         if (m_rows[i].path == path) emit dataChanged(index(i), index(i));
+}
+
+QVariant ModelPickerModel::data(const QModelIndex& index, int role) const
+{
+    if (role == Qt::DisplayRole || role == Qt::AccessibleTextRole)
+        return QIdentityProxyModel::data(index, ModelCatalogModel::SummaryRole);
+    return QIdentityProxyModel::data(index, role);
 }
 
 QString ModelCatalogModel::cardHtml(const ModelItem& m) const

@@ -6,6 +6,7 @@
 // (PathRole, also the tooltip).
 
 #include <QAbstractListModel>
+#include <QIdentityProxyModel>
 #include <QHash>
 #include <QVector>
 
@@ -16,7 +17,8 @@ namespace spillway::ui {
 class ModelCatalogModel : public QAbstractListModel {
     Q_OBJECT
 public:
-    enum Role { IdRole = Qt::UserRole, CardHtmlRole, PathRole };
+    // SummaryRole: one line, "name · format · size · ~N tokens/s here" (the model picker's).
+    enum Role { IdRole = Qt::UserRole, CardHtmlRole, PathRole, SummaryRole };
     using QAbstractListModel::QAbstractListModel;
 
     int rowCount(const QModelIndex& parent = QModelIndex()) const override;
@@ -28,7 +30,7 @@ public:
     qint64 idAt(int row) const;  // 0 outside the list
     int rowOf(qint64 id) const;  // -1 when absent
     // "Predicted here: 12.3 tokens/s (RAM 60%, SSD 40%)", shown on the model's card.
-    void setPrediction(const QString& path, const QString& text);
+    void setPrediction(const QString& path, const QString& text, double tokensPerSecond = 0);
     QString prediction(const QString& path) const { return m_predictions.value(path); }
 
 private:
@@ -37,7 +39,18 @@ private:
     QVector<ModelItem> m_catalog;
     QVector<ModelItem> m_rows;  // display order
     QHash<QString, QString> m_predictions;  // by path
+    QHash<QString, double> m_speeds;        // by path: predicted tokens/s
 };
+
+// The catalog as the model picker shows it: each model's one-line summary (SummaryRole) as its
+// text.
+class ModelPickerModel : public QIdentityProxyModel {
+    Q_OBJECT
+public:
+    using QIdentityProxyModel::QIdentityProxyModel;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+};
+
 
 // The quality report of a package (compare JSON) in words: "mean KL 0.0123, top-1 97.9%".
 QString qualityInWords(const QString& qualityJson);

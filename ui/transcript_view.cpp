@@ -7,6 +7,8 @@
 #include <QTextCursor>
 #include <QUrl>
 
+#include "readable.h"
+
 namespace spillway::ui {
 
 bool looksLikeMarkdown(const QString& text)
@@ -40,7 +42,7 @@ TranscriptView::TranscriptView(QWidget* parent) : QTextBrowser(parent)
 QString TranscriptView::figures(const MessageItem& m)
 {
     if (m.tokensPerSecond <= 0 && m.firstTokenMs <= 0) return QString();
-    QString text = tr("%1 tokens/s · first token %2 ms").arg(m.tokensPerSecond, 0, 'f', 1).arg(m.firstTokenMs, 0, 'f', 1);
+    QString text = tr("%1 tokens/s · first token %2 ms").arg(readable(m.tokensPerSecond), readable(m.firstTokenMs));
     if (!m.modelName.isEmpty()) text += QStringLiteral(" · ") + m.modelName;
     return text;
 }

@@ -11,6 +11,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "readable.h"
+
 namespace spillway::ui {
 
 TierBar::TierBar(QWidget* parent) : QWidget(parent) { setMinimumHeight(22); }
@@ -175,7 +177,7 @@ void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApp
     m_tierBar->set(double(prediction.deviceBytes), double(prediction.ramBytes), ssd);
     const QLocale locale;
     m_prediction->setText(tr("Predicted %1 tokens/s\ndevice %2 · RAM %3 · SSD %4 read per token\nKV cache %5\n%6")
-                              .arg(prediction.tokensPerSecond, 0, 'f', 1)
+                              .arg(readable(prediction.tokensPerSecond))
                               .arg(locale.formattedDataSize(prediction.deviceBytes),
                                    locale.formattedDataSize(prediction.ramBytes),
                                    locale.formattedDataSize(prediction.ssdBytesPerToken),

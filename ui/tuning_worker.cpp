@@ -12,6 +12,7 @@
 #include "core/compress/ffn_predictor.h"
 #include "core/engine/engine.h"
 #include "core/runtime/llama_session.h"
+#include "readable.h"
 
 namespace spillway::ui {
 
@@ -105,7 +106,7 @@ QString capabilitiesText(const hw::HardwareProfile& p)
                      .arg(QString::fromStdString(m.name))
                      .arg(params / 1e9, 0, 'f', 1)
                      .arg(bytesText(bytes), where)
-                     .arg(seconds > 0 ? 1.0 / seconds : 0.0, 0, 'f', seconds > 0 && 1.0 / seconds < 1 ? 2 : 1);
+                     .arg(readable(seconds > 0 ? 1.0 / seconds : 0.0));
     }
     return lines.join('\n');
 }
@@ -245,7 +246,7 @@ void TuningWorker::predictModels(const QStringList& paths, const QString& backen
         if (ssd > 0) tiers << tr("SSD %1%").arg(int(100.0 * ssd / total + 0.5));
         emit modelPredicted(path, plan->tokensPerSecond(),
                             tr("Predicted here: %1 tokens/s (%2)")
-                                .arg(plan->tokensPerSecond(), 0, 'f', 1)
+                                .arg(readable(plan->tokensPerSecond()))
                                 .arg(tiers.join(QStringLiteral(", "))));
     }
 }

@@ -2,6 +2,7 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFileInfo>
 #include <QLineEdit>
 #include <QPixmap>
 #include <QListView>
@@ -177,6 +178,9 @@ int main(int argc, char** argv)
                                      "cpu, cuda or vulkan (default: auto, or $SPILLWAY_BACKEND).",
                                      "BACKEND");
     parser.addOptions({modelOption, screenshotOption, promptOption, sceneOption, dataOption, backendOption});
+    parser.addPositionalArgument("files", "Models to add to the library (GGUF files, package folders); the first "
+                                          "answers (instead of --model).",
+                                 "[FILE...]");
     parser.process(app);
     if (parser.isSet(backendOption)) {
         const QString backend = parser.value(backendOption);
@@ -200,11 +204,17 @@ int main(int argc, char** argv)
     if (dataDir.isEmpty())
         dataDir = parser.isSet(screenshotOption) ? screenshotData.path()
                                                  : QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
-    spillway::ui::ChatWindow window(parser.value(modelOption), dataDir);
+    // `spillway FILE...` (and the desktop entry's %F): the files join the library, the first answers.
+    QStringList files;
+    for (const QString& f : parser.positionalArguments()) files << QFileInfo(f).absoluteFilePath();
+    const QString modelPath = !files.isEmpty() && !parser.isSet(modelOption) ? files.first() : parser.value(modelOption);
+    spillway::ui::ChatWindow window(modelPath, dataDir);
+    if (window.library())
+        for (const QString& f : files) window.library()->addModel(f);
     if (parser.isSet(screenshotOption)) {
         window.controller()->setTemperature(0.0);
         window.controller()->setMaxTokens(96);
-        driveScreenshot(window, scene, parser.value(promptOption), parser.value(modelOption),
+        driveScreenshot(window, scene, parser.value(promptOption), modelPath,
                         parser.value(screenshotOption));
     }
     window.show();

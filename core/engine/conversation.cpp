@@ -11,11 +11,27 @@ namespace spillway::engine {
 
 namespace {
 
-// Room a reply needs besides its prompt before older turns are dropped: what was asked for, up
-// to a quarter of the context (a reply that runs into the end stops there).
-int replyRoom(int maxNewTokens, int context) { return std::clamp(maxNewTokens, 1, std::max(1, context / 4)); }
+// Room a reply needs besides its prompt before older turns are dropped: what was asked for (a
+// reply without a limit: as much as may be asked), up to a quarter of the context (a reply that
+// runs into the end stops there).
+int replyRoom(int maxNewTokens, int context)
+{
+    const int quarter = std::max(1, context / 4);
+    return maxNewTokens > 0 ? std::clamp(maxNewTokens, 1, quarter) : quarter;
+}
 
 }  // namespace
+
+const char* endName(ReplyStats::End end)
+{
+    switch (end) {
+    case ReplyStats::End::Turn: return "turn";
+    case ReplyStats::End::Limit: return "limit";
+    case ReplyStats::End::Context: return "context";
+    case ReplyStats::End::Stopped: return "stopped";
+    }
+    return "turn";
+}
 
 Conversation::Conversation(Engine& engine) : m_engine(engine) {}
 Conversation::~Conversation() = default;
@@ -137,7 +153,8 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
     while (common < size_t(m_evaluated) && common < request.tokens.size() && m_tokens[common] == request.tokens[common])
         ++common;
     request.cachedTokens = int(common);
-    request.maxNewTokens = options.maxNewTokens;
+    // No limit: the generator stops when the context is full.
+    request.maxNewTokens = options.maxNewTokens > 0 ? options.maxNewTokens : m_session->contextLength();
     request.onToken = options.onToken;
     request.stop = options.stop;
     request.firstLogits = options.firstLogits;
@@ -168,6 +185,10 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
     ReplyStats out;
     static_cast<GenerationStats&>(out) = std::move(*stats);
     out.prompt = text;
+    out.end = out.endOfText  ? ReplyStats::End::Turn
+              : out.stopped  ? ReplyStats::End::Stopped
+              : options.maxNewTokens > 0 && out.generatedTokens >= options.maxNewTokens ? ReplyStats::End::Limit
+                             : ReplyStats::End::Context;
     return out;
 }
 

@@ -32,6 +32,8 @@ namespace spillway::engine {
 class Engine;
 
 struct ReplyOptions {
+    // At most this many new tokens; 0 or less: until the model ends its turn or the context is
+    // full (ReplyStats::end says which), never a silent cut.
     int maxNewTokens = 512;
     SamplerSettings sampling;
     // Each new token's text (possibly part of a UTF-8 character); return false to stop.
@@ -43,9 +45,16 @@ struct ReplyOptions {
 };
 
 struct ReplyStats : GenerationStats {
+    // Why the reply ended: the model ended its turn (EOS or an end-of-turn marker), it reached
+    // ReplyOptions::maxNewTokens, the context was full, or the caller stopped it.
+    enum class End { Turn, Limit, Context, Stopped };
+    End end = End::Turn;
     std::string prompt;       // the text given to the model (after any dropped turns)
     int droppedMessages = 0;  // oldest messages left out to fit the context
 };
+
+// "turn", "limit", "context", "stopped".
+const char* endName(ReplyStats::End end);
 
 class Conversation {
 public:

@@ -270,3 +270,39 @@ TEST(Conversation, EditingAnEarlierTurnKeepsTheCacheUpToTheEdit)
     EXPECT_EQ(again->cachedTokens, again->promptTokens - 1);
     EXPECT_EQ(again->tokens, stats->tokens);  // greedy: the same reply
 }
+
+// A reply says why it ended: at the limit asked for; with no limit, only when the model ends its
+// turn or the context is full (never a silent cut); when the caller stops it.
+TEST(Conversation, ReplySaysWhyItEnded)
+{
+    Rig rig(/*context=*/96);
+    ASSERT_TRUE(rig.conversation);
+    const std::vector<engine::Message> messages{{"user", "Tom had a red ball."}};
+    auto limited = rig.conversation->reply(messages, greedy(5));
+    ASSERT_TRUE(limited) << limited.error().message;
+    EXPECT_EQ(limited->generatedTokens, 5);
+    EXPECT_EQ(limited->end, engine::ReplyStats::End::Limit);
+    EXPECT_STREQ(engine::endName(limited->end), "limit");
+
+    auto unlimited = rig.conversation->reply(messages, greedy(0));
+    ASSERT_TRUE(unlimited) << unlimited.error().message;
+    ASSERT_TRUE(unlimited->end == engine::ReplyStats::End::Turn || unlimited->end == engine::ReplyStats::End::Context);
+    if (unlimited->end == engine::ReplyStats::End::Context)  // it ran to the end of the context
+        EXPECT_EQ(unlimited->promptTokens + unlimited->generatedTokens, 96 + 1);
+    else
+        EXPECT_TRUE(unlimited->endOfText);
+    EXPECT_GT(unlimited->generatedTokens, 5);
+
+    std::atomic<bool> stop{false};
+    engine::ReplyOptions stopping = greedy(0);
+    int seen = 0;
+    stopping.onToken = [&](std::string_view, int32_t) {
+        if (++seen == 3) stop = true;
+        return true;
+    };
+    stopping.stop = &stop;
+    auto stopped = rig.conversation->reply(messages, stopping);
+    ASSERT_TRUE(stopped) << stopped.error().message;
+    EXPECT_EQ(stopped->end, engine::ReplyStats::End::Stopped);
+    EXPECT_EQ(stopped->generatedTokens, 3);
+}

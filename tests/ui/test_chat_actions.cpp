@@ -7,6 +7,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
+#include <QFile>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -29,6 +30,7 @@
 #include "gpu/cpu/cpu_device.h"
 #include "storage/chat_db.h"
 #include "ui/chat_window.h"
+#include "ui/chat_controller.h"
 #include "ui/library_controller.h"
 #include "ui_test_util.h"
 #include "ui/generation_worker.h"
@@ -118,6 +120,8 @@ private slots:
     void chatTemplateFormatsTheConversation();
     void brokenChatTemplateIsReportedAndContinued();
     void neuronCacheIsTunedAppliedAndReported();
+    void anotherModelAnswersWithoutARestart();
+    void replyIsNotCutAt256Tokens();
 };
 
 void TestChatActions::copyPutsTheReplyOnTheClipboard()
@@ -452,3 +456,116 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
 
 QTEST_MAIN(TestChatActions)
 #include "test_chat_actions.moc"
+
+// Chat with the launch model, pick a second model (a chat-template copy) in the picker and chat
+// with it without a restart; the conversation remembers its model; a model whose file went away
+// fails to load with the reason shown, and the model before goes on answering.
+void TestChatActions::anotherModelAnswersWithoutARestart()
+{
+    QTemporaryDir data, dir, cache;
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    const QString chatml = dir.filePath("chatml.gguf");
+    const QString doomed = dir.filePath("doomed.gguf");
+    QVERIFY(writeWithTemplate(chatml, kChatMl));
+    QVERIFY(QFile::copy(kModel, doomed));
+    auto window = chatWindow(data.path(), 0.0, 8);
+    SPILLWAY_WAIT_FOR_MODEL(*window, 30'000);
+    spillway::ui::ChatController* chat = window->controller();
+    QComboBox* picker = part<QComboBox>(*window, "modelPicker");
+    QTRY_COMPARE_WITH_TIMEOUT(picker->count(), 1, 10'000);  // the running model is in the library
+    QVERIFY2(picker->currentText().startsWith("stories260K.gguf · gguf"), qPrintable(picker->currentText()));
+    QTRY_VERIFY_WITH_TIMEOUT(chat->modelId() > 0, 10'000);
+    const qint64 first = chat->modelId();
+    QVERIFY(exchange(*window, QStringLiteral("Once upon a time")));
+    const qint64 conversation = chat->currentConversation();
+
+    // The second model joins the library (as a drop or Add model… does) and is picked.
+    window->library()->addModel(chatml);
+    window->library()->addModel(doomed);
+    QTRY_COMPARE_WITH_TIMEOUT(picker->count(), 3, 10'000);
+    int row = -1;
+    for (int i = 0; i < picker->count(); ++i)
+        if (picker->itemText(i).startsWith("chatml.gguf")) row = i;
+    QVERIFY(row >= 0);
+    QSignalSpy ready(window.get(), &ChatWindow::modelReady);
+    picker->setCurrentIndex(row);
+    emit picker->activated(row);  // what a user's choice sends
+    QVERIFY(chat->isLoading());
+    QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && !chat->isLoading(), 30'000);
+    QCOMPARE(chat->modelPath(), chatml);
+    QVERIFY(chat->modelId() != first);
+    QVERIFY2(statusTextOf(*window).startsWith("chatml.gguf"), qPrintable(statusTextOf(*window)));
+    QVERIFY(!transcriptOf(*window)->continuation());  // it answers chat turns
+
+    // The same conversation goes on with it: the whole conversation in its template.
+    QSignalSpy prompts(window->workers()->generation(), &spillway::ui::GenerationWorker::promptPrepared);
+    QVERIFY(exchange(*window, QStringLiteral("And then?")));
+    QCOMPARE(prompts.count(), 1);
+    QVERIFY2(prompts.at(0).at(0).toString().startsWith("<|im_start|>user\nOnce upon a time<|im_end|>"),
+             qPrintable(prompts.at(0).at(0).toString()));
+    QCOMPARE(int(chat->messages().size()), 4);
+    {
+        auto db = ChatDatabase::open(data.path().toStdString());
+        QVERIFY(db);
+        auto record = db->conversation(conversation);
+        QVERIFY(record);
+        QCOMPARE(record->modelId.value_or(0), chat->modelId());
+    }
+
+    // A model whose file went away: the reason is shown, the model before answers on.
+    QVERIFY(QFile::remove(doomed));
+    const qint64 chatmlId = chat->modelId();
+    QSignalSpy errors(window.get(), &ChatWindow::errorShown);
+    for (int i = 0; i < picker->count(); ++i)
+        if (picker->itemText(i).startsWith("doomed.gguf")) row = i;
+    emit picker->activated(row);
+    QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 30'000);
+    QVERIFY2(errors.at(0).at(0).toString().contains("doomed.gguf") &&
+                 errors.at(0).at(0).toString().contains("goes on answering"),
+             qPrintable(errors.at(0).at(0).toString()));
+    QVERIFY(!chat->isLoading());
+    QCOMPARE(chat->modelId(), chatmlId);
+    QTRY_COMPARE_WITH_TIMEOUT(picker->currentText().startsWith("chatml.gguf"), true, 5'000);
+    QVERIFY(exchange(*window, QStringLiteral("Still there?")));
+    QCOMPARE(int(chat->messages().size()), 6);
+
+    // A new chat on the first model; opening the earlier chat again loads the model it talks to.
+    chat->newConversation();
+    for (int i = 0; i < picker->count(); ++i)
+        if (picker->itemText(i).startsWith("stories260K.gguf")) row = i;
+    QSignalSpy back(window.get(), &ChatWindow::modelReady);
+    emit picker->activated(row);
+    QTRY_VERIFY_WITH_TIMEOUT(back.count() == 1 && !chat->isLoading(), 30'000);
+    QCOMPARE(chat->modelId(), first);
+    QVERIFY(exchange(*window, QStringLiteral("A new story")));
+    QVERIFY(chat->currentConversation() != conversation);
+    QSignalSpy reopened(window.get(), &ChatWindow::modelReady);
+    chat->openConversation(conversation);
+    QTRY_VERIFY_WITH_TIMEOUT(reopened.count() == 1 && !chat->isLoading(), 30'000);
+    QCOMPARE(chat->modelPath(), chatml);
+    QCOMPARE(chat->currentConversation(), conversation);
+    QCOMPARE(int(chat->messages().size()), 6);
+    QVERIFY2(picker->currentText().startsWith("chatml.gguf"), qPrintable(picker->currentText()));
+    window.reset();
+    qunsetenv("XDG_CACHE_HOME");
+}
+
+// With no token limit (the app's default), a reply goes on until the model ends it or the
+// context is full: the base demo model writes past 256 tokens, and the status says why it ended.
+void TestChatActions::replyIsNotCutAt256Tokens()
+{
+    ChatWindow window(kModel);
+    window.controller()->setTemperature(0.0);
+    QCOMPARE(window.controller()->maxTokens(), 0);  // the default: no limit
+    window.show();
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+    QSignalSpy finished(window.controller(), &spillway::ui::ChatController::replyFinished);
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60'000);
+    const int tokens = finished.at(0).at(2).toInt();
+    const QString end = finished.at(0).at(3).toString();
+    QVERIFY2(end == "turn" || end == "context", qPrintable(end));
+    if (end == "context") QVERIFY2(statusTextOf(window).contains("the context is full"), qPrintable(statusTextOf(window)));
+    QVERIFY2(tokens > 256, qPrintable(QStringLiteral("%1 tokens, ended by %2").arg(tokens).arg(end)));
+}

@@ -5,6 +5,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QLocale>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -15,6 +16,7 @@
 #include "ui/conversation_list_model.h"
 #include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
+#include "ui/readable.h"
 #include "ui/worker_threads.h"
 
 using spillway::ui::ChatController;
@@ -46,6 +48,7 @@ private slots:
     void chatsAndKeepsHistoryWithoutWidgets();
     void sendIsRefusedUntilTheModelIsReady();
     void librarySurvivesBadInputCompressesAndPlans();
+    void numbersAreReadable();
 
 private:
     QTemporaryDir m_cache;  // the probe's cached profile, not the user's
@@ -213,6 +216,22 @@ void TestChatController::librarySurvivesBadInputCompressesAndPlans()
     QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 30'000);
     QVERIFY2(compared.first().at(0).toString().contains("tokens/s"), qPrintable(compared.first().at(0).toString()));
     QVERIFY(library.modelsFolder().startsWith(data.path()));
+}
+
+void TestChatController::numbersAreReadable()
+{
+    const QLocale before;
+    QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates));
+    using spillway::ui::readable;
+    QCOMPARE(readable(10847.7), QStringLiteral("10,800"));
+    QCOMPARE(readable(248.7), QStringLiteral("249"));
+    QCOMPARE(readable(43.2), QStringLiteral("43"));
+    QCOMPARE(readable(8.74), QStringLiteral("8.7"));
+    QCOMPARE(readable(0.523), QStringLiteral("0.52"));
+    QCOMPARE(readable(0.0523), QStringLiteral("0.052"));
+    QCOMPARE(readable(0), QStringLiteral("0"));
+    QCOMPARE(readable(1234567), QStringLiteral("1,230,000"));
+    QLocale::setDefault(before);
 }
 
 QTEST_GUILESS_MAIN(TestChatController)
