@@ -1,5 +1,9 @@
 #include "chat_controller.h"
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
 #include "conversation_list_model.h"
 #include "generation_worker.h"
 
@@ -10,8 +14,10 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
 {
     qRegisterMetaType<MessageItem>();
     qRegisterMetaType<QVector<MessageItem>>();
+    qRegisterMetaType<GenerationSettings>();
+    m_presets = builtInPresets();
     connect(this, &ChatController::loadRequested, worker, &GenerationWorker::loadModel, Qt::QueuedConnection);
-    connect(this, &ChatController::generateRequested, worker, &GenerationWorker::generate, Qt::QueuedConnection);
+    connect(this, &ChatController::generateRequested, worker, &GenerationWorker::generateWith, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::modelLoaded, this, &ChatController::onModelLoaded, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::failed, this, &ChatController::onFailed, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::tokens, this, &ChatController::onTokens, Qt::QueuedConnection);
@@ -37,6 +43,93 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
     connect(store, &ChatStore::stored, this, &ChatController::onStored, Qt::QueuedConnection);
     connect(store, &ChatStore::changed, this, [this] { emit storeList(m_query); }, Qt::QueuedConnection);
     connect(store, &ChatStore::failed, this, &ChatController::storeFailed, Qt::QueuedConnection);
+    connect(this, &ChatController::storeReadSetting, store, &ChatStore::readSetting, Qt::QueuedConnection);
+    connect(this, &ChatController::storeWriteSetting, store, &ChatStore::writeSetting, Qt::QueuedConnection);
+    connect(store, &ChatStore::setting, this, &ChatController::onSetting, Qt::QueuedConnection);
+}
+
+void ChatController::setSettings(const GenerationSettings& settings)
+{
+    if (settings == m_settings) return;
+    m_settings = settings;
+    saveSettings();
+    emit settingsChanged(m_settings);
+}
+
+void ChatController::setTemperature(double temperature)
+{
+    GenerationSettings s = m_settings;
+    s.temperature = temperature;
+    setSettings(s);
+}
+
+void ChatController::setMaxTokens(int maxTokens)
+{
+    GenerationSettings s = m_settings;
+    s.maxTokens = maxTokens;
+    setSettings(s);
+}
+
+void ChatController::saveSettings()
+{
+    if (m_store && m_conversation)
+        emit storeWriteSetting(chatSettingsKey(m_conversation),
+                               QString::fromUtf8(QJsonDocument(m_settings.toJson()).toJson(QJsonDocument::Compact)));
+}
+
+bool ChatController::applyPreset(const QString& name)
+{
+    for (const GenerationPreset& p : m_presets) {
+        if (p.name != name) continue;
+        GenerationSettings s = p.settings;
+        if (s.systemPrompt.isEmpty()) s.systemPrompt = m_settings.systemPrompt;
+        setSettings(s);
+        return true;
+    }
+    return false;
+}
+
+bool ChatController::savePreset(const QString& name)
+{
+    const QString trimmed = name.trimmed();
+    if (trimmed.isEmpty()) return false;
+    for (const GenerationPreset& p : m_presets)
+        if (p.builtIn && p.name.compare(trimmed, Qt::CaseInsensitive) == 0) return false;
+    bool replaced = false;
+    for (GenerationPreset& p : m_presets)
+        if (p.name == trimmed) {
+            p.settings = m_settings;
+            replaced = true;
+        }
+    if (!replaced) m_presets.push_back({trimmed, m_settings, false});
+    QJsonArray mine;
+    for (const GenerationPreset& p : m_presets)
+        if (!p.builtIn) mine.append(QJsonObject{{"name", p.name}, {"settings", p.settings.toJson()}});
+    if (m_store) emit storeWriteSetting(QString::fromLatin1(kPresetsKey), QString::fromUtf8(QJsonDocument(mine).toJson(QJsonDocument::Compact)));
+    emit presetsChanged();
+    return true;
+}
+
+void ChatController::onSetting(const QString& key, const QString& valueJson)
+{
+    if (key == QLatin1String(kPresetsKey)) {
+        m_presets = builtInPresets();
+        for (const QJsonValue& v : QJsonDocument::fromJson(valueJson.toUtf8()).array()) {
+            const QJsonObject o = v.toObject();
+            const QString name = o.value("name").toString().trimmed();
+            if (!name.isEmpty()) m_presets.push_back({name, GenerationSettings::fromJson(o.value("settings").toObject()), false});
+        }
+        emit presetsChanged();
+        return;
+    }
+    // A chat's own settings, as it opens (none stored: it keeps what is set now).
+    if (key == chatSettingsKey(m_conversation) && !valueJson.isEmpty() && !m_generating) {
+        const GenerationSettings stored = GenerationSettings::fromJson(QJsonDocument::fromJson(valueJson.toUtf8()).object());
+        if (!(stored == m_settings)) {
+            m_settings = stored;
+            emit settingsChanged(m_settings);
+        }
+    }
 }
 
 void ChatController::identifyModel(const QString& path, qint64 id)
@@ -58,7 +151,9 @@ bool ChatController::loadModel(const QString& path, qint64 modelId)
 
 void ChatController::openHistory(const QString& folder)
 {
-    if (m_store) emit storeOpen(folder);
+    if (!m_store) return;
+    emit storeOpen(folder);
+    emit storeReadSetting(QString::fromLatin1(kPresetsKey));
 }
 
 bool ChatController::send(const QString& prompt)
@@ -109,7 +204,7 @@ void ChatController::storeLastPrompt()
 void ChatController::requestGeneration()
 {
     m_worker->clearStop();
-    emit generateRequested(m_messages.mid(0, m_replyIndex), m_maxTokens, m_temperature);
+    emit generateRequested(m_messages.mid(0, m_replyIndex), m_settings);
 }
 
 bool ChatController::regenerate(int index)
@@ -287,6 +382,7 @@ void ChatController::onListed(const QString& query, const QVector<ConversationIt
 void ChatController::onCreated(qint64 conversation)
 {
     m_conversation = conversation;
+    saveSettings();
     if (m_awaitingConversation) {
         m_awaitingConversation = false;
         if (m_generating) {
@@ -300,7 +396,9 @@ void ChatController::onCreated(qint64 conversation)
 void ChatController::onLoaded(qint64 conversation, const QVector<MessageItem>& messages)
 {
     if (m_generating) return;
+    const bool opened = conversation != m_conversation;
     m_conversation = conversation;
+    if (opened) emit storeReadSetting(chatSettingsKey(conversation));  // its own settings
     setMessages(messages);
     emit conversationShown(conversation);
 }

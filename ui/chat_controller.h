@@ -13,6 +13,7 @@
 #include <QVector>
 
 #include "chat_store.h"
+#include "generation_settings.h"
 
 namespace spillway::ui {
 
@@ -41,10 +42,21 @@ public:
     // The model and the device computing, as the worker last described them.
     QString modelDescription() const { return m_modelDescription; }
     void setModelDescription(const QString& description) { m_modelDescription = description; }
-    void setTemperature(double temperature) { m_temperature = temperature; }  // 0 = greedy
-    void setMaxTokens(int maxTokens) { m_maxTokens = maxTokens; }  // 0: until the turn ends or the context is full
-    double temperature() const { return m_temperature; }
-    int maxTokens() const { return m_maxTokens; }
+    // The open chat's generation settings (system prompt, length, sampler); kept with the chat
+    // once it is stored, and carried over to a new chat.
+    const GenerationSettings& settings() const { return m_settings; }
+    void setSettings(const GenerationSettings& settings);
+    void setTemperature(double temperature);  // 0 = greedy
+    void setMaxTokens(int maxTokens);         // 0: until the turn ends or the context is full
+    double temperature() const { return m_settings.temperature; }
+    int maxTokens() const { return m_settings.maxTokens; }
+    // The built-in presets, then the user's.
+    const QVector<GenerationPreset>& presets() const { return m_presets; }
+    // The preset's settings for this chat (its system prompt stays when the preset has none).
+    bool applyPreset(const QString& name);
+    // The chat's settings as a preset of the user's (replacing one of that name); built-in names
+    // are refused.
+    bool savePreset(const QString& name);
     QString searchQuery() const { return m_query; }
 
 public slots:
@@ -92,10 +104,13 @@ signals:
     void conversationShown(qint64 id);
     // The conversation just opened talks to another catalog model than the one loaded.
     void conversationModelWanted(qint64 modelId);
+    void settingsChanged(const spillway::ui::GenerationSettings& settings);
+    void presetsChanged();
     void replyStored(qint64 conversation);
     // Requests to the worker and the store (queued).
     void loadRequested(const QString& path);
-    void generateRequested(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
+    void generateRequested(const QVector<spillway::ui::MessageItem>& conversation,
+                           const spillway::ui::GenerationSettings& settings);
     void storeOpen(const QString& folder);
     void storeList(const QString& query);
     void storeCreate(const QString& title, qint64 modelId);
@@ -109,6 +124,8 @@ signals:
     void storeSelectVersion(qint64 conversation, qint64 message, int number);
     void storeTruncate(qint64 conversation, qint64 message);
     void storeRemove(qint64 conversation);
+    void storeReadSetting(const QString& key);
+    void storeWriteSetting(const QString& key, const QString& valueJson);
 
 private:
     void onModelLoaded(const QString& description, bool chatTemplate);
@@ -119,6 +136,8 @@ private:
     void onCreated(qint64 conversation);
     void onLoaded(qint64 conversation, const QVector<spillway::ui::MessageItem>& messages);
     void onConversationModel(qint64 conversation, qint64 modelId);
+    void onSetting(const QString& key, const QString& valueJson);
+    void saveSettings();  // the chat's, once it is stored
     void onStored(qint64 conversation, qint64 message);
 
     void beginExchange();
@@ -145,8 +164,8 @@ private:
     bool m_loading = false;
     QString m_loadingPath;                 // the model being loaded
     qint64 m_loadingId = 0;
-    double m_temperature = 0.8;
-    int m_maxTokens = 0;
+    GenerationSettings m_settings;
+    QVector<GenerationPreset> m_presets;
     bool m_modelReady = false;
     bool m_generating = false;
 };

@@ -29,6 +29,7 @@
 #include "chat_controller.h"
 #include "conversation_list_model.h"
 #include "core/trace/trace.h"
+#include "generation_panel.h"
 #include "generation_worker.h"
 #include "library_controller.h"
 #include "library_panel.h"
@@ -106,8 +107,11 @@ void ChatWindow::buildWidgets(bool withData)
     m_tabs->setVisible(withData);
     setAcceptDrops(withData);
 
+    // The chat: a top row (the model picker, the settings toggle), the transcript with the chat's
+    // settings beside it, the prompt line.
     auto* central = new QWidget(splitter);
     auto* layout = new QVBoxLayout(central);
+    auto* top = new QHBoxLayout;
     if (m_models) {
         // The model picker: the catalog's models and packages, with size, format and the
         // planner's predicted speed here.
@@ -119,13 +123,27 @@ void ChatWindow::buildWidgets(bool withData)
         static_cast<ModelPickerModel*>(m_picker->model())->setSourceModel(m_models->catalog());
         m_picker->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
         m_picker->setMinimumContentsLength(30);
-        auto* top = new QHBoxLayout;
         top->addWidget(new QLabel(tr("Model:"), central));
         top->addWidget(m_picker, 1);
-        layout->addLayout(top);
+    } else {
+        top->addStretch(1);
     }
-    m_transcript = new TranscriptView(central);
+    auto* settingsToggle = new QPushButton(tr("Settings"), central);
+    settingsToggle->setObjectName("settingsToggle");
+    settingsToggle->setCheckable(true);
+    settingsToggle->setToolTip(tr("This chat's system prompt, length and sampling"));
+    top->addWidget(settingsToggle);
+    layout->addLayout(top);
+    auto* beside = new QSplitter(Qt::Horizontal, central);
+    m_generation = new GenerationPanel(beside);
+    m_generation->setObjectName("generationSettings");
+    m_generation->setVisible(false);
+    connect(settingsToggle, &QPushButton::toggled, m_generation, &QWidget::setVisible);
+    m_transcript = new TranscriptView(beside);
     m_transcript->setObjectName("transcript");
+    beside->addWidget(m_transcript);
+    beside->addWidget(m_generation);
+    beside->setStretchFactor(0, 1);
     m_editBanner = new QLabel(tr("Editing your message: Send resends it, Escape cancels."), central);
     m_editBanner->setObjectName("editBanner");
     m_editBanner->setStyleSheet("color: gray;");
@@ -146,7 +164,7 @@ void ChatWindow::buildWidgets(bool withData)
     row->addWidget(m_prompt, 1);
     row->addWidget(m_send);
     row->addWidget(m_stop);
-    layout->addWidget(m_transcript, 1);
+    layout->addWidget(beside, 1);
     layout->addWidget(m_error);
     layout->addWidget(m_editBanner);
     layout->addLayout(row);
@@ -238,6 +256,15 @@ void ChatWindow::connectChat()
     });
     connect(chat, &ChatController::conversationShown, this, &ChatWindow::conversationShown);
     connect(chat, &ChatController::conversationModelWanted, this, &ChatWindow::chatWith);
+    m_generation->setPresets(chat->presets());
+    m_generation->setSettings(chat->settings());
+    connect(chat, &ChatController::settingsChanged, m_generation, &GenerationPanel::setSettings);
+    connect(chat, &ChatController::presetsChanged, this, [this] { m_generation->setPresets(m_chat->presets()); });
+    connect(m_generation, &GenerationPanel::changed, chat, &ChatController::setSettings);
+    connect(m_generation, &GenerationPanel::presetChosen, chat, &ChatController::applyPreset);
+    connect(m_generation, &GenerationPanel::savePresetRequested, this, [this](const QString& name) {
+        if (!m_chat->savePreset(name)) showError(tr("\"%1\" is a built-in preset: choose another name").arg(name));
+    });
     connect(chat, &ChatController::replyStored, this, &ChatWindow::replyStored);
 
     connect(m_newChat, &QPushButton::clicked, this, [this] {

@@ -9,7 +9,7 @@
 // the user does.
 //
 // Widgets carry object names (prompt, send, stop, transcript, conversations, search, newChat,
-// modelPicker, statusLine, inlineError, sideTabs, library, models, chatWithModel, tuning,
+// modelPicker, settingsToggle, generationSettings (systemPrompt, temperature, ...), statusLine, inlineError, sideTabs, library, models, chatWithModel, tuning,
 // bottleneck, welcome, ...): tests and scripts find them with findChild.
 
 #include <QMainWindow>
@@ -33,6 +33,7 @@ namespace spillway::ui {
 
 class BottleneckView;
 class ChatController;
+class GenerationPanel;
 class LibraryController;
 class LibraryPanel;
 class TranscriptView;
@@ -127,7 +128,8 @@ private:
     QStackedWidget* m_stack = nullptr;  // the chat, or the first-launch screen
     WelcomePage* m_welcome = nullptr;
     TranscriptView* m_transcript = nullptr;
-    QComboBox* m_picker = nullptr;  // the model that answers, from the catalog (with a data folder)
+    QComboBox* m_picker = nullptr;
+    GenerationPanel* m_generation = nullptr;  // the chat's settings, beside the transcript  // the model that answers, from the catalog (with a data folder)
     QLabel* m_editBanner = nullptr;
     QLineEdit* m_prompt = nullptr;
     QPushButton* m_send = nullptr;

@@ -112,22 +112,30 @@ void GenerationWorker::loadModel(const QString& path)
 
 void GenerationWorker::generate(const QVector<MessageItem>& conversation, int maxTokens, double temperature)
 {
+    GenerationSettings settings;
+    settings.maxTokens = maxTokens;
+    settings.temperature = temperature;
+    generateWith(conversation, settings);
+}
+
+void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, const GenerationSettings& settings)
+{
     if (!m_engine) {
         emit failed(tr("no model is loaded"));
         return;
     }
     if (!m_conversation) m_conversation = m_engine->conversation();
     std::vector<engine::Message> messages;
-    messages.reserve(size_t(conversation.size()));
+    messages.reserve(size_t(conversation.size()) + 1);
+    if (!settings.systemPrompt.trimmed().isEmpty()) messages.push_back({"system", settings.systemPrompt.toStdString()});
     for (const MessageItem& m : conversation) messages.push_back({m.role.toStdString(), m.content.toStdString()});
 
     using Clock = std::chrono::steady_clock;
     std::string pending;  // bytes not yet sent to the GUI
     auto lastEmit = Clock::now();
     engine::ReplyOptions options;
-    options.maxNewTokens = maxTokens;
-    options.sampling.temperature = float(temperature);
-    options.sampling.seed = std::random_device{}();
+    options.maxNewTokens = settings.maxTokens;
+    options.sampling = settings.sampler(std::random_device{}());
     options.stop = &m_stop;
     options.onPrompt = [this](const std::string& prompt) { emit promptPrepared(QString::fromStdString(prompt)); };
     options.onToken = [&](std::string_view text, int32_t) {

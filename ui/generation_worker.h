@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chat_store.h"
+#include "generation_settings.h"
 #include "core/engine/engine.h"
 #include "tuning_worker.h"
 
@@ -52,6 +53,9 @@ public slots:
     // continues the last prompt.
     // maxTokens 0: until the model ends its turn or the context is full.
     void generate(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
+    // The same with all of a chat's settings; its system prompt leads the conversation.
+    void generateWith(const QVector<spillway::ui::MessageItem>& conversation,
+                      const spillway::ui::GenerationSettings& settings);
     // Runs later generations with this plan: a device with the plan's memory budget and the
     // thread count asked for, the plan's placement and RAM budget, the context length.
     void applyPlan(const spillway::ui::TuningPrediction& prediction);

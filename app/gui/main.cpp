@@ -4,6 +4,8 @@
 #include <QCommandLineParser>
 #include <QFileInfo>
 #include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
 #include <QPixmap>
 #include <QListView>
 #include <QStandardPaths>
@@ -52,9 +54,10 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene welcome|chat|models|tuning|visualizer: real content, rendered without a display.
+// --screenshot OUT.png --scene welcome|chat|settings|models|tuning|visualizer: real content, rendered without a display.
 //   welcome:    the first-launch screen once the machine is measured;
 //   chat:       one prompt and its reply, the conversation in the list;
+//   settings:   the same with the chat's settings open beside it (a system prompt typed in);
 //   models:     the demo model added to the catalog and compressed (balanced preset);
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
 //   tuning:     the measured machine and the planner's placement under tight budgets.
@@ -113,7 +116,13 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
             QTimer::singleShot(100, &window, [&window, save] { save(&window); });
         });
     } else {
-        QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, prompt] {
+        const bool settings = scene == QLatin1String("settings");
+        QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, prompt, settings] {
+            if (settings) {  // the chat's settings open beside it, with a system prompt
+                part<QPushButton>(window, "settingsToggle")->click();
+                part<QPlainTextEdit>(window, "systemPrompt")
+                    ->setPlainText(QStringLiteral("You tell short, gentle bedtime stories."));
+            }
             part<QLineEdit>(window, "prompt")->setText(prompt);
             window.send();
         });
@@ -167,7 +176,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, models, tuning or visualizer.", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, models, tuning or visualizer.", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -192,9 +201,9 @@ int main(int argc, char** argv)
     }
 
     const QString scene = parser.value(sceneOption);
-    if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "models" &&
-        scene != "visualizer" && scene != "tuning") {
-        std::fprintf(stderr, "spillway: --scene must be welcome, chat, models, tuning or visualizer\n");
+    if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "settings" &&
+        scene != "models" && scene != "visualizer" && scene != "tuning") {
+        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, models, tuning or visualizer\n");
         return 2;
     }
 

@@ -11,6 +11,7 @@
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QListView>
 #include <QProgressBar>
 #include <QPushButton>
@@ -122,6 +123,7 @@ private slots:
     void neuronCacheIsTunedAppliedAndReported();
     void anotherModelAnswersWithoutARestart();
     void replyIsNotCutAt256Tokens();
+    void chatSettingsReachTheModelAndStayWithTheChat();
 };
 
 void TestChatActions::copyPutsTheReplyOnTheClipboard()
@@ -568,4 +570,68 @@ void TestChatActions::replyIsNotCutAt256Tokens()
     QVERIFY2(end == "turn" || end == "context", qPrintable(end));
     if (end == "context") QVERIFY2(statusTextOf(window).contains("the context is full"), qPrintable(statusTextOf(window)));
     QVERIFY2(tokens > 256, qPrintable(QStringLiteral("%1 tokens, ended by %2").arg(tokens).arg(end)));
+}
+
+// The chat's settings: a system prompt typed in the side sheet reaches the template; a preset
+// sets the sampler; both stay with the chat (a second window over the same database shows them
+// when it opens the chat), and a preset saved in one window is offered in the next.
+void TestChatActions::chatSettingsReachTheModelAndStayWithTheChat()
+{
+    QTemporaryDir data, dir, cache;
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    const QString model = dir.filePath("chatml.gguf");
+    QVERIFY(writeWithTemplate(model, kChatMl));
+    qint64 conversation = 0;
+    {
+        auto window = std::make_unique<ChatWindow>(model, data.path());
+        window->skipWelcome();
+        window->show();
+        SPILLWAY_WAIT_FOR_MODEL(*window, 30'000);
+        part<QPushButton>(*window, "settingsToggle")->click();
+        QVERIFY(part<QWidget>(*window, "generationSettings")->isVisible());
+        part<QPlainTextEdit>(*window, "systemPrompt")->setPlainText(QStringLiteral("Answer in one line."));
+        QComboBox* preset = part<QComboBox>(*window, "preset");
+        const int precise = preset->findText(QStringLiteral("Precise"));
+        QVERIFY(precise > 0);
+        preset->setCurrentIndex(precise);
+        emit preset->activated(precise);
+        QCOMPARE(part<QDoubleSpinBox>(*window, "temperature")->value(), 0.0);
+        QCOMPARE(window->controller()->settings().temperature, 0.0);
+        QCOMPARE(window->controller()->settings().systemPrompt, QStringLiteral("Answer in one line."));
+        part<QSpinBox>(*window, "maxTokens")->setValue(6);
+
+        QSignalSpy prompts(window->workers()->generation(), &spillway::ui::GenerationWorker::promptPrepared);
+        QVERIFY(exchange(*window, QStringLiteral("Hi")));
+        QCOMPARE(prompts.count(), 1);
+        QCOMPARE(prompts.at(0).at(0).toString(),
+                 QStringLiteral("<|im_start|>system\nAnswer in one line.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                                "<|im_start|>assistant\n"));
+        conversation = window->controller()->currentConversation();
+        QVERIFY(conversation > 0);
+
+        // A preset of the user's: the chat's settings with a warmer temperature.
+        part<QDoubleSpinBox>(*window, "temperature")->setValue(0.3);
+        QVERIFY(window->controller()->savePreset(QStringLiteral("Mine")));
+        QVERIFY(!window->controller()->savePreset(QStringLiteral("precise")));  // a built-in name
+        QTRY_VERIFY_WITH_TIMEOUT(preset->findText(QStringLiteral("Mine")) > 0, 5'000);
+        QCOMPARE(preset->currentText(), QStringLiteral("Mine"));
+    }
+    {
+        // A new window over the same database: the chat brings its settings back.
+        auto window = std::make_unique<ChatWindow>(model, data.path());
+        window->skipWelcome();
+        window->show();
+        SPILLWAY_WAIT_FOR_MODEL(*window, 30'000);
+        QComboBox* preset = part<QComboBox>(*window, "preset");
+        QTRY_VERIFY_WITH_TIMEOUT(preset->findText(QStringLiteral("Mine")) > 0, 5'000);
+        QCOMPARE(window->controller()->settings().systemPrompt, QString());  // a new chat starts plain
+        QSignalSpy changed(window->controller(), &spillway::ui::ChatController::settingsChanged);
+        window->controller()->openConversation(conversation);
+        QTRY_VERIFY_WITH_TIMEOUT(changed.count() >= 1, 5'000);
+        QCOMPARE(part<QPlainTextEdit>(*window, "systemPrompt")->toPlainText(), QStringLiteral("Answer in one line."));
+        QCOMPARE(part<QDoubleSpinBox>(*window, "temperature")->value(), 0.3);
+        QCOMPARE(part<QSpinBox>(*window, "maxTokens")->value(), 6);
+        QCOMPARE(window->controller()->settings().temperature, 0.3);
+    }
+    qunsetenv("XDG_CACHE_HOME");
 }
