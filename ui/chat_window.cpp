@@ -3,12 +3,15 @@
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
+#include <QCloseEvent>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QInputDialog>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
@@ -42,7 +45,13 @@
 
 namespace spillway::ui {
 
-ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent)
+namespace {
+constexpr const char* kWindowKey = "ui.window";        // geometry and dock layout
+constexpr const char* kLastModelKey = "ui.lastModel";  // the model that answered last
+}  // namespace
+
+ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent,
+                       const QString& fallbackModel)
     : QMainWindow(parent)
 {
     const bool withData = !dataFolder.isEmpty();
@@ -52,15 +61,53 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     m_chat = new ChatController(m_workers->generation(), m_workers->store(), this);
     if (withData) m_models = new LibraryController(m_workers, dataFolder, modelPath, this);
     buildWidgets(withData);
-    m_status->setText(tr("Loading %1 …").arg(modelPath));
     connectChat();
+    if (withData) connectLibraryAndTuning();
     updateButtons();
     if (withData) {
         m_chat->openHistory(dataFolder);
         m_models->checkWelcome();
+        emit storeReadSetting(QString::fromLatin1(kWindowKey));
     }
+    if (withData && modelPath.isEmpty()) {  // the model used last, once the store says which
+        m_awaitingLastModel = true;
+        m_fallbackModel = fallbackModel;
+        m_status->setText(tr("Loading …"));
+        emit storeReadSetting(QString::fromLatin1(kLastModelKey));
+        return;
+    }
+    startWith(modelPath.isEmpty() ? fallbackModel : modelPath);
+}
+
+void ChatWindow::startWith(const QString& modelPath)
+{
+    m_status->setText(tr("Loading %1 …").arg(modelPath));
     m_chat->loadModel(modelPath);
-    if (withData) connectLibraryAndTuning();  // after the load is asked for: it adds the launch model
+    if (m_models) m_models->addModel(modelPath);  // the running model is in the library
+}
+
+void ChatWindow::onSetting(const QString& key, const QString& valueJson)
+{
+    const QJsonDocument doc = QJsonDocument::fromJson(valueJson.toUtf8());
+    if (key == QLatin1String(kLastModelKey) && m_awaitingLastModel) {
+        m_awaitingLastModel = false;
+        const QString last = doc.object().value("path").toString();
+        startWith(!last.isEmpty() && QFileInfo::exists(last) ? last : m_fallbackModel);
+    } else if (key == QLatin1String(kWindowKey) && doc.isObject()) {
+        restoreGeometry(QByteArray::fromBase64(doc.object().value("geometry").toString().toLatin1()));
+        restoreState(QByteArray::fromBase64(doc.object().value("state").toString().toLatin1()));
+    }
+}
+
+void ChatWindow::closeEvent(QCloseEvent* event)
+{
+    if (m_workers->store()) {
+        const QJsonObject window{{"geometry", QString::fromLatin1(saveGeometry().toBase64())},
+                                 {"state", QString::fromLatin1(saveState().toBase64())}};
+        emit storeWriteSetting(QString::fromLatin1(kWindowKey),
+                               QString::fromUtf8(QJsonDocument(window).toJson(QJsonDocument::Compact)));
+    }
+    QMainWindow::closeEvent(event);
 }
 
 ChatWindow::~ChatWindow()
@@ -380,6 +427,15 @@ void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
 {
     m_transcript->setContinuation(!chatTemplate);
     showPickedModel();
+    if (m_models && !m_chat->modelPath().isEmpty()) {
+        // The Tuning tab plans for the model that answers; the next start begins with it.
+        m_models->setModelPath(m_chat->modelPath());
+        m_tuning->setVariants(m_models->catalog()->models(), m_chat->modelPath());
+        emit storeWriteSetting(QString::fromLatin1(kLastModelKey),
+                               QString::fromUtf8(QJsonDocument(QJsonObject{{"path", m_chat->modelPath()}})
+                                                     .toJson(QJsonDocument::Compact)));
+        if (m_models->isTuningReady()) requestPrediction();
+    }
     m_welcome->setModel(description);
     m_status->setText(description);
     emit modelReady();
@@ -499,7 +555,10 @@ void ChatWindow::connectLibraryAndTuning()
         emit tuningApplied();
     }, Qt::QueuedConnection);
     connect(this, &ChatWindow::modelReady, models, &LibraryController::startTuning);
-    models->addModel(m_chat->loadingPath());  // the launch model is in the library
+    ChatStore* store = m_workers->store();
+    connect(this, &ChatWindow::storeReadSetting, store, &ChatStore::readSetting, Qt::QueuedConnection);
+    connect(this, &ChatWindow::storeWriteSetting, store, &ChatStore::writeSetting, Qt::QueuedConnection);
+    connect(store, &ChatStore::setting, this, &ChatWindow::onSetting, Qt::QueuedConnection);
 }
 
 void ChatWindow::chatWith(qint64 id)

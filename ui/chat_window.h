@@ -45,9 +45,10 @@ class ChatWindow : public QMainWindow {
     Q_OBJECT
 public:
     // Starts loading `modelPath` on the inference thread at once. `dataFolder`: where the chat
-    // history (spillway.db) lives; empty keeps nothing (tests, screenshots).
+    // history (spillway.db) lives; empty keeps nothing (tests, screenshots). An empty modelPath
+    // with a data folder: the model used last (remembered there), else `fallbackModel`.
     explicit ChatWindow(const QString& modelPath, const QString& dataFolder = QString(),
-                        QWidget* parent = nullptr);
+                        QWidget* parent = nullptr, const QString& fallbackModel = QString());
     ~ChatWindow() override;
 
     ChatController* controller() const { return m_chat; }
@@ -97,6 +98,8 @@ private slots:
     void applyTuning();
 
 protected:
+    // Keeps the window's geometry and dock layout for the next start.
+    void closeEvent(QCloseEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
@@ -108,6 +111,9 @@ private:
     void showError(const QString& message);
     void showNotice(const QString& message);
     void selectCurrentConversation();
+    // Loads the model the window starts with (and puts it in the library).
+    void startWith(const QString& modelPath);
+    void onSetting(const QString& key, const QString& valueJson);
     // The catalog model `id` answers from now on (loaded in the background).
     void chatWith(qint64 id);
     // The picker shows the model that answers (or is loading).
@@ -144,6 +150,15 @@ private:
     QString m_deviceNote;
     QString m_neuronCacheText;  // the neuron cache's report of the reply being generated, for the status line
     bool m_welcomeSkipped = false;
+    bool m_awaitingLastModel = false;  // started without a model: the store says which was used last
+    QString m_fallbackModel;           // ... and this one when none was
+
+signals:
+    // The window's own settings (geometry, last model), to the chat store (queued).
+    void storeReadSetting(const QString& key);
+    void storeWriteSetting(const QString& key, const QString& valueJson);
+
+private:
 };
 
 }  // namespace spillway::ui

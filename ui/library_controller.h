@@ -34,6 +34,7 @@ public:
     const TuningPrediction& lastPrediction() const { return m_prediction; }
     // The model the chat runs: the launch model, or the variant whose plan was applied last.
     QString modelPath() const { return m_modelPath; }
+    void setModelPath(const QString& path) { m_modelPath = path; }
     QString modelsFolder() const;  // where packages are written (dataFolder/models)
     // The device computing ("cpu", "cuda", "vulkan"): what "auto" settings and the catalog's
     // predictions plan for.

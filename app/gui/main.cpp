@@ -216,8 +216,10 @@ int main(int argc, char** argv)
     // `spillway FILE...` (and the desktop entry's %F): the files join the library, the first answers.
     QStringList files;
     for (const QString& f : parser.positionalArguments()) files << QFileInfo(f).absoluteFilePath();
+    // Neither --model nor a file (and no screenshot): the model used last, else the demo model.
+    const bool modelGiven = parser.isSet(modelOption) || !files.isEmpty() || parser.isSet(screenshotOption);
     const QString modelPath = !files.isEmpty() && !parser.isSet(modelOption) ? files.first() : parser.value(modelOption);
-    spillway::ui::ChatWindow window(modelPath, dataDir);
+    spillway::ui::ChatWindow window(modelGiven ? modelPath : QString(), dataDir, nullptr, parser.value(modelOption));
     if (window.library())
         for (const QString& f : files) window.library()->addModel(f);
     if (parser.isSet(screenshotOption)) {

@@ -8,6 +8,7 @@
 #include <QClipboard>
 #include <QComboBox>
 #include <QFile>
+#include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -124,6 +125,7 @@ private slots:
     void anotherModelAnswersWithoutARestart();
     void replyIsNotCutAt256Tokens();
     void chatSettingsReachTheModelAndStayWithTheChat();
+    void windowAndLastModelSurviveARestart();
 };
 
 void TestChatActions::copyPutsTheReplyOnTheClipboard()
@@ -632,6 +634,55 @@ void TestChatActions::chatSettingsReachTheModelAndStayWithTheChat()
         QCOMPARE(part<QDoubleSpinBox>(*window, "temperature")->value(), 0.3);
         QCOMPARE(part<QSpinBox>(*window, "maxTokens")->value(), 6);
         QCOMPARE(window->controller()->settings().temperature, 0.3);
+    }
+    qunsetenv("XDG_CACHE_HOME");
+}
+
+// Started without a model, the app takes the one used last (the demo model the first time); the
+// window's size and dock layout come back too (two windows over one database, one after the other).
+void TestChatActions::windowAndLastModelSurviveARestart()
+{
+    QTemporaryDir data, dir, cache;
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    const QString chatml = dir.filePath("chatml.gguf");
+    QVERIFY(writeWithTemplate(chatml, kChatMl));
+    QSize saved;
+    {
+        ChatWindow window(QString(), data.path(), nullptr, kModel);  // nothing used before: the fallback
+        window.skipWelcome();
+        window.show();
+        SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+        QCOMPARE(window.controller()->modelPath(), kModel);
+        window.resize(900, 640);
+        saved = window.size();  // (at least the layout's minimum height)
+        QCOMPARE(saved.width(), 900);
+        part<QDockWidget>(window, "bottleneckDock")->hide();
+        window.library()->addModel(chatml);
+        QComboBox* picker = part<QComboBox>(window, "modelPicker");
+        QTRY_COMPARE_WITH_TIMEOUT(picker->count(), 2, 10'000);
+        const int row = picker->itemText(0).startsWith("chatml.gguf") ? 0 : 1;
+        QSignalSpy ready(&window, &ChatWindow::modelReady);
+        emit picker->activated(row);
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && !window.controller()->isLoading(), 30'000);
+        QCOMPARE(window.controller()->modelPath(), chatml);
+        window.close();
+    }
+    {
+        ChatWindow window(QString(), data.path(), nullptr, kModel);
+        window.skipWelcome();
+        window.show();
+        SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+        QCOMPARE(window.controller()->modelPath(), chatml);
+        QTRY_COMPARE_WITH_TIMEOUT(window.size(), saved, 5'000);
+        QVERIFY(part<QDockWidget>(window, "bottleneckDock")->isHidden());
+    }
+    {
+        // The model used last went away: the fallback answers.
+        QVERIFY(QFile::remove(chatml));
+        ChatWindow window(QString(), data.path(), nullptr, kModel);
+        window.skipWelcome();
+        SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+        QCOMPARE(window.controller()->modelPath(), kModel);
     }
     qunsetenv("XDG_CACHE_HOME");
 }
