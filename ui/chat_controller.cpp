@@ -46,6 +46,29 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
     connect(this, &ChatController::storeReadSetting, store, &ChatStore::readSetting, Qt::QueuedConnection);
     connect(this, &ChatController::storeWriteSetting, store, &ChatStore::writeSetting, Qt::QueuedConnection);
     connect(store, &ChatStore::setting, this, &ChatController::onSetting, Qt::QueuedConnection);
+    connect(this, &ChatController::storeExport, store, &ChatStore::exportConversations, Qt::QueuedConnection);
+    connect(this, &ChatController::storeExportAll, store, &ChatStore::exportAll, Qt::QueuedConnection);
+    connect(this, &ChatController::storeImport, store, &ChatStore::importFile, Qt::QueuedConnection);
+    connect(store, &ChatStore::exported, this, &ChatController::exported, Qt::QueuedConnection);
+    connect(store, &ChatStore::imported, this, [this](int count, qint64 last) {
+        emit imported(count, last);
+        openConversation(last);
+    }, Qt::QueuedConnection);
+}
+
+void ChatController::exportConversation(qint64 id, const QString& path, const QString& format)
+{
+    if (m_store && id > 0) emit storeExport({id}, path, format);
+}
+
+void ChatController::exportAll(const QString& path, const QString& format)
+{
+    if (m_store) emit storeExportAll(path, format);
+}
+
+void ChatController::importFile(const QString& path)
+{
+    if (m_store) emit storeImport(path);
 }
 
 void ChatController::setSettings(const GenerationSettings& settings)

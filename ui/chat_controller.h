@@ -81,6 +81,11 @@ public slots:
     void renameConversation(qint64 id, const QString& title);
     void deleteConversation(qint64 id);
     void setSearch(const QString& query);
+    // Export and import (chat_store.h): format "markdown" or "json"; answered by exported() or
+    // imported() (the last imported conversation opens), or storeFailed().
+    void exportConversation(qint64 id, const QString& path, const QString& format);
+    void exportAll(const QString& path, const QString& format);
+    void importFile(const QString& path);
 
 signals:
     // The transcript: the whole of it replaced, or changed piece by piece.
@@ -105,6 +110,8 @@ signals:
     // The conversation just opened talks to another catalog model than the one loaded.
     void conversationModelWanted(qint64 modelId);
     void settingsChanged(const spillway::ui::GenerationSettings& settings);
+    void exported(const QString& path, int count);
+    void imported(int count, qint64 lastConversation);
     void presetsChanged();
     void replyStored(qint64 conversation);
     // Requests to the worker and the store (queued).
@@ -126,6 +133,9 @@ signals:
     void storeRemove(qint64 conversation);
     void storeReadSetting(const QString& key);
     void storeWriteSetting(const QString& key, const QString& valueJson);
+    void storeExport(const QList<qint64>& conversations, const QString& path, const QString& format);
+    void storeExportAll(const QString& path, const QString& format);
+    void storeImport(const QString& path);
 
 private:
     void onModelLoaded(const QString& description, bool chatTemplate);

@@ -1,5 +1,11 @@
 #include "chat_store.h"
 
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSaveFile>
+
 #include <set>
 
 #include "storage/chat_db.h"
@@ -190,6 +196,77 @@ void ChatStore::rename(qint64 conversation, const QString& title)
     const Status s = m_db->renameConversation(conversation, title.toStdString());
     if (!s) return emit failed(QString::fromStdString(s.error().message));
     emit changed();
+}
+
+void ChatStore::exportConversations(const QList<qint64>& conversations, const QString& path, const QString& format)
+{
+    if (!ready()) return;
+    const bool json = format == QLatin1String("json");
+    QByteArray out;
+    QJsonArray all;
+    for (qint64 id : conversations) {
+        auto text = json ? m_db->exportJson(id) : m_db->exportMarkdown(id);
+        if (!text) return emit failed(QString::fromStdString(text.error().message));
+        if (json) {
+            all.append(QJsonDocument::fromJson(QByteArray::fromStdString(*text)).object());
+        } else {
+            if (!out.isEmpty()) out += "\n---\n\n";
+            out += QByteArray::fromStdString(*text);
+        }
+    }
+    if (json)  // one conversation: the object itself, as importJson reads it
+        out = all.size() == 1 ? QJsonDocument(all.first().toObject()).toJson() : QJsonDocument(all).toJson();
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(out) != out.size() || !file.commit())
+        return emit failed(tr("cannot write %1: %2").arg(path, file.errorString()));
+    emit exported(path, int(conversations.size()));
+}
+
+void ChatStore::exportAll(const QString& path, const QString& format)
+{
+    if (!ready()) return;
+    auto all = m_db->conversations();
+    if (!all) return emit failed(QString::fromStdString(all.error().message));
+    QList<qint64> ids;
+    for (const auto& c : *all) ids << c.id;
+    exportConversations(ids, path, format);
+}
+
+void ChatStore::importFile(const QString& path)
+{
+    if (!ready()) return;
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly)) return emit failed(tr("cannot read %1: %2").arg(path, file.errorString()));
+    const QByteArray bytes = file.readAll();
+    QJsonParseError error;
+    const QJsonDocument doc = QJsonDocument::fromJson(bytes, &error);
+    if (doc.isNull())
+        return emit failed(tr("%1 is not a Spillway chat export: %2").arg(path, error.errorString()));
+    QList<QByteArray> exports;
+    if (doc.isArray()) {
+        for (const QJsonValue& v : doc.array()) exports << QJsonDocument(v.toObject()).toJson(QJsonDocument::Compact);
+    } else {
+        exports << bytes;
+    }
+    int count = 0;
+    qint64 last = 0;
+    for (const QByteArray& one : exports) {
+        auto id = m_db->importJson(one.toStdString());
+        if (!id) {
+            emit failed(tr("%1: conversation %2 of %3 not imported: %4")
+                            .arg(path)
+                            .arg(count + 1)
+                            .arg(exports.size())
+                            .arg(QString::fromStdString(id.error().message)));
+            break;
+        }
+        ++count;
+        last = *id;
+    }
+    if (count > 0) {
+        emit imported(count, last);
+        emit changed();
+    }
 }
 
 void ChatStore::setConversationModel(qint64 conversation, qint64 modelId)

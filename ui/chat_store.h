@@ -68,6 +68,15 @@ public slots:
     void truncateAfter(qint64 conversation, qint64 message);
     void rename(qint64 conversation, const QString& title);
     void remove(qint64 conversation);
+    // Writes conversations to `path` (replaced whole, or left as it was on failure): "markdown"
+    // (current versions, one after another) or "json" (every version: Spillway's export format;
+    // several conversations make a JSON array). Answered by exported(path, count).
+    void exportConversations(const QList<qint64>& conversations, const QString& path, const QString& format);
+    // Every conversation, the same way.
+    void exportAll(const QString& path, const QString& format);
+    // Reads a Spillway JSON export (one conversation or an array of them) into new conversations;
+    // answered by imported(count, last id), then the list changes.
+    void importFile(const QString& path);
     // Settings (JSON texts) by key: answered by setting(key, valueJson), "" when unset.
     void readSetting(const QString& key);
     void writeSetting(const QString& key, const QString& valueJson);
@@ -87,6 +96,8 @@ signals:
     void setting(const QString& key, const QString& valueJson);
     void modelAdded(qint64 id, const QString& path);
     void modelsListed(const QVector<spillway::ui::ModelItem>& models);
+    void exported(const QString& path, int count);
+    void imported(int count, qint64 lastConversation);
     void failed(const QString& message);
 
 private:

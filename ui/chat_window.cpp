@@ -17,6 +17,7 @@
 #include <QListView>
 #include <QLocale>
 #include <QMenu>
+#include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
@@ -61,6 +62,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     m_chat = new ChatController(m_workers->generation(), m_workers->store(), this);
     if (withData) m_models = new LibraryController(m_workers, dataFolder, modelPath, this);
     buildWidgets(withData);
+    buildMenus(withData);
     connectChat();
     if (withData) connectLibraryAndTuning();
     updateButtons();
@@ -259,6 +261,74 @@ void ChatWindow::buildWidgets(bool withData)
     statusBar()->addWidget(m_status, 1);
 }
 
+void ChatWindow::buildMenus(bool withData)
+{
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    file->setObjectName("fileMenu");
+    QAction* newChat = file->addAction(tr("&New chat"), this, [this] {
+        m_chat->newConversation();
+        m_prompt->setFocus();
+    });
+    newChat->setShortcut(QKeySequence::New);
+    if (withData) {
+        file->addSeparator();
+        QAction* import = file->addAction(tr("&Import chats…"), this, [this] {
+            const QString path = QFileDialog::getOpenFileName(this, tr("Import chats"), QString(),
+                                                              tr("Spillway chat export (*.json)"));
+            if (!path.isEmpty()) m_chat->importFile(path);
+        });
+        import->setShortcut(QKeySequence::Open);
+        QMenu* one = file->addMenu(tr("&Export this chat"));
+        one->addAction(tr("As &Markdown…"), this, [this] { exportChats(false, QStringLiteral("markdown")); });
+        one->addAction(tr("As &JSON…"), this, [this] { exportChats(false, QStringLiteral("json")); });
+        QMenu* all = file->addMenu(tr("Export &all chats"));
+        all->addAction(tr("As &Markdown…"), this, [this] { exportChats(true, QStringLiteral("markdown")); });
+        all->addAction(tr("As &JSON…"), this, [this] { exportChats(true, QStringLiteral("json")); });
+    }
+    file->addSeparator();
+    QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    view->setObjectName("viewMenu");
+    if (auto* dock = findChild<QDockWidget*>(QStringLiteral("bottleneckDock"))) view->addAction(dock->toggleViewAction());
+    if (withData) {
+        const QString names[] = {tr("&Chats"), tr("&Models"), tr("&Tuning")};
+        for (int i = 0; i < 3; ++i) {
+            QAction* tab = view->addAction(names[i], this, [this, i] { m_tabs->setCurrentIndex(i); });
+            tab->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+        }
+        QAction* search = view->addAction(tr("&Search chats"), this, [this] {
+            m_tabs->setCurrentIndex(0);
+            m_search->setFocus();
+            m_search->selectAll();
+        });
+        search->setShortcut(QKeySequence::Find);
+    }
+    QAction* prompt = view->addAction(tr("&Prompt"), this, [this] { m_prompt->setFocus(); });
+    prompt->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    // Escape cancels an edit of a prompt, else stops a reply being written.
+    auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+    connect(escape, &QShortcut::activated, this, [this] {
+        if (m_editIndex >= 0) cancelEdit();
+        else stop();
+    });
+}
+
+void ChatWindow::exportChats(bool all, const QString& format)
+{
+    const qint64 id = m_chat->currentConversation();
+    if (!all && !id) return showError(tr("This chat is not stored yet: send a message first"));
+    const bool json = format == QLatin1String("json");
+    const QString suggested = (all ? QStringLiteral("spillway-chats") : QStringLiteral("spillway-chat")) +
+                              (json ? QStringLiteral(".json") : QStringLiteral(".md"));
+    const QString path = QFileDialog::getSaveFileName(this, all ? tr("Export all chats") : tr("Export this chat"),
+                                                      suggested, json ? tr("JSON (*.json)") : tr("Markdown (*.md)"));
+    if (path.isEmpty()) return;
+    if (all) m_chat->exportAll(path, format);
+    else m_chat->exportConversation(id, path, format);
+}
+
 // The chat: the controller's transcript into the view, the user's actions to the controller.
 void ChatWindow::connectChat()
 {
@@ -266,9 +336,6 @@ void ChatWindow::connectChat()
     connect(m_send, &QPushButton::clicked, this, &ChatWindow::send);
     connect(m_prompt, &QLineEdit::returnPressed, this, &ChatWindow::send);
     connect(m_stop, &QPushButton::clicked, this, &ChatWindow::stop);
-    auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), m_prompt);
-    escape->setContext(Qt::WidgetShortcut);
-    connect(escape, &QShortcut::activated, this, &ChatWindow::cancelEdit);
     connect(m_transcript, &TranscriptView::regenerateRequested, chat, &ChatController::regenerate);
     connect(m_transcript, &TranscriptView::editRequested, this, &ChatWindow::editMessage);
     connect(m_transcript, &TranscriptView::versionRequested, chat, &ChatController::showVersion);
@@ -302,6 +369,14 @@ void ChatWindow::connectChat()
         emit conversationsListed(count);
     });
     connect(chat, &ChatController::conversationShown, this, &ChatWindow::conversationShown);
+    connect(chat, &ChatController::exported, this, [this](const QString& path, int count) {
+        m_error->hide();
+        m_status->setText(tr("Exported %n chat(s) to %1", "", count).arg(path));
+    });
+    connect(chat, &ChatController::imported, this, [this](int count, qint64) {
+        m_error->hide();
+        m_status->setText(tr("Imported %n chat(s)", "", count));
+    });
     connect(chat, &ChatController::conversationModelWanted, this, &ChatWindow::chatWith);
     m_generation->setPresets(chat->presets());
     m_generation->setSettings(chat->settings());
@@ -624,8 +699,16 @@ void ChatWindow::dragEnterEvent(QDragEnterEvent* event)
 
 void ChatWindow::dropEvent(QDropEvent* event)
 {
-    for (const QUrl& url : event->mimeData()->urls())
-        if (url.isLocalFile() && m_models) m_models->addModel(url.toLocalFile());
+    // A chat export (.json) is imported; anything else is offered to the library as a model.
+    for (const QUrl& url : event->mimeData()->urls()) {
+        if (!url.isLocalFile() || !m_models) continue;
+        const QString path = url.toLocalFile();
+        if (path.endsWith(QLatin1String(".json"), Qt::CaseInsensitive) && QFileInfo(path).isFile() &&
+            QFileInfo(path).fileName() != QLatin1String("config.json") && QFileInfo(path).fileName() != QLatin1String("manifest.json"))
+            m_chat->importFile(path);
+        else
+            m_models->addModel(path);
+    }
     event->acceptProposedAction();
 }
 

@@ -105,6 +105,11 @@ protected:
 
 private:
     void buildWidgets(bool withData);
+    // File (new chat, import, export, quit) and View (the Bottleneck dock, the tabs, the prompt,
+    // search) with their shortcuts.
+    void buildMenus(bool withData);
+    // Asks where to write, then exports the open chat (all: every chat) as Markdown or JSON.
+    void exportChats(bool all, const QString& format);
     void connectChat();
     void connectLibraryAndTuning();
     void updateButtons();

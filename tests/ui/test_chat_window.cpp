@@ -27,6 +27,7 @@
 #include "gpu/registry.h"
 #include "storage/chat_db.h"
 #include "ui/bottleneck_view.h"
+#include "ui/chat_controller.h"
 #include "ui/chat_window.h"
 #include "ui/library_controller.h"
 #include "ui/generation_worker.h"
@@ -78,6 +79,7 @@ private slots:
     void missingModelShowsError();
     void conversationsAreStoredSearchedAndReopened();
     void droppedModelsAreCatalogedAndCompressed();
+    void chatsExportAndImportRoundTrip();
     void markdownRepliesAreRendered();
     void tuningPlansAndAppliesAPlacement();
     void vulkanDeviceRepliesLikeTheCpu();
@@ -456,4 +458,74 @@ void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
 }
 
 QTEST_MAIN(TestChatWindow)
+// A chat exported as JSON and imported again (through the controller, as the File menu does, and
+// by dropping the export on the window) is the same chat, message for message; Markdown holds
+// its text; every chat exports into one file; a file that is not an export is refused by name.
+void TestChatWindow::chatsExportAndImportRoundTrip()
+{
+    QTemporaryDir data, out;
+    QVERIFY(data.isValid() && out.isValid());
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.show();
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+    spillway::ui::ChatController* chat = window.controller();
+    chat->setTemperature(0.0);
+    chat->setMaxTokens(16);
+    for (const char* prompt : {"Once upon a time", "The dog"}) {
+        QSignalSpy stored(&window, &ChatWindow::replyStored);
+        promptOf(window)->setText(QString::fromLatin1(prompt));
+        window.send();
+        QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 1, 30'000);
+    }
+    const qint64 original = chat->currentConversation();
+    const QVector<spillway::ui::MessageItem> before = chat->messages();
+    QCOMPARE(int(before.size()), 4);
+
+    QSignalSpy exported(chat, &spillway::ui::ChatController::exported);
+    const QString json = out.filePath("chat.json"), markdown = out.filePath("chat.md"), all = out.filePath("all.json");
+    chat->exportConversation(original, json, QStringLiteral("json"));
+    chat->exportConversation(original, markdown, QStringLiteral("markdown"));
+    QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 2, 5'000);
+    QFile md(markdown);
+    QVERIFY(md.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(md.readAll());
+    for (const auto& m : before) QVERIFY2(text.contains(m.content.trimmed()), qPrintable(m.content));
+
+    // Imported: a new conversation, opened, with the same messages.
+    QSignalSpy imported(chat, &spillway::ui::ChatController::imported);
+    QSignalSpy shown(&window, &ChatWindow::conversationShown);
+    chat->importFile(json);
+    QTRY_COMPARE_WITH_TIMEOUT(imported.count(), 1, 5'000);
+    QTRY_VERIFY_WITH_TIMEOUT(chat->currentConversation() != original && shown.count() >= 1, 5'000);
+    QCOMPARE(int(chat->messages().size()), int(before.size()));
+    for (int i = 0; i < before.size(); ++i) {
+        QCOMPARE(chat->messages()[i].role, before[i].role);
+        QCOMPARE(chat->messages()[i].content, before[i].content);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 2, 5'000);
+
+    // Every chat in one file, dropped on the window: two more.
+    chat->exportAll(all, QStringLiteral("json"));
+    QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 3, 5'000);
+    QCOMPARE(exported.last().at(1).toInt(), 2);
+    dropFile(window, all);
+    QTRY_COMPARE_WITH_TIMEOUT(imported.count(), 2, 5'000);
+    QCOMPARE(imported.last().at(0).toInt(), 2);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "conversations"), 4, 5'000);
+
+    // Not an export: refused with the file's name; nothing added.
+    const QString junk = out.filePath("junk.json");
+    {
+        QFile f(junk);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"hello\": 1}");
+    }
+    QSignalSpy errors(&window, &ChatWindow::errorShown);
+    chat->importFile(junk);
+    QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 5'000);
+    QVERIFY2(errors.first().first().toString().contains("junk.json"), qPrintable(errors.first().first().toString()));
+    QCOMPARE(rowsOf(window, "conversations"), 4);
+}
+
 #include "test_chat_window.moc"
