@@ -227,7 +227,25 @@ void ChatController::storeLastPrompt()
 void ChatController::requestGeneration()
 {
     m_worker->clearStop();
-    emit generateRequested(m_messages.mid(0, m_replyIndex), m_settings);
+    m_continuing = false;
+    emit generateRequested(m_messages.mid(0, m_replyIndex), m_settings, false);
+}
+
+bool ChatController::continueReply()
+{
+    if (!m_modelReady || m_generating || m_loading || m_pendingStores > 0 || m_messages.isEmpty() ||
+        m_messages.back().role != QLatin1String("assistant"))
+        return false;
+    const int index = int(m_messages.size()) - 1;
+    beginExchange();
+    m_replyIndex = index;
+    m_replacesMessage = m_messages[index].id;
+    m_continuing = true;
+    m_continuedFrom = m_messages[index].content;
+    emit replyContinued(index);
+    m_worker->clearStop();
+    emit generateRequested(m_messages, m_settings, true);
+    return true;
 }
 
 bool ChatController::regenerate(int index)
@@ -355,6 +373,17 @@ void ChatController::onFailed(const QString& message)
         return;
     }
     const bool wasGenerating = m_generating;
+    if (m_generating && m_continuing && m_replyIndex >= 0 && m_replyIndex < m_messages.size()) {
+        // A failed continuation leaves the reply as it was.
+        emit replyEnded(0, 0, QString());
+        m_messages[m_replyIndex].content = m_continuedFrom;
+        m_generating = false;
+        m_continuing = false;
+        emit messagesReset(m_messages);
+        emit failed(message);
+        emit stateChanged();
+        return;
+    }
     if (m_generating && m_replyIndex >= 0) {  // the failed reply goes; its prompt stays
         emit replyEnded(0, 0, QString());
         truncate(m_replyIndex);
@@ -371,6 +400,7 @@ void ChatController::onFailed(const QString& message)
 void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end)
 {
     m_generating = false;
+    m_continuing = false;
     if (m_replyIndex >= 0 && m_replyIndex < m_messages.size()) {
         MessageItem& m = m_messages[m_replyIndex];
         m.tokensPerSecond = tokensPerSecond;
@@ -384,7 +414,7 @@ void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenM
         if (m_replacesMessage) {
             m_storeTargets.push_back(-1);
             emit storeVersion(m_conversation, m_replacesMessage, QStringLiteral("regeneration"), reply, tokensPerSecond,
-                              timeToFirstTokenMs, m_modelDescription);
+                              timeToFirstTokenMs, m_modelDescription);  // (a continued reply too)
         } else {
             m_storeTargets.push_back(m_replyIndex);
             emit storeAppend(m_conversation, QStringLiteral("assistant"), reply, tokensPerSecond, timeToFirstTokenMs,

@@ -71,6 +71,9 @@ public slots:
     bool send(const QString& prompt);
     // A new version of the last reply.
     bool regenerate(int index);
+    // The last reply goes on from where it ended (a stopped or cut reply); the longer text is a
+    // new version of it.
+    bool continueReply();
     // The prompt at `index` gets `text` as a new version and a new reply; when it was the last
     // prompt its reply gets a new version too, an earlier prompt drops what followed it.
     bool editAndResend(int index, const QString& text);
@@ -94,6 +97,7 @@ signals:
     void messagesTruncated(int count);
     void messageIdSet(int index, qint64 id);
     void replyStarted(int index);  // the reply at `index` (the last message) streams in
+    void replyContinued(int index);  // the reply at `index` streams on after its text
     void replyText(const QString& text);
     void replyEnded(double tokensPerSecond, double firstTokenMs, const QString& modelName);
     // Its state.
@@ -117,7 +121,7 @@ signals:
     // Requests to the worker and the store (queued).
     void loadRequested(const QString& path);
     void generateRequested(const QVector<spillway::ui::MessageItem>& conversation,
-                           const spillway::ui::GenerationSettings& settings);
+                           const spillway::ui::GenerationSettings& settings, bool continueLast);
     void storeOpen(const QString& folder);
     void storeList(const QString& query);
     void storeCreate(const QString& title, qint64 modelId);
@@ -166,6 +170,8 @@ private:
     bool m_awaitingConversation = false;   // a prompt was sent before its conversation existed
     int m_replyIndex = -1;                 // the reply being generated (index in the messages)
     qint64 m_replacesMessage = 0;          // it is a new version of this stored message, or 0
+    bool m_continuing = false;             // the reply goes on from its text
+    QString m_continuedFrom;               // ... which was this
     int m_pendingStores = 0;               // writes sent to the store, not yet answered
     QVector<int> m_storeTargets;           // per pending write: the message index it stores, -1: a version
     QString m_modelDescription;

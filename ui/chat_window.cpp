@@ -259,6 +259,11 @@ void ChatWindow::buildWidgets(bool withData)
     m_status = new QLabel(this);
     m_status->setObjectName("statusLine");
     statusBar()->addWidget(m_status, 1);
+    m_contextMeter = new QLabel(this);
+    m_contextMeter->setObjectName("contextMeter");
+    m_contextMeter->setToolTip(tr("Tokens of the context this chat holds (prompt and replies); when it is full, "
+                                  "the oldest turns leave (the system prompt stays)"));
+    statusBar()->addPermanentWidget(m_contextMeter);
 }
 
 void ChatWindow::buildMenus(bool withData)
@@ -337,11 +342,13 @@ void ChatWindow::connectChat()
     connect(m_prompt, &QLineEdit::returnPressed, this, &ChatWindow::send);
     connect(m_stop, &QPushButton::clicked, this, &ChatWindow::stop);
     connect(m_transcript, &TranscriptView::regenerateRequested, chat, &ChatController::regenerate);
+    connect(m_transcript, &TranscriptView::continueRequested, chat, [this] { m_chat->continueReply(); });
     connect(m_transcript, &TranscriptView::editRequested, this, &ChatWindow::editMessage);
     connect(m_transcript, &TranscriptView::versionRequested, chat, &ChatController::showVersion);
 
     connect(chat, &ChatController::messagesReset, this, [this](const QVector<MessageItem>& messages) {
         cancelEdit();
+        if (messages.isEmpty()) m_contextMeter->clear();  // a new chat
         m_transcript->setMessages(messages);
         selectCurrentConversation();
     });
@@ -349,6 +356,7 @@ void ChatWindow::connectChat()
     connect(chat, &ChatController::messagesTruncated, m_transcript, &TranscriptView::truncate);
     connect(chat, &ChatController::messageIdSet, m_transcript, &TranscriptView::setMessageId);
     connect(chat, &ChatController::replyStarted, m_transcript, &TranscriptView::beginReply);
+    connect(chat, &ChatController::replyContinued, m_transcript, &TranscriptView::continueReply);
     connect(chat, &ChatController::replyText, m_transcript, &TranscriptView::appendReplyText);
     connect(chat, &ChatController::replyEnded, m_transcript, &TranscriptView::finishReply);
     connect(chat, &ChatController::stateChanged, this, &ChatWindow::updateButtons);
@@ -408,6 +416,9 @@ void ChatWindow::connectChat()
                                 .arg(QLocale().formattedDataSize(qint64(bytesPerToken)));
     }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::notice, this, &ChatWindow::showNotice, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::contextUsed, this, [this](int tokens, int context) {
+        m_contextMeter->setText(tr("Context %1 / %2").arg(QLocale().toString(tokens), QLocale().toString(context)));
+    }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::deviceChanged, this,
             [this](const QString& backend, const QString& description, const QString& why) {
                 const bool changed = backend != m_activeBackend;
@@ -494,12 +505,16 @@ void ChatWindow::showConversationMenu(const QPoint& at)
                                                     index.data(Qt::DisplayRole).toString(), &ok);
         if (ok) m_chat->renameConversation(id, title);
     } else if (chosen == remove) {
-        m_chat->deleteConversation(id);
+        if (QMessageBox::question(this, tr("Delete chat"),
+                                  tr("Delete \"%1\" and all its messages? This cannot be undone.")
+                                      .arg(index.data(Qt::DisplayRole).toString())) == QMessageBox::Yes)
+            m_chat->deleteConversation(id);
     }
 }
 
 void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
 {
+    if (!m_error->property("notice").toBool()) m_error->hide();  // an earlier failure is over
     m_transcript->setContinuation(!chatTemplate);
     showPickedModel();
     if (m_models && !m_chat->modelPath().isEmpty()) {
@@ -602,6 +617,7 @@ void ChatWindow::connectLibraryAndTuning()
     });
     connect(models, &LibraryController::compressionFailed, this, [this](const QString& message, bool cancelled) {
         m_library->setCompressing(false);
+        m_library->clearProgress();
         m_library->showResult(cancelled ? tr("Compression cancelled; nothing was written.") : tr("Compression failed."));
         if (!cancelled) showError(message);
     });

@@ -147,6 +147,7 @@ private:
     QPushButton* m_stop = nullptr;
     QLabel* m_error = nullptr;  // an error, or a notice (its "notice" property true)
     QLabel* m_status = nullptr;
+    QLabel* m_contextMeter = nullptr;  // "Context 1,234 / 4,096" after a reply
     BottleneckView* m_bottleneck = nullptr;
 
     // What the widgets show that no controller keeps.

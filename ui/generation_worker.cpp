@@ -118,7 +118,8 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
     generateWith(conversation, settings);
 }
 
-void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, const GenerationSettings& settings)
+void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, const GenerationSettings& settings,
+                                    bool continueLast)
 {
     if (!m_engine) {
         emit failed(tr("no model is loaded"));
@@ -135,6 +136,7 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
     auto lastEmit = Clock::now();
     engine::ReplyOptions options;
     options.maxNewTokens = settings.maxTokens;
+    options.continueLast = continueLast;
     options.sampling = settings.sampler(std::random_device{}());
     options.stop = &m_stop;
     options.onPrompt = [this](const std::string& prompt) { emit promptPrepared(QString::fromStdString(prompt)); };
@@ -165,6 +167,7 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
         const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.shippedBytes());  // what moved
         emit neuronCacheReport(nc.total.hitRate(), bytes / std::max(1.0, tokens));
     }
+    emit contextUsed(int(stats->tokens.size()), m_conversation->contextLength());
     if (stats->droppedMessages > 0)
         emit notice(tr("The conversation is longer than the context: its %n oldest message(s) are left out of what the "
                        "model sees (the system prompt stays).", "", stats->droppedMessages));

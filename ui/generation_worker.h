@@ -54,8 +54,9 @@ public slots:
     // maxTokens 0: until the model ends its turn or the context is full.
     void generate(const QVector<spillway::ui::MessageItem>& conversation, int maxTokens, double temperature);
     // The same with all of a chat's settings; its system prompt leads the conversation.
+    // continueLast: the last message is the reply so far, which the model goes on with.
     void generateWith(const QVector<spillway::ui::MessageItem>& conversation,
-                      const spillway::ui::GenerationSettings& settings);
+                      const spillway::ui::GenerationSettings& settings, bool continueLast = false);
     // Runs later generations with this plan: a device with the plan's memory budget and the
     // thread count asked for, the plan's placement and RAM budget, the context length.
     void applyPlan(const spillway::ui::TuningPrediction& prediction);
@@ -75,6 +76,8 @@ signals:
     // Before finished(), when the neuron cache ran: its hit rate and bytes loaded per token.
     void neuronCacheReport(double hitRate, double bytesPerToken);
     void planApplied(const QString& description);
+    // After each reply: the tokens the conversation holds (prompt and reply) of the context's.
+    void contextUsed(int tokens, int contextLength);
     // The device that computes from now on: its backend ("cpu", "cuda", "vulkan"), the model's
     // description on it (as modelLoaded's) and why a faster backend was not taken or was left
     // ("" when nothing was passed over). Sent when a model loads, a plan is applied and after a

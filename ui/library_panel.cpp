@@ -178,4 +178,6 @@ void LibraryPanel::showResult(const QString& text) { m_result->setText(text); }
 
 void LibraryPanel::showProgressDone() { m_bar->setValue(m_bar->maximum()); }
 
+void LibraryPanel::clearProgress() { m_bar->setValue(0); }
+
 }  // namespace spillway::ui

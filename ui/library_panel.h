@@ -31,6 +31,7 @@ public:
     void showProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
     void showResult(const QString& text);
     void showProgressDone();  // the bar full
+    void clearProgress();     // the bar empty (a cancelled or failed compression)
 
 signals:
     void addRequested(const QString& path);

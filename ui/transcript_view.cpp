@@ -88,6 +88,20 @@ void TranscriptView::beginReply(int index)
     m_streamStart = end.position();
 }
 
+void TranscriptView::continueReply(int index)
+{
+    if (index < 0 || index >= m_messages.size()) return;
+    m_streaming = index;
+    render();
+    QTextCursor end(document());
+    end.movePosition(QTextCursor::End);
+    m_streamStart = end.position();
+    QTextCharFormat format;
+    format.setForeground(palette().color(QPalette::Text));
+    end.insertText(m_messages[index].content, format);
+    ensureCursorVisible();
+}
+
 void TranscriptView::appendReplyText(const QString& text)
 {
     if (m_streaming < 0) return;
@@ -165,7 +179,10 @@ void TranscriptView::renderMessage(int index)
         actions << actionLink(QStringLiteral("edit"), index, tr("Edit"));
     } else {
         actions << actionLink(QStringLiteral("copy"), index, tr("Copy"));
-        if (last) actions << actionLink(QStringLiteral("regenerate"), index, tr("Regenerate"));
+        if (last) {
+            actions << actionLink(QStringLiteral("regenerate"), index, tr("Regenerate"));
+            actions << actionLink(QStringLiteral("continue"), index, tr("Continue"));
+        }
     }
     if (m.versionCount > 1) {
         QString versions;
@@ -201,6 +218,8 @@ void TranscriptView::onAnchor(const QUrl& url)
         emit editRequested(index);
     } else if (action == QLatin1String("regenerate")) {
         emit regenerateRequested(index);
+    } else if (action == QLatin1String("continue")) {
+        emit continueRequested(index);
     } else if (action == QLatin1String("version") && parts.size() == 2) {
         const int number = parts[1].toInt(&ok);
         if (ok) emit versionRequested(index, number);

@@ -32,6 +32,8 @@ public:
     // Streaming: the reply at `index` (the last message; appended when index == size()) is
     // shown as text arrives and rendered once finished.
     void beginReply(int index);
+    // The reply at `index` streams on after the text it has (Continue).
+    void continueReply(int index);
     void appendReplyText(const QString& text);
     void finishReply(double tokensPerSecond, double firstTokenMs, const QString& modelName);
     bool isStreaming() const { return m_streaming >= 0; }
@@ -42,6 +44,7 @@ signals:
     void copied(int index);
     void editRequested(int index);
     void regenerateRequested(int index);
+    void continueRequested(int index);
     void versionRequested(int index, int number);
 
 private:

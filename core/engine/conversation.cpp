@@ -59,7 +59,7 @@ Status Conversation::ensureSession()
 std::vector<int32_t> Conversation::tokensOf(const std::string& text, bool addBos) const
 {
     const Tokenizer& tokenizer = m_engine.model().tokenizer();
-    if (!m_tokens.empty() && addBos == m_textBos && text.size() > m_text.size() && text.starts_with(m_text)) {
+    if (!m_tokens.empty() && addBos == m_textBos && text.size() >= m_text.size() && text.starts_with(m_text)) {
         std::vector<int32_t> tokens = m_tokens;
         const std::vector<int32_t> more = tokenizer.encodeContinuation(std::string_view(text).substr(m_text.size()));
         tokens.insert(tokens.end(), more.begin(), more.end());
@@ -68,12 +68,24 @@ std::vector<int32_t> Conversation::tokensOf(const std::string& text, bool addBos
     return tokenizer.encode(text, addBos);
 }
 
-Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const ReplyOptions& options)
+Result<ReplyStats> Conversation::reply(std::span<const Message> all, const ReplyOptions& options)
 {
     if (auto s = ensureSession(); !s) return s.error();
     const ChatFormat& format = m_engine.chat();
+    // Continuing: the reply so far follows the prompt rendered for the messages before it.
+    std::string partial;
+    std::span<const Message> messages = all;
+    if (options.continueLast && !all.empty() && all.back().role == "assistant") {
+        partial = all.back().content;
+        messages = all.first(all.size() - 1);
+    }
+    auto render = [&](std::span<const Message> kept) -> Result<RenderedPrompt> {
+        auto prompt = format.render(kept);
+        if (prompt) prompt->text += partial;
+        return prompt;
+    };
     if (!format.chatting()) {  // a base model: the last user message, continued
-        auto prompt = format.render(messages);
+        auto prompt = render(messages);
         if (!prompt) return prompt.error();
         return run(prompt->text, prompt->addBos, tokensOf(prompt->text, prompt->addBos), false, options);
     }
@@ -114,14 +126,14 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> messages, const 
     if (m_droppedTurns > 0) tries.push_back(m_droppedTurns);
     for (int oldest : tries) {
         const Cut c = cut(oldest);
-        auto prompt = format.render(c.kept);
+        auto prompt = render(c.kept);
         if (!prompt) return prompt.error();
         std::vector<int32_t> tokens = tokensOf(prompt->text, prompt->addBos);
         if (int(tokens.size()) + room <= context) return use(*prompt, std::move(tokens), oldest, c.removed);
     }
     for (int oldest = m_droppedTurns + 1;; ++oldest) {
         const Cut c = cut(oldest);
-        auto prompt = format.render(c.kept);
+        auto prompt = render(c.kept);
         if (!prompt) return prompt.error();
         std::vector<int32_t> ids = tokensOf(prompt->text, prompt->addBos);
         const int tokens = int(ids.size());

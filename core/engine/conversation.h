@@ -42,6 +42,9 @@ struct ReplyOptions {
     // Called once with the text given to the model (after any dropped turns), before it runs.
     std::function<void(const std::string& prompt)> onPrompt;
     std::vector<float>* firstLogits = nullptr;  // GenerationRequest::firstLogits
+    // The last message is the assistant's reply so far (a stopped or cut one): the model goes on
+    // from its end instead of starting a new turn; the new text continues it.
+    bool continueLast = false;
 };
 
 struct ReplyStats : GenerationStats {

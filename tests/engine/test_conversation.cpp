@@ -306,3 +306,35 @@ TEST(Conversation, ReplySaysWhyItEnded)
     EXPECT_EQ(stopped->end, engine::ReplyStats::End::Stopped);
     EXPECT_EQ(stopped->generatedTokens, 3);
 }
+
+// Continuing a reply that was cut: the model goes on from where it stopped, evaluating only the
+// last token, and the two parts are the text of one uninterrupted reply (greedy).
+TEST(Conversation, ContinuingACutReplyGoesOnWhereItStopped)
+{
+    const std::vector<engine::Message> asked{{"user", "Tom had a red ball."}};
+    std::string whole;
+    {
+        Rig rig;
+        ASSERT_TRUE(rig.conversation);
+        auto one = rig.conversation->reply(asked, greedyInto(&whole, 24));
+        ASSERT_TRUE(one) << one.error().message;
+        ASSERT_EQ(one->generatedTokens, 24);
+    }
+    Rig rig;
+    ASSERT_TRUE(rig.conversation);
+    std::string first, rest;
+    auto cut = rig.conversation->reply(asked, greedyInto(&first, 10));
+    ASSERT_TRUE(cut) << cut.error().message;
+    ASSERT_EQ(cut->end, engine::ReplyStats::End::Limit);
+    rig.tokensRun();
+    std::vector<engine::Message> soFar = asked;
+    soFar.push_back({"assistant", first});
+    engine::ReplyOptions more = greedyInto(&rest, 14);
+    more.continueLast = true;
+    auto continued = rig.conversation->reply(soFar, more);
+    ASSERT_TRUE(continued) << continued.error().message;
+    EXPECT_EQ(first + rest, whole);
+    // Only the cut reply's last token ran before the new ones (it was sampled, not run).
+    EXPECT_EQ(continued->cachedTokens, continued->promptTokens - 1);
+    EXPECT_EQ(rig.tokensRun(), uint64_t(1 + continued->generatedTokens - 1));
+}

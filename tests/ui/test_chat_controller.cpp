@@ -49,6 +49,7 @@ private slots:
     void sendIsRefusedUntilTheModelIsReady();
     void librarySurvivesBadInputCompressesAndPlans();
     void numbersAreReadable();
+    void continueExtendsACutReply();
 
 private:
     QTemporaryDir m_cache;  // the probe's cached profile, not the user's
@@ -232,6 +233,52 @@ void TestChatController::numbersAreReadable()
     QCOMPARE(readable(0), QStringLiteral("0"));
     QCOMPARE(readable(1234567), QStringLiteral("1,230,000"));
     QLocale::setDefault(before);
+}
+
+// A reply cut at its token limit goes on with Continue: the longer text is what one reply of both
+// lengths gives (greedy), kept as a new version of the reply; the next prompt follows it.
+void TestChatController::continueExtendsACutReply()
+{
+    QTemporaryDir data;
+    QVERIFY(data.isValid());
+    spillway::trace::Recorder recorder(1024);
+    WorkerThreads workers(/*withData=*/true, &recorder, QStringLiteral("cpu"));
+    ChatController chat(workers.generation(), workers.store());
+    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
+    QSignalSpy finished(&chat, &ChatController::replyFinished);
+    QSignalSpy stored(&chat, &ChatController::replyStored);
+    QSignalSpy reset(&chat, &ChatController::messagesReset);
+    chat.openHistory(data.path());
+    chat.loadModel(kModel);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 30'000);
+    chat.setTemperature(0.0);
+
+    chat.setMaxTokens(20);  // one reply of 20 tokens, for comparison
+    QVERIFY(chat.send(QStringLiteral("Once upon a time")));
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 1, 30'000);
+    const QString whole = chat.messages()[1].content;
+    chat.newConversation();
+
+    chat.setMaxTokens(8);
+    QVERIFY(!chat.continueReply());  // nothing to continue
+    QVERIFY(chat.send(QStringLiteral("Once upon a time")));
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 2, 30'000);
+    QCOMPARE(finished.last().at(3).toString(), QStringLiteral("limit"));
+    const QString cut = chat.messages()[1].content;
+    QVERIFY(whole.startsWith(cut) && cut.size() < whole.size());
+
+    chat.setMaxTokens(12);
+    const int resets = int(reset.count());
+    QVERIFY(chat.continueReply());
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, 30'000);
+    QCOMPARE(chat.messages()[1].content, whole);
+    QTRY_VERIFY_WITH_TIMEOUT(reset.count() > resets, 10'000);  // reloaded with its version count
+    QCOMPARE(int(chat.messages().size()), 2);
+    QCOMPARE(chat.messages()[1].content, whole);
+    QCOMPARE(chat.messages()[1].versionCount, 2);
+    const auto rows = storedMessages(data.path(), chat.currentConversation());
+    QCOMPARE(int(rows.size()), 2);
+    QCOMPARE(QString::fromStdString(rows[1].content), whole);
 }
 
 QTEST_GUILESS_MAIN(TestChatController)

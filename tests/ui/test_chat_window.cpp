@@ -17,6 +17,7 @@
 #include <QTemporaryDir>
 #include <QUrl>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTest>
 #include <QTextBlock>
@@ -113,6 +114,18 @@ void TestChatWindow::greedyReplyMatchesReference()
     QVERIFY2(statusTextOf(window).contains("48 tokens"), qPrintable(statusTextOf(window)));
     QVERIFY2(statusTextOf(window).contains("tokens/s"), qPrintable(statusTextOf(window)));
     QVERIFY(statusTextOf(window).contains("first token"));
+    // The context meter: the prompt's tokens and the 48 new ones, of the session's context.
+    QTRY_VERIFY_WITH_TIMEOUT(QRegularExpression(QStringLiteral("^Context ([0-9,]+) / ([0-9,]+)$"))
+                                 .match(part<QLabel>(window, "contextMeter")->text())
+                                 .hasMatch(),
+                             5'000);
+    {
+        const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("^Context ([0-9,]+) / ([0-9,]+)$"))
+                                              .match(part<QLabel>(window, "contextMeter")->text());
+        const int used = QString(m.captured(1)).remove(QLatin1Char(',')).toInt();
+        const int context = QString(m.captured(2)).remove(QLatin1Char(',')).toInt();
+        QVERIFY2(used > 48 && used < 48 + 32 && context >= used, qPrintable(m.captured(0)));
+    }
     QVERIFY(sendButtonOf(window)->isEnabled());
     QVERIFY(!stopButtonOf(window)->isEnabled());
     // The docked visualizer drew the layers the engine just ran.
@@ -337,6 +350,7 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     window.library()->cancelCompression();
     QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 60'000);
     QVERIFY(failed.at(0).at(1).toBool());  // cancelled
+    QCOMPARE(part<QProgressBar>(window, "compressionBar")->value(), 0);
     QCOMPARE(QDir(window.library()->modelsFolder()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
              QStringList{QFileInfo(package).fileName()});
     QCOMPARE(rowsOf(window, "models"), 2);
