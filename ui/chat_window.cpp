@@ -21,6 +21,8 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QShortcut>
 #include <QSplitter>
 #include <QStackedWidget>
@@ -150,9 +152,19 @@ void ChatWindow::buildWidgets(bool withData)
     m_tuning->setObjectName("tuning");
     m_tabs = new QTabWidget(splitter);
     m_tabs->setObjectName("sideTabs");
+    // The Models and Tuning tabs scroll rather than make the window taller than a laptop screen.
+    auto scrolled = [this](QWidget* panel) {
+        auto* area = new QScrollArea(m_tabs);
+        area->setWidget(panel);
+        area->setWidgetResizable(true);
+        area->setFrameShape(QFrame::NoFrame);
+        area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        area->setMinimumWidth(panel->minimumSizeHint().width() + area->verticalScrollBar()->sizeHint().width());
+        return area;
+    };
     m_tabs->addTab(side, tr("Chats"));
-    m_tabs->addTab(m_library, tr("Models"));
-    m_tabs->addTab(m_tuning, tr("Tuning"));
+    m_tabs->addTab(scrolled(m_library), tr("Models"));
+    m_tabs->addTab(scrolled(m_tuning), tr("Tuning"));
     m_tabs->setVisible(withData);
     setAcceptDrops(withData);
 

@@ -6,6 +6,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QPixmap>
 #include <QListView>
 #include <QStandardPaths>
@@ -98,7 +99,13 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
         });
         QObject::connect(&window, &ChatWindow::tuningPredicted, &window, [&window, save] {
             if (window.library()->lastPrediction().ssdBytesPerToken > 0)
-                QTimer::singleShot(100, &window, [&window, save] { save(&window); });
+                QTimer::singleShot(100, &window, [&window, save] {
+                    // The placement and the prediction at the panel's foot in view.
+                    QWidget* apply = part<QWidget>(window, "applyTuning");
+                    for (QWidget* w = apply; w; w = w->parentWidget())
+                        if (auto* area = qobject_cast<QScrollArea*>(w)) area->ensureWidgetVisible(apply);
+                    save(&window);
+                });
         });
     } else if (scene == QLatin1String("models")) {
         QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, modelPath] {

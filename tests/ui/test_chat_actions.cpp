@@ -26,6 +26,7 @@
 #include <cstring>
 #include <memory>
 
+#include "../common/chat_template_model.h"
 #include "core/calibrate/compress_model.h"
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
@@ -69,22 +70,10 @@ int versionCount(const QString& folder, qint64 message)
 // A copy of the demo model whose metadata carries `chatTemplate` (tokenizer.chat_template).
 bool writeWithTemplate(const QString& out, const std::string& chatTemplate)
 {
-    auto file = spillway::gguf::File::open(kModel.toStdString());
-    if (!file) return false;
-    spillway::gguf::Writer w((*file)->alignment());
-    for (const auto& kv : (*file)->metadata()) w.setValue(kv.key, kv.value);
-    w.setString("tokenizer.chat_template", chatTemplate);
-    for (const auto& t : (*file)->tensors()) {
-        const uint8_t* data = t.data;
-        const uint64_t bytes = t.bytes;
-        w.addTensor(t.name, t.type, t.dims, [data, bytes](std::span<uint8_t> dst) { std::memcpy(dst.data(), data, bytes); });
-    }
-    return w.write(out.toStdString()).ok();
+    return spillway::testing_support::writeWithChatTemplate(kModel.toStdString(), out.toStdString(), chatTemplate);
 }
 
-const std::string kChatMl =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
-    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+const std::string& kChatMl = spillway::testing_support::kChatMlTemplate;
 
 // A shown window on the demo model keeping its chats in `folder`, past the first-launch screen.
 std::unique_ptr<ChatWindow> chatWindow(const QString& folder, double temperature, int maxTokens)
@@ -654,8 +643,8 @@ void TestChatActions::windowAndLastModelSurviveARestart()
         SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
         QCOMPARE(window.controller()->modelPath(), kModel);
         window.resize(900, 640);
-        saved = window.size();  // (at least the layout's minimum height)
-        QCOMPARE(saved.width(), 900);
+        saved = window.size();
+        QCOMPARE(saved, QSize(900, 640));  // it fits a 1366x768 laptop screen
         part<QDockWidget>(window, "bottleneckDock")->hide();
         window.library()->addModel(chatml);
         QComboBox* picker = part<QComboBox>(window, "modelPicker");

@@ -8,12 +8,16 @@
 #include <QSignalSpy>
 #include <QTest>
 
+#include <QTemporaryDir>
+
+#include "../common/chat_template_model.h"
 #include "../common/opaque_device.h"
 #include "../common/reference_texts.h"
 #include "core/engine/conversation.h"
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/forwarding_device.h"
 #include "gpu/registry.h"
 #include "ui/generation_worker.h"
 
@@ -93,6 +97,7 @@ private slots:
     void anUnusableBackendSaysWhyAndComputesOnTheCpu();
     void theNoticesAreTheEnginesOwn_data();
     void theNoticesAreTheEnginesOwn();
+    void tenTurnsEachEvaluateOnlyTheirNewTokens();
 
 private:
     QString m_expected;
@@ -219,6 +224,88 @@ void TestGenerationWorker::theNoticesAreTheEnginesOwn()
     QCOMPARE(fromEngine.size(), size_t(1));
     QCOMPARE(notices.count(), 1);
     QCOMPARE(notices.at(0).at(0).toString(), QString::fromStdString(fromEngine.front()));
+}
+
+namespace {
+
+// The CPU device, counting the tokens it runs (one attention call per token and layer).
+class CountingDevice final : public spillway::gpu::ForwardingDevice {
+public:
+    using ForwardingDevice::ForwardingDevice;
+    void attention(const spillway::gpu::AttentionArgs& a) override
+    {
+        ++attentionCalls;
+        m_inner.attention(a);
+    }
+    uint64_t attentionCalls = 0;
+};
+
+}  // namespace
+
+// A 10-turn chat through the app's worker, as the chat window sends it (the whole conversation
+// each time): after the first turn, each evaluates only its new tokens (the user's message, the
+// template's markers, the reply), counted on the device, not the history again.
+void TestGenerationWorker::tenTurnsEachEvaluateOnlyTheirNewTokens()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString model = dir.filePath("chatml.gguf");
+    QVERIFY(spillway::testing_support::writeWithChatTemplate(kModel.toStdString(), model.toStdString(),
+                                                             spillway::testing_support::kChatMlTemplate));
+    GenerationWorker worker;
+    auto counting = std::make_unique<CountingDevice>(spillway::gpu::createCpuDevice(1));
+    CountingDevice* device = counting.get();
+    worker.setDevice(std::move(counting));
+    QSignalSpy loaded(&worker, &GenerationWorker::modelLoaded);
+    QSignalSpy finished(&worker, &GenerationWorker::finished);
+    QSignalSpy used(&worker, &GenerationWorker::contextUsed);
+    QSignalSpy failed(&worker, &GenerationWorker::failed);
+    worker.loadModel(model);
+    QCOMPARE(loaded.count(), 1);
+    QVERIFY(loaded.at(0).at(1).toBool());  // it answers chat turns
+    const int layers = spillway::LlamaModel::load(model.toStdString()).value()->config().nLayers;
+
+    const char* const turns[] = {"Tom had a red ball.", "He threw it high.", "It fell in the pond.",
+                                 "A frog found it.",    "The frog gave it back.", "Tom said thank you.",
+                                 "They played all day.", "The sun went down.",   "Tom went home.",
+                                 "He slept well."};
+    QVector<MessageItem> conversation;
+    uint64_t counted = 0;
+    int previousUsed = 0;
+    for (int turn = 0; turn < 10; ++turn) {
+        MessageItem user;
+        user.role = QStringLiteral("user");
+        user.content = QString::fromUtf8(turns[turn]);
+        conversation.push_back(user);
+        QString text;
+        auto connection = QObject::connect(&worker, &GenerationWorker::tokens, &worker,
+                                           [&](const QString& t) { text += t; });
+        worker.generate(conversation, 8, 0.0);
+        QObject::disconnect(connection);
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        QCOMPARE(finished.count(), turn + 1);
+        MessageItem reply;
+        reply.role = QStringLiteral("assistant");
+        reply.content = text;
+        conversation.push_back(reply);
+
+        const int nowUsed = used.last().at(0).toInt();  // prompt and reply tokens the chat holds
+        const uint64_t ran = (device->attentionCalls - counted) / uint64_t(layers);
+        counted = device->attentionCalls;
+        if (turn == 0) {
+            QCOMPARE(ran, uint64_t(nowUsed - 1));  // all of it (the last sampled token is not run)
+        } else {
+            // Only what is new since the last turn: the history is in the cache.
+            QVERIFY2(ran == uint64_t(nowUsed - previousUsed),
+                     qPrintable(QStringLiteral("turn %1: ran %2 tokens, %3 new of %4")
+                                    .arg(turn + 1)
+                                    .arg(ran)
+                                    .arg(nowUsed - previousUsed)
+                                    .arg(nowUsed)));
+            QVERIFY(ran < uint64_t(nowUsed) / 2 || turn < 2);
+        }
+        previousUsed = nowUsed;
+    }
 }
 
 QTEST_GUILESS_MAIN(TestGenerationWorker)
