@@ -16,6 +16,9 @@ packages=(
   # the Vulkan backend: headers and loader, the build-time shader compiler, and Mesa's drivers
   # (lavapipe, a CPU Vulkan device, runs its tests where there is no GPU)
   glslc libvulkan-dev mesa-vulkan-drivers
+  # the app in a real X window (tests/ui/test_real_window.sh): a virtual display, keystrokes,
+  # and the SQLite shell that reads back what the window stored
+  xvfb xdotool sqlite3
 )
 
 missing=()
