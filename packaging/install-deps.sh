@@ -8,6 +8,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev liburing-dev
   libxxhash-dev libzstd-dev libsqlite3-dev libsentencepiece-dev libopenblas-dev
   qt6-base-dev qt6-base-dev-tools
+  # the app's translations: Qt's Linguist tools (lupdate, lrelease) and their CMake package
+  qt6-l10n-tools qt6-tools-dev
   # the .deb: dpkg-shlibdeps (dpkg-dev) and file compute its Depends; the validators check the
   # desktop entry and AppStream metadata (tests/packaging)
   dpkg-dev file desktop-file-utils appstream

@@ -24,6 +24,7 @@
 #include "ui/chat_window.h"
 #include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
+#include "ui/translation.h"
 
 namespace {
 
@@ -169,6 +170,7 @@ int main(int argc, char** argv)
 
     QApplication app(argc, argv);
     QApplication::setApplicationName("spillway");
+    spillway::ui::installTranslation(app);  // the system's language, where there is a translation
     QApplication::setApplicationVersion(SPILLWAY_VERSION);
     QGuiApplication::setDesktopFileName(QStringLiteral("io.spillway.Spillway"));  // packaging/linux
 

@@ -20,6 +20,7 @@
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTest>
+#include <QTranslator>
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextStream>
@@ -30,6 +31,7 @@
 #include "ui/bottleneck_view.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_window.h"
+#include "ui/translation.h"
 #include "ui/library_controller.h"
 #include "ui/generation_worker.h"
 #include "ui/tuning_panel.h"
@@ -81,6 +83,7 @@ private slots:
     void conversationsAreStoredSearchedAndReopened();
     void droppedModelsAreCatalogedAndCompressed();
     void chatsExportAndImportRoundTrip();
+    void translationsFollowTheLocale();
     void markdownRepliesAreRendered();
     void tuningPlansAndAppliesAPlacement();
     void vulkanDeviceRepliesLikeTheCpu();
@@ -540,6 +543,32 @@ void TestChatWindow::chatsExportAndImportRoundTrip()
     QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 5'000);
     QVERIFY2(errors.first().first().toString().contains("junk.json"), qPrintable(errors.first().first().toString()));
     QCOMPARE(rowsOf(window, "conversations"), 4);
+}
+
+// The app speaks the user's language where it has a translation: German from the compiled
+// ui/translations/spillway_de.ts; a language without one stays English.
+void TestChatWindow::translationsFollowTheLocale()
+{
+#ifndef SPILLWAY_TRANSLATIONS_DIR
+    QSKIP("built without Qt's Linguist tools (qt6-tools-dev, qt6-l10n-tools): no translations");
+#else
+    QVERIFY(!spillway::ui::installTranslation(*QCoreApplication::instance(), QLocale(QLocale::Japanese, QLocale::Japan),
+                                              QStringLiteral(SPILLWAY_TRANSLATIONS_DIR)));
+    QVERIFY(spillway::ui::installTranslation(*QCoreApplication::instance(), QLocale(QLocale::German, QLocale::Germany),
+                                             QStringLiteral(SPILLWAY_TRANSLATIONS_DIR)));
+    {
+        ChatWindow window(kModel);
+        QCOMPARE(sendButtonOf(window)->text(), QStringLiteral("Senden"));
+        QCOMPARE(part<QPushButton>(window, "settingsToggle")->text(), QStringLiteral("Einstellungen"));
+        QCOMPARE(promptOf(window)->placeholderText(), QStringLiteral("Prompt eingeben und Enter drücken"));
+    }
+    for (QTranslator* t : QCoreApplication::instance()->findChildren<QTranslator*>()) {
+        QCoreApplication::removeTranslator(t);
+        delete t;
+    }
+    ChatWindow english(kModel);
+    QCOMPARE(sendButtonOf(english)->text(), QStringLiteral("Send"));
+#endif
 }
 
 #include "test_chat_window.moc"

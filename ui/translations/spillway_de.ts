@@ -1,0 +1,1048 @@
+<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE TS>
+<TS version="2.1" language="de_DE">
+<context>
+    <name>QObject</name>
+    <message>
+        <source>Precise</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Balanced</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Creative</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>mean KL %1, top-1 agreement %2%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>, perplexity %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The neuron cache is for ReLU models; this model&apos;s FFN is SwiGLU: off.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This model stores no activation predictors (compress it with the sparse preset): exact mode.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This model records no activity frequencies (compress it with the sparse preset): cold neurons are shipped.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>What this machine can run (8-bit weights, rough estimates from the measured speeds):</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>fits in RAM</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 streamed from the SSD each token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>• %1 (%2 B parameters, %3): %4, about %5 tokens/s</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui</name>
+    <message>
+        <source>No spans recorded yet</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1% of each token waits on SSD reads</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1% of each token waits on host→device copies</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1% of each token waits on decompression</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1% of each token is CPU compute</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1% of each token is device compute</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1% of each token is stalls and idle gaps: no stage was busy</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::BottleneckView</name>
+    <message>
+        <source>layer %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>no layer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 GB/s</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 · %2 · %3 · %4 · %5 · %6 · token %7</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>no bytes</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>100.00 ms/tok · pred 100.00</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>layer %1 · hit rate %2% (%3 of %4 active neurons resident) · %5 loaded per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source> · %n token(s), %1 ms/token</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source> (predicted %1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source> · %n span(s) lost: the trace ring overflowed</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>%1%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 ms/tok</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> · pred %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>token %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>L%1 %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>neuron cache</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>hit %1% · %2/tok</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>L%1 %2%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Waiting for spans from the engine …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No trace loaded</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::ChatController</name>
+    <message>
+        <source>%1 (the model loaded before goes on answering)</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::ChatStore</name>
+    <message>
+        <source>the chat history is not open</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>cannot open the chat history: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>unknown message role &apos;%1&apos;</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>unknown version kind &apos;%1&apos;</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>cannot write %1: %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>cannot read %1: %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 is not a Spillway chat export: %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1: conversation %2 of %3 not imported: %4</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::ChatWindow</name>
+    <message>
+        <source>Loading …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Loading %1 …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Spillway</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>New chat</source>
+        <translation>Neuer Chat</translation>
+    </message>
+    <message>
+        <source>Search conversations</source>
+        <translation>Unterhaltungen durchsuchen</translation>
+    </message>
+    <message>
+        <source>Chats</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Models</source>
+        <translation>Modelle</translation>
+    </message>
+    <message>
+        <source>Tuning</source>
+        <translation>Abstimmung</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The model that answers; another loads in the background</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Model:</source>
+        <translation>Modell:</translation>
+    </message>
+    <message>
+        <source>Settings</source>
+        <translation>Einstellungen</translation>
+    </message>
+    <message>
+        <source>This chat&apos;s system prompt, length and sampling</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Editing your message: Send resends it, Escape cancels.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Type a prompt and press Enter</source>
+        <translation>Prompt eingeben und Enter drücken</translation>
+    </message>
+    <message>
+        <source>Send</source>
+        <translation>Senden</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>Stopp</translation>
+    </message>
+    <message>
+        <source>Bottleneck</source>
+        <translation>Engpass</translation>
+    </message>
+    <message>
+        <source>Export Chrome trace…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export PNG…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Chrome trace (*.json)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>PNG image (*.png)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Wrote %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tokens of the context this chat holds (prompt and replies); when it is full, the oldest turns leave (the system prompt stays)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;File</source>
+        <translation>&amp;Datei</translation>
+    </message>
+    <message>
+        <source>&amp;New chat</source>
+        <translation>&amp;Neuer Chat</translation>
+    </message>
+    <message>
+        <source>&amp;Import chats…</source>
+        <translation>Chats &amp;importieren…</translation>
+    </message>
+    <message>
+        <source>Import chats</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Spillway chat export (*.json)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Export this chat</source>
+        <translation>Diesen Chat &amp;exportieren</translation>
+    </message>
+    <message>
+        <source>As &amp;Markdown…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>As &amp;JSON…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export &amp;all chats</source>
+        <translation>&amp;Alle Chats exportieren</translation>
+    </message>
+    <message>
+        <source>&amp;Quit</source>
+        <translation>&amp;Beenden</translation>
+    </message>
+    <message>
+        <source>&amp;View</source>
+        <translation>&amp;Ansicht</translation>
+    </message>
+    <message>
+        <source>&amp;Chats</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Models</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Tuning</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Search chats</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Prompt</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This chat is not stored yet: send a message first</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export all chats</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export this chat</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>JSON (*.json)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Markdown (*.md)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source>Exported %n chat(s) to %1</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>Imported %n chat(s)</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>&quot;%1&quot; is a built-in preset: choose another name</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — neuron cache: hit rate %1%, %2 per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Context %1 / %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Edit and resend</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source>Resending this message removes the %n message(s) after it.</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>%1 — generating …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Rename…</source>
+        <translation>Umbenennen…</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>Löschen</translation>
+    </message>
+    <message>
+        <source>Rename conversation</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Title:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Delete chat</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Delete &quot;%1&quot; and all its messages? This cannot be undone.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Error: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — ended: the context is full</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — ended: the token limit (%1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — stopped</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 — %2 tokens, %3 tokens/s, first token %4 ms</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Done: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Compression cancelled; nothing was written.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Compression failed.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>A reply is being written: stop it first, then pick %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Loading %1 … (%2 answers until it is ready)</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::ConversationListModel</name>
+    <message>
+        <source>(untitled)</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::GenerationPanel</name>
+    <message>
+        <source>Preset</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>System prompt</source>
+        <translation>Systemprompt</translation>
+    </message>
+    <message>
+        <source>System prompt (how the model should answer in this chat)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Max tokens</source>
+        <translation>Max. Tokens</translation>
+    </message>
+    <message>
+        <source>until the end</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>0: until the model ends its turn or the context is full</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Temperature</source>
+        <translation>Temperatur</translation>
+    </message>
+    <message>
+        <source>0: always the most likely token (greedy)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Top-k</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Top-p</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Min-p</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Repetition penalty</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Seed</source>
+        <translation>Seed</translation>
+    </message>
+    <message>
+        <source>random</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Save as preset…</source>
+        <translation>Als Voreinstellung speichern…</translation>
+    </message>
+    <message>
+        <source>Save as preset</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Name:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>(this chat&apos;s own)</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::GenerationWorker</name>
+    <message>
+        <source>no model is loaded</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source>The conversation is longer than the context: its %n oldest message(s) are left out of what the model sees (the system prompt stays).</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source> — its chat template is not used (%1); prompts are continued</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>no model or plan to apply</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>, neuron cache %1 per layer (%2; cold neurons on the CPU in %3 of %4 layers)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 — plan applied: predicted %2 tokens/s, KV cache %3%4</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::LibraryController</name>
+    <message>
+        <source>Compressing %1 (%2) …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Done: %1; predicted %2 → %3 tokens/s on this machine</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::LibraryPanel</name>
+    <message>
+        <source>Add model…</source>
+        <translation>Modell hinzufügen…</translation>
+    </message>
+    <message>
+        <source>Or drop a GGUF file or a package folder anywhere on the window</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Chat with this model</source>
+        <translation>Mit diesem Modell chatten</translation>
+    </message>
+    <message>
+        <source>Load the selected model (the one answering now goes on until it is ready)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Compress</source>
+        <translation>Komprimieren</translation>
+    </message>
+    <message>
+        <source>Prune and quantize the selected model into a package (balanced preset)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>fast: int8 (Q8_0), about half the size, nearly lossless</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>balanced: 50% pruned (Wanda), bitmap sparse fp16 (recommended)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>smallest: 50% pruned, bitmap sparse int8</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>sparse: for the neuron cache (ReLU models): bundles and activation predictors</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Presets</source>
+        <translation>Voreinstellungen</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>Abbrechen</translation>
+    </message>
+    <message>
+        <source>Add a model</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Models (*.gguf manifest.json config.json *.safetensors *.bin);;All files (*)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1: %2%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>, %1 of %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>, about %1 s left</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::ModelCatalogModel</name>
+    <message>
+        <source> · ~%1 tokens/s here</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&lt;br&gt;from %1 (%2 → %3)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Predicted here: planning …</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::ModelWorker</name>
+    <message>
+        <source>unknown preset &apos;%1&apos;</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>weights %1 → %2 (%3%)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>; mean KL %1, top-1 agreement %2%</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::TranscriptView</name>
+    <message>
+        <source>%1 tokens/s · first token %2 ms</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>You:</source>
+        <translation>Sie:</translation>
+    </message>
+    <message>
+        <source>Model:</source>
+        <translation>Modell:</translation>
+    </message>
+    <message>
+        <source>Edit</source>
+        <translation>Bearbeiten</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>Kopieren</translation>
+    </message>
+    <message>
+        <source>Regenerate</source>
+        <translation>Neu erzeugen</translation>
+    </message>
+    <message>
+        <source>Continue</source>
+        <translation>Fortsetzen</translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::TuningPanel</name>
+    <message>
+        <source>Measuring this machine …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>default</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Device memory for weights, KV cache and streaming slots (default: all free)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Pinned RAM for weights and staging (default: half the available RAM)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>trained (≤ 4096)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>fp32 (exact)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>fp16 (half the memory)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>int8 (a quarter)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>KV cache precision: smaller leaves more device memory for weights</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> neurons per layer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>ReLU models: compute each FFN over its active neurons only, through a cache of this many neurons per layer that loads only the ones it lacks each token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>exact (the gate decides)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>predicted (approximate, fewer bytes)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Predicted mode trusts the model&apos;s stored activation predictors and reads no FFN weight of a neuron they leave out</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>automatic (the faster, per layer)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>ship them to the device</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>compute them on the CPU</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Neurons the cache lacks: shipped to its slots, or computed on the CPU where they lie while the slots keep the hottest neurons for good (needs a package with predictors)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Which compressed version of the model to run (compress it in the Models tab)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>automatic (the fastest usable)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>CPU</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>CUDA (NVIDIA)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Vulkan</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Which device computes: automatic takes a CUDA GPU, else a Vulkan GPU, else the CPU</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>one per core</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Model variant</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Compute on</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Device budget</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>RAM budget</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Context</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>KV cache</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Neuron cache</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Neuron selection</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Cold neurons</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Prefetch depth</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>CPU threads</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Apply</source>
+        <translation>Anwenden</translation>
+    </message>
+    <message>
+        <source>Predicted %1 tokens/s
+device %2 · RAM %3 · SSD %4 read per token
+KV cache %5
+%6</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No plan: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> (%1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> (original, %1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::TuningWorker</name>
+    <message>
+        <source>CPU: %1, %2 cores, RAM %3 (%4 free), read %5</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Disk: %1, %2 free, sequential direct reads %3 (%4)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Device %1: %2, %3 memory, host→device %4</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Backend %1 not usable: %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Model: %1, %2 of weights</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>the tuning panel is not ready yet</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>unknown KV cache type &apos;%1&apos; (f32, f16 or q8)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>no %1 device was found on this machine</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 is not usable here: %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>per token: SSD %1 ms · host→device %2 ms · compute %3 ms · CPU %4 ms</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Cannot plan: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Does not fit: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>device %1%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>RAM %1%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>SSD %1%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Predicted here: %1 tokens/s (%2)</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::WelcomePage</name>
+    <message>
+        <source>&lt;h2&gt;Welcome to Spillway&lt;/h2&gt;&lt;p&gt;Spillway runs language models bigger than your GPU&apos;s memory by keeping each weight where it is cheapest to read: device memory, RAM or the SSD. First it measures this machine.&lt;/p&gt;</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Measuring this machine …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Loading the demo model …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Start chatting</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Drop a GGUF model anywhere on the window to add it; the Tuning tab shows where its weights would live and how fast it would run.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Measured.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Measuring: %1 …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This machine:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Ready to chat: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The measurement failed: %1. Chatting works all the same; the Tuning tab needs the measurement for its predictions.</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+</TS>
