@@ -40,6 +40,7 @@
 #include "library_controller.h"
 #include "library_panel.h"
 #include "model_catalog_model.h"
+#include "palette_colors.h"
 #include "transcript_view.h"
 #include "tuning_panel.h"
 #include "welcome_page.h"
@@ -207,11 +208,11 @@ void ChatWindow::buildWidgets(bool withData)
     beside->setStretchFactor(0, 1);
     m_editBanner = new QLabel(tr("Editing your message: Send resends it, Escape cancels."), central);
     m_editBanner->setObjectName("editBanner");
-    m_editBanner->setStyleSheet("color: gray;");
+    m_editBanner->setStyleSheet(colorStyle(mutedColor(palette())));
     m_editBanner->hide();
     m_error = new QLabel(central);
     m_error->setObjectName("inlineError");
-    m_error->setStyleSheet("color: #b00020;");
+    m_error->setStyleSheet(colorStyle(errorColor(palette())));
     m_error->setWordWrap(true);
     m_error->hide();
     m_prompt = new QLineEdit(central);
@@ -547,7 +548,7 @@ void ChatWindow::showNotice(const QString& message)
 {
     if (!m_error->isHidden() && !m_error->property("notice").toBool()) return;  // an error stays in view
     m_error->setProperty("notice", true);
-    m_error->setStyleSheet("color: #8a5300;");
+    m_error->setStyleSheet(colorStyle(noticeColor(palette())));
     m_error->setText(message);
     m_error->show();
     emit noticeShown(message);
@@ -556,7 +557,7 @@ void ChatWindow::showNotice(const QString& message)
 void ChatWindow::showError(const QString& message)
 {
     m_error->setProperty("notice", false);
-    m_error->setStyleSheet("color: #b00020;");
+    m_error->setStyleSheet(colorStyle(errorColor(palette())));
     m_error->setText(tr("Error: %1").arg(message));
     m_error->show();
     m_status->setText(tr("Error: %1").arg(message));

@@ -7,6 +7,7 @@
 #include <QTextCursor>
 #include <QUrl>
 
+#include "palette_colors.h"
 #include "readable.h"
 
 namespace spillway::ui {
@@ -23,11 +24,11 @@ namespace {
 bool isUser(const MessageItem& m) { return m.role == QLatin1String("user"); }
 
 // Links under a message: "msg://<action>/<index>[/<number>]".
-QString actionLink(const QString& action, int index, const QString& label, int number = 0)
+QString actionLink(const QString& action, int index, const QString& label, const QColor& color, int number = 0)
 {
     QString href = QStringLiteral("msg://%1/%2").arg(action).arg(index);
     if (number > 0) href += QStringLiteral("/%1").arg(number);
-    return QStringLiteral("<a href=\"%1\" style=\"color:gray; text-decoration:none\">%2</a>").arg(href, label);
+    return QStringLiteral("<a href=\"%1\" style=\"color:%2; text-decoration:none\">%3</a>").arg(href, color.name(), label);
 }
 
 }  // namespace
@@ -173,27 +174,29 @@ void TranscriptView::renderMessage(int index)
         span.mergeCharFormat(withTip);
     }
 
-    // The actions, small and gray, under the message.
+    // The actions, small and muted, under the message.
+    const QColor muted = mutedColor(palette());
     QStringList actions;
     if (user) {
-        actions << actionLink(QStringLiteral("edit"), index, tr("Edit"));
+        actions << actionLink(QStringLiteral("edit"), index, tr("Edit"), muted);
     } else {
-        actions << actionLink(QStringLiteral("copy"), index, tr("Copy"));
+        actions << actionLink(QStringLiteral("copy"), index, tr("Copy"), muted);
         if (last) {
-            actions << actionLink(QStringLiteral("regenerate"), index, tr("Regenerate"));
-            actions << actionLink(QStringLiteral("continue"), index, tr("Continue"));
+            actions << actionLink(QStringLiteral("regenerate"), index, tr("Regenerate"), muted);
+            actions << actionLink(QStringLiteral("continue"), index, tr("Continue"), muted);
         }
     }
     if (m.versionCount > 1) {
         QString versions;
-        if (m.versionNumber > 1) versions += actionLink(QStringLiteral("version"), index, QStringLiteral("‹"), m.versionNumber - 1);
+        if (m.versionNumber > 1) versions += actionLink(QStringLiteral("version"), index, QStringLiteral("‹"), muted, m.versionNumber - 1);
         versions += QStringLiteral(" %1/%2 ").arg(m.versionNumber).arg(m.versionCount);
         if (m.versionNumber < m.versionCount)
-            versions += actionLink(QStringLiteral("version"), index, QStringLiteral("›"), m.versionNumber + 1);
+            versions += actionLink(QStringLiteral("version"), index, QStringLiteral("›"), muted, m.versionNumber + 1);
         actions << versions;
     }
     cursor.insertBlock();
-    QString footer = QStringLiteral("<span style=\"color:gray; font-size:small\">%1</span>").arg(actions.join(QStringLiteral(" · ")));
+    QString footer = QStringLiteral("<span style=\"color:%1; font-size:small\">%2</span>")
+                         .arg(muted.name(), actions.join(QStringLiteral(" · ")));
     cursor.insertHtml(footer);
     if (!tip.isEmpty()) {
         QTextCursor line(cursor.block());

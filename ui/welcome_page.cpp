@@ -1,5 +1,7 @@
 #include "welcome_page.h"
 
+#include "palette_colors.h"
+
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
@@ -40,7 +42,7 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent)
                                "weights would live and how fast it would run."),
                             this);
     hint->setWordWrap(true);
-    hint->setStyleSheet("color: gray;");
+    hint->setStyleSheet(colorStyle(mutedColor(palette())));
     layout->addWidget(title);
     layout->addWidget(m_stage);
     layout->addWidget(m_progress);

@@ -7,6 +7,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QPalette>
 #include <QPixmap>
 #include <QListView>
 #include <QStandardPaths>
@@ -56,10 +57,11 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene welcome|chat|settings|models|tuning|visualizer: real content, rendered without a display.
+// --screenshot OUT.png --scene welcome|chat|settings|dark|models|tuning|visualizer: real content, rendered without a display.
 //   welcome:    the first-launch screen once the machine is measured;
 //   chat:       one prompt and its reply, the conversation in the list;
 //   settings:   the same with the chat's settings open beside it (a system prompt typed in);
+//   dark:       the chat in a dark palette (Fusion style);
 //   models:     the demo model added to the catalog and compressed (balanced preset);
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
 //   tuning:     the measured machine and the planner's placement under tight budgets.
@@ -185,7 +187,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, models, tuning or visualizer.", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, models, tuning or visualizer.", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -210,9 +212,30 @@ int main(int argc, char** argv)
     }
 
     const QString scene = parser.value(sceneOption);
+    if (parser.isSet(screenshotOption) && scene == QLatin1String("dark")) {
+        // The chat as a dark desktop theme shows it: Fusion with a dark palette.
+        QApplication::setStyle(QStringLiteral("Fusion"));
+        QPalette dark;
+        dark.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2e));
+        dark.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
+        dark.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x20));
+        dark.setColor(QPalette::AlternateBase, QColor(0x2b, 0x2b, 0x2e));
+        dark.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
+        dark.setColor(QPalette::PlaceholderText, QColor(0x9a, 0x9a, 0xa0));
+        dark.setColor(QPalette::Button, QColor(0x3a, 0x3a, 0x3e));
+        dark.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
+        dark.setColor(QPalette::Highlight, QColor(0x3d, 0x7e, 0xd6));
+        dark.setColor(QPalette::HighlightedText, Qt::white);
+        dark.setColor(QPalette::ToolTipBase, QColor(0x3a, 0x3a, 0x3e));
+        dark.setColor(QPalette::ToolTipText, QColor(0xe6, 0xe6, 0xe6));
+        dark.setColor(QPalette::Link, QColor(0x7a, 0xb3, 0xff));
+        for (QPalette::ColorRole role : {QPalette::ButtonText, QPalette::Text, QPalette::WindowText})
+            dark.setColor(QPalette::Disabled, role, QColor(0x80, 0x80, 0x86));
+        QApplication::setPalette(dark);
+    }
     if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "settings" &&
-        scene != "models" && scene != "visualizer" && scene != "tuning") {
-        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, models, tuning or visualizer\n");
+        scene != "dark" && scene != "models" && scene != "visualizer" && scene != "tuning") {
+        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, models, tuning or visualizer\n");
         return 2;
     }
 
