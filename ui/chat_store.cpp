@@ -310,6 +310,13 @@ void ChatStore::addModel(const ModelItem& model)
     listModels();
 }
 
+void ChatStore::removeModel(qint64 id)
+{
+    if (!ready()) return;
+    if (const Status s = m_db->removeModel(id); !s) return emit failed(QString::fromStdString(s.error().message));
+    listModels();
+}
+
 void ChatStore::listModels()
 {
     if (!ready()) return;

@@ -83,6 +83,9 @@ public slots:
     // The model catalog: adds (or finds, by path) a model, then lists them all.
     void addModel(const spillway::ui::ModelItem& model);
     void listModels();
+    // Takes a model out of the catalog (its files stay; its packages stay, without a parent;
+    // chats that talked to it keep their messages); then lists them all.
+    void removeModel(qint64 id);
 
 signals:
     void opened(const QString& path, const QString& recoveryNote);  // note empty unless recovered

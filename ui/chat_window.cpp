@@ -598,6 +598,7 @@ void ChatWindow::connectLibraryAndTuning()
         showError(message.contains(path) ? message : path + ": " + message);
     });
     connect(panel, &LibraryPanel::addRequested, models, &LibraryController::addModel);
+    connect(panel, &LibraryPanel::removeRequested, models, &LibraryController::removeModel);
     connect(panel, &LibraryPanel::chatRequested, this, [this](qint64 id) {
         chatWith(id);
         m_tabs->setCurrentIndex(0);

@@ -27,6 +27,7 @@ LibraryController::LibraryController(WorkerThreads* workers, const QString& data
         if (key == QLatin1String(kWelcomeDoneKey) && value.isEmpty()) emit welcomeNeeded();
     }, Qt::QueuedConnection);
     connect(this, &LibraryController::storeAddModel, store, &ChatStore::addModel, Qt::QueuedConnection);
+    connect(this, &LibraryController::storeRemoveModel, store, &ChatStore::removeModel, Qt::QueuedConnection);
     connect(store, &ChatStore::modelsListed, this, &LibraryController::onModelsListed, Qt::QueuedConnection);
 
     ModelWorker* models = workers->models();
@@ -99,6 +100,15 @@ bool LibraryController::compressModel(qint64 id, const QString& preset)
     m_workers->models()->clearCancel();
     emit compressionStarted(tr("Compressing %1 (%2) …").arg(QFileInfo(source->path).fileName(), preset));
     emit compressRequested(id, source->path, out, preset);
+    return true;
+}
+
+bool LibraryController::removeModel(qint64 id)
+{
+    const ModelItem* model = m_catalog->model(id);
+    if (!model || (m_compressing && model->path == m_compressedSource)) return false;
+    m_predictionAsked.remove(model->path);  // asked again if it comes back
+    emit storeRemoveModel(id);
     return true;
 }
 

@@ -48,6 +48,9 @@ public slots:
     // Compresses the catalog model `id` with a preset ("fast", "balanced", "smallest",
     // "sparse") into dataFolder/models/<name>-<preset> (numbered when taken); cancel stops it.
     bool compressModel(qint64 id, const QString& preset);
+    // Takes model `id` out of the library (its files stay on disk); false for the one being
+    // compressed.
+    bool removeModel(qint64 id);
     void cancelCompression();
     // Plans these settings (backend "auto": the device computing); answered by predicted().
     void predict(TuningSettings settings);
@@ -76,6 +79,7 @@ signals:
     void inspectRequested(const QString& path);
     void compressRequested(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset);
     void storeAddModel(const spillway::ui::ModelItem& model);
+    void storeRemoveModel(qint64 id);
     void storeReadSetting(const QString& key);
     void storeWriteSetting(const QString& key, const QString& valueJson);
     void tuningPrepare(const QString& modelPath, const QString& storageFolder);

@@ -129,6 +129,18 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     connect(m_chatWith, &QPushButton::clicked, this, [this] {
         if (const qint64 id = selectedModel()) emit chatRequested(id);
     });
+    m_models->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(m_models, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+        const QModelIndex index = m_models->indexAt(at);
+        if (!index.isValid()) return;
+        const qint64 id = index.data(ModelCatalogModel::IdRole).toLongLong();
+        QMenu menu(this);
+        QAction* chat = menu.addAction(tr("Chat with this model"));
+        QAction* remove = menu.addAction(tr("Remove from library (the files stay)"));
+        QAction* chosen = menu.exec(m_models->viewport()->mapToGlobal(at));
+        if (chosen == chat) emit chatRequested(id);
+        else if (chosen == remove) emit removeRequested(id);
+    });
     connect(m_models, &QListView::doubleClicked, this, [this] {
         if (const qint64 id = selectedModel()) emit chatRequested(id);
     });

@@ -36,7 +36,8 @@ public:
 signals:
     void addRequested(const QString& path);
     void compressRequested(qint64 id, const QString& preset);
-    void chatRequested(qint64 id);  // "Chat with this model" on the selected card
+    void chatRequested(qint64 id);    // "Chat with this model" on the selected card
+    void removeRequested(qint64 id);  // "Remove from library" (its context menu)
     void cancelRequested();
 
 private:

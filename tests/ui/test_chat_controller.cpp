@@ -5,6 +5,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QLocale>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -217,6 +218,17 @@ void TestChatController::librarySurvivesBadInputCompressesAndPlans()
     QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 30'000);
     QVERIFY2(compared.first().at(0).toString().contains("tokens/s"), qPrintable(compared.first().at(0).toString()));
     QVERIFY(library.modelsFolder().startsWith(data.path()));
+
+    // Removed from the library: the package's card goes, its files stay; the source is untouched.
+    const qint64 packageId = library.catalog()->idAt(1);
+    QVERIFY(!library.removeModel(0));  // not in the catalog
+    QVERIFY(library.removeModel(packageId));
+    QTRY_COMPARE_WITH_TIMEOUT(library.catalog()->rowCount(), 1, 5'000);
+    QCOMPARE(library.catalog()->idAt(0), source);
+    QVERIFY(QFileInfo::exists(package + "/manifest.json"));
+    // Added again, it comes back (as a model of its own: its parent link went with it).
+    library.addModel(package);
+    QTRY_COMPARE_WITH_TIMEOUT(library.catalog()->rowCount(), 2, 10'000);
 }
 
 void TestChatController::numbersAreReadable()
