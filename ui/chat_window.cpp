@@ -132,12 +132,15 @@ void ChatWindow::buildWidgets(bool withData)
     sideLayout->setContentsMargins(4, 4, 4, 4);
     m_newChat = new QPushButton(tr("New chat"), side);
     m_newChat->setObjectName("newChat");
+    m_newChat->setAccessibleName(tr("New chat"));
     m_search = new QLineEdit(side);
     m_search->setObjectName("search");
+    m_search->setAccessibleName(tr("Search conversations"));
     m_search->setPlaceholderText(tr("Search conversations"));
     m_search->setClearButtonEnabled(true);
     m_conversations = new QListView(side);
     m_conversations->setObjectName("conversations");
+    m_conversations->setAccessibleName(tr("Conversations"));
     m_conversations->setModel(m_chat->conversations());
     m_conversations->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_conversations->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -203,6 +206,7 @@ void ChatWindow::buildWidgets(bool withData)
     connect(settingsToggle, &QPushButton::toggled, m_generation, &QWidget::setVisible);
     m_transcript = new TranscriptView(beside);
     m_transcript->setObjectName("transcript");
+    m_transcript->setAccessibleName(tr("Conversation"));
     beside->addWidget(m_transcript);
     beside->addWidget(m_generation);
     beside->setStretchFactor(0, 1);
@@ -217,11 +221,14 @@ void ChatWindow::buildWidgets(bool withData)
     m_error->hide();
     m_prompt = new QLineEdit(central);
     m_prompt->setObjectName("prompt");
+    m_prompt->setAccessibleName(tr("Prompt"));
     m_prompt->setPlaceholderText(tr("Type a prompt and press Enter"));
     m_send = new QPushButton(tr("Send"), central);
     m_send->setObjectName("send");
+    m_send->setAccessibleName(tr("Send"));
     m_stop = new QPushButton(tr("Stop"), central);
     m_stop->setObjectName("stop");
+    m_stop->setAccessibleName(tr("Stop"));
     auto* row = new QHBoxLayout;
     row->addWidget(m_prompt, 1);
     row->addWidget(m_send);
@@ -271,9 +278,11 @@ void ChatWindow::buildWidgets(bool withData)
 
     m_status = new QLabel(this);
     m_status->setObjectName("statusLine");
+    m_status->setAccessibleName(tr("Status"));
     statusBar()->addWidget(m_status, 1);
     m_contextMeter = new QLabel(this);
     m_contextMeter->setObjectName("contextMeter");
+    m_contextMeter->setAccessibleName(tr("Context used"));
     m_contextMeter->setToolTip(tr("Tokens of the context this chat holds (prompt and replies); when it is full, "
                                   "the oldest turns leave (the system prompt stays)"));
     statusBar()->addPermanentWidget(m_contextMeter);
@@ -416,7 +425,14 @@ void ChatWindow::connectChat()
     });
     connect(m_search, &QLineEdit::textChanged, chat, &ChatController::setSearch);
     auto open = [this](const QModelIndex& index) {
-        m_chat->openConversation(index.data(ConversationListModel::IdRole).toLongLong());
+        const qint64 id = index.data(ConversationListModel::IdRole).toLongLong();
+        if (m_chat->isGenerating() && id != m_chat->currentConversation()) {
+            // The highlight stays with the chat whose reply is being written.
+            selectCurrentConversation();
+            m_status->setText(tr("A reply is being written: stop it (Escape) to open another chat"));
+            return;
+        }
+        m_chat->openConversation(id);
     };
     connect(m_conversations, &QListView::activated, this, open);
     connect(m_conversations, &QListView::clicked, this, open);

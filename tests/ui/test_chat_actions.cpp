@@ -115,6 +115,7 @@ private slots:
     void replyIsNotCutAt256Tokens();
     void chatSettingsReachTheModelAndStayWithTheChat();
     void windowAndLastModelSurviveARestart();
+    void anotherChatWaitsWhileAReplyIsWritten();
 };
 
 void TestChatActions::copyPutsTheReplyOnTheClipboard()
@@ -674,4 +675,42 @@ void TestChatActions::windowAndLastModelSurviveARestart()
         QCOMPARE(window.controller()->modelPath(), kModel);
     }
     qunsetenv("XDG_CACHE_HOME");
+}
+
+// Clicking another chat while a reply is written keeps the highlight, the transcript and the
+// reply where they are, and says why; once the reply ends, the click opens the other chat.
+void TestChatActions::anotherChatWaitsWhileAReplyIsWritten()
+{
+    QTemporaryDir data;
+    auto window = chatWindow(data.path(), 0.0, 8);
+    SPILLWAY_WAIT_FOR_MODEL(*window, 30'000);
+    spillway::ui::ChatController* chat = window->controller();
+    QVERIFY(exchange(*window, QStringLiteral("Once upon a time")));
+    const qint64 first = chat->currentConversation();
+    chat->newConversation();
+    chat->setMaxTokens(0);  // to the end of the context: long enough to click during it
+    QSignalSpy finished(chat, &spillway::ui::ChatController::replyFinished);
+    promptOf(*window)->setText(QStringLiteral("The dog"));
+    window->send();
+    QTRY_VERIFY_WITH_TIMEOUT(chat->currentConversation() != 0 && chat->currentConversation() != first, 10'000);
+    const qint64 second = chat->currentConversation();
+    QListView* list = part<QListView>(*window, "conversations");
+    QTRY_COMPARE_WITH_TIMEOUT(list->model()->rowCount(), 2, 5'000);
+    int firstRow = -1;
+    for (int row = 0; row < 2; ++row)
+        if (rowIdOf(*window, "conversations", row) == first) firstRow = row;
+    QVERIFY(firstRow >= 0);
+    QVERIFY(chat->isGenerating());
+    list->setCurrentIndex(list->model()->index(firstRow, 0));
+    emit list->clicked(list->model()->index(firstRow, 0));
+    QVERIFY(list->currentIndex().row() != firstRow);  // the highlight went back
+    QVERIFY2(statusTextOf(*window).contains("A reply is being written"), qPrintable(statusTextOf(*window)));
+    QCOMPARE(chat->currentConversation(), second);
+    stopButtonOf(*window)->click();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60'000);
+    QCOMPARE(transcriptOf(*window)->messages().at(0).content, QStringLiteral("The dog"));
+    QSignalSpy shown(window.get(), &ChatWindow::conversationShown);
+    emit list->clicked(list->model()->index(firstRow, 0));
+    QTRY_COMPARE_WITH_TIMEOUT(shown.count(), 1, 5'000);
+    QCOMPARE(chat->currentConversation(), first);
 }
