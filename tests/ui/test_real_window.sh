@@ -20,17 +20,23 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [[ -f $tmp/app.log ]] && cat "$tmp/app.log"; exit 1; }
 
-# A display of our own.
-for n in $(seq 91 140); do
-  [[ -e /tmp/.X11-unix/X$n || -e /tmp/.X$n-lock ]] && continue
-  display=:$n
-  break
-done
-Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >/dev/null 2>&1 &
+# A display of our own: Xvfb picks a free number and writes it to fd 3 once it accepts clients.
+fail_display() { echo "FAIL: $*"; cat "$tmp/xvfb.log" 2>/dev/null; exit 1; }
+Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp 3>"$tmp/display" >"$tmp/xvfb.log" 2>&1 &
 xvfb=$!
-export DISPLAY=$display
-for _ in $(seq 100); do xdotool getdisplaygeometry >/dev/null 2>&1 && break; sleep 0.1; done
-xdotool getdisplaygeometry >/dev/null 2>&1 || fail "Xvfb did not start on $display"
+for _ in $(seq 200); do
+  [[ -s $tmp/display ]] && break
+  kill -0 "$xvfb" 2>/dev/null || fail_display "Xvfb exited at start"
+  sleep 0.05
+done
+[[ -s $tmp/display ]] || fail_display "Xvfb gave no display number within 10 s"
+export DISPLAY=:$(head -1 "$tmp/display")
+ready=
+for _ in $(seq 100); do
+  if xdotool getdisplaygeometry >/dev/null 2>&1; then ready=1; break; fi
+  sleep 0.1
+done
+[[ -n $ready ]] || fail_display "Xvfb on $DISPLAY does not answer"
 unset QT_QPA_PLATFORM WAYLAND_DISPLAY
 export XDG_CACHE_HOME=$tmp/cache XDG_RUNTIME_DIR=$tmp/runtime SPILLWAY_QUICK_PROBE=1
 mkdir -m 700 -p "$XDG_RUNTIME_DIR"
