@@ -20,9 +20,10 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [[ -f $tmp/app.log ]] && cat "$tmp/app.log"; exit 1; }
 
-# A display of our own: Xvfb picks a free number and writes it to fd 3 once it accepts clients.
+# A display of our own: Xvfb picks a free number and writes it to fd 3 once it accepts clients;
+# -noreset: it does not restart (refusing connections for a moment) each time its last client goes.
 fail_display() { echo "FAIL: $*"; cat "$tmp/xvfb.log" 2>/dev/null; exit 1; }
-Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp 3>"$tmp/display" >"$tmp/xvfb.log" 2>&1 &
+Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp -noreset 3>"$tmp/display" >"$tmp/xvfb.log" 2>&1 &
 xvfb=$!
 for _ in $(seq 200); do
   [[ -s $tmp/display ]] && break
