@@ -201,21 +201,18 @@ void ChatStore::rename(qint64 conversation, const QString& title)
 void ChatStore::exportConversations(const QList<qint64>& conversations, const QString& path, const QString& format)
 {
     if (!ready()) return;
+    // JSON: one conversation is the export itself (what importJson reads), none or several an
+    // array of them; Markdown: one after another.
     const bool json = format == QLatin1String("json");
     QByteArray out;
-    QJsonArray all;
-    for (qint64 id : conversations) {
-        auto text = json ? m_db->exportJson(id) : m_db->exportMarkdown(id);
+    if (json && conversations.size() != 1) out = "[\n";
+    for (qsizetype i = 0; i < conversations.size(); ++i) {
+        auto text = json ? m_db->exportJson(conversations[i]) : m_db->exportMarkdown(conversations[i]);
         if (!text) return emit failed(QString::fromStdString(text.error().message));
-        if (json) {
-            all.append(QJsonDocument::fromJson(QByteArray::fromStdString(*text)).object());
-        } else {
-            if (!out.isEmpty()) out += "\n---\n\n";
-            out += QByteArray::fromStdString(*text);
-        }
+        if (i > 0) out += json ? ",\n" : "\n---\n\n";
+        out += QByteArray::fromStdString(*text);
     }
-    if (json)  // one conversation: the object itself, as importJson reads it
-        out = all.size() == 1 ? QJsonDocument(all.first().toObject()).toJson() : QJsonDocument(all).toJson();
+    if (json && conversations.size() != 1) out += "\n]\n";
     QSaveFile file(path);
     if (!file.open(QIODevice::WriteOnly) || file.write(out) != out.size() || !file.commit())
         return emit failed(tr("cannot write %1: %2").arg(path, file.errorString()));

@@ -16,14 +16,14 @@ LayerStep::LayerStep(const LlamaConfig& config, gpu::Device& device, const Buffe
 
 size_t LayerStep::xbFloats(const LlamaConfig& c) { return size_t(std::max({c.dim, c.qDim(), c.embeddingDim()})); }
 
-void LayerStep::shiftedRelu(float* v, int n, float shift)
+void LayerStep::shiftedRelu(gpu::Device& device, float* v, int n, float shift)
 {
     gpu::PointwiseArgs relu;
     relu.op = gpu::PointwiseOp::ShiftedRelu;
     relu.x = relu.out = v;
     relu.n = n;
     relu.shift = shift;
-    m_device.pointwise(relu);
+    device.pointwise(relu);
 }
 
 Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, int pos)
@@ -51,7 +51,7 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
         if (c.postNorm) return;
         for (int i = 0; i < n; ++i) {
             norm(xOf(i), weight, bias, xbOf(i));
-            if (c.normReluShift >= 0.0f) shiftedRelu(xbOf(i), c.dim, c.normReluShift);  // relu-llama
+            if (c.normReluShift >= 0.0f) shiftedRelu(d, xbOf(i), c.dim, c.normReluShift);  // relu-llama
         }
     };
 
@@ -129,7 +129,7 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
     for (int i = 0; i < n; ++i) {
         if (!c.ffnGated) {
             if (L.upBias) d.add(hbOf(i), L.upBias, c.ffnDim);
-            shiftedRelu(hbOf(i), c.ffnDim, c.ffnReluShift);
+            shiftedRelu(d, hbOf(i), c.ffnDim, c.ffnReluShift);
             continue;
         }
         if (L.upBias) d.add(hb2Of(i), L.upBias, c.ffnDim);

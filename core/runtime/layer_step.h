@@ -45,9 +45,10 @@ public:
     void norm(const float* x, const float* weight, const float* bias, float* out);
     // Floats of one token's xb.
     static size_t xbFloats(const LlamaConfig& c);
+    // v = max(0, v - shift), on the device (ReLU models' activations; the sparse FFN's too).
+    static void shiftedRelu(gpu::Device& device, float* v, int n, float shift);
 
 private:
-    void shiftedRelu(float* v, int n, float shift);  // v = max(0, v - shift), on the device
 
     const LlamaConfig& m_c;
     gpu::Device& m_device;

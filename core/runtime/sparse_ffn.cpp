@@ -15,6 +15,7 @@
 #include "core/runtime/sparse_ffn_common.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/plan/neuron_cache_model.h"
+#include "core/runtime/layer_step.h"
 #include "core/runtime/row_split.h"
 #include "core/trace/trace.h"
 #include "gpu/host.h"
@@ -476,12 +477,7 @@ const float* SparseFfn::activityOnHost(const LlamaLayerWeights& L, const float* 
     const gpu::MatvecJob pre[] = {{c.ffnGated ? L.gate : L.up, in, hb}};
     m_shared.matvec->run(pre);
     if (!c.ffnGated && L.upBias) m_device.add(hb, L.upBias, c.ffnDim);
-    gpu::PointwiseArgs relu;
-    relu.op = gpu::PointwiseOp::ShiftedRelu;
-    relu.x = relu.out = hb;
-    relu.n = c.ffnDim;
-    relu.shift = c.ffnReluShift;
-    m_device.pointwise(relu);
+    LayerStep::shiftedRelu(m_device, hb, c.ffnDim, c.ffnReluShift);
     if (!m_onDevice) {
         m_device.synchronize();
         return hb;

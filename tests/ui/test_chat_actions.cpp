@@ -49,16 +49,6 @@ namespace {
 
 const QString kModel = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf");
 
-// The conversation's messages as stored (current versions), opened beside the window's own
-// connection (WAL allows both).
-std::vector<spillway::storage::Message> storedMessages(const QString& folder, qint64 conversation)
-{
-    auto db = ChatDatabase::open(folder.toStdString());
-    if (!db) return {};
-    auto messages = db->messages(conversation);
-    return messages ? *messages : std::vector<spillway::storage::Message>{};
-}
-
 int versionCount(const QString& folder, qint64 message)
 {
     auto db = ChatDatabase::open(folder.toStdString());

@@ -19,6 +19,7 @@
 #include "ui/model_catalog_model.h"
 #include "ui/readable.h"
 #include "ui/worker_threads.h"
+#include "ui_test_util.h"
 
 using spillway::ui::ChatController;
 using spillway::ui::LibraryController;
@@ -27,14 +28,6 @@ using spillway::ui::WorkerThreads;
 namespace {
 
 const QString kModel = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf");
-
-std::vector<spillway::storage::Message> storedMessages(const QString& folder, qint64 conversation)
-{
-    auto db = spillway::storage::ChatDatabase::open(folder.toStdString());
-    if (!db) return {};
-    auto messages = db->messages(conversation);
-    return messages ? *messages : std::vector<spillway::storage::Message>{};
-}
 
 }  // namespace
 

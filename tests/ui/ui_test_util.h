@@ -9,6 +9,7 @@
 #include <QPushButton>
 #include <QTest>
 
+#include "storage/chat_db.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_window.h"
 #include "ui/transcript_view.h"
@@ -54,6 +55,16 @@ inline qint64 rowIdOf(const QObject& w, const char* list, int row)
 {
     const QAbstractItemModel* m = part<QListView>(w, list)->model();
     return m->index(row, 0).data(Qt::UserRole).toLongLong();  // IdRole of both lists
+}
+
+// The conversation's messages as stored (current versions), opened beside the window's own
+// connection (WAL allows both); empty when it cannot be read.
+inline std::vector<spillway::storage::Message> storedMessages(const QString& folder, qint64 conversation)
+{
+    auto db = spillway::storage::ChatDatabase::open(folder.toStdString());
+    if (!db) return {};
+    auto messages = db->messages(conversation);
+    return messages ? *messages : std::vector<spillway::storage::Message>{};
 }
 
 // Waits up to timeoutMs for `window` (a ChatWindow) to load its model. A load that fails ends the
