@@ -257,8 +257,9 @@ public:
     // Device memory, aligned to at least 64 bytes (4096 on the CPU device, so direct I/O can
     // read into it). Out of memory, or past the budget, is an Error, never a crash.
     virtual Result<Buffer> allocate(size_t bytes) = 0;
-    // Page-locked host memory for staging copies (cudaHostAlloc on CUDA; aligned RAM on the
-    // CPU device), 4096-byte aligned. Counted in memoryStats().hostUsed.
+    // Page-locked host memory for staging copies (mapped pages registered with the driver on
+    // CUDA; aligned RAM on the CPU device), 4096-byte aligned: direct I/O reads land in it.
+    // Counted in memoryStats().hostUsed.
     virtual Result<Buffer> allocateHost(size_t bytes) = 0;
     virtual MemoryStats memoryStats() const = 0;
     virtual void resetPeak() = 0;

@@ -723,7 +723,6 @@ Status SparseFfn::runOnDevice(const LlamaLayerWeights& L, int layer, const float
     const FfnBundles& b = m_layout;
     const bool predicted = m_mode == NeuronCacheMode::Predicted;
     const size_t dim = size_t(c.dim);
-    trace::Recorder* rec = m_shared.trace;
 
     // 1. The active set, on the host. Each layer starts with a download, which waits for every op
     //    issued before it: the pack, weights and share buffers are free to be written again.

@@ -24,4 +24,12 @@ cudaError_t launchAdd(float* y, const float* x, int n, cudaStream_t stream)
     return cudaGetLastError();
 }
 
+cudaError_t kernelImageStatus()
+{
+    cudaFuncAttributes attributes{};
+    const cudaError_t e = cudaFuncGetAttributes(&attributes, addKernel);
+    if (e != cudaSuccess) cudaGetLastError();  // not sticky: clear it
+    return e;
+}
+
 }  // namespace spillway::gpu::cuda

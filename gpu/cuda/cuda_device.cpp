@@ -1,6 +1,9 @@
 #include "gpu/cuda/cuda_device.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -11,6 +14,14 @@
 namespace spillway::gpu::cuda {
 
 namespace {
+
+// allocateHost's mapping: whole pages, at least one.
+size_t hostMappedBytes(size_t bytes)
+{
+    const size_t page = 4096;
+    return std::max<size_t>(page, (bytes + page - 1) / page * page);
+}
+
 
 std::string cudaMessage(cudaError_t e)
 {
@@ -59,7 +70,18 @@ std::unique_ptr<CudaDevice> CudaDevice::create(const DeviceOptions& options, std
         *error = std::string("cuda: cublasCreate failed (") + cublasGetStatusName(s) + ")";
         return nullptr;
     }
-    cublasSetStream(d->m_cublas, d->m_compute);
+    if (cublasStatus_t s = cublasSetStream(d->m_cublas, d->m_compute); s != CUBLAS_STATUS_SUCCESS) {
+        *error = std::string("cuda: cublasSetStream failed (") + cublasGetStatusName(s) + ")";
+        return nullptr;
+    }
+    // The device accepts every GPU from sm_75 up: make sure this build holds code it can run
+    // (machine code for its architecture, or PTX it can compile) before anything is launched.
+    if ((e = kernelImageStatus()) != cudaSuccess) {
+        *error = std::string("the GPU ") + prop.name + " (sm_" + std::to_string(prop.major * 10 + prop.minor) +
+                 ") has no code in this build (" + cudaGetErrorString(e) +
+                 "): rebuild with CMAKE_CUDA_ARCHITECTURES naming it";
+        return nullptr;
+    }
 
     size_t freeBytes = 0, totalBytes = 0;
     if ((e = cudaMemGetInfo(&freeBytes, &totalBytes)) != cudaSuccess) return fail("cudaMemGetInfo", e);
@@ -90,6 +112,7 @@ CudaDevice::~CudaDevice()
     if (m_cublas) cublasDestroy(m_cublas);
     if (m_computeMark) cudaEventDestroy(m_computeMark);
     for (cudaEvent_t e : m_marks) cudaEventDestroy(e);
+    if (m_clockMark) cudaEventDestroy(m_clockMark);
     if (m_copy) cudaStreamDestroy(m_copy);
     if (m_compute) cudaStreamDestroy(m_compute);
 }
@@ -152,15 +175,23 @@ Result<Buffer> CudaDevice::allocate(size_t bytes)
     return Buffer(p, bytes, &CudaDevice::releaseDevice, this);
 }
 
+// Pinned host memory, page-aligned as the interface promises (direct I/O reads land in it):
+// cudaHostAlloc packs small allocations into shared chunks at finer alignment, so the pages are
+// mapped here and registered with the driver instead.
 Result<Buffer> CudaDevice::allocateHost(size_t bytes)
 {
     if (m_failed.load(std::memory_order_acquire)) return m_firstError;
-    void* p = nullptr;
-    const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 64), cudaHostAllocPortable);
+    const size_t mapped = hostMappedBytes(bytes);
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return makeError(ErrorCode::OutOfMemory, "cuda device: cannot allocate " + std::to_string(bytes) +
+                                                     " bytes of host memory (" + std::strerror(errno) + ")");
+    const cudaError_t e = cudaHostRegister(p, mapped, cudaHostRegisterPortable);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return makeError(ErrorCode::OutOfMemory, "cuda device: cannot allocate " + std::to_string(bytes) +
-                                                     " bytes of pinned host memory (" + cudaMessage(e) + ")");
+        munmap(p, mapped);
+        return makeError(ErrorCode::OutOfMemory, "cuda device: cannot pin " + std::to_string(bytes) +
+                                                     " bytes of host memory (" + cudaMessage(e) + ")");
     }
     m_memory.addHost(bytes);
     return Buffer(p, bytes, &CudaDevice::releaseHost, this);
@@ -176,7 +207,8 @@ void CudaDevice::releaseDevice(void* owner, void* data, size_t bytes)
 void CudaDevice::releaseHost(void* owner, void* data, size_t bytes)
 {
     auto* self = static_cast<CudaDevice*>(owner);
-    self->check(cudaFreeHost(data), "cudaFreeHost");
+    self->check(cudaHostUnregister(data), "cudaHostUnregister");
+    munmap(data, hostMappedBytes(bytes));
     self->m_memory.releaseHost(bytes);
 }
 
@@ -232,6 +264,7 @@ void CudaDevice::synchronize()
 {
     check(cudaStreamSynchronize(m_compute), "synchronize");
     m_syncNs = steadyClockNs();
+    m_syncedSinceMark = true;
 }
 
 // ---- the timeline's marks: CUDA events on the compute stream ---------------------------------
@@ -244,8 +277,10 @@ void CudaDevice::mark()
         for (cudaEvent_t& e : m_marks)
             if (!check(cudaEventCreate(&e), "cudaEventCreate (timeline marks)")) return;
     }
-    if (check(cudaEventRecord(m_marks[m_markCount % kMaxMarks], m_compute), "cudaEventRecord (timeline mark)"))
+    if (check(cudaEventRecord(m_marks[m_markCount % kMaxMarks], m_compute), "cudaEventRecord (timeline mark)")) {
         ++m_markCount;
+        m_syncedSinceMark = false;
+    }
 }
 
 size_t CudaDevice::takeMarks(std::span<uint64_t> out)
@@ -255,9 +290,22 @@ size_t CudaDevice::takeMarks(std::span<uint64_t> out)
     m_markCount = 0;
     if (n == 0 || m_failed.load(std::memory_order_acquire)) return 0;
     cudaEvent_t last = m_marks[(made - 1) % kMaxMarks];
-    if (cudaEventQuery(last) == cudaErrorNotReady) {  // not synchronized since: tie the clocks now
-        if (!check(cudaEventSynchronize(last), "cudaEventSynchronize (timeline mark)")) return 0;
-        m_syncNs = steadyClockNs();
+    // The host clock of the newest mark. synchronize() after the mark ties it (m_syncNs); else,
+    // finished or not, a clock event recorded now and waited for gives it: the newest mark ended
+    // (clock event's end - the device time between them) on the host's clock. An event that
+    // finished long before would otherwise borrow the time of an older synchronize().
+    if (!m_syncedSinceMark) {
+        if (!m_clockMark && !check(cudaEventCreate(&m_clockMark), "cudaEventCreate (timeline clock)")) return 0;
+        if (!check(cudaEventRecord(m_clockMark, m_compute), "cudaEventRecord (timeline clock)") ||
+            !check(cudaEventSynchronize(m_clockMark), "cudaEventSynchronize (timeline clock)"))
+            return 0;
+        const uint64_t now = steadyClockNs();
+        float gapMs = 0;
+        if (!check(cudaEventElapsedTime(&gapMs, last, m_clockMark), "cudaEventElapsedTime (timeline clock)"))
+            return 0;
+        const uint64_t gap = uint64_t(std::max(0.0, double(gapMs) * 1e6));
+        m_syncNs = now > gap ? now - gap : 0;
+        m_syncedSinceMark = true;
     }
     for (size_t i = 0; i < n; ++i) {
         float ms = 0;  // from mark i to the newest; about 0.5 us resolution

@@ -99,6 +99,8 @@ private:
     std::vector<cudaEvent_t> m_marks;
     size_t m_markCount = 0;
     uint64_t m_syncNs = 0;
+    bool m_syncedSinceMark = true;       // m_syncNs is later than the newest mark's end
+    cudaEvent_t m_clockMark = nullptr;   // takeMarks() without a synchronize since the newest mark
 
     std::vector<QuantizedXDevice> m_quantized;  // (jobs) of a matvec call; grows only
     Scratch m_xScratch;      // (distinct x of a matvec call) Q8 form: cols int8 + 2 * cols / 32 floats

@@ -68,6 +68,8 @@ cudaError_t launchAttention(const AttentionArgs& a, cudaStream_t stream);
 // swiglu.cu, add.cu
 cudaError_t launchSwiglu(const float* gate, const float* up, float* out, int n, cudaStream_t stream);
 cudaError_t launchAdd(float* y, const float* x, int n, cudaStream_t stream);
+// Whether this build has code the current GPU runs (cudaErrorNoKernelImageForDevice when not).
+cudaError_t kernelImageStatus();
 
 // layernorm.cu: one block; mean and variance summed in double, as the CPU device.
 cudaError_t launchLayernorm(const float* x, const float* weight, const float* bias, float* out, int n, float eps,

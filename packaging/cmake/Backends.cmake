@@ -16,11 +16,12 @@ if(NOT SPILLWAY_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    # sm_80 (A100, Ampere desktop cards run it too) and sm_90 (H100) machine code, plus sm_90
-    # PTX that newer GPUs compile at load time. Few architectures keep the build short (CI has
-    # 2 cores); set CMAKE_CUDA_ARCHITECTURES to build for others.
+    # sm_75 (Turing: T4, RTX 20xx; the oldest the device accepts), sm_80 (A100, Ampere desktop
+    # cards run it too) and sm_90 (H100) machine code, plus sm_90 PTX that newer GPUs compile at
+    # load time. Few architectures keep the build short (CI has 2 cores); set
+    # CMAKE_CUDA_ARCHITECTURES to build for others (device creation says when the GPU has no code).
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES "80-real;90")
+      set(CMAKE_CUDA_ARCHITECTURES "75-real;80-real;90")
     endif()
     enable_language(CUDA)
     # CMake 3.25 does not know nvcc's C++20 flag.

@@ -8,13 +8,18 @@
 #   conformance, reference text, and decode tokens/s against CUDA's on the same model; and the
 #   neuron cache against dense offloading on an OPT-6.7B shape with an 8 GiB budget (issue 9).
 # Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
-#   Parts, in order: conformance, reference, bench-cuda, offload, bitmap, accelerate, 13b,
+#   Parts, in order: conformance, e2e (test_cuda_generate: reference texts through every tier,
+#   placements, batches, the neuron cache, the timeline marks), reference, bench-cuda, resident
+#   (TinyLlama-1.1B shape F16 and Q8_0 on the GPU: a 515-token prompt's time to first token and
+#   decode tokens/s, beside llama.cpp's llama-bench on the same files when LLAMA_BENCH names
+#   one built with CUDA), offload, bitmap, accelerate, 13b,
 #   neuron-package (the issue-9 model and package: ~60 s + ~6 min on a 16-core host), neuron (its
 #   benchmarks), vulkan. SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts;
 #   SPILLWAY_BENCH_ONLY="neuron-package" runs only those named. A lease's 10-minute calls fit
 #   e.g. ONLY="conformance reference bench-cuda neuron-package", then ONLY="neuron offload vulkan"
 #   (models are kept in SPILLWAY_BENCH_MODELS while the machine stays warm).
 #   BIN_DIR holds spillway-cli, libspillway_cuda.so, libspillway_vulkan.so, test_cuda_conformance,
+#   test_cuda_generate,
 #   test_vulkan_conformance, bench-cuda, stories260K.greedy48.tsv and the libraries they link that
 #   the machine lacks: tests/bench/gpu/stage.sh packs them from a build into one archive.
 set -o pipefail
@@ -45,6 +50,11 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noh
 if ! skip conformance; then
   "$D/test_cuda_conformance" > "$OUT/cuda-conformance.txt" 2>&1; tail -2 "$OUT/cuda-conformance.txt"; grep -E "FAILED|rel L2" "$OUT/cuda-conformance.txt" | tail -12
 fi
+if ! skip e2e; then
+  SPILLWAY_TEST_DATA_DIR=$(cd "$here/../../data" && pwd) SPILLWAY_BIN_DIR=$D "$D/test_cuda_generate" \
+    > "$OUT/cuda-generate.txt" 2>&1
+  grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|INFO" "$OUT/cuda-generate.txt" | tail -40
+fi
 if ! skip reference; then
   while IFS=$'\t' read -r prompt expected; do
     for tier in default device ram ssd; do
@@ -56,7 +66,25 @@ if ! skip reference; then
 fi
 skip bench-cuda || "$D/bench-cuda" --json "$OUT/bench-cuda.json" | tail -60
 
-tinyllama() { [ -f "$M/tinyllama-f16.gguf" ] || "$B" make-synthetic --preset tinyllama-1.1b --type f16 -o "$M/tinyllama-f16.gguf"; }
+tinyllama() {
+  local type=${1:-f16}
+  [ -f "$M/tinyllama-$type.gguf" ] || "$B" make-synthetic --preset tinyllama-1.1b --type "$type" -o "$M/tinyllama-$type.gguf"
+}
+# Resident on the GPU (synthetic TinyLlama-1.1B shape, random weights): spillway-cli generate with
+# a 515-token prompt (time to first token, decode tokens/s), bench's decode against the bandwidth
+# bound, and llama.cpp's llama-bench -p 512 -n 128 on the same file, alternating per type.
+if ! skip resident; then
+  prompt=$(for i in $(seq 1 19); do printf 'The little robot walked to the market and bought seven red apples. '; done)
+  for type in f16 q8_0; do
+    tinyllama $type
+    "$B" generate --backend cuda -m "$M/tinyllama-$type.gguf" -p "$prompt" -n 128 --temp 0 2>&1 >/dev/null | \
+      grep -E "prompt:|generated:" | sed "s/^/spillway $type: /"
+    "$B" bench -m "$M/tinyllama-$type.gguf" --backend cuda -n 64 --vram-budget 64GiB --ram-budget 8GiB \
+      --json "$OUT/resident-tinyllama-$type-cuda.json" | grep -E "tokens/s|bound" | sed "s/^/spillway $type: /"
+    [ -n "${LLAMA_BENCH:-}" ] && "$LLAMA_BENCH" -m "$M/tinyllama-$type.gguf" -ngl 99 -p 512 -n 128 -r 3 2>/dev/null | \
+      grep -E "^\|" | sed "s/^/llama.cpp $type: /"
+  done
+fi
 if ! skip offload; then
   tinyllama
   dropCaches

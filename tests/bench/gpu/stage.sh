@@ -16,7 +16,7 @@ trap 'rm -rf "$stage"' EXIT
 bin=$stage/spillway-bin
 mkdir -p "$bin" "$dest"
 files=("$build/bin/spillway-cli")
-for f in lib/libspillway_cuda.so lib/libspillway_vulkan.so tests/test_cuda_conformance \
+for f in lib/libspillway_cuda.so lib/libspillway_vulkan.so tests/test_cuda_conformance tests/test_cuda_generate \
          tests/test_vulkan_conformance tests/bench-cuda; do
   [ -e "$build/$f" ] && files+=("$build/$f") || echo "stage: $f not built, left out" >&2
 done

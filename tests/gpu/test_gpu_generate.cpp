@@ -1,8 +1,10 @@
-// End to end on the Vulkan backend: `spillway-cli generate --backend vulkan` greedily continues
-// the reference prompts of stories260K exactly as the CPU backend does
-// (tests/data/reference/stories260K.greedy48.tsv), with F32, F16 and Q8 KV caches. Skipped, with
-// the registry's reason, where no Vulkan device is usable. Also with weights streamed from RAM and
-// the SSD.
+// End to end on a GPU backend, built once per backend (SPILLWAY_TEST_BACKEND): test_cuda_generate
+// (label gpu) and test_vulkan_generate (label vulkan; Mesa's lavapipe in CI). `spillway-cli
+// generate --backend B` greedily continues the reference prompts of stories260K and
+// relu-stories-260K exactly as the CPU backend does (tests/data/reference/*.greedy48.tsv), with
+// F32, F16 and Q8 KV caches, with weights on the device, streamed from RAM and the SSD, split by
+// rows with the CPU (HeteGen), prompts in batches; the neuron cache on the device; the device's
+// timeline marks. Skipped, with the registry's reason, where no such device is usable.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -11,13 +13,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
 #include <filesystem>
 #include <string>
 
 #include "core/calibrate/compress_model.h"
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
+#include "core/plan/model_tensors.h"
 #include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
 #include "core/trace/trace.h"
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
@@ -26,14 +33,22 @@
 
 namespace {
 
-const std::string kData = SPILLWAY_TEST_DATA_DIR;
-const std::string kCli = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli";
+// Where the build put them, unless the environment says otherwise (a staged copy of the binaries
+// on a GPU machine: tests/bench/gpu/run_all.sh).
+std::string pathFrom(const char* variable, const char* built)
+{
+    const char* value = std::getenv(variable);
+    return value && *value ? value : built;
+}
+const std::string kData = pathFrom("SPILLWAY_TEST_DATA_DIR", SPILLWAY_TEST_DATA_DIR);
+const std::string kCli = pathFrom("SPILLWAY_BIN_DIR", SPILLWAY_BIN_DIR) + "/spillway-cli";
+constexpr const char* kBackend = SPILLWAY_TEST_BACKEND;
 
 using testing_support::CliRun;
 
 std::string tempDir()
 {
-    const std::string dir = testing::TempDir() + "/test_vulkan_generate-" + std::to_string(getpid());
+    const std::string dir = testing::TempDir() + "/test_" + std::string(kBackend) + "_generate-" + std::to_string(getpid());
     std::filesystem::create_directories(dir);
     return dir;
 }
@@ -44,29 +59,29 @@ CliRun runCli(const std::string& args, const std::string& env = "")
     return testing_support::runProgram(kCli, args, tempDir(), env);
 }
 
-void skipWithoutVulkan()
+void skipWithoutDevice()
 {
     for (const auto& b : spillway::gpu::backendStatus())
-        if (b.name == "vulkan" && !b.usable) GTEST_SKIP() << "no usable Vulkan device: " << b.reason;
+        if (b.name == kBackend && !b.usable) GTEST_SKIP() << "no usable " << kBackend << " device: " << b.reason;
 }
 
-TEST(VulkanGenerate, GreedyTextMatchesTheReference)
+TEST(GpuGenerate, GreedyTextMatchesTheReference)
 {
-    skipWithoutVulkan();
+    skipWithoutDevice();
     if (IsSkipped()) return;
     const auto refs = spillway::testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
     ASSERT_EQ(refs.size(), 3u) << "missing " << kData << "/reference/stories260K.greedy48.tsv";
     for (const auto& ref : refs) {
-        const CliRun r = runCli("generate --backend vulkan -m '" + kData + "/models/stories260K.gguf' -p '" +
+        const CliRun r = runCli("generate --backend " + std::string(kBackend) + " -m '" + kData + "/models/stories260K.gguf' -p '" +
                                 ref.prompt + "' -n 48 --temp 0");
         EXPECT_EQ(r.exitCode, 0) << r.err;
         EXPECT_EQ(r.out, ref.text + "\n") << r.err;
     }
 }
 
-TEST(VulkanGenerate, HalfAndInt8KvCaches)
+TEST(GpuGenerate, HalfAndInt8KvCaches)
 {
-    skipWithoutVulkan();
+    skipWithoutDevice();
     if (IsSkipped()) return;
     const auto refs = spillway::testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
     ASSERT_FALSE(refs.empty());
@@ -77,24 +92,24 @@ TEST(VulkanGenerate, HalfAndInt8KvCaches)
                                  "' -n 48 --temp 0 --kv-type " + kv;
         const CliRun cpu = runCli(args + " --backend cpu");
         ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
-        const CliRun vulkan = runCli(args + " --backend vulkan");
-        EXPECT_EQ(vulkan.exitCode, 0) << vulkan.err;
-        EXPECT_EQ(vulkan.out, cpu.out) << kv << "\n" << vulkan.err;
+        const CliRun gpu = runCli(args + " --backend " + kBackend);
+        EXPECT_EQ(gpu.exitCode, 0) << gpu.err;
+        EXPECT_EQ(gpu.out, cpu.out) << kv << "\n" << gpu.err;
     }
 }
 
 // Weights streamed from RAM and from the SSD: the prefetcher uploads from its own thread, and
 // the embedding comes one row at a time through one device buffer (each upload must wait for
 // the getRow before it). The hardware probe is cached in this test's own folder, quick mode.
-TEST(VulkanGenerate, OffloadedTiersGiveTheReferenceText)
+TEST(GpuGenerate, OffloadedTiersGiveTheReferenceText)
 {
-    skipWithoutVulkan();
+    skipWithoutDevice();
     if (IsSkipped()) return;
     const auto refs = spillway::testing_support::readReferenceTexts(kData + "/reference/stories260K.greedy48.tsv");
     ASSERT_FALSE(refs.empty());
     const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/cache' ";
     for (const char* tier : {"ram", "ssd"}) {
-        const CliRun r = runCli("generate --backend vulkan -m '" + kData + "/models/stories260K.gguf' -p '" +
+        const CliRun r = runCli("generate --backend " + std::string(kBackend) + " -m '" + kData + "/models/stories260K.gguf' -p '" +
                                     refs[0].prompt + "' -n 48 --temp 0 --quick-probe --tier " + tier,
                                 env);
         EXPECT_EQ(r.exitCode, 0) << tier << "\n" << r.err;
@@ -105,13 +120,13 @@ TEST(VulkanGenerate, OffloadedTiersGiveTheReferenceText)
 
 // A bitmap sparse package (Wanda 50%, fp16 values) computed straight from the compressed form
 // by the shader, on the device and streamed from RAM and the SSD: the CPU backend's text.
-TEST(VulkanGenerate, BitmapSparsePackageGivesTheCpuText)
+TEST(GpuGenerate, BitmapSparsePackageGivesTheCpuText)
 {
-    skipWithoutVulkan();
+    skipWithoutDevice();
     if (IsSkipped()) return;
     const std::string pkg = tempDir() + "/bitmap-pkg";
     std::filesystem::remove_all(pkg);
-    const CliRun made = runCli("compress --backend vulkan --preset balanced --no-quality -m '" + kData +
+    const CliRun made = runCli("compress --backend " + std::string(kBackend) + " --preset balanced --no-quality -m '" + kData +
                                "/models/stories260K.gguf' -o '" + pkg + "'");
     ASSERT_EQ(made.exitCode, 0) << made.err;
     ASSERT_NE(made.out.find("bitmap sparse, 0 dense"), std::string::npos) << made.out;
@@ -120,9 +135,9 @@ TEST(VulkanGenerate, BitmapSparsePackageGivesTheCpuText)
     ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
     const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/cache' ";
     for (const char* tier : {"", " --quick-probe --tier ram", " --quick-probe --tier ssd"}) {
-        const CliRun vulkan = runCli(args + " --backend vulkan" + tier, env);
-        EXPECT_EQ(vulkan.exitCode, 0) << tier << "\n" << vulkan.err;
-        EXPECT_EQ(vulkan.out, cpu.out) << tier << "\n" << vulkan.err;
+        const CliRun gpu = runCli(args + " --backend " + kBackend + tier, env);
+        EXPECT_EQ(gpu.exitCode, 0) << tier << "\n" << gpu.err;
+        EXPECT_EQ(gpu.out, cpu.out) << tier << "\n" << gpu.err;
     }
     std::filesystem::remove_all(pkg);
 }
@@ -131,14 +146,14 @@ TEST(VulkanGenerate, BitmapSparsePackageGivesTheCpuText)
 // layer and one for the head, in order, inside the host's window around the pass. The layers
 // carry the compute (timed by the host, the layers would only be the recording of their ops and
 // the head the wait for all of them).
-TEST(VulkanGenerate, LayerSpansAreTimedOnTheDevice)
+TEST(GpuGenerate, LayerSpansAreTimedOnTheDevice)
 {
-    skipWithoutVulkan();
+    skipWithoutDevice();
     if (IsSkipped()) return;
     using namespace spillway;
     auto model = LlamaModel::load(kData + "/models/stories260K.gguf");
     ASSERT_TRUE(model) << model.error().message;
-    auto device = gpu::createDevice("vulkan", {});
+    auto device = gpu::createDevice(kBackend, {});
     ASSERT_TRUE(device) << device.error().message;
     trace::Recorder recorder;
     SessionOptions options;
@@ -176,6 +191,186 @@ TEST(VulkanGenerate, LayerSpansAreTimedOnTheDevice)
     EXPECT_GT(layerNs, headNs) << "layers " << layerNs << " ns, head " << headNs << " ns";
 }
 
+// The relu-llama checkpoint (llama2.c format, ReLU FFNs) on the device, from RAM and the SSD.
+TEST(GpuGenerate, ReluModelGivesTheReferenceTextOnEveryTier)
+{
+    skipWithoutDevice();
+    if (IsSkipped()) return;
+    const auto refs = spillway::testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
+    ASSERT_FALSE(refs.empty()) << "missing " << kData << "/reference/relu-stories-260K.greedy48.tsv";
+    const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/cache' ";
+    for (const char* tier : {"", " --quick-probe --tier ram", " --quick-probe --tier ssd"}) {
+        for (const auto& ref : refs) {
+            const CliRun r = runCli("generate --backend " + std::string(kBackend) + " -m '" + kData +
+                                        "/models/relu-stories-260K/model_qint80.bin' --arch relu-llama -p '" +
+                                        ref.prompt + "' -n 48 --temp 0" + tier,
+                                    env);
+            EXPECT_EQ(r.exitCode, 0) << tier << "\n" << r.err;
+            EXPECT_EQ(r.out.substr(0, ref.text.size()), ref.text) << "'" << ref.prompt << "'" << tier << "\n" << r.err;
+        }
+    }
+}
+
+// Logits of a prompt run `batch` tokens at a time, then of `steps` greedy tokens one at a time.
+std::vector<float> sessionLogits(const spillway::LlamaModel& model, spillway::gpu::Device& device,
+                                 const spillway::SessionOptions& options, const std::vector<int32_t>& prompt,
+                                 int steps)
+{
+    using namespace spillway;
+    auto session = LlamaSession::create(model, device, options);
+    EXPECT_TRUE(session) << (session ? "" : session.error().message);
+    if (!session) return {};
+    const size_t vocab = size_t(model.config().vocabSize);
+    std::vector<float> all;
+    auto logits = (*session)->forward(std::span<const int32_t>(prompt), 0);
+    for (int i = 0;; ++i) {
+        EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
+        if (!logits) return {};
+        all.insert(all.end(), *logits, *logits + vocab);
+        if (i == steps) return all;
+        logits = (*session)->forward(argmax({*logits, vocab}), int(prompt.size()) + i);
+    }
+}
+
+double relativeL2(const std::vector<float>& got, const std::vector<float>& want)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// The greedy token after each position's logits (vocab floats each).
+std::vector<int32_t> greedyTokens(const std::vector<float>& logits, size_t vocab)
+{
+    std::vector<int32_t> out;
+    for (size_t at = 0; at + vocab <= logits.size(); at += vocab)
+        out.push_back(spillway::argmax({logits.data() + at, vocab}));
+    return out;
+}
+
+// Every placement and prompt batch size on the device: weights on the device, streamed from
+// pinned RAM and from the SSD (through the prefetcher's slots and, for the SSD, its staging),
+// a random mix of tiers, prompts in batches of 1, 2, 7, 32 and 33 tokens: the same kernels on the
+// same numbers, so the logits are bitwise those of the device-resident run one token at a time.
+// A slot refilled while an op still reads it (CUDA's copies run on their own stream) would show
+// here. HeteGen's row split computes part of each matrix on the CPU: its logits follow the CPU
+// device's to rounding, with the same greedy tokens.
+TEST(GpuGenerate, EveryPlacementAndBatchGivesTheResidentLogits)
+{
+    skipWithoutDevice();
+    if (IsSkipped()) return;
+    using namespace spillway;
+    auto model = LlamaModel::load(kData + "/models/stories260K.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    auto device = gpu::createDevice(kBackend, {});
+    ASSERT_TRUE(device) << device.error().message;
+    auto cpu = gpu::createCpuDevice(2);
+    std::vector<int32_t> prompt = {1};
+    for (int i = 0; i < 39; ++i) prompt.push_back(int32_t(260 + (i * 37) % 240));  // 40 tokens
+    SessionOptions base;
+    base.contextLength = 64;
+    base.batch = 1;
+    const int steps = 8;
+    const size_t vocab = size_t((*model)->config().vocabSize);
+    const std::vector<float> onCpu = sessionLogits(**model, *cpu, base, prompt, steps);
+    const std::vector<float> resident = sessionLogits(**model, **device, base, prompt, steps);
+    ASSERT_EQ(resident.size(), size_t(steps + 1) * vocab);
+    ASSERT_EQ(onCpu.size(), resident.size());
+    EXPECT_LE(relativeL2(resident, onCpu), 1e-4);
+    EXPECT_EQ(greedyTokens(resident, vocab), greedyTokens(onCpu, vocab));
+
+    struct Case { std::string name; std::optional<plan::Placement> placement; int batch; };
+    std::vector<Case> exact;
+    for (int batch : {1, 2, 7, 32, 33}) exact.push_back({"device", std::nullopt, batch});
+    for (plan::Tier tier : {plan::Tier::Host, plan::Tier::Ssd}) {
+        for (int depth : {0, 1, 3}) {
+            plan::Placement p = plan::uniformPlacement(**model, tier);
+            p.prefetchDepth = depth;
+            exact.push_back({plan::tierName(tier), p, depth == 1 ? 33 : 7});
+        }
+    }
+    plan::Placement staged = plan::uniformPlacement(**model, plan::Tier::Ssd);
+    staged.directToDevice = false;
+    exact.push_back({"ssd via staging", staged, 32});
+    for (unsigned seed = 1; seed <= 2; ++seed) {
+        plan::Placement p = plan::uniformPlacement(**model, plan::Tier::Device);
+        std::mt19937 rng(seed);
+        for (auto& t : p.tensors) t.tier = static_cast<plan::Tier>(rng() % 3);
+        p.prefetchDepth = int(seed);
+        exact.push_back({"mixed " + std::to_string(seed), p, 32});
+    }
+    for (const Case& c : exact) {
+        SessionOptions o = base;
+        o.placement = c.placement;
+        o.batch = c.batch;
+        const std::vector<float> got = sessionLogits(**model, **device, o, prompt, steps);
+        ASSERT_EQ(got.size(), resident.size()) << c.name;
+        EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * sizeof(float)))
+            << c.name << ", batch " << c.batch << ": rel L2 " << relativeL2(got, resident);
+    }
+    for (double fraction : {0.0, 0.37, 0.9}) {
+        plan::Placement p = plan::uniformPlacement(**model, plan::Tier::Host);
+        for (auto& t : p.tensors) t.deviceFraction = fraction;
+        p.prefetchDepth = 1;
+        SessionOptions o = base;
+        o.placement = p;
+        o.batch = 7;
+        const std::vector<float> got = sessionLogits(**model, **device, o, prompt, steps);
+        ASSERT_EQ(got.size(), onCpu.size()) << "split " << fraction;
+        EXPECT_LE(relativeL2(got, onCpu), 1e-4) << "split " << fraction;
+        EXPECT_EQ(greedyTokens(got, vocab), greedyTokens(onCpu, vocab)) << "split " << fraction;
+    }
+}
+
+// The same on a model whose layers take the device a while (TinyLlama-1.1B's layer shape, two
+// layers, Q8_0, random weights): a 33-token prompt queues hundreds of ops per layer, so the host
+// runs far ahead of the device, and a slot the prefetcher refilled before those ops finished
+// would change the logits. Streamed from RAM and the SSD with the shallowest and a deep prefetch.
+TEST(GpuGenerate, SlotsAreRefilledOnlyAfterTheirOpsFinished)
+{
+    skipWithoutDevice();
+    if (IsSkipped()) return;
+    using namespace spillway;
+    SyntheticOptions so;
+    so.preset = "tinyllama-1.1b";
+    so.type = gpu::DType::Q8_0;
+    so.layers = 2;
+    const std::string path = tempDir() + "/tinyllama-2-layers.gguf";
+    const Status written = writeSyntheticModel(so, path);
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    auto model = LlamaModel::load(path);
+    ASSERT_TRUE(model) << model.error().message;
+    auto device = gpu::createDevice(kBackend, {});
+    ASSERT_TRUE(device) << device.error().message;
+    // Mesa's lavapipe (CI) waits for every op before a copy, so no race can show there: a
+    // shorter run keeps the test quick on a CPU.
+    const bool cpuDriver = (*device)->info().name.find("llvmpipe") != std::string::npos;
+    std::vector<int32_t> prompt = {1};
+    for (int i = 0; i < (cpuDriver ? 6 : 32); ++i) prompt.push_back(int32_t(300 + i * 101));
+    SessionOptions base;
+    base.contextLength = 64;
+    base.batch = int(prompt.size());
+    const int steps = cpuDriver ? 1 : 4;
+    const std::vector<float> resident = sessionLogits(**model, **device, base, prompt, steps);
+    ASSERT_FALSE(resident.empty());
+    for (plan::Tier tier : {plan::Tier::Host, plan::Tier::Ssd}) {
+        for (int depth : {0, 2}) {
+            plan::Placement p = plan::uniformPlacement(**model, tier);
+            p.prefetchDepth = depth;
+            SessionOptions o = base;
+            o.placement = p;
+            const std::vector<float> got = sessionLogits(**model, **device, o, prompt, steps);
+            ASSERT_EQ(got.size(), resident.size()) << plan::tierName(tier) << " prefetch " << depth;
+            EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * sizeof(float)))
+                << plan::tierName(tier) << " prefetch " << depth << ": rel L2 " << relativeL2(got, resident);
+        }
+    }
+    std::filesystem::remove(path);
+}
+
 // An OPT-125M-shaped ReLU model (2 layers, Q8_0, random weights) whose FFNs let 10% of their
 // neurons through per token.
 spillway::Status writeSparseOpt(const std::string& path)
@@ -195,12 +390,13 @@ spillway::Status writeSparseOpt(const std::string& path)
 // each layer's arrivals go up in one upload and are scattered to their slots, the down
 // projection runs over the slots (rowSum), and the active neurons that find no slot are computed
 // on the CPU and added. Fed the same tokens, its logits are the CPU device's cache's to float
-// rounding (measured 1.1e-7), it loads the same neurons, and it stays near the dense run (about
-// 1e-2: the dense down matvec quantizes its input to Q8 blocks, the cache sums in fp32). Random
-// weights (synthetic-model generator), 10% of the FFN active per token.
-TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
+// rounding (measured 1.1e-7; later positions as in the next test), it loads the same neurons,
+// and it stays near the dense run (about 1e-2: the dense down matvec quantizes its input to Q8
+// blocks, the cache sums in fp32). Random weights (synthetic-model generator), 10% of the FFN
+// active per token.
+TEST(GpuGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
 {
-    skipWithoutVulkan();
+    skipWithoutDevice();
     if (IsSkipped()) return;
     using namespace spillway;
     const std::string path = tempDir() + "/opt-relu.gguf";
@@ -209,8 +405,8 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
     auto model = LlamaModel::load(path);
     ASSERT_TRUE(model) << model.error().message;
     const LlamaConfig& c = (*model)->config();
-    auto vulkan = gpu::createDevice("vulkan", {});
-    ASSERT_TRUE(vulkan) << vulkan.error().message;
+    auto gpuDevice = gpu::createDevice(kBackend, {});
+    ASSERT_TRUE(gpuDevice) << gpuDevice.error().message;
     auto cpu = gpu::createCpuDevice(2);
     SessionOptions dense;
     dense.contextLength = 32;
@@ -218,10 +414,10 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
     cached.neuronCache.capacity = c.ffnDim / 12;  // 256 slots for ~307 active neurons: some spill to the CPU
     auto onCpu = LlamaSession::create(**model, *cpu, dense);
     auto onCpuCached = LlamaSession::create(**model, *cpu, cached);
-    auto onVulkan = LlamaSession::create(**model, **vulkan, cached);
-    ASSERT_TRUE(onCpu && onCpuCached && onVulkan) << (onCpu ? "" : onCpu.error().message)
+    auto onGpu = LlamaSession::create(**model, **gpuDevice, cached);
+    ASSERT_TRUE(onCpu && onCpuCached && onGpu) << (onCpu ? "" : onCpu.error().message)
                                                   << (onCpuCached ? "" : onCpuCached.error().message)
-                                                  << (onVulkan ? "" : onVulkan.error().message);
+                                                  << (onGpu ? "" : onGpu.error().message);
     int32_t token = 2;
     size_t agree = 0;
     const int steps = 8;
@@ -241,18 +437,20 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
         auto cachedOnCpu = (*onCpuCached)->forward(token, pos);
         ASSERT_TRUE(cachedOnCpu) << cachedOnCpu.error().message;
         const std::vector<float> cpuLogits(*cachedOnCpu, *cachedOnCpu + c.vocabSize);
-        auto got = (*onVulkan)->forward(token, pos);
+        auto got = (*onGpu)->forward(token, pos);
         ASSERT_TRUE(got) << got.error().message;
         const double toCpuCache = relL2(*got, cpuLogits), toDense = relL2(*got, denseLogits);
         std::printf("[ INFO     ] position %d: rel L2 %.2e to the CPU's cache, %.2e to dense (CPU cache to dense %.2e)\n",
                     pos, toCpuCache, toDense, relL2(cpuLogits.data(), denseLogits));
-        EXPECT_LE(toCpuCache, 1e-4) << "position " << pos;
+        // As below: equal to rounding until a last-bit difference of the summation order lands
+        // on a rounding boundary of the next layer's Q8 input (position 3 here on CUDA: 5e-3).
+        EXPECT_LE(toCpuCache, pos == 0 ? 1e-5 : 2e-2) << "position " << pos;
         EXPECT_LE(toDense, 3e-2) << "position " << pos;
         agree += best(*got) == best(denseLogits.data());
         token = best(denseLogits.data());  // all follow the dense run's tokens
     }
     EXPECT_GE(agree, size_t(steps - 1));
-    const NeuronCacheReport gpuReport = (*onVulkan)->neuronCacheReport();
+    const NeuronCacheReport gpuReport = (*onGpu)->neuronCacheReport();
     const NeuronCacheReport cpuReport = (*onCpuCached)->neuronCacheReport();
     EXPECT_GT(gpuReport.total.loaded, 0u);
     EXPECT_EQ(gpuReport.total.loaded, cpuReport.total.loaded);
@@ -270,9 +468,9 @@ TEST(VulkanGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
 // tokens: the device sums the slots' columns in another order than the CPU, and once such a
 // last-bit difference lands on a rounding boundary of the Q8 input quantization, it grows to about
 // 5e-3 (it does from position 3 with this prompt, in every configuration of the cache).
-TEST(VulkanGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
+TEST(GpuGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
 {
-    skipWithoutVulkan();
+    skipWithoutDevice();
     if (IsSkipped()) return;
     using namespace spillway;
     const std::string path = tempDir() + "/opt-relu-hot.gguf";
@@ -294,22 +492,22 @@ TEST(VulkanGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
     auto model = LlamaModel::load(package);
     ASSERT_TRUE(model) << model.error().message;
     const LlamaConfig& c = (*model)->config();
-    auto vulkan = gpu::createDevice("vulkan", {});
-    ASSERT_TRUE(vulkan) << vulkan.error().message;
+    auto gpuDevice = gpu::createDevice(kBackend, {});
+    ASSERT_TRUE(gpuDevice) << gpuDevice.error().message;
     SessionOptions o;
     o.contextLength = 32;
     o.neuronCache.capacity = c.ffnDim / 12;
     o.neuronCache.cold = ColdNeurons::Cpu;
     auto onCpu = LlamaSession::create(**model, *cpu, o);
-    auto onVulkan = LlamaSession::create(**model, **vulkan, o);
-    ASSERT_TRUE(onCpu && onVulkan) << (onVulkan ? onCpu.error().message : onVulkan.error().message);
+    auto onGpu = LlamaSession::create(**model, **gpuDevice, o);
+    ASSERT_TRUE(onCpu && onGpu) << (onGpu ? onCpu.error().message : onGpu.error().message);
     int32_t token = 2;
     int agree = 0;
     for (int pos = 0; pos < 8; ++pos) {
         auto want = (*onCpu)->forward(token, pos);
         ASSERT_TRUE(want) << want.error().message;
         const std::vector<float> cpuLogits(*want, *want + c.vocabSize);
-        auto got = (*onVulkan)->forward(token, pos);
+        auto got = (*onGpu)->forward(token, pos);
         ASSERT_TRUE(got) << got.error().message;
         double num = 0.0, den = 0.0;
         for (int i = 0; i < c.vocabSize; ++i) {
@@ -321,7 +519,7 @@ TEST(VulkanGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
         token = int32_t(std::max_element(cpuLogits.begin(), cpuLogits.end()) - cpuLogits.begin());
         agree += int32_t(std::max_element(*got, *got + c.vocabSize) - *got) == token;
     }
-    const NeuronCacheReport gpuReport = (*onVulkan)->neuronCacheReport();
+    const NeuronCacheReport gpuReport = (*onGpu)->neuronCacheReport();
     const NeuronCacheReport cpuReport = (*onCpu)->neuronCacheReport();
     ASSERT_EQ(gpuReport.pinned.size(), size_t(c.nLayers));
     ASSERT_EQ(gpuReport.capacities.size(), size_t(c.nLayers));
