@@ -28,12 +28,30 @@ std::string cudaMessage(cudaError_t e)
     return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
-bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// The form a weight type's matvec wants x in: float (0), Q8 blocks of 32 (1) or Q8_K (2).
+int xForm(DType t)
+{
+    switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0: return 1;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return 2;
+    default: return 0;
+    }
+}
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// Bytes of one x's Q8 form in the matvec scratch: int8 values, then d and sum8 floats.
-size_t q8Bytes(int64_t cols) { return alignUp(static_cast<size_t>(cols) + static_cast<size_t>(cols) / 32 * 8, 256); }
+// Bytes of one x's quantized form in the matvec scratch: int8 values, then d and sum8 floats
+// (Q8 blocks of 32), or d floats and int16 bsums (Q8_K).
+size_t q8Bytes(int64_t cols, int form)
+{
+    const size_t n = static_cast<size_t>(cols);
+    return alignUp(form == 2 ? n + n / 256 * 4 + n / 16 * 2 : n + n / 32 * 8, 256);
+}
 
 }  // namespace
 
@@ -95,7 +113,7 @@ std::unique_ptr<CudaDevice> CudaDevice::create(const DeviceOptions& options, std
     info.totalMemory = options.memoryLimit ? std::min<uint64_t>(options.memoryLimit, totalBytes) : totalBytes;
     info.freeMemory = std::min<uint64_t>(info.totalMemory, freeBytes);
     info.threads = 1;
-    info.kernels = "cuda: custom GEMV (16-byte loads; dp4a for Q8_0/Q4_0), cuBLAS";
+    info.kernels = "cuda: custom GEMV (16-byte loads; dp4a for Q8_0/Q4_0/Q4_1/Q5_0 and the K-quants), cuBLAS";
     info.caps.hostPointers = false;
     info.caps.asyncCopy = true;
     info.caps.pinnedHostMemory = true;
@@ -124,7 +142,8 @@ const DeviceInfo& CudaDevice::info() const
 
 bool CudaDevice::supports(DType type) const
 {
-    return static_cast<int>(type) <= static_cast<int>(DType::Q4_0) || type == DType::BitmapSparse;
+    return static_cast<int>(type) <= static_cast<int>(DType::Q4_0) || type == DType::BitmapSparse ||
+           xForm(type) != 0;
 }
 
 // ---- errors ----------------------------------------------------------------------------------
@@ -137,6 +156,14 @@ void CudaDevice::recordError(ErrorCode code, const std::string& message)
     m_failedInfo = m_info;
     m_failedInfo.name += " [failed: " + message + "]";
     m_failed.store(true, std::memory_order_release);
+}
+
+bool CudaDevice::checkBlas(cublasStatus_t status, const char* what)
+{
+    if (status == CUBLAS_STATUS_SUCCESS) return true;
+    recordError(ErrorCode::DeviceLost, std::string("cuda device: ") + what + " failed (" +
+                                           cublasGetStatusName(status) + ")");
+    return false;
 }
 
 bool CudaDevice::check(cudaError_t e, const char* what)
@@ -322,22 +349,96 @@ size_t CudaDevice::takeMarks(std::span<uint64_t> out)
 // ---- THE HOT SPOT OF DECODING: matvec_float.cu, matvec_quant.cu and matvec_bitmap.cu. ---------
 // Quantized weights first need their x in Q8 form: each distinct x of the call is quantized once
 // (the Q, K and V projections share theirs), then the jobs are launched back to back.
+// ---- prompt batches: matrix products -------------------------------------------------------
+// A batch of prompt tokens comes as runs of jobs on one weight matrix (LayerStep lays the tokens'
+// vectors out at one stride). From kGemmMinJobs such jobs on, the matrix is read once for all of
+// them as a cuBLAS matrix product (tensor cores, fp32 accumulation) instead of a matvec per
+// token. The sums run in another order and x is rounded to fp16 / bf16, so a batch's logits
+// follow the one-token path to a tolerance (tests/gpu/test_gpu_generate.cpp), not bit for bit.
+constexpr size_t kGemmMinJobs = 8;
+constexpr size_t kGemmSlabBytes = size_t{64} << 20;
+
+size_t CudaDevice::gemmRun(std::span<const MatvecJob> jobs, size_t first)
+{
+    const MatvecJob& a = jobs[first];
+    if (first + 1 >= jobs.size() || a.w.rows <= 0 || a.w.cols <= 0) return 1;
+    if (a.w.type == DType::BitmapSparse || a.w.type == DType::Q8_G64) return 1;
+    const ptrdiff_t sx = jobs[first + 1].x - a.x, sy = jobs[first + 1].y - a.y;
+    if (sx < a.w.cols || sy < a.w.rows) return 1;
+    size_t n = 1;
+    while (first + n < jobs.size()) {
+        const MatvecJob& b = jobs[first + n];
+        if (b.w.data != a.w.data || b.w.type != a.w.type || b.w.rows != a.w.rows || b.w.cols != a.w.cols ||
+            b.w.rowStride != a.w.rowStride || b.x != a.x + sx * ptrdiff_t(n) || b.y != a.y + sy * ptrdiff_t(n))
+            break;
+        ++n;
+    }
+    return n >= kGemmMinJobs ? n : 1;
+}
+
+void CudaDevice::gemm(const MatvecJob* jobs, size_t n)
+{
+    const MatrixView& w = jobs[0].w;
+    const int64_t sx = jobs[1].x - jobs[0].x, sy = jobs[1].y - jobs[0].y;
+    const float one = 1.0f, zero = 0.0f;
+    const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols), tokens = static_cast<int>(n);
+    // Column-major view: W (rows, cols) row-major is (cols, rows) with leading dimension
+    // rowStride / element, so Y (rows, tokens; column i at y0 + i * sy) = op(W)^T X.
+    if (w.type == DType::F32 && w.rowStride % 4 == 0) {
+        checkBlas(cublasSgemm(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, tokens, cols, &one,
+                              static_cast<const float*>(w.data), static_cast<int>(w.rowStride / 4), jobs[0].x,
+                              static_cast<int>(sx), &zero, jobs[0].y, static_cast<int>(sy)),
+                  "matvec batch (cublasSgemm)");
+        return;
+    }
+    const bool bf16 = w.type == DType::BF16;
+    const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    void* x = reserve(m_gemmX, n * static_cast<size_t>(cols) * 2, "matvec batch");
+    if (!x || !check(launchConvertX(jobs[0].x, sx, tokens, cols, bf16, x, m_compute), "matvec batch (convert x)"))
+        return;
+    const bool stored = (w.type == DType::F16 || bf16) && w.rowStride % 2 == 0;
+    const int64_t slab = stored ? w.rows : std::max<int64_t>(1, std::min<int64_t>(w.rows, kGemmSlabBytes / (2 * w.cols)));
+    for (int64_t r0 = 0; r0 < w.rows; r0 += slab) {
+        const int64_t r = std::min(slab, w.rows - r0);
+        const void* a = w.data;
+        int lda = static_cast<int>(w.rowStride / 2);
+        if (!stored) {
+            a = reserve(m_gemmW, static_cast<size_t>(r * w.cols) * 2, "matvec batch");
+            if (!a || !check(launchDequantizeF16(w, r0, r, const_cast<void*>(a), m_compute), "matvec batch (dequantize)"))
+                return;
+            lda = cols;
+        }
+        if (!checkBlas(cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(r), tokens, cols, &one, a,
+                                    type, lda, x, type, cols, &zero, jobs[0].y + r0, CUDA_R_32F, static_cast<int>(sy),
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "matvec batch (cublasGemmEx)"))
+            return;
+    }
+}
+
 void CudaDevice::matvec(std::span<const MatvecJob> jobs)
 {
+    // Job e already quantized the x that job i needs (same x, columns and form).
+    const auto sameX = [&](size_t e, size_t i) {
+        return jobs[e].x == jobs[i].x && jobs[e].w.cols == jobs[i].w.cols && jobs[e].w.rows > 0 &&
+               xForm(jobs[e].w.type) == xForm(jobs[i].w.type);
+    };
     size_t scratchBytes = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatvecJob& j = jobs[i];
-        if (j.w.rows <= 0 || j.w.cols <= 0 || !isQuantized(j.w.type)) continue;
+        if (j.w.rows <= 0 || j.w.cols <= 0 || !xForm(j.w.type)) continue;
+        if (const size_t run = gemmRun(jobs, i); run > 1) {
+            i += run - 1;
+            continue;
+        }
         bool seen = false;
-        for (size_t e = 0; e < i && !seen; ++e)
-            seen = jobs[e].x == j.x && jobs[e].w.cols == j.w.cols && isQuantized(jobs[e].w.type) &&
-                   jobs[e].w.rows > 0;
-        if (!seen) scratchBytes += q8Bytes(j.w.cols);
+        for (size_t e = 0; e < i && !seen; ++e) seen = sameX(e, i);
+        if (!seen) scratchBytes += q8Bytes(j.w.cols, xForm(j.w.type));
     }
     auto* scratch = static_cast<uint8_t*>(scratchBytes ? reserve(m_xScratch, scratchBytes, "matvec") : nullptr);
     if (scratchBytes && !scratch) return;
 
-    // The Q8 form of job i's x (the first job with the same x and cols made it).
+    // The quantized form of job i's x (the first job with the same x, cols and form made it).
     if (m_quantized.size() < jobs.size()) m_quantized.resize(jobs.size());
     QuantizedXDevice* quantized = m_quantized.data();
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -346,15 +447,20 @@ void CudaDevice::matvec(std::span<const MatvecJob> jobs)
         if (!supports(j.w.type) || j.w.cols % dtypeTraits(j.w.type).blockSize != 0) {
             recordError(ErrorCode::InvalidArgument,
                         "cuda device: matvec of " + std::to_string(j.w.cols) + " columns of type " +
-                            std::to_string(static_cast<int>(j.w.type)) + " is not supported");
+                            std::string(dtypeName(j.w.type)) + " is not supported");
             return;
         }
+        if (const size_t run = gemmRun(jobs, i); run > 1) {
+            gemm(&jobs[i], run);
+            std::fill(quantized + i, quantized + i + run, QuantizedXDevice{});  // no Q8 x made for these
+            i += run - 1;
+            continue;
+        }
         cudaError_t e = cudaSuccess;
-        if (isQuantized(j.w.type)) {
+        if (const int form = xForm(j.w.type)) {
             bool reused = false;
             for (size_t o = 0; o < i && !reused; ++o) {
-                if (jobs[o].x == j.x && jobs[o].w.cols == j.w.cols && isQuantized(jobs[o].w.type) &&
-                    jobs[o].w.rows > 0) {
+                if (sameX(o, i) && quantized[o].qs) {
                     quantized[i] = quantized[o];
                     reused = true;
                 }
@@ -362,13 +468,21 @@ void CudaDevice::matvec(std::span<const MatvecJob> jobs)
             if (!reused) {
                 auto* qs = reinterpret_cast<int8_t*>(scratch);
                 auto* d = reinterpret_cast<float*>(scratch + j.w.cols);
-                float* sum8 = d + j.w.cols / 32;
-                e = launchQuantizeQ8(j.x, j.w.cols, qs, d, sum8, m_compute);
+                if (form == 2) {
+                    auto* bsums = reinterpret_cast<int16_t*>(d + j.w.cols / 256);
+                    e = launchQuantizeQ8K(j.x, j.w.cols, qs, d, bsums, m_compute);
+                    quantized[i] = QuantizedXDevice{qs, d, nullptr, bsums};
+                } else {
+                    float* sum8 = d + j.w.cols / 32;
+                    e = launchQuantizeQ8(j.x, j.w.cols, qs, d, sum8, m_compute);
+                    quantized[i] = QuantizedXDevice{qs, d, sum8, nullptr};
+                }
                 if (!check(e, "matvec (quantize x)")) return;
-                quantized[i] = QuantizedXDevice{qs, d, sum8};
-                scratch += q8Bytes(j.w.cols);
+                scratch += q8Bytes(j.w.cols, form);
             }
-            e = launchMatvecQuant(j.w, quantized[i], j.y, m_compute);
+            e = j.w.type == DType::Q8_0 || j.w.type == DType::Q4_0
+                    ? launchMatvecQuant(j.w, quantized[i], j.y, m_compute)
+                    : launchMatvecKQuant(j.w, quantized[i], j.y, m_compute);
         } else if (j.w.type == DType::BitmapSparse) {
             e = launchMatvecBitmap(j.w, j.x, j.y, m_compute);
         } else if (j.w.type == DType::F32 && m_f32Cublas && j.w.rowStride % 4 == 0) {

@@ -82,6 +82,14 @@ private:
 
     // True when e is cudaSuccess; otherwise records the first error and returns false.
     bool check(cudaError_t e, const char* what);
+    bool checkBlas(cublasStatus_t s, const char* what);
+    // How many jobs from `first` share its weights with x and y at one stride each (a prompt
+    // batch's tokens), when there are enough of them for a matrix product (else 1).
+    static size_t gemmRun(std::span<const MatvecJob> jobs, size_t first);
+    // Y = W X for such a run of n jobs, through cuBLAS: float weights as they are (F32: SGEMM;
+    // F16 / BF16: x converted to their type), the others dequantized to fp16 a slab of rows at a
+    // time; fp32 accumulation.
+    void gemm(const MatvecJob* jobs, size_t n);
     void recordError(ErrorCode code, const std::string& message);
     static void releaseDevice(void* owner, void* data, size_t bytes);
     static void releaseHost(void* owner, void* data, size_t bytes);
@@ -105,6 +113,8 @@ private:
     std::vector<QuantizedXDevice> m_quantized;  // (jobs) of a matvec call; grows only
     Scratch m_xScratch;      // (distinct x of a matvec call) Q8 form: cols int8 + 2 * cols / 32 floats
     Scratch m_scoreScratch;  // (nHeads, nPos) floats when the caller gives no scores
+    Scratch m_gemmW;         // gemm(): a slab of dequantized weight rows, fp16 (at most kGemmSlabBytes)
+    Scratch m_gemmX;         // gemm(): the run's x in fp16 / bf16
 
     MemoryAccounting m_memory;  // device-memory budget (0 = none) and use
 

@@ -17,11 +17,13 @@
 
 namespace spillway::gpu::cuda {
 
-// x quantized to Q8 blocks of 32 (layout as gpu/cpu/cpu_kernels.h's QuantizedX).
+// x quantized for the integer dot products: Q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0; layout as
+// gpu/cpu/cpu_kernels.h's QuantizedX) or Q8_K super-blocks of 256 (the K-quants).
 struct QuantizedXDevice {
-    const int8_t* qs = nullptr;   // (cols)
-    const float* d = nullptr;     // (cols / 32)
-    const float* sum8 = nullptr;  // (cols / 32)
+    const int8_t* qs = nullptr;        // (cols)
+    const float* d = nullptr;          // (cols / 32), or (cols / 256) for Q8_K
+    const float* sum8 = nullptr;       // (cols / 32); Q8 blocks of 32 only
+    const int16_t* bsums = nullptr;    // (cols / 16); Q8_K only
 };
 
 // quantize_q8.cu: n a multiple of 32. qs 16-byte aligned.
@@ -32,6 +34,13 @@ cudaError_t launchQuantizeQ8(const float* x, int64_t n, int8_t* qs, float* d, fl
 // aligned; element loads otherwise. cudaErrorMisalignedAddress when a row is not even aligned
 // to its element size.
 cudaError_t launchMatvecFloat(const MatrixView& w, const float* x, float* y, cudaStream_t stream);
+
+// matvec_kquant.cu: x (n a multiple of 256) as Q8_K, bit-identical to the CPU's quantizeQ8K.
+cudaError_t launchQuantizeQ8K(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums,
+                              cudaStream_t stream);
+// matvec_kquant.cu: Q4_1, Q5_0 (times Q8 blocks of 32) and Q4_K, Q5_K, Q6_K (times Q8_K)
+// weights in their GGUF layout, rows 2-byte aligned.
+cudaError_t launchMatvecKQuant(const MatrixView& w, const QuantizedXDevice& x, float* y, cudaStream_t stream);
 
 // matvec_quant.cu: Q8_0, Q4_0 weights (rows 2-byte aligned) times quantized x.
 cudaError_t launchMatvecQuant(const MatrixView& w, const QuantizedXDevice& x, float* y,
@@ -48,6 +57,13 @@ cudaError_t launchBitmapRowsToFloat(const MatrixView& w, int64_t first, int64_t 
                                     int64_t outStride, cudaStream_t stream);
 // bitmap_decompress.cu: the whole blob as a dense (rows, cols) fp16 matrix, round to nearest.
 cudaError_t launchBitmapToF16(const MatrixView& w, uint16_t* out, cudaStream_t stream);
+
+// get_row.cu: rows [first, first + rows) of w (any type but BitmapSparse) as dense fp16
+// (rows, cols), round to nearest.
+cudaError_t launchDequantizeF16(const MatrixView& w, int64_t first, int64_t rows, void* out, cudaStream_t stream);
+// get_row.cu: n vectors of cols floats (vector i at x + i * stride) as dense fp16 or bf16.
+cudaError_t launchConvertX(const float* x, int64_t stride, int64_t n, int64_t cols, bool bf16, void* out,
+                           cudaStream_t stream);
 
 // get_row.cu: out[c] = W[row, c], dequantized; a row outside [0, rows) fills out with NaN.
 cudaError_t launchGetRow(const MatrixView& w, int64_t row, float* out, cudaStream_t stream);

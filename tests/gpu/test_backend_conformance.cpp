@@ -6,8 +6,8 @@
 // Tolerances, as relative L2 error ||gpu - cpu|| / ||cpu|| over a whole output:
 //   F32 matvec, rmsnorm, rope, attention, swiglu, add   <= 1e-5 (float rounding only)
 //   attention on F16 / Q8 KV caches                      <= 1e-5, caches bit-identical
-//   F16, BF16, Q8_0, Q4_0 matvec                         <= 1e-3 (both quantize x to Q8 the
-//                                                        same way; only summation order differs)
+//   F16, BF16, Q8_0, Q4_0 matvec, and Q4_1, Q5_0,        <= 1e-3 (both quantize x to Q8 the
+//   Q4_K, Q5_K, Q6_K where the backend computes them      same way; only summation order differs)
 //   BitmapSparse matvec (f32 values)                     <= 1e-5
 //   BitmapSparse matvec (f16, bf16, int8, int4 values)   <= 1e-3 (x stays float on both; only
 //                                                        summation order differs)
@@ -104,13 +104,20 @@ std::vector<uint8_t> randomMatrix(DType type, int64_t rows, int64_t cols, size_t
                 std::memcpy(row + 2 * c, &h, 2);
             }
         }
-        if (type != DType::Q8_0 && type != DType::Q4_0) continue;
-        const int blockBytes = dtypeTraits(type).blockBytes;
-        for (int64_t b = 0; b < cols / 32; ++b) {
-            uint8_t* block = row + b * blockBytes;
-            const uint16_t d = fp32ToFp16(scale(rng));
-            std::memcpy(block, &d, 2);
-            for (int i = 2; i < blockBytes; ++i) block[i] = static_cast<uint8_t>(byte(rng));
+        if (type == DType::F32 || type == DType::F16 || type == DType::BF16) continue;
+        // Quantized blocks: random bytes, then small finite fp16 scales where the layout has them
+        // (gpu/dtype.h): d at 0 (and m / dmin at 2: Q4_1, Q4_K, Q5_K), Q6_K's d at 208.
+        const DTypeTraits& traits = dtypeTraits(type);
+        for (int64_t b = 0; b < cols / traits.blockSize; ++b) {
+            uint8_t* block = row + b * traits.blockBytes;
+            for (int i = 0; i < traits.blockBytes; ++i) block[i] = static_cast<uint8_t>(byte(rng));
+            std::vector<int> scales = {0};
+            if (type == DType::Q4_1 || type == DType::Q4_K || type == DType::Q5_K) scales.push_back(2);
+            if (type == DType::Q6_K) scales = {208};
+            for (int at : scales) {
+                const uint16_t d = fp32ToFp16(scale(rng));
+                std::memcpy(block + at, &d, 2);
+            }
         }
     }
     return bytes;
@@ -240,6 +247,79 @@ TEST_F(BackendConformance, MatvecPaddedRowsAndUnalignedX)
     }
     // An odd number of columns (float types have blocks of 1): rows alternate in alignment.
     for (DType type : {DType::F32, DType::F16, DType::BF16}) runMatvecCase(gpu(), cpu(), type, 129, 4127, 0, 0, rng);
+    expectHealthy();
+}
+
+// The GGUF types beyond Q8_0 / Q4_0 that downloads carry (Q4_K_M is Q4_K with Q6_K; Q5_K_M is
+// Q5_K with Q6_K; Q4_1 / Q5_0 where a matrix's columns are no multiple of 256), read in place:
+// matvec on awkward shapes (rows of a partial warp, 2-byte aligned rows, x off by a float) and
+// getRow exactly. Where the backend lacks a type, the test says so and checks it refuses.
+const DType kGgufTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+TEST_F(BackendConformance, MatvecGgufTypes)
+{
+    for (DType type : kGgufTypes) {
+        if (!gpu().supports(type)) {
+            EXPECT_NE(kBackend, std::string("cuda")) << dtypeName(type);
+            std::printf("[ INFO     ] %s: not computed by the %s backend\n", dtypeName(type), kBackend.c_str());
+            continue;
+        }
+        const int block = dtypeTraits(type).blockSize;
+        for (int64_t rows : {1, 3, 129, 4099})
+            for (int64_t cols : {int64_t(block), int64_t(block) * 3, block == 32 ? int64_t(4128) : int64_t(4096)})
+                runMatvecCase(gpu(), cpu(), type, rows, cols, 0, 0, rng);
+        runMatvecCase(gpu(), cpu(), type, 129, block == 32 ? 4128 : 11008, 2, 0, rng);
+        runMatvecCase(gpu(), cpu(), type, 129, block == 32 ? 4128 : 4096, 0, 1, rng);
+    }
+    // Q, K and V of a Q4_K_M file share x (one Q8_K form) beside a Q6_K and a Q8_0 job.
+    if (gpu().supports(DType::Q4_K) && gpu().supports(DType::Q6_K)) {
+        const int64_t cols = 4096;
+        const DType types[] = {DType::Q4_K, DType::Q4_K, DType::Q6_K, DType::Q8_0};
+        const int64_t rows[] = {129, 33, 65, 17};
+        const std::vector<float> x = randomFloats(cols, rng);
+        DeviceData dx(gpu(), x);
+        std::vector<std::vector<uint8_t>> hostW;
+        std::vector<std::unique_ptr<DeviceData>> devW, devY;
+        std::vector<std::vector<float>> want;
+        std::vector<MatvecJob> cpuJobs, gpuJobs;
+        for (size_t i = 0; i < std::size(types); ++i) {
+            const size_t stride = rowBytes(types[i], cols);
+            hostW.push_back(randomMatrix(types[i], rows[i], cols, stride, rng));
+            want.emplace_back(rows[i]);
+            devW.push_back(std::make_unique<DeviceData>(gpu(), hostW.back()));
+            devY.push_back(std::make_unique<DeviceData>(gpu(), rows[i] * sizeof(float)));
+            poison(gpu(), devY.back()->f(), rows[i]);
+            cpuJobs.push_back({{types[i], hostW.back().data(), rows[i], cols, stride}, x.data(), want.back().data()});
+            gpuJobs.push_back({{types[i], devW.back()->buffer.data(), rows[i], cols, stride}, dx.f(), devY.back()->f()});
+        }
+        cpu().matvec(cpuJobs);
+        gpu().matvec(gpuJobs);
+        for (size_t i = 0; i < std::size(types); ++i) {
+            const std::vector<float> got = download(gpu(), devY[i]->f(), rows[i]);
+            EXPECT_EQ(unwritten(got), 0u) << "job " << i;
+            EXPECT_LE(relL2(got, want[i]), 1e-3) << "job " << i;
+        }
+    }
+    expectHealthy();
+}
+
+TEST_F(BackendConformance, GetRowGgufTypesIsExact)
+{
+    for (DType type : kGgufTypes) {
+        if (!gpu().supports(type)) continue;
+        const int64_t rows = 37, cols = dtypeTraits(type).blockSize == 32 ? 4128 : 4096;
+        const size_t stride = rowBytes(type, cols) + 2;  // 2-byte aligned rows
+        const std::vector<uint8_t> w = randomMatrix(type, rows, cols, stride, rng);
+        DeviceData dw(gpu(), w), out(gpu(), cols * sizeof(float));
+        for (int64_t row : {int64_t{0}, int64_t{17}, rows - 1}) {
+            std::vector<float> want(cols);
+            cpu().getRow(MatrixView{type, w.data(), rows, cols, stride}, row, want.data());
+            poison(gpu(), out.f(), cols);
+            gpu().getRow(MatrixView{type, dw.buffer.data(), rows, cols, stride}, row, out.f());
+            const std::vector<float> got = download(gpu(), out.f(), cols);
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), cols * sizeof(float)), 0) << dtypeName(type) << " row " << row;
+        }
+    }
     expectHealthy();
 }
 

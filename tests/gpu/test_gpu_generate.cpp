@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "core/calibrate/compress_model.h"
@@ -253,11 +254,13 @@ std::vector<int32_t> greedyTokens(const std::vector<float>& logits, size_t vocab
 
 // Every placement and prompt batch size on the device: weights on the device, streamed from
 // pinned RAM and from the SSD (through the prefetcher's slots and, for the SSD, its staging),
-// a random mix of tiers, prompts in batches of 1, 2, 7, 32 and 33 tokens: the same kernels on the
-// same numbers, so the logits are bitwise those of the device-resident run one token at a time.
-// A slot refilled while an op still reads it (CUDA's copies run on their own stream) would show
-// here. HeteGen's row split computes part of each matrix on the CPU: its logits follow the CPU
-// device's to rounding, with the same greedy tokens.
+// a random mix of tiers: the same kernels on the same numbers, so the logits are bitwise those of
+// the device-resident run with the same batch size. A slot refilled while an op still reads it
+// (CUDA's copies run on their own stream) would show here. Batch sizes 1, 2, 7, 32 and 33: small
+// batches run a matvec per token (bitwise the one-token run); from 8 tokens on a GPU may run
+// matrix products, whose sums run in another order with x rounded to 16 bits: the logits follow
+// the one-token run to 2e-3 with the same greedy tokens. HeteGen's row split computes part of
+// each matrix on the CPU: its logits follow the CPU device's to rounding, with the same tokens.
 TEST(GpuGenerate, EveryPlacementAndBatchGivesTheResidentLogits)
 {
     skipWithoutDevice();
@@ -302,14 +305,29 @@ TEST(GpuGenerate, EveryPlacementAndBatchGivesTheResidentLogits)
         p.prefetchDepth = int(seed);
         exact.push_back({"mixed " + std::to_string(seed), p, 32});
     }
+    std::map<int, std::vector<float>> residentAt = {{1, resident}};  // batch size -> logits
     for (const Case& c : exact) {
         SessionOptions o = base;
         o.placement = c.placement;
         o.batch = c.batch;
         const std::vector<float> got = sessionLogits(**model, **device, o, prompt, steps);
         ASSERT_EQ(got.size(), resident.size()) << c.name;
-        EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * sizeof(float)))
-            << c.name << ", batch " << c.batch << ": rel L2 " << relativeL2(got, resident);
+        if (!residentAt.count(c.batch)) {
+            ASSERT_FALSE(c.placement) << "a resident run of batch " << c.batch << " comes first";
+            const double err = relativeL2(got, resident);
+            std::printf("[ INFO     ] batch %d: rel L2 %.2e to one token at a time\n", c.batch, err);
+            if (c.batch < 8) {
+                EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * sizeof(float))) << "batch " << c.batch;
+            } else {
+                EXPECT_LE(err, 2e-3) << "batch " << c.batch;
+                EXPECT_EQ(greedyTokens(got, vocab), greedyTokens(resident, vocab)) << "batch " << c.batch;
+            }
+            residentAt[c.batch] = got;
+            continue;
+        }
+        const std::vector<float>& want = residentAt[c.batch];
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << c.name << ", batch " << c.batch << ": rel L2 " << relativeL2(got, want);
     }
     for (double fraction : {0.0, 0.37, 0.9}) {
         plan::Placement p = plan::uniformPlacement(**model, plan::Tier::Host);
@@ -369,6 +387,56 @@ TEST(GpuGenerate, SlotsAreRefilledOnlyAfterTheirOpsFinished)
         }
     }
     std::filesystem::remove(path);
+}
+
+// The types of the files people download (Q4_K_M files are Q4_K and Q6_K; Q5_K_M Q5_K and Q6_K;
+// Q4_1 / Q5_0 where columns are no multiple of 256): a model of each, every matrix in that type
+// (TinyLlama-1.1B's layer shape, two layers, random weights), read in its GGUF layout on the
+// device: a 20-token prompt in batches and 6 greedy steps give the CPU device's logits to
+// rounding (1e-3; 5e-3 through a GPU's fp16 matrix products) and its tokens. A backend without
+// the type says so.
+TEST(GpuGenerate, GgufQuantizedModelsFollowTheCpuLogits)
+{
+    skipWithoutDevice();
+    if (IsSkipped()) return;
+    using namespace spillway;
+    auto device = gpu::createDevice(kBackend, {});
+    ASSERT_TRUE(device) << device.error().message;
+    auto cpu = gpu::createCpuDevice(2);
+    std::vector<int32_t> prompt = {1};
+    for (int i = 0; i < 19; ++i) prompt.push_back(int32_t(500 + i * 211));
+    SessionOptions o;
+    o.contextLength = 64;
+    for (gpu::DType type : {gpu::DType::Q4_K, gpu::DType::Q5_K, gpu::DType::Q6_K, gpu::DType::Q4_1, gpu::DType::Q5_0}) {
+        if (!(*device)->supports(type)) {
+            std::printf("[ INFO     ] %s: not computed by the %s backend\n", gpu::dtypeName(type), kBackend);
+            continue;
+        }
+        SyntheticOptions so;
+        so.preset = "tinyllama-1.1b";
+        so.type = type;
+        so.layers = 2;
+        const std::string path = tempDir() + "/tinyllama-" + gpu::dtypeName(type) + ".gguf";
+        const Status written = writeSyntheticModel(so, path);
+        ASSERT_TRUE(written.ok()) << written.error().message;
+        auto model = LlamaModel::load(path);
+        ASSERT_TRUE(model) << model.error().message;
+        const size_t vocab = size_t((*model)->config().vocabSize);
+        o.batch = 7;
+        const std::vector<float> want = sessionLogits(**model, *cpu, o, prompt, 6);
+        // Batches of 7 (a matvec per token, x in Q8 as on the CPU) and of 20 (matrix products
+        // on a GPU: the weights dequantized to fp16, x rounded to fp16).
+        for (int batch : {7, 20}) {
+            o.batch = batch;
+            const std::vector<float> got = sessionLogits(**model, **device, o, prompt, 6);
+            ASSERT_EQ(got.size(), want.size()) << gpu::dtypeName(type);
+            const double err = relativeL2(got, want);
+            std::printf("[ INFO     ] %s, batch %d: rel L2 %.2e to the CPU device\n", gpu::dtypeName(type), batch, err);
+            EXPECT_LE(err, batch < 8 ? 1e-3 : 5e-3) << gpu::dtypeName(type) << ", batch " << batch;
+            EXPECT_EQ(greedyTokens(got, vocab), greedyTokens(want, vocab)) << gpu::dtypeName(type) << ", batch " << batch;
+        }
+        std::filesystem::remove(path);
+    }
 }
 
 // An OPT-125M-shaped ReLU model (2 layers, Q8_0, random weights) whose FFNs let 10% of their

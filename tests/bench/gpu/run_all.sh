@@ -12,7 +12,9 @@
 #   placements, batches, the neuron cache, the timeline marks), reference, bench-cuda, resident
 #   (TinyLlama-1.1B shape F16 and Q8_0 on the GPU: a 515-token prompt's time to first token and
 #   decode tokens/s, beside llama.cpp's llama-bench on the same files when LLAMA_BENCH names
-#   one built with CUDA), offload, bitmap, accelerate, 13b,
+#   one built with CUDA), 7b (Llama-2-7B shape Q4_K and Q8_0: resident, and with a device budget
+#   of half the file against llama.cpp's -ngl 16, beside llama-bench), offload, bitmap,
+#   accelerate, 13b,
 #   neuron-package (the issue-9 model and package: ~60 s + ~6 min on a 16-core host), neuron (its
 #   benchmarks), vulkan. SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts;
 #   SPILLWAY_BENCH_ONLY="neuron-package" runs only those named. A lease's 10-minute calls fit
@@ -75,7 +77,7 @@ tinyllama() {
 # bound, and llama.cpp's llama-bench -p 512 -n 128 on the same file, alternating per type.
 if ! skip resident; then
   prompt=$(for i in $(seq 1 19); do printf 'The little robot walked to the market and bought seven red apples. '; done)
-  for type in f16 q8_0; do
+  for type in f16 q8_0 q4_k; do
     tinyllama $type
     "$B" generate --backend cuda -m "$M/tinyllama-$type.gguf" -p "$prompt" -n 128 --temp 0 2>&1 >/dev/null | \
       grep -E "prompt:|generated:" | sed "s/^/spillway $type: /"
@@ -93,6 +95,27 @@ if ! skip offload; then
   dropCaches
   "$B" bench -m "$M/tinyllama-f16.gguf" --backend cuda -n 16 --vram-budget 1GiB --ram-budget 512MiB \
     --json "$OUT/offload-tinyllama-cuda.json" | grep -E "tokens/s|SSD throughput|naive"
+fi
+
+# Llama-2-7B shape (synthetic, random weights) in Q4_K and Q8_0: resident (515-token prompt and
+# decode; llama-bench -p 512 -n 128 -ngl 99 beside it), then with a device budget of half the
+# file (Spillway's plan) against llama.cpp with 16 of its 32 layers on the GPU (about half of
+# the weights; its KV cache and compute buffers come on top, in its favour).
+if ! skip 7b; then
+  prompt=$(for i in $(seq 1 19); do printf 'The little robot walked to the market and bought seven red apples. '; done)
+  for type in q4_k q8_0; do
+    f=$M/llama2-7b-$type.gguf
+    [ -f "$f" ] || "$B" make-synthetic --preset llama2-7b --type $type -o "$f"
+    "$B" generate --backend cuda -m "$f" -p "$prompt" -n 128 --temp 0 2>&1 >/dev/null | \
+      grep -E "prompt:|generated:" | sed "s/^/spillway 7b $type resident: /"
+    [ -n "${LLAMA_BENCH:-}" ] && "$LLAMA_BENCH" -m "$f" -ngl 99 -p 512 -n 128 -r 2 2>/dev/null | \
+      grep -E "^\|" | sed "s/^/llama.cpp 7b $type resident: /"
+    half=$(( $(stat -c %s "$f") / 2 / 1048576 ))MiB
+    "$B" bench -m "$f" --backend cuda -n 32 --vram-budget $half --ram-budget 32GiB \
+      --json "$OUT/half-7b-$type-cuda.json" | grep -E "tokens/s|where the time" | sed "s/^/spillway 7b $type $half: /"
+    [ -n "${LLAMA_BENCH:-}" ] && "$LLAMA_BENCH" -m "$f" -ngl 16 -p 512 -n 32 -r 2 2>/dev/null | \
+      grep -E "^\|" | sed "s/^/llama.cpp 7b $type -ngl 16: /"
+  done
 fi
 
 # ENDOR end to end: the same model pruned to 50% (magnitude) as a bitmap sparse fp16 package,
