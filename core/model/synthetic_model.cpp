@@ -71,6 +71,26 @@ SyntheticVocabulary makeSyntheticVocabulary(int size)
 
 namespace {
 
+// llama.cpp's llama_ftype for a file whose matrices are all of one type (its "mostly" names:
+// llama-bench and llama-cli print them); not ggml's type number.
+uint32_t llamaFileType(gpu::DType type)
+{
+    switch (type) {
+    case gpu::DType::F32: return 0;
+    case gpu::DType::F16: return 1;
+    case gpu::DType::Q4_0: return 2;
+    case gpu::DType::Q4_1: return 3;
+    case gpu::DType::Q8_0: return 7;
+    case gpu::DType::Q5_0: return 8;
+    case gpu::DType::Q4_K: return 14;  // Q4_K_S: every matrix Q4_K
+    case gpu::DType::Q5_K: return 16;  // Q5_K_S
+    case gpu::DType::Q6_K: return 18;
+    case gpu::DType::BF16: return 32;
+    default: return 0;
+    }
+}
+
+
 // splitmix64: fast, seedable, and good enough for random weights.
 struct Random {
     uint64_t state;
@@ -202,7 +222,7 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
         w.setFloat32Array("spillway.synthetic_ffn_density", std::move(targets));
         w.setFloat32("spillway.synthetic_ffn_density_spread", float(options.ffnDensitySpread));
     }
-    w.setUInt32("general.file_type", gguf::ggmlFromDtype(options.type));
+    w.setUInt32("general.file_type", llamaFileType(options.type));
     w.setUInt32(arch + ".context_length", uint32_t(preset->context));
     w.setUInt32(arch + ".embedding_length", uint32_t(dim));
     w.setUInt32(arch + ".block_count", uint32_t(layers));

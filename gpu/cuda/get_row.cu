@@ -46,7 +46,8 @@ __device__ float decodeValue(DType type, const uint8_t* __restrict__ row, int64_
         const int i = static_cast<int>(c % 32);
         const uint32_t qh = uint32_t{u16(block + 2)} | (uint32_t{u16(block + 4)} << 16);
         const int nibble = i < 16 ? (block[6 + i] & 0x0f) : (block[6 + i - 16] >> 4);
-        return static_cast<float>((nibble | (((qh >> i) & 1) << 4)) - 16) * halfToFloat(u16(block));
+        const int q = nibble | static_cast<int>(((qh >> i) & 1) << 4);  // signed: q - 16 may be negative
+        return static_cast<float>(q - 16) * halfToFloat(u16(block));
     }
     case DType::Q4_K:
     case DType::Q5_K: {

@@ -121,10 +121,22 @@ __device__ __forceinline__ int groupSum8(int v)
     return v;
 }
 
+// Byte k (0..15) of a 16-byte value.
+__device__ __forceinline__ uint32_t byteOf(const uint4& v, int k)
+{
+    const uint32_t w = k < 4 ? v.x : k < 8 ? v.y : k < 12 ? v.z : v.w;
+    return (w >> (8 * (k % 4))) & 0xffu;
+}
+
+__device__ __forceinline__ uint32_t wordOf(const uint4& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
+
 // Q4_K / Q5_K: lane j of a super-block takes sub-block j: values 64c + 32h + l (c = j / 2,
 // h = j % 2, l < 32), the low (h = 0) or high nibbles of bytes [32c, 32c + 32); Q5_K's bit 4 is
 // bit j of qh[l]. Per super-block (d d_x) sum_j sc_j sum(q x) - (dmin d_x) sum_j m_j sum x.
-template <bool kHigh>
+// kVec: rows 16-byte aligned (Q4_K / Q5_K blocks are 144 / 176 bytes, both multiples of 16, so
+// every block is): the header (d, dmin, scales), the lane's nibbles and qh come as 16-byte loads;
+// otherwise as pairs of 2-byte loads.
+template <bool kHigh, bool kVec>
 __global__ void __launch_bounds__(kThreads) matvecQ4_5KKernel(const uint8_t* __restrict__ w, size_t stride,
     int64_t rows, int64_t blocks, const int8_t* __restrict__ xqs, const float* __restrict__ xd,
     const int16_t* __restrict__ bsums, float* __restrict__ y)
@@ -141,26 +153,65 @@ __global__ void __launch_bounds__(kThreads) matvecQ4_5KKernel(const uint8_t* __r
     for (int64_t b0 = 0; b0 < blocks; b0 += kWarp / 8) {
         const int64_t b = b0 + lane / 8;
         int sumq = 0, summ = 0;
+        uint32_t dd = 0;  // kVec: the block's d (low half) and dmin (high half)
         if (b < blocks) {
             const uint8_t* block = rowBytes + b * kBytes;
-            const uint8_t* s = block + 4;
-            int scale, min;
-            if (j < 4) {
-                scale = s[j] & 63;
-                min = s[j + 4] & 63;
-            } else {
-                scale = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-                min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-            }
-            const uint8_t* nibbles = block + kNibbles + 32 * c;
             const int8_t* xb = xqs + b * kQK + 64 * c + 32 * h;
+            int scale, min;
+            uint32_t q[8], x[8];
+            if constexpr (kVec) {
+                const uint4 head = __ldg(reinterpret_cast<const uint4*>(block));
+                dd = head.x;
+                // scale bytes s[i] = header byte 4 + i
+                if (j < 4) {
+                    scale = static_cast<int>(byteOf(head, 4 + j) & 63);
+                    min = static_cast<int>(byteOf(head, 8 + j) & 63);
+                } else {
+                    const uint32_t m = byteOf(head, 8 + j);
+                    scale = static_cast<int>((m & 0x0f) | ((byteOf(head, j) >> 6) << 4));
+                    min = static_cast<int>((m >> 4) | ((byteOf(head, 4 + j) >> 6) << 4));
+                }
+                const uint4* nib = reinterpret_cast<const uint4*>(block + kNibbles + 32 * c);
+                const uint4 n0 = __ldg(nib), n1 = __ldg(nib + 1);
+                const int4 x0 = __ldg(reinterpret_cast<const int4*>(xb)), x1 = __ldg(reinterpret_cast<const int4*>(xb + 16));
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    q[k] = wordOf(n0, k);
+                    q[k + 4] = wordOf(n1, k);
+                }
+                x[0] = x0.x, x[1] = x0.y, x[2] = x0.z, x[3] = x0.w, x[4] = x1.x, x[5] = x1.y, x[6] = x1.z, x[7] = x1.w;
+                if constexpr (kHigh) {
+                    const uint4 h0 = __ldg(reinterpret_cast<const uint4*>(block + 16));
+                    const uint4 h1 = __ldg(reinterpret_cast<const uint4*>(block + 32));
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        q[k] = ((q[k] >> (4 * h)) & 0x0f0f0f0fu) | (((wordOf(h0, k) >> j) & 0x01010101u) << 4);
+                        q[k + 4] = ((q[k + 4] >> (4 * h)) & 0x0f0f0f0fu) | (((wordOf(h1, k) >> j) & 0x01010101u) << 4);
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 8; ++k) q[k] = (q[k] >> (4 * h)) & 0x0f0f0f0fu;
+                }
+            } else {
+                const uint8_t* s = block + 4;
+                if (j < 4) {
+                    scale = s[j] & 63;
+                    min = s[j + 4] & 63;
+                } else {
+                    scale = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+                    min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+                }
+                const uint8_t* nibbles = block + kNibbles + 32 * c;
+#pragma unroll
+                for (int k = 0; k < 8; ++k) {
+                    q[k] = (word(nibbles + 4 * k) >> (4 * h)) & 0x0f0f0f0fu;
+                    if constexpr (kHigh) q[k] |= ((word(block + 16 + 4 * k) >> j) & 0x01010101u) << 4;
+                    x[k] = static_cast<uint32_t>(__ldg(reinterpret_cast<const int*>(xb + 4 * k)));
+                }
+            }
             int dot = 0;
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                uint32_t q = (word(nibbles + 4 * k) >> (4 * h)) & 0x0f0f0f0fu;
-                if constexpr (kHigh) q |= ((word(block + 16 + 4 * k) >> j) & 0x01010101u) << 4;
-                dot = __dp4a(static_cast<int>(q), __ldg(reinterpret_cast<const int*>(xb + 4 * k)), dot);
-            }
+            for (int k = 0; k < 8; ++k) dot = __dp4a(static_cast<int>(q[k]), static_cast<int>(x[k]), dot);
             const int16_t* bs = bsums + b * (kQK / 16) + 2 * j;
             sumq = scale * dot;
             summ = min * (int{__ldg(bs)} + int{__ldg(bs + 1)});
@@ -168,9 +219,17 @@ __global__ void __launch_bounds__(kThreads) matvecQ4_5KKernel(const uint8_t* __r
         sumq = groupSum8(sumq);
         summ = groupSum8(summ);
         if (j == 0 && b < blocks) {
-            const uint8_t* block = rowBytes + b * kBytes;
             const float dx = __ldg(xd + b);
-            acc += (fp16At(block) * dx) * static_cast<float>(sumq) - (fp16At(block + 2) * dx) * static_cast<float>(summ);
+            float d, dmin;
+            if constexpr (kVec) {
+                d = halfToFloat(static_cast<uint16_t>(dd & 0xffffu));
+                dmin = halfToFloat(static_cast<uint16_t>(dd >> 16));
+            } else {
+                const uint8_t* block = rowBytes + b * kBytes;
+                d = fp16At(block);
+                dmin = fp16At(block + 2);
+            }
+            acc += (d * dx) * static_cast<float>(sumq) - (dmin * dx) * static_cast<float>(summ);
         }
     }
     acc = warpSum(acc);
@@ -236,6 +295,8 @@ cudaError_t launchMatvecKQuant(const MatrixView& w, const QuantizedXDevice& x, f
     if (reinterpret_cast<uintptr_t>(w.data) % 2 != 0 || w.rowStride % 2 != 0) return cudaErrorMisalignedAddress;
     const unsigned grid = gridFor(w.rows, kRowsPerBlock);
     const auto* bytes = static_cast<const uint8_t*>(w.data);
+    const bool aligned = reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.rowStride % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(x.qs) % 16 == 0;
     switch (w.type) {
     case DType::Q4_1:
         matvec32Kernel<DType::Q4_1><<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / 32, x.qs,
@@ -246,12 +307,20 @@ cudaError_t launchMatvecKQuant(const MatrixView& w, const QuantizedXDevice& x, f
                                                                    x.d, x.sum8, y);
         break;
     case DType::Q4_K:
-        matvecQ4_5KKernel<false><<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / kQK, x.qs,
-                                                                x.d, x.bsums, y);
+        if (aligned)
+            matvecQ4_5KKernel<false, true><<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / kQK,
+                                                                          x.qs, x.d, x.bsums, y);
+        else
+            matvecQ4_5KKernel<false, false><<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / kQK,
+                                                                           x.qs, x.d, x.bsums, y);
         break;
     case DType::Q5_K:
-        matvecQ4_5KKernel<true><<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / kQK, x.qs,
-                                                               x.d, x.bsums, y);
+        if (aligned)
+            matvecQ4_5KKernel<true, true><<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / kQK,
+                                                                         x.qs, x.d, x.bsums, y);
+        else
+            matvecQ4_5KKernel<true, false><<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / kQK,
+                                                                          x.qs, x.d, x.bsums, y);
         break;
     case DType::Q6_K:
         matvecQ6_KKernel<<<grid, kThreads, 0, stream>>>(bytes, w.rowStride, w.rows, w.cols / kQK, x.qs, x.d,

@@ -2,8 +2,8 @@
 //   ceiling  device-to-device copy bandwidth (cudaMemcpyAsync, bytes read + bytes written)
 //   h2d      host -> device of 256 MiB, from pinned (cudaHostAlloc) and from pageable memory,
 //            raw cudaMemcpyAsync and through Device::upload (what the runtime's prefetcher gets)
-//   matvec   y = W x through CudaDevice::matvec for F16, BF16, Q8_0, Q4_0 (and F32, custom kernel
-//            and cublasSgemv) at decode shapes; bytes = weights + x + y; quantized types include
+//   matvec   y = W x through CudaDevice::matvec for F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (and
+//            F32, custom kernel and cublasSgemv) at decode shapes; bytes = weights + x + y; quantized types include
 //            the quantization of x, as in real use. Weight sets rotate through a 1 GiB arena so
 //            that no run finds its weights in the 50 MB L2.
 //   bitmap   ENDOR bitmap sparse blobs (50% of each row pruned at random; fp16 values, and int8
@@ -189,7 +189,9 @@ int main(int argc, char** argv)
     struct Variant { DType type; bool cublas; const char* name; };
     const Variant variants[] = {{DType::F16, false, "F16"},   {DType::BF16, false, "BF16"},
                                 {DType::Q8_0, false, "Q8_0"}, {DType::Q4_0, false, "Q4_0"},
-                                {DType::F32, false, "F32"},   {DType::F32, true, "F32 cublasSgemv"}};
+                                {DType::Q4_K, false, "Q4_K"}, {DType::Q5_K, false, "Q5_K"},
+                                {DType::Q6_K, false, "Q6_K"}, {DType::F32, false, "F32"},
+                                {DType::F32, true, "F32 cublasSgemv"}};
     for (const Variant& v : variants) {
         device->setF32Gemv(v.cublas);
         for (auto [r, c] : shapes) {
@@ -208,7 +210,7 @@ int main(int argc, char** argv)
             const double bytes = static_cast<double>(matrixBytes) + 4.0 * c + 4.0 * r;
             rows.push_back({std::string("matvec ") + v.name, std::to_string(r) + "x" + std::to_string(c),
                             seconds * 1e6, bytes / seconds / 1e9, ceiling});
-            if (v.type == DType::Q8_0 || v.type == DType::Q4_0) {
+            if (v.type != DType::F16 && v.type != DType::BF16 && v.type != DType::F32) {
                 // The same weights as one call of `sets` jobs sharing x: x is quantized once, so
                 // this is the GEMV kernel alone (what the Q, K, V projections of a layer get).
                 const double shared = timeEvents(stream, 2, quick ? 5 : 21, [&] { device->matvec(jobs); }) / sets;

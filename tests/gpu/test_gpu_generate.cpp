@@ -389,12 +389,51 @@ TEST(GpuGenerate, SlotsAreRefilledOnlyAfterTheirOpsFinished)
     std::filesystem::remove(path);
 }
 
+// Logits of `tokens` fed one pass per `batch` tokens (the prompt) and then one at a time
+// (`decode` tokens), as rows of vocab floats: the prompt's last position, then each decode step.
+// Every device is fed the same tokens (none follows its own greedy choice: on random weights
+// near-ties are common, and two correct implementations soon pick different tokens).
+std::vector<float> forcedLogits(const spillway::LlamaModel& model, spillway::gpu::Device& device,
+                                const spillway::SessionOptions& options, const std::vector<int32_t>& tokens,
+                                size_t promptTokens)
+{
+    using namespace spillway;
+    auto session = LlamaSession::create(model, device, options);
+    EXPECT_TRUE(session) << (session ? "" : session.error().message);
+    if (!session) return {};
+    const size_t vocab = size_t(model.config().vocabSize);
+    std::vector<float> all;
+    for (size_t at = promptTokens; at <= tokens.size(); ++at) {
+        auto logits = at == promptTokens
+                          ? (*session)->forward(std::span<const int32_t>(tokens.data(), promptTokens), 0)
+                          : (*session)->forward(tokens[at - 1], int(at - 1));
+        EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
+        if (!logits) return {};
+        all.insert(all.end(), *logits, *logits + vocab);
+    }
+    return all;
+}
+
+// Relative L2 distance of each row of vocab floats.
+std::vector<double> rowErrors(const std::vector<float>& got, const std::vector<float>& want, size_t vocab)
+{
+    std::vector<double> out;
+    for (size_t at = 0; at + vocab <= want.size() && at + vocab <= got.size(); at += vocab)
+        out.push_back(relativeL2({got.begin() + ptrdiff_t(at), got.begin() + ptrdiff_t(at + vocab)},
+                                 {want.begin() + ptrdiff_t(at), want.begin() + ptrdiff_t(at + vocab)}));
+    return out;
+}
+
 // The types of the files people download (Q4_K_M files are Q4_K and Q6_K; Q5_K_M Q5_K and Q6_K;
 // Q4_1 / Q5_0 where columns are no multiple of 256): a model of each, every matrix in that type
 // (TinyLlama-1.1B's layer shape, two layers, random weights), read in its GGUF layout on the
-// device: a 20-token prompt in batches and 6 greedy steps give the CPU device's logits to
-// rounding (1e-3; 5e-3 through a GPU's fp16 matrix products) and its tokens. A backend without
-// the type says so.
+// device. Fed the same 20-token prompt and 6 more tokens, each position's logits follow the CPU
+// device's within 4x the distance between two of the CPU's own kernel sets (scalar and the
+// widest this CPU runs: they differ in float summation order only, and on random weights that
+// moves the Q8 rounding of x enough for 1-2e-2) or 1e-3, whichever is larger; in batches of 7 (a
+// matvec per token, x in Q8 as on the CPU) and of 20 (matrix products on a GPU: weights
+// dequantized to fp16, x rounded to fp16). The greedy token agrees at all but one position. A
+// backend without the type says so.
 TEST(GpuGenerate, GgufQuantizedModelsFollowTheCpuLogits)
 {
     skipWithoutDevice();
@@ -403,8 +442,10 @@ TEST(GpuGenerate, GgufQuantizedModelsFollowTheCpuLogits)
     auto device = gpu::createDevice(kBackend, {});
     ASSERT_TRUE(device) << device.error().message;
     auto cpu = gpu::createCpuDevice(2);
-    std::vector<int32_t> prompt = {1};
-    for (int i = 0; i < 19; ++i) prompt.push_back(int32_t(500 + i * 211));
+    auto scalar = gpu::createCpuDevice(2, gpu::CpuKernelSet::Scalar);
+    std::vector<int32_t> tokens = {1};
+    for (int i = 0; i < 25; ++i) tokens.push_back(int32_t(500 + i * 211));
+    const size_t promptTokens = 20;
     SessionOptions o;
     o.contextLength = 64;
     for (gpu::DType type : {gpu::DType::Q4_K, gpu::DType::Q5_K, gpu::DType::Q6_K, gpu::DType::Q4_1, gpu::DType::Q5_0}) {
@@ -423,17 +464,25 @@ TEST(GpuGenerate, GgufQuantizedModelsFollowTheCpuLogits)
         ASSERT_TRUE(model) << model.error().message;
         const size_t vocab = size_t((*model)->config().vocabSize);
         o.batch = 7;
-        const std::vector<float> want = sessionLogits(**model, *cpu, o, prompt, 6);
-        // Batches of 7 (a matvec per token, x in Q8 as on the CPU) and of 20 (matrix products
-        // on a GPU: the weights dequantized to fp16, x rounded to fp16).
+        const std::vector<float> want = forcedLogits(**model, *cpu, o, tokens, promptTokens);
+        const std::vector<double> spread = rowErrors(forcedLogits(**model, *scalar, o, tokens, promptTokens), want, vocab);
+        ASSERT_FALSE(spread.empty());
+        const double cpuSpread = *std::max_element(spread.begin(), spread.end());
         for (int batch : {7, 20}) {
             o.batch = batch;
-            const std::vector<float> got = sessionLogits(**model, **device, o, prompt, 6);
+            const std::vector<float> got = forcedLogits(**model, **device, o, tokens, promptTokens);
             ASSERT_EQ(got.size(), want.size()) << gpu::dtypeName(type);
-            const double err = relativeL2(got, want);
-            std::printf("[ INFO     ] %s, batch %d: rel L2 %.2e to the CPU device\n", gpu::dtypeName(type), batch, err);
-            EXPECT_LE(err, batch < 8 ? 1e-3 : 5e-3) << gpu::dtypeName(type) << ", batch " << batch;
-            EXPECT_EQ(greedyTokens(got, vocab), greedyTokens(want, vocab)) << gpu::dtypeName(type) << ", batch " << batch;
+            const std::vector<double> errors = rowErrors(got, want, vocab);
+            const double worst = *std::max_element(errors.begin(), errors.end());
+            const double limit = std::max(1e-3, 4 * cpuSpread);
+            const std::vector<int32_t> gotTokens = greedyTokens(got, vocab), wantTokens = greedyTokens(want, vocab);
+            size_t agree = 0;
+            for (size_t i = 0; i < wantTokens.size(); ++i) agree += gotTokens[i] == wantTokens[i];
+            std::printf("[ INFO     ] %s, batch %d: worst rel L2 %.2e to the CPU device (its scalar kernels: %.2e); "
+                        "greedy token agrees at %zu of %zu positions\n",
+                        gpu::dtypeName(type), batch, worst, cpuSpread, agree, wantTokens.size());
+            EXPECT_LE(worst, limit) << gpu::dtypeName(type) << ", batch " << batch;
+            EXPECT_GE(agree + 1, wantTokens.size()) << gpu::dtypeName(type) << ", batch " << batch;
         }
         std::filesystem::remove(path);
     }

@@ -12,7 +12,7 @@
 #   placements, batches, the neuron cache, the timeline marks), reference, bench-cuda, resident
 #   (TinyLlama-1.1B shape F16 and Q8_0 on the GPU: a 515-token prompt's time to first token and
 #   decode tokens/s, beside llama.cpp's llama-bench on the same files when LLAMA_BENCH names
-#   one built with CUDA), 7b (Llama-2-7B shape Q4_K and Q8_0: resident, and with a device budget
+#   one built with CUDA; SPILLWAY_BENCH_TYPES="q4_k" narrows the types), 7b (Llama-2-7B shape Q4_K and Q8_0: resident, and with a device budget
 #   of half the file against llama.cpp's -ngl 16, beside llama-bench), offload, bitmap,
 #   accelerate, 13b,
 #   neuron-package (the issue-9 model and package: ~60 s + ~6 min on a 16-core host), neuron (its
@@ -77,7 +77,7 @@ tinyllama() {
 # bound, and llama.cpp's llama-bench -p 512 -n 128 on the same file, alternating per type.
 if ! skip resident; then
   prompt=$(for i in $(seq 1 19); do printf 'The little robot walked to the market and bought seven red apples. '; done)
-  for type in f16 q8_0 q4_k; do
+  for type in ${SPILLWAY_BENCH_TYPES:-f16 q8_0 q4_k}; do
     tinyllama $type
     "$B" generate --backend cuda -m "$M/tinyllama-$type.gguf" -p "$prompt" -n 128 --temp 0 2>&1 >/dev/null | \
       grep -E "prompt:|generated:" | sed "s/^/spillway $type: /"
