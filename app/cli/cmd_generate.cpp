@@ -64,7 +64,7 @@ int runGenerate(const GenerateOptions& o)
 
     const auto& s = *stats;
     const LlamaSession& session = *conversation->session();
-    const auto& info = engine.device().info();
+    const auto& info = session.device().info();  // the CPU's when the session fell back to it
     std::fprintf(stderr, "\nmodel: %s | device: %s (%s kernels) | seed: %llu\n", o.model.c_str(),
                  info.name.c_str(), info.kernels.c_str(), (unsigned long long)reply.sampling.seed);
     std::fprintf(stderr, "prompt: %d tokens, time to first token %.1f ms (%.1f tokens/s)\n",

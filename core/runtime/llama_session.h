@@ -57,6 +57,8 @@ public:
     // Device bytes of this session's KV cache (keys, values and Q8 scales).
     uint64_t kvCacheBytes() const { return kvCacheBytes(m_model.config(), m_ctx, m_options.kvType); }
     const LlamaModel& model() const { return m_model; }
+    // The device this session computes on (the engine's, or the CPU after a fallback).
+    const gpu::Device& device() const { return m_device; }
     const WeightStreamer& streamer() const { return *m_streamer; }
     // What the neuron cache loaded (zeros when it is off).
     NeuronCacheReport neuronCacheReport() const { return m_sparse ? m_sparse->report() : NeuronCacheReport{}; }
