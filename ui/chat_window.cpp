@@ -40,6 +40,7 @@
 #include "library_controller.h"
 #include "library_panel.h"
 #include "model_catalog_model.h"
+#include "prompt_edit.h"
 #include "palette_colors.h"
 #include "transcript_view.h"
 #include "tuning_panel.h"
@@ -219,10 +220,10 @@ void ChatWindow::buildWidgets(bool withData)
     m_error->setStyleSheet(colorStyle(errorColor(palette())));
     m_error->setWordWrap(true);
     m_error->hide();
-    m_prompt = new QLineEdit(central);
+    m_prompt = new PromptEdit(central);
     m_prompt->setObjectName("prompt");
     m_prompt->setAccessibleName(tr("Prompt"));
-    m_prompt->setPlaceholderText(tr("Type a prompt and press Enter"));
+    m_prompt->setPlaceholderText(tr("Type a prompt and press Enter (Shift+Enter for a new line)"));
     m_send = new QPushButton(tr("Send"), central);
     m_send->setObjectName("send");
     m_send->setAccessibleName(tr("Send"));
@@ -361,7 +362,7 @@ void ChatWindow::connectChat()
 {
     ChatController* chat = m_chat;
     connect(m_send, &QPushButton::clicked, this, &ChatWindow::send);
-    connect(m_prompt, &QLineEdit::returnPressed, this, &ChatWindow::send);
+    connect(m_prompt, &PromptEdit::submitted, this, &ChatWindow::send);
     connect(m_stop, &QPushButton::clicked, this, &ChatWindow::stop);
     connect(m_transcript, &TranscriptView::regenerateRequested, chat, &ChatController::regenerate);
     connect(m_transcript, &TranscriptView::continueRequested, chat, [this] { m_chat->continueReply(); });

@@ -36,6 +36,7 @@ class ChatController;
 class GenerationPanel;
 class LibraryController;
 class LibraryPanel;
+class PromptEdit;
 class TranscriptView;
 class TuningPanel;
 class WelcomePage;
@@ -139,10 +140,10 @@ private:
     QStackedWidget* m_stack = nullptr;  // the chat, or the first-launch screen
     WelcomePage* m_welcome = nullptr;
     TranscriptView* m_transcript = nullptr;
-    QComboBox* m_picker = nullptr;
-    GenerationPanel* m_generation = nullptr;  // the chat's settings, beside the transcript  // the model that answers, from the catalog (with a data folder)
+    QComboBox* m_picker = nullptr;  // the model that answers, from the catalog (with a data folder)
+    GenerationPanel* m_generation = nullptr;  // the chat's settings, beside the transcript
     QLabel* m_editBanner = nullptr;
-    QLineEdit* m_prompt = nullptr;
+    PromptEdit* m_prompt = nullptr;
     QPushButton* m_send = nullptr;
     QPushButton* m_stop = nullptr;
     QLabel* m_error = nullptr;  // an error, or a notice (its "notice" property true)

@@ -3,7 +3,6 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
-#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
@@ -23,6 +22,7 @@
 #include "ui/bottleneck_view.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_window.h"
+#include "ui/prompt_edit.h"
 #include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
 #include "ui/translation.h"
@@ -66,10 +66,16 @@ bool hasArgument(int argc, char** argv, const char* name)
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
 //   tuning:     the measured machine and the planner's placement under tight budgets.
 // A widget of the window by its object name (chat_window.h lists them).
+// A missing one (renamed, or of another type) ends the program saying which, not with a crash.
 template <class T>
 T* part(QWidget& window, const char* name)
 {
-    return window.findChild<T*>(QString::fromLatin1(name));
+    T* found = window.findChild<T*>(QString::fromLatin1(name));
+    if (!found) {
+        std::fprintf(stderr, "spillway: screenshot failed: no widget named '%s' of the expected type\n", name);
+        std::exit(1);
+    }
+    return found;
 }
 
 void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, const QString& prompt,
@@ -133,7 +139,7 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
                 part<QPlainTextEdit>(window, "systemPrompt")
                     ->setPlainText(QStringLiteral("You tell short, gentle bedtime stories."));
             }
-            part<QLineEdit>(window, "prompt")->setText(prompt);
+            part<spillway::ui::PromptEdit>(window, "prompt")->setText(prompt);
             window.send();
         });
         const bool visualizer = scene == QLatin1String("visualizer");

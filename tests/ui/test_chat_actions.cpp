@@ -106,6 +106,7 @@ private slots:
     void chatSettingsReachTheModelAndStayWithTheChat();
     void windowAndLastModelSurviveARestart();
     void anotherChatWaitsWhileAReplyIsWritten();
+    void multiLinePromptsKeepTheirLines();
 };
 
 void TestChatActions::copyPutsTheReplyOnTheClipboard()
@@ -436,6 +437,39 @@ void TestChatActions::neuronCacheIsTunedAppliedAndReported()
     QVERIFY(dense.library()->lastPrediction().note.contains("ReLU"));
     QVERIFY(part<spillway::ui::TuningPanel>(dense, "tuning")->predictionText().contains("ReLU"));
     qunsetenv("XDG_CACHE_HOME");
+}
+
+// Shift+Enter adds a line and Enter sends; a pasted multi-line text keeps its lines; the box
+// grows with its lines and is one line again once sent; the stored prompt has every line.
+void TestChatActions::multiLinePromptsKeepTheirLines()
+{
+    QTemporaryDir data;
+    const auto owned = chatWindow(data.path(), 0.0, 8);
+    ChatWindow& window = *owned;
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+    auto* prompt = promptOf(window);
+    const int oneLine = prompt->height();
+    prompt->setFocus();
+    QTest::keyClicks(prompt, QStringLiteral("Once upon"));
+    QTest::keyClick(prompt, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClicks(prompt, QStringLiteral("a time"));
+    QCOMPARE(prompt->text(), QStringLiteral("Once upon\na time"));
+    QVERIFY2(prompt->height() > oneLine, qPrintable(QString::number(prompt->height())));
+    QGuiApplication::clipboard()->setText(QStringLiteral("\nthere was\na dog"));
+    prompt->paste();
+    QCOMPARE(prompt->text(), QStringLiteral("Once upon\na time\nthere was\na dog"));
+    const int fourLines = prompt->height();
+    QVERIFY(fourLines > oneLine);
+
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    QTest::keyClick(prompt, Qt::Key_Return);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QVERIFY(prompt->text().isEmpty());
+    QCOMPARE(prompt->height(), oneLine);
+    const auto stored = storedMessages(data.path(), window.controller()->currentConversation());
+    QCOMPARE(int(stored.size()), 2);
+    QCOMPARE(stored[0].content, std::string("Once upon\na time\nthere was\na dog"));
+    QVERIFY(transcriptOf(window)->toPlainText().contains(QStringLiteral("there was")));
 }
 
 QTEST_MAIN(TestChatActions)

@@ -560,7 +560,7 @@ void TestChatWindow::translationsFollowTheLocale()
         ChatWindow window(kModel);
         QCOMPARE(sendButtonOf(window)->text(), QStringLiteral("Senden"));
         QCOMPARE(part<QPushButton>(window, "settingsToggle")->text(), QStringLiteral("Einstellungen"));
-        QCOMPARE(promptOf(window)->placeholderText(), QStringLiteral("Prompt eingeben und Enter drücken"));
+        QCOMPARE(promptOf(window)->placeholderText(), QStringLiteral("Prompt eingeben und Enter drücken (Umschalt+Enter für eine neue Zeile)"));
     }
     for (QTranslator* t : QCoreApplication::instance()->findChildren<QTranslator*>()) {
         QCoreApplication::removeTranslator(t);

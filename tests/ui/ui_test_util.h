@@ -12,6 +12,7 @@
 #include "storage/chat_db.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_window.h"
+#include "ui/prompt_edit.h"
 #include "ui/transcript_view.h"
 
 // The window's widget named `name`, of type T; a missing one ends the program with its name (a
@@ -24,7 +25,7 @@ T* part(const QObject& window, const char* name)
     return found;
 }
 
-inline QLineEdit* promptOf(const QObject& w) { return part<QLineEdit>(w, "prompt"); }
+inline spillway::ui::PromptEdit* promptOf(const QObject& w) { return part<spillway::ui::PromptEdit>(w, "prompt"); }
 inline QPushButton* sendButtonOf(const QObject& w) { return part<QPushButton>(w, "send"); }
 inline QPushButton* stopButtonOf(const QObject& w) { return part<QPushButton>(w, "stop"); }
 inline spillway::ui::TranscriptView* transcriptOf(const QObject& w)

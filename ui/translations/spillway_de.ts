@@ -273,8 +273,8 @@
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>Type a prompt and press Enter</source>
-        <translation>Prompt eingeben und Enter drücken</translation>
+        <source>Type a prompt and press Enter (Shift+Enter for a new line)</source>
+        <translation>Prompt eingeben und Enter drücken (Umschalt+Enter für eine neue Zeile)</translation>
     </message>
     <message>
         <source>Send</source>
