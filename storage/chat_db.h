@@ -35,7 +35,7 @@ namespace sql {
 class Connection;
 }
 
-inline constexpr int kChatSchemaVersion = 2;  // PRAGMA user_version this code writes
+inline constexpr int kChatSchemaVersion = 3;  // PRAGMA user_version this code writes
 inline constexpr const char* kChatDbFileName = "spillway.db";
 
 // Values stored on disk as text ('system', 'user', 'assistant'): never rename one.
@@ -122,6 +122,9 @@ struct SearchHit {
     Role role = Role::User;
     std::string snippet;  // matched words between the highlight marks
     int64_t createdMs = 0;
+    // 0: the message as it reads now; else the earlier version (its number) that matched, for
+    // words an edit or a regeneration replaced.
+    int version = 0;
 };
 
 struct SearchOptions {
@@ -188,7 +191,8 @@ public:
     Result<std::vector<MessageVersion>> versions(int64_t messageId);  // by number
     Status setCurrentVersion(int64_t messageId, int64_t versionId);
 
-    // ---- full-text search over the current messages (chat_db_export.cpp) ----
+    // ---- full-text search over the messages, current versions first, then earlier ones
+    //      (chat_db_export.cpp) ----
     // Every word of `query` must occur (as a word prefix, case and accents ignored); FTS
     // syntax in the query is taken literally. Best matches first.
     Result<std::vector<SearchHit>> search(const std::string& query,

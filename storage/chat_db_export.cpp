@@ -15,6 +15,7 @@
 // again on import (left empty when this catalog lacks them).
 
 #include <algorithm>
+#include <set>
 #include <cctype>
 #include <cstdio>
 #include <ctime>
@@ -139,7 +140,7 @@ Result<std::vector<SearchHit>> ChatDatabase::search(const std::string& query,
     for (;;) {
         auto row = s->step();
         if (!row) return row.error();
-        if (!*row) return out;
+        if (!*row) break;
         SearchHit hit;
         hit.conversationId = s->int64(0);
         hit.messageId = s->int64(1);
@@ -149,6 +150,37 @@ Result<std::vector<SearchHit>> ChatDatabase::search(const std::string& query,
         hit.createdMs = s->int64(5);
         out.push_back(std::move(hit));
     }
+    if (int(out.size()) >= options.limit) return out;
+    // Earlier versions (not the current one) of messages whose current text did not match: the
+    // best-ranked version of each.
+    auto v = db().prepare(
+        "SELECT m.conversation_id, m.id, c.title, m.role, "
+        "snippet(message_versions_fts, 0, ?2, ?3, '…', ?4), v.created_ms, v.number "
+        "FROM message_versions_fts JOIN message_versions v ON v.id = message_versions_fts.rowid "
+        "JOIN messages m ON m.id = v.message_id JOIN conversations c ON c.id = m.conversation_id "
+        "WHERE message_versions_fts MATCH ?1 AND v.id IS NOT m.current_version_id "
+        "AND m.id NOT IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1) "
+        "ORDER BY message_versions_fts.rank, v.id DESC LIMIT ?5");
+    if (!v) return v.error();
+    v->bind(1, match).bind(2, options.highlightOpen).bind(3, options.highlightClose);
+    v->bind(4, std::clamp(options.snippetTokens, 1, 64)).bind(5, options.limit - int(out.size()) + 64);
+    std::set<int64_t> seen;
+    while (int(out.size()) < options.limit) {
+        auto row = v->step();
+        if (!row) return row.error();
+        if (!*row) break;
+        if (!seen.insert(v->int64(1)).second) continue;  // another version of the same message
+        SearchHit hit;
+        hit.conversationId = v->int64(0);
+        hit.messageId = v->int64(1);
+        hit.conversationTitle = v->text(2);
+        hit.role = parseRole(v->text(3)).value_or(Role::User);
+        hit.snippet = v->text(4);
+        hit.createdMs = v->int64(5);
+        hit.version = int(v->int64(6));
+        out.push_back(std::move(hit));
+    }
+    return out;
 }
 
 // ---- export -------------------------------------------------------------------------------------

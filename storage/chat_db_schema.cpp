@@ -117,12 +117,32 @@ END;
 INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
 )sql";
 
+// Version 3: search finds words in earlier versions too (an edited prompt, a regenerated reply):
+// an external-content FTS5 index over every version's content, built from the existing rows.
+const char* const kSchemaV3 = R"sql(
+CREATE VIRTUAL TABLE message_versions_fts USING fts5(
+    content, content = 'message_versions', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER message_versions_fts_insert AFTER INSERT ON message_versions BEGIN
+    INSERT INTO message_versions_fts (rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER message_versions_fts_delete AFTER DELETE ON message_versions BEGIN
+    INSERT INTO message_versions_fts (message_versions_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER message_versions_fts_update AFTER UPDATE OF content ON message_versions BEGIN
+    INSERT INTO message_versions_fts (message_versions_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO message_versions_fts (rowid, content) VALUES (new.id, new.content);
+END;
+INSERT INTO message_versions_fts (message_versions_fts) VALUES ('rebuild');
+)sql";
+
 }  // namespace
 
 const std::vector<const char*>& chatSchemaSteps()
 {
-    static const std::vector<const char*> steps = {kSchemaV1, kSchemaV2};
-    static_assert(kChatSchemaVersion == 2, "add the new step to the list");
+    static const std::vector<const char*> steps = {kSchemaV1, kSchemaV2, kSchemaV3};
+    static_assert(kChatSchemaVersion == 3, "add the new step to the list");
     return steps;
 }
 

@@ -271,17 +271,35 @@ TEST_F(ChatDbTest, SearchFollowsInsertsEditsAndDeletes)
     EXPECT_TRUE(db().search("NEAR(a b) OR content:x *").ok());
     EXPECT_TRUE(must(db().search("   ")).empty());
 
-    // An edit re-indexes the message: the old words go, the new ones come.
+    // An edit re-indexes the message: its new words are current, its old ones are found in the
+    // earlier version (after every current match), named by its number.
     must(db().addVersion(m2, VersionKind::Edit, "Simmer it for seven minutes."));
     hits = must(db().search("boil"));
-    ASSERT_EQ(hits.size(), 1u);
+    ASSERT_EQ(hits.size(), 2u);
     EXPECT_EQ(hits[0].messageId, m1);
-    EXPECT_EQ(must(db().search("simmer")).size(), 1u);
+    EXPECT_EQ(hits[0].version, 0);
+    EXPECT_EQ(hits[1].messageId, m2);
+    EXPECT_EQ(hits[1].version, 1);
+    EXPECT_NE(hits[1].snippet.find("[Boil]"), std::string::npos) << hits[1].snippet;
+    hits = must(db().search("simmer"));
+    ASSERT_EQ(hits.size(), 1u);
+    EXPECT_EQ(hits[0].version, 0);
+    // Words of both versions: the message once, as it reads now.
+    hits = must(db().search("seven"));
+    ASSERT_EQ(hits.size(), 1u);
+    EXPECT_EQ(hits[0].version, 0);
+    // A second edit back to boiling: the current text matches, the message comes once.
+    must(db().addVersion(m2, VersionKind::Edit, "Boil it for eight minutes."));
+    hits = must(db().search("boil"));
+    ASSERT_EQ(hits.size(), 2u);
+    EXPECT_EQ(hits[0].version + hits[1].version, 0);
+    EXPECT_EQ(must(db().search("simmer"))[0].version, 2);
 
-    // Deletes, direct and by cascade, leave the index.
+    // Deletes, direct and by cascade, leave both indexes.
     must(db().deleteMessage(m1));
-    EXPECT_TRUE(must(db().search("boil")).empty());
+    EXPECT_EQ(must(db().search("boil")).size(), 1u);
     must(db().deleteConversation(c1));
+    EXPECT_TRUE(must(db().search("boil")).empty());
     EXPECT_TRUE(must(db().search("simmer")).empty());
     EXPECT_EQ(must(db().search("kyoto")).size(), 1u);
 
