@@ -122,6 +122,23 @@ Result<std::optional<double>> getOptNumber(const Json& obj, const char* key,
 
 // ---- search -------------------------------------------------------------------------------------
 
+namespace {
+
+// A hit from a row of (conversation id, message id, title, role, snippet, created ms).
+SearchHit hitOf(sql::Statement& row)
+{
+    SearchHit hit;
+    hit.conversationId = row.int64(0);
+    hit.messageId = row.int64(1);
+    hit.conversationTitle = row.text(2);
+    hit.role = parseRole(row.text(3)).value_or(Role::User);
+    hit.snippet = row.text(4);
+    hit.createdMs = row.int64(5);
+    return hit;
+}
+
+}  // namespace
+
 Result<std::vector<SearchHit>> ChatDatabase::search(const std::string& query,
                                                     const SearchOptions& options)
 {
@@ -141,14 +158,7 @@ Result<std::vector<SearchHit>> ChatDatabase::search(const std::string& query,
         auto row = s->step();
         if (!row) return row.error();
         if (!*row) break;
-        SearchHit hit;
-        hit.conversationId = s->int64(0);
-        hit.messageId = s->int64(1);
-        hit.conversationTitle = s->text(2);
-        hit.role = parseRole(s->text(3)).value_or(Role::User);
-        hit.snippet = s->text(4);
-        hit.createdMs = s->int64(5);
-        out.push_back(std::move(hit));
+        out.push_back(hitOf(*s));
     }
     if (int(out.size()) >= options.limit) return out;
     // Earlier versions (not the current one) of messages whose current text did not match: the
@@ -170,13 +180,7 @@ Result<std::vector<SearchHit>> ChatDatabase::search(const std::string& query,
         if (!row) return row.error();
         if (!*row) break;
         if (!seen.insert(v->int64(1)).second) continue;  // another version of the same message
-        SearchHit hit;
-        hit.conversationId = v->int64(0);
-        hit.messageId = v->int64(1);
-        hit.conversationTitle = v->text(2);
-        hit.role = parseRole(v->text(3)).value_or(Role::User);
-        hit.snippet = v->text(4);
-        hit.createdMs = v->int64(5);
+        SearchHit hit = hitOf(*v);
         hit.version = int(v->int64(6));
         out.push_back(std::move(hit));
     }
