@@ -90,12 +90,20 @@ size_t BottleneckView::pollRecorder()
         if (m_spans.empty() || s.token + 1 < m_newestToken) {
             if (!m_spans.empty()) m_spans.clear();
             m_newestToken = s.token;
+            m_follow = true;  // a zoom or pan on the old tokens does not carry over to new ones
         }
         m_newestToken = std::max(m_newestToken, s.token);
         m_spans.push_back(s);
     }
     trimToMaxTokens();
     rebuildIndex();
+    // A zoomed or panned view that no longer shows any of the kept tokens (they moved on while
+    // the user looked elsewhere) follows the newest again rather than drawing empty lanes.
+    if (!m_follow && !m_spans.empty() &&
+        (m_viewEndNs < static_cast<double>(m_dataBeginNs) || m_viewBeginNs > static_cast<double>(m_dataEndNs))) {
+        m_follow = true;
+        applyFollow();
+    }
     update();
     emit traceChanged();
     return arrived;

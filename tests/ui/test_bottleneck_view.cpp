@@ -374,9 +374,14 @@ void TestBottleneckView::liveRecorderKeepsLastTokens()
     for (Lane lane : kLanes) QCOMPARE(view.paintedSpanCount(lane), countLane(view.spans(), lane));
     QCOMPARE(view.headline(), QStringLiteral("60% of each token waits on SSD reads"));
 
-    // A new generation starts again at token 0: the old tokens go.
+    // Zoomed in on the old tokens (the view stops following), then a new generation starts
+    // again at token 0: the old tokens go, and the view follows the new ones (no empty lanes).
+    view.zoomBy(0.01, 450);
+    QVERIFY(!view.isFollowing());
     recorder.record({Lane::DeviceCompute, 0, "layer", 0, 2'000'000'000, 2'001'000'000, 0});
     QCOMPARE(view.pollRecorder(), size_t{1});
+    QVERIFY(view.isFollowing());
+    QVERIFY(view.visibleRange().beginNs <= 2'000'000'000.0 && view.visibleRange().endNs >= 2'001'000'000.0);
     QCOMPARE(view.spans().size(), size_t{1});
     QCOMPARE(view.pollRecorder(), size_t{0});
     view.grab();
@@ -384,10 +389,22 @@ void TestBottleneckView::liveRecorderKeepsLastTokens()
     QCOMPARE(view.paintedSpanCount(Lane::SsdRead), 0);
     QVERIFY2(view.headline().contains("device compute"), qPrintable(view.headline()));
 
+    // Panned far to the past while the same generation goes on: once the kept tokens have all
+    // moved out of the view, it follows them again.
+    view.panByPixels(1e6);
+    QVERIFY(!view.isFollowing());
+    for (uint32_t token = 1; token <= 3; ++token)
+        recorder.record({Lane::DeviceCompute, 0, "layer", 0, 2'000'000'000 + token * 10'000'000ull,
+                         2'001'000'000 + token * 10'000'000ull, token});
+    QCOMPARE(view.pollRecorder(), size_t{3});
+    QVERIFY(view.isFollowing());
+    view.grab();
+    QCOMPARE(view.paintedSpanCount(Lane::DeviceCompute), countLane(view.spans(), Lane::DeviceCompute));
+
     view.setRecorder(nullptr);
     recorder.record({Lane::DeviceCompute, 1, "layer", 0, 2'001'000'000, 2'002'000'000, 0});
     QTest::qWait(150);
-    QCOMPARE(view.spans().size(), size_t{1});  // no longer polled
+    QCOMPARE(view.spans().size(), size_t{3});  // no longer polled (the max is 3 tokens)
 }
 
 void TestBottleneckView::paintTimeWithTwentyThousandSpans()
