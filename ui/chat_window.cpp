@@ -53,6 +53,7 @@ namespace spillway::ui {
 namespace {
 constexpr const char* kWindowKey = "ui.window";        // geometry and dock layout
 constexpr const char* kLastModelKey = "ui.lastModel";  // the model that answered last
+constexpr const char* kTuningKey = "ui.tuning";        // the Tuning tab's choices
 }  // namespace
 
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent,
@@ -74,6 +75,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         m_chat->openHistory(dataFolder);
         m_models->checkWelcome();
         emit storeReadSetting(QString::fromLatin1(kWindowKey));
+        emit storeReadSetting(QString::fromLatin1(kTuningKey));
     }
     if (withData && modelPath.isEmpty()) {  // the model used last, once the store says which
         m_awaitingLastModel = true;
@@ -102,6 +104,11 @@ void ChatWindow::onSetting(const QString& key, const QString& valueJson)
     } else if (key == QLatin1String(kWindowKey) && doc.isObject()) {
         restoreGeometry(QByteArray::fromBase64(doc.object().value("geometry").toString().toLatin1()));
         restoreState(QByteArray::fromBase64(doc.object().value("state").toString().toLatin1()));
+    } else if (key == QLatin1String(kTuningKey) && doc.isObject()) {
+        m_tuningRestored = true;
+        m_tuning->restoreState(doc.object());
+    } else if (key == QLatin1String(kTuningKey)) {
+        m_tuningRestored = true;  // nothing stored yet: the defaults stand
     }
 }
 
@@ -654,6 +661,12 @@ void ChatWindow::connectLibraryAndTuning()
     });
 
     connect(m_tuning, &TuningPanel::changed, this, &ChatWindow::requestPrediction);
+    // Every choice is kept (once the stored ones are back: a change before that is the restore).
+    connect(m_tuning, &TuningPanel::changed, this, [this] {
+        if (!m_tuningRestored) return;
+        emit storeWriteSetting(QString::fromLatin1(kTuningKey),
+                               QString::fromUtf8(QJsonDocument(m_tuning->saveState()).toJson(QJsonDocument::Compact)));
+    });
     connect(m_tuning, &TuningPanel::applyClicked, this, &ChatWindow::applyTuning);
     connect(models, &LibraryController::probeProgress, m_welcome, &WelcomePage::setProgress);
     connect(models, &LibraryController::tuningReady, this, [this](const QString& summary, const QString& capabilities) {

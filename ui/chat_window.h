@@ -144,6 +144,7 @@ private:
     GenerationPanel* m_generation = nullptr;  // the chat's settings, beside the transcript
     QLabel* m_editBanner = nullptr;
     PromptEdit* m_prompt = nullptr;
+    bool m_tuningRestored = false;  // the stored Tuning choices were read (changes are saved from then on)
     QPushButton* m_send = nullptr;
     QPushButton* m_stop = nullptr;
     QLabel* m_error = nullptr;  // an error, or a notice (its "notice" property true)

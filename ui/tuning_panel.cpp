@@ -8,6 +8,7 @@
 #include <QLocale>
 #include <QPainter>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
@@ -191,6 +192,47 @@ void TuningPanel::showNoPlan(const QString& message)
     m_prediction->setText(tr("No plan: %1").arg(message));
     m_tierBar->set(0, 0, 0);
     m_apply->setEnabled(false);
+}
+
+QJsonObject TuningPanel::saveState() const
+{
+    return {{"backend", m_backend->currentData().toString()},
+            {"vramMiB", m_vram->value()},
+            {"ramMiB", m_ram->value()},
+            {"context", m_ctx->value()},
+            {"kvType", m_kvType->currentData().toString()},
+            {"neuronCache", m_neuronCache->value()},
+            {"neuronMode", m_neuronMode->currentData().toString()},
+            {"coldNeurons", m_coldNeurons->currentData().toString()},
+            {"prefetch", m_prefetch->value()},
+            {"threads", m_threads->value()}};
+}
+
+void TuningPanel::restoreState(const QJsonObject& state)
+{
+    {
+        const QSignalBlocker a(m_backend), b(m_vram), c(m_ram), d(m_ctx), e(m_kvType), f(m_neuronCache),
+            g(m_neuronMode), h(m_coldNeurons), i(m_prefetch), j(m_threads);
+        const auto choose = [&](QComboBox* box, const char* key) {
+            const int at = box->findData(state.value(QLatin1String(key)).toString());
+            if (at >= 0) box->setCurrentIndex(at);
+        };
+        const auto number = [&](auto* box, const char* key) {
+            const QJsonValue v = state.value(QLatin1String(key));
+            if (v.isDouble() && v.toDouble() >= box->minimum() && v.toDouble() <= box->maximum()) box->setValue(v.toDouble());
+        };
+        choose(m_backend, "backend");
+        choose(m_kvType, "kvType");
+        choose(m_neuronMode, "neuronMode");
+        choose(m_coldNeurons, "coldNeurons");
+        number(m_vram, "vramMiB");
+        number(m_ram, "ramMiB");
+        number(m_ctx, "context");
+        number(m_neuronCache, "neuronCache");
+        number(m_prefetch, "prefetch");
+        number(m_threads, "threads");
+    }
+    emit changed();
 }
 
 void TuningPanel::setVariants(const QVector<ModelItem>& catalog, const QString& currentPath)

@@ -4,6 +4,7 @@
 // them: a stacked bar per tier and the predicted tokens/s. It only shows and collects values;
 // ChatWindow sends them to the TuningWorker on every change and applies the plan.
 
+#include <QJsonObject>
 #include <QVector>
 #include <QWidget>
 
@@ -45,6 +46,12 @@ public:
     void setHardware(const QString& summary);
     void showPrediction(const TuningPrediction& prediction, bool canApply);
     void showNoPlan(const QString& message);
+    // The controls' choices as JSON (the compute device, budgets, context, KV and neuron-cache
+    // settings, prefetch, threads; not the variant, which belongs to the running model), and
+    // back: values the controls do not offer are left as they are. restoreState emits changed()
+    // once.
+    QJsonObject saveState() const;
+    void restoreState(const QJsonObject& state);
     // The compression variants of the running model: itself and the packages made from it (or
     // its source and siblings). Keeps the choice when it is still listed.
     void setVariants(const QVector<ModelItem>& catalog, const QString& currentPath);

@@ -679,6 +679,12 @@ void TestChatActions::windowAndLastModelSurviveARestart()
         emit picker->activated(row);
         QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && !window.controller()->isLoading(), 30'000);
         QCOMPARE(window.controller()->modelPath(), chatml);
+        // The Tuning tab's choices.
+        part<QDoubleSpinBox>(window, "vramBudget")->setValue(3.5);
+        part<QSpinBox>(window, "contextLength")->setValue(512);
+        auto* kv = part<QComboBox>(window, "kvType");
+        kv->setCurrentIndex(kv->findData(QStringLiteral("q8")));
+        part<QSpinBox>(window, "prefetch")->setValue(5);
         window.close();
     }
     {
@@ -689,6 +695,10 @@ void TestChatActions::windowAndLastModelSurviveARestart()
         QCOMPARE(window.controller()->modelPath(), chatml);
         QTRY_COMPARE_WITH_TIMEOUT(window.size(), saved, 5'000);
         QVERIFY(part<QDockWidget>(window, "bottleneckDock")->isHidden());
+        QTRY_COMPARE_WITH_TIMEOUT(part<QSpinBox>(window, "contextLength")->value(), 512, 5'000);
+        QCOMPARE(part<QDoubleSpinBox>(window, "vramBudget")->value(), 3.5);
+        QCOMPARE(part<QComboBox>(window, "kvType")->currentData().toString(), QStringLiteral("q8"));
+        QCOMPARE(part<QSpinBox>(window, "prefetch")->value(), 5);
     }
     {
         // The model used last went away: the fallback answers.
