@@ -40,6 +40,8 @@ BottleneckView::BottleneckView(QWidget* parent) : QWidget(parent)
     m_timer->setInterval(16);
     connect(m_timer, &QTimer::timeout, this, [this] { pollRecorder(); });
     m_headline = headlineFor(m_stats.total);
+    setAccessibleName(tr("Bottleneck timeline"));
+    setAccessibleDescription(m_headline);
 }
 
 BottleneckView::~BottleneckView() = default;
@@ -165,6 +167,8 @@ void BottleneckView::rebuildIndex()
     m_headline = headlineFor(m_stats.total);
     m_breakdown = m_stats.total.tokens > 0 ? QString::fromStdString(m_stats.total.text())
                                            : QString();
+    // What a screen reader says of the painted timeline: its headline and breakdown in words.
+    setAccessibleDescription(m_breakdown.isEmpty() ? m_headline : m_headline + QStringLiteral(". ") + m_breakdown);
     applyFollow();
 }
 

@@ -164,9 +164,11 @@ void ChatWindow::buildWidgets(bool withData)
     m_tuning->setObjectName("tuning");
     m_tabs = new QTabWidget(splitter);
     m_tabs->setObjectName("sideTabs");
+    m_tabs->setAccessibleName(tr("Chats, models and tuning"));
     // The Models and Tuning tabs scroll rather than make the window taller than a laptop screen.
-    auto scrolled = [this](QWidget* panel) {
+    auto scrolled = [this](QWidget* panel, const QString& name) {
         auto* area = new QScrollArea(m_tabs);
+        area->setAccessibleName(name);
         area->setWidget(panel);
         area->setWidgetResizable(true);
         area->setFrameShape(QFrame::NoFrame);
@@ -175,8 +177,8 @@ void ChatWindow::buildWidgets(bool withData)
         return area;
     };
     m_tabs->addTab(side, tr("Chats"));
-    m_tabs->addTab(scrolled(m_library), tr("Models"));
-    m_tabs->addTab(scrolled(m_tuning), tr("Tuning"));
+    m_tabs->addTab(scrolled(m_library, tr("Models")), tr("Models"));
+    m_tabs->addTab(scrolled(m_tuning, tr("Tuning")), tr("Tuning"));
     m_tabs->setVisible(withData);
     setAcceptDrops(withData);
 

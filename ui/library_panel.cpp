@@ -73,6 +73,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_add->setToolTip(tr("Or drop a GGUF file or a package folder anywhere on the window"));
     m_models = new QListView(this);
     m_models->setObjectName("models");
+    m_models->setAccessibleName(tr("Model library"));
     m_models->setWordWrap(true);
     m_models->setItemDelegate(new CardDelegate(m_models));
     m_models->setResizeMode(QListView::Adjust);
@@ -104,6 +105,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_bar->setTextVisible(false);
     m_result = new QLabel(this);
     m_result->setObjectName("compressResult");
+    m_result->setAccessibleName(tr("Compression result"));
     m_result->setWordWrap(true);
     m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
     auto* row = new QHBoxLayout;

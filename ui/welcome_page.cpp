@@ -27,10 +27,12 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent)
     m_progress->setValue(0);
     m_hardware = new QLabel(this);
     m_hardware->setObjectName("welcomeHardware");
+    m_hardware->setAccessibleName(tr("This machine"));
     m_hardware->setWordWrap(true);
     m_hardware->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_capabilities = new QLabel(this);
     m_capabilities->setObjectName("welcomeCapabilities");
+    m_capabilities->setAccessibleName(tr("What it can run"));
     m_capabilities->setWordWrap(true);
     m_capabilities->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_model = new QLabel(tr("Loading the demo model …"), this);

@@ -6,6 +6,8 @@
 #include <QFileInfo>
 #include <QFile>
 #include <QLabel>
+#include <QAccessible>
+#include <QScrollBar>
 #include <QLineEdit>
 #include <QListView>
 #include <QDir>
@@ -87,6 +89,7 @@ private slots:
     void markdownRepliesAreRendered();
     void tuningPlansAndAppliesAPlacement();
     void vulkanDeviceRepliesLikeTheCpu();
+    void everyControlHasAnAccessibleName();
 
 private:
     QTemporaryDir m_cache;
@@ -472,6 +475,42 @@ void TestChatWindow::vulkanDeviceRepliesLikeTheCpu()
     QCOMPARE(window.library()->lastPrediction().settings.backend, QStringLiteral("vulkan"));
     qunsetenv("SPILLWAY_BACKEND");
     qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
+}
+
+// What a screen reader announces: every control a user can reach with the keyboard, in every
+// tab and panel, has a name (its own, its button text, or its form label); the painted timeline
+// says in words what it draws.
+void TestChatWindow::everyControlHasAnAccessibleName()
+{
+    QTemporaryDir data;
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.show();
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+    QStringList unnamed;
+    for (QWidget* w : window.findChildren<QWidget*>()) {
+        if (w->focusPolicy() == Qt::NoFocus || !w->isEnabledTo(&window)) continue;
+        // Qt's own parts of a named control: scroll bars, a tab widget's bar, a combo box's popup.
+        if (qobject_cast<QScrollBar*>(w) || w->inherits("QTabBar") || w->inherits("QComboBoxListView") ||
+            w->objectName().startsWith("qt_"))
+            continue;
+        QAccessibleInterface* iface = QAccessible::queryAccessibleInterface(w);
+        if (!iface || iface->text(QAccessible::Name).trimmed().isEmpty())
+            unnamed << QStringLiteral("%1 '%2'").arg(QString::fromLatin1(w->metaObject()->className()), w->objectName());
+    }
+    QVERIFY2(unnamed.isEmpty(), qPrintable(unnamed.join(", ")));
+
+    auto* view = part<spillway::ui::BottleneckView>(window, "bottleneck");
+    QVERIFY(!view->accessibleName().isEmpty());
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    window.controller()->setMaxTokens(8);
+    promptOf(window)->setText(QStringLiteral("Once upon a time"));
+    window.send();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    QTRY_VERIFY_WITH_TIMEOUT(!view->headline().isEmpty(), 5'000);
+    QAccessibleInterface* iface = QAccessible::queryAccessibleInterface(view);
+    QVERIFY(iface);
+    QTRY_VERIFY_WITH_TIMEOUT(iface->text(QAccessible::Description).contains(view->headline()), 5'000);
 }
 
 QTEST_MAIN(TestChatWindow)

@@ -171,6 +171,10 @@
         <source>No trace loaded</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Bottleneck timeline</source>
+        <translation>Engpass-Zeitleiste</translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ChatController</name>
@@ -501,6 +505,34 @@
         <source>Loading %1 … (%2 answers until it is ready)</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Conversations</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Chats, models and tuning</source>
+        <translation>Chats, Modelle und Abstimmung</translation>
+    </message>
+    <message>
+        <source>Conversation</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Prompt</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Status</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Context used</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>A reply is being written: stop it (Escape) to open another chat</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ConversationListModel</name>
@@ -697,6 +729,18 @@
     </message>
     <message>
         <source>, about %1 s left</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Model library</source>
+        <translation>Modellbibliothek</translation>
+    </message>
+    <message>
+        <source>Compression result</source>
+        <translation>Ergebnis der Kompression</translation>
+    </message>
+    <message>
+        <source>Remove from library (the files stay)</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -1043,6 +1087,14 @@ KV cache %5
     <message>
         <source>The measurement failed: %1. Chatting works all the same; the Tuning tab needs the measurement for its predictions.</source>
         <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This machine</source>
+        <translation>Dieser Rechner</translation>
+    </message>
+    <message>
+        <source>What it can run</source>
+        <translation>Was er ausführen kann</translation>
     </message>
 </context>
 </TS>
