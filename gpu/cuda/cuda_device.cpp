@@ -22,7 +22,6 @@ size_t hostMappedBytes(size_t bytes)
     return std::max<size_t>(page, (bytes + page - 1) / page * page);
 }
 
-
 std::string cudaMessage(cudaError_t e)
 {
     return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
