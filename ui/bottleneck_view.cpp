@@ -158,6 +158,10 @@ void BottleneckView::rebuildIndex()
         m_dataBeginNs = std::min(m_dataBeginNs, s.startNs);
         m_dataEndNs = std::max(m_dataEndNs, end);
     }
+    const uint32_t followFrom = m_newestToken >= uint32_t(followTokens()) ? m_newestToken - followTokens() + 1 : 0;
+    m_followBeginNs = m_dataEndNs;
+    for (const trace::Span& s : m_spans)
+        if (!m_live || s.token >= followFrom) m_followBeginNs = std::min(m_followBeginNs, s.startNs);
     for (LaneView& lane : m_lanes)
         std::sort(lane.order.begin(), lane.order.end(), [this](uint32_t a, uint32_t b) {
             return m_spans[a].startNs < m_spans[b].startNs;
@@ -234,8 +238,10 @@ BottleneckView::TimeRange BottleneckView::dataRange() const
 void BottleneckView::applyFollow()
 {
     if (!m_follow) return;
-    const double length = std::max(static_cast<double>(m_dataEndNs - m_dataBeginNs), kMinVisibleNs);
-    m_viewBeginNs = static_cast<double>(m_dataBeginNs) - kFitMargin * length;
+    // Live: the newest followTokens() tokens; a recorded trace: all of it.
+    const uint64_t begin = m_live ? m_followBeginNs : m_dataBeginNs;
+    const double length = std::max(static_cast<double>(m_dataEndNs - begin), kMinVisibleNs);
+    m_viewBeginNs = static_cast<double>(begin) - kFitMargin * length;
     m_viewEndNs = m_viewBeginNs + (1 + 2 * kFitMargin) * length;
 }
 

@@ -53,9 +53,12 @@ public:
     trace::Recorder* recorder() const { return m_recorder; }
     void setPollIntervalMs(int ms);
     int pollIntervalMs() const;
-    // Tokens of history kept in live mode (at least 1; default 8).
+    // Tokens of history kept in live mode (at least 1; default 64): the headline, the lanes'
+    // figures and the exports cover them all; following, the view shows the newest
+    // followTokens() of them (zoom out or fit for the rest).
     void setMaxTokens(int tokens);
     int maxTokens() const { return m_maxTokens; }
+    static constexpr int followTokens() { return 8; }
     // Drains the recorder now (what the timer does); returns how many spans arrived.
     size_t pollRecorder();
 
@@ -150,7 +153,7 @@ private:
     std::vector<trace::Span> m_drained;  // reused drain buffer
     std::vector<trace::Span> m_spans;    // the shown history
     uint32_t m_newestToken = 0;
-    int m_maxTokens = 8;
+    int m_maxTokens = 64;
     bool m_live = false;
 
     std::array<LaneView, trace::kLaneCount> m_lanes;
@@ -158,6 +161,7 @@ private:
     std::vector<NeuronCacheLayerStats> m_cacheLayers;
     uint64_t m_dropped = 0;  // the recorder's lost spans, shown as a warning
     uint64_t m_dataBeginNs = 0, m_dataEndNs = 0;
+    uint64_t m_followBeginNs = 0;  // the earliest start among the newest followTokens() tokens
     double m_viewBeginNs = 0, m_viewEndNs = 0;  // absolute span clock
     bool m_follow = true;
 

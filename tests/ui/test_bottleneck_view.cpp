@@ -154,6 +154,7 @@ private slots:
     void syntheticTracePaintsEveryLane();
     void zoomPanAndFit();
     void liveRecorderKeepsLastTokens();
+    void liveViewFollowsTheNewestOfALongerHistory();
     void paintTimeWithTwentyThousandSpans();
     void neuronCacheStripShowsEachLayersHitRate();
 };
@@ -405,6 +406,35 @@ void TestBottleneckView::liveRecorderKeepsLastTokens()
     recorder.record({Lane::DeviceCompute, 1, "layer", 0, 2'001'000'000, 2'002'000'000, 0});
     QTest::qWait(150);
     QCOMPARE(view.spans().size(), size_t{3});  // no longer polled (the max is 3 tokens)
+}
+
+// By default the live view keeps 64 tokens (its figures and exports cover them) and, following,
+// shows the newest 8; fitting or zooming out brings the rest.
+void TestBottleneckView::liveViewFollowsTheNewestOfALongerHistory()
+{
+    trace::Recorder recorder(1 << 12);
+    BottleneckView view;
+    view.resize(900, 360);
+    QCOMPARE(view.maxTokens(), 64);
+    view.setRecorder(&recorder);
+    constexpr uint64_t ms = 1'000'000;
+    for (uint32_t token = 0; token < 70; ++token)
+        recorder.record({Lane::DeviceCompute, 0, "layer", 0, 1'000 * ms + token * 10 * ms, 1'000 * ms + token * 10 * ms + 8 * ms, token});
+    QCOMPARE(view.pollRecorder(), size_t{70});
+    QCOMPARE(int(view.spans().size()), 64);  // tokens 6..69
+    QCOMPARE(view.spans().front().token, 6u);
+    const auto visible = view.visibleRange();
+    const double newest8 = 1'000.0 * ms + 62 * 10.0 * ms;  // token 62 starts here
+    QVERIFY2(visible.beginNs > newest8 - 10.0 * ms && visible.beginNs <= newest8,
+             qPrintable(QString::number(visible.beginNs)));
+    QVERIFY(visible.endNs >= 1'000.0 * ms + 69 * 10.0 * ms + 8 * ms);
+    view.grab();
+    QCOMPARE(view.paintedSpanCount(Lane::DeviceCompute), 8);
+    QVERIFY2(view.breakdown().contains("compute"), qPrintable(view.breakdown()));
+    // Zoomed out to the whole history: all 64 are drawn.
+    view.zoomBy(20.0, view.xForTime(visible.endNs));
+    view.grab();
+    QCOMPARE(view.paintedSpanCount(Lane::DeviceCompute), 64);
 }
 
 void TestBottleneckView::paintTimeWithTwentyThousandSpans()
