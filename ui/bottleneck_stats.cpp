@@ -56,7 +56,7 @@ TokenStats computeTokenStats(std::span<const trace::Span> spans)
     return stats;
 }
 
-QString headlineFor(const trace::Summary& total)
+QString headlineFor(const trace::Summary& total, bool computeOnHost)
 {
     auto tr = [](const char* text) { return QCoreApplication::translate("BottleneckView", text); };
     if (total.tokens == 0 || total.windowNs == 0) return tr("No spans recorded yet");
@@ -71,8 +71,8 @@ QString headlineFor(const trace::Summary& total)
     case Category::Decompress:
         return tr("%1% of each token waits on decompression").arg(percent);
     case Category::Compute: {
-        const bool cpu =
-            total.lane(Lane::CpuCompute).busyNs > total.lane(Lane::DeviceCompute).busyNs;
+        const bool cpu = computeOnHost ||
+                         total.lane(Lane::CpuCompute).busyNs > total.lane(Lane::DeviceCompute).busyNs;
         return (cpu ? tr("%1% of each token is CPU compute")
                     : tr("%1% of each token is device compute"))
             .arg(percent);

@@ -38,7 +38,8 @@ std::vector<NeuronCacheLayerStats> computeNeuronCacheStats(std::span<const trace
 // One sentence about the largest share of each token: "71% of each token waits on SSD reads",
 // "64% of each token is device compute", … Names the dominant category and, for compute,
 // which of the device and the CPU was busier.
-QString headlineFor(const trace::Summary& total);
+// computeOnHost: the device is the host's CPU (its compute is the CPU's).
+QString headlineFor(const trace::Summary& total, bool computeOnHost = false);
 
 // "1.52 ms", "35.2 µs", "820 ns".
 QString formatDuration(double ns);

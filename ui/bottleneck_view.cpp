@@ -68,6 +68,22 @@ void BottleneckView::setPollIntervalMs(int ms) { m_timer->setInterval(std::max(1
 
 int BottleneckView::pollIntervalMs() const { return m_timer->interval(); }
 
+void BottleneckView::setComputeOnHost(bool host)
+{
+    if (host == m_computeOnHost) return;
+    m_computeOnHost = host;
+    rebuildIndex();  // the headline names the compute's side
+    update();
+    emit traceChanged();
+}
+
+QString BottleneckView::laneLabel(trace::Lane lane) const
+{
+    if (m_computeOnHost && lane == trace::Lane::DeviceCompute) return tr("CPU compute");
+    if (m_computeOnHost && lane == trace::Lane::CpuCompute) return tr("CPU beside GPU");
+    return QString::fromUtf8(trace::laneName(lane));
+}
+
 void BottleneckView::setMaxTokens(int tokens)
 {
     m_maxTokens = std::max(1, tokens);
@@ -168,7 +184,7 @@ void BottleneckView::rebuildIndex()
         });
     m_stats = computeTokenStats(m_spans);
     m_cacheLayers = computeNeuronCacheStats(m_spans);
-    m_headline = headlineFor(m_stats.total);
+    m_headline = headlineFor(m_stats.total, m_computeOnHost);
     m_breakdown = m_stats.total.tokens > 0 ? QString::fromStdString(m_stats.total.text())
                                            : QString();
     // What a screen reader says of the painted timeline: its headline and breakdown in words.
@@ -336,7 +352,7 @@ QString BottleneckView::spanInfoAt(QPoint pos) const
     if (s->bytes > 0 && ns > 0)
         rate = tr("%1 GB/s").arg(static_cast<double>(s->bytes) / ns, 0, 'f', 2);  // bytes/ns = GB/s
     return tr("%1 · %2 · %3 · %4 · %5 · %6 · token %7")
-        .arg(QString::fromUtf8(trace::laneName(s->lane)), layer, QString::fromUtf8(s->op),
+        .arg(laneLabel(s->lane), layer, QString::fromUtf8(s->op),
              s->bytes > 0 ? formatBytes(s->bytes) : tr("no bytes"), formatDuration(ns), rate)
         .arg(s->token);
 }

@@ -74,6 +74,12 @@ public:
     double predictedMsPerToken(trace::Lane lane) const;  // < 0 when not predicted
     void clearPrediction();
 
+    // The device that computes is the host's CPU (a machine without a usable GPU, or the CPU
+    // chosen): the device's lane reads "CPU compute" and the CPU lane, which counts the CPU's
+    // work beside a GPU (split rows, cold neurons), "CPU beside GPU".
+    void setComputeOnHost(bool host);
+    bool computeOnHost() const { return m_computeOnHost; }
+    QString laneLabel(trace::Lane lane) const;
     // "71% of each token waits on SSD reads"; empty-trace text when nothing was recorded.
     QString headline() const { return m_headline; }
     // "SSD read 61%, host→device 12%, compute 20%, stalls 7%" over the shown tokens.
@@ -154,6 +160,7 @@ private:
     std::vector<trace::Span> m_spans;    // the shown history
     uint32_t m_newestToken = 0;
     int m_maxTokens = 64;
+    bool m_computeOnHost = false;
     bool m_live = false;
 
     std::array<LaneView, trace::kLaneCount> m_lanes;

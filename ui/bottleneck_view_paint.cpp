@@ -153,7 +153,7 @@ void BottleneckView::paintEvent(QPaintEvent*)
         const double nameBase = r.center().y() - 2;
         p.setPen(pal.color(QPalette::Text));
         p.setFont(bold);
-        p.drawText(QPointF(textLeft, nameBase), QString::fromUtf8(trace::laneName(lane)));
+        p.drawText(QPointF(textLeft, nameBase), laneLabel(lane));
         p.setFont(font());
         const QString busy = tr("%1%").arg(std::lround(100 * utilization(lane)));
         p.drawText(QPointF(plot.left() - kMargin - fm.horizontalAdvance(busy), nameBase), busy);

@@ -468,6 +468,7 @@ void ChatWindow::connectChat()
                     m_chat->setModelDescription(description);
                     if (!m_chat->isGenerating()) m_status->setText(description);
                 }
+                m_bottleneck->setComputeOnHost(backend == QLatin1String("cpu"));
                 emit deviceChanged(backend);
                 if (!m_models) return;
                 m_models->setActiveBackend(backend);

@@ -137,6 +137,17 @@ void TestChatWindow::greedyReplyMatchesReference()
     // The docked visualizer drew the layers the engine just ran.
     QTRY_VERIFY_WITH_TIMEOUT(part<spillway::ui::BottleneckView>(window, "bottleneck")->paintedSpanCount(spillway::trace::Lane::DeviceCompute) > 0, 5'000);
     QVERIFY2(!part<spillway::ui::BottleneckView>(window, "bottleneck")->headline().isEmpty(), "no headline");
+    // Computed by the CPU (no CUDA GPU here; the app does not compute on Mesa's CPU Vulkan): the
+    // compute lane and the headline say so, instead of "device compute" beside an idle CPU lane.
+    const auto* view = part<spillway::ui::BottleneckView>(window, "bottleneck");
+    bool cuda = false;
+    for (const auto& b : spillway::gpu::backendStatus()) cuda |= b.name == "cuda" && b.usable;
+    if (!cuda) {
+        QVERIFY(view->computeOnHost());
+        QCOMPARE(view->laneLabel(spillway::trace::Lane::DeviceCompute), QStringLiteral("CPU compute"));
+        QCOMPARE(view->laneLabel(spillway::trace::Lane::CpuCompute), QStringLiteral("CPU beside GPU"));
+        QVERIFY2(view->headline().contains("CPU compute"), qPrintable(view->headline()));
+    }
 }
 
 void TestChatWindow::stopEndsLongReply()

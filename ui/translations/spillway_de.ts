@@ -175,6 +175,14 @@
         <source>Bottleneck timeline</source>
         <translation>Engpass-Zeitleiste</translation>
     </message>
+    <message>
+        <source>CPU compute</source>
+        <translation>CPU-Berechnung</translation>
+    </message>
+    <message>
+        <source>CPU beside GPU</source>
+        <translation>CPU neben GPU</translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ChatController</name>
