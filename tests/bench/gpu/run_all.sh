@@ -10,11 +10,11 @@
 # Usage: tests/bench/gpu/run_all.sh BIN_DIR [OUT_DIR]
 #   Parts, in order: conformance, e2e (test_cuda_generate: reference texts through every tier,
 #   placements, batches, the neuron cache, the timeline marks), reference, bench-cuda, resident
-#   (TinyLlama-1.1B shape F16 and Q8_0 on the GPU: a 515-token prompt's time to first token and
-#   decode tokens/s, beside llama.cpp's llama-bench on the same files when LLAMA_BENCH names
-#   one built with CUDA; SPILLWAY_BENCH_TYPES="q4_k" narrows the types), 7b (Llama-2-7B shape Q4_K and Q8_0: resident, and with a device budget
-#   of half the file against llama.cpp's -ngl 16, beside llama-bench), offload, bitmap,
-#   accelerate, 13b,
+#   (TinyLlama-1.1B shape F16, Q8_0 and Q4_K on the GPU: a 515-token prompt's time to first token
+#   and decode tokens/s, beside llama.cpp's llama-bench on the same files when LLAMA_BENCH names
+#   one built with CUDA, e.g. carried beside the staged binaries; SPILLWAY_BENCH_TYPES="q4_k"
+#   narrows the types), offload, 7b (Llama-2-7B shape Q4_K and Q8_0: resident, and with a device
+#   budget of half the file against llama.cpp's -ngl 16), bitmap, accelerate, 13b,
 #   neuron-package (the issue-9 model and package: ~60 s + ~6 min on a 16-core host), neuron (its
 #   benchmarks), vulkan. SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts;
 #   SPILLWAY_BENCH_ONLY="neuron-package" runs only those named. A lease's 10-minute calls fit
