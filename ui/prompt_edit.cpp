@@ -72,6 +72,12 @@ void PromptEdit::keyPressEvent(QKeyEvent* event)
     QPlainTextEdit::keyPressEvent(event);
 }
 
+void PromptEdit::resizeEvent(QResizeEvent* event)
+{
+    QPlainTextEdit::resizeEvent(event);
+    fitHeight();
+}
+
 void PromptEdit::insertFromMimeData(const QMimeData* source)
 {
     if (source && source->hasText()) insertPlainText(source->text());  // plain text, lines kept

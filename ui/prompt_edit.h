@@ -26,6 +26,7 @@ signals:
 
 protected:
     void keyPressEvent(QKeyEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;  // a new width wraps the lines anew
     void insertFromMimeData(const QMimeData* source) override;
 
 private:

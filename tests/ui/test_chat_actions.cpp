@@ -470,6 +470,12 @@ void TestChatActions::multiLinePromptsKeepTheirLines()
     QCOMPARE(int(stored.size()), 2);
     QCOMPARE(stored[0].content, std::string("Once upon\na time\nthere was\na dog"));
     QVERIFY(transcriptOf(window)->toPlainText().contains(QStringLiteral("there was")));
+    // A line that fits wraps when the window narrows, and the box grows with it.
+    window.resize(1200, window.height());
+    prompt->setText(QStringLiteral("the quick brown fox jumps over the lazy dog ").repeated(2).trimmed());
+    QTRY_COMPARE_WITH_TIMEOUT(prompt->height(), oneLine, 2'000);
+    window.resize(window.minimumSizeHint().width(), window.height());
+    QTRY_VERIFY_WITH_TIMEOUT(prompt->height() > oneLine, 2'000);
 }
 
 QTEST_MAIN(TestChatActions)
