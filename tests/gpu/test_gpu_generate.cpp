@@ -3,8 +3,9 @@
 // generate --backend B` greedily continues the reference prompts of stories260K and
 // relu-stories-260K exactly as the CPU backend does (tests/data/reference/*.greedy48.tsv), with
 // F32, F16 and Q8 KV caches, with weights on the device, streamed from RAM and the SSD, split by
-// rows with the CPU (HeteGen), prompts in batches; the neuron cache on the device; the device's
-// timeline marks. Skipped, with the registry's reason, where no such device is usable.
+// rows with the CPU (HeteGen), prompts in batches; models of every GGUF type against the CPU's
+// logits; the neuron cache on the device; the device's timeline marks. Skipped, with the
+// registry's reason, where no such device is usable.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -14,10 +15,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
-#include <random>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <random>
 #include <string>
 
 #include "core/calibrate/compress_model.h"
