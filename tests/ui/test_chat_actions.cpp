@@ -219,8 +219,15 @@ void TestChatActions::editIsCancelledWithEscape()
     promptOf(window)->setText(QStringLiteral("Lily"));
     window.send();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    // A laptop-sized window (1366x768 leaves about 700 px) keeps its size while the edit banner
+    // shows (it grew by 21 px once).
+    window.resize(1000, 700);
+    QTRY_COMPARE_WITH_TIMEOUT(window.size(), QSize(1000, 700), 2'000);
     emit transcriptOf(window)->anchorClicked(QUrl(QStringLiteral("msg://edit/0")));
     QCOMPARE(promptOf(window)->text(), QStringLiteral("Lily"));
+    QTest::qWait(50);
+    QCOMPARE(window.size(), QSize(1000, 700));
+    QVERIFY2(window.minimumSizeHint().height() <= 700, qPrintable(QString::number(window.minimumSizeHint().height())));
     auto* banner = window.findChild<QLabel*>("editBanner");
     QVERIFY(banner && banner->isVisible());
     promptOf(window)->setFocus();
