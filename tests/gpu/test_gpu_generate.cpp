@@ -32,6 +32,7 @@
 #include "gpu/registry.h"
 #include "../common/cli_run.h"
 #include "../common/reference_texts.h"
+#include "../common/session_logits.h"
 
 namespace {
 
@@ -47,6 +48,8 @@ const std::string kCli = pathFrom("SPILLWAY_BIN_DIR", SPILLWAY_BIN_DIR) + "/spil
 constexpr const char* kBackend = SPILLWAY_TEST_BACKEND;
 
 using testing_support::CliRun;
+using spillway::testing_support::relativeL2;
+using spillway::testing_support::sessionLogits;
 
 std::string tempDir()
 {
@@ -213,37 +216,6 @@ TEST(GpuGenerate, ReluModelGivesTheReferenceTextOnEveryTier)
     }
 }
 
-// Logits of a prompt run `batch` tokens at a time, then of `steps` greedy tokens one at a time.
-std::vector<float> sessionLogits(const spillway::LlamaModel& model, spillway::gpu::Device& device,
-                                 const spillway::SessionOptions& options, const std::vector<int32_t>& prompt,
-                                 int steps)
-{
-    using namespace spillway;
-    auto session = LlamaSession::create(model, device, options);
-    EXPECT_TRUE(session) << (session ? "" : session.error().message);
-    if (!session) return {};
-    const size_t vocab = size_t(model.config().vocabSize);
-    std::vector<float> all;
-    auto logits = (*session)->forward(std::span<const int32_t>(prompt), 0);
-    for (int i = 0;; ++i) {
-        EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
-        if (!logits) return {};
-        all.insert(all.end(), *logits, *logits + vocab);
-        if (i == steps) return all;
-        logits = (*session)->forward(argmax({*logits, vocab}), int(prompt.size()) + i);
-    }
-}
-
-double relativeL2(const std::vector<float>& got, const std::vector<float>& want)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-30));
-}
-
 // The greedy token after each position's logits (vocab floats each).
 std::vector<int32_t> greedyTokens(const std::vector<float>& logits, size_t vocab)
 {
@@ -390,39 +362,23 @@ TEST(GpuGenerate, SlotsAreRefilledOnlyAfterTheirOpsFinished)
     std::filesystem::remove(path);
 }
 
-// Logits of `tokens` fed one pass per `batch` tokens (the prompt) and then one at a time
-// (`decode` tokens), as rows of vocab floats: the prompt's last position, then each decode step.
-// Every device is fed the same tokens (none follows its own greedy choice: on random weights
-// near-ties are common, and two correct implementations soon pick different tokens).
-std::vector<float> forcedLogits(const spillway::LlamaModel& model, spillway::gpu::Device& device,
-                                const spillway::SessionOptions& options, const std::vector<int32_t>& tokens,
-                                size_t promptTokens)
-{
-    using namespace spillway;
-    auto session = LlamaSession::create(model, device, options);
-    EXPECT_TRUE(session) << (session ? "" : session.error().message);
-    if (!session) return {};
-    const size_t vocab = size_t(model.config().vocabSize);
-    std::vector<float> all;
-    for (size_t at = promptTokens; at <= tokens.size(); ++at) {
-        auto logits = at == promptTokens
-                          ? (*session)->forward(std::span<const int32_t>(tokens.data(), promptTokens), 0)
-                          : (*session)->forward(tokens[at - 1], int(at - 1));
-        EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
-        if (!logits) return {};
-        all.insert(all.end(), *logits, *logits + vocab);
-    }
-    return all;
-}
-
 // Relative L2 distance of each row of vocab floats.
 std::vector<double> rowErrors(const std::vector<float>& got, const std::vector<float>& want, size_t vocab)
 {
     std::vector<double> out;
     for (size_t at = 0; at + vocab <= want.size() && at + vocab <= got.size(); at += vocab)
-        out.push_back(relativeL2({got.begin() + ptrdiff_t(at), got.begin() + ptrdiff_t(at + vocab)},
-                                 {want.begin() + ptrdiff_t(at), want.begin() + ptrdiff_t(at + vocab)}));
+        out.push_back(relativeL2(std::span(got).subspan(at, vocab), std::span(want).subspan(at, vocab)));
     return out;
+}
+
+// Logits of `tokens`: the first promptTokens as the prompt, every later one fed in turn.
+std::vector<float> forcedLogits(const spillway::LlamaModel& model, spillway::gpu::Device& device,
+                                const spillway::SessionOptions& options, const std::vector<int32_t>& tokens,
+                                size_t promptTokens)
+{
+    const std::span<const int32_t> all(tokens);
+    return sessionLogits(model, device, options, all.first(promptTokens), int(tokens.size() - promptTokens),
+                         all.subspan(promptTokens));
 }
 
 // The types of the files people download (Q4_K_M files are Q4_K and Q6_K; Q5_K_M Q5_K and Q6_K;
@@ -540,12 +496,7 @@ TEST(GpuGenerate, NeuronCacheOnTheDeviceFollowsTheDenseCpuRun)
     size_t agree = 0;
     const int steps = 8;
     auto relL2 = [&](const float* got, const std::vector<float>& want) {
-        double num = 0.0, den = 0.0;
-        for (int i = 0; i < c.vocabSize; ++i) {
-            num += (double(got[i]) - want[size_t(i)]) * (double(got[i]) - want[size_t(i)]);
-            den += double(want[size_t(i)]) * want[size_t(i)];
-        }
-        return std::sqrt(num / den);
+        return relativeL2({got, size_t(c.vocabSize)}, want);
     };
     const auto best = [&](const float* v) { return int32_t(std::max_element(v, v + c.vocabSize) - v); };
     for (int pos = 0; pos < steps; ++pos) {
@@ -627,13 +578,9 @@ TEST(GpuGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
         const std::vector<float> cpuLogits(*want, *want + c.vocabSize);
         auto got = (*onGpu)->forward(token, pos);
         ASSERT_TRUE(got) << got.error().message;
-        double num = 0.0, den = 0.0;
-        for (int i = 0; i < c.vocabSize; ++i) {
-            num += (double((*got)[i]) - cpuLogits[size_t(i)]) * (double((*got)[i]) - cpuLogits[size_t(i)]);
-            den += double(cpuLogits[size_t(i)]) * cpuLogits[size_t(i)];
-        }
-        std::printf("[ INFO     ] position %d: rel L2 %.2e to the CPU device's cache\n", pos, std::sqrt(num / den));
-        EXPECT_LE(std::sqrt(num / den), pos == 0 ? 1e-5 : 2e-2) << "position " << pos;
+        const double err = relativeL2({*got, size_t(c.vocabSize)}, cpuLogits);
+        std::printf("[ INFO     ] position %d: rel L2 %.2e to the CPU device's cache\n", pos, err);
+        EXPECT_LE(err, pos == 0 ? 1e-5 : 2e-2) << "position " << pos;
         token = int32_t(std::max_element(cpuLogits.begin(), cpuLogits.end()) - cpuLogits.begin());
         agree += int32_t(std::max_element(*got, *got + c.vocabSize) - *got) == token;
     }

@@ -23,6 +23,7 @@
 #include "core/trace/trace.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/opaque_device.h"
+#include "../common/session_logits.h"
 
 using namespace spillway;
 
@@ -35,30 +36,6 @@ std::unique_ptr<LlamaModel> loadModel(const std::string& path = kModel)
     auto m = LlamaModel::load(path);
     EXPECT_TRUE(m) << (m ? "" : m.error().message);
     return m ? std::move(m.value()) : nullptr;
-}
-
-// Logits of `tokens` run through a session, prompt in batches of `batch`, then one by one.
-std::vector<float> runLogits(const LlamaModel& model, gpu::Device& device, const SessionOptions& options,
-                             const std::vector<int32_t>& prompt, int decodeSteps)
-{
-    auto session = LlamaSession::create(model, device, options);
-    EXPECT_TRUE(session) << (session ? "" : session.error().message);
-    if (!session) return {};
-    const size_t vocab = size_t(model.config().vocabSize);
-    std::vector<float> all;
-    auto logits = (*session)->forward(std::span<const int32_t>(prompt), 0);
-    EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
-    if (!logits) return {};
-    all.insert(all.end(), *logits, *logits + vocab);
-    int32_t token = argmax({*logits, vocab});
-    for (int i = 0; i < decodeSteps; ++i) {
-        logits = (*session)->forward(token, int(prompt.size()) + i);
-        EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
-        if (!logits) return {};
-        all.insert(all.end(), *logits, *logits + vocab);
-        token = argmax({*logits, vocab});
-    }
-    return all;
 }
 
 plan::Placement mixedPlacement(const LlamaModel& model, unsigned seed)
@@ -90,7 +67,7 @@ TEST(Offload, LogitsBitwiseIdenticalAcrossPlacements)
     SessionOptions base;
     base.contextLength = 64;
     base.batch = 1;
-    const std::vector<float> reference = runLogits(*model, *device, base, kPrompt, 12);
+    const std::vector<float> reference = testing_support::sessionLogits(*model, *device, base, kPrompt, 12);
     ASSERT_FALSE(reference.empty());
 
     struct Case { const char* name; plan::Placement placement; int batch; };
@@ -119,7 +96,7 @@ TEST(Offload, LogitsBitwiseIdenticalAcrossPlacements)
         SessionOptions o = base;
         o.placement = c.placement;
         o.batch = c.batch;
-        const std::vector<float> got = runLogits(*model, *device, o, kPrompt, 12);
+        const std::vector<float> got = testing_support::sessionLogits(*model, *device, o, kPrompt, 12);
         ASSERT_EQ(got.size(), reference.size()) << c.name;
         EXPECT_EQ(0, std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)))
             << c.name << " prefetch " << c.placement.prefetchDepth << " batch " << c.batch;
@@ -200,7 +177,7 @@ TEST(Offload, DeviceWithoutHostPointersGivesTheSameLogits)
     SessionOptions base;
     base.contextLength = 64;
     base.batch = 3;
-    const std::vector<float> expected = runLogits(*model, *reference, base, kPrompt, 10);
+    const std::vector<float> expected = testing_support::sessionLogits(*model, *reference, base, kPrompt, 10);
     ASSERT_FALSE(expected.empty());
     struct Case { const char* name; plan::Placement placement; };
     std::vector<Case> cases = {{"device", plan::uniformPlacement(*model, plan::Tier::Device)},
@@ -213,7 +190,7 @@ TEST(Offload, DeviceWithoutHostPointersGivesTheSameLogits)
         OpaqueDevice device(gpu::createCpuDevice(2));
         SessionOptions o = base;
         o.placement = c.placement;
-        const std::vector<float> got = runLogits(*model, device, o, kPrompt, 10);
+        const std::vector<float> got = testing_support::sessionLogits(*model, device, o, kPrompt, 10);
         ASSERT_EQ(got.size(), expected.size()) << c.name;
         EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size() * sizeof(float))) << c.name;
         EXPECT_GT(device.downloads.load(), 0u) << c.name;  // logits (and x for splits) came back
@@ -368,7 +345,7 @@ TEST(Offload, BudgetsHoldByTheAllocatorsAccounting)
         o.placement = plan::uniformPlacement(*model, tier);
         o.placement->prefetchDepth = 2;
         o.streamer.hostBudget = 4u << 20;
-        const auto logits = runLogits(*model, *device, o, kPrompt, 8);
+        const auto logits = testing_support::sessionLogits(*model, *device, o, kPrompt, 8);
         ASSERT_FALSE(logits.empty());
         const gpu::MemoryStats stats = device->memoryStats();
         EXPECT_LE(stats.peak, limit);

@@ -27,6 +27,7 @@
 #include "../common/greedy_text.h"
 #include "../common/made_up_hardware.h"
 #include "../common/opaque_device.h"
+#include "../common/session_logits.h"
 #include "../common/temp_dir.h"
 #include "cache_run.h"
 
@@ -282,16 +283,6 @@ TEST(NeuronCacheRuntime, ExactModeFromRamOrSsdKeepsTheReferenceText)
     EXPECT_EQ(run.report.bundleBytes, (*package)->ffnBundles()[0].stride - (*package)->ffnBundles()[0].rowBytes);
 }
 
-double relativeL2(const std::vector<float>& got, const std::vector<float>& want)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return got.size() == want.size() && den > 0 ? std::sqrt(num / den) : 1.0;
-}
-
 // The GPU path (a device that cannot compute on host memory: slots in its memory, one upload and
 // scatter per layer, rows and the down projection over every resident slot, neurons without a
 // slot computed on the CPU and added), checked on an opaque CPU device against the CPU path:
@@ -324,7 +315,7 @@ TEST(NeuronCacheRuntime, OnADeviceWithoutHostPointersTheCpuComputesWhatFindsNoSl
             const CacheRun onCpu = generateWith(model, ref.prompt, cache);
             const CacheRun onDevice = opaqueRun(ref.prompt, cache);
             EXPECT_EQ(onDevice.text.substr(0, ref.text.size()), ref.text);
-            EXPECT_LE(relativeL2(onDevice.logits, onCpu.logits), 1e-5);
+            EXPECT_LE(testing_support::relativeL2(onDevice.logits, onCpu.logits), 1e-5);
             EXPECT_EQ(onDevice.report.total.loaded, onCpu.report.total.loaded);
             EXPECT_EQ(onDevice.report.total.hits, onCpu.report.total.hits);
             EXPECT_EQ(onDevice.report.ssdBytes, onCpu.report.ssdBytes);
@@ -336,7 +327,7 @@ TEST(NeuronCacheRuntime, OnADeviceWithoutHostPointersTheCpuComputesWhatFindsNoSl
     const CacheRun onCpu = generateWith(model, refs[0].prompt, predicted);
     const CacheRun onDevice = opaqueRun(refs[0].prompt, predicted);
     EXPECT_EQ(onDevice.text, onCpu.text);
-    EXPECT_LE(relativeL2(onDevice.logits, onCpu.logits), 1e-5);
+    EXPECT_LE(testing_support::relativeL2(onDevice.logits, onCpu.logits), 1e-5);
     EXPECT_EQ(onDevice.report.total.loaded, onCpu.report.total.loaded);
 
     // Uploads per token: the arrivals, the slots' activations and the CPU's share, per layer,
@@ -447,7 +438,7 @@ TEST(NeuronCacheRuntime, HotNeuronsArePinnedAndColdOnesRunOnTheCpu)
         so.placement = plan::uniformPlacement(model, plan::Tier::Device);
         const CacheRun onDevice = testing_support::greedyRun(model, device, so, refs[0].prompt, 48);
         EXPECT_EQ(onDevice.text, pinnedOnly.text);
-        EXPECT_LE(relativeL2(onDevice.logits, pinnedOnly.logits), 1e-5);
+        EXPECT_LE(testing_support::relativeL2(onDevice.logits, pinnedOnly.logits), 1e-5);
         EXPECT_EQ(onDevice.report.total.loaded, st.loaded);
         EXPECT_EQ(onDevice.report.total.hits, st.hits);
         EXPECT_EQ(onDevice.report.shippedBytes(), 0u);

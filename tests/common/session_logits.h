@@ -1,0 +1,55 @@
+#pragma once
+// A session's logits over a prompt and the tokens after it, and the distance between two such
+// runs, for the tests that compare devices, placements and batch sizes.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "core/model/llama_model.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "gpu/device.h"
+
+namespace spillway::testing_support {
+
+// The prompt in one forward() call (the session takes it options.batch tokens at a time), then
+// `steps` tokens one at a time: each the greedy choice of the logits before it, or feed[i] when
+// `feed` is given (every run fed the same tokens: on random weights near-ties are common, and two
+// correct devices soon choose differently). Rows of vocab floats: the prompt's last position, then
+// each step. Empty, with a test failure, on an error.
+inline std::vector<float> sessionLogits(const LlamaModel& model, gpu::Device& device, const SessionOptions& options,
+                                        std::span<const int32_t> prompt, int steps,
+                                        std::span<const int32_t> feed = {})
+{
+    auto session = LlamaSession::create(model, device, options);
+    EXPECT_TRUE(session) << (session ? "" : session.error().message);
+    if (!session) return {};
+    const size_t vocab = size_t(model.config().vocabSize);
+    std::vector<float> all;
+    auto logits = (*session)->forward(prompt, 0);
+    for (int i = 0;; ++i) {
+        EXPECT_TRUE(logits) << (logits ? "" : logits.error().message);
+        if (!logits) return {};
+        all.insert(all.end(), *logits, *logits + vocab);
+        if (i == steps) return all;
+        const int32_t next = feed.empty() ? argmax({*logits, vocab}) : feed[size_t(i)];
+        logits = (*session)->forward(next, int(prompt.size()) + i);
+    }
+}
+
+// ||got - want|| / ||want||; 1 when the sizes differ (a run that stopped short fails any bound).
+inline double relativeL2(std::span<const float> got, std::span<const float> want)
+{
+    if (got.size() != want.size()) return 1.0;
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace spillway::testing_support
