@@ -161,25 +161,25 @@ Result<std::vector<SearchHit>> ChatDatabase::search(const std::string& query,
         out.push_back(hitOf(*s));
     }
     if (int(out.size()) >= options.limit) return out;
-    // Earlier versions (not the current one) of messages whose current text did not match: the
-    // best-ranked version of each.
+    // Earlier versions (not the current one) of messages whose current text did not match (all
+    // of those are in `out`: it is under the limit), the best-ranked version of each.
     auto v = db().prepare(
         "SELECT m.conversation_id, m.id, c.title, m.role, "
         "snippet(message_versions_fts, 0, ?2, ?3, '…', ?4), v.created_ms, v.number "
         "FROM message_versions_fts JOIN message_versions v ON v.id = message_versions_fts.rowid "
         "JOIN messages m ON m.id = v.message_id JOIN conversations c ON c.id = m.conversation_id "
         "WHERE message_versions_fts MATCH ?1 AND v.id IS NOT m.current_version_id "
-        "AND m.id NOT IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1) "
-        "ORDER BY message_versions_fts.rank, v.id DESC LIMIT ?5");
+        "ORDER BY message_versions_fts.rank, v.id DESC");  // read until the limit is reached
     if (!v) return v.error();
     v->bind(1, match).bind(2, options.highlightOpen).bind(3, options.highlightClose);
-    v->bind(4, std::clamp(options.snippetTokens, 1, 64)).bind(5, options.limit - int(out.size()) + 64);
+    v->bind(4, std::clamp(options.snippetTokens, 1, 64));
     std::set<int64_t> seen;
+    for (const SearchHit& hit : out) seen.insert(hit.messageId);
     while (int(out.size()) < options.limit) {
         auto row = v->step();
         if (!row) return row.error();
         if (!*row) break;
-        if (!seen.insert(v->int64(1)).second) continue;  // another version of the same message
+        if (!seen.insert(v->int64(1)).second) continue;  // matched as it reads now, or by a better version
         SearchHit hit = hitOf(*v);
         hit.version = int(v->int64(6));
         out.push_back(std::move(hit));

@@ -39,9 +39,8 @@ BottleneckView::BottleneckView(QWidget* parent) : QWidget(parent)
     // frames/s, below the 30 the visualizer must keep (tests/bench/RESULTS.md).
     m_timer->setInterval(16);
     connect(m_timer, &QTimer::timeout, this, [this] { pollRecorder(); });
-    m_headline = headlineFor(m_stats.total);
     setAccessibleName(tr("Bottleneck timeline"));
-    setAccessibleDescription(m_headline);
+    updateHeadline();
 }
 
 BottleneckView::~BottleneckView() = default;
@@ -72,9 +71,17 @@ void BottleneckView::setComputeOnHost(bool host)
 {
     if (host == m_computeOnHost) return;
     m_computeOnHost = host;
-    rebuildIndex();  // the headline names the compute's side
+    updateHeadline();  // it names the compute's side
     update();
     emit traceChanged();
+}
+
+void BottleneckView::updateHeadline()
+{
+    m_headline = headlineFor(m_stats.total, m_computeOnHost);
+    m_breakdown = m_stats.total.tokens > 0 ? QString::fromStdString(m_stats.total.text()) : QString();
+    // What a screen reader says of the painted timeline: its headline and breakdown in words.
+    setAccessibleDescription(m_breakdown.isEmpty() ? m_headline : m_headline + QStringLiteral(". ") + m_breakdown);
 }
 
 QString BottleneckView::laneLabel(trace::Lane lane) const
@@ -164,6 +171,8 @@ void BottleneckView::rebuildIndex()
     }
     m_dataBeginNs = m_spans.empty() ? 0 : m_spans.front().startNs;
     m_dataEndNs = m_dataBeginNs;
+    const uint32_t followFrom = m_newestToken >= uint32_t(followTokens()) ? m_newestToken - followTokens() + 1 : 0;
+    m_followBeginNs = UINT64_MAX;
     for (size_t i = 0; i < m_spans.size(); ++i) {
         const trace::Span& s = m_spans[i];
         if (static_cast<size_t>(s.lane) >= trace::kLaneCount) continue;
@@ -173,22 +182,16 @@ void BottleneckView::rebuildIndex()
         lane.longestNs = std::max(lane.longestNs, end - s.startNs);
         m_dataBeginNs = std::min(m_dataBeginNs, s.startNs);
         m_dataEndNs = std::max(m_dataEndNs, end);
-    }
-    const uint32_t followFrom = m_newestToken >= uint32_t(followTokens()) ? m_newestToken - followTokens() + 1 : 0;
-    m_followBeginNs = m_dataEndNs;
-    for (const trace::Span& s : m_spans)
         if (!m_live || s.token >= followFrom) m_followBeginNs = std::min(m_followBeginNs, s.startNs);
+    }
+    m_followBeginNs = std::min(m_followBeginNs, m_dataEndNs);
     for (LaneView& lane : m_lanes)
         std::sort(lane.order.begin(), lane.order.end(), [this](uint32_t a, uint32_t b) {
             return m_spans[a].startNs < m_spans[b].startNs;
         });
     m_stats = computeTokenStats(m_spans);
     m_cacheLayers = computeNeuronCacheStats(m_spans);
-    m_headline = headlineFor(m_stats.total, m_computeOnHost);
-    m_breakdown = m_stats.total.tokens > 0 ? QString::fromStdString(m_stats.total.text())
-                                           : QString();
-    // What a screen reader says of the painted timeline: its headline and breakdown in words.
-    setAccessibleDescription(m_breakdown.isEmpty() ? m_headline : m_headline + QStringLiteral(". ") + m_breakdown);
+    updateHeadline();
     applyFollow();
 }
 

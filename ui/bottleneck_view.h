@@ -147,6 +147,7 @@ private:
 
     void rebuildIndex();   // lanes, data range, token boundaries, headline (on data change)
     void trimToMaxTokens();
+    void updateHeadline();  // headline, breakdown and the accessible description, from m_stats
     void applyFollow();
     QRectF plotRect() const;
     int headerHeight() const;

@@ -47,7 +47,7 @@ QSize PromptEdit::minimumSizeHint() const
 void PromptEdit::fitHeight()
 {
     int lines = 0;
-    for (QTextBlock b = document()->begin(); b.isValid(); b = b.next())
+    for (QTextBlock b = document()->begin(); b.isValid() && lines < kMaxLines; b = b.next())
         lines += std::max(1, b.layout() ? b.layout()->lineCount() : 1);
     const int h = heightFor(std::clamp(lines, 1, kMaxLines));
     if (h != height()) {
