@@ -53,6 +53,14 @@ TokenStats computeTokenStats(std::span<const trace::Span> spans)
         stats.tokenStartsNs.push_back(start);
         stats.tokenIds.push_back(token);
     }
+    uint64_t betweenNs = 0;
+    size_t pairs = 0;
+    for (size_t i = 1; i < starts.size(); ++i)
+        if (starts[i].second == starts[i - 1].second + 1) {
+            betweenNs += starts[i].first - starts[i - 1].first;
+            ++pairs;
+        }
+    if (pairs > 0) stats.wallNsPerToken = double(betweenNs) / double(pairs);
     return stats;
 }
 

@@ -21,6 +21,11 @@ struct TokenStats {
     // Token boundaries, ascending by time: where each token's first span starts.
     std::vector<uint64_t> tokenStartsNs;
     std::vector<uint32_t> tokenIds;  // parallel to tokenStartsNs
+    // The wall time per token as the status line counts it: the mean time from one token's first
+    // span to the next's, over the pairs of consecutive tokens (ids n and n+1) shown; it adds to
+    // total.nsPerToken what passes between the tokens' spans (sampling, detokenizing, handing the
+    // text to the window). 0 with no such pair.
+    double wallNsPerToken = 0;
 };
 
 TokenStats computeTokenStats(std::span<const trace::Span> spans);

@@ -3,6 +3,7 @@
 // planner.h first: it names a member `slots`, a macro once Qt's headers are in.
 #include "core/plan/planner.h"
 #include "bottleneck_view.h"
+#include "readable.h"
 
 #include <QHelpEvent>
 #include <QImage>
@@ -81,7 +82,28 @@ void BottleneckView::updateHeadline()
     m_headline = headlineFor(m_stats.total, m_computeOnHost);
     m_breakdown = m_stats.total.tokens > 0 ? QString::fromStdString(m_stats.total.text()) : QString();
     // What a screen reader says of the painted timeline: its headline and breakdown in words.
-    setAccessibleDescription(m_breakdown.isEmpty() ? m_headline : m_headline + QStringLiteral(". ") + m_breakdown);
+    const QString detail = detailLine();
+    setAccessibleDescription(detail.isEmpty() ? m_headline : m_headline + QStringLiteral(". ") + detail);
+}
+
+QString BottleneckView::detailLine() const
+{
+    QString detail = m_breakdown;
+    const trace::Summary& total = m_stats.total;
+    if (total.tokens > 0) {
+        detail += tr(" · %n token(s), %1 ms/token in the engine's spans", nullptr, static_cast<int>(total.tokens))
+                      .arg(total.nsPerToken / 1e6, 0, 'f', 2);
+        if (m_predictedSecondsPerToken > 0)
+            detail += tr(" (predicted %1)").arg(m_predictedSecondsPerToken * 1e3, 0, 'f', 2);
+        // What the status line's tokens/s counts: the spans and what passes between them.
+        if (m_stats.wallNsPerToken > 0)
+            detail += tr(", %1 ms/token overall (%2 tokens/s)")
+                          .arg(m_stats.wallNsPerToken / 1e6, 0, 'f', 2)
+                          .arg(readable(1e9 / m_stats.wallNsPerToken));
+    }
+    if (m_dropped > 0) detail += tr(" · %n span(s) lost: the trace ring overflowed", nullptr,
+                                    static_cast<int>(std::min<uint64_t>(m_dropped, INT32_MAX)));
+    return detail;
 }
 
 QString BottleneckView::laneLabel(trace::Lane lane) const

@@ -80,6 +80,9 @@ public:
     void setComputeOnHost(bool host);
     bool computeOnHost() const { return m_computeOnHost; }
     QString laneLabel(trace::Lane lane) const;
+    // The header's second line: the breakdown, the tokens shown, ms/token in the engine's spans
+    // and overall (what the status line's tokens/s counts), lost spans.
+    QString detailLine() const;
     // "71% of each token waits on SSD reads"; empty-trace text when nothing was recorded.
     QString headline() const { return m_headline; }
     // "SSD read 61%, host→device 12%, compute 20%, stalls 7%" over the shown tokens.

@@ -11,6 +11,7 @@
 
 #include "bottleneck_view.h"
 
+
 namespace spillway::ui {
 
 using trace::Lane;
@@ -129,16 +130,7 @@ void BottleneckView::paintEvent(QPaintEvent*)
     const int line1 = kMargin + QFontMetrics(bold).ascent();
     p.drawText(kMargin, line1, m_headline);
     p.setFont(font());
-    QString detail = m_breakdown;
-    const trace::Summary& total = m_stats.total;
-    if (total.tokens > 0) {
-        detail += tr(" · %n token(s), %1 ms/token", nullptr, static_cast<int>(total.tokens))
-                      .arg(total.nsPerToken / 1e6, 0, 'f', 2);
-        if (m_predictedSecondsPerToken > 0)
-            detail += tr(" (predicted %1)").arg(m_predictedSecondsPerToken * 1e3, 0, 'f', 2);
-    }
-    if (m_dropped > 0) detail += tr(" · %n span(s) lost: the trace ring overflowed", nullptr,
-                                    static_cast<int>(std::min<uint64_t>(m_dropped, INT32_MAX)));
+    const QString detail = detailLine();
     p.setPen(pal.color(QPalette::PlaceholderText));
     p.drawText(kMargin, line1 + QFontMetrics(bold).descent() + 2 + fm.ascent(), detail);
 

@@ -27,7 +27,9 @@
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
-#include <QTabWidget>
+#include <QToolButton>
+#include <QButtonGroup>
+#include <QStyle>
 #include <QUrl>
 #include <QVBoxLayout>
 
@@ -53,7 +55,7 @@ namespace spillway::ui {
 namespace {
 constexpr const char* kWindowKey = "ui.window";        // geometry and dock layout
 constexpr const char* kLastModelKey = "ui.lastModel";  // the model that answered last
-constexpr const char* kTuningKey = "ui.tuning";        // the Tuning tab's choices
+constexpr const char* kTuningKey = "ui.tuning";        // the Tuning view's choices
 }  // namespace
 
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent,
@@ -134,19 +136,20 @@ void ChatWindow::buildWidgets(bool withData)
     setWindowTitle(tr("Spillway"));
     resize(1200, 800);
 
-    auto* splitter = new QSplitter(this);
-    auto* side = new QWidget(splitter);
-    auto* sideLayout = new QVBoxLayout(side);
+    // The chats' list: new chat, search, the conversations.
+    m_chatList = new QWidget;
+    m_chatList->setObjectName("chatList");
+    auto* sideLayout = new QVBoxLayout(m_chatList);
     sideLayout->setContentsMargins(4, 4, 4, 4);
-    m_newChat = new QPushButton(tr("New chat"), side);
+    m_newChat = new QPushButton(tr("New chat"), m_chatList);
     m_newChat->setObjectName("newChat");
     m_newChat->setAccessibleName(tr("New chat"));
-    m_search = new QLineEdit(side);
+    m_search = new QLineEdit(m_chatList);
     m_search->setObjectName("search");
     m_search->setAccessibleName(tr("Search conversations"));
     m_search->setPlaceholderText(tr("Search conversations"));
     m_search->setClearButtonEnabled(true);
-    m_conversations = new QListView(side);
+    m_conversations = new QListView(m_chatList);
     m_conversations->setObjectName("conversations");
     m_conversations->setAccessibleName(tr("Conversations"));
     m_conversations->setModel(m_chat->conversations());
@@ -155,36 +158,27 @@ void ChatWindow::buildWidgets(bool withData)
     sideLayout->addWidget(m_newChat);
     sideLayout->addWidget(m_search);
     sideLayout->addWidget(m_conversations, 1);
+    m_chatList->setVisible(withData);
 
-    // The model library (drop a model anywhere on the window) and the tuning panel.
+    // The model library (drop a model anywhere on the window) and the tuning view: each a view of
+    // the main area, as wide as the window.
     m_library = new LibraryPanel;
     m_library->setObjectName("library");
     if (m_models) m_library->setCatalog(m_models->catalog());
     m_tuning = new TuningPanel;
     m_tuning->setObjectName("tuning");
-    m_tabs = new QTabWidget(splitter);
-    m_tabs->setObjectName("sideTabs");
-    m_tabs->setAccessibleName(tr("Chats, models and tuning"));
-    // The Models and Tuning tabs scroll rather than make the window taller than a laptop screen.
-    auto scrolled = [this](QWidget* panel, const QString& name) {
-        auto* area = new QScrollArea(m_tabs);
-        area->setAccessibleName(name);
-        area->setWidget(panel);
-        area->setWidgetResizable(true);
-        area->setFrameShape(QFrame::NoFrame);
-        area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-        area->setMinimumWidth(panel->minimumSizeHint().width() + area->verticalScrollBar()->sizeHint().width());
-        return area;
-    };
-    m_tabs->addTab(side, tr("Chats"));
-    m_tabs->addTab(scrolled(m_library, tr("Models")), tr("Models"));
-    m_tabs->addTab(scrolled(m_tuning, tr("Tuning")), tr("Tuning"));
-    m_tabs->setVisible(withData);
+    // The Tuning view scrolls rather than make the window taller than a laptop screen.
+    auto* tuningArea = new QScrollArea;
+    tuningArea->setObjectName("tuningArea");
+    tuningArea->setAccessibleName(tr("Tuning"));
+    tuningArea->setWidget(m_tuning);
+    tuningArea->setWidgetResizable(true);
+    tuningArea->setFrameShape(QFrame::NoFrame);
     setAcceptDrops(withData);
 
     // The chat: a top row (the model picker, the settings toggle), the transcript with the chat's
     // settings beside it, the prompt line.
-    auto* central = new QWidget(splitter);
+    auto* central = new QWidget;
     auto* layout = new QVBoxLayout(central);
     auto* top = new QHBoxLayout;
     if (m_models) {
@@ -248,17 +242,74 @@ void ChatWindow::buildWidgets(bool withData)
     layout->addWidget(m_editBanner);
     layout->addLayout(row);
     // The first-launch screen shares the chat's place; the chat shows unless it is the first.
-    m_stack = new QStackedWidget(splitter);
+    m_stack = new QStackedWidget;
     m_welcome = new WelcomePage(m_stack);
     m_welcome->setObjectName("welcome");
     m_stack->addWidget(central);
     m_stack->addWidget(m_welcome);
     m_stack->setCurrentWidget(central);
-    splitter->addWidget(m_tabs);
-    splitter->addWidget(m_stack);
-    splitter->setStretchFactor(1, 1);
-    splitter->setSizes({240, 840});
-    setCentralWidget(splitter);
+    auto* chats = new QSplitter;
+    chats->setObjectName("chatsView");
+    chats->addWidget(m_chatList);
+    chats->addWidget(m_stack);
+    chats->setStretchFactor(1, 1);
+    chats->setCollapsible(1, false);
+    chats->setSizes({240, 900});
+
+    // The main area shows one view at a time; the navigation rail at its left switches them.
+    m_views = new QStackedWidget;
+    m_views->setObjectName("views");
+    m_views->addWidget(chats);
+    m_views->addWidget(m_library);
+    m_views->addWidget(tuningArea);
+    m_rail = new QWidget;
+    m_rail->setObjectName("navigation");
+    m_rail->setAccessibleName(tr("Views"));
+    m_rail->setVisible(withData);
+    auto* railLayout = new QVBoxLayout(m_rail);
+    railLayout->setContentsMargins(2, 6, 2, 6);
+    railLayout->setSpacing(4);
+    auto* group = new QButtonGroup(m_rail);
+    const struct {
+        const char* name;
+        const char* label;
+        const char* theme;
+        QStyle::StandardPixmap fallback;
+        const char* tip;
+    } views[] = {
+        {"navChats", QT_TR_NOOP("Chats"), "mail-message-new", QStyle::SP_FileDialogDetailedView,
+         QT_TR_NOOP("Your conversations (Ctrl+1)")},
+        {"navModels", QT_TR_NOOP("Models"), "drive-harddisk", QStyle::SP_DriveHDIcon,
+         QT_TR_NOOP("The model library: add, compress, chat with a model (Ctrl+2)")},
+        {"navTuning", QT_TR_NOOP("Tuning"), "preferences-system", QStyle::SP_ComputerIcon,
+         QT_TR_NOOP("Where the weights go and how fast it runs here (Ctrl+3)")},
+    };
+    for (int i = 0; i < 3; ++i) {
+        auto* button = new QToolButton(m_rail);
+        button->setObjectName(QString::fromLatin1(views[i].name));
+        button->setText(tr(views[i].label));
+        button->setAccessibleName(tr(views[i].label));
+        button->setToolTip(tr(views[i].tip));
+        button->setIcon(QIcon::fromTheme(QString::fromLatin1(views[i].theme), style()->standardIcon(views[i].fallback)));
+        button->setIconSize(QSize(24, 24));
+        button->setToolButtonStyle(Qt::ToolButtonTextUnderIcon);
+        button->setCheckable(true);
+        button->setAutoRaise(true);
+        button->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+        button->setMinimumWidth(64);
+        group->addButton(button, i);
+        railLayout->addWidget(button);
+    }
+    railLayout->addStretch(1);
+    group->button(0)->setChecked(true);
+    connect(group, &QButtonGroup::idClicked, this, [this](int id) { showView(View(id)); });
+    auto* root = new QWidget(this);
+    auto* rootLayout = new QHBoxLayout(root);
+    rootLayout->setContentsMargins(0, 0, 0, 0);
+    rootLayout->setSpacing(0);
+    rootLayout->addWidget(m_rail);
+    rootLayout->addWidget(m_views, 1);
+    setCentralWidget(root);
 
     // The bottleneck visualizer, live while generating: it polls the trace ring on a timer.
     auto* dock = new QDockWidget(tr("Bottleneck"), this);
@@ -332,11 +383,11 @@ void ChatWindow::buildMenus(bool withData)
     if (withData) {
         const QString names[] = {tr("&Chats"), tr("&Models"), tr("&Tuning")};
         for (int i = 0; i < 3; ++i) {
-            QAction* tab = view->addAction(names[i], this, [this, i] { m_tabs->setCurrentIndex(i); });
-            tab->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+            QAction* shown = view->addAction(names[i], this, [this, i] { showView(View(i)); });
+            shown->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
         }
         QAction* search = view->addAction(tr("&Search chats"), this, [this] {
-            m_tabs->setCurrentIndex(0);
+            showView(View::Chats);
             m_search->setFocus();
             m_search->selectAll();
         });
@@ -558,7 +609,7 @@ void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
     m_transcript->setContinuation(!chatTemplate);
     showPickedModel();
     if (m_models && !m_chat->modelPath().isEmpty()) {
-        // The Tuning tab plans for the model that answers; the next start begins with it.
+        // The Tuning view plans for the model that answers; the next start begins with it.
         m_models->setModelPath(m_chat->modelPath());
         m_tuning->setVariants(m_models->catalog()->models(), m_chat->modelPath());
         emit storeWriteSetting(QString::fromLatin1(kLastModelKey),
@@ -568,6 +619,12 @@ void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
     }
     m_welcome->setModel(description);
     m_status->setText(description);
+    // A package below the quality bar answers, but the user hears that its text cannot be trusted.
+    if (m_models)
+        for (const ModelItem& m : m_models->catalog()->models())
+            if (QString why; m.path == m_chat->modelPath() && !qualityPasses(m.qualityJson, &why))
+                showNotice(tr("%1 is below the quality bar (%2): its replies may be wrong or garbled")
+                               .arg(QFileInfo(m.path).fileName(), why));
     emit modelReady();
 }
 
@@ -609,7 +666,7 @@ void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstToken
     emit replyFinished();
 }
 
-// The Models and Tuning tabs: what the library controller says into the panels, and the user's
+// The Models and Tuning views: what the library controller says into the panels, and the user's
 // requests to it.
 void ChatWindow::connectLibraryAndTuning()
 {
@@ -628,7 +685,8 @@ void ChatWindow::connectLibraryAndTuning()
     connect(panel, &LibraryPanel::removeRequested, models, &LibraryController::removeModel);
     connect(panel, &LibraryPanel::chatRequested, this, [this](qint64 id) {
         chatWith(id);
-        m_tabs->setCurrentIndex(0);
+        showView(View::Chats);
+        m_prompt->setFocus();
     });
     connect(m_picker, &QComboBox::activated, this, [this](int row) { chatWith(m_models->catalog()->idAt(row)); });
     connect(models->catalog(), &QAbstractItemModel::modelReset, this, [this] {
@@ -740,6 +798,16 @@ void ChatWindow::closeWelcome()
     if (m_models) m_models->markWelcomeSeen();
     m_prompt->setFocus();
 }
+
+void ChatWindow::showView(View view)
+{
+    if (!m_rail->isVisibleTo(this) && view != View::Chats) return;  // no library without a data folder
+    m_views->setCurrentIndex(int(view));
+    if (auto* group = m_rail->findChild<QButtonGroup*>()) group->button(int(view))->setChecked(true);
+    emit viewShown(view);
+}
+
+ChatWindow::View ChatWindow::currentView() const { return View(m_views->currentIndex()); }
 
 bool ChatWindow::isWelcomeShown() const { return m_stack->currentWidget() == m_welcome; }
 

@@ -1,15 +1,17 @@
 #pragma once
-// The chat window arranges the widgets: the Chats tab (conversation list with full-text search,
-// new / rename / delete), the Models tab (library_panel.h), the Tuning tab (tuning_panel.h), the
-// transcript, a prompt line with Send and Stop, the bottleneck visualizer and a status line. The
+// The chat window arranges the widgets: a navigation rail switches the main area between three
+// views, Chats (the conversation list with full-text search, new / rename / delete, beside the
+// transcript and a prompt line with Send and Stop), Models (library_panel.h, the library as a grid
+// of cards) and Tuning (tuning_panel.h); the bottleneck visualizer (a dock, in every view) and a
+// status line. The
 // conversation's state and its saving are the ChatController's (chat_controller.h); the threads
 // and their workers are WorkerThreads' (worker_threads.h): all engine work happens on the
-// "inference" thread, all SQL on "storage". The Models and Tuning tabs' state is the
+// "inference" thread, all SQL on "storage". The Models and Tuning views' state is the
 // LibraryController's (library_controller.h). This class shows what they say and passes on what
 // the user does.
 //
 // Widgets carry object names (prompt, send, stop, transcript, conversations, search, newChat,
-// modelPicker, settingsToggle, generationSettings (systemPrompt, temperature, ...), statusLine, inlineError, sideTabs, library, models, chatWithModel, tuning,
+// modelPicker, settingsToggle, generationSettings (systemPrompt, temperature, ...), statusLine, inlineError, navigation (navChats, navModels, navTuning), views, library, models, chatWithModel, tuning,
 // bottleneck, welcome, ...): tests and scripts find them with findChild.
 
 #include <QMainWindow>
@@ -21,7 +23,6 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListView;
-class QTabWidget;
 class QPushButton;
 class QStackedWidget;
 
@@ -53,12 +54,16 @@ public:
     ~ChatWindow() override;
 
     ChatController* controller() const { return m_chat; }
-    // The Models and Tuning tabs' state (null without a data folder).
+    // The Models and Tuning views' state (null without a data folder).
     LibraryController* library() const { return m_models; }
     WorkerThreads* workers() const { return m_workers; }
     QString activeBackend() const { return m_activeBackend; }  // the device computing: "cpu", "cuda", "vulkan"
     QString deviceNote() const { return m_deviceNote; }  // why a faster backend was passed over or left
     bool isWelcomeShown() const;
+
+    // The views of the main area, switched by the navigation rail (Ctrl+1..3).
+    enum class View { Chats, Models, Tuning };
+    View currentView() const;
 
 public slots:
     // Sends the prompt line (or, while editing a prompt, resends it edited).
@@ -71,6 +76,7 @@ public slots:
     void showWelcome();
     void closeWelcome();
     void skipWelcome();  // never show it in this window (screenshots of other scenes)
+    void showView(spillway::ui::ChatWindow::View view);
 
 signals:
     // For callers that drive the window (tests, --screenshot).
@@ -87,6 +93,7 @@ signals:
     void tuningReady();
     void tuningPredicted();
     void tuningApplied();
+    void viewShown(spillway::ui::ChatWindow::View view);
     void compressionCompared();  // the finished compression's predicted speed before and after is shown
 
 private slots:
@@ -94,7 +101,7 @@ private slots:
     void onGenerationStarted();
     void onReplyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     void showConversationMenu(const QPoint& at);
-    // The Tuning tab's settings to the planner.
+    // The Tuning view's settings to the planner.
     void requestPrediction();
     void applyTuning();
 
@@ -106,7 +113,7 @@ protected:
 
 private:
     void buildWidgets(bool withData);
-    // File (new chat, import, export, quit) and View (the Bottleneck dock, the tabs, the prompt,
+    // File (new chat, import, export, quit) and View (the Bottleneck dock, the views, the prompt,
     // search) with their shortcuts.
     void buildMenus(bool withData);
     // Asks where to write, then exports the open chat (all: every chat) as Markdown or JSON.
@@ -131,7 +138,9 @@ private:
     LibraryController* m_models = nullptr;  // null without a data folder
 
     // Widgets.
-    QTabWidget* m_tabs = nullptr;
+    QWidget* m_rail = nullptr;           // the navigation rail: Chats, Models, Tuning
+    QStackedWidget* m_views = nullptr;   // the main area: the chats, the library, the tuning view
+    QWidget* m_chatList = nullptr;       // new chat, search, the conversations (the Chats view)
     QListView* m_conversations = nullptr;
     QLineEdit* m_search = nullptr;
     QPushButton* m_newChat = nullptr;

@@ -1,7 +1,7 @@
 #pragma once
 // The conversation list as a Qt item model: one row per stored conversation (its title, or
 // "(untitled)"), its id under IdRole. ChatController fills it from the store's answers; the
-// Chats tab shows it in a QListView.
+// Chats view shows it in a QListView.
 
 #include <QAbstractListModel>
 #include <QVector>

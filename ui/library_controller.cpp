@@ -121,9 +121,11 @@ void LibraryController::onCompressed(const ModelItem& package, const QString& su
 {
     m_compressing = false;
     m_compressSummary = summary;
+    if (QString why; !qualityPasses(package.qualityJson, &why))
+        m_compressSummary += tr(" — below the quality bar (%1): its replies may be wrong or garbled").arg(why);
     m_compressedPackage = package.path;
     emit storeAddModel(package);  // the new catalog list asks the planner about it (the source is known)
-    emit compressionFinished(package.path, summary);
+    emit compressionFinished(package.path, m_compressSummary);
 }
 
 void LibraryController::predict(TuningSettings settings)

@@ -1,5 +1,5 @@
 #pragma once
-// The Models and Tuning tabs' state without widgets: the model catalog (an item model), the
+// The Models and Tuning views' state without widgets: the model catalog (an item model), the
 // compression in progress and its before/after comparison, the machine's measured profile, the
 // planner's predictions (for the settings shown, and each catalog model's "predicted here" line),
 // the plan to apply, and whether the first-launch screen was seen. ChatWindow shows what it says

@@ -4,6 +4,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QListView>
 #include <QLocale>
@@ -16,11 +18,18 @@
 #include <QVBoxLayout>
 #include <memory>
 
+#include "palette_colors.h"
+
 namespace spillway::ui {
 
 namespace {
 
-// Paints an item's card (rich text in kCardHtmlRole) inside the list's normal selection frame.
+// The cards' width in the grid (the text's; the frame adds kCardPadding each side).
+constexpr int kCardWidth = 330;
+constexpr int kCardPadding = 8;
+
+// Paints an item's card (rich text in kCardHtmlRole) in a frame, inside the view's normal
+// selection.
 class CardDelegate : public QStyledItemDelegate {
 public:
     using QStyledItemDelegate::QStyledItemDelegate;
@@ -29,15 +38,25 @@ public:
     {
         QStyleOptionViewItem o = option;
         initStyleOption(&o, index);
-        o.text.clear();
-        o.widget->style()->drawControl(QStyle::CE_ItemViewItem, &o, painter, o.widget);
         QTextDocument doc;
         setUp(doc, o, index);
+        const bool selected = o.state & QStyle::State_Selected;
         painter->save();
-        painter->translate(o.rect.topLeft() + QPoint(4, 2));
+        painter->setRenderHint(QPainter::Antialiasing);
+        const QRectF card = QRectF(o.rect).adjusted(1.5, 1.5, -1.5, -1.5);
+        painter->setPen(o.palette.color(selected ? QPalette::Highlight : QPalette::Mid));
+        painter->setBrush(selected ? o.palette.brush(QPalette::Highlight) : o.palette.brush(QPalette::Base));
+        painter->drawRoundedRect(card, 6, 6);
+        if (o.state & QStyle::State_HasFocus) {
+            QPen focus(o.palette.color(QPalette::Highlight).darker(130), 1, Qt::DotLine);
+            painter->setPen(focus);
+            painter->setBrush(Qt::NoBrush);
+            painter->drawRoundedRect(card.adjusted(2, 2, -2, -2), 4, 4);
+        }
+        painter->translate(o.rect.topLeft() + QPoint(kCardPadding, kCardPadding));
         QAbstractTextDocumentLayout::PaintContext context;
         context.palette = o.palette;
-        if (o.state & QStyle::State_Selected)
+        if (selected)
             context.palette.setColor(QPalette::Text, o.palette.color(QPalette::HighlightedText));
         doc.documentLayout()->draw(painter, context);
         painter->restore();
@@ -49,7 +68,7 @@ public:
         initStyleOption(&o, index);
         QTextDocument doc;
         setUp(doc, o, index);
-        return QSize(int(doc.idealWidth()) + 8, int(doc.size().height()) + 6);
+        return QSize(kCardWidth + 2 * kCardPadding, int(doc.size().height()) + 2 * kCardPadding);
     }
 
 private:
@@ -57,8 +76,7 @@ private:
     {
         doc.setDefaultFont(o.font);
         doc.setHtml(index.data(ModelCatalogModel::CardHtmlRole).toString());
-        const int width = o.widget ? o.widget->width() - 24 : 240;
-        doc.setTextWidth(std::max(120, width));
+        doc.setTextWidth(kCardWidth);
     }
 };
 
@@ -67,34 +85,71 @@ private:
 LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
 {
     auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(4, 4, 4, 4);
+    layout->setContentsMargins(8, 8, 8, 8);
+    auto* title = new QLabel(tr("Model library"), this);
+    QFont big = title->font();
+    big.setPointSizeF(big.pointSizeF() * 1.3);
+    big.setBold(true);
+    title->setFont(big);
+    auto* hint = new QLabel(tr("Drop a GGUF file or a package folder anywhere on the window"), this);
+    hint->setStyleSheet(colorStyle(mutedColor(palette())));
     m_add = new QPushButton(tr("Add model…"), this);
     m_add->setObjectName("addModel");
     m_add->setToolTip(tr("Or drop a GGUF file or a package folder anywhere on the window"));
+    // The cards in a grid that fills the view (as many columns as fit).
     m_models = new QListView(this);
     m_models->setObjectName("models");
     m_models->setAccessibleName(tr("Model library"));
+    m_models->setViewMode(QListView::IconMode);
+    m_models->setFlow(QListView::LeftToRight);
+    m_models->setWrapping(true);
+    m_models->setMovement(QListView::Static);
+    m_models->setResizeMode(QListView::Adjust);
+    m_models->setSpacing(6);
     m_models->setWordWrap(true);
     m_models->setItemDelegate(new CardDelegate(m_models));
-    m_models->setResizeMode(QListView::Adjust);
     m_models->setUniformItemSizes(false);
+    m_models->setSelectionRectVisible(false);
+    m_selected = new QLabel(this);
+    m_selected->setObjectName("selectedModel");
+    m_selected->setAccessibleName(tr("Selected model"));
     m_chatWith = new QPushButton(tr("Chat with this model"), this);
     m_chatWith->setObjectName("chatWithModel");
     m_chatWith->setToolTip(tr("Load the selected model (the one answering now goes on until it is ready)"));
     m_compress = new QPushButton(tr("Compress"), this);
     m_compress->setObjectName("compress");
-    m_compress->setToolTip(tr("Prune and quantize the selected model into a package (balanced preset)"));
+    // The presets, each with what it measured on the selected model where a package of it exists;
+    // "recommended" marks the one recommendedPreset picks (model_catalog_model.h).
     auto* presets = new QMenu(this);
-    const std::pair<const char*, const char*> choices[] = {
-        {"fast", QT_TR_NOOP("fast: int8 (Q8_0), about half the size, nearly lossless")},
-        {"balanced", QT_TR_NOOP("balanced: 50% pruned (Wanda), bitmap sparse fp16 (recommended)")},
-        {"smallest", QT_TR_NOOP("smallest: 50% pruned, bitmap sparse int8")},
-        {"sparse", QT_TR_NOOP("sparse: for the neuron cache (ReLU models): bundles and activation predictors")},
-    };
-    for (const auto& [preset, label] : choices)
-        presets->addAction(tr(label), this, [this, name = QString::fromUtf8(preset)] {
-            if (const qint64 id = selectedModel()) emit compressRequested(id, name);
-        });
+    presets->setObjectName("presetMenu");
+    connect(presets, &QMenu::aboutToShow, this, [this, presets] {
+        presets->clear();
+        static const std::pair<const char*, const char*> choices[] = {
+            {"fast", QT_TR_NOOP("fast: int8 (Q8_0), about half the size, nearly lossless")},
+            {"balanced", QT_TR_NOOP("balanced: 50% pruned (Wanda), bitmap sparse fp16")},
+            {"smallest", QT_TR_NOOP("smallest: 50% pruned, bitmap sparse int8")},
+            {"sparse", QT_TR_NOOP("sparse: for the neuron cache (ReLU models): bundles and activation predictors")},
+        };
+        const qint64 id = selectedModel();
+        const QString recommended = m_catalog ? recommendedPreset(m_catalog->models(), id) : QStringLiteral("fast");
+        for (const auto& [preset, label] : choices) {
+            const QString name = QString::fromUtf8(preset);
+            QString text = tr(label);
+            if (m_catalog)
+                for (const ModelItem& m : m_catalog->models()) {
+                    const QJsonObject q = QJsonDocument::fromJson(m.qualityJson.toUtf8()).object();
+                    if (m.parentId != id || q.value("preset").toString() != name) continue;
+                    QString why;
+                    text += qualityPasses(m.qualityJson, &why) ? tr(" — measured here: passes the quality bar")
+                                                               : tr(" — measured here: %1").arg(why);
+                    break;
+                }
+            if (name == recommended) text += tr(" (recommended)");
+            presets->addAction(text, this, [this, name] {
+                if (const qint64 id = selectedModel()) emit compressRequested(id, name);
+            });
+        }
+    });
     auto* presetButton = new QPushButton(tr("Presets"), this);
     presetButton->setMenu(presets);
     m_cancel = new QPushButton(tr("Cancel"), this);
@@ -108,14 +163,21 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_result->setAccessibleName(tr("Compression result"));
     m_result->setWordWrap(true);
     m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    auto* row = new QHBoxLayout;
-    row->addWidget(m_compress, 1);
-    row->addWidget(m_cancel);
-    row->addWidget(presetButton);
-    layout->addWidget(m_add);
+    auto* header = new QHBoxLayout;
+    header->addWidget(title);
+    header->addSpacing(12);
+    header->addWidget(hint, 1);
+    header->addWidget(m_add);
+    // What the selected card offers, under the grid.
+    auto* actions = new QHBoxLayout;
+    actions->addWidget(m_selected, 1);
+    actions->addWidget(m_chatWith);
+    actions->addWidget(m_compress);
+    actions->addWidget(presetButton);
+    actions->addWidget(m_cancel);
+    layout->addLayout(header);
     layout->addWidget(m_models, 1);
-    layout->addWidget(m_chatWith);
-    layout->addLayout(row);
+    layout->addLayout(actions);
     layout->addWidget(m_bar);
     layout->addWidget(m_result);
 
@@ -125,7 +187,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
         if (!path.isEmpty()) emit addRequested(path);
     });
     connect(m_compress, &QPushButton::clicked, this, [this] {
-        if (const qint64 id = selectedModel()) emit compressRequested(id, QStringLiteral("balanced"));
+        if (const qint64 id = selectedModel()) emit compressRequested(id, recommended());
     });
     connect(m_cancel, &QPushButton::clicked, this, &LibraryPanel::cancelRequested);
     connect(m_chatWith, &QPushButton::clicked, this, [this] {
@@ -149,6 +211,11 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     setCompressing(false);
 }
 
+QString LibraryPanel::recommended() const
+{
+    return m_catalog ? recommendedPreset(m_catalog->models(), selectedModel()) : QStringLiteral("fast");
+}
+
 qint64 LibraryPanel::selectedModel() const
 {
     return m_catalog ? m_catalog->idAt(m_models->currentIndex().row()) : 0;
@@ -158,6 +225,8 @@ void LibraryPanel::setCatalog(ModelCatalogModel* catalog)
 {
     m_catalog = catalog;
     m_models->setModel(catalog);
+    connect(m_models->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] { setCompressing(m_compressing); });
+    connect(catalog, &QAbstractItemModel::dataChanged, this, [this] { setCompressing(m_compressing); });
     auto selected = std::make_shared<qint64>(0);
     connect(catalog, &QAbstractItemModel::modelAboutToBeReset, this, [this, selected] { *selected = selectedModel(); });
     connect(catalog, &QAbstractItemModel::modelReset, this, [this, selected] {
@@ -175,6 +244,14 @@ void LibraryPanel::setCompressing(bool compressing)
     m_compress->setEnabled(!compressing && any);
     m_chatWith->setEnabled(any);
     m_cancel->setEnabled(compressing);
+    const QModelIndex current = m_models->currentIndex();
+    const QString preset = recommended();
+    m_compress->setText(tr("Compress (%1)").arg(preset));
+    m_compress->setToolTip(tr("Compress the selected model into a package with the recommended preset, %1: the smallest "
+                              "whose measured quality on this model passes the bar (Presets offers the others)")
+                               .arg(preset));
+    m_selected->setText(current.isValid() ? current.data(ModelCatalogModel::SummaryRole).toString()
+                                          : any ? tr("Select a model") : tr("No model yet: add one"));
     if (compressing) m_bar->setValue(0);
 }
 

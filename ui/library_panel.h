@@ -1,7 +1,7 @@
 #pragma once
-// The Models tab: the catalog as cards (name, format, architecture, parameters, size on disk,
+// The Models view: the catalog as a grid of cards (name, format, architecture, parameters, size on disk,
 // what the planner predicts on this machine; for packages their quality and the model they came
-// from), Add model…, and Compress (recommended preset; a menu offers the others) with progress,
+// from), Add model…, and Compress (the recommended preset: the smallest measured to pass the quality bar on the model; a menu offers the others, with what they measured) with progress,
 // bytes, ETA and Cancel. It shows its catalog model (model_catalog_model.h) and collects; ChatWindow
 // talks to the workers.
 
@@ -26,6 +26,7 @@ public:
     // selects the first.
     void setCatalog(ModelCatalogModel* catalog);
     qint64 selectedModel() const;  // 0 when none
+    QString recommended() const;   // the preset Compress uses for the selected model (recommendedPreset)
 
     void setCompressing(bool compressing);
     void showProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
@@ -49,6 +50,7 @@ private:
     QPushButton* m_cancel = nullptr;
     QProgressBar* m_bar = nullptr;
     QLabel* m_result = nullptr;
+    QLabel* m_selected = nullptr;  // the selected card's one-line summary, beside its actions
     bool m_compressing = false;
 };
 

@@ -1,8 +1,10 @@
 #include "model_catalog_model.h"
 
+#include "palette_colors.h"
 #include "readable.h"
 
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocale>
@@ -21,6 +23,39 @@ QString qualityInWords(const QString& qualityJson)
     const double pr = q.value("perplexityReference").toDouble(), pc = q.value("perplexityCandidate").toDouble();
     if (pr > 0 && pc > 0) text += QObject::tr(", perplexity %1 → %2").arg(pr, 0, 'f', 2).arg(pc, 0, 'f', 2);
     return text;
+}
+
+bool qualityPasses(const QString& qualityJson, QString* why)
+{
+    const QJsonObject q = QJsonDocument::fromJson(qualityJson.toUtf8()).object();
+    if (q.isEmpty() || !q.contains(QLatin1String("top1Agreement"))) return true;
+    QStringList failed;
+    const double top1 = q.value("top1Agreement").toDouble();
+    if (top1 < kMinTop1Agreement)
+        failed << QObject::tr("top-1 agreement %1% (the bar: %2%)")
+                      .arg(100.0 * top1, 0, 'f', 1)
+                      .arg(100.0 * kMinTop1Agreement, 0, 'f', 0);
+    const double pr = q.value("perplexityReference").toDouble(), pc = q.value("perplexityCandidate").toDouble();
+    if (pr > 0 && pc > 0 && pc / pr > kMaxPerplexityRatio)
+        failed << QObject::tr("perplexity ×%1 (the bar: ×%2)").arg(pc / pr, 0, 'f', 2).arg(kMaxPerplexityRatio, 0, 'f', 2);
+    if (why) *why = failed.join(QStringLiteral(", "));
+    return failed.isEmpty();
+}
+
+QString recommendedPreset(const QVector<ModelItem>& catalog, qint64 id)
+{
+    QString best = QStringLiteral("fast");
+    qint64 bestBytes = -1;
+    for (const ModelItem& m : catalog) {
+        if (m.parentId != id || m.qualityJson.isEmpty() || !qualityPasses(m.qualityJson)) continue;
+        const QString preset = QJsonDocument::fromJson(m.qualityJson.toUtf8()).object().value("preset").toString();
+        if (preset.isEmpty()) continue;
+        if (bestBytes < 0 || m.sizeBytes < bestBytes) {
+            best = preset;
+            bestBytes = m.sizeBytes;
+        }
+    }
+    return best;
 }
 
 int ModelCatalogModel::rowCount(const QModelIndex& parent) const
@@ -111,6 +146,13 @@ QString ModelCatalogModel::cardHtml(const ModelItem& m) const
                     .arg(QFileInfo(parent->path).fileName().toHtmlEscaped(), locale.formattedDataSize(parent->sizeBytes),
                          locale.formattedDataSize(m.sizeBytes));
     if (const QString q = qualityInWords(m.qualityJson); !q.isEmpty()) html += "<br>" + q.toHtmlEscaped();
+    if (QString why; !qualityPasses(m.qualityJson, &why))
+        html += QStringLiteral("<br><span style=\"color:%1\"><b>%2</b></span>")
+                    .arg(errorColor(QGuiApplication::palette()).name(),
+                         tr("⚠ Below the quality bar: %1. Its replies may be wrong or garbled; the "
+                            "\"fast\" preset keeps the model's quality.")
+                             .arg(why)
+                             .toHtmlEscaped());
     const QString predicted = m_predictions.value(m.path);
     html += QStringLiteral("<br><i>%1</i>")
                 .arg((predicted.isEmpty() ? tr("Predicted here: planning …") : predicted).toHtmlEscaped());

@@ -1,5 +1,7 @@
 #include "model_worker.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLocale>
 #include <filesystem>
 
@@ -69,7 +71,12 @@ void ModelWorker::compress(qint64 sourceId, const QString& sourcePath, const QSt
     item.format = QStringLiteral("package");
     item.sizeBytes = sizeOnDisk(outDir.toStdString());
     item.parentId = sourceId;
-    if (report->quality) item.qualityJson = QString::fromStdString(report->quality->toJson());
+    if (report->quality) {
+        // The quality report, with the preset that made it (the library recommends a preset by it).
+        QJsonObject quality = QJsonDocument::fromJson(QByteArray::fromStdString(report->quality->toJson())).object();
+        quality.insert(QStringLiteral("preset"), preset);
+        item.qualityJson = QString::fromUtf8(QJsonDocument(quality).toJson(QJsonDocument::Compact));
+    }
     QString summary = tr("weights %1 → %2 (%3%)")
                           .arg(QLocale().formattedDataSize(qint64(report->sourceBytes)),
                                QLocale().formattedDataSize(qint64(report->outputBytes)))

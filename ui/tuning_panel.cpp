@@ -4,6 +4,8 @@
 #include <QDoubleSpinBox>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
 #include <QPainter>
@@ -12,11 +14,12 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "palette_colors.h"
 #include "readable.h"
 
 namespace spillway::ui {
 
-TierBar::TierBar(QWidget* parent) : QWidget(parent) { setMinimumHeight(22); }
+TierBar::TierBar(QWidget* parent) : QWidget(parent) { setMinimumHeight(40); }
 
 void TierBar::set(double device, double ram, double ssd)
 {
@@ -30,16 +33,15 @@ void TierBar::paintEvent(QPaintEvent*)
 {
     QPainter p(this);
     const double total = m_parts[0] + m_parts[1] + m_parts[2];
-    const QColor colors[] = {QColor(0x2e, 0x7d, 0x32), QColor(0x7b, 0x4f, 0xa3), QColor(0xe0, 0x8a, 0x1e)};
-    const char* names[] = {"device", "RAM", "SSD"};
+    const QString names[] = {TuningPanel::tr("device"), TuningPanel::tr("RAM"), TuningPanel::tr("SSD")};
     double x = 0;
     for (int i = 0; i < 3; ++i) {
         if (total <= 0 || m_parts[i] <= 0) continue;
         const double w = width() * m_parts[i] / total;
         const QRectF r(x, 0, w, height());
-        p.fillRect(r, colors[i]);
+        p.fillRect(r, tierColor(i));
         p.setPen(Qt::white);
-        if (w > 40) p.drawText(r, Qt::AlignCenter, QString::fromLatin1(names[i]));
+        if (w > 40) p.drawText(r, Qt::AlignCenter, names[i]);
         x += w;
     }
     p.setPen(palette().color(QPalette::Mid));
@@ -49,7 +51,7 @@ void TierBar::paintEvent(QPaintEvent*)
 TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
 {
     auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(4, 4, 4, 4);
+    layout->setContentsMargins(8, 8, 8, 8);
     m_hardware = new QLabel(tr("Measuring this machine …"), this);
     m_hardware->setObjectName("hardwareSummary");
     m_hardware->setWordWrap(true);
@@ -104,7 +106,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
                                  "while the slots keep the hottest neurons for good (needs a package with predictors)"));
     m_variant = new QComboBox(this);
     m_variant->setObjectName("variant");
-    m_variant->setToolTip(tr("Which compressed version of the model to run (compress it in the Models tab)"));
+    m_variant->setToolTip(tr("Which compressed version of the model to run (compress it in the Models view)"));
     m_backend = new QComboBox(this);
     m_backend->setObjectName("backend");
     m_backend->addItem(tr("automatic (the fastest usable)"), QStringLiteral("auto"));
@@ -138,12 +140,58 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     m_apply = new QPushButton(tr("Apply"), this);
     m_apply->setObjectName("applyTuning");
     m_apply->setEnabled(false);
-    layout->addWidget(m_hardware);
-    layout->addLayout(form);
-    layout->addWidget(m_tierBar);
-    layout->addWidget(m_prediction);
-    layout->addWidget(m_apply);
-    layout->addStretch(1);
+    // Two columns: the machine and the controls; the placement (a large bar, a line per tier),
+    // the predicted speed and what the last change did.
+    auto* placementTitle = new QLabel(tr("Placement of the weights"), this);
+    QFont bold = placementTitle->font();
+    bold.setBold(true);
+    placementTitle->setFont(bold);
+    QFont big = bold;
+    big.setPointSizeF(bold.pointSizeF() * 1.8);
+    m_speed = new QLabel(this);
+    m_speed->setObjectName("predictedSpeed");
+    m_speed->setAccessibleName(tr("Predicted speed"));
+    m_speed->setFont(big);
+    auto* tiers = new QGridLayout;
+    const QString tierNames[] = {tr("Device"), tr("RAM"), tr("SSD")};
+    for (int i = 0; i < 3; ++i) {
+        auto* swatch = new QLabel(this);
+        swatch->setFixedSize(14, 14);
+        swatch->setStyleSheet(QStringLiteral("background: %1; border-radius: 3px;").arg(tierColor(i).name()));
+        m_tierLines[i] = new QLabel(this);
+        m_tierLines[i]->setObjectName(QStringLiteral("tierLine%1").arg(i));
+        m_tierLines[i]->setWordWrap(true);
+        auto* name = new QLabel(tierNames[i], this);
+        name->setFont(bold);
+        tiers->addWidget(swatch, i, 0);
+        tiers->addWidget(name, i, 1);
+        tiers->addWidget(m_tierLines[i], i, 2);
+    }
+    tiers->setColumnStretch(2, 1);
+    m_change = new QLabel(this);
+    m_change->setObjectName("lastChange");
+    m_change->setAccessibleName(tr("What the last change did"));
+    m_change->setWordWrap(true);
+    m_change->setStyleSheet(colorStyle(mutedColor(palette())));
+    auto* left = new QVBoxLayout;
+    left->addWidget(m_hardware);
+    left->addLayout(form);
+    left->addStretch(1);
+    auto* right = new QVBoxLayout;
+    right->addWidget(placementTitle);
+    right->addWidget(m_tierBar);
+    right->addLayout(tiers);
+    right->addSpacing(8);
+    right->addWidget(m_speed);
+    right->addWidget(m_prediction);
+    right->addWidget(m_change);
+    right->addWidget(m_apply, 0, Qt::AlignLeft);
+    right->addStretch(1);
+    auto* columns = new QHBoxLayout;
+    columns->addLayout(left, 2);
+    columns->addSpacing(16);
+    columns->addLayout(right, 3);
+    layout->addLayout(columns, 1);
     for (QDoubleSpinBox* box : {m_vram, m_ram}) connect(box, &QDoubleSpinBox::valueChanged, this, &TuningPanel::changed);
     for (QSpinBox* box : {m_ctx, m_prefetch, m_threads, m_neuronCache}) connect(box, &QSpinBox::valueChanged, this, &TuningPanel::changed);
     for (QComboBox* box : {m_kvType, m_variant, m_neuronMode, m_coldNeurons, m_backend})
@@ -169,27 +217,80 @@ TuningSettings TuningPanel::settings(const QString& modelPath) const
 }
 
 QString TuningPanel::hardwareSummary() const { return m_hardware->text(); }
-QString TuningPanel::predictionText() const { return m_prediction->text(); }
+QString TuningPanel::predictionText() const
+{
+    return m_speed->text().isEmpty() ? m_prediction->text() : m_speed->text() + QStringLiteral("\n") + m_prediction->text();
+}
 void TuningPanel::setHardware(const QString& summary) { m_hardware->setText(summary); }
 
 void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApply)
 {
-    const double ssd = double(std::max<qint64>(0, prediction.modelBytes - prediction.deviceBytes - prediction.ramBytes));
-    m_tierBar->set(double(prediction.deviceBytes), double(prediction.ramBytes), ssd);
+    const qint64 ssd = std::max<qint64>(0, prediction.modelBytes - prediction.deviceBytes - prediction.ramBytes);
+    m_tierBar->set(double(prediction.deviceBytes), double(prediction.ramBytes), double(ssd));
     const QLocale locale;
-    m_prediction->setText(tr("Predicted %1 tokens/s\ndevice %2 · RAM %3 · SSD %4 read per token\nKV cache %5\n%6")
-                              .arg(readable(prediction.tokensPerSecond))
-                              .arg(locale.formattedDataSize(prediction.deviceBytes),
-                                   locale.formattedDataSize(prediction.ramBytes),
-                                   locale.formattedDataSize(prediction.ssdBytesPerToken),
-                                   locale.formattedDataSize(prediction.kvBytes), prediction.lanes) +
+    const auto size = [&locale](qint64 bytes) { return locale.formattedDataSize(bytes); };
+    const auto share = [&](qint64 bytes) {
+        return prediction.modelBytes > 0 ? QStringLiteral("%1%").arg(int(100.0 * double(bytes) / double(prediction.modelBytes) + 0.5))
+                                         : QString();
+    };
+    m_tierLines[0]->setText(tr("%1 of the weights (%2), resident; KV cache %3")
+                                .arg(size(prediction.deviceBytes), share(prediction.deviceBytes), size(prediction.kvBytes)));
+    m_tierLines[1]->setText(tr("%1 (%2) in pinned RAM, copied to the device as each layer runs")
+                                .arg(size(prediction.ramBytes), share(prediction.ramBytes)));
+    m_tierLines[2]->setText(tr("%1 (%2) stay on the SSD; %3 read per token")
+                                .arg(size(ssd), share(ssd), size(prediction.ssdBytesPerToken)));
+    m_speed->setText(tr("%1 tokens/s predicted").arg(readable(prediction.tokensPerSecond)));
+    m_prediction->setText(tr("device %1 · RAM %2 · SSD %3 read per token\nKV cache %4\n%5")
+                              .arg(size(prediction.deviceBytes), size(prediction.ramBytes),
+                                   size(prediction.ssdBytesPerToken), size(prediction.kvBytes), prediction.lanes) +
                           (prediction.note.isEmpty() ? QString() : QStringLiteral("\n") + prediction.note));
+    if (m_havePrevious) {
+        const QString change = describeChange(m_previous, prediction);
+        if (!change.isEmpty()) m_change->setText(change);
+    }
+    m_previous = prediction;
+    m_previous.plan.reset();
+    m_havePrevious = true;
     m_apply->setEnabled(prediction.plan != nullptr && canApply);
+}
+
+QString TuningPanel::lastChangeText() const { return m_change->text(); }
+
+QString describeChange(const TuningPrediction& before, const TuningPrediction& after)
+{
+    const TuningSettings &a = before.settings, &b = after.settings;
+    const QLocale locale;
+    const auto mib = [&locale](qint64 bytes) { return bytes > 0 ? locale.formattedDataSize(bytes) : QObject::tr("default"); };
+    QStringList moved;
+    if (a.modelPath != b.modelPath) moved << QObject::tr("variant %1").arg(QFileInfo(b.modelPath).fileName());
+    if (a.backend != b.backend) moved << QObject::tr("compute on %1 → %2").arg(a.backend, b.backend);
+    if (a.vramBudget != b.vramBudget) moved << QObject::tr("device budget %1 → %2").arg(mib(a.vramBudget), mib(b.vramBudget));
+    if (a.ramBudget != b.ramBudget) moved << QObject::tr("RAM budget %1 → %2").arg(mib(a.ramBudget), mib(b.ramBudget));
+    if (a.contextLength != b.contextLength)
+        moved << QObject::tr("context %1 → %2").arg(locale.toString(a.contextLength), locale.toString(b.contextLength));
+    if (a.kvType != b.kvType) moved << QObject::tr("KV cache %1 → %2").arg(a.kvType, b.kvType);
+    if (a.neuronCache != b.neuronCache || a.neuronMode != b.neuronMode || a.coldNeurons != b.coldNeurons)
+        moved << QObject::tr("neuron cache");
+    if (a.prefetchDepth != b.prefetchDepth) moved << QObject::tr("prefetch %1 → %2").arg(a.prefetchDepth).arg(b.prefetchDepth);
+    if (a.threads != b.threads) moved << QObject::tr("threads %1 → %2").arg(a.threads).arg(b.threads);
+    if (moved.isEmpty()) return QString();
+    QStringList effects;
+    effects << QObject::tr("%1 → %2 tokens/s").arg(readable(before.tokensPerSecond), readable(after.tokensPerSecond));
+    const auto bytes = [&](const QString& what, qint64 x, qint64 y) {
+        if (x != y) effects << QObject::tr("%1 %2 → %3").arg(what, locale.formattedDataSize(x), locale.formattedDataSize(y));
+    };
+    bytes(QObject::tr("on the device"), before.deviceBytes, after.deviceBytes);
+    bytes(QObject::tr("in RAM"), before.ramBytes, after.ramBytes);
+    bytes(QObject::tr("SSD per token"), before.ssdBytesPerToken, after.ssdBytesPerToken);
+    bytes(QObject::tr("KV cache"), before.kvBytes, after.kvBytes);
+    return QObject::tr("Last change (%1): %2").arg(moved.join(QStringLiteral(", ")), effects.join(QStringLiteral(", ")));
 }
 
 void TuningPanel::showNoPlan(const QString& message)
 {
     m_prediction->setText(tr("No plan: %1").arg(message));
+    m_speed->clear();
+    for (QLabel* line : m_tierLines) line->clear();
     m_tierBar->set(0, 0, 0);
     m_apply->setEnabled(false);
 }

@@ -1,7 +1,8 @@
 #pragma once
-// The Tuning tab: the measured machine, the controls (compute device, device and RAM budgets, context length,
+// The Tuning view: the measured machine, the controls (compute device, device and RAM budgets, context length,
 // KV precision, compression variant, prefetch depth, CPU threads) and the planner's answer for
-// them: a stacked bar per tier and the predicted tokens/s. It only shows and collects values;
+// them: a large stacked bar with a line per tier, the predicted tokens/s, and what the last
+// change of a control did to them. It only shows and collects values;
 // ChatWindow sends them to the TuningWorker on every change and applies the plan.
 
 #include <QJsonObject>
@@ -43,6 +44,7 @@ public:
     TuningSettings settings(const QString& modelPath) const;
     QString hardwareSummary() const;
     QString predictionText() const;
+    QString lastChangeText() const;  // "Last change (context 256 → 2,048): 8.1 → 7.9 tokens/s, ..."
     void setHardware(const QString& summary);
     void showPrediction(const TuningPrediction& prediction, bool canApply);
     void showNoPlan(const QString& message);
@@ -75,8 +77,18 @@ private:
     QSpinBox* m_threads = nullptr;
     TierBar* m_tierBar = nullptr;
     QLabel* m_prediction = nullptr;
+    QLabel* m_speed = nullptr;         // "8.1 tokens/s predicted", large
+    QLabel* m_tierLines[3] = {};       // device, RAM, SSD: what each holds
+    QLabel* m_change = nullptr;        // what the last change did
+    TuningPrediction m_previous;       // the prediction before (its plan dropped)
+    bool m_havePrevious = false;
     QPushButton* m_apply = nullptr;
 };
+
+// What moved between two predictions' settings and what it did to the speed and the bytes per
+// tier ("Last change (context 256 → 2,048): 8.1 → 7.9 tokens/s, KV cache 1 MiB → 8 MiB"); empty
+// when no setting differs.
+QString describeChange(const TuningPrediction& before, const TuningPrediction& after);
 
 // One stacked bar: the model's weights on the device, in pinned RAM and on the SSD.
 class TierBar : public QWidget {

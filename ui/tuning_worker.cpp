@@ -81,7 +81,7 @@ double throughputOf(const std::vector<hw::FormatThroughput>& list, gpu::DType ty
 // What this machine can run: for the shapes of well-known Llama-family models at 8 bits
 // (Q8_0, 34 bytes per 32 weights), where the weights would live (RAM up to 80% of the free
 // RAM, the rest on the SSD) and a rough decode speed from the measured figures: every weight
-// read once per token, SSD reads overlapped with compute. The Tuning tab plans a real model
+// read once per token, SSD reads overlapped with compute. The Tuning view plans a real model
 // exactly; this is the first-launch orientation.
 QString capabilitiesText(const hw::HardwareProfile& p)
 {

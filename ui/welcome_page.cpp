@@ -40,7 +40,7 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent)
     m_start = new QPushButton(tr("Start chatting"), this);
     m_start->setObjectName("startChatting");
     m_start->setDefault(true);
-    auto* hint = new QLabel(tr("Drop a GGUF model anywhere on the window to add it; the Tuning tab shows where its "
+    auto* hint = new QLabel(tr("Drop a GGUF model anywhere on the window to add it; the Tuning view shows where its "
                                "weights would live and how fast it would run."),
                             this);
     hint->setWordWrap(true);
@@ -77,7 +77,7 @@ void WelcomePage::setModel(const QString& description) { m_model->setText(tr("Re
 
 void WelcomePage::setFailed(const QString& message)
 {
-    m_stage->setText(tr("The measurement failed: %1. Chatting works all the same; the Tuning tab needs the measurement for its predictions.").arg(message));
+    m_stage->setText(tr("The measurement failed: %1. Chatting works all the same; the Tuning view needs the measurement for its predictions.").arg(message));
 }
 
 }  // namespace spillway::ui

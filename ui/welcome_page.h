@@ -1,7 +1,7 @@
 #pragma once
 // The first-launch screen: what this machine is (the probe, with a progress bar while it
 // measures), what it can run, and the demo model that is ready to chat. Shown once; the
-// Tuning tab keeps the summary afterwards.
+// Tuning view keeps the summary afterwards.
 
 #include <QWidget>
 

@@ -12,12 +12,12 @@
 #include <QStandardPaths>
 #include <QDoubleSpinBox>
 #include <QSpinBox>
-#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "ui/bottleneck_view.h"
 #include "ui/chat_controller.h"
@@ -57,12 +57,13 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene welcome|chat|settings|dark|models|tuning|visualizer: real content, rendered without a display.
+// --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer: real content, rendered without a display.
 //   welcome:    the first-launch screen once the machine is measured;
 //   chat:       one prompt and its reply, the conversation in the list;
 //   settings:   the same with the chat's settings open beside it (a system prompt typed in);
 //   dark:       the chat in a dark palette (Fusion style);
-//   models:     the demo model added to the catalog and compressed (balanced preset);
+//   library:    the Models view: the demo model compressed with the fast and the balanced presets
+//               (the latter flagged below the quality bar); "models" is the same scene;
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
 //   tuning:     the measured machine and the planner's placement under tight budgets.
 // A widget of the window by its object name (chat_window.h lists them).
@@ -101,7 +102,7 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
         // The demo model under tight budgets (1 MiB of device memory, 64 KiB of pinned RAM), so
         // the plan streams part of it from the SSD.
         QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window] {
-            part<QTabWidget>(window, "sideTabs")->setCurrentIndex(2);
+            window.showView(ChatWindow::View::Tuning);
             part<QSpinBox>(window, "contextLength")->setValue(64);
             part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
             part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.0);
@@ -116,20 +117,27 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
                     save(&window);
                 });
         });
-    } else if (scene == QLatin1String("models")) {
+    } else if (scene == QLatin1String("library") || scene == QLatin1String("models")) {
+        // The Models view: the demo model compressed twice, "fast" (passes the quality bar) and
+        // "balanced" (50 % pruning is too much for 260K parameters: its card is flagged).
         QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, modelPath] {
-            part<QTabWidget>(window, "sideTabs")->setCurrentIndex(1);
+            window.showView(ChatWindow::View::Models);
             window.library()->addModel(modelPath);
         });
-        QObject::connect(&window, &ChatWindow::modelsListed, &window, [&window, save](int count) {
+        auto presets = std::make_shared<QStringList>(QStringList{QStringLiteral("fast"), QStringLiteral("balanced")});
+        auto next = [&window, presets] {
             const QAbstractItemModel* models = part<QListView>(window, "models")->model();
-            if (count == 1 && !window.library()->isCompressing() && models->rowCount() == 1)
-                window.library()->compressModel(models->index(0, 0).data(spillway::ui::ModelCatalogModel::IdRole).toLongLong(),
-                                     QStringLiteral("balanced"));
+            if (presets->isEmpty() || window.library()->isCompressing() || models->rowCount() == 0) return false;
+            window.library()->compressModel(models->index(0, 0).data(spillway::ui::ModelCatalogModel::IdRole).toLongLong(),
+                                            presets->takeFirst());
+            return true;
+        };
+        QObject::connect(&window, &ChatWindow::modelsListed, &window, [next](int count) {
+            if (count == 1) next();
         });
-        // Done when the cards show the planner's prediction before and after.
-        QObject::connect(&window, &ChatWindow::compressionCompared, &window, [&window, save] {
-            QTimer::singleShot(100, &window, [&window, save] { save(&window); });
+        // Done when the cards show the planner's prediction before and after the last one.
+        QObject::connect(&window, &ChatWindow::compressionCompared, &window, [&window, save, next] {
+            if (!next()) QTimer::singleShot(100, &window, [&window, save] { save(&window); });
         });
     } else {
         const bool settings = scene == QLatin1String("settings");
@@ -193,7 +201,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, models, tuning or visualizer.", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, library, tuning or visualizer.", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -240,8 +248,8 @@ int main(int argc, char** argv)
         QApplication::setPalette(dark);
     }
     if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "settings" &&
-        scene != "dark" && scene != "models" && scene != "visualizer" && scene != "tuning") {
-        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, models, tuning or visualizer\n");
+        scene != "dark" && scene != "models" && scene != "library" && scene != "visualizer" && scene != "tuning") {
+        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, library, tuning or visualizer\n");
         return 2;
     }
 

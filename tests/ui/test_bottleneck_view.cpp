@@ -28,6 +28,7 @@
 #include "core/runtime/sampler.h"
 #include "core/trace/trace.h"
 #include "gpu/cpu/cpu_device.h"
+#include "ui/bottleneck_stats.h"
 #include "ui/bottleneck_view.h"
 
 using spillway::ui::BottleneckView;
@@ -157,6 +158,7 @@ private slots:
     void liveViewFollowsTheNewestOfALongerHistory();
     void paintTimeWithTwentyThousandSpans();
     void neuronCacheStripShowsEachLayersHitRate();
+    void overallTimePerTokenCountsWhatPassesBetweenTokens();
 };
 
 void TestBottleneckView::realTraceFromSsdOffload()
@@ -549,4 +551,34 @@ void TestBottleneckView::neuronCacheStripShowsEachLayersHitRate()
 }
 
 QTEST_MAIN(TestBottleneckView)
+// The header gives the engine's own time per token (the tokens' spans) and the time per token the
+// status line's tokens/s counts (from one token's start to the next's, sampling and the GUI
+// included); a jump of token ids (the next reply) is not a gap between two tokens.
+void TestBottleneckView::overallTimePerTokenCountsWhatPassesBetweenTokens()
+{
+    constexpr uint64_t ms = 1'000'000;
+    std::vector<trace::Span> spans;
+    const std::pair<uint32_t, uint64_t> tokens[] = {{0, 0}, {1, 3 * ms}, {2, 6 * ms}, {40, 500 * ms}, {41, 504 * ms}};
+    for (const auto& [token, start] : tokens) {
+        trace::Span s;
+        s.lane = Lane::DeviceCompute;
+        s.layer = 0;
+        s.op = "ffn";
+        s.startNs = 1'000 * ms + start;
+        s.endNs = s.startNs + ms;
+        s.token = token;
+        spans.push_back(s);
+    }
+    const spillway::ui::TokenStats stats = spillway::ui::computeTokenStats(spans);
+    QCOMPARE(stats.total.nsPerToken, double(ms));
+    QCOMPARE(stats.wallNsPerToken, double(3 * ms + 3 * ms + 4 * ms) / 3.0);
+    BottleneckView view;
+    view.resize(1200, 420);
+    view.setSpans(spans);
+    QVERIFY2(view.accessibleDescription().contains("1.00 ms/token in the engine's spans"), qPrintable(view.accessibleDescription()));
+    QVERIFY2(view.accessibleDescription().contains("3.33 ms/token overall (300 tokens/s)"), qPrintable(view.accessibleDescription()));
+    spans.resize(1);  // one token: no gap to measure
+    QCOMPARE(spillway::ui::computeTokenStats(spans).wallNsPerToken, 0.0);
+}
+
 #include "test_bottleneck_view.moc"

@@ -26,6 +26,8 @@
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextStream>
+#include <QStackedWidget>
+#include <QToolButton>
 
 #include "core/trace/trace.h"
 #include "gpu/registry.h"
@@ -37,6 +39,8 @@
 #include "ui/library_controller.h"
 #include "ui/generation_worker.h"
 #include "ui/tuning_panel.h"
+#include "ui/library_panel.h"
+#include "ui/model_catalog_model.h"
 #include "ui_test_util.h"
 
 using spillway::ui::ChatWindow;
@@ -90,6 +94,8 @@ private slots:
     void tuningPlansAndAppliesAPlacement();
     void vulkanDeviceRepliesLikeTheCpu();
     void everyControlHasAnAccessibleName();
+    void recommendedPresetIsTheSmallestThatPasses();
+    void navigationRailSwitchesViews();
 
 private:
     QTemporaryDir m_cache;
@@ -372,6 +378,91 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
              QStringList{QFileInfo(package).fileName()});
     QCOMPARE(rowsOf(window, "models"), 2);
     QVERIFY(!window.library()->isCompressing());
+
+    // The int8 package passes the quality bar; 50 % pruning of this 260K model does not: its card
+    // says so, the summary too, and the recommended preset stays "fast".
+    QVERIFY2(!rowTextOf(window, "models", 1).contains("Below the quality bar"), qPrintable(rowTextOf(window, "models", 1)));
+    QCOMPARE(part<spillway::ui::LibraryPanel>(window, "library")->recommended(), QStringLiteral("fast"));
+    window.library()->compressModel(source, QStringLiteral("balanced"));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 60'000);
+    QVERIFY2(finished.at(1).at(1).toString().contains("below the quality bar"), qPrintable(finished.at(1).at(1).toString()));
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 3, 10'000);
+    int flagged = 0;
+    for (int row = 0; row < 3; ++row) flagged += rowTextOf(window, "models", row).contains("Below the quality bar") ? 1 : 0;
+    QCOMPARE(flagged, 1);
+    QCOMPARE(spillway::ui::recommendedPreset(window.library()->catalog()->models(), source), QStringLiteral("fast"));
+    QCOMPARE(part<QPushButton>(window, "compress")->text(), QStringLiteral("Compress (fast)"));
+}
+
+void TestChatWindow::recommendedPresetIsTheSmallestThatPasses()
+{
+    using spillway::ui::ModelItem;
+    const auto package = [](qint64 id, const char* preset, double top1, qint64 bytes, double ppl = 10.0) {
+        ModelItem m;
+        m.id = id;
+        m.parentId = 1;
+        m.format = QStringLiteral("package");
+        m.sizeBytes = bytes;
+        m.qualityJson = QStringLiteral(R"({"top1Agreement": %1, "perplexityReference": 10.0, "perplexityCandidate": %2, "preset": "%3"})")
+                            .arg(top1)
+                            .arg(ppl)
+                            .arg(QLatin1String(preset));
+        return m;
+    };
+    ModelItem source;
+    source.id = 1;
+    QVector<ModelItem> catalog{source};
+    QCOMPARE(spillway::ui::recommendedPreset(catalog, 1), QStringLiteral("fast"));  // nothing measured
+    catalog << package(2, "fast", 0.99, 600);
+    catalog << package(3, "balanced", 0.29, 400);  // fails the agreement
+    QCOMPARE(spillway::ui::recommendedPreset(catalog, 1), QStringLiteral("fast"));
+    catalog << package(4, "smallest", 0.95, 300, 13.0);  // fails the perplexity (x1.3)
+    QCOMPARE(spillway::ui::recommendedPreset(catalog, 1), QStringLiteral("fast"));
+    catalog << package(5, "smallest", 0.95, 250, 11.0);
+    QCOMPARE(spillway::ui::recommendedPreset(catalog, 1), QStringLiteral("smallest"));
+    QCOMPARE(spillway::ui::recommendedPreset(catalog, 2), QStringLiteral("fast"));  // another model's packages
+    QString why;
+    QVERIFY(!spillway::ui::qualityPasses(catalog[2].qualityJson, &why));
+    QVERIFY2(why.contains("29.0%"), qPrintable(why));
+    QVERIFY(spillway::ui::qualityPasses(QString()));  // an original
+}
+
+void TestChatWindow::navigationRailSwitchesViews()
+{
+    QTemporaryDir data;
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.resize(1200, 800);
+    window.show();
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+    auto* views = part<QStackedWidget>(window, "views");
+    QCOMPARE(window.currentView(), ChatWindow::View::Chats);
+    QVERIFY(part<QWidget>(window, "conversations")->isVisible());
+
+    // The rail's Models button: the library fills the main area (not a sidebar).
+    QTest::mouseClick(part<QToolButton>(window, "navModels"), Qt::LeftButton);
+    QCOMPARE(window.currentView(), ChatWindow::View::Models);
+    QCOMPARE(views->currentWidget(), part<QWidget>(window, "library"));
+    QVERIFY(part<QWidget>(window, "models")->isVisible());
+    QVERIFY(!part<QWidget>(window, "conversations")->isVisible());
+    QVERIFY2(part<QWidget>(window, "models")->width() > window.width() * 3 / 4,
+             qPrintable(QString::number(part<QWidget>(window, "models")->width())));
+    QVERIFY(part<QWidget>(window, "bottleneckDock")->isVisible());  // the dock stays in every view
+
+    // Ctrl+3: the Tuning view, as wide.
+    QTest::keyClick(&window, Qt::Key_3, Qt::ControlModifier);
+    QCOMPARE(window.currentView(), ChatWindow::View::Tuning);
+    QVERIFY(part<QToolButton>(window, "navTuning")->isChecked());
+    QVERIFY(part<QWidget>(window, "tuning")->width() > window.width() * 3 / 4);
+    QVERIFY(part<QWidget>(window, "bottleneckDock")->isVisible());
+
+    // Chat with the selected model: back to the chat, the prompt focused.
+    QTest::keyClick(&window, Qt::Key_2, Qt::ControlModifier);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 1, 10'000);
+    QTest::mouseClick(part<QPushButton>(window, "chatWithModel"), Qt::LeftButton);
+    QCOMPARE(window.currentView(), ChatWindow::View::Chats);
+    QVERIFY(part<QToolButton>(window, "navChats")->isChecked());
+    QVERIFY(part<QWidget>(window, "prompt")->isVisible());
 }
 
 void TestChatWindow::markdownRepliesAreRendered()
