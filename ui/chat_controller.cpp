@@ -20,6 +20,17 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
     connect(this, &ChatController::generateRequested, worker, &GenerationWorker::generateWith, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::modelLoaded, this, &ChatController::onModelLoaded, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::failed, this, &ChatController::onFailed, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::loadProgress, this, [this](qint64 done, qint64 total) {
+        if (m_loading) emit loadProgress(done, total);
+    }, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::unloaded, this, &ChatController::modelUnloaded, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::loadCancelled, this, [this](const QString& description) {
+        if (!m_loading) return;
+        m_loading = false;
+        if (!description.isEmpty()) m_modelDescription = description;
+        emit loadCancelled();
+        emit stateChanged();
+    }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::tokens, this, &ChatController::onTokens, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::finished, this, &ChatController::onFinished, Qt::QueuedConnection);
     if (!store) return;
@@ -167,9 +178,15 @@ bool ChatController::loadModel(const QString& path, qint64 modelId)
     m_loading = true;
     m_loadingPath = path;
     m_loadingId = modelId;
+    m_worker->clearCancelLoad();
     emit loadRequested(path);
     emit stateChanged();
     return true;
+}
+
+void ChatController::cancelLoad()
+{
+    if (m_loading) m_worker->requestCancelLoad();
 }
 
 void ChatController::openHistory(const QString& folder)

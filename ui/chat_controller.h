@@ -64,6 +64,8 @@ public slots:
     // when the new one fails to load. The open conversation talks to it from then on. Refused
     // while a reply is generated.
     bool loadModel(const QString& path, qint64 modelId = 0);
+    // Stops the model being loaded; the one before answers again (loadCancelled).
+    void cancelLoad();
     // Opens the history in `folder` (spillway.db) and lists the conversations.
     void openHistory(const QString& folder);
     // A new exchange: the prompt, then the reply. False when it cannot start now (no model yet,
@@ -107,6 +109,11 @@ signals:
     // end: why the reply ended ("turn", "limit", "context", "stopped": GenerationWorker::finished).
     void replyFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     void failed(const QString& message);       // loading or generating failed
+    // While a model loads: bytes of weights copied in of all; then cancelled, or unloaded to make
+    // room (the device memory that freed).
+    void loadProgress(qint64 done, qint64 total);
+    void loadCancelled();
+    void modelUnloaded(const QString& name, qint64 freedDeviceBytes);
     void storeFailed(const QString& message);  // the history could not be read or written
     void historyOpened(const QString& recoveryNote);
     void conversationsListed(int count);

@@ -20,6 +20,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -197,6 +198,19 @@ void ChatWindow::buildWidgets(bool withData)
     } else {
         top->addStretch(1);
     }
+    // A model loading: how much of its weights are in, and Cancel (the model before stays).
+    m_loadBar = new QProgressBar(central);
+    m_loadBar->setObjectName("loadProgress");
+    m_loadBar->setAccessibleName(tr("Model loading"));
+    m_loadBar->setRange(0, 1000);
+    m_loadBar->setMaximumWidth(160);
+    m_loadBar->hide();
+    m_cancelLoad = new QPushButton(tr("Cancel loading"), central);
+    m_cancelLoad->setObjectName("cancelLoad");
+    m_cancelLoad->setToolTip(tr("Stop loading this model; the one before goes on answering"));
+    m_cancelLoad->hide();
+    top->addWidget(m_loadBar);
+    top->addWidget(m_cancelLoad);
     auto* settingsToggle = new QPushButton(tr("Settings"), central);
     settingsToggle->setObjectName("settingsToggle");
     settingsToggle->setCheckable(true);
@@ -469,6 +483,25 @@ void ChatWindow::connectChat()
         m_status->setText(tr("Imported %n chat(s)", "", count));
     });
     connect(chat, &ChatController::conversationModelWanted, this, &ChatWindow::chatWith);
+    connect(m_cancelLoad, &QPushButton::clicked, chat, &ChatController::cancelLoad);
+    connect(chat, &ChatController::loadProgress, this, [this](qint64 done, qint64 total) {
+        if (total <= 0) return;
+        m_loadBar->setValue(int(1000.0 * double(done) / double(total)));
+        m_loadBar->show();
+        const QLocale locale;
+        m_status->setText(tr("Loading %1 … %2 of %3 of weights")
+                              .arg(QFileInfo(m_chat->loadingPath()).fileName(), locale.formattedDataSize(done),
+                                   locale.formattedDataSize(total)));
+    });
+    connect(chat, &ChatController::modelUnloaded, this, [this](const QString& name, qint64 freed) {
+        m_unloadedText = tr(" — unloaded %1, which freed %2 of device memory").arg(name, QLocale().formattedDataSize(freed));
+    });
+    connect(chat, &ChatController::loadCancelled, this, [this] {
+        m_unloadedText.clear();
+        m_status->setText(m_chat->isModelReady() ? tr("Loading cancelled; %1 answers").arg(m_chat->modelDescription())
+                                                 : tr("Loading cancelled; no model is loaded"));
+        showPickedModel();
+    });
     m_generation->setPresets(chat->presets());
     m_generation->setSettings(chat->settings());
     connect(chat, &ChatController::settingsChanged, m_generation, &GenerationPanel::setSettings);
@@ -618,7 +651,8 @@ void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
         if (m_models->isTuningReady()) requestPrediction();
     }
     m_welcome->setModel(description);
-    m_status->setText(description);
+    m_status->setText(description + m_unloadedText);
+    m_unloadedText.clear();
     // A package below the quality bar answers, but the user hears that its text cannot be trusted.
     if (m_models)
         for (const ModelItem& m : m_models->catalog()->models())
@@ -846,6 +880,11 @@ void ChatWindow::dropEvent(QDropEvent* event)
 void ChatWindow::updateButtons()
 {
     const bool ready = m_chat->isModelReady(), generating = m_chat->isGenerating();
+    m_cancelLoad->setVisible(m_chat->isLoading());
+    if (!m_chat->isLoading()) {
+        m_loadBar->hide();
+        m_loadBar->setValue(0);
+    }
     m_send->setEnabled(ready && !generating && !m_chat->isLoading());
     if (m_picker) m_picker->setEnabled(!generating);
     m_prompt->setEnabled(ready);

@@ -23,6 +23,7 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListView;
+class QProgressBar;
 class QPushButton;
 class QStackedWidget;
 
@@ -158,7 +159,10 @@ private:
     QPushButton* m_stop = nullptr;
     QLabel* m_error = nullptr;  // an error, or a notice (its "notice" property true)
     QLabel* m_status = nullptr;
-    QLabel* m_contextMeter = nullptr;  // "Context 1,234 / 4,096" after a reply
+    QLabel* m_contextMeter = nullptr;
+    QProgressBar* m_loadBar = nullptr;  // the weights of a model being loaded
+    QPushButton* m_cancelLoad = nullptr;
+    QString m_unloadedText;  // " — unloaded A, which freed 1.2 GiB of device memory", for the status line  // "Context 1,234 / 4,096" after a reply
     BottleneckView* m_bottleneck = nullptr;
 
     // What the widgets show that no controller keeps.

@@ -66,6 +66,16 @@ engine::EngineOptions GenerationWorker::baseOptions() const
     engine::EngineOptions o;
     o.backend = m_backend.toStdString();
     o.trace = m_recorder;
+    // Runs on this thread, inside Engine::open and the sessions' opening.
+    GenerationWorker* self = const_cast<GenerationWorker*>(this);
+    o.loadProgress = [self](uint64_t done, uint64_t total) {
+        const auto now = std::chrono::steady_clock::now();
+        if (done == total || now - self->m_lastLoadProgress >= std::chrono::milliseconds(50)) {
+            self->m_lastLoadProgress = now;
+            emit self->loadProgress(qint64(done), qint64(total));
+        }
+        return !self->m_cancelLoad.load(std::memory_order_relaxed);
+    };
     return o;
 }
 
@@ -86,28 +96,52 @@ void GenerationWorker::loadModel(const QString& path)
         return;
     }
     // The device stays across models (a plan's budget, or the device a test handed in). Its
-    // memory is the old model's until the engine goes: the old one is unloaded first.
+    // memory is the old model's until the engine goes: the old one is unloaded first, and what
+    // that freed is said.
     std::shared_ptr<const LlamaModel> previous = m_engine ? m_engine->sharedModel() : nullptr;
+    const uint64_t usedBefore = m_engine ? m_engine->device().memoryStats().used : 0;
     m_conversation.reset();
     std::unique_ptr<gpu::Device> device = m_engine ? m_engine->takeDevice() : std::move(m_injected);
     const bool fresh = !device;
     m_engine.reset();
+    if (previous && device) {
+        const uint64_t usedAfter = device->memoryStats().used;
+        emit unloaded(QFileInfo(QString::fromStdString(previous->path())).fileName(),
+                      qint64(usedBefore > usedAfter ? usedBefore - usedAfter : 0));
+    }
     auto opened = engine::Engine::open(std::move(*model), baseOptions(),
                                        [this](const engine::Notice& n) { onNotice(n); }, std::move(device));
-    if (!opened) {
-        const QString why = QString::fromStdString(opened.error().message);
-        // The model before goes on, on a device chosen afresh.
-        if (previous)
-            if (auto back = engine::Engine::open(previous, baseOptions(), [this](const engine::Notice& n) { onNotice(n); }))
-                m_engine = std::move(*back);
-        emit failed(why);
-        return;
+    Error why;
+    if (opened) {
+        // The weights come in now (with progress), not at the first message.
+        m_engine = std::move(*opened);
+        m_conversation = m_engine->conversation();
+        if (Status s = m_conversation->open(); s) {
+            if (fresh || previous)
+                emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), loadedDescription(),
+                                   QString::fromStdString(m_engine->deviceChoice()));
+            emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
+            return;
+        } else {
+            why = s.error();
+        }
+        m_conversation.reset();
+        device = m_engine->takeDevice();
+        m_engine.reset();
+    } else {
+        why = opened.error();
     }
-    m_engine = std::move(*opened);
-    if (fresh || previous)
-        emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), loadedDescription(),
-                           QString::fromStdString(m_engine->deviceChoice()));
-    emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
+    // The model before goes on (on the same device where it is still there, else on one chosen
+    // afresh); its weights come back at its next reply.
+    const bool cancelled = why.code == ErrorCode::Cancelled;
+    m_cancelLoad.store(false, std::memory_order_relaxed);
+    if (previous) {
+        auto back = engine::Engine::open(previous, baseOptions(), [this](const engine::Notice& n) { onNotice(n); },
+                                         std::move(device));
+        if (back) m_engine = std::move(*back);
+    }
+    if (cancelled) emit loadCancelled(m_engine ? loadedDescription() : QString());
+    else emit failed(QString::fromStdString(why.message));
 }
 
 void GenerationWorker::generate(const QVector<MessageItem>& conversation, int maxTokens, double temperature)

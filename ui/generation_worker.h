@@ -7,6 +7,7 @@
 #include <QObject>
 #include <QString>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,10 @@ public:
     void requestStop() { m_stop.store(true, std::memory_order_relaxed); }
     // Thread-safe: called by the GUI before it queues a request, so a stale stop is forgotten.
     void clearStop() { m_stop.store(false, std::memory_order_relaxed); }
+    // Thread-safe: the model being loaded stops at its next weight copy; the one before comes back.
+    void requestCancelLoad() { m_cancelLoad.store(true, std::memory_order_relaxed); }
+    // Thread-safe: called by the GUI before it queues a load.
+    void clearCancelLoad() { m_cancelLoad.store(false, std::memory_order_relaxed); }
     // Spans of every generation go here (the visualizer drains it); set before the worker moves
     // to its thread. Not owned; must outlive the worker.
     void setRecorder(trace::Recorder* recorder) { m_recorder = recorder; }
@@ -65,6 +70,15 @@ signals:
     // chatTemplate: the model answers chat turns (replies are shown on their own), else it
     // continues the prompt.
     void modelLoaded(const QString& description, bool chatTemplate);
+    // While a model loads: the bytes of weights copied in (to the device, or to pinned RAM) of
+    // all it copies; about every 50 ms, and once at the end. None for weights used in place.
+    void loadProgress(qint64 done, qint64 total);
+    // The load was cancelled (requestCancelLoad); the model before answers again (`description`,
+    // empty when there was none).
+    void loadCancelled(const QString& description);
+    // The model before was unloaded to make room for the next: its name and the device memory
+    // that freed (the device's own accounting).
+    void unloaded(const QString& name, qint64 freedDeviceBytes);
     // The exact text given to the model for the latest request.
     void promptPrepared(const QString& prompt);
     void failed(const QString& message);
@@ -98,6 +112,8 @@ private:
     std::unique_ptr<engine::Conversation> m_conversation;  // on m_engine: declared after it
     QString m_backend = QStringLiteral("auto");
     std::atomic<bool> m_stop{false};
+    std::atomic<bool> m_cancelLoad{false};
+    std::chrono::steady_clock::time_point m_lastLoadProgress{};
     trace::Recorder* m_recorder = nullptr;
 };
 

@@ -78,6 +78,9 @@ public:
     const LlamaSession* session() const { return m_session.get(); }
     // Forgets the cache: the next request evaluates everything.
     void reset();
+    // Opens the session now (it copies the weights in: EngineOptions::loadProgress reports it)
+    // rather than at the first request. Nothing happens when it is open.
+    Status open() { return ensureSession(); }
 
 private:
     Status ensureSession();

@@ -139,6 +139,7 @@ Status Engine::prepare(const EngineOptions& o)
     m_session.kvType = o.kvType;
     m_session.streamer.hostBudget = o.ramBudget;
     m_session.streamer.trace = o.trace;
+    m_session.streamer.loadProgress = o.loadProgress;
     m_session.neuronCache = o.neuronCache;
     if (o.appliedPlan) {
         m_plan = *o.appliedPlan;

@@ -93,6 +93,9 @@ struct EngineOptions {
     // A plan made elsewhere (the app's Tuning tab): used as it is, nothing measured or planned.
     std::shared_ptr<const plan::PlanResult> appliedPlan;
     trace::Recorder* trace = nullptr;  // spans of every session go here (not owned)
+    // Sessions report the weights they copy in as they open (StreamerOptions::loadProgress:
+    // returning false cancels the opening). May be empty.
+    std::function<bool(uint64_t done, uint64_t total)> loadProgress;
 
     bool offloading() const { return plan || vramBudget > 0 || ramBudget > 0 || naive || tier.has_value(); }
 };

@@ -163,11 +163,36 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
                              std::to_string(stagingBytes) + ") but the RAM budget is " +
                              std::to_string(options.hostBudget));
 
+    // What creation copies (for options.loadProgress): device-tier matrices unless used in place,
+    // OPT's positions and projections, a separately copied embedding, the RAM tier's pinned
+    // copies (the norms and biases, a few KiB, are not counted).
+    uint64_t loadTotal = 0, loadDone = 0;
+    if (!inPlace)
+        for (auto& b : builders)
+            for (auto& e : b.device) loadTotal += matrixBytes(e.first.view);
+    if (!inPlace && *embTier == plan::Tier::Device && !(tied && *headTier == plan::Tier::Device))
+        loadTotal += matrixBytes(w.tokenEmbedding);
+    if (!inPlace)
+        for (const gpu::MatrixView* m : {&w.positionEmbedding, &w.projectIn, &w.projectOut})
+            if (m->data) loadTotal += matrixBytes(*m);
+    for (const Unit& unit : im.units)
+        for (const auto& hc : unit.hostCopies) loadTotal += hc.allBytes;
+    auto loaded = [&](uint64_t bytes) -> Status {
+        loadDone += bytes;
+        if (options.loadProgress && !options.loadProgress(loadDone, loadTotal))
+            return makeError(ErrorCode::Cancelled, "loading the model was cancelled");
+        return {};
+    };
+    if (options.loadProgress && !options.loadProgress(0, loadTotal))
+        return makeError(ErrorCode::Cancelled, "loading the model was cancelled");
+
     // Device-resident weights: one buffer per unit (copied), or the mapping itself (in place).
-    auto residentCopy = [&](const void* src, uint64_t bytes) -> Result<const void*> {
+    auto residentCopy = [&](const void* src, uint64_t bytes, bool counted = true) -> Result<const void*> {
         auto b = device.allocate(size_t(bytes));
         if (!b) return b.error();
         device.upload(b->data(), src, size_t(bytes));
+        if (counted)
+            if (auto st = loaded(bytes); !st) return st.error();
         const void* p = b->data();
         im.resident.push_back(std::move(b.value()));
         s->m_memory.residentDeviceBytes += bytes;
@@ -181,6 +206,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         const gpu::MatrixView view = m->view;
         im.resident.push_back(std::move(m->buffer));
         s->m_memory.residentDeviceBytes += bytes;
+        if (auto st = loaded(bytes); !st) return st.error();
         return view;
     };
     for (size_t u = 0; u < builders.size(); ++u) {
@@ -215,7 +241,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
                 }
             if (w.outputNorm) patches.push_back({&s->m_outputNorm, append(w.outputNorm, c.dim)});
             if (w.outputNormBias) patches.push_back({&s->m_outputNormBias, append(w.outputNormBias, c.dim)});
-            auto p = residentCopy(all.data(), all.size() * sizeof(float));
+            auto p = residentCopy(all.data(), all.size() * sizeof(float), false);
             if (!p) return p.error();
             const float* base = static_cast<const float*>(*p);
             for (auto& [ptr, at] : patches) *ptr = base + at;
@@ -261,6 +287,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             hc.host = b->data();
             im.hostMemory.push_back(std::move(b.value()));
             s->m_memory.hostBytes += hc.allBytes;
+            if (auto st = loaded(hc.allBytes); !st) return st.error();
         }
 
     }

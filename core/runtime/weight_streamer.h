@@ -13,6 +13,7 @@
 // follow it. Not thread-safe: one inference thread drives it (the loader is internal).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,11 @@ struct StreamerOptions {
     // weights): not loaded, and absent (data null) from the acquired layers' views. The
     // placement needs no entry for them.
     std::vector<std::string> notStreamed;
+    // Called as the weights are copied in at creation (device-tier matrices to the device, RAM-tier
+    // ones into pinned memory), with the bytes copied so far and in all; returning false cancels
+    // the creation (ErrorCode::Cancelled, nothing kept). Weights used in place (the CPU device's
+    // mapping) copy nothing. May be empty.
+    std::function<bool(uint64_t done, uint64_t total)> loadProgress;
 };
 
 struct StreamerMemory {

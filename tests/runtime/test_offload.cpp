@@ -449,3 +449,50 @@ TEST(Offload, TruncatedFileWhileRunningIsAnError)
     }
     std::filesystem::remove_all(dir);
 }
+
+// Opening a session reports the weights it copies in (device-tier matrices to the device, the RAM
+// tier into pinned memory): from 0 to all of them, never past; cancelled from the callback, the
+// opening fails with Cancelled and gives every byte back.
+TEST(Offload, OpeningReportsTheWeightsItCopiesAndCanBeCancelled)
+{
+    auto model = loadModel();
+    ASSERT_TRUE(model);
+    auto device = std::make_unique<OpaqueDevice>(gpu::createCpuDevice(1));  // copies every device-tier weight
+    for (unsigned seed = 1; seed <= 4; ++seed) {
+        SessionOptions o;
+        o.contextLength = 16;
+        o.placement = mixedPlacement(*model, seed);
+        std::vector<std::pair<uint64_t, uint64_t>> reports;
+        o.streamer.loadProgress = [&](uint64_t done, uint64_t total) {
+            reports.emplace_back(done, total);
+            return true;
+        };
+        auto session = LlamaSession::create(*model, *device, o);
+        ASSERT_TRUE(session) << session.error().message;
+        ASSERT_GE(reports.size(), 2u);
+        EXPECT_EQ(reports.front().first, 0u);
+        const uint64_t total = reports.front().second;
+        uint64_t previous = 0;
+        for (const auto& [done, all] : reports) {
+            EXPECT_EQ(all, total);
+            EXPECT_GE(done, previous);
+            previous = done;
+        }
+        EXPECT_EQ(reports.back().first, total) << "seed " << seed;
+        const StreamerMemory& m = (*session)->streamer().memory();
+        EXPECT_LE(total, m.residentDeviceBytes + m.hostBytes) << "seed " << seed;
+        EXPECT_GE(total + 64 * 1024, m.residentDeviceBytes + m.hostBytes) << "seed " << seed;  // the norms: a few KiB
+    }
+    const uint64_t usedBefore = device->memoryStats().used, hostBefore = device->memoryStats().hostUsed;
+    SessionOptions o;
+    o.contextLength = 16;
+    o.placement = mixedPlacement(*model, 2);
+    int calls = 0;
+    o.streamer.loadProgress = [&](uint64_t, uint64_t) { return ++calls < 4; };
+    auto cancelled = LlamaSession::create(*model, *device, o);
+    ASSERT_FALSE(cancelled);
+    EXPECT_EQ(cancelled.error().code, ErrorCode::Cancelled);
+    EXPECT_EQ(calls, 4);
+    EXPECT_EQ(device->memoryStats().used, usedBefore);
+    EXPECT_EQ(device->memoryStats().hostUsed, hostBefore);
+}

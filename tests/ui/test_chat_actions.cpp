@@ -522,10 +522,15 @@ void TestChatActions::anotherModelAnswersWithoutARestart()
     picker->setCurrentIndex(row);
     emit picker->activated(row);  // what a user's choice sends
     QVERIFY(chat->isLoading());
+    QVERIFY(part<QPushButton>(*window, "cancelLoad")->isVisible());  // while it loads
     QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && !chat->isLoading(), 30'000);
     QCOMPARE(chat->modelPath(), chatml);
     QVERIFY(chat->modelId() != first);
     QVERIFY2(statusTextOf(*window).startsWith("chatml.gguf"), qPrintable(statusTextOf(*window)));
+    // The model before was unloaded first, and the status line says what that freed.
+    QVERIFY2(statusTextOf(*window).contains("unloaded stories260K.gguf, which freed"), qPrintable(statusTextOf(*window)));
+    QVERIFY(!part<QPushButton>(*window, "cancelLoad")->isVisible());
+    QVERIFY(!part<QProgressBar>(*window, "loadProgress")->isVisible());
     QVERIFY(!transcriptOf(*window)->continuation());  // it answers chat turns
 
     // The same conversation goes on with it: the whole conversation in its template.

@@ -98,6 +98,7 @@ private slots:
     void theNoticesAreTheEnginesOwn_data();
     void theNoticesAreTheEnginesOwn();
     void tenTurnsEachEvaluateOnlyTheirNewTokens();
+    void aLoadShowsProgressAndACancelledOneLeavesTheModelBefore();
 
 private:
     QString m_expected;
@@ -245,6 +246,40 @@ public:
 // A 10-turn chat through the app's worker, as the chat window sends it (the whole conversation
 // each time): after the first turn, each evaluates only its new tokens (the user's message, the
 // template's markers, the reply), counted on the device, not the history again.
+// A load copies the weights in with progress (not at the first message); loading the next model
+// first unloads this one and says how much device memory that freed; a load cancelled at its
+// first copy leaves the model before answering, exactly as before.
+void TestGenerationWorker::aLoadShowsProgressAndACancelledOneLeavesTheModelBefore()
+{
+    Rig rig;  // an opaque device: the weights are copied to it
+    QSignalSpy progress(&rig.worker, &GenerationWorker::loadProgress);
+    QSignalSpy loaded(&rig.worker, &GenerationWorker::modelLoaded);
+    QSignalSpy cancelled(&rig.worker, &GenerationWorker::loadCancelled);
+    QSignalSpy unloaded(&rig.worker, &GenerationWorker::unloaded);
+    QSignalSpy failed(&rig.worker, &GenerationWorker::failed);
+    rig.worker.loadModel(kModel);
+    QCOMPARE(loaded.count(), 1);
+    QVERIFY2(progress.count() >= 2, qPrintable(QStringLiteral("%1 reports, last %2 of %3").arg(progress.count()).arg(progress.isEmpty() ? -1 : progress.last().at(0).toLongLong()).arg(progress.isEmpty() ? -1 : progress.last().at(1).toLongLong())));
+    const qint64 total = progress.last().at(1).toLongLong();
+    QCOMPARE(progress.last().at(0).toLongLong(), total);  // all of it, once at the end
+    QVERIFY2(total >= qint64(m_footprint.weights) / 2, qPrintable(QString::number(total)));
+    QCOMPARE(progress.first().at(0).toLongLong(), 0);
+    const uint64_t used = rig.device->memoryStats().used;
+    QVERIFY(used >= uint64_t(total));  // the weights are on the device before any message
+
+    rig.worker.requestCancelLoad();
+    rig.worker.loadModel(kModel);
+    QCOMPARE(cancelled.count(), 1);
+    QVERIFY(failed.isEmpty());
+    QCOMPARE(loaded.count(), 1);
+    QVERIFY2(cancelled.at(0).at(0).toString().contains("stories260K"), qPrintable(cancelled.at(0).at(0).toString()));
+    QCOMPARE(unloaded.count(), 1);
+    QCOMPARE(unloaded.at(0).at(0).toString(), QStringLiteral("stories260K.gguf"));
+    QCOMPARE(unloaded.at(0).at(1).toLongLong(), qint64(used));  // all of its device memory
+    QVERIFY(rig.device->memoryStats().used < used);             // the cancelled copies are gone
+    QCOMPARE(reply(rig.worker), m_expected);                    // the model before answers
+}
+
 void TestGenerationWorker::tenTurnsEachEvaluateOnlyTheirNewTokens()
 {
     QTemporaryDir dir;
