@@ -147,16 +147,71 @@ void ChatStore::addVersion(qint64 conversation, qint64 message, const QString& k
     emit stored(conversation, message);
 }
 
+namespace {
+
+// Which version goes with which across a prompt and its reply: a reply version answers the prompt
+// version that was the latest when it was made (by creation time, then id; imports keep both).
+bool madeBefore(const storage::MessageVersion& a, const storage::MessageVersion& b)
+{
+    return a.createdMs != b.createdMs ? a.createdMs < b.createdMs : a.id < b.id;
+}
+
+// The prompt version `reply` answers: the latest made before it (null when none was).
+const storage::MessageVersion* answeredBy(const std::vector<storage::MessageVersion>& prompt,
+                                          const storage::MessageVersion& reply)
+{
+    const storage::MessageVersion* found = nullptr;
+    for (const auto& p : prompt)
+        if (madeBefore(p, reply) && (!found || madeBefore(*found, p))) found = &p;
+    return found;
+}
+
+// The latest reply version that answers `prompt` (null when every one answers another version).
+const storage::MessageVersion* answerTo(const std::vector<storage::MessageVersion>& promptVersions,
+                                        const storage::MessageVersion& prompt,
+                                        const std::vector<storage::MessageVersion>& reply)
+{
+    const storage::MessageVersion* found = nullptr;
+    for (const auto& r : reply)
+        if (const auto* answered = answeredBy(promptVersions, r); answered && answered->id == prompt.id)
+            if (!found || madeBefore(*found, r)) found = &r;
+    return found;
+}
+
+}  // namespace
+
 void ChatStore::selectVersion(qint64 conversation, qint64 message, int number)
 {
     if (!ready()) return;
     auto versions = m_db->versions(message);
     if (!versions) return emit failed(QString::fromStdString(versions.error().message));
+    const storage::MessageVersion* chosen = nullptr;
     for (const auto& v : *versions)
-        if (v.number == number) {
-            const Status s = m_db->setCurrentVersion(message, v.id);
-            if (!s) return emit failed(QString::fromStdString(s.error().message));
+        if (v.number == number) chosen = &v;
+    if (!chosen) return load(conversation);
+    // The prompt and its reply move together: the chosen prompt version shows the reply made for
+    // it, the chosen reply version the prompt it answered.
+    const Status s = m_db->transaction([&]() -> Status {
+        if (Status c = m_db->setCurrentVersion(message, chosen->id); !c) return c;
+        auto messages = m_db->messages(conversation);
+        if (!messages) return messages.error();
+        for (size_t i = 0; i < messages->size(); ++i) {
+            if ((*messages)[i].id != message) continue;
+            const bool prompt = (*messages)[i].role == storage::Role::User;
+            const size_t partner = prompt ? i + 1 : i - 1;
+            if ((!prompt && i == 0) || partner >= messages->size()) break;
+            const auto& other = (*messages)[partner];
+            if (other.role != (prompt ? storage::Role::Assistant : storage::Role::User)) break;
+            auto otherVersions = m_db->versions(other.id);
+            if (!otherVersions) return otherVersions.error();
+            const storage::MessageVersion* match = prompt ? answerTo(*versions, *chosen, *otherVersions)
+                                                          : answeredBy(*otherVersions, *chosen);
+            if (match && match->id != other.currentVersionId) return m_db->setCurrentVersion(other.id, match->id);
+            break;
         }
+        return {};
+    });
+    if (!s) emit failed(QString::fromStdString(s.error().message));
     load(conversation);
 }
 

@@ -188,10 +188,10 @@ void TranscriptView::renderMessage(int index)
     }
     if (m.versionCount > 1) {
         QString versions;
-        if (m.versionNumber > 1) versions += actionLink(QStringLiteral("version"), index, QStringLiteral("‹"), muted, m.versionNumber - 1);
-        versions += QStringLiteral(" %1/%2 ").arg(m.versionNumber).arg(m.versionCount);
+        if (m.versionNumber > 1) versions += actionLink(QStringLiteral("version"), index, QStringLiteral("&nbsp;&nbsp;‹&nbsp;&nbsp;"), muted, m.versionNumber - 1);
+        versions += QStringLiteral("%1/%2").arg(m.versionNumber).arg(m.versionCount);
         if (m.versionNumber < m.versionCount)
-            versions += actionLink(QStringLiteral("version"), index, QStringLiteral("›"), muted, m.versionNumber + 1);
+            versions += actionLink(QStringLiteral("version"), index, QStringLiteral("&nbsp;&nbsp;›&nbsp;&nbsp;"), muted, m.versionNumber + 1);
         actions << versions;
     }
     cursor.insertBlock();

@@ -57,6 +57,18 @@ int versionCount(const QString& folder, qint64 message)
     return versions ? int(versions->size()) : -1;
 }
 
+// The text of version `number` of a stored message ("" when there is none).
+std::string storedVersion(const QString& folder, qint64 message, int number)
+{
+    auto db = ChatDatabase::open(folder.toStdString());
+    if (!db) return {};
+    auto versions = db->versions(message);
+    if (versions)
+        for (const auto& v : *versions)
+            if (v.number == number) return v.content;
+    return {};
+}
+
 // A copy of the demo model whose metadata carries `chatTemplate` (tokenizer.chat_template).
 bool writeWithTemplate(const QString& out, const std::string& chatTemplate)
 {
@@ -186,6 +198,36 @@ void TestChatActions::editLastPromptVersionsPromptAndReply()
     QCOMPARE(versionCount(data.path(), stored[1].id), 2);  // and so is its reply
     const QString text = transcriptOf(window)->toPlainText();
     QVERIFY2(text.contains("The dog") && !text.contains("Once upon a time"), qPrintable(text));
+
+    // The versions move together: the reply's ‹ shows the first reply under the prompt it answered,
+    // the prompt's › the edited prompt with the reply made for it; a regeneration stays with its
+    // prompt.
+    const std::string firstReply = storedVersion(data.path(), stored[1].id, 1), secondReply = stored[1].content;
+    QVERIFY(firstReply != secondReply);
+    auto showAndWait = [&](int index, int number) {
+        const int before = int(shown.count());
+        window.controller()->showVersion(index, number);
+        return QTest::qWaitFor([&] { return shown.count() > before; }, 10'000);
+    };
+    QVERIFY(showAndWait(1, 1));
+    auto now = storedMessages(data.path(), conversation);
+    QCOMPARE(now[0].content, std::string("Once upon a time"));
+    QCOMPARE(now[1].content, firstReply);
+    QVERIFY(showAndWait(0, 2));
+    now = storedMessages(data.path(), conversation);
+    QCOMPARE(now[0].content, std::string("The dog"));
+    QCOMPARE(now[1].content, secondReply);
+    QSignalSpy finished(&window, &ChatWindow::replyStored);
+    QVERIFY(window.controller()->regenerate(1));
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1 && !window.controller()->isGenerating(), 30'000);
+    QCOMPARE(versionCount(data.path(), stored[1].id), 3);
+    QVERIFY(showAndWait(0, 1));  // the first prompt: its only reply
+    now = storedMessages(data.path(), conversation);
+    QCOMPARE(now[1].content, firstReply);
+    QVERIFY(showAndWait(0, 2));  // the edited prompt: the latest reply made for it (the regeneration)
+    now = storedMessages(data.path(), conversation);
+    QCOMPARE(now[0].content, std::string("The dog"));
+    QCOMPARE(now[1].content, storedVersion(data.path(), stored[1].id, 3));
 }
 
 void TestChatActions::editEarlierPromptDropsWhatFollowed()
