@@ -201,6 +201,57 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
     return out;
 }
 
+double measureLayerOverhead(gpu::Device& device, bool quick)
+{
+    // A decode step's ops for one layer at a size where the arithmetic and the bytes are nothing:
+    // what is left is what every op costs to issue and finish (a pool's wake-up and barrier on
+    // the CPU, a launch on a GPU).
+    constexpr int dim = 64, heads = 4;
+    constexpr size_t vectorBytes = size_t(dim) * sizeof(float);
+    auto act = device.allocate(8 * vectorBytes);
+    auto norm = device.allocate(vectorBytes);
+    const size_t matrixBytes = size_t(dim) * vectorBytes;
+    std::vector<float> host(size_t(dim) * dim);
+    std::mt19937 rng(3);
+    for (float& v : host) v = float(int32_t(rng())) * 0x1p-34f;
+    auto weights = device.uploadMatrix(gpu::MatrixView{gpu::DType::F32, host.data(), dim, dim, vectorBytes}, matrixBytes);
+    if (!act || !norm || !weights) return 0;
+    {
+        std::vector<float> ones(size_t(8) * dim, 1.0f);
+        device.upload(act->data(), ones.data(), ones.size() * sizeof(float));
+        device.upload(norm->data(), ones.data(), vectorBytes);
+    }
+    float* a = act->as<float>();
+    float *x = a, *h = a + dim, *q = a + 2 * dim, *k = a + 3 * dim, *v = a + 4 * dim, *g = a + 5 * dim,
+          *u = a + 6 * dim, *o = a + 7 * dim;
+    const float* w = norm->as<const float>();
+    const gpu::MatrixView m = weights->view;
+    gpu::RopeParams rope;
+    rope.rotaryDims = dim / heads;
+    constexpr int kLayers = 64;  // per timed run
+    auto run = [&] {
+        for (int layer = 0; layer < kLayers; ++layer) {
+            device.rmsnorm(x, w, h, dim, 1e-5f);
+            const gpu::MatvecJob qkv[] = {{m, h, q}, {m, h, k}, {m, h, v}};
+            device.matvec(qkv);
+            device.rope(q, heads, dim / heads, layer, rope);
+            device.rope(k, heads, dim / heads, layer, rope);
+            device.matvec(m, v, o);
+            device.add(x, o, dim);
+            device.rmsnorm(x, w, h, dim, 1e-5f);
+            const gpu::MatvecJob gateUp[] = {{m, h, g}, {m, h, u}};
+            device.matvec(gateUp);
+            device.swiglu(g, u, o, dim);
+            device.matvec(m, o, h);
+            device.add(x, h, dim);
+        }
+        device.synchronize();
+    };
+    run();  // warm-up
+    const double seconds = timeRuns(run, quick ? 0.01 : 0.1, quick ? 3 : 9);
+    return seconds / kLayers;
+}
+
 UploadBandwidth measureUpload(gpu::Device& device, bool quick)
 {
     UploadBandwidth r;

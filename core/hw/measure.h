@@ -21,6 +21,11 @@ std::string describeFilesystem(const std::string& folder);
 // rotating over 384 MiB of copies so that nothing stays in cache (quick: 2 MiB, 4 MiB).
 std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick);
 
+// Seconds one layer's decode ops take when their arithmetic and bytes are negligible (64-wide
+// vectors and matrices): the per-op cost of issuing and finishing them on this device, which a
+// token pays per layer on top of its weights' bytes.
+double measureLayerOverhead(gpu::Device& device, bool quick);
+
 // Host memory -> device buffer copy bandwidth (bytes/s) from pinned (allocateHost) and from
 // pageable (plain new[]) memory; 256 MiB copies (quick: 8 MiB).
 struct UploadBandwidth {

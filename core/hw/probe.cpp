@@ -213,6 +213,7 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
         d.hostToDevicePinned = up.pinned;
         d.hostToDevicePageable = up.pageable;
         d.matvec = device == &cpu ? p.host.cpuMatvec : detail::measureMatvec(*device, quick);
+        d.layerOverheadSeconds = detail::measureLayerOverhead(*device, quick);
         if (b.name != "cpu") fp.devices.emplace_back(info.name, info.totalMemory);
         p.devices.push_back(std::move(d));
     }

@@ -54,6 +54,10 @@ struct DeviceProfile {
     double hostToDevicePinned = 0, hostToDevicePageable = 0;  // bytes/s; a memcpy on the CPU device
     std::vector<FormatThroughput> matvec;
     std::string kernels;  // kernel set that ran ("avx2", ...), where the device says
+    // Seconds per layer per decoded token that do not depend on the weights: one layer's ops
+    // issued and finished at a size where their arithmetic is nothing (detail::measureLayerOverhead).
+    // 0: not measured.
+    double layerOverheadSeconds = 0;
 };
 bool operator==(const DeviceProfile& a, const DeviceProfile& b);
 
@@ -68,7 +72,7 @@ struct HostProfile {
 };
 
 struct HardwareProfile {
-    int version = 1;          // of this layout; a cache of another version is measured again
+    int version = 2;          // of this layout; a cache of another version is measured again (2: layerOverheadSeconds)
     std::string fingerprint;  // hardwareFingerprint() when measured
     std::string measuredAt;   // UTC, ISO 8601 with milliseconds
     bool quick = false;       // measured with ProbeOptions::quick (small sizes; tests only)

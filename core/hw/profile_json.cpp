@@ -59,7 +59,8 @@ bool operator==(const DeviceProfile& a, const DeviceProfile& b)
            a.freeMemory == b.freeMemory && a.caps.hostPointers == b.caps.hostPointers &&
            a.caps.asyncCopy == b.caps.asyncCopy && a.caps.pinnedHostMemory == b.caps.pinnedHostMemory &&
            a.caps.events == b.caps.events && a.hostToDevicePinned == b.hostToDevicePinned &&
-           a.hostToDevicePageable == b.hostToDevicePageable && a.matvec == b.matvec && a.kernels == b.kernels;
+           a.hostToDevicePageable == b.hostToDevicePageable && a.matvec == b.matvec && a.kernels == b.kernels &&
+           a.layerOverheadSeconds == b.layerOverheadSeconds;
 }
 
 std::string profileToJson(const HardwareProfile& p)
@@ -78,6 +79,7 @@ std::string profileToJson(const HardwareProfile& p)
                       {"pinnedHostMemory", d.caps.pinnedHostMemory}, {"events", d.caps.events}}},
             {"hostToDevicePinned", d.hostToDevicePinned},
             {"hostToDevicePageable", d.hostToDevicePageable},
+            {"layerOverheadSeconds", d.layerOverheadSeconds},
             {"matvec", throughputsToJson(d.matvec)},
         });
     const json j = {
@@ -146,6 +148,7 @@ Result<HardwareProfile> profileFromJson(const std::string& text)
             dp.hostToDevicePinned = d.at("hostToDevicePinned").get<double>();
             dp.hostToDevicePageable = d.at("hostToDevicePageable").get<double>();
             dp.matvec = throughputsFromJson(d.at("matvec"));
+            dp.layerOverheadSeconds = d.value("layerOverheadSeconds", 0.0);
             p.devices.push_back(std::move(dp));
         }
         return p;

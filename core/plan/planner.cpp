@@ -24,6 +24,7 @@ struct Hardware {
     double cpuMatvec = 0;    // host CPU matvec bytes/s (for HeteGen's α)
     std::map<gpu::DType, double> matvec;  // device matvec weight bytes/s
     bool directToDevice = false;          // SSD reads land in device memory (CPU device)
+    double layerOverhead = 0;             // seconds per layer per token besides the weights' bytes
     uint64_t deviceFree = 0, ramAvailable = 0;
 };
 
@@ -45,6 +46,7 @@ Result<Hardware> hardwareFrom(const PlannerInput& in)
     h.deviceFree = dev->freeMemory;
     h.ramAvailable = in.profile.host.ramAvailable;
     for (const auto& f : dev->matvec) h.matvec[f.type] = f.bytesPerSecond;
+    h.layerOverhead = dev->layerOverheadSeconds;
     // HeteGen's split divides dense rows: the bitmap figure (per blob byte) is not their speed.
     for (const auto& f : in.profile.host.cpuMatvec)
         if (f.type != gpu::DType::BitmapSparse) h.cpuMatvec = std::max(h.cpuMatvec, f.bytesPerSecond);
@@ -146,6 +148,12 @@ public:
             e.ssdBytes += layout.readBytes;
             load[u] += read;
             e.lanes.ssdRead += read;
+        }
+        // Every layer's ops cost their issue and finish besides their bytes (the probe's measured
+        // per-layer overhead): on the compute path, whatever the placement.
+        for (int u = 0; u + 1 < m_units; ++u) {
+            compute[size_t(u)] += m_hw.layerOverhead;
+            e.lanes.deviceCompute += m_hw.layerOverhead;
         }
         for (size_t u = 0; u < m_extra.size() && u < size_t(m_units); ++u) {
             // Fetched synchronously inside the layer: on its compute path.

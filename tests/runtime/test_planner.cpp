@@ -237,3 +237,22 @@ TEST(Planner, SsdReadsMergeSmallGapsAndKeepFarPiecesApart)
     EXPECT_EQ(layout.readBytes, 11 * k);
     EXPECT_TRUE(layOutSsdReads({}).reads.empty());
 }
+
+// The probe's per-layer overhead (ops issued and finished, whatever their bytes) is on every
+// layer's compute path: all on the device, a token costs it once per layer more; a device that
+// did not measure it (0) predicts as before.
+TEST(Planner, EachLayerPaysTheMeasuredOpOverhead)
+{
+    auto model = LlamaModel::load(kModel);
+    ASSERT_TRUE(model) << model.error().message;
+    const plan::Placement resident = plan::uniformPlacement(**model, plan::Tier::Device);
+    plan::PlannerInput in = input(**model, 0, 0);
+    auto without = plan::predictPlacement(in, resident);
+    constexpr double overhead = 20e-6;
+    for (auto& d : in.profile.devices) d.layerOverheadSeconds = overhead;
+    auto with = plan::predictPlacement(in, resident);
+    ASSERT_TRUE(without && with);
+    const int layers = (*model)->config().nLayers;
+    EXPECT_NEAR(with->secondsPerToken - without->secondsPerToken, layers * overhead, 1e-12);
+    EXPECT_NEAR(with->lanes.deviceCompute - without->lanes.deviceCompute, layers * overhead, 1e-12);
+}

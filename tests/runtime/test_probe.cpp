@@ -145,6 +145,9 @@ TEST_F(ProbeTest, CpuDeviceIsListed)
     EXPECT_GT(cpu->hostToDevicePageable, 1e7);
     EXPECT_LT(cpu->hostToDevicePinned, kSane);
     EXPECT_EQ(cpu->matvec, s_profile->host.cpuMatvec);  // the CPU device is the host
+    // One layer's ops at a negligible size: more than nothing, less than a millisecond on a CPU.
+    EXPECT_GT(cpu->layerOverheadSeconds, 0.0);
+    EXPECT_LT(cpu->layerOverheadSeconds, 1e-3);
 }
 
 TEST_F(ProbeTest, JsonRoundTripIsExact)
