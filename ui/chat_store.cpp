@@ -1,5 +1,7 @@
 #include "chat_store.h"
 
+#include "core/formats/llama2c.h"
+
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -380,6 +382,8 @@ void ChatStore::listModels()
         item.id = m.id;
         item.path = QString::fromStdString(m.path);
         item.format = QString::fromUtf8(storage::modelFormatName(m.format));
+        // The catalog keeps a llama2.c checkpoint as its descriptor, a file read like a GGUF.
+        if (m.path.ends_with(llama2c::kDescriptorSuffix)) item.format = QStringLiteral("llama2.c");
         item.architecture = QString::fromStdString(m.architecture);
         item.parameters = m.parameterCount;
         item.sizeBytes = m.sizeBytes;

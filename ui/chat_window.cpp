@@ -1,7 +1,10 @@
 #include "chat_window.h"
 
 #include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QDir>
+#include <QFormLayout>
 #include <QDockWidget>
 #include <QCloseEvent>
 #include <QDragEnterEvent>
@@ -716,6 +719,7 @@ void ChatWindow::connectLibraryAndTuning()
         showError(message.contains(path) ? message : path + ": " + message);
     });
     connect(panel, &LibraryPanel::addRequested, models, &LibraryController::addModel);
+    connect(models, &LibraryController::checkpointNeedsDetails, this, &ChatWindow::askCheckpointDetails);
     connect(panel, &LibraryPanel::removeRequested, models, &LibraryController::removeModel);
     connect(panel, &LibraryPanel::chatRequested, this, [this](qint64 id) {
         chatWith(id);
@@ -789,6 +793,64 @@ void ChatWindow::connectLibraryAndTuning()
     connect(this, &ChatWindow::storeReadSetting, store, &ChatStore::readSetting, Qt::QueuedConnection);
     connect(this, &ChatWindow::storeWriteSetting, store, &ChatStore::writeSetting, Qt::QueuedConnection);
     connect(store, &ChatStore::setting, this, &ChatWindow::onSetting, Qt::QueuedConnection);
+}
+
+void ChatWindow::askCheckpointDetails(const QString& checkpoint, const QString& found)
+{
+    // Not modal to the app (tests and scripts fill it in); one per checkpoint.
+    auto* dialog = new QDialog(this);
+    dialog->setObjectName("checkpointDialog");
+    dialog->setWindowTitle(tr("Add a llama2.c checkpoint"));
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    auto* layout = new QVBoxLayout(dialog);
+    auto* intro = new QLabel(tr("%1 is a llama2.c checkpoint. The format does not record the model's activation "
+                                "function or its tokenizer: with the wrong ones it runs, but writes gibberish.")
+                                 .arg(QFileInfo(checkpoint).fileName()),
+                             dialog);
+    intro->setWordWrap(true);
+    auto* architecture = new QComboBox(dialog);
+    architecture->setObjectName("checkpointArchitecture");
+    architecture->setAccessibleName(tr("Architecture"));
+    architecture->addItem(tr("llama: SiLU (SwiGLU) FFNs, as Karpathy's TinyStories models"), QStringLiteral("llama"));
+    architecture->addItem(tr("relu-llama: shifted-ReLU FFNs, as the thesis' sparse models"), QStringLiteral("relu-llama"));
+    auto* tokenizer = new QLineEdit(found, dialog);
+    tokenizer->setObjectName("checkpointTokenizer");
+    tokenizer->setAccessibleName(tr("Tokenizer file"));
+    tokenizer->setPlaceholderText(tr("tokenizer.bin (or a decode<vocab>.tok table)"));
+    auto* browse = new QPushButton(tr("Browse…"), dialog);
+    auto* note = new QLabel(found.isEmpty() ? tr("No tokenizer lies beside it: choose the one it was trained with.")
+                                            : tr("Found beside it; choose another if it was trained with another."),
+                            dialog);
+    note->setWordWrap(true);
+    note->setStyleSheet(colorStyle(found.isEmpty() ? noticeColor(palette()) : mutedColor(palette())));
+    auto* form = new QFormLayout;
+    form->addRow(tr("Architecture"), architecture);
+    auto* tokenizerRow = new QHBoxLayout;
+    tokenizerRow->addWidget(tokenizer, 1);
+    tokenizerRow->addWidget(browse);
+    form->addRow(tr("Tokenizer"), tokenizerRow);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, dialog);
+    buttons->button(QDialogButtonBox::Ok)->setText(tr("Add to the library"));
+    layout->addWidget(intro);
+    layout->addLayout(form);
+    layout->addWidget(note);
+    layout->addWidget(buttons);
+    auto valid = [tokenizer, buttons] {
+        buttons->button(QDialogButtonBox::Ok)->setEnabled(QFileInfo(tokenizer->text()).isFile());
+    };
+    valid();
+    connect(tokenizer, &QLineEdit::textChanged, dialog, valid);
+    connect(browse, &QPushButton::clicked, dialog, [dialog, tokenizer, checkpoint] {
+        const QString path = QFileDialog::getOpenFileName(dialog, tr("The checkpoint's tokenizer"), QFileInfo(checkpoint).path(),
+                                                          tr("Tokenizers (*.bin *.tok);;All files (*)"));
+        if (!path.isEmpty()) tokenizer->setText(path);
+    });
+    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
+    connect(buttons, &QDialogButtonBox::accepted, dialog, [this, dialog, checkpoint, architecture, tokenizer] {
+        m_models->addCheckpoint(checkpoint, architecture->currentData().toString(), tokenizer->text());
+        dialog->accept();
+    });
+    dialog->open();
 }
 
 void ChatWindow::chatWith(qint64 id)

@@ -128,6 +128,9 @@ private:
     // Loads the model the window starts with (and puts it in the library).
     void startWith(const QString& modelPath);
     void onSetting(const QString& key, const QString& valueJson);
+    // The architecture and tokenizer of a llama2.c checkpoint being added (a dialog, object name
+    // checkpointDialog: checkpointArchitecture, checkpointTokenizer).
+    void askCheckpointDetails(const QString& checkpoint, const QString& found);
     // The catalog model `id` answers from now on (loaded in the background).
     void chatWith(qint64 id);
     // The picker shows the model that answers (or is loading).

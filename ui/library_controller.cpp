@@ -3,6 +3,7 @@
 #include <QDir>
 #include <QFileInfo>
 
+#include "core/formats/llama2c.h"
 #include "generation_worker.h"
 #include "model_catalog_model.h"
 #include "model_worker.h"
@@ -83,7 +84,31 @@ void LibraryController::startTuning()
     emit tuningPrepare(m_modelPath, modelsFolder());
 }
 
-void LibraryController::addModel(const QString& path) { emit inspectRequested(path); }
+void LibraryController::addModel(const QString& path)
+{
+    const std::string file = path.toStdString();
+    if (!llama2c::isDescriptor(file) && QFileInfo(path).isFile() && llama2c::looksLikeCheckpoint(file))
+        return emit checkpointNeedsDetails(path, QString::fromStdString(llama2c::tokenizerBeside(file)));
+    emit inspectRequested(path);
+}
+
+void LibraryController::addCheckpoint(const QString& checkpoint, const QString& architecture, const QString& tokenizer)
+{
+    // dataFolder/models/<name>.llama2c.json, numbered when another checkpoint took the name.
+    const QDir folder(modelsFolder());
+    folder.mkpath(QStringLiteral("."));
+    const QString stem = QFileInfo(checkpoint).completeBaseName();
+    QString out = folder.filePath(stem + QString::fromLatin1(llama2c::kDescriptorSuffix));
+    for (int n = 2; QFileInfo::exists(out); ++n)
+        out = folder.filePath(QStringLiteral("%1-%2%3").arg(stem).arg(n).arg(QString::fromLatin1(llama2c::kDescriptorSuffix)));
+    llama2c::Descriptor d;
+    d.checkpoint = QFileInfo(checkpoint).absoluteFilePath().toStdString();
+    d.architecture = architecture.toStdString();
+    d.tokenizer = tokenizer.isEmpty() ? std::string() : QFileInfo(tokenizer).absoluteFilePath().toStdString();
+    if (Status s = llama2c::writeDescriptor(out.toStdString(), d); !s)
+        return emit modelRejected(checkpoint, QString::fromStdString(s.error().message));
+    emit inspectRequested(out);
+}
 
 bool LibraryController::compressModel(qint64 id, const QString& preset)
 {

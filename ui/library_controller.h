@@ -43,8 +43,12 @@ public:
 public slots:
     // Measures the machine (once; after the model loaded), then predicts the catalog's speeds.
     void startTuning();
-    // Validates and catalogs a model (a drop, Add model…).
+    // Validates and catalogs a model (a drop, Add model…). A llama2.c checkpoint cannot say its
+    // architecture (and may lack a tokenizer beside it): checkpointNeedsDetails() asks first.
     void addModel(const QString& path);
+    // Catalogs a llama2.c checkpoint with the architecture and tokenizer the user named: a
+    // descriptor (core/formats/llama2c.h) in the models folder stands for it from then on.
+    void addCheckpoint(const QString& checkpoint, const QString& architecture, const QString& tokenizer);
     // Compresses the catalog model `id` with a preset ("fast", "balanced", "smallest",
     // "sparse") into dataFolder/models/<name>-<preset> (numbered when taken); cancel stops it.
     bool compressModel(qint64 id, const QString& preset);
@@ -64,6 +68,9 @@ public slots:
 signals:
     void modelsListed(const QVector<spillway::ui::ModelItem>& models);
     void modelRejected(const QString& path, const QString& message);
+    // A llama2.c checkpoint to add: which architecture, which tokenizer (`found`: the one beside
+    // it, or "")? Answered by addCheckpoint().
+    void checkpointNeedsDetails(const QString& checkpoint, const QString& found);
     void compressionStarted(const QString& text);
     void compressionProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
     void compressionFinished(const QString& packagePath, const QString& summary);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/calibrate/compress_model.h"
+#include "core/formats/llama2c.h"
 #include "core/model/llama_model.h"
 #include "gpu/host.h"
 
@@ -28,7 +29,9 @@ ModelItem describe(const LlamaModel& m)
 {
     ModelItem item;
     item.path = QString::fromStdString(m.path());
-    item.format = m.isPackage() ? QStringLiteral("package") : QStringLiteral("gguf");
+    item.format = m.isPackage()                                                           ? QStringLiteral("package")
+                  : llama2c::isDescriptor(m.path()) || llama2c::looksLikeCheckpoint(m.path()) ? QStringLiteral("llama2.c")
+                                                                                              : QStringLiteral("gguf");
     item.architecture = QString::fromStdString(m.config().architecture);
     item.parameters = qint64(m.parameterCount());
     item.sizeBytes = sizeOnDisk(m.path());

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "storage/atomic_file.h"
 #include "storage/mapped_file.h"
 
 namespace spillway::llama2c {
@@ -173,6 +176,57 @@ std::string fileStem(const std::string& path) { return std::filesystem::path(pat
 }  // namespace
 
 const char* architectures() { return "llama, relu-llama"; }
+
+std::string tokenizerBeside(const std::string& checkpoint, int vocabSize)
+{
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(checkpoint).parent_path();
+    std::error_code ec;
+    const std::string vocab = std::to_string(vocabSize);
+    for (const std::string& name : {std::string("tokenizer.bin"), "tok" + vocab + ".bin", "decode" + vocab + ".tok"})
+        if (fs::exists(dir / name, ec)) return (dir / name).string();
+    return {};
+}
+
+std::string tokenizerBeside(const std::string& checkpoint)
+{
+    std::ifstream in(checkpoint, std::ios::binary);
+    std::array<uint8_t, 256> head{};  // a v1/v2 header whole
+    in.read(reinterpret_cast<char*>(head.data()), head.size());
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(checkpoint, ec);
+    if (ec || in.gcount() < 28) return {};
+    auto p = readParams(checkpoint, head.data(), size_t(std::min<uint64_t>(size, head.size())));
+    return p ? tokenizerBeside(checkpoint, p->vocab) : std::string();
+}
+
+bool isDescriptor(const std::string& path) { return path.ends_with(kDescriptorSuffix); }
+
+Result<Descriptor> readDescriptor(const std::string& path)
+{
+    std::ifstream in(path);
+    if (!in) return makeError(ErrorCode::Io, path + ": cannot be read");
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_string())
+        return makeError(ErrorCode::ModelFileInvalid, path + ": not a llama2.c checkpoint descriptor (no \"checkpoint\")");
+    Descriptor d;
+    d.checkpoint = j["checkpoint"].get<std::string>();
+    d.architecture = j.value("architecture", std::string("llama"));
+    d.tokenizer = j.value("tokenizer", std::string());
+    if (!std::filesystem::exists(d.checkpoint))
+        return makeError(ErrorCode::Io, path + ": its checkpoint " + d.checkpoint + " is gone");
+    return d;
+}
+
+Status writeDescriptor(const std::string& path, const Descriptor& d)
+{
+    const nlohmann::json j = {{"checkpoint", d.checkpoint}, {"architecture", d.architecture}, {"tokenizer", d.tokenizer}};
+    const std::string text = j.dump(2) + "\n";
+    auto file = storage::AtomicFile::create(path);
+    if (!file) return file.error();
+    SPILLWAY_TRY(file->write(text.data(), text.size()));
+    return file->commit();
+}
 
 bool looksLikeCheckpoint(const std::string& path)
 {
@@ -350,19 +404,15 @@ Result<std::unique_ptr<ImportedModel>> importCheckpoint(const std::string& path,
 
     std::string tokenizer = options.tokenizerPath;
     if (tokenizer.empty()) {
-        const fs::path dir = fs::path(path).parent_path();
-        std::error_code ec;
-        const std::string vocab = std::to_string(p.vocab);
-        for (const std::string& name : {std::string("tokenizer.bin"), "tok" + vocab + ".bin", "decode" + vocab + ".tok"})
-            if (fs::exists(dir / name, ec)) {
-                tokenizer = (dir / name).string();
-                break;
-            }
-        if (tokenizer.empty())
+        tokenizer = tokenizerBeside(path, p.vocab);
+        if (tokenizer.empty()) {
+            const fs::path dir = fs::path(path).parent_path();
+            const std::string vocab = std::to_string(p.vocab);
             return makeError(ErrorCode::ModelFileInvalid,
                              path + ": no tokenizer beside the checkpoint (looked for tokenizer.bin, tok" + vocab +
                                  ".bin and decode" + vocab + ".tok in " +
                                  (dir.empty() ? std::string(".") : dir.string()) + ")");
+        }
     }
     if (fs::path(tokenizer).extension() == ".tok")
         SPILLWAY_TRY(decodeTableMetadata(tokenizer, p.vocab, m));

@@ -48,6 +48,21 @@ Status tokenizerMetadata(const std::string& path, int vocabSize, gguf::Metadata&
 // would (pieces longer than an entry cannot be told apart and come back cut).
 Status decodeTableMetadata(const std::string& path, int vocabSize, gguf::Metadata& out);
 
+// The tokenizer importCheckpoint finds beside a checkpoint when none is named (tokenizer.bin,
+// tok<vocab>.bin, decode<vocab>.tok), or "" (also for a file that is not a checkpoint).
+std::string tokenizerBeside(const std::string& checkpoint);
+
+// A checkpoint as a library entry: the file, the architecture it cannot say itself and its
+// tokenizer, in a small JSON file (`<name>.llama2c.json`, written by the app when a checkpoint is
+// added) that LlamaModel::load opens like a model. Absolute paths; "" tokenizer: the one beside.
+inline constexpr const char* kDescriptorSuffix = ".llama2c.json";
+struct Descriptor {
+    std::string checkpoint, architecture = "llama", tokenizer;
+};
+bool isDescriptor(const std::string& path);  // by its name
+Result<Descriptor> readDescriptor(const std::string& path);
+Status writeDescriptor(const std::string& path, const Descriptor& descriptor);
+
 // The architectures importCheckpoint takes.
 const char* architectures();  // "llama, relu-llama"
 

@@ -189,6 +189,21 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn, 
     auto model = std::unique_ptr<LlamaModel>(new LlamaModel());
     std::error_code ec;
     std::string path = pathIn;
+    // A llama2.c checkpoint's descriptor: the checkpoint with the architecture and tokenizer it
+    // names; the model keeps the descriptor's path (the library entry).
+    if (llama2c::isDescriptor(path) && !fs::is_directory(path, ec)) {
+        if (!options.architecture.empty() || !options.tokenizerPath.empty())
+            return makeError(ErrorCode::InvalidArgument, path + ": the descriptor names the architecture and tokenizer");
+        auto d = llama2c::readDescriptor(path);
+        if (!d) return d.error();
+        ModelLoadOptions named = options;
+        named.architecture = d->architecture;
+        named.tokenizerPath = d->tokenizer;
+        auto loaded = load(d->checkpoint, named);
+        if (!loaded) return loaded.error();
+        (*loaded)->m_path = path;
+        return loaded;
+    }
     // A folder's descriptor stands for the folder (a package's manifest, a Hugging Face config).
     if (fs::path(path).filename() == "manifest.json" || fs::path(path).filename() == "config.json")
         path = fs::path(path).parent_path().string();

@@ -323,3 +323,40 @@ TEST(Llama2c, DamagedCheckpointsAreNamed)
     EXPECT_NE(model.error().message.find(dir.path() + "/tokenizer.bin: truncated at token"), std::string::npos)
         << model.error().message;
 }
+
+// A descriptor (what the app writes when a checkpoint is added) loads the checkpoint with the
+// architecture and tokenizer it names, and the model keeps the descriptor's path; a broken one
+// says what is wrong.
+TEST(Llama2c, DescriptorNamesTheArchitectureAndTokenizer)
+{
+    TempDir dir;
+    const std::string path = (std::filesystem::path(dir.path()) / "relu.llama2c.json").string();
+    llama2c::Descriptor d;
+    d.checkpoint = kRelu;
+    d.architecture = "relu-llama";
+    d.tokenizer = kData + "/models/relu-stories-260K/tok1024.bin";
+    ASSERT_TRUE(llama2c::writeDescriptor(path, d));
+    EXPECT_TRUE(llama2c::isDescriptor(path));
+    EXPECT_EQ(llama2c::tokenizerBeside(kRelu), kData + "/models/relu-stories-260K/tok1024.bin");
+    EXPECT_EQ(llama2c::tokenizerBeside(kData + "/models/stories260K.gguf"), "");  // not a checkpoint
+    auto model = LlamaModel::load(path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    EXPECT_EQ((*model)->path(), path);
+    EXPECT_EQ((*model)->config().architecture, "relu-llama");
+    auto device = gpu::createCpuDevice(1);
+    const auto refs = testing_support::readReferenceTexts(kData + "/reference/relu-stories-260K.greedy48.tsv");
+    ASSERT_FALSE(refs.empty());
+    EXPECT_EQ(testing_support::greedyText(**model, *device, refs[0].prompt, 48).substr(0, refs[0].text.size()), refs[0].text);
+
+    {
+        std::ofstream(path) << "{\"architecture\": \"llama\"}";
+    }
+    auto broken = LlamaModel::load(path);
+    ASSERT_FALSE(broken.ok());
+    EXPECT_NE(broken.error().message.find("not a llama2.c checkpoint descriptor"), std::string::npos) << broken.error().message;
+    d.checkpoint = dir.path() + "/gone.bin";
+    ASSERT_TRUE(llama2c::writeDescriptor(path, d));
+    auto gone = LlamaModel::load(path);
+    ASSERT_FALSE(gone.ok());
+    EXPECT_NE(gone.error().message.find("is gone"), std::string::npos) << gone.error().message;
+}

@@ -27,6 +27,9 @@
 #include <QTextBrowser>
 #include <QTextStream>
 #include <QStackedWidget>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QToolButton>
 
 #include "core/trace/trace.h"
@@ -96,6 +99,7 @@ private slots:
     void everyControlHasAnAccessibleName();
     void recommendedPresetIsTheSmallestThatPasses();
     void navigationRailSwitchesViews();
+    void llama2cCheckpointsAskForArchitectureAndTokenizer();
 
 private:
     QTemporaryDir m_cache;
@@ -392,6 +396,60 @@ void TestChatWindow::droppedModelsAreCatalogedAndCompressed()
     QCOMPARE(flagged, 1);
     QCOMPARE(spillway::ui::recommendedPreset(window.library()->catalog()->models(), source), QStringLiteral("fast"));
     QCOMPARE(part<QPushButton>(window, "compress")->text(), QStringLiteral("Compress (fast)"));
+}
+
+// A dropped llama2.c checkpoint (it records neither its activation nor its tokenizer) opens a
+// dialog with the tokenizer found beside it; with relu-llama chosen, the library lists it as a
+// llama2.c model of that architecture and it answers with the thesis runtime's reference text.
+void TestChatWindow::llama2cCheckpointsAskForArchitectureAndTokenizer()
+{
+    const QString checkpoint = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/relu-stories-260K/model_qint80.bin");
+    QString expected;
+    {
+        QFile file(QStringLiteral(SPILLWAY_TEST_DATA_DIR "/reference/relu-stories-260K.greedy48.tsv"));
+        QVERIFY(file.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList fields = QString::fromUtf8(file.readLine()).trimmed().split('\t');
+        QCOMPARE(fields.value(0), QStringLiteral("Once upon a time"));
+        expected = fields.value(1);
+    }
+    QTemporaryDir data;
+    ChatWindow window(kModel, data.path());
+    window.skipWelcome();
+    window.controller()->setTemperature(0.0);
+    window.controller()->setMaxTokens(48);
+    window.show();
+    SPILLWAY_WAIT_FOR_MODEL(window, 30'000);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 1, 10'000);
+    dropFile(window, checkpoint);
+    QDialog* dialog = nullptr;
+    QTRY_VERIFY_WITH_TIMEOUT((dialog = window.findChild<QDialog*>(QStringLiteral("checkpointDialog"))) != nullptr, 5'000);
+    auto* tokenizer = dialog->findChild<QLineEdit*>(QStringLiteral("checkpointTokenizer"));
+    QVERIFY(tokenizer);
+    QVERIFY2(tokenizer->text().endsWith("relu-stories-260K/tok1024.bin"), qPrintable(tokenizer->text()));
+    auto* ok = dialog->findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok);
+    tokenizer->setText(QStringLiteral("/nonexistent/tokenizer.bin"));
+    QVERIFY(!ok->isEnabled());  // a tokenizer that is not there cannot be chosen
+    tokenizer->setText(QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/relu-stories-260K/tok1024.bin"));
+    QVERIFY(ok->isEnabled());
+    auto* architecture = dialog->findChild<QComboBox*>(QStringLiteral("checkpointArchitecture"));
+    architecture->setCurrentIndex(architecture->findData(QStringLiteral("relu-llama")));
+    QTest::mouseClick(ok, Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(rowsOf(window, "models"), 2, 10'000);
+    int row = rowTextOf(window, "models", 0).contains("model_qint80") ? 0 : 1;
+    QVERIFY2(rowTextOf(window, "models", row).contains("llama2.c · relu-llama"), qPrintable(rowTextOf(window, "models", row)));
+
+    // It answers as the thesis' runtime does.
+    QSignalSpy ready(&window, &ChatWindow::modelReady);
+    part<QListView>(window, "models")->setCurrentIndex(part<QListView>(window, "models")->model()->index(row, 0));
+    QTest::mouseClick(part<QPushButton>(window, "chatWithModel"), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30'000);
+    QVERIFY2(window.controller()->modelPath().endsWith(".llama2c.json"), qPrintable(window.controller()->modelPath()));
+    QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    QTest::keyClicks(promptOf(window), QStringLiteral("Once upon a time"));
+    QTest::mouseClick(sendButtonOf(window), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
+    const QString transcript = transcriptOf(window)->toPlainText();
+    QVERIFY2(transcript.contains(expected), qPrintable(transcript + "\nexpected: " + expected));
 }
 
 void TestChatWindow::recommendedPresetIsTheSmallestThatPasses()

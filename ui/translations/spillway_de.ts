@@ -51,6 +51,82 @@
         <source>• %1 (%2 B parameters, %3): %4, about %5 tokens/s</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>top-1 agreement %1% (the bar: %2%)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>perplexity ×%1 (the bar: ×%2)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>default</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>variant %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>compute on %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>device budget %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>RAM budget %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>context %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>KV cache %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>neuron cache</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>prefetch %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>threads %1 → %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 → %2 tokens/s</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 %2 → %3</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>on the device</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>in RAM</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>SSD per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>KV cache</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Last change (%1): %2</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui</name>
@@ -112,13 +188,6 @@
     <message>
         <source>layer %1 · hit rate %2% (%3 of %4 active neurons resident) · %5 loaded per token</source>
         <translation type="unfinished"></translation>
-    </message>
-    <message numerus="yes">
-        <source> · %n token(s), %1 ms/token</source>
-        <translation type="unfinished">
-            <numerusform></numerusform>
-            <numerusform></numerusform>
-        </translation>
     </message>
     <message>
         <source> (predicted %1)</source>
@@ -182,6 +251,17 @@
     <message>
         <source>CPU beside GPU</source>
         <translation>CPU neben GPU</translation>
+    </message>
+    <message numerus="yes">
+        <source> · %n token(s), %1 ms/token in the engine&apos;s spans</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>, %1 ms/token overall (%2 tokens/s)</source>
+        <translation type="unfinished"></translation>
     </message>
 </context>
 <context>
@@ -518,10 +598,6 @@
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>Chats, models and tuning</source>
-        <translation>Chats, Modelle und Abstimmung</translation>
-    </message>
-    <message>
         <source>Conversation</source>
         <translation type="unfinished"></translation>
     </message>
@@ -539,6 +615,110 @@
     </message>
     <message>
         <source>A reply is being written: stop it (Escape) to open another chat</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Model loading</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Cancel loading</source>
+        <translation>Laden abbrechen</translation>
+    </message>
+    <message>
+        <source>Stop loading this model; the one before goes on answering</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Views</source>
+        <translation>Ansichten</translation>
+    </message>
+    <message>
+        <source>Your conversations (Ctrl+1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The model library: add, compress, chat with a model (Ctrl+2)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Where the weights go and how fast it runs here (Ctrl+3)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Loading %1 … %2 of %3 of weights</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — unloaded %1, which freed %2 of device memory</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Loading cancelled; %1 answers</source>
+        <translation>Laden abgebrochen; %1 antwortet</translation>
+    </message>
+    <message>
+        <source>Loading cancelled; no model is loaded</source>
+        <translation>Laden abgebrochen; kein Modell geladen</translation>
+    </message>
+    <message>
+        <source>%1 is below the quality bar (%2): its replies may be wrong or garbled</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Add a llama2.c checkpoint</source>
+        <translation>llama2.c-Checkpoint hinzufügen</translation>
+    </message>
+    <message>
+        <source>%1 is a llama2.c checkpoint. The format does not record the model&apos;s activation function or its tokenizer: with the wrong ones it runs, but writes gibberish.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Architecture</source>
+        <translation>Architektur</translation>
+    </message>
+    <message>
+        <source>llama: SiLU (SwiGLU) FFNs, as Karpathy&apos;s TinyStories models</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>relu-llama: shifted-ReLU FFNs, as the thesis&apos; sparse models</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tokenizer file</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>tokenizer.bin (or a decode&lt;vocab&gt;.tok table)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Browse…</source>
+        <translation>Durchsuchen …</translation>
+    </message>
+    <message>
+        <source>No tokenizer lies beside it: choose the one it was trained with.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Found beside it; choose another if it was trained with another.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tokenizer</source>
+        <translation>Tokenizer</translation>
+    </message>
+    <message>
+        <source>Add to the library</source>
+        <translation>Zur Bibliothek hinzufügen</translation>
+    </message>
+    <message>
+        <source>The checkpoint&apos;s tokenizer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tokenizers (*.bin *.tok);;All files (*)</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -668,6 +848,10 @@
         <source>Done: %1; predicted %2 → %3 tokens/s on this machine</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source> — below the quality bar (%1): its replies may be wrong or garbled</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::LibraryPanel</name>
@@ -692,15 +876,7 @@
         <translation>Komprimieren</translation>
     </message>
     <message>
-        <source>Prune and quantize the selected model into a package (balanced preset)</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>fast: int8 (Q8_0), about half the size, nearly lossless</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
-        <source>balanced: 50% pruned (Wanda), bitmap sparse fp16 (recommended)</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
@@ -751,6 +927,46 @@
         <source>Remove from library (the files stay)</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Drop a GGUF file or a package folder anywhere on the window</source>
+        <translation>Ziehen Sie eine GGUF-Datei oder einen Paketordner irgendwo auf das Fenster</translation>
+    </message>
+    <message>
+        <source>Selected model</source>
+        <translation>Ausgewähltes Modell</translation>
+    </message>
+    <message>
+        <source>balanced: 50% pruned (Wanda), bitmap sparse fp16</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — measured here: passes the quality bar</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — measured here: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> (recommended)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Compress (%1)</source>
+        <translation>Komprimieren (%1)</translation>
+    </message>
+    <message>
+        <source>Compress the selected model into a package with the recommended preset, %1: the smallest whose measured quality on this model passes the bar (Presets offers the others)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Select a model</source>
+        <translation>Modell auswählen</translation>
+    </message>
+    <message>
+        <source>No model yet: add one</source>
+        <translation>Noch kein Modell: fügen Sie eines hinzu</translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ModelCatalogModel</name>
@@ -764,6 +980,10 @@
     </message>
     <message>
         <source>Predicted here: planning …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>⚠ Below the quality bar: %1. Its replies may be wrong or garbled; the &quot;fast&quot; preset keeps the model&apos;s quality.</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -892,10 +1112,6 @@
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>Which compressed version of the model to run (compress it in the Models tab)</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>automatic (the fastest usable)</source>
         <translation type="unfinished"></translation>
     </message>
@@ -968,13 +1184,6 @@
         <translation>Anwenden</translation>
     </message>
     <message>
-        <source>Predicted %1 tokens/s
-device %2 · RAM %3 · SSD %4 read per token
-KV cache %5
-%6</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>No plan: %1</source>
         <translation type="unfinished"></translation>
     </message>
@@ -984,6 +1193,60 @@ KV cache %5
     </message>
     <message>
         <source> (original, %1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>device</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>RAM</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>SSD</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Which compressed version of the model to run (compress it in the Models view)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Placement of the weights</source>
+        <translation>Verteilung der Gewichte</translation>
+    </message>
+    <message>
+        <source>Predicted speed</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Device</source>
+        <translation>Gerät</translation>
+    </message>
+    <message>
+        <source>What the last change did</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 of the weights (%2), resident; KV cache %3</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 (%2) in pinned RAM, copied to the device as each layer runs</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 (%2) stay on the SSD; %3 read per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 tokens/s predicted</source>
+        <translation>%1 Token/s vorhergesagt</translation>
+    </message>
+    <message>
+        <source>device %1 · RAM %2 · SSD %3 read per token
+KV cache %4
+%5</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -1073,10 +1336,6 @@ KV cache %5
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>Drop a GGUF model anywhere on the window to add it; the Tuning tab shows where its weights would live and how fast it would run.</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>Measured.</source>
         <translation type="unfinished"></translation>
     </message>
@@ -1093,16 +1352,20 @@ KV cache %5
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>The measurement failed: %1. Chatting works all the same; the Tuning tab needs the measurement for its predictions.</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>This machine</source>
         <translation>Dieser Rechner</translation>
     </message>
     <message>
         <source>What it can run</source>
         <translation>Was er ausführen kann</translation>
+    </message>
+    <message>
+        <source>Drop a GGUF model anywhere on the window to add it; the Tuning view shows where its weights would live and how fast it would run.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The measurement failed: %1. Chatting works all the same; the Tuning view needs the measurement for its predictions.</source>
+        <translation type="unfinished"></translation>
     </message>
 </context>
 </TS>
