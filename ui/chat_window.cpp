@@ -802,6 +802,7 @@ void ChatWindow::askCheckpointDetails(const QString& checkpoint, const QString& 
     dialog->setObjectName("checkpointDialog");
     dialog->setWindowTitle(tr("Add a llama2.c checkpoint"));
     dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->setMinimumWidth(620);
     auto* layout = new QVBoxLayout(dialog);
     auto* intro = new QLabel(tr("%1 is a llama2.c checkpoint. The format does not record the model's activation "
                                 "function or its tokenizer: with the wrong ones it runs, but writes gibberish.")
