@@ -11,6 +11,7 @@ struct BenchCommand {
     std::string model;
     int tokens = 32;
     int promptTokens = 64;  // the prompt measurement (CPU bench): batched against one token per pass
+    int batch = 0;          // prompt tokens per pass; 0: the session's default
     int threads = 0;
     int repeats = 5;
     std::string json;

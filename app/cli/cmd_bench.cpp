@@ -22,6 +22,29 @@ namespace spillway::cli {
 
 namespace {
 
+// Float multiply-adds per second (2 flops each) of a prompt-sized matrix product on `device`: 256
+// vectors through one 2048 x 2048 fp32 matrix in one matvec call (the CPU device multiplies the
+// matrices: CpuDevice::gemm), the best of `repeats` (at least 3) runs.
+double matrixProductFlops(gpu::Device& device, int repeats)
+{
+    constexpr int64_t n = 256, dim = 2048;
+    std::vector<float> w(size_t(dim * dim)), x(size_t(n * dim)), y(size_t(n * dim));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 2654435761u % 2001) - 1000) * 1e-3f;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 40503u % 2001) - 1000) * 1e-3f;
+    const gpu::MatrixView view{gpu::DType::F32, w.data(), dim, dim, size_t(dim) * sizeof(float)};
+    std::vector<gpu::MatvecJob> jobs;
+    for (int64_t j = 0; j < n; ++j) jobs.push_back({view, x.data() + j * dim, y.data() + j * dim});
+    double best = 1e30;
+    for (int r = 0; r < std::max(3, repeats) + 1; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        device.matvec(jobs);
+        device.synchronize();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (r > 0) best = std::min(best, s);  // the first warms up
+    }
+    return 2.0 * double(n) * double(dim) * double(dim) / best;
+}
+
 
 
 int runBench(BenchCommand& b)
@@ -40,6 +63,7 @@ int runBench(BenchCommand& b)
     options.threads = b.threads;
     options.contextLength = std::max(b.tokens + 8, b.promptTokens);
     options.kvType = *kvType;
+    options.batch = b.batch;
     auto engine = engine::Engine::open(model, options, printNotice);
     if (!engine) return reportError(engine.error());
     auto session = (*engine)->openSession();
@@ -107,7 +131,7 @@ int runBench(BenchCommand& b)
     // of `batch` tokens) and one token per pass (every token reads every weight, as a decode
     // does), each timed `repeats` times; the medians count. Positions restart at 0: the decode's
     // cache is overwritten.
-    struct Prompt { double batched = 0, oneAtATime = 0; };
+    struct Prompt { double batched = 0, oneAtATime = 0, matrixFlops = 0; };
     Prompt prompt;
     if (b.promptTokens > 0) {
         std::vector<int32_t> tokens(size_t(b.promptTokens));
@@ -124,7 +148,14 @@ int runBench(BenchCommand& b)
         }
         prompt.batched = double(b.promptTokens) / median(batched);
         prompt.oneAtATime = double(b.promptTokens) / median(single);
+        prompt.matrixFlops = matrixProductFlops((*engine)->device(), b.repeats);
     }
+    // A prompt token's arithmetic: 2 flops per weight of the matrices it goes through (not the
+    // embedding rows it looks up, unless they are the head's too).
+    const double flopsPerToken =
+        2.0 * (double(model->parameterCount()) -
+               (model->tiedEmbeddings() ? 0.0 : double(config.vocabSize) * double(config.dim)));
+    const double arithmeticBound = prompt.matrixFlops > 0 ? prompt.matrixFlops / flopsPerToken : 0;
 
     std::sort(tokenRatios.begin(), tokenRatios.end());
     std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.ratio < y.ratio; });
@@ -169,6 +200,10 @@ int runBench(BenchCommand& b)
                     prompt.batched, prompt.oneAtATime, prompt.batched / prompt.oneAtATime);
         std::printf("%-34s %.2fx (a batch reads each weight once for all its tokens)\n",
                     "prompt batched / bandwidth bound", prompt.batched / boundTokensPerSecond);
+        std::printf("%-34s %.2f tokens/s (%.2f GFLOP per token at the %.1f GFLOP/s this device's float matrix "
+                    "products reach: 256 x 2048 x 2048)\n",
+                    "prompt arithmetic bound", arithmeticBound, flopsPerToken / 1e9, prompt.matrixFlops / 1e9);
+        std::printf("%-34s %.1f%%\n", "prompt batched / arithmetic bound", 100.0 * prompt.batched / arithmeticBound);
     }
 
     if (!b.json.empty()) {
@@ -197,6 +232,8 @@ int runBench(BenchCommand& b)
             {"prompt_tokens_per_s", b.promptTokens > 0 ? nlohmann::json(prompt.batched) : nlohmann::json(nullptr)},
             {"prompt_tokens_per_s_one_at_a_time",
              b.promptTokens > 0 ? nlohmann::json(prompt.oneAtATime) : nlohmann::json(nullptr)},
+            {"prompt_arithmetic_bound_tokens_per_s", b.promptTokens > 0 ? nlohmann::json(arithmeticBound) : nlohmann::json(nullptr)},
+            {"matrix_product_flops", b.promptTokens > 0 ? nlohmann::json(prompt.matrixFlops) : nlohmann::json(nullptr)},
             {"prompt_batched_over_bandwidth_bound",
              b.promptTokens > 0 ? nlohmann::json(prompt.batched / boundTokensPerSecond) : nlohmann::json(nullptr)},
             {"method", "each token framed by two timed reads (ceiling_reads); ceiling = the higher; "
@@ -221,6 +258,7 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--prompt-tokens", b->promptTokens,
                     "Prompt tokens timed as one batched pass and one token per pass (CPU; 0 = none)")
         ->check(CLI::Range(0, 4096));
+    cmd->add_option("--batch", b->batch, "Prompt tokens per pass over the weights (default: 32)")->check(CLI::Range(1, 4096));
     cmd->add_option("-r,--repeats", b->repeats, "Runs (every token is timed; the median token counts)")->check(CLI::Range(1, 100));
     cmd->add_option("-t,--threads", b->threads, "CPU threads (default: one per core)");
     cmd->add_option("--bandwidth-mib", b->bandwidthMiB,

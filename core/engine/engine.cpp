@@ -23,7 +23,7 @@ plan::PlannerInput plannerInput(const LlamaModel& model, const hw::HardwareProfi
     in.ramBudget = settings.ramBudget;
     in.contextLength = settings.contextLength;
     in.kvType = settings.kvType;
-    in.batch = settings.batch;
+    in.batch = settings.batch > 0 ? settings.batch : promptBatchFor(in.backend);
     in.prefetchDepth = settings.prefetch;
     in.served = SparseFfn::servedTensors(model, cache);
     in.reservedDeviceBytes = SparseFfn::deviceBytes(model, cache, in.backend != "cpu");
@@ -137,6 +137,9 @@ Status Engine::prepare(const EngineOptions& o)
     const std::string backend = m_device->info().backend;
     m_session.contextLength = o.contextLength;
     m_session.kvType = o.kvType;
+    // Prompt batches: on the CPU, 128 tokens a pass (its matrix products run near the arithmetic's
+    // speed from about 64 tokens on: tests/bench/RESULTS.md, issue 28); elsewhere the session's 32.
+    m_session.batch = o.batch > 0 ? o.batch : promptBatchFor(backend);
     m_session.streamer.hostBudget = o.ramBudget;
     m_session.streamer.trace = o.trace;
     m_session.streamer.loadProgress = o.loadProgress;

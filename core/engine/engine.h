@@ -58,7 +58,7 @@ struct PlanSettings {
     uint64_t ramBudget = 0;       // 0: half the available RAM
     int contextLength = 0;        // 0: trained, at most 4096
     gpu::KvType kvType = gpu::KvType::F32;
-    int batch = 32;
+    int batch = 0;                // prompt tokens per pass (sizes the activations); 0: the engine's default for the backend
     int prefetch = 2;             // units loaded ahead of compute (0: the naive baseline)
 };
 
@@ -74,6 +74,11 @@ void chooseColdNeurons(const LlamaModel& model, const hw::HardwareProfile& profi
 // profile has no usable measurement).
 void applyMeasuredIo(const hw::HardwareProfile& profile, StreamerOptions& streamer);
 
+// Prompt tokens per pass on the CPU device unless EngineOptions::batch says otherwise (other
+// devices: 32); promptBatchFor gives the default for a backend.
+inline constexpr int kCpuPromptBatch = 128;
+inline int promptBatchFor(const std::string& backend) { return backend.empty() || backend == "cpu" ? kCpuPromptBatch : 32; }
+
 struct EngineOptions {
     std::string backend = "auto";  // "cpu", "cuda", "vulkan" or "auto" (gpu::chooseDevice)
     int threads = 0;               // CPU threads; 0 = one per core
@@ -87,6 +92,7 @@ struct EngineOptions {
     bool plan = false;
     std::optional<plan::Tier> tier;
     int prefetch = 2;
+    int batch = 0;                 // prompt tokens per pass over the weights; 0: kCpuPromptBatch on the CPU, else 32
     bool naive = false;            // load each unit synchronously right before use (baseline)
     hw::ProbeOptions probe;        // storagePath "" = the model's folder
     NeuronCacheOptions neuronCache;

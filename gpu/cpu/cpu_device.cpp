@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <cblas.h>
+
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/cpu_memory.h"
 #include "gpu/cpu/cpu_ops.h"
@@ -113,6 +115,9 @@ public:
         m_info.caps.hostPointers = true;
         m_plans.reserve(8);
         m_cursors = std::make_unique<ChunkCursor[]>(static_cast<size_t>(m_pool.size()));
+        m_gemmScratch = std::make_unique<Scratch[]>(static_cast<size_t>(m_pool.size()));
+        const char* gemm = std::getenv("SPILLWAY_CPU_GEMM");
+        m_gemm = !(gemm && std::string(gemm) == "0");
     }
 
     const DeviceInfo& info() const override { return m_info; }
@@ -210,6 +215,10 @@ public:
 
 private:
     void planMatvec(std::span<const MatvecJob> jobs);
+    void runMatvec(std::span<const MatvecJob> jobs);
+    // A prompt batch's jobs on one matrix as one float matrix product (see matvec()).
+    bool gemmable(std::span<const MatvecJob> run) const;
+    void gemm(std::span<const MatvecJob> run);
 
     DeviceInfo m_info;
     const Kernels& m_kernels;
@@ -233,6 +242,11 @@ private:
     Scratch m_scoreScratch;         // (nHeads, nPos) when the caller gives no scores scratch
     int64_t m_totalChunks = 0;
     std::unique_ptr<ChunkCursor[]> m_cursors;  // (threads)
+    // The prompt path: SPILLWAY_CPU_GEMM=0 turns it off (every job by the matvec kernels).
+    bool m_gemm = true;
+    std::unique_ptr<Scratch[]> m_gemmScratch;  // (threads): a block of rows as floats
+    Scratch m_gemmX, m_gemmY;                  // gathered inputs, outputs to scatter
+    std::vector<MatvecJob> m_rest;             // the jobs a call leaves to the matvec kernels
 
     MemoryAccounting m_memory;  // device-memory budget (0 = none) and use
 };
@@ -373,14 +387,141 @@ Result<Device::UploadedMatrix> CpuDevice::uploadMatrix(const MatrixView& src, si
     return UploadedMatrix{std::move(b.value()), view};
 }
 
+// ---- PROMPTS: a batch's tokens through one matrix as a matrix product ------------------------
+// Runs of at least kGemmMinJobs jobs on one matrix (a prompt batch's tokens) whose rows this
+// kernel set turns into floats fast (cpu_kernels.h: dequant; F32 rows as they are) go through
+// OpenBLAS's SGEMM, a block of rows at a time per thread: the block is unpacked once and used for
+// every token, and the products run at the arithmetic's speed rather than the loads'. The sums
+// are in another order than the matvec kernels' (and x is not quantized to Q8 for the integer
+// types), so a prompt's logits match one token at a time within a tolerance, not bit for bit
+// (tests/engine/test_cpu_gemm.cpp); decode (one job per matrix) is untouched.
+constexpr size_t kGemmMinJobs = 8;
+constexpr int64_t kGemmBlockRows = 64;
+
+cpu::DequantRowsFn dequantFor(const Kernels& k, const MatrixView& w)
+{
+    return w.layout == RowLayout::Q8_0ScalesLast ? k.dequantQ8_0ScalesLast : k.dequant[static_cast<int>(w.type)];
+}
+
+// The common stride (in floats) of the pointers p(0), p(1), ... when they are evenly spaced at
+// least `least` apart; 0 otherwise.
+template <class Ptr>
+int64_t evenStride(std::span<const MatvecJob> run, Ptr p, int64_t least)
+{
+    if (run.size() < 2) return least;
+    const int64_t d = p(run[1]) - p(run[0]);
+    if (d < least) return 0;
+    for (size_t i = 2; i < run.size(); ++i)
+        if (p(run[i]) - p(run[i - 1]) != d) return 0;
+    return d;
+}
+
+// OpenBLAS computes on the calling thread while the device's own pool splits the work.
+class BlasOnThisThread {
+public:
+    BlasOnThisThread() : m_before(openblas_get_num_threads())
+    {
+        if (m_before != 1) openblas_set_num_threads(1);
+    }
+    ~BlasOnThisThread()
+    {
+        if (m_before != 1) openblas_set_num_threads(m_before);
+    }
+
+private:
+    int m_before;
+};
+
+bool CpuDevice::gemmable(std::span<const MatvecJob> run) const
+{
+    const MatrixView& w = run[0].w;
+    if (!m_gemm || run.size() < kGemmMinJobs || w.rows <= 0 || w.cols <= 0 || !w.data) return false;
+    if (w.type == DType::F32 && w.layout == RowLayout::Stored) return w.rowStride % sizeof(float) == 0;
+    return dequantFor(m_kernels, w) != nullptr && w.cols % 32 == 0;
+}
+
+void CpuDevice::gemm(std::span<const MatvecJob> run)
+{
+    const MatrixView& w = run[0].w;
+    const int64_t n = int64_t(run.size()), cols = w.cols, rows = w.rows;
+    // X (n x cols) and Y (n x rows) in place where the batch's vectors are evenly spaced.
+    const float* x = run[0].x;
+    int64_t lda = evenStride(run, [](const MatvecJob& j) { return j.x; }, cols);
+    if (!lda) {
+        float* gathered = m_gemmX.reserve<float>(size_t(n * cols));
+        for (int64_t j = 0; j < n; ++j) std::memcpy(gathered + j * cols, run[size_t(j)].x, size_t(cols) * sizeof(float));
+        x = gathered;
+        lda = cols;
+    }
+    float* y = run[0].y;
+    int64_t ldc = evenStride(run, [](const MatvecJob& j) { return j.y; }, rows);
+    const bool scatter = ldc == 0;
+    if (scatter) {
+        y = m_gemmY.reserve<float>(size_t(n * rows));
+        ldc = rows;
+    }
+    const cpu::DequantRowsFn dequant = w.type == DType::F32 ? nullptr : dequantFor(m_kernels, w);
+    const int64_t blocks = (rows + kGemmBlockRows - 1) / kGemmBlockRows;
+    std::atomic<int64_t> next{0};
+    Scratch* scratch = m_gemmScratch.get();
+    auto work = [&](int thread, int) {
+        float* unpacked = dequant ? scratch[thread].reserve<float>(size_t(kGemmBlockRows * cols)) : nullptr;
+        for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+            const int64_t r0 = b * kGemmBlockRows, r1 = std::min(rows, r0 + kGemmBlockRows);
+            const float* rowsOfW = unpacked;
+            int64_t ldb = cols;
+            if (dequant) {
+                dequant(w, r0, r1, unpacked);
+            } else {
+                rowsOfW = reinterpret_cast<const float*>(static_cast<const uint8_t*>(w.data) + size_t(r0) * w.rowStride);
+                ldb = int64_t(w.rowStride / sizeof(float));
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(n), blasint(r1 - r0), blasint(cols), 1.0f, x,
+                        blasint(lda), rowsOfW, blasint(ldb), 0.0f, y + r0, blasint(ldc));
+        }
+    };
+    {
+        const BlasOnThisThread single;
+        m_pool.run(work);
+    }
+    if (scatter)
+        for (int64_t j = 0; j < n; ++j) std::memcpy(run[size_t(j)].y, y + j * rows, size_t(rows) * sizeof(float));
+}
+
+void CpuDevice::matvec(std::span<const MatvecJob> jobs)
+{
+    if (jobs.empty()) return;
+    if (m_gemm && jobs.size() >= kGemmMinJobs) {
+        // Prompt batches (runs of jobs on one matrix) to the matrix product where they can go.
+        m_rest.clear();
+        bool any = false;
+        for (size_t i = 0; i < jobs.size();) {
+            size_t end = i + 1;
+            while (end < jobs.size() && sameMatrix(jobs[end].w, jobs[i].w)) ++end;
+            const std::span<const MatvecJob> run = jobs.subspan(i, end - i);
+            if (gemmable(run)) {
+                gemm(run);
+                any = true;
+            } else {
+                m_rest.insert(m_rest.end(), run.begin(), run.end());
+            }
+            i = end;
+        }
+        if (any) {
+            if (!m_rest.empty()) runMatvec(m_rest);
+            return;
+        }
+    }
+    runMatvec(jobs);
+}
+
 // ---- THE HOT SPOT OF DECODING ----------------------------------------------------------------
 // Thread t owns the t-th contiguous share of the call's chunks and works through it in order, so
 // it reads one long sequential stream of weights (what the prefetchers follow best); a thread
 // done early takes the remaining chunks of the others. The row kernels (cpu/kernels_*.cpp, per
 // weight type and instruction set) do the arithmetic.
-void CpuDevice::matvec(std::span<const MatvecJob> jobs)
+void CpuDevice::runMatvec(std::span<const MatvecJob> jobs)
 {
-    if (jobs.empty()) return;
     planMatvec(jobs);
     if (m_totalChunks == 0) return;
 

@@ -71,6 +71,9 @@ inline XForm xFormFor(DType t)
 using MatvecRowsFn = void (*)(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
                               int64_t r1);
 // Quantizes n floats (n a multiple of 32) into the layout of QuantizedX.
+// Rows [r0, r1) of w as floats, row i at out + (i - r0) * w.cols: the prompt path's weights for a
+// float matrix product (cpu_gemm.cpp).
+using DequantRowsFn = void (*)(const MatrixView& w, int64_t r0, int64_t r1, float* out);
 using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int8_t* qs, float* d, float* sum8);
 using DotFn = float (*)(const float* a, const float* b, int n);
 // y[i] += a * x[i]
@@ -89,6 +92,10 @@ struct Kernels {
     MatvecRowsFn matvecQ8_0ScalesLast = nullptr;
     bool repacksQ8_0 = false;
     QuantizeQ8Fn quantizeQ8 = nullptr;
+    // Per DType (Stored layout) and for Q8_0ScalesLast: rows to floats, where this set has a fast
+    // (vectorized) way; null elsewhere (the prompt path keeps the matvec kernels for those types).
+    DequantRowsFn dequant[kDTypeCount] = {};
+    DequantRowsFn dequantQ8_0ScalesLast = nullptr;
     DotFn dot = nullptr;
     AxpyFn axpy = nullptr;
     ReadAllFn readAll = nullptr;
@@ -103,6 +110,9 @@ const Kernels& kernelsFor(CpuKernelSet set);
 void fillScalarKernels(Kernels& k);
 void fillAvx2Kernels(Kernels& k);
 void fillAvx512Kernels(Kernels& k);
+
+// The AVX2 + F16C row dequantizers (kernels_avx2.cpp), which the AVX-512 set uses too.
+void fillAvx2Dequant(Kernels& k);
 
 // The quantized row kernels of the AVX-512 set (kernels_quant_avx512.cpp).
 void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,

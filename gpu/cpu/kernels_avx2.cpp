@@ -203,8 +203,97 @@ uint64_t readAllAvx2(const void* data, size_t bytes)
 
 }  // namespace
 
+// ---- rows to floats, for the prompt path's matrix products ----------------------------------
+
+void dequantF16Avx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        int64_t c = 0;
+        for (; c + 8 <= w.cols; c += 8)
+            _mm256_storeu_ps(out + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c))));
+        for (; c < w.cols; ++c) out[c] = _cvtsh_ss(loadU16(row + 2 * c));
+    }
+}
+
+void dequantBf16Avx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        int64_t c = 0;
+        for (; c + 8 <= w.cols; c += 8) {
+            const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+            _mm256_storeu_ps(out + c, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        }
+        for (; c < w.cols; ++c) {
+            const uint32_t bits = uint32_t(loadU16(row + 2 * c)) << 16;
+            std::memcpy(out + c, &bits, 4);
+        }
+    }
+}
+
+// 32 int8 values times d into out[0..32).
+static inline void scaled32(const int8_t* q, float d, float* out)
+{
+    const __m256 vd = _mm256_set1_ps(d);
+    for (int i = 0; i < 32; i += 8) {
+        const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(vd, _mm256_cvtepi32_ps(v)));
+    }
+}
+
+void dequantQ8_0Avx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        for (int64_t b = 0; b < w.cols / 32; ++b)
+            scaled32(reinterpret_cast<const int8_t*>(row + b * 34 + 2), _cvtsh_ss(loadU16(row + b * 34)), out + b * 32);
+    }
+}
+
+void dequantQ8_0ScalesLastAvx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        for (int64_t b = 0; b < w.cols / 32; ++b)
+            scaled32(reinterpret_cast<const int8_t*>(row + b * 32), _cvtsh_ss(loadU16(row + w.cols + 2 * b)), out + b * 32);
+    }
+}
+
+void dequantQ4_0Avx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        for (int64_t b = 0; b < w.cols / 32; ++b) {
+            const uint8_t* block = row + b * 18;
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(loadU16(block)));
+            const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+            const __m128i lo = _mm_sub_epi8(_mm_and_si128(packed, low), eight);                     // values 0..15
+            const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low), eight);  // values 16..31
+            float* o = out + b * 32;
+            for (int half = 0; half < 2; ++half) {
+                const __m128i v = half ? hi : lo;
+                _mm256_storeu_ps(o + 16 * half, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+                _mm256_storeu_ps(o + 16 * half + 8,
+                                 _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+            }
+        }
+    }
+}
+
+void fillAvx2Dequant(Kernels& k)
+{
+    k.dequant[static_cast<int>(DType::F16)] = dequantF16Avx2;
+    k.dequant[static_cast<int>(DType::BF16)] = dequantBf16Avx2;
+    k.dequant[static_cast<int>(DType::Q8_0)] = dequantQ8_0Avx2;
+    k.dequant[static_cast<int>(DType::Q4_0)] = dequantQ4_0Avx2;
+    k.dequantQ8_0ScalesLast = dequantQ8_0ScalesLastAvx2;
+}
+
 void fillAvx2Kernels(Kernels& k)
 {
+    fillAvx2Dequant(k);
     k.set = CpuKernelSet::Avx2;
     k.matvec[static_cast<int>(DType::F32)] = matvecFloat<LoadF32>;
     k.matvec[static_cast<int>(DType::F16)] = matvecFloat<LoadF16>;

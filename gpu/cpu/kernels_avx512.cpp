@@ -182,6 +182,7 @@ uint64_t readAllAvx512(const void* data, size_t bytes)
 void fillAvx512Kernels(Kernels& k)
 {
     k.set = CpuKernelSet::Avx512;
+    fillAvx2Dequant(k);  // AVX-512 CPUs run the AVX2 + F16C dequantizers
     k.matvec[static_cast<int>(DType::F32)] = matvecFloat<LoadF32>;
     k.matvec[static_cast<int>(DType::F16)] = matvecFloat<LoadF16>;
     k.matvec[static_cast<int>(DType::BF16)] = matvecFloat<LoadBf16>;

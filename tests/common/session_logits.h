@@ -12,6 +12,7 @@
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "gpu/device.h"
+#include "prompt_tolerance.h"
 
 namespace spillway::testing_support {
 
@@ -38,18 +39,6 @@ inline std::vector<float> sessionLogits(const LlamaModel& model, gpu::Device& de
         const int32_t next = feed.empty() ? argmax({*logits, vocab}) : feed[size_t(i)];
         logits = (*session)->forward(next, int(prompt.size()) + i);
     }
-}
-
-// ||got - want|| / ||want||; 1 when the sizes differ (a run that stopped short fails any bound).
-inline double relativeL2(std::span<const float> got, std::span<const float> want)
-{
-    if (got.size() != want.size()) return 1.0;
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 }  // namespace spillway::testing_support

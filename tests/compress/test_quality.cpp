@@ -307,8 +307,10 @@ TEST(Quality, BatchedPositionsMatchOneTokenAtATime)
     }
     ASSERT_GT(positions, 64);
     EXPECT_EQ(r->positions, positions);
-    EXPECT_NEAR(r->meanKl, klSum / positions, 1e-9 * klSum / positions);
-    EXPECT_NEAR(r->maxKl, klMax, 1e-9 * klMax);
+    // The report runs the positions in batches (the CPU's float matrix products from 8 tokens),
+    // this test one at a time: the same figures but for rounding.
+    EXPECT_NEAR(r->meanKl, klSum / positions, 1e-4 * klSum / positions);
+    EXPECT_NEAR(r->maxKl, klMax, 1e-4 * klMax);
     EXPECT_EQ(r->top1Agreement, double(agree) / positions);
 
     std::vector<int32_t> text = model->tokenizer().encode(compress::perplexityText(), true);
@@ -325,8 +327,8 @@ TEST(Quality, BatchedPositionsMatchOneTokenAtATime)
     }
     const double pplP = std::exp(nllP / double(scored.size())), pplQ = std::exp(nllQ / double(scored.size()));
     EXPECT_EQ(r->perplexityTokens, o.perplexityTokens);
-    EXPECT_NEAR(r->perplexityReference, pplP, 1e-9 * pplP);
-    EXPECT_NEAR(r->perplexityCandidate, pplQ, 1e-9 * pplQ);
+    EXPECT_NEAR(r->perplexityReference, pplP, 1e-6 * pplP);
+    EXPECT_NEAR(r->perplexityCandidate, pplQ, 1e-6 * pplQ);
 }
 
 TEST(Quality, VocabularyMismatchIsInvalidArgument)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/engine/conversation.h"
+#include "../common/session_logits.h"
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
 #include "core/runtime/llama_session.h"
@@ -184,13 +185,13 @@ TEST(Conversation, TenTurnsEachEvaluateOnlyTheirNewTokens)
         EXPECT_LT(ran, uint64_t(newTokens + 1 + stats->generatedTokens));
         EXPECT_EQ(stats->evaluated, int(stats->tokens.size()) - 1);
 
-        // The same logits as a fresh session over the whole history, bit for bit (the CPU's
-        // kernels give a token the same arithmetic in any batch).
+        // The same logits as a fresh session over the whole history (which runs it in other
+        // batches: within the prompt tolerance of the CPU's matrix products, same greedy token).
         const std::vector<float> fresh = freshLogits(rig.engine->model(), expected, rig.conversation->contextLength());
         ASSERT_EQ(fresh.size(), logits.size());
-        float worst = 0;
-        for (size_t i = 0; i < fresh.size(); ++i) worst = std::max(worst, std::abs(fresh[i] - logits[i]));
-        EXPECT_EQ(worst, 0.0f) << "largest logit difference from a fresh run";
+        EXPECT_LE(testing_support::relativeL2(logits, fresh), testing_support::kPromptFloatTolerance);
+        EXPECT_EQ(std::max_element(logits.begin(), logits.end()) - logits.begin(),
+                  std::max_element(fresh.begin(), fresh.end()) - fresh.begin());
 
         before = stats->tokens;
         beforeText = stats->prompt + reply;
@@ -261,7 +262,7 @@ TEST(Conversation, EditingAnEarlierTurnKeepsTheCacheUpToTheEdit)
     EXPECT_EQ(stats->cachedTokens, int(common));
     EXPECT_EQ(rig.tokensRun(), uint64_t(stats->promptTokens - stats->cachedTokens + stats->generatedTokens - 1));
     const std::vector<float> fresh = freshLogits(rig.engine->model(), prompt, rig.conversation->contextLength());
-    EXPECT_EQ(fresh, logits);
+    EXPECT_LE(testing_support::relativeL2(logits, fresh), testing_support::kPromptFloatTolerance);
 
     // Regenerating the same request again runs only its last prompt token.
     rig.tokensRun();

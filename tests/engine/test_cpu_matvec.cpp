@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu_test_util.h"
+#include "../common/prompt_tolerance.h"
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/thread_pool.h"
 
@@ -198,6 +199,78 @@ TEST(CpuBackend, MatvecRunsOfJobsOnOneMatrixGiveEachJobsOwnBits)
             EXPECT_TRUE(isPoison(ys[j][m.rows])) << what;
             checkMatvec(m, xs[j], ys[j].data(), false, what);
         }
+    }
+}
+
+// A prompt batch of 8 or more tokens on one matrix goes through a float matrix product
+// (CpuDevice::gemm: rows unpacked to floats, OpenBLAS SGEMM) where the kernel set unpacks the
+// type fast: each job's result is the exact product within the matvec's own bound (for Q8_0 and
+// Q4_0 without x's Q8 rounding: tighter), and within the prompt tolerance of one job alone; inputs
+// and outputs evenly spaced (in place) or not (gathered and scattered); rows that are not a
+// multiple of the row block; every kernel set, 1 and 3 threads, batches of 1, 2, 7, 8, 33 and 512.
+// With SPILLWAY_CPU_GEMM=0 the same jobs give one job's bits.
+TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
+{
+    std::mt19937_64 rng(12);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+            const TestMatrix m = makeMatrix(type, 130, 256, rng);
+            for (int n : {1, 2, 7, 8, 33, 512}) {
+                for (bool even : {true, false}) {
+                    // Evenly spaced: one (n x cols) buffer; else a vector of its own per job.
+                    std::vector<float> xAll(size_t(n) * 256), yAll(size_t(n) * (130 + 3), kPoison);
+                    std::vector<std::vector<float>> xs, ys;
+                    std::vector<MatvecJob> jobs;
+                    for (int j = 0; j < n; ++j) {
+                        const std::vector<float> x = randomVector(256, rng);
+                        xs.push_back(x);
+                        ys.emplace_back(131, kPoison);
+                        if (even) std::copy(x.begin(), x.end(), xAll.begin() + j * 256);
+                    }
+                    for (int j = 0; j < n; ++j)
+                        jobs.push_back({m.view(), even ? xAll.data() + j * 256 : xs[size_t(j)].data(),
+                                        even ? yAll.data() + j * 133 : ys[size_t(j)].data()});
+                    device->matvec(jobs);
+                    const bool quant = type == DType::Q8_0 || type == DType::Q4_0;
+                    for (int j = 0; j < n; j += n > 40 ? 37 : 1) {
+                        const float* y = jobs[size_t(j)].y;
+                        const std::string what = label(*device, type, m.rows, m.cols) + " batch " + std::to_string(n) +
+                                                 (even ? " even" : " scattered") + " job " + std::to_string(j);
+                        checkMatvec(m, xs[size_t(j)], y, false, what);
+                        EXPECT_TRUE(isPoison(y[m.rows])) << what;
+                        std::vector<float> alone(131, kPoison);
+                        device->matvec(m.view(), xs[size_t(j)].data(), alone.data());
+                        const std::vector<float> got(y, y + m.rows), want(alone.begin(), alone.begin() + m.rows);
+                        if (n < 8) {
+                            EXPECT_EQ(got, want) << what;  // the matvec kernels, bit for bit
+                        } else {
+                            EXPECT_LE(testing_support::relativeL2(got, want),
+                                      quant ? testing_support::kPromptQuantTolerance : testing_support::kPromptFloatTolerance)
+                                << what;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Turned off: the matvec kernels, bit for bit, at any batch size.
+    setenv("SPILLWAY_CPU_GEMM", "0", 1);
+    auto exact = createCpuDevice(2, bestCpuKernelSet());
+    unsetenv("SPILLWAY_CPU_GEMM");
+    const TestMatrix m = makeMatrix(DType::F16, 70, 256, rng);
+    std::vector<std::vector<float>> xs, ys;
+    std::vector<MatvecJob> jobs;
+    for (int j = 0; j < 16; ++j) {
+        xs.push_back(randomVector(256, rng));
+        ys.emplace_back(70, kPoison);
+    }
+    for (int j = 0; j < 16; ++j) jobs.push_back({m.view(), xs[size_t(j)].data(), ys[size_t(j)].data()});
+    exact->matvec(jobs);
+    for (int j = 0; j < 16; ++j) {
+        std::vector<float> alone(70, kPoison);
+        exact->matvec(m.view(), xs[size_t(j)].data(), alone.data());
+        EXPECT_EQ(alone, ys[size_t(j)]) << "job " << j;
     }
 }
 

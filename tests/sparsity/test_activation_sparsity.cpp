@@ -455,7 +455,7 @@ TEST(ActivationThreshold, DropsTheTargetShareAndCostsQualityInProportion)
     auto same = measureThresholdQuality(**model, *device, none);
     ASSERT_TRUE(same.ok()) << same.error().message;
     for (float t : same->thresholds) EXPECT_EQ(t, 0.0f);
-    EXPECT_EQ(same->quality.meanKl, 0.0);
+    EXPECT_LE(same->quality.meanKl, 1e-9);  // the batched positions' float matrix products: rounding
     EXPECT_EQ(same->quality.top1Agreement, 1.0);
 
     double previousKl = 0.0;
