@@ -25,7 +25,7 @@ for type in "${types[@]}"; do
   [[ -f $model ]] || "$cli" make-synthetic --preset tinyllama-1.1b --type "$type" -o "$model" >&2
   # llama.cpp first, then Spillway, then llama.cpp again: the two peers' figures frame ours.
   ll1=$("$llama" -m "$model" -t 2 -p 512 -n 0 -r 3 -o csv 2>/dev/null | awk -F, 'NR>1 {gsub(/"/,""); v=$(NF-1)} END {print v}')
-  sp=$("$cli" bench -m "$model" --threads 2 -n 1 -r 3 --prompt-tokens 512 --json "$out/prompt-tinyllama-$type.json")
+  sp=$("$cli" bench -m "$model" --threads 2 -n 1 -r 2 --prompt-tokens 512 --json "$out/prompt-tinyllama-$type.json")
   ll2=$("$llama" -m "$model" -t 2 -p 512 -n 0 -r 3 -o csv 2>/dev/null | awk -F, 'NR>1 {gsub(/"/,""); v=$(NF-1)} END {print v}')
   ours=$(awk '/^prompt tokens\/s/ {print $3}' <<<"$sp")
   bound=$(awk '/^prompt arithmetic bound/ {print $4}' <<<"$sp")
