@@ -464,6 +464,7 @@ void ChatWindow::connectChat()
     connect(chat, &ChatController::generationStarted, this, &ChatWindow::onGenerationStarted);
     connect(chat, &ChatController::replyFinished, this, &ChatWindow::onReplyFinished);
     connect(chat, &ChatController::failed, this, [this](const QString& message) {
+        m_unloadedText.clear();  // (a failed load's "unloaded ..." is not news to keep)
         showError(message);
         showPickedModel();  // a model that failed to load is not the one answering
     });

@@ -394,7 +394,8 @@ Result<Device::UploadedMatrix> CpuDevice::uploadMatrix(const MatrixView& src, si
 // every token, and the products run at the arithmetic's speed rather than the loads'. The sums
 // are in another order than the matvec kernels' (and x is not quantized to Q8 for the integer
 // types), so a prompt's logits match one token at a time within a tolerance, not bit for bit
-// (tests/engine/test_cpu_gemm.cpp); decode (one job per matrix) is untouched.
+// (tests/engine/test_cpu_matvec.cpp, tests/common/prompt_tolerance.h); decode (one job per
+// matrix) is untouched.
 constexpr size_t kGemmMinJobs = 8;
 constexpr int64_t kGemmBlockRows = 64;
 
