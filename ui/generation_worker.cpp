@@ -61,20 +61,19 @@ GenerationWorker::~GenerationWorker() = default;
 
 void GenerationWorker::setDevice(std::unique_ptr<gpu::Device> device) { m_injected = std::move(device); }
 
-engine::EngineOptions GenerationWorker::baseOptions() const
+engine::EngineOptions GenerationWorker::baseOptions()
 {
     engine::EngineOptions o;
     o.backend = m_backend.toStdString();
     o.trace = m_recorder;
     // Runs on this thread, inside Engine::open and the sessions' opening.
-    GenerationWorker* self = const_cast<GenerationWorker*>(this);
-    o.loadProgress = [self](uint64_t done, uint64_t total) {
+    o.loadProgress = [this](uint64_t done, uint64_t total) {
         const auto now = std::chrono::steady_clock::now();
-        if (done == total || now - self->m_lastLoadProgress >= std::chrono::milliseconds(50)) {
-            self->m_lastLoadProgress = now;
-            emit self->loadProgress(qint64(done), qint64(total));
+        if (done == total || now - m_lastLoadProgress >= std::chrono::milliseconds(50)) {
+            m_lastLoadProgress = now;
+            emit loadProgress(qint64(done), qint64(total));
         }
-        return !self->m_cancelLoad.load(std::memory_order_relaxed);
+        return !m_cancelLoad.load(std::memory_order_relaxed);
     };
     return o;
 }

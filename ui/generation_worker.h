@@ -105,7 +105,7 @@ private:
     QString loadedDescription() const;
     // Engine notices as signals (a lost device also changes the device).
     void onNotice(const engine::Notice& notice);
-    engine::EngineOptions baseOptions() const;
+    engine::EngineOptions baseOptions();
 
     std::unique_ptr<gpu::Device> m_injected;  // setDevice's, until the first load
     std::unique_ptr<engine::Engine> m_engine;

@@ -29,9 +29,10 @@ ModelItem describe(const LlamaModel& m)
 {
     ModelItem item;
     item.path = QString::fromStdString(m.path());
-    item.format = m.isPackage()                                                           ? QStringLiteral("package")
-                  : llama2c::isDescriptor(m.path()) || llama2c::looksLikeCheckpoint(m.path()) ? QStringLiteral("llama2.c")
-                                                                                              : QStringLiteral("gguf");
+    // A llama2.c checkpoint reaches the library as its descriptor (LibraryController::addModel).
+    item.format = m.isPackage()                     ? QStringLiteral("package")
+                  : llama2c::isDescriptor(m.path()) ? QStringLiteral("llama2.c")
+                                                    : QStringLiteral("gguf");
     item.architecture = QString::fromStdString(m.config().architecture);
     item.parameters = qint64(m.parameterCount());
     item.sizeBytes = sizeOnDisk(m.path());

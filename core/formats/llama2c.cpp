@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -177,6 +178,29 @@ std::string fileStem(const std::string& path) { return std::filesystem::path(pat
 
 const char* architectures() { return "llama, relu-llama"; }
 
+namespace {
+
+// A file's first bytes (a v1/v2 header whole, or a legacy one and more) and its size; none when
+// it cannot be read or is shorter than any header.
+struct Head {
+    std::array<uint8_t, 256> bytes{};
+    size_t got = 0;
+    uint64_t size = 0;
+};
+std::optional<Head> readHead(const std::string& path)
+{
+    Head h;
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(h.bytes.data()), h.bytes.size());
+    h.got = size_t(in.gcount());
+    std::error_code ec;
+    h.size = std::filesystem::file_size(path, ec);
+    if (ec || h.got < 28) return std::nullopt;
+    return h;
+}
+
+}  // namespace
+
 std::string tokenizerBeside(const std::string& checkpoint, int vocabSize)
 {
     namespace fs = std::filesystem;
@@ -190,13 +214,9 @@ std::string tokenizerBeside(const std::string& checkpoint, int vocabSize)
 
 std::string tokenizerBeside(const std::string& checkpoint)
 {
-    std::ifstream in(checkpoint, std::ios::binary);
-    std::array<uint8_t, 256> head{};  // a v1/v2 header whole
-    in.read(reinterpret_cast<char*>(head.data()), head.size());
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(checkpoint, ec);
-    if (ec || in.gcount() < 28) return {};
-    auto p = readParams(checkpoint, head.data(), size_t(std::min<uint64_t>(size, head.size())));
+    const auto h = readHead(checkpoint);
+    if (!h) return {};
+    auto p = readParams(checkpoint, h->bytes.data(), h->got);
     return p ? tokenizerBeside(checkpoint, p->vocab) : std::string();
 }
 
@@ -230,17 +250,13 @@ Status writeDescriptor(const std::string& path, const Descriptor& d)
 
 bool looksLikeCheckpoint(const std::string& path)
 {
-    std::ifstream in(path, std::ios::binary);
-    std::array<uint8_t, 64> head{};
-    if (!in.read(reinterpret_cast<char*>(head.data()), head.size()) && in.gcount() < 28) return false;
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec) return false;
+    const auto h = readHead(path);
+    if (!h) return false;
     uint32_t magic;
-    std::memcpy(&magic, head.data(), 4);
+    std::memcpy(&magic, h->bytes.data(), 4);
     if (magic == kMagic) return true;
-    auto p = readParams(path, head.data(), size < head.size() ? size : head.size());
-    return p && expectedSize(*p) == size;
+    auto p = readParams(path, h->bytes.data(), h->got);
+    return p && expectedSize(*p) == h->size;
 }
 
 namespace {

@@ -183,8 +183,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
             return makeError(ErrorCode::Cancelled, "loading the model was cancelled");
         return {};
     };
-    if (options.loadProgress && !options.loadProgress(0, loadTotal))
-        return makeError(ErrorCode::Cancelled, "loading the model was cancelled");
+    if (auto st = loaded(0); !st) return st.error();
 
     // Device-resident weights: one buffer per unit (copied), or the mapping itself (in place).
     auto residentCopy = [&](const void* src, uint64_t bytes, bool counted = true) -> Result<const void*> {
