@@ -319,6 +319,28 @@ public:
     // Rotates, in place, `nHeads` heads of `headDim` values at position `pos`.
     virtual void rope(float* x, int nHeads, int headDim, int pos, const RopeParams& p) = 0;
     virtual void attention(const AttentionArgs& a) = 0;
+    // A prompt batch's attention: `queries` queries at consecutive positions, the last at
+    // a.nPos - 1, so query i (from 0) attends to positions [0, a.nPos - queries + i] (causal).
+    // a.q and a.out hold one row per query, `rowStride` floats apart (nHeads * headDim used);
+    // a.kNew / a.vNew, when set, hold the queries' K and V, nKvHeads * headDim floats each, back
+    // to back, and are stored first; a.scores holds nHeads * a.nPos floats. The default runs
+    // attention() once per query, in order; the CPU turns a batch of 8 or more (kGemmMinJobs) into
+    // matrix products (same tolerance as its prompt matrix products).
+    virtual void attentionBatch(const AttentionArgs& a, int queries, size_t rowStride)
+    {
+        const size_t kvDim = static_cast<size_t>(a.nKvHeads) * static_cast<size_t>(a.headDim);
+        for (int i = 0; i < queries; ++i) {
+            AttentionArgs one = a;
+            one.q = a.q + static_cast<size_t>(i) * rowStride;
+            one.out = a.out + static_cast<size_t>(i) * rowStride;
+            one.nPos = a.nPos - queries + 1 + i;
+            if (a.kNew && a.vNew) {
+                one.kNew = a.kNew + static_cast<size_t>(i) * kvDim;
+                one.vNew = a.vNew + static_cast<size_t>(i) * kvDim;
+            }
+            attention(one);
+        }
+    }
     // out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
     virtual void swiglu(const float* gate, const float* up, float* out, int n) = 0;
     // y[i] += x[i]

@@ -54,6 +54,10 @@ public:
         m_inner.rope(x, nHeads, headDim, pos, p);
     }
     void attention(const AttentionArgs& a) override { m_inner.attention(a); }
+    void attentionBatch(const AttentionArgs& a, int queries, size_t rowStride) override
+    {
+        m_inner.attentionBatch(a, queries, rowStride);
+    }
     void swiglu(const float* gate, const float* up, float* out, int n) override
     {
         m_inner.swiglu(gate, up, out, n);

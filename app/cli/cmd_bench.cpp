@@ -198,6 +198,8 @@ int runBench(BenchCommand& b)
                     (*session)->batch(), b.repeats);
         std::printf("%-34s %.2f tokens/s batched, %.2f one token per pass (head included): %.2fx\n", "prompt tokens/s",
                     prompt.batched, prompt.oneAtATime, prompt.batched / prompt.oneAtATime);
+        std::printf("%-34s %.1f ms (the %d-token prompt batched, its first token's logits included)\n",
+                    "prompt time to first token", 1000.0 * b.promptTokens / prompt.batched, b.promptTokens);
         std::printf("%-34s %.2fx (a batch reads each weight once for all its tokens)\n",
                     "prompt batched / bandwidth bound", prompt.batched / boundTokensPerSecond);
         std::printf("%-34s %.2f tokens/s (%.2f GFLOP per token at the %.1f GFLOP/s this device's float matrix "
@@ -230,6 +232,8 @@ int runBench(BenchCommand& b)
             {"prompt_tokens", b.promptTokens},
             {"prompt_batch", (*session)->batch()},
             {"prompt_tokens_per_s", b.promptTokens > 0 ? nlohmann::json(prompt.batched) : nlohmann::json(nullptr)},
+            {"prompt_time_to_first_token_ms",
+             b.promptTokens > 0 ? nlohmann::json(1000.0 * b.promptTokens / prompt.batched) : nlohmann::json(nullptr)},
             {"prompt_tokens_per_s_one_at_a_time",
              b.promptTokens > 0 ? nlohmann::json(prompt.oneAtATime) : nlohmann::json(nullptr)},
             {"prompt_arithmetic_bound_tokens_per_s", b.promptTokens > 0 ? nlohmann::json(arithmeticBound) : nlohmann::json(nullptr)},
@@ -258,7 +262,7 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--prompt-tokens", b->promptTokens,
                     "Prompt tokens timed as one batched pass and one token per pass (CPU; 0 = none)")
         ->check(CLI::Range(0, 4096));
-    cmd->add_option("--batch", b->batch, "Prompt tokens per pass over the weights (default: 32)")->check(CLI::Range(1, 4096));
+    cmd->add_option("--batch", b->batch, "Prompt tokens per pass over the weights (default: 128 on the CPU, 32 on a GPU)")->check(CLI::Range(1, 4096));
     cmd->add_option("-r,--repeats", b->repeats, "Runs (every token is timed; the median token counts)")->check(CLI::Range(1, 100));
     cmd->add_option("-t,--threads", b->threads, "CPU threads (default: one per core)");
     cmd->add_option("--bandwidth-mib", b->bandwidthMiB,

@@ -91,18 +91,22 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
             d.pointwise(snap);
         }
     }
-    for (int i = 0; i < n; ++i) {
+    {
+        // The batch's queries at once (causal: token i sees positions up to pos + i).
         gpu::AttentionArgs a;
-        m_kv.describe(a, layer, pos, i);
-        a.q = qOf(i);
-        a.out = attOf(i);
+        m_kv.describe(a, layer, pos, 0);
+        a.q = qOf(0);
+        a.out = attOf(0);
         a.scores = m_buf.scores;
         a.nHeads = c.nHeads;
         a.nKvHeads = c.nKvHeads;
         a.headDim = c.headDim;
-        a.nPos = pos + i + 1;
+        a.nPos = pos + n;
         a.scale = 1.0f / std::sqrt(float(c.headDim));
-        d.attention(a);
+        if (n == 1)
+            d.attention(a);
+        else
+            d.attentionBatch(a, n, qDim);
     }
     jobs.clear();
     for (int i = 0; i < n; ++i) jobs.push_back({L.wo, attOf(i), xbOf(i)});

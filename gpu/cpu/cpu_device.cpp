@@ -8,11 +8,10 @@
 #include <string>
 #include <vector>
 
-#include <cblas.h>
-
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/cpu_memory.h"
 #include "gpu/cpu/cpu_ops.h"
+#include "gpu/cpu/scratch.h"
 #include "gpu/cpu/thread_pool.h"
 #include "gpu/memory_accounting.h"
 
@@ -23,34 +22,8 @@ namespace {
 using cpu::Kernels;
 using cpu::MatvecInput;
 
-// A growable scratch array of 64-byte aligned bytes; grows only, so once warmed up an op never
-// allocates.
-class Scratch {
-public:
-    Scratch() = default;
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-    ~Scratch() { cpu::freeHostMemory(m_data); }
-
-    template <class T>
-    T* reserve(size_t count)
-    {
-        const size_t bytes = count * sizeof(T);
-        if (bytes > m_bytes) {
-            const size_t grown = std::max(bytes, m_bytes + m_bytes / 2);
-            void* fresh = cpu::allocateHostMemory(grown);
-            if (!fresh) std::abort();  // scratch is tiny next to the weights it serves
-            cpu::freeHostMemory(m_data);
-            m_data = fresh;
-            m_bytes = grown;
-        }
-        return static_cast<T*>(m_data);
-    }
-
-private:
-    void* m_data = nullptr;
-    size_t m_bytes = 0;
-};
+using cpu::BlasOnThisThread;
+using cpu::Scratch;
 
 // Per job of one matvec call: what its kernel reads, and where its chunks start.
 // Consecutive jobs on the same matrix (a prompt batch's tokens) form a group whose chunks go
@@ -200,6 +173,7 @@ public:
                                                            static_cast<size_t>(a.nPos));
         cpu::attentionOp(withScratch, m_pool, m_kernels);
     }
+    void attentionBatch(const AttentionArgs& a, int queries, size_t rowStride) override;
     void swiglu(const float* gate, const float* up, float* out, int n) override
     {
         cpu::swigluOp(gate, up, out, n, m_pool);
@@ -417,22 +391,6 @@ int64_t evenStride(std::span<const MatvecJob> run, Ptr p, int64_t least)
     return d;
 }
 
-// OpenBLAS computes on the calling thread while the device's own pool splits the work.
-class BlasOnThisThread {
-public:
-    BlasOnThisThread() : m_before(openblas_get_num_threads())
-    {
-        if (m_before != 1) openblas_set_num_threads(1);
-    }
-    ~BlasOnThisThread()
-    {
-        if (m_before != 1) openblas_set_num_threads(m_before);
-    }
-
-private:
-    int m_before;
-};
-
 bool CpuDevice::gemmable(std::span<const MatvecJob> run) const
 {
     const MatrixView& w = run[0].w;
@@ -487,6 +445,18 @@ void CpuDevice::gemm(std::span<const MatvecJob> run)
     }
     if (scatter)
         for (int64_t j = 0; j < n; ++j) std::memcpy(run[size_t(j)].y, y + j * rows, size_t(rows) * sizeof(float));
+}
+
+// A prompt batch's attention as matrix products from the size on that the matrices go to SGEMM
+// too; smaller batches (and SPILLWAY_CPU_GEMM=0) one query at a time, bit for bit decode's.
+void CpuDevice::attentionBatch(const AttentionArgs& a, int queries, size_t rowStride)
+{
+    if (!m_gemm || queries < int(kGemmMinJobs) || queries > a.nPos || a.nHeads <= 0 || a.nKvHeads <= 0 ||
+        a.nHeads % a.nKvHeads != 0 || a.headDim <= 0 || (a.kvType == KvType::Q8 && (!a.kScales || !a.vScales))) {
+        Device::attentionBatch(a, queries, rowStride);
+        return;
+    }
+    cpu::attentionBatchOp(a, queries, rowStride, m_pool, m_gemmScratch.get());
 }
 
 void CpuDevice::matvec(std::span<const MatvecJob> jobs)

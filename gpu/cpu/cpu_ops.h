@@ -4,6 +4,7 @@
 // llama.cpp's reference outputs closely.
 
 #include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/scratch.h"
 #include "gpu/cpu/thread_pool.h"
 #include "gpu/device.h"
 
@@ -17,6 +18,13 @@ void ropeOp(float* x, int nHeads, int headDim, int pos, const RopeParams& p, flo
 // Heads are split across the pool. a.scores must hold nHeads * nPos floats. With a.kNew /
 // a.vNew set, stores them first (storeKvOp).
 void attentionOp(const AttentionArgs& a, ThreadPool& pool, const Kernels& k);
+
+// Device::attentionBatch as matrix products (cpu_attention.cpp): per head, S = scale * Q K^T for
+// the batch's queries against every cached position, a causal softmax per row, then O = P V,
+// through OpenBLAS on the pool's threads (one head at a time each). F16 and Q8 caches are
+// unpacked to floats per head first. perThread: one scratch per pool thread. Not bit for bit
+// attentionOp's sums (tests/common/prompt_tolerance.h holds the difference).
+void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, ThreadPool& pool, Scratch* perThread);
 
 // Writes a.kNew / a.vNew, converted to a.kvType, at position nPos - 1 of the caches (and, for
 // Q8, their scales). The reference the CUDA store kernel matches bit for bit.

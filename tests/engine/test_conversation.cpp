@@ -34,7 +34,7 @@ const char* const kTemplate =
     "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n{% endfor %}"
     "{% if add_generation_prompt %}<assistant>{% endif %}";
 
-// The CPU device, counting the tokens it runs (one attention call per token and layer).
+// The CPU device, counting the tokens it runs (one attention query per token and layer).
 class CountingDevice final : public gpu::ForwardingDevice {
 public:
     using ForwardingDevice::ForwardingDevice;
@@ -42,6 +42,11 @@ public:
     {
         ++attentionCalls;
         m_inner.attention(a);
+    }
+    void attentionBatch(const gpu::AttentionArgs& a, int queries, size_t rowStride) override
+    {
+        attentionCalls += uint64_t(queries);
+        m_inner.attentionBatch(a, queries, rowStride);
     }
     uint64_t attentionCalls = 0;
 };

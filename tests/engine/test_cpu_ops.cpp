@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu_test_util.h"
+#include "../common/prompt_tolerance.h"
 
 using namespace spillway;
 using namespace spillway::gpu;
@@ -131,6 +132,87 @@ TEST(CpuBackend, AttentionGroupedQuery)
                     }
                 }
                 ASSERT_TRUE(isPoison(out[nHeads * headDim]));
+            }
+        }
+    }
+}
+
+// A prompt batch's attention (Device::attentionBatch) against one query at a time: the queries'
+// K and V stored into F32, F16 and Q8 caches alike (bit for bit), the outputs within the prompt
+// tolerance from 8 queries on (matrix products) and bit for bit below (one query at a time), at
+// a cache that starts empty and one that already holds 40 positions, every kernel set.
+TEST(CpuBackend, AttentionBatchMatchesOneQueryAtATime)
+{
+    std::mt19937_64 rng(21);
+    const int nHeads = 8, nKv = 2, headDim = 64, kvDim = nKv * headDim, qDim = nHeads * headDim;
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        for (KvType type : {KvType::F32, KvType::F16, KvType::Q8}) {
+            const size_t elementBytes = type == KvType::F32 ? 4 : type == KvType::F16 ? 2 : 1;
+            for (int queries : {1, 2, 7, 8, 32, 33, 130}) {
+                for (int before : {0, 40}) {
+                    const int nPos = before + queries;
+                    // The cache's first `before` positions: random rows stored as one token would.
+                    std::vector<uint8_t> kCache(size_t(nPos) * kvDim * elementBytes), vCache(kCache.size());
+                    std::vector<float> kScales(size_t(nPos) * nKv), vScales(kScales.size());
+                    const std::vector<float> q = randomVector(queries * qDim, rng, 2.0f);
+                    const std::vector<float> kNew = randomVector(nPos * kvDim, rng, 2.0f);
+                    const std::vector<float> vNew = randomVector(nPos * kvDim, rng);
+                    auto args = [&](std::vector<uint8_t>& kc, std::vector<uint8_t>& vc, std::vector<float>& ks,
+                                    std::vector<float>& vs, float* out, int positions, int first) {
+                        AttentionArgs a;
+                        a.q = q.data();
+                        a.kCache = kc.data();
+                        a.vCache = vc.data();
+                        a.kScales = ks.data();
+                        a.vScales = vs.data();
+                        a.kvType = type;
+                        a.out = out;
+                        a.nHeads = nHeads;
+                        a.nKvHeads = nKv;
+                        a.headDim = headDim;
+                        a.nPos = positions;
+                        a.scale = 1.0f / std::sqrt(float(headDim));
+                        a.kNew = kNew.data() + size_t(first) * kvDim;
+                        a.vNew = vNew.data() + size_t(first) * kvDim;
+                        return a;
+                    };
+                    std::vector<float> scratchOut(qDim);
+                    for (int t = 0; t < before; ++t) {
+                        AttentionArgs a = args(kCache, vCache, kScales, vScales, scratchOut.data(), t + 1, t);
+                        device->attention(a);
+                    }
+                    std::vector<uint8_t> kOne = kCache, vOne = vCache;
+                    std::vector<float> ksOne = kScales, vsOne = vScales;
+                    std::vector<float> batched(size_t(queries) * qDim + 1, kPoison), one(batched.size(), kPoison);
+                    AttentionArgs b = args(kCache, vCache, kScales, vScales, batched.data(), nPos, before);
+                    device->attentionBatch(b, queries, size_t(qDim));
+                    for (int i = 0; i < queries; ++i) {
+                        AttentionArgs a = args(kOne, vOne, ksOne, vsOne, one.data() + size_t(i) * qDim, before + i + 1,
+                                               before + i);
+                        a.q = q.data() + size_t(i) * qDim;
+                        device->attention(a);
+                    }
+                    const std::string name = device->info().kernels + "/" + std::to_string(cfg.threads) + "t kv" +
+                                             std::to_string(int(type)) + " queries " + std::to_string(queries) +
+                                             " after " + std::to_string(before);
+                    ASSERT_EQ(kCache, kOne) << name;
+                    ASSERT_EQ(vCache, vOne) << name;
+                    if (type == KvType::Q8) {
+                        ASSERT_EQ(kScales, ksOne) << name;
+                        ASSERT_EQ(vScales, vsOne) << name;
+                    }
+                    ASSERT_TRUE(isPoison(batched.back())) << name;
+                    batched.pop_back();
+                    one.pop_back();
+                    if (queries < 8) {
+                        for (size_t i = 0; i < one.size(); ++i) ASSERT_EQ(bitsOf(batched[i]), bitsOf(one[i])) << name;
+                    } else {
+                        const double error = testing_support::relativeL2(batched, one);
+                        EXPECT_LT(error, testing_support::kPromptFloatTolerance) << name;
+                        EXPECT_GT(error, 0.0) << name << ": the matrix products ran (other sums)";
+                    }
+                }
             }
         }
     }

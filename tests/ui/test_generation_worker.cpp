@@ -229,7 +229,7 @@ void TestGenerationWorker::theNoticesAreTheEnginesOwn()
 
 namespace {
 
-// The CPU device, counting the tokens it runs (one attention call per token and layer).
+// The CPU device, counting the tokens it runs (one attention query per token and layer).
 class CountingDevice final : public spillway::gpu::ForwardingDevice {
 public:
     using ForwardingDevice::ForwardingDevice;
@@ -237,6 +237,11 @@ public:
     {
         ++attentionCalls;
         m_inner.attention(a);
+    }
+    void attentionBatch(const spillway::gpu::AttentionArgs& a, int queries, size_t rowStride) override
+    {
+        attentionCalls += uint64_t(queries);
+        m_inner.attentionBatch(a, queries, rowStride);
     }
     uint64_t attentionCalls = 0;
 };
