@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev liburing-dev
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev liburing-dev libcpp-httplib-dev
   libxxhash-dev libzstd-dev libsqlite3-dev libsentencepiece-dev libopenblas-dev
   qt6-base-dev qt6-base-dev-tools
   # the app's translations: Qt's Linguist tools (lupdate, lrelease) and their CMake package
@@ -22,6 +22,10 @@ packages=(
   # and the SQLite shell that reads back what the window stored
   xvfb xdotool sqlite3
 )
+
+# The server's client test runs the official OpenAI client on Node (tests/server): Debian's npm
+# (and its nodejs) unless a Node with npm is there already.
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -20,6 +20,13 @@ esac
 
 packaging/install-deps.sh
 
+# Test-only tools from npm: the official OpenAI client for the server's test (tests/server,
+# pinned by its package-lock.json). Without the registry that one test reports itself skipped.
+if [[ "$mode" == test ]]; then
+  npm ci --prefix tests/server --no-audit --no-fund --loglevel=error ||
+    echo "quickstart: could not install the openai npm package; test_openai_client will be skipped" >&2
+fi
+
 # ccache shared between clean clones of the same tree.
 export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1 CCACHE_COMPILERCHECK=content
 

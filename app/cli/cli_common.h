@@ -27,5 +27,6 @@ void addProbeCommand(CLI::App& app, int& exitCode);
 void addCompressCommand(CLI::App& app, int& exitCode);
 void addConvertCommand(CLI::App& app, int& exitCode);
 void addSparsityCommand(CLI::App& app, int& exitCode);
+void addServeCommand(CLI::App& app, int& exitCode);
 
 }  // namespace spillway::cli

@@ -50,6 +50,7 @@ int main(int argc, char** argv)
     addCompressCommand(app, exitCode);
     addConvertCommand(app, exitCode);
     addSparsityCommand(app, exitCode);
+    addServeCommand(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

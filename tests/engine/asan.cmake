@@ -14,7 +14,7 @@ endif()
 # test section for the suite's times).
 set(asan_flags -fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all
   -fno-omit-frame-pointer -O0 -g)
-set(asan_dirs gpu gpu/cpu storage)
+set(asan_dirs gpu gpu/cpu storage server)
 foreach(d IN LISTS SPILLWAY_CORE_DIRS)
   list(APPEND asan_dirs core/${d})
 endforeach()
@@ -50,10 +50,10 @@ target_compile_options(spillway_engine_asan PUBLIC ${asan_flags})
 target_link_options(spillway_engine_asan PUBLIC -fsanitize=address,undefined)
 target_include_directories(spillway_engine_asan PUBLIC
   ${SPILLWAY_INCLUDE_ROOTS}/base ${SPILLWAY_INCLUDE_ROOTS}/gpu_internal ${SPILLWAY_INCLUDE_ROOTS}/storage
-  ${SPILLWAY_INCLUDE_ROOTS}/core)
+  ${SPILLWAY_INCLUDE_ROOTS}/core ${SPILLWAY_INCLUDE_ROOTS}/server)
 target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads ${CMAKE_DL_LIBS}
   PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING PkgConfig::XXHASH
-          PkgConfig::SENTENCEPIECE PkgConfig::OPENBLAS)
+          PkgConfig::SENTENCEPIECE PkgConfig::OPENBLAS PkgConfig::HTTPLIB)
 
 # spillway-cli's own objects (app/CMakeLists.txt) on the sanitized engine: the engine, where
 # model files are read and computed on, is instrumented; the argument parsing is not recompiled.

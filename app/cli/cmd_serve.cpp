@@ -1,0 +1,117 @@
+// spillway-cli serve: the model behind an OpenAI-compatible HTTP server (server/server.h).
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cli_common.h"
+#include "core/engine/engine.h"
+#include "core/model/llama_model.h"
+#include "offload.h"
+#include "server/server.h"
+
+namespace spillway::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void onStopSignal(int) { g_stop.store(true); }
+
+struct ServeOptions {
+    std::string model;
+    ModelLoadOptions load;
+    server::ServerOptions server;
+    std::string apiKeyFile;
+    int threads = 0;
+    int context = 0;
+    std::string backend = "cpu";
+    OffloadOptions offload;
+};
+
+int runServe(ServeOptions o)
+{
+    if (!o.apiKeyFile.empty()) {
+        std::ifstream in(o.apiKeyFile);
+        if (!in) return reportError({ErrorCode::Io, "cannot read the API key file " + o.apiKeyFile});
+        std::getline(in, o.server.apiKey);
+        while (!o.server.apiKey.empty() && (o.server.apiKey.back() == '\r' || o.server.apiKey.back() == ' '))
+            o.server.apiKey.pop_back();
+        if (o.server.apiKey.empty()) return reportError({ErrorCode::InvalidArgument, "the API key file " + o.apiKeyFile + " is empty"});
+    }
+    if (!server::isLoopback(o.server.host) && o.server.apiKey.empty())
+        return reportError({ErrorCode::InvalidArgument,
+                            "listening on " + o.server.host + " would let other machines use this model: give an API key "
+                            "(--api-key or --api-key-file) or listen on 127.0.0.1"});
+    auto loaded = LlamaModel::load(o.model, o.load);
+    if (!loaded) return reportError(loaded.error());
+    std::shared_ptr<const LlamaModel> model = std::move(*loaded);
+    auto run = prepareOffload(model, o.backend, o.threads, o.context, o.offload, false);
+    if (!run) return reportError(run.error());
+    if (o.server.modelId.empty()) o.server.modelId = std::filesystem::path(o.model).filename().string();
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-reply is an error on its socket, no more
+    std::optional<server::Server> serving;
+    serving.emplace(*run->engine, o.server);
+    auto port = serving->bind();
+    if (!port) return reportError(port.error());
+    const auto& info = run->engine->device().info();
+    std::fprintf(stderr, "spillway-cli: serving %s on http://%s:%d/v1 (%d slot%s, %s, %s%s)\n", o.server.modelId.c_str(),
+                 o.server.host.c_str(), *port, o.server.parallel, o.server.parallel == 1 ? "" : "s", info.name.c_str(),
+                 run->engine->chat().chatting() ? "chat template" : "no chat template: replies continue the last user message",
+                 o.server.apiKey.empty() ? "" : ", API key required");
+    std::printf("%d\n", *port);  // the port alone on stdout, for scripts that asked for port 0
+    std::fflush(stdout);
+    g_stop.store(false);
+    std::signal(SIGINT, onStopSignal);
+    std::signal(SIGTERM, onStopSignal);
+    std::atomic<bool> done{false};
+    std::thread watcher([&] {
+        while (!done.load() && !g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        serving->stop();
+    });
+    serving->run();
+    done.store(true);
+    watcher.join();
+    serving.reset();  // its conversations before the engine
+    std::fprintf(stderr, "spillway-cli: server stopped\n");
+    return ExitOk;
+}
+
+}  // namespace
+
+void addServeCommand(CLI::App& app, int& exitCode)
+{
+    auto o = std::make_shared<ServeOptions>();
+    o->model = demoModelPath();
+    auto* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI API (chat completions, completions, models, "
+                                            "health, metrics) on this machine");
+    cmd->add_option("-m,--model", o->model, "GGUF file, model package folder or llama2.c checkpoint (default: the bundled demo model)")
+        ->check(CLI::ExistingPath);
+    cmd->add_option("--arch", o->load.architecture, "llama2.c checkpoints: the architecture the file does not record");
+    cmd->add_option("--tokenizer", o->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin")->check(CLI::ExistingFile);
+    cmd->add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1; any other needs an API key)");
+    cmd->add_option("--port", o->server.port, "Port (0: any free one, printed on stdout)")->check(CLI::Range(0, 65535));
+    cmd->add_option("--api-key", o->server.apiKey, "Require 'Authorization: Bearer KEY'");
+    cmd->add_option("--api-key-file", o->apiKeyFile, "Read the API key from this file's first line")->check(CLI::ExistingFile);
+    cmd->add_option("--parallel", o->server.parallel, "Conversation slots (each its own KV cache; default 1)")
+        ->check(CLI::Range(1, 64));
+    cmd->add_option("--queue", o->server.maxQueue, "Requests that may wait for a slot; more get 503 (default 16)")
+        ->check(CLI::Range(0, 4096));
+    cmd->add_option("--max-body", o->server.maxBodyBytes, "Largest request body in bytes (default 4 MiB)")
+        ->check(CLI::Range(size_t(1024), size_t(1) << 30));
+    cmd->add_option("--timeout", o->server.headerTimeoutSeconds, "Seconds a client has to send its request (default 10)")
+        ->check(CLI::Range(1, 3600));
+    cmd->add_option("--cors", o->server.cors, "Allow browser pages from this origin (e.g. http://localhost:3000)");
+    cmd->add_option("--alias", o->server.modelId, "The model's name in /v1/models (default: the file name)");
+    cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per core)")->check(CLI::Range(0, 1024));
+    cmd->add_option("-c,--ctx", o->context, "Context length per slot (default: trained, at most 4096)")
+        ->check(CLI::Range(0, 1 << 22));
+    cmd->add_option("--backend", o->backend, "Compute backend: cpu, cuda, vulkan, auto");
+    addOffloadOptions(cmd, o->offload, false);
+    cmd->callback([o, &exitCode] { exitCode = runServe(*o); });
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,347 @@
+#include "server/openai_protocol.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace spillway::server {
+
+using nlohmann::json;
+
+namespace {
+
+
+std::string toText(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+ApiError invalid(std::string param, std::string message) { return ApiError{400, std::move(message), "invalid_request_error", std::move(param), {}}; }
+
+// A number field within [lo, hi]; the error names the field.
+std::optional<ApiError> readNumber(const json& body, const char* name, double lo, double hi, double& out)
+{
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number()) return invalid(name, std::string("'") + name + "' must be a number");
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi)
+        return invalid(name, std::string("'") + name + "' must be between " + toText(lo) + " and " + toText(hi));
+    out = v;
+    return std::nullopt;
+}
+
+std::optional<ApiError> readInteger(const json& body, const char* name, int64_t lo, int64_t hi, int64_t& out,
+                                    bool& given)
+{
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number_integer() && !(it->is_number_float() && std::trunc(it->get<double>()) == it->get<double>()))
+        return invalid(name, std::string("'") + name + "' must be an integer");
+    const double asDouble = it->get<double>();
+    if (asDouble < double(lo) || asDouble > double(hi))
+        return invalid(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                                 std::to_string(hi));
+    out = it->is_number_unsigned() ? int64_t(it->get<uint64_t>()) : it->is_number_integer() ? it->get<int64_t>()
+                                                                                              : int64_t(asDouble);
+    given = true;
+    return std::nullopt;
+}
+
+std::optional<ApiError> readBool(const json& body, const char* name, bool& out)
+{
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_boolean()) return invalid(name, std::string("'") + name + "' must be a boolean");
+    out = it->get<bool>();
+    return std::nullopt;
+}
+
+// A message's content: a string, or an array of parts of which only text parts are understood.
+std::optional<ApiError> readContent(const json& content, size_t index, std::string& out)
+{
+    const std::string param = "messages[" + std::to_string(index) + "].content";
+    if (content.is_null()) return std::nullopt;  // an assistant turn with tool calls only
+    if (content.is_string()) {
+        out = content.get<std::string>();
+        return std::nullopt;
+    }
+    if (!content.is_array()) return invalid(param, "'content' must be a string or an array of text parts");
+    for (const json& part : content) {
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+            return invalid(param, "each content part must be an object with a 'type'");
+        if (part["type"] != "text")
+            return invalid(param, "content parts of type '" + part["type"].get<std::string>() +
+                                      "' are not supported: this model reads text only");
+        if (!part.contains("text") || !part["text"].is_string()) return invalid(param, "a text part needs a 'text' string");
+        out += part["text"].get<std::string>();
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::string errorBody(const ApiError& e)
+{
+    json error = {{"message", e.message},
+                  {"type", e.type},
+                  {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                  {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+    return toText(json{{"error", error}});
+}
+
+std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view text, bool chat, const Limits& limits)
+{
+    json body = json::parse(text.begin(), text.end(), nullptr, false);
+    if (body.is_discarded())
+        return invalid("", "the request body is not valid JSON (or not valid UTF-8)");
+    if (!body.is_object()) return invalid("", "the request body must be a JSON object");
+    CompletionRequest r;
+    r.chat = chat;
+    if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) return invalid("model", "'model' must be a string");
+        r.model = it->get<std::string>();
+    }
+    if (chat) {
+        auto it = body.find("messages");
+        if (it == body.end() || !it->is_array() || it->empty())
+            return invalid("messages", "'messages' must be a non-empty array");
+        if (it->size() > limits.maxMessages)
+            return invalid("messages", "at most " + std::to_string(limits.maxMessages) + " messages");
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json& m = (*it)[i];
+            const std::string param = "messages[" + std::to_string(i) + "]";
+            if (!m.is_object()) return invalid(param, "each message must be an object");
+            auto role = m.find("role");
+            if (role == m.end() || !role->is_string()) return invalid(param + ".role", "each message needs a 'role' string");
+            std::string name = role->get<std::string>();
+            if (name == "developer") name = "system";
+            if (name != "system" && name != "user" && name != "assistant")
+                return invalid(param + ".role", "role '" + name + "' is not supported (system, developer, user, assistant)");
+            engine::Message message{name, {}};
+            if (auto content = m.find("content"); content != m.end())
+                if (auto e = readContent(*content, i, message.content)) return *e;
+            r.messages.push_back(std::move(message));
+        }
+    } else {
+        auto it = body.find("prompt");
+        if (it == body.end() || it->is_null()) return invalid("prompt", "'prompt' is required");
+        if (it->is_string()) {
+            r.prompt = it->get<std::string>();
+        } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+            r.prompt = (*it)[0].get<std::string>();
+        } else {
+            return invalid("prompt", "'prompt' must be a string (or an array of one string)");
+        }
+    }
+    int64_t n = 1;
+    bool given = false;
+    if (auto e = readInteger(body, "n", 1, 1, n, given)) return ApiError{400, "only n = 1 is supported", "invalid_request_error", "n", {}};
+    int64_t maxTokens = 0;
+    given = false;
+    if (auto e = readInteger(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max(), maxTokens, given)) return *e;
+    if (!given)
+        if (auto e = readInteger(body, "max_tokens", 1, std::numeric_limits<int32_t>::max(), maxTokens, given)) return *e;
+    r.maxTokens = int(maxTokens);
+    // Float fields (OpenAI's, then llama.cpp's extensions), each kept at the engine's default when absent.
+    struct FloatField { const char* name; double lo, hi; float* into; };
+    const FloatField floats[] = {
+        {"temperature", 0.0, 2.0, &r.sampling.temperature}, {"top_p", 0.0, 1.0, &r.sampling.topP},
+        {"min_p", 0.0, 1.0, &r.sampling.minP}, {"repeat_penalty", 0.01, 100.0, &r.sampling.repeatPenalty}};
+    for (const FloatField& f : floats) {
+        double value = *f.into;
+        if (auto e = readNumber(body, f.name, f.lo, f.hi, value)) return *e;
+        *f.into = float(value);
+    }
+    int64_t topK = r.sampling.topK;
+    given = false;
+    if (auto e = readInteger(body, "top_k", 0, 1 << 20, topK, given)) return *e;
+    r.sampling.topK = int(topK);
+    // OpenAI's penalties: checked, but this sampler has none of its own (repeat_penalty is).
+    double unused = 0;
+    if (auto e = readNumber(body, "presence_penalty", -2.0, 2.0, unused)) return *e;
+    if (auto e = readNumber(body, "frequency_penalty", -2.0, 2.0, unused)) return *e;
+    int64_t seed = 0;
+    given = false;
+    if (auto e = readInteger(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed, given))
+        return *e;
+    if (given) {
+        r.sampling.seed = uint64_t(seed);
+        r.seeded = true;
+    }
+    if (auto e = readBool(body, "stream", r.stream)) return *e;
+    if (auto e = readBool(body, "echo", r.echo)) return *e;
+    if (r.echo && chat) return invalid("echo", "'echo' is for /v1/completions");
+    if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) return invalid("stream_options", "'stream_options' must be an object");
+        if (auto e = readBool(*it, "include_usage", r.includeUsage)) return invalid("stream_options.include_usage", e->message);
+    }
+    if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+        if (it->is_string()) {
+            r.stop.push_back(it->get<std::string>());
+        } else if (it->is_array()) {
+            for (const json& s : *it) {
+                if (!s.is_string()) return invalid("stop", "'stop' must be a string or an array of strings");
+                r.stop.push_back(s.get<std::string>());
+            }
+        } else {
+            return invalid("stop", "'stop' must be a string or an array of strings");
+        }
+        if (r.stop.size() > limits.maxStops)
+            return invalid("stop", "at most " + std::to_string(limits.maxStops) + " stop sequences");
+        for (const std::string& s : r.stop)
+            if (s.size() > limits.maxStopBytes)
+                return invalid("stop", "a stop sequence may be at most " + std::to_string(limits.maxStopBytes) + " bytes");
+        std::erase_if(r.stop, [](const std::string& s) { return s.empty(); });
+    }
+    return r;
+}
+
+std::string completionResponse(const CompletionRequest& r, const std::string& id, int64_t created,
+                               const std::string& model, const std::string& text, const char* finishReason,
+                               const Usage& usage)
+{
+    json choice = {{"index", 0}, {"finish_reason", finishReason}};
+    if (r.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+        choice["logprobs"] = nullptr;
+    } else {
+        choice["text"] = text;
+        choice["logprobs"] = nullptr;
+    }
+    json j = {{"id", id},
+              {"object", r.chat ? "chat.completion" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array({choice})},
+              {"usage",
+               {{"prompt_tokens", usage.promptTokens},
+                {"completion_tokens", usage.completionTokens},
+                {"total_tokens", usage.promptTokens + usage.completionTokens}}}};
+    return toText(j);
+}
+
+std::string completionChunk(const CompletionRequest& r, const std::string& id, int64_t created,
+                            const std::string& model, std::string_view text, bool first, const char* finishReason)
+{
+    json choice = {{"index", 0}, {"finish_reason", finishReason ? json(finishReason) : json(nullptr)}};
+    if (r.chat) {
+        json delta = json::object();
+        if (first) delta["role"] = "assistant";
+        if (!text.empty() || (first && !finishReason)) delta["content"] = std::string(text);
+        choice["delta"] = delta;
+        choice["logprobs"] = nullptr;
+    } else {
+        choice["text"] = std::string(text);
+        choice["logprobs"] = nullptr;
+    }
+    json j = {{"id", id},
+              {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array({choice})}};
+    if (r.includeUsage) j["usage"] = nullptr;
+    return toText(j);
+}
+
+std::string usageChunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                       const Usage& usage)
+{
+    json j = {{"id", id},
+              {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array()},
+              {"usage",
+               {{"prompt_tokens", usage.promptTokens},
+                {"completion_tokens", usage.completionTokens},
+                {"total_tokens", usage.promptTokens + usage.completionTokens}}}};
+    return toText(j);
+}
+
+std::string modelsResponse(const std::string& model, int64_t created)
+{
+    json m = {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "spillway"}};
+    return toText(json{{"object", "list"}, {"data", json::array({m})}});
+}
+
+namespace {
+
+// Bytes at the end of `s` that begin a UTF-8 character not yet complete (0 when none).
+size_t incompleteTail(std::string_view s)
+{
+    const size_t n = s.size();
+    for (size_t back = 1; back <= std::min<size_t>(3, n); ++back) {
+        const unsigned char c = static_cast<unsigned char>(s[n - back]);
+        if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+        const size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return length > back ? back : 0;
+    }
+    return 0;
+}
+
+}  // namespace
+
+std::string TextGate::feed(std::string_view text)
+{
+    if (m_stopped) return {};
+    m_pending.append(text);
+    for (const std::string& stop : m_stops) {
+        if (const size_t at = m_pending.find(stop); at != std::string::npos) {
+            m_stopped = true;
+            std::string out = validUtf8(std::string_view(m_pending).substr(0, at));
+            m_pending.clear();
+            return out;
+        }
+    }
+    // Keep the longest tail that begins a stop sequence, and any unfinished character.
+    size_t keep = incompleteTail(m_pending);
+    for (const std::string& stop : m_stops)
+        for (size_t k = std::min(stop.size() - 1, m_pending.size()); k > keep; --k)
+            if (std::string_view(m_pending).substr(m_pending.size() - k) == std::string_view(stop).substr(0, k)) {
+                keep = k;
+                break;
+            }
+    std::string out = validUtf8(std::string_view(m_pending).substr(0, m_pending.size() - keep));
+    m_pending.erase(0, m_pending.size() - keep);
+    return out;
+}
+
+std::string TextGate::flush()
+{
+    if (m_stopped) return {};
+    std::string out = validUtf8(m_pending);
+    m_pending.clear();
+    return out;
+}
+
+std::string validUtf8(std::string_view text)
+{
+    std::string out;
+    out.reserve(text.size());
+    size_t i = 0;
+    while (i < text.size()) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        size_t length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        bool ok = length > 0 && i + length <= text.size();
+        uint32_t cp = length == 1 ? c : length == 2 ? (c & 0x1F) : length == 3 ? (c & 0x0F) : (c & 0x07);
+        for (size_t k = 1; ok && k < length; ++k) {
+            const unsigned char d = static_cast<unsigned char>(text[i + k]);
+            ok = (d & 0xC0) == 0x80;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        // Overlong forms, surrogates and code points past U+10FFFF are invalid too.
+        if (ok && ((length == 2 && cp < 0x80) || (length == 3 && cp < 0x800) || (length == 4 && cp < 0x10000) ||
+                   (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF))
+            ok = false;
+        if (ok) {
+            out.append(text.substr(i, length));
+            i += length;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
+}  // namespace spillway::server

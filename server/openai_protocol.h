@@ -1,0 +1,94 @@
+#pragma once
+// The OpenAI API's request and response bodies, without the network: parsing a chat or text
+// completion request into what the engine takes (with OpenAI's error body for what is wrong),
+// and writing the responses, the streamed chunks and the error bodies. Unknown fields are
+// ignored; a known field of the wrong type or out of range is an error naming it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/engine/chat_format.h"
+#include "core/runtime/sampler.h"
+
+namespace spillway::server {
+
+// An error as OpenAI reports it: HTTP status and {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+    int status = 400;
+    std::string message;
+    std::string type = "invalid_request_error";
+    std::string param;  // the offending field ("" = none)
+    std::string code;   // "" = null
+};
+std::string errorBody(const ApiError& e);
+
+struct CompletionRequest {
+    bool chat = true;                      // /v1/chat/completions (messages) or /v1/completions (prompt)
+    std::string model;                     // as sent ("" when absent)
+    std::vector<engine::Message> messages; // chat
+    std::string prompt;                    // completions
+    int maxTokens = 0;                     // max_tokens / max_completion_tokens; 0: until the turn ends or the context is full
+    SamplerSettings sampling;              // the engine's defaults where the request names none
+    bool seeded = false;                   // seed given
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool includeUsage = false;             // stream_options.include_usage
+    bool echo = false;                     // completions: the prompt before the text
+};
+
+struct Limits {
+    size_t maxStops = 16;
+    size_t maxStopBytes = 256;
+    size_t maxMessages = 4096;
+};
+
+// The body of a POST to /v1/chat/completions (chat = true) or /v1/completions.
+std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body, bool chat,
+                                                                 const Limits& limits = {});
+
+// OpenAI's finish_reason: "stop" (the turn ended, or a stop sequence) or "length".
+struct Usage {
+    int promptTokens = 0;
+    int completionTokens = 0;
+};
+
+// The non-streamed response.
+std::string completionResponse(const CompletionRequest& r, const std::string& id, int64_t created,
+                               const std::string& model, const std::string& text, const char* finishReason,
+                               const Usage& usage);
+// One streamed chunk's JSON (without "data: "): the first carries the role (chat), the last the
+// finish_reason; `text` may be empty. With include_usage, every chunk carries "usage": null.
+std::string completionChunk(const CompletionRequest& r, const std::string& id, int64_t created,
+                            const std::string& model, std::string_view text, bool first, const char* finishReason);
+// The usage chunk at the end of a stream with include_usage: empty choices.
+std::string usageChunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                       const Usage& usage);
+// GET /v1/models.
+std::string modelsResponse(const std::string& model, int64_t created);
+
+// Holds back what may be the start of a stop sequence or an unfinished UTF-8 character, so that
+// streamed text never shows a stop sequence or half a character: feed() returns the text that is
+// safe to send now; stopped() once a stop sequence appeared (its text and what follows dropped).
+class TextGate {
+public:
+    explicit TextGate(std::vector<std::string> stops) : m_stops(std::move(stops)) {}
+    std::string feed(std::string_view text);
+    // What is still held at the end (a finished reply: the partial character is sent as it is,
+    // replaced where invalid).
+    std::string flush();
+    bool stopped() const { return m_stopped; }
+
+private:
+    std::vector<std::string> m_stops;
+    std::string m_pending;
+    bool m_stopped = false;
+};
+
+// `text` with invalid UTF-8 sequences replaced by U+FFFD.
+std::string validUtf8(std::string_view text);
+
+}  // namespace spillway::server

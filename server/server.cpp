@@ -1,0 +1,553 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include <httplib.h>
+
+#include "core/engine/conversation.h"
+#include "core/engine/engine.h"
+#include "server/openai_protocol.h"
+
+namespace spillway::server {
+
+bool isLoopback(const std::string& host)
+{
+    return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Turns at the engine, first come first served: a reply holds the turn while it computes a token
+// and hands it on between tokens, so the slots' replies advance together.
+class TurnLock {
+public:
+    void lock()
+    {
+        std::unique_lock l(m_mutex);
+        const uint64_t ticket = m_next++;
+        m_cv.wait(l, [&] { return m_serving == ticket; });
+    }
+    void unlock()
+    {
+        {
+            std::lock_guard l(m_mutex);
+            ++m_serving;
+        }
+        m_cv.notify_all();
+    }
+    // Lets whoever waits go first.
+    void yield()
+    {
+        {
+            std::lock_guard l(m_mutex);
+            if (m_next == m_serving + 1) return;  // nobody waits
+        }
+        unlock();
+        lock();
+    }
+
+private:
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    uint64_t m_next = 0, m_serving = 0;
+};
+
+struct Slot {
+    std::unique_ptr<engine::Conversation> conversation;
+    bool busy = false;
+    std::vector<engine::Message> history;  // the last chat request's messages and its reply
+    std::string completionText;            // the last completion's prompt and text
+    uint64_t lastUse = 0;
+};
+
+// Leading messages `a` and `b` share.
+size_t sharedMessages(const std::vector<engine::Message>& a, const std::vector<engine::Message>& b)
+{
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n].role == b[n].role && a[n].content == b[n].content) ++n;
+    return n;
+}
+
+size_t sharedPrefix(const std::string& a, const std::string& b)
+{
+    return size_t(std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first - a.begin());
+}
+
+bool sameSecret(const std::string& a, const std::string& b)
+{
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+    return diff == 0;
+}
+
+const char* finishReason(const engine::ReplyStats& s, bool stopSequence)
+{
+    if (stopSequence) return "stop";
+    return s.end == engine::ReplyStats::End::Limit || s.end == engine::ReplyStats::End::Context ? "length" : "stop";
+}
+
+int64_t unixNow() { return int64_t(std::time(nullptr)); }
+
+}  // namespace
+
+struct Server::Impl {
+    engine::Engine& engine;
+    ServerOptions options;
+    httplib::Server http;
+    TurnLock turns;
+    std::atomic<bool> stopping{false};
+    int64_t created = unixNow();
+
+    mutable std::mutex slotsMutex;
+    std::condition_variable slotFreed;
+    std::vector<Slot> slots;
+    int waiting = 0;
+    uint64_t useCounter = 0;
+    std::atomic<uint64_t> idCounter{0};
+
+    // Metrics.
+    mutable std::mutex metricsMutex;
+    std::map<std::pair<std::string, int>, uint64_t> requests;  // (endpoint, status) -> count
+    uint64_t promptTokens = 0, completionTokens = 0, cancelled = 0;
+    double ttftSum = 0, decodeSecondsSum = 0;
+    uint64_t ttftCount = 0, decodeTokens = 0;
+    double lastTokensPerSecond = 0;
+
+    Impl(engine::Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
+
+    void count(const std::string& endpoint, int status)
+    {
+        std::lock_guard l(metricsMutex);
+        ++requests[{endpoint, status}];
+    }
+
+    std::string newId(const char* prefix)
+    {
+        static thread_local std::mt19937_64 rng{std::random_device{}()};
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%s-%016llx%04llx", prefix, (unsigned long long)rng(),
+                      (unsigned long long)(idCounter.fetch_add(1) & 0xffff));
+        return buf;
+    }
+
+    void sendError(httplib::Response& res, const ApiError& e)
+    {
+        res.status = e.status;
+        res.set_content(errorBody(e), "application/json");
+    }
+
+    bool authorized(const httplib::Request& req)
+    {
+        if (options.apiKey.empty()) return true;
+        const std::string header = req.get_header_value("Authorization");
+        const std::string prefix = "Bearer ";
+        return header.rfind(prefix, 0) == 0 && sameSecret(header.substr(prefix.size()), options.apiKey);
+    }
+
+    // A free slot for the request (the one whose last conversation it continues longest), after
+    // waiting in the queue; -1 when the queue is full or the server stops.
+    int acquire(const CompletionRequest& r)
+    {
+        std::unique_lock l(slotsMutex);
+        auto freeSlot = [&]() -> int {
+            int best = -1;
+            size_t bestShared = 0;
+            for (size_t i = 0; i < slots.size(); ++i) {
+                if (slots[i].busy) continue;
+                const size_t shared =
+                    r.chat ? sharedMessages(slots[i].history, r.messages) : sharedPrefix(slots[i].completionText, r.prompt);
+                if (best < 0 || shared > bestShared ||
+                    (shared == bestShared && slots[i].lastUse < slots[size_t(best)].lastUse)) {
+                    best = int(i);
+                    bestShared = shared;
+                }
+            }
+            return best;
+        };
+        int slot = freeSlot();
+        if (slot < 0) {
+            if (waiting >= options.maxQueue) return -1;
+            ++waiting;
+            slotFreed.wait(l, [&] { return stopping.load() || (slot = freeSlot()) >= 0; });
+            --waiting;
+            if (stopping.load()) return -1;
+        }
+        slots[size_t(slot)].busy = true;
+        slots[size_t(slot)].lastUse = ++useCounter;
+        return slot;
+    }
+
+    void release(int slot, const CompletionRequest& r, const std::string& text, bool complete)
+    {
+        {
+            std::lock_guard l(slotsMutex);
+            Slot& s = slots[size_t(slot)];
+            s.busy = false;
+            if (r.chat) {
+                s.history = r.messages;
+                if (complete) s.history.push_back({"assistant", text});
+            } else {
+                s.completionText = r.prompt + text;
+            }
+        }
+        slotFreed.notify_one();
+    }
+
+    // Runs the request on `slot`: `emit` gets the text safe to send (stop sequences held back)
+    // and returns false when the client is gone. The finish reason, or null when stopped.
+    struct Outcome {
+        std::string text;
+        const char* finish = nullptr;
+        Usage usage;
+        Status error;
+    };
+    Outcome generate(int slot, const CompletionRequest& r, const std::function<bool(const std::string&)>& emit,
+                     Clock::time_point start)
+    {
+        Outcome out;
+        TextGate gate(r.stop);
+        bool clientGone = false, first = true;
+        engine::ReplyOptions reply;
+        reply.maxNewTokens = r.maxTokens;
+        reply.sampling = r.sampling;
+        if (!r.seeded) reply.sampling.seed = std::random_device{}();
+        reply.stop = &stopping;
+        reply.onToken = [&](std::string_view piece, int32_t) {
+            if (first) {
+                first = false;
+                std::lock_guard l(metricsMutex);
+                ttftSum += std::chrono::duration<double>(Clock::now() - start).count();
+                ++ttftCount;
+            }
+            const std::string ready = gate.feed(piece);
+            out.text += ready;
+            if (!ready.empty() && !emit(ready)) clientGone = true;
+            if (clientGone || gate.stopped()) return false;
+            turns.yield();
+            return !stopping.load();
+        };
+        engine::Conversation& conversation = *slots[size_t(slot)].conversation;
+        Result<engine::ReplyStats> stats = Error{ErrorCode::Internal, "not run"};
+        turns.lock();
+        if (r.chat)
+            stats = conversation.reply(r.messages, reply);
+        else
+            stats = conversation.complete(r.prompt, true, reply);
+        turns.unlock();
+        if (!stats) {
+            out.error = stats.error();
+            return out;
+        }
+        if (!gate.stopped() && !clientGone) {
+            const std::string rest = gate.flush();
+            out.text += rest;
+            if (!rest.empty() && !emit(rest)) clientGone = true;
+        }
+        out.usage = {stats->promptTokens, stats->generatedTokens};
+        {
+            std::lock_guard l(metricsMutex);
+            promptTokens += uint64_t(std::max(0, stats->promptTokens - stats->cachedTokens));
+            completionTokens += uint64_t(stats->generatedTokens);
+            if (stats->generatedTokens > 1 && stats->decodeSeconds > 0) {
+                decodeTokens += uint64_t(stats->generatedTokens - 1);
+                decodeSecondsSum += stats->decodeSeconds;
+                lastTokensPerSecond = stats->decodeTokensPerSecond();
+            }
+            if (clientGone || (stats->stopped && !gate.stopped())) ++cancelled;
+        }
+        if (!clientGone && !(stats->stopped && !gate.stopped())) out.finish = finishReason(*stats, gate.stopped());
+        return out;
+    }
+
+    void handleCompletion(const httplib::Request& req, httplib::Response& res, bool chat)
+    {
+        const std::string endpoint = chat ? "chat" : "completions";
+        const auto start = Clock::now();
+        if (!authorized(req)) {
+            sendError(res, {401, "a valid API key is required (Authorization: Bearer KEY)", "invalid_request_error", {}, "invalid_api_key"});
+            count(endpoint, 401);
+            return;
+        }
+        auto parsed = parseCompletionRequest(req.body, chat);
+        if (auto* e = std::get_if<ApiError>(&parsed)) {
+            sendError(res, *e);
+            count(endpoint, e->status);
+            return;
+        }
+        auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
+        if (chat && !engine.chat().chatting() && request->messages.back().role != "user") {
+            sendError(res, {400, "this model has no chat template: the last message must be the user's text to continue", "invalid_request_error", "messages", {}});
+            count(endpoint, 400);
+            return;
+        }
+        const int slot = acquire(*request);
+        if (slot < 0) {
+            res.set_header("Retry-After", "2");
+            sendError(res, {503, stopping ? "the server is stopping" : "the server is busy: every slot and the queue are taken; try again shortly",
+                            "server_error", {}, "overloaded"});
+            count(endpoint, 503);
+            return;
+        }
+        const std::string id = newId(chat ? "chatcmpl" : "cmpl");
+        const int64_t created = unixNow();
+        const std::string model = options.modelId;
+        if (!request->stream) {
+            Outcome o = generate(slot, *request, [](const std::string&) { return true; }, start);
+            release(slot, *request, o.text, o.error.ok() && o.finish);
+            if (!o.error.ok()) {
+                const bool bad = o.error.error().code == ErrorCode::InvalidArgument;
+                sendError(res, {bad ? 400 : 500, o.error.error().message, bad ? "invalid_request_error" : "server_error", {}, {}});
+                count(endpoint, bad ? 400 : 500);
+                return;
+            }
+            const std::string text = request->echo ? request->prompt + o.text : o.text;
+            res.set_content(completionResponse(*request, id, created, model, text, o.finish ? o.finish : "stop", o.usage),
+                            "application/json");
+            count(endpoint, 200);
+            return;
+        }
+        // Streamed: the reply runs inside the provider, writing events as tokens come. The slot
+        // is released when the provider is done with it, or when the response goes unsent.
+        struct Held {
+            Impl* impl;
+            int slot;
+            std::shared_ptr<CompletionRequest> request;
+            bool released = false;
+            void release(const std::string& text, bool complete)
+            {
+                if (released) return;
+                released = true;
+                impl->release(slot, *request, text, complete);
+            }
+            ~Held() { release({}, false); }
+        };
+        std::shared_ptr<Held> held(new Held{this, slot, request});  // no temporary: its destructor would release
+        res.set_header("Cache-Control", "no-cache");
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [this, held, id, created, model, start, endpoint](size_t, httplib::DataSink& sink) {
+                const CompletionRequest& r = *held->request;
+                auto event = [&](const std::string& data) {
+                    const std::string line = "data: " + data + "\n\n";
+                    return sink.write(line.data(), line.size());
+                };
+                bool first = true;
+                bool alive = true;
+                if (r.chat) alive = event(completionChunk(r, id, created, model, "", true, nullptr));
+                first = !r.chat;
+                if (r.echo && alive) {
+                    alive = event(completionChunk(r, id, created, model, validUtf8(r.prompt), false, nullptr));
+                }
+                Outcome o;
+                if (alive)
+                    o = generate(held->slot, r,
+                                 [&](const std::string& text) {
+                                     const bool ok = event(completionChunk(r, id, created, model, text, first, nullptr));
+                                     first = false;
+                                     return ok;
+                                 },
+                                 start);
+                held->release(o.text, alive && o.error.ok() && o.finish);
+                if (!alive || (!o.error.ok() ? false : !o.finish)) {
+                    count(endpoint, 499);  // the client went away (or the server is stopping)
+                    return false;
+                }
+                if (!o.error.ok()) {
+                    event(errorBody({500, o.error.error().message, "server_error", {}, {}}));
+                } else {
+                    event(completionChunk(r, id, created, model, "", false, o.finish));
+                    if (r.includeUsage) event(usageChunk(r, id, created, model, o.usage));
+                }
+                count(endpoint, o.error.ok() ? 200 : 500);  // before the end: a client that then reads /metrics sees it
+                const std::string done = "data: [DONE]\n\n";
+                sink.write(done.data(), done.size());
+                sink.done();
+                return true;
+            });
+    }
+
+    void routes()
+    {
+        http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+            std::lock_guard l(slotsMutex);
+            int busy = 0;
+            for (const Slot& s : slots) busy += s.busy ? 1 : 0;
+            res.set_content("{\"status\":\"ok\",\"slots_idle\":" + std::to_string(int(slots.size()) - busy) +
+                                ",\"slots_processing\":" + std::to_string(busy) + "}",
+                            "application/json");
+        });
+        http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+            if (!authorized(req)) {
+                sendError(res, {401, "a valid API key is required (Authorization: Bearer KEY)", "invalid_request_error", {}, "invalid_api_key"});
+                count("models", 401);
+                return;
+            }
+            res.set_content(modelsResponse(options.modelId, created), "application/json");
+            count("models", 200);
+        });
+        http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+            if (!authorized(req)) {
+                sendError(res, {401, "a valid API key is required (Authorization: Bearer KEY)", "invalid_request_error", {}, "invalid_api_key"});
+                return;
+            }
+            res.set_content(metricsText(), "text/plain; version=0.0.4");
+        });
+        http.Post("/v1/chat/completions",
+                  [this](const httplib::Request& req, httplib::Response& res) { handleCompletion(req, res, true); });
+        http.Post("/v1/completions",
+                  [this](const httplib::Request& req, httplib::Response& res) { handleCompletion(req, res, false); });
+        if (!options.cors.empty()) {
+            http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+            http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+                res.set_header("Access-Control-Allow-Origin", options.cors);
+                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                res.set_header("Vary", "Origin");
+            });
+        }
+        // A body announced larger than the limit is refused before it is read, and the
+        // connection closed (its bytes are not read as a next request).
+        http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            const std::string length = req.get_header_value("Content-Length");
+            if (length.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            errno = 0;
+            char* end = nullptr;
+            const unsigned long long n = std::strtoull(length.c_str(), &end, 10);
+            if (errno == 0 && end && *end == '\0' && n <= options.maxBodyBytes)
+                return httplib::Server::HandlerResponse::Unhandled;
+            sendError(res, {413, "the request body is larger than the server accepts (" +
+                                     std::to_string(options.maxBodyBytes) + " bytes)", "invalid_request_error", {}, {}});
+            res.set_header("Connection", "close");
+            return httplib::Server::HandlerResponse::Handled;
+        });
+        // Everything httplib answers itself (404, 413, 400 for a malformed request) in OpenAI's shape.
+        http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+            if (!res.body.empty()) return;
+            const int status = res.status;
+            std::string message = status == 404   ? "no such endpoint"
+                                  : status == 413 ? "the request body is larger than the server accepts (" +
+                                                        std::to_string(options.maxBodyBytes) + " bytes)"
+                                                  : "the request could not be handled (HTTP " + std::to_string(status) + ")";
+            res.set_content(errorBody({status, message, status >= 500 ? "server_error" : "invalid_request_error", {}, {}}),
+                            "application/json");
+        });
+        http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
+            std::string what = "internal error";
+            try {
+                if (e) std::rethrow_exception(e);
+            } catch (const std::exception& x) {
+                what = x.what();
+            } catch (...) {
+            }
+            sendError(res, {500, what, "server_error", {}, {}});
+        });
+    }
+
+    std::string metricsText() const
+    {
+        std::string out;
+        auto line = [&](const char* name, const char* type, const char* help, const std::string& samples) {
+            out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + samples;
+        };
+        std::lock_guard l(metricsMutex);
+        std::string samples;
+        for (const auto& [key, n] : requests)
+            samples += "spillway_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) +
+                       "\"} " + std::to_string(n) + "\n";
+        if (samples.empty()) samples = "spillway_requests_total{endpoint=\"chat\",status=\"200\"} 0\n";
+        line("spillway_requests_total", "counter", "Requests answered, by endpoint and HTTP status (499: the client went away).", samples);
+        line("spillway_prompt_tokens_total", "counter", "Prompt tokens evaluated (not those the slot's cache held).",
+             "spillway_prompt_tokens_total " + std::to_string(promptTokens) + "\n");
+        line("spillway_completion_tokens_total", "counter", "Tokens generated.",
+             "spillway_completion_tokens_total " + std::to_string(completionTokens) + "\n");
+        line("spillway_requests_cancelled_total", "counter", "Replies stopped because the client went away or the server stopped.",
+             "spillway_requests_cancelled_total " + std::to_string(cancelled) + "\n");
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "spillway_time_to_first_token_seconds_sum %.6f\nspillway_time_to_first_token_seconds_count %llu\n",
+                      ttftSum, (unsigned long long)ttftCount);
+        line("spillway_time_to_first_token_seconds", "summary", "From a request's arrival to its first token (queue and prompt included).", buf);
+        std::snprintf(buf, sizeof buf, "spillway_decode_seconds_total %.6f\n", decodeSecondsSum);
+        line("spillway_decode_seconds_total", "counter", "Time spent generating tokens after each reply's first.", buf);
+        line("spillway_decode_tokens_total", "counter", "Tokens generated after each reply's first (tokens/s = rate of this over decode seconds).",
+             "spillway_decode_tokens_total " + std::to_string(decodeTokens) + "\n");
+        std::snprintf(buf, sizeof buf, "spillway_tokens_per_second %.3f\n", lastTokensPerSecond);
+        line("spillway_tokens_per_second", "gauge", "Decode speed of the last finished reply.", buf);
+        int busy = 0, queued = 0, total = 0;
+        {
+            std::lock_guard s(slotsMutex);
+            for (const Slot& slot : slots) busy += slot.busy ? 1 : 0;
+            queued = waiting;
+            total = int(slots.size());
+        }
+        line("spillway_queue_length", "gauge", "Requests waiting for a slot.", "spillway_queue_length " + std::to_string(queued) + "\n");
+        line("spillway_slots_busy", "gauge", "Slots computing a reply.", "spillway_slots_busy " + std::to_string(busy) + "\n");
+        line("spillway_slots", "gauge", "Conversation slots.", "spillway_slots " + std::to_string(total) + "\n");
+        return out;
+    }
+};
+
+Server::Server(engine::Engine& engine, ServerOptions options) : m(std::make_unique<Impl>(engine, std::move(options)))
+{
+    m->slots.resize(size_t(std::max(1, m->options.parallel)));
+    for (Slot& s : m->slots) s.conversation = engine.conversation();
+    const size_t workers = m->slots.size() + size_t(std::max(0, m->options.maxQueue)) + 4;
+    m->http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+    m->http.set_payload_max_length(m->options.maxBodyBytes);
+    m->http.set_read_timeout(m->options.headerTimeoutSeconds, 0);
+    m->http.set_write_timeout(m->options.writeTimeoutSeconds, 0);
+    m->http.set_keep_alive_timeout(m->options.idleTimeoutSeconds);
+    m->routes();
+}
+
+Server::~Server()
+{
+    stop();
+    // The slots' conversations go before the engine they were opened on (the caller's).
+}
+
+Result<int> Server::bind()
+{
+    const ServerOptions& o = m->options;
+    if (!isLoopback(o.host) && o.apiKey.empty())
+        return Error{ErrorCode::InvalidArgument,
+                     "listening on " + o.host + " would let other machines use this model: give an API key (--api-key) "
+                     "or listen on 127.0.0.1"};
+    if (o.parallel < 1 || o.maxQueue < 0 || o.port < 0 || o.port > 65535)
+        return Error{ErrorCode::InvalidArgument, "the server's options are out of range (parallel >= 1, queue >= 0, port 0-65535)"};
+    const std::string host = o.host == "localhost" ? "127.0.0.1" : o.host;
+    int port = o.port;
+    if (port == 0) {
+        port = m->http.bind_to_any_port(host);
+        if (port <= 0) return Error{ErrorCode::Io, "cannot listen on " + o.host + " (any port)"};
+    } else if (!m->http.bind_to_port(host, port)) {
+        return Error{ErrorCode::Io, "cannot listen on " + o.host + ":" + std::to_string(port) +
+                                        " (in use by another program, or not an address of this machine)"};
+    }
+    return port;
+}
+
+void Server::run() { m->http.listen_after_bind(); }
+
+void Server::stop()
+{
+    m->stopping.store(true);
+    m->slotFreed.notify_all();
+    m->http.stop();
+}
+
+std::string Server::metrics() const { return m->metricsText(); }
+
+}  // namespace spillway::server

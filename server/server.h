@@ -1,0 +1,66 @@
+#pragma once
+// An OpenAI-compatible HTTP server over one engine (spillway-cli serve): GET /v1/models,
+// POST /v1/chat/completions and /v1/completions (streamed as server-sent events or not),
+// GET /health and GET /metrics (Prometheus text).
+//
+// Requests take one of `parallel` slots, each a Conversation on the engine (its own KV cache,
+// the weights shared); a request goes to the free slot whose last conversation it continues
+// longest, so a client that resends its conversation reuses the cache. Slots compute in turns,
+// token by token (the engine runs on one thread at a time), so concurrent replies advance
+// together. Requests beyond the slots wait in a bounded queue; when it is full the answer is 503
+// with Retry-After. A streaming client that goes away stops its reply at the next token.
+//
+// Safe by default: a loopback address unless an API key is set (Bearer), bounded bodies, header
+// and idle timeouts (a slow client cannot hold a worker), no CORS unless an origin is named.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+
+namespace spillway::engine { class Engine; }
+
+namespace spillway::server {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;                  // 0: any free port (Server::bind returns it)
+    std::string apiKey;               // required as "Authorization: Bearer KEY" when set
+    int parallel = 1;                 // conversation slots
+    int maxQueue = 16;                // requests that may wait for a slot
+    size_t maxBodyBytes = 4u << 20;   // a larger body is refused (413)
+    int headerTimeoutSeconds = 10;    // to receive a request's headers and body
+    int idleTimeoutSeconds = 5;       // a kept-alive connection with no request
+    int writeTimeoutSeconds = 30;     // a client that reads nothing for this long is dropped
+    std::string cors;                 // an origin allowed to call from a browser ("" = none)
+    std::string modelId;              // the name /v1/models lists
+};
+
+// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
+bool isLoopback(const std::string& host);
+
+class Server {
+public:
+    // The engine must outlive the server.
+    Server(engine::Engine& engine, ServerOptions options);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    // Binds the address: the port bound. InvalidArgument for a non-loopback address without an
+    // API key or bad options; Io when the address cannot be bound.
+    Result<int> bind();
+    // Serves until stop() (from another thread or a signal handler's thread).
+    void run();
+    // Stops listening and ends every reply in progress at its next token.
+    void stop();
+    // The /metrics text.
+    std::string metrics() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m;
+};
+
+}  // namespace spillway::server

@@ -1,0 +1,114 @@
+// The OpenAI request parser and the text gate, without a network.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_protocol.h"
+
+using namespace spillway;
+using namespace spillway::server;
+
+namespace {
+
+ApiError errorOf(const std::string& body, bool chat = true)
+{
+    auto r = parseCompletionRequest(body, chat);
+    if (auto* e = std::get_if<ApiError>(&r)) return *e;
+    ADD_FAILURE() << "accepted: " << body;
+    return {};
+}
+
+CompletionRequest requestOf(const std::string& body, bool chat = true)
+{
+    auto r = parseCompletionRequest(body, chat);
+    if (auto* q = std::get_if<CompletionRequest>(&r)) return *q;
+    ADD_FAILURE() << std::get<ApiError>(r).message << ": " << body;
+    return {};
+}
+
+}  // namespace
+
+TEST(OpenAiProtocol, ReadsAChatRequest)
+{
+    const CompletionRequest r = requestOf(R"({"model":"m","messages":[{"role":"developer","content":"Be brief."},
+        {"role":"user","content":[{"type":"text","text":"Hello "},{"type":"text","text":"there"}]}],
+        "max_tokens":12,"temperature":0,"top_p":0.5,"seed":7,"stop":"\n","stream":true,
+        "stream_options":{"include_usage":true},"unknown_field":{"x":1},"presence_penalty":0.5})");
+    ASSERT_EQ(r.messages.size(), 2u);
+    EXPECT_EQ(r.messages[0].role, "system");
+    EXPECT_EQ(r.messages[1].content, "Hello there");
+    EXPECT_EQ(r.maxTokens, 12);
+    EXPECT_EQ(r.sampling.temperature, 0.0f);
+    EXPECT_EQ(r.sampling.topP, 0.5f);
+    EXPECT_TRUE(r.seeded);
+    EXPECT_EQ(r.sampling.seed, 7u);
+    EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
+    EXPECT_TRUE(r.stream);
+    EXPECT_TRUE(r.includeUsage);
+    // max_completion_tokens wins over max_tokens; the engine's defaults where nothing is named.
+    const CompletionRequest c = requestOf(R"({"prompt":["Once"],"max_completion_tokens":3,"max_tokens":9})", false);
+    EXPECT_EQ(c.prompt, "Once");
+    EXPECT_EQ(c.maxTokens, 3);
+    EXPECT_EQ(c.sampling.temperature, SamplerSettings{}.temperature);
+}
+
+TEST(OpenAiProtocol, NamesWhatIsWrong)
+{
+    struct Case { const char* body; bool chat; const char* param; };
+    const Case cases[] = {
+        {"{", true, ""},
+        {"[1,2]", true, ""},
+        {R"({"messages":[]})", true, "messages"},
+        {R"({"messages":"hi"})", true, "messages"},
+        {R"({"messages":[{"content":"x"}]})", true, "messages[0].role"},
+        {R"({"messages":[{"role":"tool","content":"x"}]})", true, "messages[0].role"},
+        {R"({"messages":[{"role":"user","content":5}]})", true, "messages[0].content"},
+        {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})", true, "messages[0].content"},
+        {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", true, "temperature"},
+        {R"({"messages":[{"role":"user","content":"x"}],"temperature":3})", true, "temperature"},
+        {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e300})", true, "max_tokens"},
+        {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})", true, "max_tokens"},
+        {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2.5})", true, "max_tokens"},
+        {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", true, "stop"},
+        {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", true, "stream"},
+        {R"({"messages":[{"role":"user","content":"x"}],"n":2})", true, "n"},
+        {R"({"messages":[{"role":"user","content":"x"}],"seed":"1"})", true, "seed"},
+        {R"({"prompt":5})", false, "prompt"},
+        {R"({})", false, "prompt"},
+    };
+    for (const Case& c : cases) {
+        const ApiError e = errorOf(c.body, c.chat);
+        EXPECT_EQ(e.status, 400) << c.body;
+        EXPECT_EQ(e.param, c.param) << c.body;
+        EXPECT_FALSE(e.message.empty()) << c.body;
+        const auto body = nlohmann::json::parse(errorBody(e));
+        EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+        EXPECT_EQ(body["error"]["message"], e.message);
+    }
+    // Invalid UTF-8 inside a string is no JSON.
+    EXPECT_EQ(errorOf("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}").status, 400);
+}
+
+TEST(OpenAiProtocol, TheGateHoldsBackStopSequencesAndHalfCharacters)
+{
+    TextGate gate({"END", "\n\n"});
+    std::string out;
+    for (const char* piece : {"Hello E", "N", "oh", " wor", "ld\n", "\nnever"}) out += gate.feed(piece);
+    EXPECT_TRUE(gate.stopped());
+    EXPECT_EQ(out, "Hello ENoh world");
+    EXPECT_EQ(gate.feed("more"), "");
+
+    TextGate words({"END"});
+    EXPECT_EQ(words.feed("a E"), "a ");
+    EXPECT_EQ(words.feed("ND b"), "");
+    EXPECT_TRUE(words.stopped());
+
+    // "é" (C3 A9) split across tokens: nothing half sent.
+    TextGate utf8({});
+    EXPECT_EQ(utf8.feed("caf\xC3"), "caf");
+    EXPECT_EQ(utf8.feed("\xA9!"), "\xC3\xA9!");
+    EXPECT_EQ(utf8.feed("\xE2\x82"), "");
+    EXPECT_EQ(utf8.flush(), "\xEF\xBF\xBD\xEF\xBF\xBD");  // a reply that ended mid-character
+    EXPECT_EQ(validUtf8("a\xC0\xAF" "b\xED\xA0\x80"), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}

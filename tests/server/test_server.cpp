@@ -1,0 +1,506 @@
+// spillway-cli serve's server on loopback with the test model: what clients see (models, chat and
+// text completions, streamed and not, stop sequences, usage, errors) and how it holds up (8
+// streaming clients on 2 slots, 50 clients that hang up mid-stream, a full queue, a slow client,
+// a 10 MiB body, 200 malformed requests). Greedy replies are compared with the engine's own
+// Conversation on the same model: a server adds no text of its own. Prompt batches of 4 keep
+// every evaluation on the exact one-token kernels, so a slot's cached prefix changes no bit.
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "core/engine/conversation.h"
+#include "core/engine/engine.h"
+#include "core/model/llama_model.h"
+#include "server/server.h"
+
+using namespace spillway;
+using nlohmann::json;
+
+namespace {
+
+const std::string kModel = SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf";
+const char* const kTemplate =
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}";
+
+std::unique_ptr<engine::Engine> openEngine()
+{
+    auto model = LlamaModel::load(kModel);
+    if (!model) {
+        ADD_FAILURE() << model.error().message;
+        return nullptr;
+    }
+    engine::EngineOptions options;
+    options.backend = "cpu";
+    options.threads = 1;
+    options.batch = 4;
+    auto opened = engine::Engine::open(std::move(*model), options);
+    if (!opened) {
+        ADD_FAILURE() << opened.error().message;
+        return nullptr;
+    }
+    auto format = engine::ChatFormat::fromSource(kTemplate, "", "");
+    if (!format) {
+        ADD_FAILURE() << format.error().message;
+        return nullptr;
+    }
+    (*opened)->setChatFormat(std::move(*format));
+    return std::move(*opened);
+}
+
+// The engine's own greedy reply: what the server must send (a chat's reply, or a completion's text).
+std::string expectedText(const std::function<Result<engine::ReplyStats>(engine::Conversation&, const engine::ReplyOptions&)>& run,
+                         int tokens)
+{
+    auto e = openEngine();
+    if (!e) return {};
+    auto c = e->conversation();
+    engine::ReplyOptions o;
+    o.maxNewTokens = tokens;
+    o.sampling.temperature = 0;
+    std::string text;
+    o.onToken = [&](std::string_view t, int32_t) {
+        text += t;
+        return true;
+    };
+    EXPECT_TRUE(run(*c, o).ok());
+    return text;
+}
+
+std::string expectedChat(const std::vector<engine::Message>& messages, int tokens)
+{
+    return expectedText([&](engine::Conversation& c, const engine::ReplyOptions& o) { return c.reply(messages, o); }, tokens);
+}
+
+std::string expectedCompletion(const std::string& prompt, int tokens)
+{
+    return expectedText([&](engine::Conversation& c, const engine::ReplyOptions& o) { return c.complete(prompt, true, o); },
+                        tokens);
+}
+
+struct Served {
+    explicit Served(server::ServerOptions o = {})
+    {
+        engine = openEngine();
+        if (!engine) return;
+        o.port = 0;
+        o.modelId = "stories260K.gguf";
+        server = std::make_unique<server::Server>(*engine, o);
+        auto bound = server->bind();
+        if (!bound) {
+            ADD_FAILURE() << bound.error().message;
+            return;
+        }
+        port = *bound;
+        thread = std::thread([this] { server->run(); });
+        httplib::Client c("127.0.0.1", port);
+        for (int i = 0; i < 200; ++i) {
+            if (auto r = c.Get("/health"); r && r->status == 200) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        ADD_FAILURE() << "the server did not answer /health";
+    }
+    ~Served()
+    {
+        if (server) server->stop();
+        if (thread.joinable()) thread.join();
+        server.reset();
+        engine.reset();
+    }
+    httplib::Client client() const
+    {
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(60, 0);
+        return c;
+    }
+    json health() const
+    {
+        auto r = client().Get("/health");
+        return r ? json::parse(r->body) : json();
+    }
+    std::unique_ptr<engine::Engine> engine;
+    std::unique_ptr<server::Server> server;
+    std::thread thread;
+    int port = 0;
+};
+
+json chatBody(const std::string& user, int tokens, bool stream)
+{
+    return json{{"model", "stories260K.gguf"},
+                {"messages", json::array({json{{"role", "user"}, {"content", user}}})},
+                {"max_tokens", tokens},
+                {"temperature", 0},
+                {"stream", stream}};
+}
+
+struct Streamed {
+    std::string text;
+    std::string finish;
+    std::vector<json> chunks;
+    bool done = false;
+    bool roleFirst = false;
+    bool oneId = true;
+    json usage;
+};
+
+// The events of a streamed body, its text reassembled.
+Streamed parseStream(const std::string& body, bool chat)
+{
+    Streamed s;
+    size_t at = 0;
+    std::string id;
+    while (at < body.size()) {
+        size_t end = body.find("\n\n", at);
+        if (end == std::string::npos) end = body.size();
+        const std::string event = body.substr(at, end - at);
+        at = end + 2;
+        if (event.rfind("data: ", 0) != 0) continue;
+        const std::string data = event.substr(6);
+        if (data == "[DONE]") {
+            s.done = true;
+            continue;
+        }
+        json j = json::parse(data);
+        if (id.empty()) id = j.value("id", "");
+        if (j.value("id", "") != id) s.oneId = false;
+        s.chunks.push_back(j);
+        if (j.contains("usage") && !j["usage"].is_null()) s.usage = j["usage"];
+        if (j["choices"].empty()) continue;
+        const json& c = j["choices"][0];
+        if (s.chunks.size() == 1) s.roleFirst = chat && c["delta"].value("role", "") == "assistant";
+        if (chat && c["delta"].contains("content")) s.text += c["delta"]["content"].get<std::string>();
+        if (!chat) s.text += c["text"].get<std::string>();
+        if (!c["finish_reason"].is_null()) s.finish = c["finish_reason"];
+    }
+    return s;
+}
+
+// A raw loopback connection (for clients that misbehave).
+struct Raw {
+    explicit Raw(int port)
+    {
+        fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(uint16_t(port));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ADD_FAILURE() << "connect";
+        timeval tv{10, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    ~Raw() { close(); }
+    void close()
+    {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+    }
+    bool send(const std::string& s) { return ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size()); }
+    // Reads until `needle` appears or the peer closes; what was read.
+    std::string readUntil(const std::string& needle)
+    {
+        std::string got;
+        char buf[4096];
+        while (got.find(needle) == std::string::npos) {
+            const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            got.append(buf, size_t(n));
+        }
+        return got;
+    }
+    int fd = -1;
+};
+
+std::string post(const std::string& path, const std::string& body)
+{
+    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+long rssKiB()
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    return 0;
+}
+
+}  // namespace
+
+TEST(Server, AnswersModelsChatAndCompletionsAsTheEngineWould)
+{
+    Served s;
+    ASSERT_GT(s.port, 0);
+    auto c = s.client();
+    auto models = c.Get("/v1/models");
+    ASSERT_TRUE(models);
+    ASSERT_EQ(models->status, 200);
+    const json list = json::parse(models->body);
+    EXPECT_EQ(list["object"], "list");
+    EXPECT_EQ(list["data"][0]["id"], "stories260K.gguf");
+
+    const std::vector<engine::Message> messages{{"user", "Once upon a time"}};
+    const std::string want = expectedChat(messages, 24);
+    ASSERT_FALSE(want.empty());
+    auto plain = c.Post("/v1/chat/completions", chatBody("Once upon a time", 24, false).dump(), "application/json");
+    ASSERT_TRUE(plain);
+    ASSERT_EQ(plain->status, 200) << plain->body;
+    const json reply = json::parse(plain->body);
+    EXPECT_EQ(reply["object"], "chat.completion");
+    EXPECT_EQ(reply["choices"][0]["message"]["role"], "assistant");
+    EXPECT_EQ(reply["choices"][0]["message"]["content"], want);
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(reply["usage"]["completion_tokens"], 24);
+    EXPECT_GT(reply["usage"]["prompt_tokens"].get<int>(), 4);
+
+    json streamed = chatBody("Once upon a time", 24, true);
+    streamed["stream_options"] = {{"include_usage", true}};
+    auto events = c.Post("/v1/chat/completions", streamed.dump(), "application/json");
+    ASSERT_TRUE(events);
+    ASSERT_EQ(events->status, 200);
+    EXPECT_EQ(events->get_header_value("Content-Type"), "text/event-stream");
+    const Streamed st = parseStream(events->body, true);
+    EXPECT_EQ(st.text, want);
+    EXPECT_TRUE(st.done);
+    EXPECT_TRUE(st.roleFirst);
+    EXPECT_TRUE(st.oneId);
+    EXPECT_EQ(st.finish, "length");
+    EXPECT_EQ(st.usage["completion_tokens"], 24);
+    EXPECT_GT(st.chunks.size(), 3u);
+
+    // Completions: the text `generate` prints after the prompt.
+    const std::string wantText = expectedCompletion("The little dog", 20);
+    auto completion = c.Post("/v1/completions",
+                             json{{"prompt", "The little dog"}, {"max_tokens", 20}, {"temperature", 0}}.dump(),
+                             "application/json");
+    ASSERT_TRUE(completion);
+    ASSERT_EQ(completion->status, 200) << completion->body;
+    EXPECT_EQ(json::parse(completion->body)["choices"][0]["text"], wantText);
+    auto completionStream = c.Post(
+        "/v1/completions", json{{"prompt", "The little dog"}, {"max_tokens", 20}, {"temperature", 0}, {"stream", true}}.dump(),
+        "application/json");
+    ASSERT_TRUE(completionStream);
+    EXPECT_EQ(parseStream(completionStream->body, false).text, wantText);
+
+    // A stop sequence from the middle of the greedy text: the text before it, finish "stop".
+    ASSERT_GT(want.size(), 12u);
+    const std::string stop = want.substr(want.size() / 2, 3);
+    const size_t cut = want.find(stop);
+    json stopped = chatBody("Once upon a time", 24, false);
+    stopped["stop"] = json::array({stop});
+    auto withStop = c.Post("/v1/chat/completions", stopped.dump(), "application/json");
+    ASSERT_TRUE(withStop);
+    const json stopReply = json::parse(withStop->body);
+    EXPECT_EQ(stopReply["choices"][0]["message"]["content"], want.substr(0, cut));
+    EXPECT_EQ(stopReply["choices"][0]["finish_reason"], "stop");
+    stopped["stream"] = true;
+    auto withStopStreamed = c.Post("/v1/chat/completions", stopped.dump(), "application/json");
+    ASSERT_TRUE(withStopStreamed);
+    const Streamed ss = parseStream(withStopStreamed->body, true);
+    EXPECT_EQ(ss.text, want.substr(0, cut));
+    EXPECT_EQ(ss.finish, "stop");
+
+    // The metrics count what happened.
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("spillway_requests_total{endpoint=\"chat\",status=\"200\"} 4"), std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find("spillway_time_to_first_token_seconds_count 6"), std::string::npos) << metrics->body;
+    EXPECT_NE(metrics->body.find("spillway_slots 1"), std::string::npos);
+}
+
+TEST(Server, RefusesBadRequestsAndStaysUp)
+{
+    server::ServerOptions o;
+    o.maxBodyBytes = 1 << 20;
+    Served s(o);
+    ASSERT_GT(s.port, 0);
+    auto c = s.client();
+    auto notFound = c.Get("/v1/nothing");
+    ASSERT_TRUE(notFound);
+    EXPECT_EQ(notFound->status, 404);
+    EXPECT_EQ(json::parse(notFound->body)["error"]["type"], "invalid_request_error");
+    auto wrongType = c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"ten"})",
+                            "application/json");
+    ASSERT_TRUE(wrongType);
+    EXPECT_EQ(wrongType->status, 400);
+    EXPECT_EQ(json::parse(wrongType->body)["error"]["param"], "max_tokens");
+
+    // 200 malformed requests: each a 4xx, the server up after them.
+    std::mt19937 rng(5);
+    const std::vector<std::string> shapes = {
+        "{", "null", "[]", "\"text\"", "{\"messages\":", R"({"messages":[{"role":"user","content":"x"}],"temperature":1e999})",
+        R"({"messages":[{"role":"user","content":"x"}],"max_tokens":99999999999999999999999})",
+        R"({"messages":[{"role":"user","content":"x"}],"top_p":[1]})", R"({"messages":[{"role":1,"content":"x"}]})",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"\xc3\x28\"}]}", std::string(5000, '['),
+        R"({"messages":[{"role":"user","content":{"a":1}}]})", R"({"prompt":null})"};
+    for (int i = 0; i < 200; ++i) {
+        std::string body = shapes[size_t(i) % shapes.size()];
+        if (i % 3 == 0) {  // random bytes spliced in
+            const size_t at = rng() % (body.size() + 1);
+            std::string noise(1 + rng() % 8, '\0');
+            for (char& ch : noise) ch = char(rng() % 256);
+            body.insert(at, noise);
+        }
+        const bool completions = i % 5 == 0;
+        auto r = c.Post(completions ? "/v1/completions" : "/v1/chat/completions", body, "application/json");
+        ASSERT_TRUE(r) << i;
+        EXPECT_GE(r->status, 400) << i << ": " << body;
+        EXPECT_LT(r->status, 500) << i << ": " << body;
+        EXPECT_TRUE(json::accept(r->body)) << r->body;
+    }
+    // A 10 MiB body is refused (413) without being read.
+    {
+        Raw raw(s.port);
+        ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 10485760\r\n\r\n{\"messages\":"));
+        const std::string answer = raw.readUntil("\r\n\r\n");
+        EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+    }
+    EXPECT_EQ(s.health()["status"], "ok");
+    auto ok = c.Post("/v1/chat/completions", chatBody("Hello", 4, false).dump(), "application/json");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200);
+}
+
+TEST(Server, EightStreamingClientsOnTwoSlotsAllGetTheirText)
+{
+    server::ServerOptions o;
+    o.parallel = 2;
+    Served s(o);
+    ASSERT_GT(s.port, 0);
+    std::vector<std::string> want(8), got(8);
+    for (int i = 0; i < 8; ++i) want[size_t(i)] = expectedChat({{"user", "Tom had " + std::to_string(i) + " cats"}}, 16);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 8; ++i)
+        clients.emplace_back([&, i] {
+            auto c = s.client();
+            auto r = c.Post("/v1/chat/completions", chatBody("Tom had " + std::to_string(i) + " cats", 16, true).dump(),
+                            "application/json");
+            if (r && r->status == 200) got[size_t(i)] = parseStream(r->body, true).text;
+        });
+    for (auto& t : clients) t.join();
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(got[size_t(i)], want[size_t(i)]) << "client " << i;
+    EXPECT_EQ(s.health()["slots_processing"], 0);
+}
+
+TEST(Server, ClientsThatHangUpMidStreamFreeTheirSlots)
+{
+    server::ServerOptions o;
+    o.parallel = 2;
+    Served s(o);
+    ASSERT_GT(s.port, 0);
+    const std::string body = chatBody("Lily went to the park", 400, true).dump();
+    auto hangUp = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+            Raw raw(s.port);
+            ASSERT_TRUE(raw.send(post("/v1/chat/completions", body)));
+            const std::string got = raw.readUntil("\"content\":\"");  // the first chunk
+            ASSERT_NE(got.find("200 OK"), std::string::npos) << got;
+            raw.close();
+        }
+    };
+    hangUp(5);  // warm: the slots' sessions open
+    auto waitIdle = [&] {
+        for (int i = 0; i < 500 && s.health()["slots_processing"] != 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return s.health()["slots_processing"] == 0;
+    };
+    ASSERT_TRUE(waitIdle());
+    const long before = rssKiB();
+    hangUp(50);
+    EXPECT_TRUE(waitIdle()) << "a slot is still held";
+    const long after = rssKiB();
+    EXPECT_LT(after - before, 16 * 1024) << "RSS grew from " << before << " to " << after << " KiB";
+    const std::string metrics = s.server->metrics();
+    const size_t at = metrics.find("\nspillway_requests_cancelled_total ");
+    ASSERT_NE(at, std::string::npos) << metrics;
+    // Each hang-up stopped its reply (a reply of 400 tokens outlasts its client's first chunk);
+    // a few may have met the model's end of text first.
+    EXPECT_GE(std::stoi(metrics.substr(at + 35)), 45) << metrics;
+    // And the next client is served in full.
+    auto c = s.client();
+    auto r = c.Post("/v1/chat/completions", chatBody("Lily went to the park", 8, false).dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"],
+              expectedChat({{"user", "Lily went to the park"}}, 8));
+}
+
+TEST(Server, AFullQueueIsA503AndASlowClientHoldsNothing)
+{
+    server::ServerOptions o;
+    o.parallel = 1;
+    o.maxQueue = 0;
+    o.headerTimeoutSeconds = 1;
+    o.idleTimeoutSeconds = 1;
+    Served s(o);
+    ASSERT_GT(s.port, 0);
+    // A slow client: headers begun, never finished. It is dropped after the timeouts (a second each).
+    Raw slow(s.port);
+    ASSERT_TRUE(slow.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
+    // A stream holds the only slot (its client reads the first chunk, then waits).
+    Raw holder(s.port);
+    ASSERT_TRUE(holder.send(post("/v1/chat/completions", chatBody("Once upon a time", 4000, true).dump())));
+    ASSERT_NE(holder.readUntil("\"content\":\"").find("200 OK"), std::string::npos);
+    auto c = s.client();
+    auto busy = c.Post("/v1/chat/completions", chatBody("Hi", 4, false).dump(), "application/json");
+    ASSERT_TRUE(busy);
+    EXPECT_EQ(busy->status, 503);
+    EXPECT_FALSE(busy->get_header_value("Retry-After").empty());
+    EXPECT_EQ(json::parse(busy->body)["error"]["type"], "server_error");
+    const auto start = std::chrono::steady_clock::now();
+    const std::string dropped = slow.readUntil("never");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    EXPECT_EQ(dropped.find("200"), std::string::npos);
+    holder.close();
+    for (int i = 0; i < 500 && s.health()["slots_processing"] != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto later = c.Post("/v1/chat/completions", chatBody("Hi", 4, false).dump(), "application/json");
+    ASSERT_TRUE(later);
+    EXPECT_EQ(later->status, 200);
+}
+
+TEST(Server, AnApiKeyIsRequiredOffLoopbackAndChecked)
+{
+    auto e = openEngine();
+    ASSERT_TRUE(e);
+    {
+        server::ServerOptions open;
+        open.host = "0.0.0.0";
+        open.port = 0;
+        server::Server refused(*e, open);
+        auto bound = refused.bind();
+        ASSERT_FALSE(bound.ok());
+        EXPECT_NE(bound.error().message.find("API key"), std::string::npos);
+    }
+    EXPECT_TRUE(server::isLoopback("127.0.0.1"));
+    EXPECT_TRUE(server::isLoopback("::1"));
+    EXPECT_FALSE(server::isLoopback("192.168.1.2"));
+    e.reset();
+    server::ServerOptions o;
+    o.apiKey = "sekrit";
+    Served s(o);
+    ASSERT_GT(s.port, 0);
+    auto c = s.client();
+    auto no = c.Get("/v1/models");
+    ASSERT_TRUE(no);
+    EXPECT_EQ(no->status, 401);
+    httplib::Headers wrong{{"Authorization", "Bearer nope"}};
+    EXPECT_EQ(c.Get("/v1/models", wrong)->status, 401);
+    httplib::Headers right{{"Authorization", "Bearer sekrit"}};
+    EXPECT_EQ(c.Get("/v1/models", right)->status, 200);
+}
