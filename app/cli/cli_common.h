@@ -18,6 +18,10 @@ int reportError(const Error& error);
 // The bundled demo model (installed beside the binary, or in the source tree for a build).
 std::string demoModelPath();
 
+// -m/--model (default: the demo model), --arch and --tokenizer, for the commands that open one
+// model (chat, serve).
+void addModelOptions(CLI::App* cmd, std::string& model, std::string& architecture, std::string& tokenizerPath);
+
 void addGenerateCommand(CLI::App& app, int& exitCode);
 void addInfoCommand(CLI::App& app, int& exitCode);
 void addSyntheticCommand(CLI::App& app, int& exitCode);
@@ -28,5 +32,6 @@ void addCompressCommand(CLI::App& app, int& exitCode);
 void addConvertCommand(CLI::App& app, int& exitCode);
 void addSparsityCommand(CLI::App& app, int& exitCode);
 void addServeCommand(CLI::App& app, int& exitCode);
+void addChatCommand(CLI::App& app, int& exitCode);
 
 }  // namespace spillway::cli

@@ -85,13 +85,9 @@ int runServe(ServeOptions o)
 void addServeCommand(CLI::App& app, int& exitCode)
 {
     auto o = std::make_shared<ServeOptions>();
-    o->model = demoModelPath();
     auto* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI API (chat completions, completions, models, "
                                             "health, metrics) on this machine");
-    cmd->add_option("-m,--model", o->model, "GGUF file, model package folder or llama2.c checkpoint (default: the bundled demo model)")
-        ->check(CLI::ExistingPath);
-    cmd->add_option("--arch", o->load.architecture, "llama2.c checkpoints: the architecture the file does not record");
-    cmd->add_option("--tokenizer", o->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin")->check(CLI::ExistingFile);
+    addModelOptions(cmd, o->model, o->load.architecture, o->load.tokenizerPath);
     cmd->add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1; any other needs an API key)");
     cmd->add_option("--port", o->server.port, "Port (0: any free one, printed on stdout)")->check(CLI::Range(0, 65535));
     cmd->add_option("--api-key", o->server.apiKey, "Require 'Authorization: Bearer KEY'");

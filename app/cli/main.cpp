@@ -30,6 +30,16 @@ std::string demoModelPath()
     return SPILLWAY_DEMO_MODEL_BUILD;
 }
 
+void addModelOptions(CLI::App* cmd, std::string& model, std::string& architecture, std::string& tokenizerPath)
+{
+    model = demoModelPath();
+    cmd->add_option("-m,--model", model, "GGUF file, model package folder or llama2.c checkpoint (default: the bundled demo model)")
+        ->check(CLI::ExistingPath);
+    cmd->add_option("--arch", architecture, "llama2.c checkpoints: the architecture the file does not record (llama, relu-llama)");
+    cmd->add_option("--tokenizer", tokenizerPath, "llama2.c checkpoints: tokenizer.bin (default: tokenizer.bin or tok<vocab>.bin beside it)")
+        ->check(CLI::ExistingFile);
+}
+
 }  // namespace spillway::cli
 
 int main(int argc, char** argv)
@@ -51,6 +61,7 @@ int main(int argc, char** argv)
     addConvertCommand(app, exitCode);
     addSparsityCommand(app, exitCode);
     addServeCommand(app, exitCode);
+    addChatCommand(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -504,3 +504,82 @@ TEST(Server, AnApiKeyIsRequiredOffLoopbackAndChecked)
     httplib::Headers right{{"Authorization", "Bearer sekrit"}};
     EXPECT_EQ(c.Get("/v1/models", right)->status, 200);
 }
+
+namespace {
+
+// spillway-cli chat --json with `input` on stdin: its output lines as JSON, and its exit code.
+std::vector<json> runChat(const std::string& args, const std::string& input, int* exitCode = nullptr)
+{
+    const std::string dir = ::testing::TempDir();
+    const std::string in = dir + "/chat_in.jsonl", out = dir + "/chat_out.jsonl";
+    std::ofstream(in) << input;
+    const std::string command = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli chat --json " + args + " < " + in + " > " + out +
+                                " 2>/dev/null";
+    const int status = std::system(command.c_str());
+    if (exitCode) *exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::vector<json> lines;
+    std::ifstream read(out);
+    for (std::string line; std::getline(read, line);) lines.push_back(json::parse(line, nullptr, false));
+    return lines;
+}
+
+std::vector<json> replies(const std::vector<json>& lines)
+{
+    std::vector<json> r;
+    for (const json& j : lines)
+        if (j.is_object() && j.value("type", "") == "reply") r.push_back(j);
+    return r;
+}
+
+}  // namespace
+
+// The terminal chat, on the model itself and through an OpenAI endpoint (this server on
+// loopback): the same greedy replies as the engine's, history kept between turns, /reset, /save,
+// and the tokens streamed before each reply's summary.
+TEST(Server, TerminalChatLocallyAndThroughAnEndpoint)
+{
+    const std::string dir = ::testing::TempDir();
+    const std::string saved = dir + "/chat_saved.json";
+    const std::string input = "{\"content\":\"Once upon a time\"}\n{\"content\":\"The dog\"}\n{\"command\":\"save\",\"file\":\"" +
+                              saved + "\"}\n{\"command\":\"reset\"}\n{\"content\":\"Once upon a time\"}\n";
+    // Local: the demo model has no chat template, so a reply continues the user's text.
+    int code = -1;
+    const std::vector<json> local = runChat("-m " + kModel + " --temp 0 -n 12", input, &code);
+    EXPECT_EQ(code, 0);
+    const std::vector<json> localReplies = replies(local);
+    ASSERT_EQ(localReplies.size(), 3u);
+    const std::string want = expectedCompletion("Once upon a time", 12);
+    EXPECT_EQ(localReplies[0]["text"], want);
+    EXPECT_EQ(localReplies[2]["text"], want) << "after /reset the conversation starts over";
+    EXPECT_EQ(localReplies[0]["finish_reason"], "length");
+    std::string streamed;
+    for (const json& j : local) {
+        if (j.value("type", "") == "reply") break;
+        streamed += j.value("text", "");
+    }
+    EXPECT_EQ(streamed, want);
+    const json file = json::parse(std::ifstream(saved), nullptr, false);
+    ASSERT_TRUE(file.is_object());
+    ASSERT_EQ(file["messages"].size(), 4u);
+    EXPECT_EQ(file["messages"][1]["content"], want);
+    EXPECT_EQ(file["messages"][2]["content"], "The dog");
+
+    // Through an endpoint: the server's engine has a chat template; the reply is its engine's.
+    Served s;
+    ASSERT_GT(s.port, 0);
+    const std::vector<json> viaServer =
+        runChat("--endpoint http://127.0.0.1:" + std::to_string(s.port) + "/v1 --temp 0 -n 12", input, &code);
+    EXPECT_EQ(code, 0);
+    const std::vector<json> remoteReplies = replies(viaServer);
+    ASSERT_EQ(remoteReplies.size(), 3u);
+    const std::string wantRemote = expectedChat({{"user", "Once upon a time"}}, 12);
+    EXPECT_EQ(remoteReplies[0]["text"], wantRemote);
+    EXPECT_EQ(remoteReplies[2]["text"], wantRemote);
+    EXPECT_EQ(remoteReplies[0]["remote"], true);
+    EXPECT_EQ(remoteReplies[0]["completion_tokens"], 12);
+    EXPECT_EQ(remoteReplies[1]["text"], expectedChat({{"user", "Once upon a time"}, {"assistant", wantRemote},
+                                                     {"user", "The dog"}}, 12));
+    // An endpoint that is no address is refused with a message.
+    runChat("--endpoint ftp://127.0.0.1/v1", "", &code);
+    EXPECT_EQ(code, 2);
+}
