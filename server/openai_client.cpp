@@ -61,6 +61,7 @@ Result<std::unique_ptr<OpenAiClient>> OpenAiClient::open(EndpointOptions options
     client->m->http->set_connection_timeout(10, 0);
     client->m->http->set_read_timeout(client->m_options.timeoutSeconds, 0);
     client->m->http->set_write_timeout(30, 0);
+    client->m->http->set_tcp_nodelay(true);
     if (!client->m_options.apiKey.empty()) client->m->http->set_bearer_token_auth(client->m_options.apiKey);
     return client;
 }

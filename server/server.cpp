@@ -30,8 +30,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Turns at the engine, first come first served: a reply holds the turn while it computes a token
-// and hands it on between tokens, so the slots' replies advance together.
+// Turns at the engine, first come first served: a reply holds the turn while it computes and
+// hands it on between tokens once it has held it for a time slice (every token of a large model;
+// a few of a tiny one, where a hand-over per token would cost more than the token), so the slots'
+// replies advance together.
 class TurnLock {
 public:
     void lock()
@@ -39,6 +41,7 @@ public:
         std::unique_lock l(m_mutex);
         const uint64_t ticket = m_next++;
         m_cv.wait(l, [&] { return m_serving == ticket; });
+        m_since = Clock::now();
     }
     void unlock()
     {
@@ -48,21 +51,24 @@ public:
         }
         m_cv.notify_all();
     }
-    // Lets whoever waits go first.
+    // Lets whoever waits go first, once the slice is used.
     void yield()
     {
         {
             std::lock_guard l(m_mutex);
             if (m_next == m_serving + 1) return;  // nobody waits
+            if (Clock::now() - m_since < kSlice) return;
         }
         unlock();
         lock();
     }
 
 private:
+    static constexpr std::chrono::milliseconds kSlice{5};
     std::mutex m_mutex;
     std::condition_variable m_cv;
     uint64_t m_next = 0, m_serving = 0;
+    Clock::time_point m_since;
 };
 
 struct Slot {
@@ -509,6 +515,9 @@ Server::Server(engine::Engine& engine, ServerOptions options) : m(std::make_uniq
     m->http.set_read_timeout(m->options.headerTimeoutSeconds, 0);
     m->http.set_write_timeout(m->options.writeTimeoutSeconds, 0);
     m->http.set_keep_alive_timeout(m->options.idleTimeoutSeconds);
+    // Each token is a small write: without TCP_NODELAY, Nagle's algorithm holds it until the
+    // client's delayed ACK (40 ms on Linux), and a stream arrives in bursts.
+    m->http.set_tcp_nodelay(true);
     m->routes();
 }
 
