@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 
 #include "core/engine/conversation.h"
 #include "core/engine/engine.h"
+#include "core/trace/trace.h"
 #include "server/openai_protocol.h"
 
 namespace spillway::server {
@@ -131,6 +133,8 @@ struct Server::Impl {
     double ttftSum = 0, decodeSecondsSum = 0;
     uint64_t ttftCount = 0, decodeTokens = 0;
     double lastTokensPerSecond = 0;
+    std::array<double, trace::kLaneCount> laneSeconds{}, laneBytes{};
+    std::vector<trace::Span> drained;  // scratch of drainTrace
 
     Impl(engine::Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
 
@@ -273,6 +277,7 @@ struct Server::Impl {
                 lastTokensPerSecond = stats->decodeTokensPerSecond();
             }
             if (clientGone || (stats->stopped && !gate.stopped())) ++cancelled;
+            drainTrace();
         }
         if (!clientGone && !(stats->stopped && !gate.stopped())) out.finish = finishReason(*stats, gate.stopped());
         return out;
@@ -462,13 +467,28 @@ struct Server::Impl {
         });
     }
 
-    std::string metricsText() const
+    // The engine's spans since the last call into the per-lane totals (under metricsMutex).
+    void drainTrace()
+    {
+        if (!options.trace) return;
+        drained.clear();
+        options.trace->drain(drained);
+        for (const trace::Span& sp : drained) {
+            const size_t lane = static_cast<size_t>(sp.lane);
+            if (lane >= trace::kLaneCount || sp.endNs < sp.startNs) continue;
+            laneSeconds[lane] += double(sp.endNs - sp.startNs) * 1e-9;
+            laneBytes[lane] += double(sp.bytes);
+        }
+    }
+
+    std::string metricsText()
     {
         std::string out;
         auto line = [&](const char* name, const char* type, const char* help, const std::string& samples) {
             out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + samples;
         };
         std::lock_guard l(metricsMutex);
+        drainTrace();
         std::string samples;
         for (const auto& [key, n] : requests)
             samples += "spillway_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) +
@@ -491,6 +511,19 @@ struct Server::Impl {
              "spillway_decode_tokens_total " + std::to_string(decodeTokens) + "\n");
         std::snprintf(buf, sizeof buf, "spillway_tokens_per_second %.3f\n", lastTokensPerSecond);
         line("spillway_tokens_per_second", "gauge", "Decode speed of the last finished reply.", buf);
+        if (options.trace) {
+            std::string seconds, bytes;
+            for (size_t lane = 0; lane < trace::kLaneCount; ++lane) {
+                const std::string label = std::string("{lane=\"") + trace::laneName(trace::Lane(lane)) + "\"}";
+                std::snprintf(buf, sizeof buf, " %.6f\n", laneSeconds[lane]);
+                seconds += "spillway_engine_lane_seconds_total" + label + buf;
+                std::snprintf(buf, sizeof buf, " %.0f\n", laneBytes[lane]);
+                bytes += "spillway_engine_lane_bytes_total" + label + buf;
+            }
+            line("spillway_engine_lane_seconds_total", "counter",
+                 "Busy time of each lane of the engine's timeline (the bottleneck visualizer's lanes).", seconds);
+            line("spillway_engine_lane_bytes_total", "counter", "Bytes each lane moved or touched.", bytes);
+        }
         int busy = 0, queued = 0, total = 0;
         {
             std::lock_guard s(slotsMutex);

@@ -20,6 +20,7 @@
 #include "base/result.h"
 
 namespace spillway::engine { class Engine; }
+namespace spillway::trace { class Recorder; }
 
 namespace spillway::server {
 
@@ -35,6 +36,10 @@ struct ServerOptions {
     int writeTimeoutSeconds = 30;     // a client that reads nothing for this long is dropped
     std::string cors;                 // an origin allowed to call from a browser ("" = none)
     std::string modelId;              // the name /v1/models lists
+    // The engine's timeline (EngineOptions::trace), or null: /metrics then counts each lane's busy
+    // seconds and bytes (SSD read, host→device, compute, stalls), so a dashboard shows the
+    // bottleneck too. The server drains it (it must have no other drainer).
+    trace::Recorder* trace = nullptr;
 };
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).

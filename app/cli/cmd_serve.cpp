@@ -49,8 +49,10 @@ int runServe(ServeOptions o)
     auto loaded = LlamaModel::load(o.model, o.load);
     if (!loaded) return reportError(loaded.error());
     std::shared_ptr<const LlamaModel> model = std::move(*loaded);
-    auto run = prepareOffload(model, o.backend, o.threads, o.context, o.offload, false);
+    // Traced always: /metrics reports each lane's busy time from the timeline.
+    auto run = prepareOffload(model, o.backend, o.threads, o.context, o.offload, true);
     if (!run) return reportError(run.error());
+    o.server.trace = run->recorder.get();
     if (o.server.modelId.empty()) o.server.modelId = std::filesystem::path(o.model).filename().string();
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-reply is an error on its socket, no more
     std::optional<server::Server> serving;

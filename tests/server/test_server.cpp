@@ -25,6 +25,7 @@
 #include "core/engine/conversation.h"
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
+#include "core/trace/trace.h"
 #include "server/server.h"
 
 using namespace spillway;
@@ -37,7 +38,7 @@ const char* const kTemplate =
     "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n{% endfor %}"
     "{% if add_generation_prompt %}<assistant>{% endif %}";
 
-std::unique_ptr<engine::Engine> openEngine()
+std::unique_ptr<engine::Engine> openEngine(trace::Recorder* recorder = nullptr)
 {
     auto model = LlamaModel::load(kModel);
     if (!model) {
@@ -48,6 +49,7 @@ std::unique_ptr<engine::Engine> openEngine()
     options.backend = "cpu";
     options.threads = 1;
     options.batch = 4;
+    options.trace = recorder;
     auto opened = engine::Engine::open(std::move(*model), options);
     if (!opened) {
         ADD_FAILURE() << opened.error().message;
@@ -95,8 +97,9 @@ std::string expectedCompletion(const std::string& prompt, int tokens)
 struct Served {
     explicit Served(server::ServerOptions o = {})
     {
-        engine = openEngine();
+        engine = openEngine(&recorder);
         if (!engine) return;
+        o.trace = &recorder;
         o.port = 0;
         o.modelId = "stories260K.gguf";
         server = std::make_unique<server::Server>(*engine, o);
@@ -132,6 +135,7 @@ struct Served {
         auto r = client().Get("/health");
         return r ? json::parse(r->body) : json();
     }
+    trace::Recorder recorder{1 << 14};  // before the engine, whose sessions write to it
     std::unique_ptr<engine::Engine> engine;
     std::unique_ptr<server::Server> server;
     std::thread thread;
@@ -191,9 +195,12 @@ Streamed parseStream(const std::string& body, bool chat)
 
 // A raw loopback connection (for clients that misbehave).
 struct Raw {
-    explicit Raw(int port)
+    // receiveBuffer > 0: a small socket buffer, so that a client that stops reading holds the
+    // server's writes (as a slow reader on a real network does).
+    explicit Raw(int port, int receiveBuffer = 0)
     {
         fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (receiveBuffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, sizeof receiveBuffer);
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_port = htons(uint16_t(port));
@@ -223,6 +230,24 @@ struct Raw {
     }
     int fd = -1;
 };
+
+// The body of a raw HTTP/1.1 response in chunked transfer encoding.
+std::string dechunk(const std::string& response)
+{
+    size_t at = response.find("\r\n\r\n");
+    if (at == std::string::npos) return {};
+    at += 4;
+    std::string body;
+    while (at < response.size()) {
+        const size_t line = response.find("\r\n", at);
+        if (line == std::string::npos) break;
+        const size_t n = std::stoul(response.substr(at, line - at), nullptr, 16);
+        if (n == 0) break;
+        body += response.substr(line + 2, n);
+        at = line + 2 + n + 2;
+    }
+    return body;
+}
 
 std::string post(const std::string& path, const std::string& body)
 {
@@ -321,6 +346,12 @@ TEST(Server, AnswersModelsChatAndCompletionsAsTheEngineWould)
         << metrics->body;
     EXPECT_NE(metrics->body.find("spillway_time_to_first_token_seconds_count 6"), std::string::npos) << metrics->body;
     EXPECT_NE(metrics->body.find("spillway_slots 1"), std::string::npos);
+    // The engine's timeline per lane: compute on the device (the CPU, here) and nothing moved.
+    const std::string compute = "spillway_engine_lane_seconds_total{lane=\"device compute\"} ";
+    const size_t at = metrics->body.find(compute);
+    ASSERT_NE(at, std::string::npos) << metrics->body;
+    EXPECT_GT(std::stod(metrics->body.substr(at + compute.size())), 0.0) << metrics->body.substr(at, 80);
+    EXPECT_NE(metrics->body.find("spillway_engine_lane_seconds_total{lane=\"SSD read\"} 0.000000\n"), std::string::npos);
 }
 
 TEST(Server, RefusesBadRequestsAndStaysUp)
@@ -440,6 +471,9 @@ TEST(Server, ClientsThatHangUpMidStreamFreeTheirSlots)
               expectedChat({{"user", "Lily went to the park"}}, 8));
 }
 
+// A stream holds the only slot while a slow client, a request for which no slot is free and a
+// 10 MiB body come and go: the first is dropped, the others refused, and the stream goes on to
+// the same text as undisturbed.
 TEST(Server, AFullQueueIsA503AndASlowClientHoldsNothing)
 {
     server::ServerOptions o;
@@ -452,20 +486,34 @@ TEST(Server, AFullQueueIsA503AndASlowClientHoldsNothing)
     // A slow client: headers begun, never finished. It is dropped after the timeouts (a second each).
     Raw slow(s.port);
     ASSERT_TRUE(slow.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
-    // A stream holds the only slot (its client reads the first chunk, then waits).
-    Raw holder(s.port);
+    // A stream holds the only slot (500 tokens, until the context is full): its client reads the
+    // first chunk, then nothing while the others come (a small receive buffer), then the rest.
+    Raw holder(s.port, 2048);
     ASSERT_TRUE(holder.send(post("/v1/chat/completions", chatBody("Once upon a time", 4000, true).dump())));
-    ASSERT_NE(holder.readUntil("\"content\":\"").find("200 OK"), std::string::npos);
+    std::string stream = holder.readUntil("\"content\":\"");
+    ASSERT_NE(stream.find("200 OK"), std::string::npos);
     auto c = s.client();
     auto busy = c.Post("/v1/chat/completions", chatBody("Hi", 4, false).dump(), "application/json");
     ASSERT_TRUE(busy);
     EXPECT_EQ(busy->status, 503);
     EXPECT_FALSE(busy->get_header_value("Retry-After").empty());
     EXPECT_EQ(json::parse(busy->body)["error"]["type"], "server_error");
+    {
+        Raw big(s.port);
+        ASSERT_TRUE(big.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 10485760\r\n\r\n{\"messages\":"));
+        const std::string answer = big.readUntil("\r\n\r\n");
+        EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+    }
     const auto start = std::chrono::steady_clock::now();
     const std::string dropped = slow.readUntil("never");
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
     EXPECT_EQ(dropped.find("200"), std::string::npos);
+    stream += holder.readUntil("data: [DONE]");
+    const Streamed whole = parseStream(dechunk(stream), true);
+    EXPECT_TRUE(whole.done);
+    EXPECT_EQ(whole.finish, "length");  // the context is full
+    EXPECT_EQ(whole.text, expectedChat({{"user", "Once upon a time"}}, 4000));
     holder.close();
     for (int i = 0; i < 500 && s.health()["slots_processing"] != 0; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
