@@ -156,10 +156,17 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
     given = false;
     if (auto e = readInteger(body, "top_k", 0, 1 << 20, topK, given)) return *e;
     r.sampling.topK = int(topK);
-    // OpenAI's penalties: checked, but this sampler has none of its own (repeat_penalty is).
-    double unused = 0;
-    if (auto e = readNumber(body, "presence_penalty", -2.0, 2.0, unused)) return *e;
-    if (auto e = readNumber(body, "frequency_penalty", -2.0, 2.0, unused)) return *e;
+    // OpenAI's penalties, over the sampler's recent tokens (repeat_last_n, as llama.cpp).
+    for (auto [name, into] : {std::pair{"presence_penalty", &r.sampling.presencePenalty},
+                              std::pair{"frequency_penalty", &r.sampling.frequencyPenalty}}) {
+        double value = *into;
+        if (auto e = readNumber(body, name, -2.0, 2.0, value)) return *e;
+        *into = float(value);
+    }
+    int64_t lastN = r.sampling.repeatLastN;
+    given = false;
+    if (auto e = readInteger(body, "repeat_last_n", 0, 1 << 20, lastN, given)) return *e;
+    r.sampling.repeatLastN = int(lastN);
     int64_t seed = 0;
     given = false;
     if (auto e = readInteger(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed, given))

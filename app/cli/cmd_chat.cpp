@@ -303,6 +303,10 @@ void addChatCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--top-p", o->sampling.topP, "Nucleus sampling threshold (1 = off)")->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--min-p", o->sampling.minP, "Drop tokens below min-p times the best (0 = off)")->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--repeat-penalty", o->sampling.repeatPenalty, "Repetition penalty (1 = off)")->check(CLI::Range(0.01, 100.0));
+    cmd->add_option("--presence-penalty", o->sampling.presencePenalty, "Subtract this from the logit of a token seen among the recent ones (0 = off)")
+        ->check(CLI::Range(-2.0, 2.0));
+    cmd->add_option("--frequency-penalty", o->sampling.frequencyPenalty, "Subtract this per time a token was seen among the recent ones (0 = off)")
+        ->check(CLI::Range(-2.0, 2.0));
     cmd->add_option("--seed", o->seed, "Random seed (default: random)");
     cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per core)")->check(CLI::Range(0, 1024));
     cmd->add_option("-c,--ctx", o->context, "Context length (default: trained, at most 4096)")->check(CLI::Range(0, 1 << 22));

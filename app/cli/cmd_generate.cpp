@@ -140,6 +140,10 @@ void addGenerateCommand(CLI::App& app, int& exitCode)
         ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--repeat-penalty", o->sampling.repeatPenalty, "Repetition penalty (1 = off)")
         ->check(CLI::Range(0.01, 100.0));
+    cmd->add_option("--presence-penalty", o->sampling.presencePenalty, "Subtract this from the logit of a token seen among the recent ones (0 = off)")
+        ->check(CLI::Range(-2.0, 2.0));
+    cmd->add_option("--frequency-penalty", o->sampling.frequencyPenalty, "Subtract this per time a token was seen among the recent ones (0 = off)")
+        ->check(CLI::Range(-2.0, 2.0));
     cmd->add_option("--repeat-last-n", o->sampling.repeatLastN, "Tokens the penalty looks back at")
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--seed", o->seed, "Random seed (default: random; printed on stderr)");

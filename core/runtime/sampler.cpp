@@ -45,6 +45,21 @@ int32_t Sampler::sample(std::span<const float> logits)
         }
     }
 
+    // Presence and frequency penalties (llama.cpp's penalty_present / penalty_freq): each
+    // distinct recent token once, by how often it occurs among them.
+    if ((m_settings.presencePenalty != 0.0f || m_settings.frequencyPenalty != 0.0f) && m_recentCount > 0) {
+        for (size_t r = 0; r < m_recentCount; ++r) {
+            const int32_t t = m_recent[r];
+            if (t < 0 || size_t(t) >= n) continue;
+            bool seen = false;
+            for (size_t e = 0; e < r && !seen; ++e) seen = m_recent[e] == t;
+            if (seen) continue;
+            int count = 1;
+            for (size_t e = r + 1; e < m_recentCount; ++e) count += m_recent[e] == t ? 1 : 0;
+            m_candidates[size_t(t)].logit -= float(count) * m_settings.frequencyPenalty + m_settings.presencePenalty;
+        }
+    }
+
     auto byLogit = [](const Candidate& a, const Candidate& b) {
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
     };

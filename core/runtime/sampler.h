@@ -1,6 +1,6 @@
 #pragma once
-// Picks the next token from logits: greedy, or temperature sampling with top-k, top-p, min-p and
-// a repetition penalty. Same seed, same settings, same logits: same tokens. Allocates only in
+// Picks the next token from logits: greedy, or temperature sampling with top-k, top-p, min-p,
+// a repetition penalty and presence / frequency penalties. Same seed, same settings, same logits: same tokens. Allocates only in
 // the constructor.
 
 #include <cstdint>
@@ -16,7 +16,11 @@ struct SamplerSettings {
     float topP = 0.95f;            // >= 1: off
     float minP = 0.05f;            // <= 0: off; keep tokens with p >= minP * p(max)
     float repeatPenalty = 1.0f;    // 1: off; divides positive logits, multiplies negative ones
-    int repeatLastN = 64;          // how many recent tokens the penalty looks at
+    int repeatLastN = 64;          // how many recent tokens the penalties look at
+    // OpenAI's penalties, as llama.cpp applies them over the same recent tokens: a token seen
+    // c times there loses c * frequencyPenalty + (c > 0) * presencePenalty from its logit.
+    float presencePenalty = 0.0f;  // 0: off
+    float frequencyPenalty = 0.0f; // 0: off
     uint64_t seed = 0;
 };
 

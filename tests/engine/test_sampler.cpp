@@ -126,3 +126,38 @@ TEST(Sampler, RepetitionPenaltyDemotesRecentTokens)
     sampler.accept(5);
     EXPECT_EQ(sampler.sample(negative), 6);
 }
+
+TEST(Sampler, PresenceAndFrequencyPenaltiesSubtractByCount)
+{
+    std::vector<float> logits(10, 0.0f);
+    logits[3] = 2.0f;
+    logits[4] = 1.5f;
+    logits[5] = 1.0f;
+    SamplerSettings s;
+    s.temperature = 0.0f;
+    s.presencePenalty = 0.6f;  // 3 once seen: 2.0 - 0.6 = 1.4 < 1.5
+    Sampler presence(10, s);
+    EXPECT_EQ(presence.sample(logits), 3);
+    presence.accept(3);
+    EXPECT_EQ(presence.sample(logits), 4);
+    // However often a token was seen, the presence penalty counts once: 3 stays at 1.4 > 1.0.
+    std::vector<float> two(10, 0.0f);
+    two[3] = 2.0f;
+    two[4] = 1.0f;
+    Sampler once(10, s);
+    for (int i = 0; i < 3; ++i) once.accept(3);
+    EXPECT_EQ(once.sample(two), 3);
+
+    s.presencePenalty = 0.0f;
+    s.frequencyPenalty = 0.3f;
+    Sampler frequency(10, s);
+    frequency.accept(3);  // 2.0 - 0.3 = 1.7: still first
+    EXPECT_EQ(frequency.sample(logits), 3);
+    frequency.accept(3);  // 2.0 - 0.6 = 1.4 < 1.5
+    EXPECT_EQ(frequency.sample(logits), 4);
+    // Negative penalties favour what was said.
+    s.frequencyPenalty = -1.5f;
+    Sampler favour(10, s);
+    favour.accept(5);  // 1.0 + 1.5 = 2.5 > 2.0
+    EXPECT_EQ(favour.sample(logits), 5);
+}

@@ -46,6 +46,7 @@ TEST(OpenAiProtocol, ReadsAChatRequest)
     EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
     EXPECT_TRUE(r.stream);
     EXPECT_TRUE(r.includeUsage);
+    EXPECT_EQ(r.sampling.presencePenalty, 0.5f);
     // max_completion_tokens wins over max_tokens; the engine's defaults where nothing is named.
     const CompletionRequest c = requestOf(R"({"prompt":["Once"],"max_completion_tokens":3,"max_tokens":9})", false);
     EXPECT_EQ(c.prompt, "Once");
@@ -74,6 +75,7 @@ TEST(OpenAiProtocol, NamesWhatIsWrong)
         {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", true, "stream"},
         {R"({"messages":[{"role":"user","content":"x"}],"n":2})", true, "n"},
         {R"({"messages":[{"role":"user","content":"x"}],"seed":"1"})", true, "seed"},
+        {R"({"messages":[{"role":"user","content":"x"}],"frequency_penalty":3})", true, "frequency_penalty"},
         {R"({"prompt":5})", false, "prompt"},
         {R"({})", false, "prompt"},
     };

@@ -486,10 +486,10 @@ TEST(Server, AFullQueueIsA503AndASlowClientHoldsNothing)
     // A slow client: headers begun, never finished. It is dropped after the timeouts (a second each).
     Raw slow(s.port);
     ASSERT_TRUE(slow.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
-    // A stream holds the only slot (500 tokens, until the context is full): its client reads the
-    // first chunk, then nothing while the others come (a small receive buffer), then the rest.
+    // A stream holds the only slot (400 tokens): its client reads the first chunk, then nothing
+    // while the others come (a small receive buffer), then the rest.
     Raw holder(s.port, 2048);
-    ASSERT_TRUE(holder.send(post("/v1/chat/completions", chatBody("Once upon a time", 4000, true).dump())));
+    ASSERT_TRUE(holder.send(post("/v1/chat/completions", chatBody("Once upon a time", 400, true).dump())));
     std::string stream = holder.readUntil("\"content\":\"");
     ASSERT_NE(stream.find("200 OK"), std::string::npos);
     auto c = s.client();
@@ -512,8 +512,8 @@ TEST(Server, AFullQueueIsA503AndASlowClientHoldsNothing)
     stream += holder.readUntil("data: [DONE]");
     const Streamed whole = parseStream(dechunk(stream), true);
     EXPECT_TRUE(whole.done);
-    EXPECT_EQ(whole.finish, "length");  // the context is full
-    EXPECT_EQ(whole.text, expectedChat({{"user", "Once upon a time"}}, 4000));
+    EXPECT_EQ(whole.finish, "length");
+    EXPECT_EQ(whole.text, expectedChat({{"user", "Once upon a time"}}, 400));
     holder.close();
     for (int i = 0; i < 500 && s.health()["slots_processing"] != 0; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
