@@ -32,8 +32,12 @@ int32_t Sampler::sample(std::span<const float> logits)
     const size_t n = std::min(logits.size(), m_candidates.size());
     for (size_t i = 0; i < n; ++i) m_candidates[i] = {int32_t(i), logits[i], 0.0f};
 
-    // Repetition penalty (as llama.cpp / CTRL): each distinct recent token once.
-    if (m_settings.repeatPenalty != 1.0f && m_recentCount > 0) {
+    // The penalties, as llama.cpp applies them to each distinct recent token once: the repetition
+    // penalty (CTRL's: divides a positive logit, multiplies a negative one), then the presence and
+    // frequency penalties (penalty_present / penalty_freq, by how often it occurs among them).
+    const bool repeat = m_settings.repeatPenalty != 1.0f;
+    const bool counted = m_settings.presencePenalty != 0.0f || m_settings.frequencyPenalty != 0.0f;
+    if ((repeat || counted) && m_recentCount > 0) {
         for (size_t r = 0; r < m_recentCount; ++r) {
             const int32_t t = m_recent[r];
             if (t < 0 || size_t(t) >= n) continue;
@@ -41,22 +45,12 @@ int32_t Sampler::sample(std::span<const float> logits)
             for (size_t e = 0; e < r && !seen; ++e) seen = m_recent[e] == t;
             if (seen) continue;
             float& l = m_candidates[size_t(t)].logit;
-            l = l > 0.0f ? l / m_settings.repeatPenalty : l * m_settings.repeatPenalty;
-        }
-    }
-
-    // Presence and frequency penalties (llama.cpp's penalty_present / penalty_freq): each
-    // distinct recent token once, by how often it occurs among them.
-    if ((m_settings.presencePenalty != 0.0f || m_settings.frequencyPenalty != 0.0f) && m_recentCount > 0) {
-        for (size_t r = 0; r < m_recentCount; ++r) {
-            const int32_t t = m_recent[r];
-            if (t < 0 || size_t(t) >= n) continue;
-            bool seen = false;
-            for (size_t e = 0; e < r && !seen; ++e) seen = m_recent[e] == t;
-            if (seen) continue;
-            int count = 1;
-            for (size_t e = r + 1; e < m_recentCount; ++e) count += m_recent[e] == t ? 1 : 0;
-            m_candidates[size_t(t)].logit -= float(count) * m_settings.frequencyPenalty + m_settings.presencePenalty;
+            if (repeat) l = l > 0.0f ? l / m_settings.repeatPenalty : l * m_settings.repeatPenalty;
+            if (counted) {
+                int count = 1;
+                for (size_t e = r + 1; e < m_recentCount; ++e) count += m_recent[e] == t ? 1 : 0;
+                l -= float(count) * m_settings.frequencyPenalty + m_settings.presencePenalty;
+            }
         }
     }
 
