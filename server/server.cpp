@@ -251,12 +251,15 @@ struct Server::Impl {
         };
         engine::Conversation& conversation = *slots[size_t(slot)].conversation;
         Result<engine::ReplyStats> stats = Error{ErrorCode::Internal, "not run"};
-        turns.lock();
-        if (r.chat)
-            stats = conversation.reply(r.messages, reply);
-        else
-            stats = conversation.complete(r.prompt, true, reply);
-        turns.unlock();
+        {
+            // The turn is handed on even when the engine throws (out of memory, say).
+            struct Turn {
+                TurnLock& lock;
+                explicit Turn(TurnLock& l) : lock(l) { lock.lock(); }
+                ~Turn() { lock.unlock(); }
+            } turn(turns);
+            stats = r.chat ? conversation.reply(r.messages, reply) : conversation.complete(r.prompt, true, reply);
+        }
         if (!stats) {
             out.error = stats.error();
             return out;
@@ -316,7 +319,13 @@ struct Server::Impl {
         const int64_t created = unixNow();
         const std::string model = options.modelId;
         if (!request->stream) {
-            Outcome o = generate(slot, *request, [](const std::string&) { return true; }, start);
+            Outcome o;
+            try {
+                o = generate(slot, *request, [](const std::string&) { return true; }, start);
+            } catch (...) {
+                release(slot, *request, {}, false);  // the slot is free again; the 500 is the handler's
+                throw;
+            }
             release(slot, *request, o.text, o.error.ok() && o.finish);
             if (!o.error.ok()) {
                 const bool bad = o.error.error().code == ErrorCode::InvalidArgument;
