@@ -216,7 +216,7 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
         auto device = createCpuDevice(cfg.threads, cfg.set);
         for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
             const TestMatrix m = makeMatrix(type, 130, 256, rng);
-            for (int n : {1, 2, 7, 8, 33, 512}) {
+            for (int n : {1, 2, 7, 8, 32, 33, 512}) {
                 for (bool even : {true, false}) {
                     // Evenly spaced: one (n x cols) buffer; else a vector of its own per job.
                     std::vector<float> xAll(size_t(n) * 256), yAll(size_t(n) * (130 + 3), kPoison);
