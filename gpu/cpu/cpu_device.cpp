@@ -25,6 +25,13 @@ using cpu::MatvecInput;
 using cpu::BlasOnThisThread;
 using cpu::Scratch;
 
+// Whether an attention op's arguments describe something to compute.
+bool computable(const AttentionArgs& a)
+{
+    return a.nHeads > 0 && a.nKvHeads > 0 && a.nHeads % a.nKvHeads == 0 && a.nPos > 0 && a.headDim > 0 &&
+           (a.kvType != KvType::Q8 || (a.kScales && a.vScales));
+}
+
 // Per job of one matvec call: what its kernel reads, and where its chunks start.
 // Consecutive jobs on the same matrix (a prompt batch's tokens) form a group whose chunks go
 // block of rows by block of rows, each block for every job of the group in turn: the block is
@@ -161,9 +168,7 @@ public:
     }
     void attention(const AttentionArgs& a) override
     {
-        if (a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 ||
-            a.headDim <= 0 || (a.kvType == KvType::Q8 && (!a.kScales || !a.vScales)))
-            return;  // nothing sensible to compute (and no error channel): out stays as it was
+        if (!computable(a)) return;  // nothing sensible to compute (and no error channel): out stays as it was
         if (a.scores) {
             cpu::attentionOp(a, m_pool, m_kernels);
             return;
@@ -451,8 +456,7 @@ void CpuDevice::gemm(std::span<const MatvecJob> run)
 // too; smaller batches (and SPILLWAY_CPU_GEMM=0) one query at a time, bit for bit decode's.
 void CpuDevice::attentionBatch(const AttentionArgs& a, int queries, size_t rowStride)
 {
-    if (!m_gemm || queries < int(kGemmMinJobs) || queries > a.nPos || a.nHeads <= 0 || a.nKvHeads <= 0 ||
-        a.nHeads % a.nKvHeads != 0 || a.headDim <= 0 || (a.kvType == KvType::Q8 && (!a.kScales || !a.vScales))) {
+    if (!m_gemm || queries < int(kGemmMinJobs) || queries > a.nPos || !computable(a)) {
         Device::attentionBatch(a, queries, rowStride);
         return;
     }

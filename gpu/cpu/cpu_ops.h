@@ -19,7 +19,7 @@ void ropeOp(float* x, int nHeads, int headDim, int pos, const RopeParams& p, flo
 // a.vNew set, stores them first (storeKvOp).
 void attentionOp(const AttentionArgs& a, ThreadPool& pool, const Kernels& k);
 
-// Device::attentionBatch as matrix products (cpu_attention.cpp): per head, S = scale * Q K^T for
+// Device::attentionBatch as matrix products: per head, S = scale * Q K^T for
 // the batch's queries against every cached position, a causal softmax per row, then O = P V,
 // through OpenBLAS on the pool's threads (one head at a time each). F16 and Q8 caches are
 // unpacked to floats per head first. perThread: one scratch per pool thread. Not bit for bit
