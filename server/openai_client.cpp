@@ -117,7 +117,6 @@ Result<RemoteReply> OpenAiClient::chat(std::span<const engine::Message> messages
             if (end == std::string::npos) end = event.size();
             std::string_view line = event.substr(at, end - at);
             at = end + 1;
-            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
             if (line.rfind("data:", 0) != 0) continue;
             line.remove_prefix(5);
             if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
@@ -153,7 +152,9 @@ Result<RemoteReply> OpenAiClient::chat(std::span<const engine::Message> messages
     req.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
         if (raw.size() < 65536) raw.append(data, std::min<size_t>(n, 65536 - raw.size()));
-        buffer.append(data, n);
+        // Events end at a blank line; servers may end lines with CRLF: keep the LFs only.
+        for (size_t i = 0; i < n; ++i)
+            if (data[i] != '\r') buffer += data[i];
         for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
             const std::string event = buffer.substr(0, end);
             buffer.erase(0, end + 2);

@@ -6,12 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tokenizer/utf8.h"
+
 namespace spillway::server {
 
 using nlohmann::json;
 
 namespace {
-
 
 std::string toText(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -142,31 +143,25 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
     if (!given)
         if (auto e = readInteger(body, "max_tokens", 1, std::numeric_limits<int32_t>::max(), maxTokens, given)) return *e;
     r.maxTokens = int(maxTokens);
-    // Float fields (OpenAI's, then llama.cpp's extensions), each kept at the engine's default when absent.
+    // Sampling fields by OpenAI's names and llama.cpp's extensions, each kept at the engine's
+    // default when absent (the penalties look at the last repeat_last_n tokens, as llama.cpp's).
     struct FloatField { const char* name; double lo, hi; float* into; };
     const FloatField floats[] = {
-        {"temperature", 0.0, 2.0, &r.sampling.temperature}, {"top_p", 0.0, 1.0, &r.sampling.topP},
-        {"min_p", 0.0, 1.0, &r.sampling.minP}, {"repeat_penalty", 0.01, 100.0, &r.sampling.repeatPenalty}};
+        {"temperature", 0.0, 2.0, &r.sampling.temperature},       {"top_p", 0.0, 1.0, &r.sampling.topP},
+        {"min_p", 0.0, 1.0, &r.sampling.minP},                    {"repeat_penalty", 0.01, 100.0, &r.sampling.repeatPenalty},
+        {"presence_penalty", -2.0, 2.0, &r.sampling.presencePenalty}, {"frequency_penalty", -2.0, 2.0, &r.sampling.frequencyPenalty}};
     for (const FloatField& f : floats) {
         double value = *f.into;
         if (auto e = readNumber(body, f.name, f.lo, f.hi, value)) return *e;
         *f.into = float(value);
     }
-    int64_t topK = r.sampling.topK;
-    given = false;
-    if (auto e = readInteger(body, "top_k", 0, 1 << 20, topK, given)) return *e;
-    r.sampling.topK = int(topK);
-    // OpenAI's penalties, over the sampler's recent tokens (repeat_last_n, as llama.cpp).
-    for (auto [name, into] : {std::pair{"presence_penalty", &r.sampling.presencePenalty},
-                              std::pair{"frequency_penalty", &r.sampling.frequencyPenalty}}) {
-        double value = *into;
-        if (auto e = readNumber(body, name, -2.0, 2.0, value)) return *e;
-        *into = float(value);
+    struct IntField { const char* name; int* into; };
+    for (const IntField& f : {IntField{"top_k", &r.sampling.topK}, IntField{"repeat_last_n", &r.sampling.repeatLastN}}) {
+        int64_t value = *f.into;
+        given = false;
+        if (auto e = readInteger(body, f.name, 0, 1 << 20, value, given)) return *e;
+        *f.into = int(value);
     }
-    int64_t lastN = r.sampling.repeatLastN;
-    given = false;
-    if (auto e = readInteger(body, "repeat_last_n", 0, 1 << 20, lastN, given)) return *e;
-    r.sampling.repeatLastN = int(lastN);
     int64_t seed = 0;
     given = false;
     if (auto e = readInteger(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed, given))
@@ -203,49 +198,55 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
     return r;
 }
 
+namespace {
+
+// What every response and chunk begins with.
+json envelope(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model, bool chunk)
+{
+    return {{"id", id},
+            {"object", !r.chat ? "text_completion" : chunk ? "chat.completion.chunk" : "chat.completion"},
+            {"created", created},
+            {"model", model}};
+}
+
+json usageJson(const Usage& usage)
+{
+    return {{"prompt_tokens", usage.promptTokens},
+            {"completion_tokens", usage.completionTokens},
+            {"total_tokens", usage.promptTokens + usage.completionTokens}};
+}
+
+}  // namespace
+
 std::string completionResponse(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const char* finishReason,
                                const Usage& usage)
 {
-    json choice = {{"index", 0}, {"finish_reason", finishReason}};
-    if (r.chat) {
+    json choice = {{"index", 0}, {"finish_reason", finishReason}, {"logprobs", nullptr}};
+    if (r.chat)
         choice["message"] = {{"role", "assistant"}, {"content", text}};
-        choice["logprobs"] = nullptr;
-    } else {
+    else
         choice["text"] = text;
-        choice["logprobs"] = nullptr;
-    }
-    json j = {{"id", id},
-              {"object", r.chat ? "chat.completion" : "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", json::array({choice})},
-              {"usage",
-               {{"prompt_tokens", usage.promptTokens},
-                {"completion_tokens", usage.completionTokens},
-                {"total_tokens", usage.promptTokens + usage.completionTokens}}}};
+    json j = envelope(r, id, created, model, false);
+    j["choices"] = json::array({choice});
+    j["usage"] = usageJson(usage);
     return toText(j);
 }
 
 std::string completionChunk(const CompletionRequest& r, const std::string& id, int64_t created,
                             const std::string& model, std::string_view text, bool first, const char* finishReason)
 {
-    json choice = {{"index", 0}, {"finish_reason", finishReason ? json(finishReason) : json(nullptr)}};
+    json choice = {{"index", 0}, {"finish_reason", finishReason ? json(finishReason) : json(nullptr)}, {"logprobs", nullptr}};
     if (r.chat) {
         json delta = json::object();
         if (first) delta["role"] = "assistant";
         if (!text.empty() || (first && !finishReason)) delta["content"] = std::string(text);
         choice["delta"] = delta;
-        choice["logprobs"] = nullptr;
     } else {
         choice["text"] = std::string(text);
-        choice["logprobs"] = nullptr;
     }
-    json j = {{"id", id},
-              {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", json::array({choice})}};
+    json j = envelope(r, id, created, model, true);
+    j["choices"] = json::array({choice});
     if (r.includeUsage) j["usage"] = nullptr;
     return toText(j);
 }
@@ -253,15 +254,9 @@ std::string completionChunk(const CompletionRequest& r, const std::string& id, i
 std::string usageChunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
                        const Usage& usage)
 {
-    json j = {{"id", id},
-              {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", json::array()},
-              {"usage",
-               {{"prompt_tokens", usage.promptTokens},
-                {"completion_tokens", usage.completionTokens},
-                {"total_tokens", usage.promptTokens + usage.completionTokens}}}};
+    json j = envelope(r, id, created, model, true);
+    j["choices"] = json::array();
+    j["usage"] = usageJson(usage);
     return toText(j);
 }
 
@@ -325,26 +320,13 @@ std::string validUtf8(std::string_view text)
 {
     std::string out;
     out.reserve(text.size());
-    size_t i = 0;
-    while (i < text.size()) {
-        const unsigned char c = static_cast<unsigned char>(text[i]);
-        size_t length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        bool ok = length > 0 && i + length <= text.size();
-        uint32_t cp = length == 1 ? c : length == 2 ? (c & 0x1F) : length == 3 ? (c & 0x0F) : (c & 0x07);
-        for (size_t k = 1; ok && k < length; ++k) {
-            const unsigned char d = static_cast<unsigned char>(text[i + k]);
-            ok = (d & 0xC0) == 0x80;
-            cp = (cp << 6) | (d & 0x3F);
-        }
-        // Overlong forms, surrogates and code points past U+10FFFF are invalid too.
-        if (ok && ((length == 2 && cp < 0x80) || (length == 3 && cp < 0x800) || (length == 4 && cp < 0x10000) ||
-                   (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF))
-            ok = false;
-        if (ok) {
-            out.append(text.substr(i, length));
-            i += length;
+    for (size_t i = 0; i < text.size();) {
+        const size_t n = utf8::sequenceLength(text, i);
+        if (n > 0) {
+            out.append(text.substr(i, n));
+            i += n;
         } else {
-            out += "\xEF\xBF\xBD";
+            out += "\xEF\xBF\xBD";  // U+FFFD for each byte that starts no well-formed character
             ++i;
         }
     }

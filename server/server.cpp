@@ -28,6 +28,17 @@ bool isLoopback(const std::string& host)
     return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
+Status checkOptions(const ServerOptions& o)
+{
+    if (!isLoopback(o.host) && o.apiKey.empty())
+        return Error{ErrorCode::InvalidArgument,
+                     "listening on " + o.host + " would let other machines use this model: give an API key "
+                     "(--api-key or --api-key-file) or listen on 127.0.0.1"};
+    if (o.parallel < 1 || o.maxQueue < 0 || o.port < 0 || o.port > 65535)
+        return Error{ErrorCode::InvalidArgument, "the server's options are out of range (parallel >= 1, queue >= 0, port 0-65535)"};
+    return {};
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -159,12 +170,22 @@ struct Server::Impl {
         res.set_content(errorBody(e), "application/json");
     }
 
-    bool authorized(const httplib::Request& req)
+    // False, with the 401 answered (and counted for `endpoint` unless null), when an API key is
+    // set and the request does not carry it.
+    bool authorized(const httplib::Request& req, httplib::Response& res, const char* endpoint)
     {
         if (options.apiKey.empty()) return true;
         const std::string header = req.get_header_value("Authorization");
         const std::string prefix = "Bearer ";
-        return header.rfind(prefix, 0) == 0 && sameSecret(header.substr(prefix.size()), options.apiKey);
+        if (header.rfind(prefix, 0) == 0 && sameSecret(header.substr(prefix.size()), options.apiKey)) return true;
+        sendError(res, {401, "a valid API key is required (Authorization: Bearer KEY)", "invalid_request_error", {}, "invalid_api_key"});
+        if (endpoint) count(endpoint, 401);
+        return false;
+    }
+
+    std::string tooLarge() const
+    {
+        return "the request body is larger than the server accepts (" + std::to_string(options.maxBodyBytes) + " bytes)";
     }
 
     // A free slot for the request (the one whose last conversation it continues longest), after
@@ -290,11 +311,7 @@ struct Server::Impl {
     {
         const std::string endpoint = chat ? "chat" : "completions";
         const auto start = Clock::now();
-        if (!authorized(req)) {
-            sendError(res, {401, "a valid API key is required (Authorization: Bearer KEY)", "invalid_request_error", {}, "invalid_api_key"});
-            count(endpoint, 401);
-            return;
-        }
+        if (!authorized(req, res, endpoint.c_str())) return;
         auto parsed = parseCompletionRequest(req.body, chat);
         if (auto* e = std::get_if<ApiError>(&parsed)) {
             sendError(res, *e);
@@ -364,24 +381,19 @@ struct Server::Impl {
                     const std::string line = "data: " + data + "\n\n";
                     return sink.write(line.data(), line.size());
                 };
-                bool first = true;
+                // A chat stream opens with the role; a completion with the prompt when echoed.
                 bool alive = true;
                 if (r.chat) alive = event(completionChunk(r, id, created, model, "", true, nullptr));
-                first = !r.chat;
-                if (r.echo && alive) {
-                    alive = event(completionChunk(r, id, created, model, validUtf8(r.prompt), false, nullptr));
-                }
+                if (r.echo) alive = event(completionChunk(r, id, created, model, validUtf8(r.prompt), false, nullptr));
                 Outcome o;
                 if (alive)
                     o = generate(held->slot, r,
                                  [&](const std::string& text) {
-                                     const bool ok = event(completionChunk(r, id, created, model, text, first, nullptr));
-                                     first = false;
-                                     return ok;
+                                     return event(completionChunk(r, id, created, model, text, false, nullptr));
                                  },
                                  start);
                 held->release(o.text, alive && o.error.ok() && o.finish);
-                if (!alive || (!o.error.ok() ? false : !o.finish)) {
+                if (!alive || (o.error.ok() && !o.finish)) {
                     count(endpoint, 499);  // the client went away (or the server is stopping)
                     return false;
                 }
@@ -410,19 +422,12 @@ struct Server::Impl {
                             "application/json");
         });
         http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-            if (!authorized(req)) {
-                sendError(res, {401, "a valid API key is required (Authorization: Bearer KEY)", "invalid_request_error", {}, "invalid_api_key"});
-                count("models", 401);
-                return;
-            }
+            if (!authorized(req, res, "models")) return;
             res.set_content(modelsResponse(options.modelId, created), "application/json");
             count("models", 200);
         });
         http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-            if (!authorized(req)) {
-                sendError(res, {401, "a valid API key is required (Authorization: Bearer KEY)", "invalid_request_error", {}, "invalid_api_key"});
-                return;
-            }
+            if (!authorized(req, res, nullptr)) return;
             res.set_content(metricsText(), "text/plain; version=0.0.4");
         });
         http.Post("/v1/chat/completions",
@@ -448,8 +453,7 @@ struct Server::Impl {
             const unsigned long long n = std::strtoull(length.c_str(), &end, 10);
             if (errno == 0 && end && *end == '\0' && n <= options.maxBodyBytes)
                 return httplib::Server::HandlerResponse::Unhandled;
-            sendError(res, {413, "the request body is larger than the server accepts (" +
-                                     std::to_string(options.maxBodyBytes) + " bytes)", "invalid_request_error", {}, {}});
+            sendError(res, {413, tooLarge(), "invalid_request_error", {}, {}});
             res.set_header("Connection", "close");
             return httplib::Server::HandlerResponse::Handled;
         });
@@ -458,8 +462,7 @@ struct Server::Impl {
             if (!res.body.empty()) return;
             const int status = res.status;
             std::string message = status == 404   ? "no such endpoint"
-                                  : status == 413 ? "the request body is larger than the server accepts (" +
-                                                        std::to_string(options.maxBodyBytes) + " bytes)"
+                                  : status == 413 ? tooLarge()
                                                   : "the request could not be handled (HTTP " + std::to_string(status) + ")";
             res.set_content(errorBody({status, message, status >= 500 ? "server_error" : "invalid_request_error", {}, {}}),
                             "application/json");
@@ -572,12 +575,7 @@ Server::~Server()
 Result<int> Server::bind()
 {
     const ServerOptions& o = m->options;
-    if (!isLoopback(o.host) && o.apiKey.empty())
-        return Error{ErrorCode::InvalidArgument,
-                     "listening on " + o.host + " would let other machines use this model: give an API key (--api-key) "
-                     "or listen on 127.0.0.1"};
-    if (o.parallel < 1 || o.maxQueue < 0 || o.port < 0 || o.port > 65535)
-        return Error{ErrorCode::InvalidArgument, "the server's options are out of range (parallel >= 1, queue >= 0, port 0-65535)"};
+    SPILLWAY_TRY(checkOptions(o));
     const std::string host = o.host == "localhost" ? "127.0.0.1" : o.host;
     int port = o.port;
     if (port == 0) {

@@ -44,6 +44,9 @@ struct ServerOptions {
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
 bool isLoopback(const std::string& host);
+// InvalidArgument for a non-loopback address without an API key or options out of range (what
+// Server::bind checks first; spillway-cli serve asks before it loads the model).
+Status checkOptions(const ServerOptions& options);
 
 class Server {
 public:

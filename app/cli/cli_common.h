@@ -22,6 +22,10 @@ std::string demoModelPath();
 // model (chat, serve).
 void addModelOptions(CLI::App* cmd, std::string& model, std::string& architecture, std::string& tokenizerPath);
 
+// An API key from the first line of `path` (trailing spaces and CR dropped), with a warning on
+// stderr when other users can read the file. Io when it cannot be read; InvalidArgument when empty.
+Result<std::string> readApiKeyFile(const std::string& path);
+
 void addGenerateCommand(CLI::App& app, int& exitCode);
 void addInfoCommand(CLI::App& app, int& exitCode);
 void addSyntheticCommand(CLI::App& app, int& exitCode);

@@ -4,13 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -83,22 +81,6 @@ bool saveConversation(const std::vector<engine::Message>& history, const std::st
     return bool(out.flush());
 }
 
-std::string readKeyFile(const std::string& path, std::string& error)
-{
-    struct stat st{};
-    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077))
-        std::fprintf(stderr, "spillway-cli: %s can be read by other users; keep API keys in a file only you can read (chmod 600)\n",
-                     path.c_str());
-    std::ifstream in(path);
-    std::string key;
-    if (!in || !std::getline(in, key)) {
-        error = "cannot read the API key file " + path;
-        return {};
-    }
-    while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
-    return key;
-}
-
 int runChat(ChatOptions o)
 {
     const bool tty = ::isatty(STDIN_FILENO);
@@ -115,9 +97,9 @@ int runChat(ChatOptions o)
         e.url = o.endpoint;
         e.model = o.remoteModel;
         if (!o.apiKeyFile.empty()) {
-            std::string error;
-            e.apiKey = readKeyFile(o.apiKeyFile, error);
-            if (!error.empty()) return reportError({ErrorCode::Io, error});
+            auto key = readApiKeyFile(o.apiKeyFile);
+            if (!key) return reportError(key.error());
+            e.apiKey = std::move(*key);
         }
         auto client = server::OpenAiClient::open(e);
         if (!client) return reportError(client.error());

@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "cli_common.h"
@@ -35,17 +34,12 @@ struct ServeOptions {
 int runServe(ServeOptions o)
 {
     if (!o.apiKeyFile.empty()) {
-        std::ifstream in(o.apiKeyFile);
-        if (!in) return reportError({ErrorCode::Io, "cannot read the API key file " + o.apiKeyFile});
-        std::getline(in, o.server.apiKey);
-        while (!o.server.apiKey.empty() && (o.server.apiKey.back() == '\r' || o.server.apiKey.back() == ' '))
-            o.server.apiKey.pop_back();
-        if (o.server.apiKey.empty()) return reportError({ErrorCode::InvalidArgument, "the API key file " + o.apiKeyFile + " is empty"});
+        auto key = readApiKeyFile(o.apiKeyFile);
+        if (!key) return reportError(key.error());
+        o.server.apiKey = std::move(*key);
     }
-    if (!server::isLoopback(o.server.host) && o.server.apiKey.empty())
-        return reportError({ErrorCode::InvalidArgument,
-                            "listening on " + o.server.host + " would let other machines use this model: give an API key "
-                            "(--api-key or --api-key-file) or listen on 127.0.0.1"});
+    // The address and options before the model loads (which may take minutes).
+    if (auto ok = server::checkOptions(o.server); !ok) return reportError(ok.error());
     auto loaded = LlamaModel::load(o.model, o.load);
     if (!loaded) return reportError(loaded.error());
     std::shared_ptr<const LlamaModel> model = std::move(*loaded);

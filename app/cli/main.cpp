@@ -3,6 +3,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_common.h"
@@ -38,6 +40,21 @@ void addModelOptions(CLI::App* cmd, std::string& model, std::string& architectur
     cmd->add_option("--arch", architecture, "llama2.c checkpoints: the architecture the file does not record (llama, relu-llama)");
     cmd->add_option("--tokenizer", tokenizerPath, "llama2.c checkpoints: tokenizer.bin (default: tokenizer.bin or tok<vocab>.bin beside it)")
         ->check(CLI::ExistingFile);
+}
+
+Result<std::string> readApiKeyFile(const std::string& path)
+{
+    struct stat st{};
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077))
+        std::fprintf(stderr, "spillway-cli: %s can be read by other users; keep API keys in a file only you can read (chmod 600)\n",
+                     path.c_str());
+    std::ifstream in(path);
+    std::string key;
+    if (!in) return Error{ErrorCode::Io, "cannot read the API key file " + path};
+    std::getline(in, key);
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+    if (key.empty()) return Error{ErrorCode::InvalidArgument, "the API key file " + path + " is empty"};
+    return key;
 }
 
 }  // namespace spillway::cli
