@@ -18,6 +18,7 @@
 
 #include "core/engine/conversation.h"
 #include "core/engine/engine.h"
+#include "core/engine/turns.h"
 #include "core/trace/trace.h"
 #include "server/openai_protocol.h"
 
@@ -42,47 +43,6 @@ Status checkOptions(const ServerOptions& o)
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Turns at the engine, first come first served: a reply holds the turn while it computes and
-// hands it on between tokens once it has held it for a time slice (every token of a large model;
-// a few of a tiny one, where a hand-over per token would cost more than the token), so the slots'
-// replies advance together.
-class TurnLock {
-public:
-    void lock()
-    {
-        std::unique_lock l(m_mutex);
-        const uint64_t ticket = m_next++;
-        m_cv.wait(l, [&] { return m_serving == ticket; });
-        m_since = Clock::now();
-    }
-    void unlock()
-    {
-        {
-            std::lock_guard l(m_mutex);
-            ++m_serving;
-        }
-        m_cv.notify_all();
-    }
-    // Lets whoever waits go first, once the slice is used.
-    void yield()
-    {
-        {
-            std::lock_guard l(m_mutex);
-            if (m_next == m_serving + 1) return;  // nobody waits
-            if (Clock::now() - m_since < kSlice) return;
-        }
-        unlock();
-        lock();
-    }
-
-private:
-    static constexpr std::chrono::milliseconds kSlice{5};
-    std::mutex m_mutex;
-    std::condition_variable m_cv;
-    uint64_t m_next = 0, m_serving = 0;
-    Clock::time_point m_since;
-};
 
 struct Slot {
     std::unique_ptr<engine::Conversation> conversation;
@@ -126,7 +86,8 @@ struct Server::Impl {
     engine::Engine& engine;
     ServerOptions options;
     httplib::Server http;
-    TurnLock turns;
+    engine::Turns ownTurns;
+    engine::Turns& turns;  // options.turns, else ownTurns
     std::atomic<bool> stopping{false};
     int64_t created = unixNow();
 
@@ -147,7 +108,7 @@ struct Server::Impl {
     std::array<double, trace::kLaneCount> laneSeconds{}, laneBytes{};
     std::vector<trace::Span> drained;  // scratch of drainTrace
 
-    Impl(engine::Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
+    Impl(engine::Engine& e, ServerOptions o) : engine(e), options(std::move(o)), turns(options.turns ? *options.turns : ownTurns) {}
 
     void count(const std::string& endpoint, int status)
     {
@@ -273,12 +234,7 @@ struct Server::Impl {
         engine::Conversation& conversation = *slots[size_t(slot)].conversation;
         Result<engine::ReplyStats> stats = Error{ErrorCode::Internal, "not run"};
         {
-            // The turn is handed on even when the engine throws (out of memory, say).
-            struct Turn {
-                TurnLock& lock;
-                explicit Turn(TurnLock& l) : lock(l) { lock.lock(); }
-                ~Turn() { lock.unlock(); }
-            } turn(turns);
+            engine::Turns::Held turn(turns);  // handed on even when the engine throws (out of memory, say)
             stats = r.chat ? conversation.reply(r.messages, reply) : conversation.complete(r.prompt, true, reply);
         }
         if (!stats) {

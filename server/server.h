@@ -6,8 +6,8 @@
 // Requests take one of `parallel` slots, each a Conversation on the engine (its own KV cache,
 // the weights shared); a request goes to the free slot whose last conversation it continues
 // longest, so a client that resends its conversation reuses the cache. Slots compute in turns,
-// token by token (the engine runs on one thread at a time), so concurrent replies advance
-// together. Requests beyond the slots wait in a bounded queue; when it is full the answer is 503
+// token by token (engine::Turns: the engine runs on one thread at a time), so concurrent replies
+// advance together. Requests beyond the slots wait in a bounded queue; when it is full the answer is 503
 // with Retry-After. A streaming client that goes away stops its reply at the next token.
 //
 // Safe by default: a loopback address unless an API key is set (Bearer), bounded bodies, header
@@ -19,7 +19,7 @@
 
 #include "base/result.h"
 
-namespace spillway::engine { class Engine; }
+namespace spillway::engine { class Engine; class Turns; }
 namespace spillway::trace { class Recorder; }
 
 namespace spillway::server {
@@ -40,6 +40,9 @@ struct ServerOptions {
     // seconds and bytes (SSD read, host→device, compute, stalls), so a dashboard shows the
     // bottleneck too. The server drains it (it must have no other drainer).
     trace::Recorder* trace = nullptr;
+    // Turns at the engine shared with another front end on it (the desktop app's chat), or null:
+    // the server's own. Must outlive the server.
+    engine::Turns* turns = nullptr;
 };
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).

@@ -71,6 +71,7 @@ const char* modelFormatName(ModelFormat format)
     case ModelFormat::Safetensors: return "safetensors";
     case ModelFormat::HfFolder: return "hf-folder";
     case ModelFormat::Package: return "package";
+    case ModelFormat::Endpoint: return "endpoint";
     }
     return "gguf";
 }
@@ -81,6 +82,7 @@ std::optional<ModelFormat> parseModelFormat(const std::string& name)
     if (name == "safetensors") return ModelFormat::Safetensors;
     if (name == "hf-folder") return ModelFormat::HfFolder;
     if (name == "package") return ModelFormat::Package;
+    if (name == "endpoint") return ModelFormat::Endpoint;
     return std::nullopt;
 }
 
@@ -174,7 +176,6 @@ Result<sql::Connection> openChecked(const std::string& path, const ChatDatabaseO
             return fail(makeError(ErrorCode::Sql, path + ": damaged: " + *check), true);
         }
     }
-    if (!step("PRAGMA foreign_keys = ON")) return failure.error;
     // See ChatDatabaseOptions::durableAgainstPowerLoss: NORMAL keeps every returned commit
     // across a process crash or SIGKILL (the WAL write happened before COMMIT returned; the
     // kernel has the bytes), FULL adds an fsync per commit for power loss.
@@ -183,6 +184,8 @@ Result<sql::Connection> openChecked(const std::string& path, const ChatDatabaseO
         return failure.error;
     }
     if (auto st = migrateChatSchema(db); !st) return fail(st.error(), sqliteSaysCorrupt(db));
+    // After the migration: a step may rebuild a table that others reference (chat_db_schema.cpp).
+    if (!step("PRAGMA foreign_keys = ON")) return failure.error;
     return db;
 }
 

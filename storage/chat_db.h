@@ -35,7 +35,7 @@ namespace sql {
 class Connection;
 }
 
-inline constexpr int kChatSchemaVersion = 3;  // PRAGMA user_version this code writes
+inline constexpr int kChatSchemaVersion = 4;  // PRAGMA user_version this code writes
 inline constexpr const char* kChatDbFileName = "spillway.db";
 
 // Values stored on disk as text ('system', 'user', 'assistant'): never rename one.
@@ -48,8 +48,9 @@ enum class VersionKind { Original, Edit, Regeneration };
 const char* versionKindName(VersionKind kind);
 std::optional<VersionKind> parseVersionKind(const std::string& name);
 
-// Values stored on disk as text ('gguf', 'safetensors', 'hf-folder', 'package').
-enum class ModelFormat { Gguf, Safetensors, HfFolder, Package };
+// Values stored on disk as text ('gguf', 'safetensors', 'hf-folder', 'package', 'endpoint': a
+// remote OpenAI-compatible server's model, its path "URL#model").
+enum class ModelFormat { Gguf, Safetensors, HfFolder, Package, Endpoint };
 const char* modelFormatName(ModelFormat format);
 std::optional<ModelFormat> parseModelFormat(const std::string& name);
 

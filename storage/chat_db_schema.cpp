@@ -137,12 +137,41 @@ END;
 INSERT INTO message_versions_fts (message_versions_fts) VALUES ('rebuild');
 )sql";
 
+// Version 4: a remote endpoint's model (an OpenAI-compatible server; path "URL#model") is a
+// catalog row too: format 'endpoint'. SQLite cannot change a CHECK in place, so the table is
+// rebuilt the way SQLite's documentation prescribes (its rows and ids kept; foreign keys are off
+// while the schema migrates, so the rebuild neither fires the children's ON DELETE SET NULL nor
+// rewrites their references; migrateChatSchema checks them before the commit).
+const char* const kSchemaV4 = R"sql(
+CREATE TABLE models_v4 (
+    id              INTEGER PRIMARY KEY,
+    path            TEXT NOT NULL UNIQUE,
+    format          TEXT NOT NULL CHECK (format IN ('gguf', 'safetensors', 'hf-folder', 'package', 'endpoint')),
+    architecture    TEXT NOT NULL DEFAULT '',
+    parameter_count INTEGER NOT NULL DEFAULT 0,
+    size_bytes      INTEGER NOT NULL DEFAULT 0,
+    checksum        TEXT NOT NULL DEFAULT '',
+    quality_json    TEXT,
+    placement_json  TEXT,
+    parent_id       INTEGER REFERENCES models(id) ON DELETE SET NULL,
+    added_ms        INTEGER NOT NULL
+);
+INSERT INTO models_v4 (id, path, format, architecture, parameter_count, size_bytes, checksum,
+                       quality_json, placement_json, parent_id, added_ms)
+    SELECT id, path, format, architecture, parameter_count, size_bytes, checksum, quality_json,
+           placement_json, parent_id, added_ms
+    FROM models;
+DROP TABLE models;
+ALTER TABLE models_v4 RENAME TO models;
+CREATE INDEX models_by_parent ON models(parent_id);
+)sql";
+
 }  // namespace
 
 const std::vector<const char*>& chatSchemaSteps()
 {
-    static const std::vector<const char*> steps = {kSchemaV1, kSchemaV2, kSchemaV3};
-    static_assert(kChatSchemaVersion == 3, "add the new step to the list");
+    static const std::vector<const char*> steps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
+    static_assert(kChatSchemaVersion == 4, "add the new step to the list");
     return steps;
 }
 
@@ -176,6 +205,13 @@ Status migrateChatSchema(sql::Connection& db)
                                                   std::to_string(step + 1) + ": " +
                                                   st.error().message);
         }
+        // Foreign keys are off while the schema migrates (ChatDatabase::open turns them on
+        // after): a step that rebuilds a table must leave every reference valid.
+        auto dangling = db.queryText("SELECT count(*) FROM pragma_foreign_key_check");
+        if (!dangling) return dangling.error();
+        if (*dangling != "0")
+            return makeError(ErrorCode::Sql, "migrating the schema to version " + std::to_string(step + 1) + ": " +
+                                                 *dangling + " foreign key(s) would be left dangling; the file was left unchanged");
         const std::string bump = "PRAGMA user_version = " + std::to_string(step + 1);
         SPILLWAY_TRY(db.exec(bump.c_str()));
         SPILLWAY_TRY(tx->commit());

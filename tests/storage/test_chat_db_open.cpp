@@ -250,6 +250,71 @@ TEST(ChatDbOpen, MigratesARealVersion1File)
     EXPECT_EQ(rawQuery(file, "PRAGMA user_version"), std::to_string(kChatSchemaVersion));
 }
 
+TEST(ChatDbOpen, Version3ModelsTableIsRebuiltWithItsLinksKept)
+{
+    // Version 4 rebuilds the models table (a new format, 'endpoint'): every row that refers to a
+    // model keeps its link, and deleting a model afterwards still clears them (foreign keys on).
+    TestDir t;
+    const fs::path dir = t.path();
+    fs::create_directories(dir);
+    const fs::path file = dir / "spillway.db";
+    std::string v3;
+    for (size_t step = 0; step < 3; ++step) v3 += chatSchemaSteps().at(step);
+    v3 += R"sql(
+        PRAGMA user_version = 3;
+        INSERT INTO models (id, path, format, architecture, size_bytes, added_ms)
+            VALUES (1, '/m/a.gguf', 'gguf', 'llama', 1234, 5);
+        INSERT INTO models (id, path, format, parent_id, quality_json, added_ms)
+            VALUES (2, '/m/a-fast', 'package', 1, '{"top1":0.99}', 6);
+        INSERT INTO conversations (id, title, created_ms, updated_ms, model_id)
+            VALUES (1, 'Chat', 10, 20, 2);
+        INSERT INTO messages (id, conversation_id, role, content, created_ms, model_id, model_name)
+            VALUES (1, 1, 'assistant', 'hello', 11, 2, 'a-fast');
+        INSERT INTO message_versions (message_id, number, kind, content, created_ms, model_id)
+            VALUES (1, 1, 'original', 'hello', 11, 2);
+        UPDATE messages SET current_version_id = 1;
+        INSERT INTO benchmark_runs (model_id, created_ms, summary_json) VALUES (1, 30, '{}');
+    )sql";
+    ASSERT_EQ(rawQuery(file, v3), "");
+    ASSERT_NE(rawQuery(file, "INSERT INTO models (path, format, added_ms) VALUES ('http://h/v1#m', 'endpoint', 1)")
+                  .find("CHECK constraint failed"),
+              std::string::npos);
+
+    auto db = ChatDatabase::open(dir.string());
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    EXPECT_EQ(rawQuery(file, "PRAGMA user_version"), std::to_string(kChatSchemaVersion));
+    auto package = db->model(2);
+    ASSERT_TRUE(package.ok()) << package.error().message;
+    EXPECT_EQ(package->parentId, 1);
+    EXPECT_EQ(package->qualityJson, R"({"top1":0.99})");
+    auto source = db->model(1);
+    ASSERT_TRUE(source.ok()) << source.error().message;
+    EXPECT_EQ(source->sizeBytes, 1234);
+    auto c = db->conversation(1);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_EQ(c->modelId, 2);
+    EXPECT_EQ(rawQuery(file, "SELECT model_id FROM messages WHERE id = 1"), "2");
+    EXPECT_EQ(rawQuery(file, "SELECT model_id FROM message_versions WHERE message_id = 1"), "2");
+    EXPECT_EQ(rawQuery(file, "SELECT model_id FROM benchmark_runs"), "1");
+    EXPECT_EQ(rawQuery(file, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
+
+    // The new format, and the foreign keys' actions after the rebuild.
+    ModelRecord endpoint;
+    endpoint.path = "http://127.0.0.1:8080/v1#stories260K";
+    endpoint.format = ModelFormat::Endpoint;
+    endpoint.architecture = "remote";
+    auto id = db->addModel(endpoint);
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    auto back = db->model(*id);
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->format, ModelFormat::Endpoint);
+    ASSERT_TRUE(db->removeModel(2).ok());
+    c = db->conversation(1);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_FALSE(c->modelId.has_value());
+    EXPECT_EQ(rawQuery(file, "SELECT model_id IS NULL FROM message_versions WHERE message_id = 1"), "1");
+}
+
 TEST(ChatDbOpen, NewerSchemaIsRefusedAndLeftAlone)
 {
     TestDir t;
