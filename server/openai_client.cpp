@@ -1,6 +1,9 @@
 #include "server/openai_client.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -151,6 +154,10 @@ Result<RemoteReply> OpenAiClient::chat(std::span<const engine::Message> messages
     req.set_header("Accept", "text/event-stream");
     req.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        if (stop && stop->load()) {
+            callerStopped = true;
+            return false;
+        }
         if (raw.size() < 65536) raw.append(data, std::min<size_t>(n, 65536 - raw.size()));
         // Events end at a blank line; servers may end lines with CRLF: keep the LFs only.
         for (size_t i = 0; i < n; ++i)
@@ -165,9 +172,38 @@ Result<RemoteReply> OpenAiClient::chat(std::span<const engine::Message> messages
         }
         return true;
     };
+    if (stop && stop->load()) {  // stopped before it began
+        reply.stopped = true;
+        return reply;
+    }
+    // A stop before the first byte (a long prompt on the server) ends the request at once: a
+    // watcher closes its socket (httplib's Client::stop is safe from another thread).
+    std::mutex watchMutex;
+    std::condition_variable watchWake;
+    bool sent = false;
+    std::thread watcher;
+    if (stop)
+        watcher = std::thread([&] {
+            std::unique_lock l(watchMutex);
+            while (!sent) {
+                if (stop->load()) {
+                    m->http->stop();
+                    return;
+                }
+                watchWake.wait_for(l, std::chrono::milliseconds(20));
+            }
+        });
     auto r = m->http->send(req);
+    if (watcher.joinable()) {
+        {
+            std::lock_guard l(watchMutex);
+            sent = true;
+        }
+        watchWake.notify_all();
+        watcher.join();
+    }
     reply.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (callerStopped) {
+    if (callerStopped || (stop && stop->load())) {
         reply.stopped = true;
         reply.finishReason.clear();
         return reply;

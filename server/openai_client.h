@@ -49,7 +49,8 @@ public:
     // The model the replies use: options.model, else the first listed (asked once).
     Result<std::string> model();
     // POST {url}/chat/completions, streamed: onText gets each piece of text; returning false, or
-    // *stop becoming true, ends the reply (stopped).
+    // *stop becoming true, ends the reply (stopped); a stop closes the connection within ~20 ms,
+    // also while the server is still reading the prompt.
     Result<RemoteReply> chat(std::span<const engine::Message> messages, const SamplerSettings& sampling, int maxTokens,
                              const std::function<bool(std::string_view)>& onText, const std::atomic<bool>* stop = nullptr);
     const EndpointOptions& options() const { return m_options; }

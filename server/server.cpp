@@ -546,6 +546,8 @@ Result<int> Server::bind()
 
 void Server::run() { m->http.listen_after_bind(); }
 
+bool Server::running() const { return m->http.is_running(); }
+
 void Server::stop()
 {
     m->stopping.store(true);

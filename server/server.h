@@ -62,8 +62,11 @@ public:
     // Binds the address: the port bound. InvalidArgument for a non-loopback address without an
     // API key or bad options; Io when the address cannot be bound.
     Result<int> bind();
-    // Serves until stop() (from another thread or a signal handler's thread).
+    // Serves until stop() (from another thread or a signal handler's thread). A stop() that comes
+    // before run() has begun listening is not seen: a caller that runs it on a thread of its own
+    // waits for running() first.
     void run();
+    bool running() const;
     // Stops listening and ends every reply in progress at its next token.
     void stop();
     // The /metrics text.

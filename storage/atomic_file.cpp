@@ -19,7 +19,7 @@ std::string parentDir(const std::string& path)
 }
 }  // namespace
 
-Result<AtomicFile> AtomicFile::create(const std::string& path)
+Result<AtomicFile> AtomicFile::create(const std::string& path, unsigned mode)
 {
     std::string tmpl = path + ".partial-XXXXXX";
     const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
@@ -28,7 +28,7 @@ Result<AtomicFile> AtomicFile::create(const std::string& path)
         return makeError(e == ENOSPC ? ErrorCode::DiskFull : ErrorCode::Io,
                          path + ": cannot create: " + std::strerror(e));
     }
-    ::fchmod(fd, 0644);
+    ::fchmod(fd, mode_t(mode));
     return AtomicFile(path, tmpl, fd);
 }
 

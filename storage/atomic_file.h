@@ -14,7 +14,8 @@ namespace spillway::storage {
 
 class AtomicFile {
 public:
-    static Result<AtomicFile> create(const std::string& path);
+    // mode: the finished file's permissions (0600: readable by the user alone, from the first byte).
+    static Result<AtomicFile> create(const std::string& path, unsigned mode = 0644);
     AtomicFile(AtomicFile&& other) noexcept;
     AtomicFile& operator=(AtomicFile&&) = delete;
     AtomicFile(const AtomicFile&) = delete;

@@ -77,8 +77,37 @@ void BottleneckView::setComputeOnHost(bool host)
     emit traceChanged();
 }
 
+void BottleneckView::setRemote(const QString& where)
+{
+    if (where == m_remote) return;
+    m_remote = where;
+    m_remoteReply.clear();
+    clear();  // the local spans were another model's
+    updateHeadline();
+    update();
+    emit traceChanged();
+}
+
+void BottleneckView::setRemoteReply(double timeToFirstTokenMs, double tokensPerSecond, int tokens)
+{
+    if (m_remote.isEmpty()) return;
+    m_remoteReply = tr("Last reply over the network: time to first token %1 ms, %2 tokens/s (%n token(s))", nullptr, tokens)
+                        .arg(timeToFirstTokenMs, 0, 'f', 0)
+                        .arg(readable(tokensPerSecond));
+    updateHeadline();
+    update();
+    emit traceChanged();
+}
+
 void BottleneckView::updateHeadline()
 {
+    if (!m_remote.isEmpty()) {
+        m_headline = tr("Compute is remote: %1 runs the model; its transfers and compute are on that machine").arg(m_remote);
+        m_breakdown.clear();
+        const QString detail = detailLine();
+        setAccessibleDescription(m_headline + QStringLiteral(". ") + detail);
+        return;
+    }
     m_headline = headlineFor(m_stats.total, m_computeOnHost);
     m_breakdown = m_stats.total.tokens > 0 ? QString::fromStdString(m_stats.total.text()) : QString();
     // What a screen reader says of the painted timeline: its headline and breakdown in words.
@@ -88,6 +117,7 @@ void BottleneckView::updateHeadline()
 
 QString BottleneckView::detailLine() const
 {
+    if (!m_remote.isEmpty()) return m_remoteReply.isEmpty() ? tr("No reply from it yet") : m_remoteReply;
     QString detail = m_breakdown;
     const trace::Summary& total = m_stats.total;
     if (total.tokens > 0) {

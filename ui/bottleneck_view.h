@@ -79,6 +79,12 @@ public:
     // work beside a GPU (split rows, cold neurons), "CPU beside GPU".
     void setComputeOnHost(bool host);
     bool computeOnHost() const { return m_computeOnHost; }
+    // The model answering runs on a remote endpoint (`where`: its host; "" : local again): the
+    // local timeline is cleared and the header says so, with the last reply's figures over the
+    // network (setRemoteReply).
+    void setRemote(const QString& where);
+    QString remote() const { return m_remote; }
+    void setRemoteReply(double timeToFirstTokenMs, double tokensPerSecond, int tokens);
     QString laneLabel(trace::Lane lane) const;
     // The header's second line: the breakdown, the tokens shown, ms/token in the engine's spans
     // and overall (what the status line's tokens/s counts), lost spans.
@@ -165,6 +171,8 @@ private:
     uint32_t m_newestToken = 0;
     int m_maxTokens = 64;
     bool m_computeOnHost = false;
+    QString m_remote;       // the remote endpoint's host, or ""
+    QString m_remoteReply;  // the last remote reply's figures
     bool m_live = false;
 
     std::array<LaneView, trace::kLaneCount> m_lanes;

@@ -290,7 +290,13 @@ void BottleneckView::paintEvent(QPaintEvent*)
         }
     }
 
-    if (m_spans.empty()) {
+    if (!m_remote.isEmpty()) {
+        p.setPen(pal.color(QPalette::PlaceholderText));
+        p.drawText(plot, Qt::AlignCenter | Qt::TextWordWrap,
+                   tr("The model runs on %1: nothing moves or computes on this machine.\nThe header shows each "
+                      "reply's time to first token and tokens/s over the network.")
+                       .arg(m_remote));
+    } else if (m_spans.empty()) {
         p.setPen(pal.color(QPalette::PlaceholderText));
         p.drawText(plot, Qt::AlignCenter, m_live ? tr("Waiting for spans from the engine …")
                                                  : tr("No trace loaded"));

@@ -53,6 +53,8 @@
 #include "welcome_page.h"
 #include "worker_threads.h"
 #include "readable.h"
+#include "remote_endpoint.h"
+#include "server_control.h"
 
 namespace spillway::ui {
 
@@ -60,6 +62,7 @@ namespace {
 constexpr const char* kWindowKey = "ui.window";        // geometry and dock layout
 constexpr const char* kLastModelKey = "ui.lastModel";  // the model that answered last
 constexpr const char* kTuningKey = "ui.tuning";        // the Tuning view's choices
+constexpr const char* kServerKey = "ui.server";        // the server toggle's port, slots and state
 }  // namespace
 
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent,
@@ -68,10 +71,13 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
 {
     const bool withData = !dataFolder.isEmpty();
     m_recorder = std::make_unique<trace::Recorder>(size_t{1} << 16);
+    // Remote endpoints' API keys: kept on disk only when the user agrees, readable by the user alone.
+    m_keys = std::make_unique<EndpointKeys>(withData ? QDir(dataFolder).filePath(QStringLiteral("endpoint-keys.json"))
+                                                     : QString());
     m_workers = new WorkerThreads(withData, m_recorder.get(), qEnvironmentVariable("SPILLWAY_BACKEND", QStringLiteral("auto")),
-                                  this);
+                                  this, m_keys.get());
     m_chat = new ChatController(m_workers->generation(), m_workers->store(), this);
-    if (withData) m_models = new LibraryController(m_workers, dataFolder, modelPath, this);
+    if (withData) m_models = new LibraryController(m_workers, dataFolder, modelPath, this, m_keys.get());
     buildWidgets(withData);
     buildMenus(withData);
     connectChat();
@@ -82,6 +88,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         m_models->checkWelcome();
         emit storeReadSetting(QString::fromLatin1(kWindowKey));
         emit storeReadSetting(QString::fromLatin1(kTuningKey));
+        emit storeReadSetting(QString::fromLatin1(kServerKey));
     }
     if (withData && modelPath.isEmpty()) {  // the model used last, once the store says which
         m_awaitingLastModel = true;
@@ -115,6 +122,8 @@ void ChatWindow::onSetting(const QString& key, const QString& valueJson)
         m_tuning->restoreState(doc.object());
     } else if (key == QLatin1String(kTuningKey)) {
         m_tuningRestored = true;  // nothing stored yet: the defaults stand
+    } else if (key == QLatin1String(kServerKey) && doc.isObject()) {
+        m_server->restoreState(doc.object());
     }
 }
 
@@ -410,6 +419,22 @@ void ChatWindow::buildMenus(bool withData)
         });
         search->setShortcut(QKeySequence::Find);
     }
+    // Server: the loaded model over the OpenAI API, for other programs on this computer.
+    m_server = new ServerControl(m_workers->generation(), this);
+    QMenu* server = menuBar()->addMenu(tr("&Server"));
+    server->setObjectName("serverMenu");
+    server->addAction(m_server->toggle());
+    server->addAction(m_server->settingsAction());
+    statusBar()->addPermanentWidget(m_server->statusLabel());
+    connect(m_server, &ServerControl::stopped, this, [this](const QString& why) {
+        if (!why.isEmpty()) showNotice(tr("The server stopped: %1").arg(why));
+    });
+    if (withData)
+        connect(m_server, &ServerControl::changed, this, [this] {
+            emit storeWriteSetting(QString::fromLatin1(kServerKey),
+                                   QString::fromUtf8(QJsonDocument(m_server->state()).toJson(QJsonDocument::Compact)));
+        });
+
     QAction* prompt = view->addAction(tr("&Prompt"), this, [this] { m_prompt->setFocus(); });
     prompt->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
     // Escape cancels an edit of a prompt, else stops a reply being written.
@@ -544,7 +569,8 @@ void ChatWindow::connectChat()
     }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::notice, this, &ChatWindow::showNotice, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::contextUsed, this, [this](int tokens, int context) {
-        m_contextMeter->setText(tr("Context %1 / %2").arg(QLocale().toString(tokens), QLocale().toString(context)));
+        m_contextMeter->setText(context > 0 ? tr("Context %1 / %2").arg(QLocale().toString(tokens), QLocale().toString(context))
+                                            : tr("Context %1 tokens").arg(QLocale().toString(tokens)));  // a remote model's
     }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::deviceChanged, this,
             [this](const QString& backend, const QString& description, const QString& why) {
@@ -557,6 +583,10 @@ void ChatWindow::connectChat()
                     if (!m_chat->isGenerating()) m_status->setText(description);
                 }
                 m_bottleneck->setComputeOnHost(backend == QLatin1String("cpu"));
+                // A remote model: the local timeline has nothing to show; the header says where it runs.
+                const auto remote = parseEndpointPath(m_chat->loadingPath());
+                m_bottleneck->setRemote(backend == QLatin1String("remote") && remote ? endpointHost(remote->url) : QString());
+                if (backend == QLatin1String("remote")) m_bottleneck->clearPrediction();
                 emit deviceChanged(backend);
                 if (!m_models) return;
                 m_models->setActiveBackend(backend);
@@ -645,7 +675,10 @@ void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
     if (!m_error->property("notice").toBool()) m_error->hide();  // an earlier failure is over
     m_transcript->setContinuation(!chatTemplate);
     showPickedModel();
-    if (m_models && !m_chat->modelPath().isEmpty()) {
+    const bool remote = m_activeBackend == QLatin1String("remote");
+    m_server->modelLoaded(!remote);
+    m_transcript->setCanContinue(!remote);
+    if (m_models && !m_chat->modelPath().isEmpty() && !remote) {
         // The Tuning view plans for the model that answers; the next start begins with it.
         m_models->setModelPath(m_chat->modelPath());
         m_tuning->setVariants(m_models->catalog()->models(), m_chat->modelPath());
@@ -700,6 +733,7 @@ void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstToken
                           .arg(readable(timeToFirstTokenMs)) +
                       ending + m_neuronCacheText);
     m_neuronCacheText.clear();
+    m_bottleneck->setRemoteReply(timeToFirstTokenMs, tokensPerSecond, tokens);  // when the model is remote
     m_prompt->setFocus();
     emit replyFinished();
 }
@@ -720,6 +754,11 @@ void ChatWindow::connectLibraryAndTuning()
         showError(message.contains(path) ? message : path + ": " + message);
     });
     connect(panel, &LibraryPanel::addRequested, models, &LibraryController::addModel);
+    connect(panel, &LibraryPanel::addEndpointRequested, models, &LibraryController::addEndpoint);
+    connect(models, &LibraryController::endpointAdded, this, [this](const QString& url, int count, const QString& keyNote) {
+        m_library->showResult(tr("Added %n model(s) of %1: choose one and Chat with this model", nullptr, count).arg(url));
+        if (!keyNote.isEmpty()) showError(tr("the API key could not be kept on disk (%1); it is used until Spillway quits").arg(keyNote));
+    });
     connect(models, &LibraryController::checkpointNeedsDetails, this, &ChatWindow::askCheckpointDetails);
     connect(panel, &LibraryPanel::removeRequested, models, &LibraryController::removeModel);
     connect(panel, &LibraryPanel::chatRequested, this, [this](qint64 id) {

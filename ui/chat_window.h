@@ -38,7 +38,9 @@ class ChatController;
 class GenerationPanel;
 class LibraryController;
 class LibraryPanel;
+class EndpointKeys;
 class PromptEdit;
+class ServerControl;
 class TranscriptView;
 class TuningPanel;
 class WelcomePage;
@@ -55,6 +57,7 @@ public:
     ~ChatWindow() override;
 
     ChatController* controller() const { return m_chat; }
+    ServerControl* server() const { return m_server; }
     // The Models and Tuning views' state (null without a data folder).
     LibraryController* library() const { return m_models; }
     WorkerThreads* workers() const { return m_workers; }
@@ -137,6 +140,8 @@ private:
     void showPickedModel();
 
     std::unique_ptr<trace::Recorder> m_recorder;  // filled by the inference thread; outlives it
+    std::unique_ptr<EndpointKeys> m_keys;          // remote endpoints' API keys; outlives the threads
+    ServerControl* m_server = nullptr;            // the Server menu's toggle and the status bar's address
     WorkerThreads* m_workers = nullptr;
     ChatController* m_chat = nullptr;
     LibraryController* m_models = nullptr;  // null without a data folder

@@ -10,7 +10,9 @@
 #include "core/model/llama_model.h"
 #include "core/plan/planner.h"
 #include "core/runtime/llama_session.h"
+#include "server/openai_client.h"
 #include "readable.h"
+#include "remote_endpoint.h"
 
 namespace spillway::ui {
 
@@ -41,6 +43,25 @@ QString describe(const LlamaModel& model, const gpu::Device& device)
 
 }  // namespace
 
+void TextBatcher::add(std::string_view text)
+{
+    m_pending.append(text);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - m_last < kBatchInterval) return;
+    const size_t whole = completeUtf8Prefix(m_pending);
+    if (whole == 0) return;
+    m_send(QString::fromUtf8(m_pending.data(), qsizetype(whole)));
+    m_pending.erase(0, whole);
+    m_last = now;
+}
+
+void TextBatcher::flush()
+{
+    if (m_pending.empty()) return;
+    m_send(QString::fromUtf8(m_pending.data(), qsizetype(m_pending.size())));
+    m_pending.clear();
+}
+
 size_t completeUtf8Prefix(const std::string& bytes)
 {
     // Look back at most 3 bytes for the lead byte of the last character.
@@ -54,10 +75,6 @@ size_t completeUtf8Prefix(const std::string& bytes)
     }
     return n;  // only continuation bytes: invalid, let Qt replace them
 }
-
-GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) {}
-
-GenerationWorker::~GenerationWorker() = default;
 
 void GenerationWorker::setDevice(std::unique_ptr<gpu::Device> device) { m_injected = std::move(device); }
 
@@ -88,6 +105,8 @@ void GenerationWorker::onNotice(const engine::Notice& n)
 
 void GenerationWorker::loadModel(const QString& path)
 {
+    if (parseEndpointPath(path)) return loadEndpoint(path);
+    const ServerPause pause(this);  // the server starts again on the model that answers after
     // A file that cannot be read leaves the model loaded so far as it is.
     auto model = LlamaModel::load(path.toStdString());
     if (!model) {
@@ -116,6 +135,7 @@ void GenerationWorker::loadModel(const QString& path)
         m_engine = std::move(*opened);
         m_conversation = m_engine->conversation();
         if (Status s = m_conversation->open(); s) {
+            m_remote.reset();  // a remote model answered until now
             if (fresh || previous)
                 emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), loadedDescription(),
                                    QString::fromStdString(m_engine->deviceChoice()));
@@ -154,41 +174,35 @@ void GenerationWorker::generate(const QVector<MessageItem>& conversation, int ma
 void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, const GenerationSettings& settings,
                                     bool continueLast)
 {
-    if (!m_engine) {
+    if (!m_engine && !m_remote) {
         emit failed(tr("no model is loaded"));
         return;
     }
-    if (!m_conversation) m_conversation = m_engine->conversation();
     std::vector<engine::Message> messages;
     messages.reserve(size_t(conversation.size()) + 1);
     if (!settings.systemPrompt.trimmed().isEmpty()) messages.push_back({"system", settings.systemPrompt.toStdString()});
     for (const MessageItem& m : conversation) messages.push_back({m.role.toStdString(), m.content.toStdString()});
+    if (m_remote) return generateRemote(messages, settings, continueLast);
+    if (!m_conversation) m_conversation = m_engine->conversation();
 
-    using Clock = std::chrono::steady_clock;
-    std::string pending;  // bytes not yet sent to the GUI
-    auto lastEmit = Clock::now();
+    TextBatcher text([this](const QString& t) { emit tokens(t); });
     engine::ReplyOptions options;
     options.maxNewTokens = settings.maxTokens;
     options.continueLast = continueLast;
     options.sampling = settings.sampler(std::random_device{}());
     options.stop = &m_stop;
     options.onPrompt = [this](const std::string& prompt) { emit promptPrepared(QString::fromStdString(prompt)); };
-    options.onToken = [&](std::string_view text, int32_t) {
-        pending.append(text);
-        const auto now = Clock::now();
-        if (now - lastEmit >= kBatchInterval) {
-            const size_t whole = completeUtf8Prefix(pending);
-            if (whole > 0) {
-                emit tokens(QString::fromUtf8(pending.data(), qsizetype(whole)));
-                pending.erase(0, whole);
-                lastEmit = now;
-            }
-        }
+    options.onToken = [&](std::string_view piece, int32_t) {
+        text.add(piece);
+        m_turns.yield();  // a server beside the chat gets its turn between tokens
         return true;
     };
-    auto stats = m_conversation->reply(messages, options);
-    if (!pending.empty())  // a cut-off character at the very end shows as U+FFFD
-        emit tokens(QString::fromUtf8(pending.data(), qsizetype(pending.size())));
+    Result<engine::ReplyStats> stats = Error{ErrorCode::Internal, "not run"};
+    {
+        engine::Turns::Held turn(m_turns);
+        stats = m_conversation->reply(messages, options);
+    }
+    text.flush();
     if (!stats) {
         emit failed(QString::fromStdString(stats.error().message));
         return;
@@ -218,7 +232,9 @@ QString GenerationWorker::loadedDescription() const
 
 void GenerationWorker::applyPlan(const TuningPrediction& prediction)
 {
+    if (m_remote) return emit failed(tr("the model answering runs on a remote endpoint: plans are for local models"));
     if (!m_engine || !prediction.plan) return emit failed(tr("no model or plan to apply"));
+    const ServerPause pause(this);
     std::shared_ptr<const LlamaModel> model = m_engine->sharedModel();
     const QString variant = prediction.settings.modelPath;
     const bool otherVariant = !variant.isEmpty() && variant.toStdString() != model->path();

@@ -8,6 +8,8 @@
 #include <QString>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <string_view>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,15 +18,19 @@
 #include "chat_store.h"
 #include "generation_settings.h"
 #include "core/engine/engine.h"
+#include "core/engine/turns.h"
 #include "tuning_worker.h"
 
 namespace spillway {
 namespace engine { class Conversation; }
+namespace server { class OpenAiClient; }
 namespace gpu { class Device; }
 namespace trace { class Recorder; }
 }
 
 namespace spillway::ui {
+
+class EndpointKeys;
 
 class GenerationWorker : public QObject {
     Q_OBJECT
@@ -51,9 +57,23 @@ public:
     // had (tests hand in one that fails on cue). Call before the first loadModel, before the
     // worker moves to its thread.
     void setDevice(std::unique_ptr<gpu::Device> device);
+    // The API keys of remote endpoints (remote_endpoint.h; not owned, must outlive the worker).
+    // Set before the worker moves to its thread.
+    void setEndpointKeys(const EndpointKeys* keys) { m_keys = keys; }
 
 public slots:
+    // A model file or package; or a remote endpoint's model ("URL#model", remote_endpoint.h): its
+    // endpoint is asked for its models first, and from then on replies come from it (the local
+    // model is unloaded; plans do not apply to it).
     void loadModel(const QString& path);
+    // Serves the local model that answers over the OpenAI API (server/server.h) on host:port,
+    // beside the chat: the two take turns at the engine. The server follows the model: stopped
+    // while another loads and started again on it (on the same port). Answered by serverStarted,
+    // or serverStopped with the reason (no local model, the port taken, a remote model chosen).
+    // parallel: the server's conversation slots; apiKey: required of clients ("" = none; needed
+    // for an address other than loopback).
+    void startServer(const QString& host, int port, int parallel, const QString& apiKey);
+    void stopServer();
     // Replies to the conversation (its last message is the user's prompt). A base model
     // continues the last prompt.
     // maxTokens 0: until the model ends its turn or the context is full.
@@ -100,8 +120,31 @@ signals:
     // What the user should know that did not stop the reply: the reply moved to the CPU, or the
     // weights had to stream from RAM because they did not fit the device.
     void notice(const QString& message);
+    // The server listens at `url` (its API base, "http://127.0.0.1:8080/v1") for `model`.
+    void serverStarted(const QString& url, const QString& model);
+    // It stopped: why ("" when asked to).
+    void serverStopped(const QString& why);
 
 private:
+    struct Served;
+    struct ServeSettings {
+        QString host, apiKey;
+        int port = 0, parallel = 1;
+    };
+    // Remote models (generation_worker_remote.cpp).
+    void loadEndpoint(const QString& path);
+    void generateRemote(const std::vector<engine::Message>& messages, const GenerationSettings& settings,
+                        bool continueLast);
+    // The server around a model change: suspended before, resumed after on the model then loaded.
+    void suspendServer();
+    void resumeServer();
+    struct ServerPause {
+        GenerationWorker* w;
+        explicit ServerPause(GenerationWorker* worker) : w(worker) { w->suspendServer(); }
+        ~ServerPause() { w->resumeServer(); }
+        ServerPause(const ServerPause&) = delete;
+        ServerPause& operator=(const ServerPause&) = delete;
+    };
     QString loadedDescription() const;
     // Engine notices as signals (a lost device also changes the device).
     void onNotice(const engine::Notice& notice);
@@ -110,6 +153,12 @@ private:
     std::unique_ptr<gpu::Device> m_injected;  // setDevice's, until the first load
     std::unique_ptr<engine::Engine> m_engine;
     std::unique_ptr<engine::Conversation> m_conversation;  // on m_engine: declared after it
+    engine::Turns m_turns;                   // the chat's and the server's turns at m_engine
+    std::unique_ptr<Served> m_served;        // the server on m_engine: declared after it
+    std::optional<ServeSettings> m_serve;    // the server asked for (kept while suspended)
+    std::unique_ptr<server::OpenAiClient> m_remote;  // a remote model answers (m_engine is null)
+    QString m_remoteDescription;
+    const EndpointKeys* m_keys = nullptr;
     QString m_backend = QStringLiteral("auto");
     std::atomic<bool> m_stop{false};
     std::atomic<bool> m_cancelLoad{false};
@@ -119,5 +168,20 @@ private:
 
 // Length of the longest prefix of `bytes` that ends on a UTF-8 character boundary.
 size_t completeUtf8Prefix(const std::string& bytes);
+
+// A reply's text on its way to the GUI: pieces are gathered and sent about every 16 ms (one frame
+// at 60 Hz) in whole UTF-8 characters; flush() sends the rest (a character cut off at the very
+// end shows as U+FFFD).
+class TextBatcher {
+public:
+    explicit TextBatcher(std::function<void(const QString&)> send) : m_send(std::move(send)) {}
+    void add(std::string_view text);
+    void flush();
+
+private:
+    std::function<void(const QString&)> m_send;
+    std::string m_pending;  // bytes not yet sent
+    std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
+};
 
 }  // namespace spillway::ui

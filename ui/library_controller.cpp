@@ -9,6 +9,7 @@
 #include "model_worker.h"
 #include "worker_threads.h"
 #include "readable.h"
+#include "remote_endpoint.h"
 
 namespace spillway::ui {
 
@@ -17,8 +18,8 @@ constexpr const char* kWelcomeDoneKey = "ui.welcomeDone";  // a setting: the fir
 }  // namespace
 
 LibraryController::LibraryController(WorkerThreads* workers, const QString& dataFolder, const QString& modelPath,
-                                     QObject* parent)
-    : QObject(parent), m_workers(workers), m_catalog(new ModelCatalogModel(this)), m_dataFolder(dataFolder),
+                                     QObject* parent, EndpointKeys* keys)
+    : QObject(parent), m_workers(workers), m_keys(keys), m_catalog(new ModelCatalogModel(this)), m_dataFolder(dataFolder),
       m_modelPath(modelPath)
 {
     ChatStore* store = workers->store();
@@ -36,7 +37,13 @@ LibraryController::LibraryController(WorkerThreads* workers, const QString& data
     connect(this, &LibraryController::compressRequested, models, &ModelWorker::compress, Qt::QueuedConnection);
     connect(models, &ModelWorker::inspected, this, [this](const ModelItem& m) { emit storeAddModel(m); },
             Qt::QueuedConnection);
-    connect(models, &ModelWorker::rejected, this, &LibraryController::modelRejected, Qt::QueuedConnection);
+    connect(models, &ModelWorker::rejected, this, [this](const QString& path, const QString& message) {
+        m_pendingKeys.remove(path);
+        emit modelRejected(path, message);
+    }, Qt::QueuedConnection);
+    connect(this, &LibraryController::inspectEndpointRequested, models, &ModelWorker::inspectEndpoint,
+            Qt::QueuedConnection);
+    connect(models, &ModelWorker::endpointListed, this, &LibraryController::onEndpointListed, Qt::QueuedConnection);
     connect(models, &ModelWorker::compressProgress, this, &LibraryController::compressionProgress, Qt::QueuedConnection);
     connect(models, &ModelWorker::compressed, this,
             [this](qint64, const ModelItem& package, const QString& summary) { onCompressed(package, summary); },
@@ -110,10 +117,37 @@ void LibraryController::addCheckpoint(const QString& checkpoint, const QString& 
     emit inspectRequested(out);
 }
 
+void LibraryController::addEndpoint(const QString& typed, const QString& apiKey, bool remember)
+{
+    const QString url = normalizeEndpointUrl(typed);
+    if (url.isEmpty())
+        return emit modelRejected(typed, tr("'%1' is not the address of an OpenAI-compatible API (http://host:port/v1)")
+                                             .arg(typed.trimmed()));
+    m_pendingKeys.insert(url, {apiKey.trimmed(), remember});
+    emit inspectEndpointRequested(url, apiKey.trimmed());
+}
+
+void LibraryController::onEndpointListed(const QString& url, const QStringList& models)
+{
+    // The key worked: held from now on (on disk only with the user's consent).
+    const PendingKey pending = m_pendingKeys.take(url);
+    QString keyNote;
+    if (m_keys && (!pending.key.isEmpty() || m_keys->remembered(url)))
+        keyNote = m_keys->set(url, pending.key, pending.remember);
+    for (const QString& id : models) {
+        ModelItem item;
+        item.path = endpointPath(url, id);
+        item.format = QStringLiteral("endpoint");
+        item.architecture = QStringLiteral("remote");
+        emit storeAddModel(item);
+    }
+    emit endpointAdded(url, int(models.size()), keyNote);
+}
+
 bool LibraryController::compressModel(qint64 id, const QString& preset)
 {
     const ModelItem* source = m_catalog->model(id);
-    if (m_compressing || !source) return false;
+    if (m_compressing || !source || source->format == QLatin1String("endpoint")) return false;
     // dataFolder/models/<name>-<preset>, numbered when taken.
     const QString stem = QFileInfo(source->path).completeBaseName();
     const QDir folder(modelsFolder());
@@ -187,7 +221,7 @@ void LibraryController::predictModels(const QVector<ModelItem>& models)
     if (!m_tuningReady) return;  // the tuning worker's ready asks for the whole catalog
     QStringList paths;
     for (const ModelItem& m : models)
-        if (!m_predictionAsked.contains(m.path)) {
+        if (m.format != QLatin1String("endpoint") && !m_predictionAsked.contains(m.path)) {  // remote: nothing to plan
             m_predictionAsked.insert(m.path);
             paths << m.path;
         }

@@ -16,6 +16,7 @@
 
 namespace spillway::ui {
 
+class EndpointKeys;
 class ModelCatalogModel;
 class WorkerThreads;
 
@@ -24,8 +25,9 @@ class LibraryController : public QObject {
 public:
     // dataFolder: where packages go (dataFolder/models); modelPath: the model the chat loads.
     // Needs workers with a data folder (store, models and tuning threads).
+    // keys: where endpoints' API keys go (not owned; outlives this object; may be null).
     LibraryController(WorkerThreads* workers, const QString& dataFolder, const QString& modelPath,
-                      QObject* parent = nullptr);
+                      QObject* parent = nullptr, EndpointKeys* keys = nullptr);
 
     ModelCatalogModel* catalog() const { return m_catalog; }
     bool isCompressing() const { return m_compressing; }
@@ -49,6 +51,11 @@ public slots:
     // Catalogs a llama2.c checkpoint with the architecture and tokenizer the user named: a
     // descriptor (core/formats/llama2c.h) in the models folder stands for it from then on.
     void addCheckpoint(const QString& checkpoint, const QString& architecture, const QString& tokenizer);
+    // Adds the models of an OpenAI-compatible endpoint (`typed`: its address as the user wrote
+    // it, remote_endpoint.h's normalizeEndpointUrl) to the library, once it answered with them
+    // (endpointAdded, or modelRejected). apiKey: "" = none; remember: the key is kept in the
+    // data folder's key file (0600) once it worked, else for this session only.
+    void addEndpoint(const QString& typed, const QString& apiKey, bool remember);
     // Compresses the catalog model `id` with a preset ("fast", "balanced", "smallest",
     // "sparse") into dataFolder/models/<name>-<preset> (numbered when taken); cancel stops it.
     bool compressModel(qint64 id, const QString& preset);
@@ -68,6 +75,9 @@ public slots:
 signals:
     void modelsListed(const QVector<spillway::ui::ModelItem>& models);
     void modelRejected(const QString& path, const QString& message);
+    // An endpoint's models are in the library (`url`: its normalized address); keyNote: why its
+    // key could not be kept on disk ("" when it was, or was not to be).
+    void endpointAdded(const QString& url, int models, const QString& keyNote);
     // A llama2.c checkpoint to add: which architecture, which tokenizer (`found`: the one beside
     // it, or "")? Answered by addCheckpoint().
     void checkpointNeedsDetails(const QString& checkpoint, const QString& found);
@@ -84,6 +94,7 @@ signals:
     void welcomeNeeded();
     // Requests to the workers and the store (queued).
     void inspectRequested(const QString& path);
+    void inspectEndpointRequested(const QString& url, const QString& apiKey);
     void compressRequested(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset);
     void storeAddModel(const spillway::ui::ModelItem& model);
     void storeRemoveModel(qint64 id);
@@ -96,6 +107,7 @@ signals:
 
 private:
     void onModelsListed(const QVector<spillway::ui::ModelItem>& models);
+    void onEndpointListed(const QString& url, const QStringList& models);
     void onCompressed(const spillway::ui::ModelItem& package, const QString& summary);
     void onModelPredicted(const QString& path, double tokensPerSecond, const QString& text);
     // Asks the planner about the catalog models it has not been asked about (their cards).
@@ -103,6 +115,12 @@ private:
     QString backendForPlans() const;
 
     WorkerThreads* m_workers;
+    EndpointKeys* m_keys;
+    struct PendingKey {
+        QString key;
+        bool remember = false;
+    };
+    QHash<QString, PendingKey> m_pendingKeys;  // by endpoint URL, until it answers
     ModelCatalogModel* m_catalog;
     QString m_dataFolder;
     QString m_modelPath;

@@ -1,6 +1,11 @@
 #include "library_panel.h"
 
 #include <QAbstractTextDocumentLayout>
+#include <QCheckBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QLineEdit>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -19,6 +24,7 @@
 #include <memory>
 
 #include "palette_colors.h"
+#include "remote_endpoint.h"
 
 namespace spillway::ui {
 
@@ -96,6 +102,10 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     m_add = new QPushButton(tr("Add model…"), this);
     m_add->setObjectName("addModel");
     m_add->setToolTip(tr("Or drop a GGUF file or a package folder anywhere on the window"));
+    m_addEndpoint = new QPushButton(tr("Add endpoint…"), this);
+    m_addEndpoint->setObjectName("addEndpoint");
+    m_addEndpoint->setToolTip(tr("Chat with the models of an OpenAI-compatible server (another Spillway, llama.cpp, "
+                                 "Ollama, vLLM) as with a local file"));
     // The cards in a grid that fills the view (as many columns as fit).
     m_models = new QListView(this);
     m_models->setObjectName("models");
@@ -150,8 +160,8 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
             });
         }
     });
-    auto* presetButton = new QPushButton(tr("Presets"), this);
-    presetButton->setMenu(presets);
+    m_presetButton = new QPushButton(tr("Presets"), this);
+    m_presetButton->setMenu(presets);
     m_cancel = new QPushButton(tr("Cancel"), this);
     m_cancel->setObjectName("cancelCompress");
     m_bar = new QProgressBar(this);
@@ -167,13 +177,14 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     header->addWidget(title);
     header->addSpacing(12);
     header->addWidget(hint, 1);
+    header->addWidget(m_addEndpoint);
     header->addWidget(m_add);
     // What the selected card offers, under the grid.
     auto* actions = new QHBoxLayout;
     actions->addWidget(m_selected, 1);
     actions->addWidget(m_chatWith);
     actions->addWidget(m_compress);
-    actions->addWidget(presetButton);
+    actions->addWidget(m_presetButton);
     actions->addWidget(m_cancel);
     layout->addLayout(header);
     layout->addWidget(m_models, 1);
@@ -186,6 +197,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
                                                           tr("Models (*.gguf manifest.json config.json *.safetensors *.bin);;All files (*)"));
         if (!path.isEmpty()) emit addRequested(path);
     });
+    connect(m_addEndpoint, &QPushButton::clicked, this, &LibraryPanel::askEndpoint);
     connect(m_compress, &QPushButton::clicked, this, [this] {
         if (const qint64 id = selectedModel()) emit compressRequested(id, recommended());
     });
@@ -209,6 +221,55 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
         if (const qint64 id = selectedModel()) emit chatRequested(id);
     });
     setCompressing(false);
+}
+
+void LibraryPanel::askEndpoint()
+{
+    // Not modal to the app (tests and scripts fill it in).
+    auto* dialog = new QDialog(this);
+    dialog->setObjectName("endpointDialog");
+    dialog->setWindowTitle(tr("Add a remote endpoint"));
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->setMinimumWidth(560);
+    auto* layout = new QVBoxLayout(dialog);
+    auto* intro = new QLabel(tr("An OpenAI-compatible server (another Spillway's serve, llama.cpp's server, Ollama, "
+                                "vLLM, a hosted API): the models it lists join the library, and chatting with one "
+                                "runs on that machine."),
+                             dialog);
+    intro->setWordWrap(true);
+    auto* url = new QLineEdit(dialog);
+    url->setObjectName("endpointUrl");
+    url->setPlaceholderText(QStringLiteral("http://127.0.0.1:8080/v1"));
+    url->setAccessibleName(tr("Address"));
+    auto* key = new QLineEdit(dialog);
+    key->setObjectName("endpointKey");
+    key->setEchoMode(QLineEdit::Password);
+    key->setPlaceholderText(tr("none"));
+    key->setAccessibleName(tr("API key"));
+    auto* remember = new QCheckBox(tr("Remember the key on this computer (in a file only you can read)"), dialog);
+    remember->setObjectName("rememberKey");
+    remember->setToolTip(tr("Unchecked, the key is kept only until Spillway quits. It is never written to the "
+                            "history, the logs or an export."));
+    auto* form = new QFormLayout;
+    form->addRow(tr("Address:"), url);
+    form->addRow(tr("API key:"), key);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, dialog);
+    QPushButton* ok = buttons->button(QDialogButtonBox::Ok);
+    ok->setText(tr("Add"));
+    ok->setEnabled(false);
+    layout->addWidget(intro);
+    layout->addLayout(form);
+    layout->addWidget(remember);
+    layout->addWidget(buttons);
+    connect(url, &QLineEdit::textChanged, ok, [ok](const QString& text) { ok->setEnabled(!text.trimmed().isEmpty()); });
+    connect(key, &QLineEdit::textChanged, remember, [remember](const QString& text) { remember->setEnabled(!text.isEmpty()); });
+    remember->setEnabled(false);
+    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
+    connect(buttons, &QDialogButtonBox::accepted, dialog, [this, dialog, url, key, remember] {
+        emit addEndpointRequested(url->text(), key->text(), remember->isEnabled() && remember->isChecked());
+        dialog->accept();
+    });
+    dialog->show();
 }
 
 QString LibraryPanel::recommended() const
@@ -241,7 +302,10 @@ void LibraryPanel::setCompressing(bool compressing)
 {
     m_compressing = compressing;
     const bool any = m_catalog && m_catalog->rowCount() > 0;
-    m_compress->setEnabled(!compressing && any);
+    const QModelIndex selected = m_models->currentIndex();
+    const bool remote = selected.isValid() && parseEndpointPath(selected.data(ModelCatalogModel::PathRole).toString());
+    m_compress->setEnabled(!compressing && any && !remote);  // a remote model's weights are not here
+    m_presetButton->setEnabled(!remote);
     m_chatWith->setEnabled(any);
     m_cancel->setEnabled(compressing);
     const QModelIndex current = m_models->currentIndex();

@@ -33,9 +33,13 @@ public:
     void showResult(const QString& text);
     void showProgressDone();  // the bar full
     void clearProgress();     // the bar empty (a cancelled or failed compression)
+    // The "Add endpoint…" dialog (endpointDialog: endpointUrl, endpointKey, rememberKey).
+    void askEndpoint();
 
 signals:
     void addRequested(const QString& path);
+    // "Add endpoint…": the address typed, its API key ("" = none), whether to keep the key.
+    void addEndpointRequested(const QString& url, const QString& apiKey, bool rememberKey);
     void compressRequested(qint64 id, const QString& preset);
     void chatRequested(qint64 id);    // "Chat with this model" on the selected card
     void removeRequested(qint64 id);  // "Remove from library" (its context menu)
@@ -45,8 +49,10 @@ private:
     ModelCatalogModel* m_catalog = nullptr;
     QListView* m_models = nullptr;
     QPushButton* m_add = nullptr;
+    QPushButton* m_addEndpoint = nullptr;
     QPushButton* m_chatWith = nullptr;
     QPushButton* m_compress = nullptr;
+    QPushButton* m_presetButton = nullptr;
     QPushButton* m_cancel = nullptr;
     QProgressBar* m_bar = nullptr;
     QLabel* m_result = nullptr;

@@ -2,6 +2,7 @@
 
 #include "palette_colors.h"
 #include "readable.h"
+#include "remote_endpoint.h"
 
 #include <QFileInfo>
 #include <QGuiApplication>
@@ -75,6 +76,8 @@ QVariant ModelCatalogModel::data(const QModelIndex& index, int role) const
     }
     case CardHtmlRole: return cardHtml(m);
     case SummaryRole: {
+        if (const auto remote = parseEndpointPath(m.path))
+            return tr("%1 · remote · %2").arg(remote->model, endpointHost(remote->url));
         QString line = QStringLiteral("%1 · %2 · %3").arg(QFileInfo(m.path).fileName(), m.format,
                                                            QLocale().formattedDataSize(m.sizeBytes));
         if (const double speed = m_speeds.value(m.path); speed > 0)
@@ -135,6 +138,11 @@ QVariant ModelPickerModel::data(const QModelIndex& index, int role) const
 
 QString ModelCatalogModel::cardHtml(const ModelItem& m) const
 {
+    if (const auto remote = parseEndpointPath(m.path))
+        return tr("<b>%1</b><br>Remote model · OpenAI-compatible endpoint<br>%2<br><i>Computed on %3: nothing "
+                  "is loaded or planned here; the visualizer shows the time to first token and tokens/s over "
+                  "the network</i>")
+            .arg(remote->model.toHtmlEscaped(), remote->url.toHtmlEscaped(), endpointHost(remote->url).toHtmlEscaped());
     const QLocale locale;
     QString html = QStringLiteral("<b>%1</b><br>%2 · %3 · %4 M parameters · %5")
                        .arg(QFileInfo(m.path).fileName().toHtmlEscaped(), m.format.toHtmlEscaped(),

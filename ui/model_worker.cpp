@@ -9,6 +9,7 @@
 #include "core/formats/llama2c.h"
 #include "core/model/llama_model.h"
 #include "gpu/host.h"
+#include "server/openai_client.h"
 
 namespace spillway::ui {
 
@@ -48,6 +49,22 @@ void ModelWorker::inspect(const QString& path)
     auto model = LlamaModel::load(path.toStdString());
     if (!model) return emit rejected(path, QString::fromStdString(model.error().message));
     emit inspected(describe(**model));
+}
+
+void ModelWorker::inspectEndpoint(const QString& url, const QString& apiKey)
+{
+    server::EndpointOptions o;
+    o.url = url.toStdString();
+    o.apiKey = apiKey.toStdString();
+    o.timeoutSeconds = 30;
+    auto client = server::OpenAiClient::open(o);
+    if (!client) return emit rejected(url, QString::fromStdString(client.error().message));
+    auto ids = (*client)->models();
+    if (!ids) return emit rejected(url, QString::fromStdString(ids.error().message));
+    if (ids->empty()) return emit rejected(url, tr("%1 answers but lists no model").arg(url));
+    QStringList models;
+    for (const std::string& id : *ids) models << QString::fromStdString(id);
+    emit endpointListed(url, models);
 }
 
 void ModelWorker::compress(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset)

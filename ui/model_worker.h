@@ -6,6 +6,7 @@
 #include <QMetaType>
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <atomic>
 
 namespace spillway::ui {
@@ -36,10 +37,14 @@ public slots:
     // Writes a package of `sourcePath` to `outDir` with the named preset ("fast", "balanced", "sparse",
     // "smallest"); nothing is left at outDir on failure or cancel.
     void compress(qint64 sourceId, const QString& sourcePath, const QString& outDir, const QString& preset);
+    // Asks an OpenAI-compatible endpoint (`url`, its API base) for its models, with the API key
+    // given ("" = none): answered by endpointListed, or rejected with the reason.
+    void inspectEndpoint(const QString& url, const QString& apiKey);
 
 signals:
     void inspected(const spillway::ui::ModelItem& model);
     void rejected(const QString& path, const QString& message);
+    void endpointListed(const QString& url, const QStringList& models);
     void compressProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal,
                           double etaSeconds);
     void compressed(qint64 sourceId, const spillway::ui::ModelItem& package, const QString& summary);

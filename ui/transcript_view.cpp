@@ -89,6 +89,13 @@ void TranscriptView::beginReply(int index)
     m_streamStart = end.position();
 }
 
+void TranscriptView::setCanContinue(bool can)
+{
+    if (can == m_canContinue) return;
+    m_canContinue = can;
+    render();
+}
+
 void TranscriptView::continueReply(int index)
 {
     if (index < 0 || index >= m_messages.size()) return;
@@ -183,7 +190,7 @@ void TranscriptView::renderMessage(int index)
         actions << actionLink(QStringLiteral("copy"), index, tr("Copy"), muted);
         if (last) {
             actions << actionLink(QStringLiteral("regenerate"), index, tr("Regenerate"), muted);
-            actions << actionLink(QStringLiteral("continue"), index, tr("Continue"), muted);
+            if (m_canContinue) actions << actionLink(QStringLiteral("continue"), index, tr("Continue"), muted);
         }
     }
     if (m.versionCount > 1) {

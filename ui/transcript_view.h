@@ -21,6 +21,8 @@ public:
     // models (with a chat template) answer it: only the reply is shown.
     void setContinuation(bool continuation);
     bool continuation() const { return m_continuation; }
+    // Whether the last reply offers Continue (a remote model cannot go on with a reply).
+    void setCanContinue(bool can);
 
     void setMessages(const QVector<MessageItem>& messages);
     const QVector<MessageItem>& messages() const { return m_messages; }
@@ -54,6 +56,7 @@ private:
 
     QVector<MessageItem> m_messages;
     bool m_continuation = true;
+    bool m_canContinue = true;
     int m_streaming = -1;    // index of the reply being streamed, or -1
     int m_streamStart = -1;  // its first character in the document
 };

@@ -9,10 +9,12 @@
 
 namespace spillway::ui {
 
-WorkerThreads::WorkerThreads(bool withData, trace::Recorder* recorder, const QString& backend, QObject* parent)
+WorkerThreads::WorkerThreads(bool withData, trace::Recorder* recorder, const QString& backend, QObject* parent,
+                             const EndpointKeys* keys)
     : QObject(parent)
 {
     m_generation = new GenerationWorker;
+    m_generation->setEndpointKeys(keys);
     m_generation->setRecorder(recorder);
     m_generation->setBackend(backend);
     m_generationThread = start(m_generation, "inference");

@@ -20,6 +20,7 @@ class Recorder;
 namespace spillway::ui {
 
 class ChatStore;
+class EndpointKeys;
 class GenerationWorker;
 class ModelWorker;
 class TuningWorker;
@@ -29,7 +30,9 @@ class WorkerThreads : public QObject {
 public:
     // withData: the storage, models and tuning threads too. recorder: the trace the inference
     // thread fills (may be null); it must outlive this object.
-    WorkerThreads(bool withData, trace::Recorder* recorder, const QString& backend, QObject* parent = nullptr);
+    // keys: remote endpoints' API keys for the inference thread (may be null; must outlive this).
+    WorkerThreads(bool withData, trace::Recorder* recorder, const QString& backend, QObject* parent = nullptr,
+                  const EndpointKeys* keys = nullptr);
     ~WorkerThreads() override;
 
     GenerationWorker* generation() const { return m_generation; }

@@ -26,6 +26,10 @@
 #include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
 #include "ui/translation.h"
+#include "core/engine/engine.h"
+#include "core/model/llama_model.h"
+#include "server/server.h"
+#include <thread>
 
 namespace {
 
@@ -57,7 +61,7 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer: real content, rendered without a display.
+// --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote: real content, rendered without a display.
 //   welcome:    the first-launch screen once the machine is measured;
 //   chat:       one prompt and its reply, the conversation in the list;
 //   settings:   the same with the chat's settings open beside it (a system prompt typed in);
@@ -65,7 +69,10 @@ bool hasArgument(int argc, char** argv, const char* name)
 //   library:    the Models view: the demo model compressed with the fast and the balanced presets
 //               (the latter flagged below the quality bar); "models" is the same scene;
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
-//   tuning:     the measured machine and the planner's placement under tight budgets.
+//   tuning:     the measured machine and the planner's placement under tight budgets;
+//   remote:     a remote endpoint's model answering (the demo model served on loopback by an
+//               in-process server, added through the library as a user adds one), the visualizer
+//               saying that the compute is remote.
 // A widget of the window by its object name (chat_window.h lists them).
 // A missing one (renamed, or of another type) ends the program saying which, not with a crash.
 template <class T>
@@ -79,8 +86,43 @@ T* part(QWidget& window, const char* name)
     return found;
 }
 
+// The "remote" scene's endpoint: the demo model behind Spillway's own server on a free loopback
+// port, on an engine of its own.
+struct DemoEndpoint {
+    explicit DemoEndpoint(const std::string& model)
+    {
+        auto loaded = spillway::LlamaModel::load(model);
+        if (!loaded) return;
+        spillway::engine::EngineOptions options;
+        options.backend = "cpu";
+        auto opened = spillway::engine::Engine::open(std::move(*loaded), options);
+        if (!opened) return;
+        engine = std::move(*opened);
+        spillway::server::ServerOptions o;
+        o.port = 0;
+        o.modelId = std::filesystem::path(model).filename().string();
+        server = std::make_unique<spillway::server::Server>(*engine, o);
+        auto bound = server->bind();
+        if (!bound) return;
+        url = QStringLiteral("http://127.0.0.1:%1/v1").arg(*bound);
+        thread = std::thread([this] { server->run(); });
+        while (!server->running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ~DemoEndpoint()
+    {
+        if (thread.joinable()) {
+            server->stop();
+            thread.join();
+        }
+    }
+    std::unique_ptr<spillway::engine::Engine> engine;
+    std::unique_ptr<spillway::server::Server> server;
+    std::thread thread;
+    QString url;  // empty when it could not start
+};
+
 void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, const QString& prompt,
-                     const QString& modelPath, const QString& out)
+                     const QString& modelPath, const QString& out, const QString& endpointUrl)
 {
     auto fail = [](const QString& why) {
         std::fprintf(stderr, "spillway: screenshot failed: %s\n", qPrintable(why));
@@ -138,6 +180,28 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
         // Done when the cards show the planner's prediction before and after the last one.
         QObject::connect(&window, &ChatWindow::compressionCompared, &window, [&window, save, next] {
             if (!next()) QTimer::singleShot(100, &window, [&window, save] { save(&window); });
+        });
+    } else if (scene == QLatin1String("remote")) {
+        // The local model first; then the endpoint's, added as a user adds one, answers.
+        if (endpointUrl.isEmpty()) return fail(QStringLiteral("the demo endpoint did not start"));
+        auto loads = std::make_shared<int>(0);
+        QObject::connect(&window, &ChatWindow::modelReady, &window, [&window, endpointUrl, prompt, loads] {
+            if (++*loads == 1) {
+                window.library()->addEndpoint(endpointUrl, QString(), false);
+                return;
+            }
+            window.showView(ChatWindow::View::Chats);
+            part<spillway::ui::PromptEdit>(window, "prompt")->setText(prompt);
+            window.send();
+        });
+        // Once the library lists the endpoint's model, it answers.
+        QObject::connect(&window, &ChatWindow::modelsListed, &window, [&window, loads] {
+            if (*loads != 1) return;
+            for (const auto& m : window.library()->catalog()->models())
+                if (m.format == QLatin1String("endpoint") && window.controller()->loadModel(m.path, m.id)) return;
+        });
+        QObject::connect(&window, &ChatWindow::replyStored, &window, [&window, save] {
+            QTimer::singleShot(200, &window, [&window, save] { save(&window); });
         });
     } else {
         const bool settings = scene == QLatin1String("settings");
@@ -201,7 +265,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, library, tuning or visualizer.", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, library, tuning, visualizer or remote.", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -248,8 +312,9 @@ int main(int argc, char** argv)
         QApplication::setPalette(dark);
     }
     if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "settings" &&
-        scene != "dark" && scene != "models" && scene != "library" && scene != "visualizer" && scene != "tuning") {
-        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, library, tuning or visualizer\n");
+        scene != "dark" && scene != "models" && scene != "library" && scene != "visualizer" && scene != "tuning" &&
+        scene != "remote") {
+        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, library, tuning, visualizer or remote\n");
         return 2;
     }
 
@@ -265,14 +330,17 @@ int main(int argc, char** argv)
     // Neither --model nor a file (and no screenshot): the model used last, else the demo model.
     const bool modelGiven = parser.isSet(modelOption) || !files.isEmpty() || parser.isSet(screenshotOption);
     const QString modelPath = !files.isEmpty() && !parser.isSet(modelOption) ? files.first() : parser.value(modelOption);
+    std::unique_ptr<DemoEndpoint> endpoint;  // the remote scene's: outlives the window
+    if (parser.isSet(screenshotOption) && scene == QLatin1String("remote"))
+        endpoint = std::make_unique<DemoEndpoint>(modelPath.toStdString());
     spillway::ui::ChatWindow window(modelGiven ? modelPath : QString(), dataDir, nullptr, parser.value(modelOption));
     if (window.library())
         for (const QString& f : files) window.library()->addModel(f);
     if (parser.isSet(screenshotOption)) {
         window.controller()->setTemperature(0.0);
         window.controller()->setMaxTokens(96);
-        driveScreenshot(window, scene, parser.value(promptOption), modelPath,
-                        parser.value(screenshotOption));
+        driveScreenshot(window, scene, parser.value(promptOption), modelPath, parser.value(screenshotOption),
+                        endpoint ? endpoint->url : QString());
     }
     window.show();
     return app.exec();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `spillway --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer` renders each scene with real
+# `spillway --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote` renders each scene with real
 # content (the demo model answering, compressing, the engine's trace) without a display: each PNG
 # must be written, be a PNG, and be large enough to hold more than an empty window. The scenes
 # run as a user's first launch does: the full hardware probe (the first scene measures, the later
@@ -13,7 +13,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export XDG_CACHE_HOME=$out/cache  # the machine's profile (the probe's test file goes to the app's temporary data)
 unset SPILLWAY_QUICK_PROBE
-for scene in welcome chat settings dark library tuning visualizer; do
+for scene in welcome chat settings dark library tuning visualizer remote; do
   started=$SECONDS
   "$app" --screenshot "$out/$scene.png" --scene "$scene" >"$out/$scene.log" 2>&1 || {
     echo "FAIL: scene $scene exited with $?"; cat "$out/$scene.log"; exit 1; }
@@ -29,6 +29,6 @@ if "$app" --screenshot "$out/x.png" --scene nonsense >/dev/null 2>&1; then echo 
 [[ ! -e $out/x.png ]]
 if [[ -n $keep ]]; then
   mkdir -p "$keep"
-  for scene in welcome chat settings dark library tuning visualizer; do cp "$out/$scene.png" "$keep/"; done
+  for scene in welcome chat settings dark library tuning visualizer remote; do cp "$out/$scene.png" "$keep/"; done
   echo "kept the scenes in $keep"
 fi

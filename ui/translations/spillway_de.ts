@@ -263,6 +263,26 @@
         <source>, %1 ms/token overall (%2 tokens/s)</source>
         <translation type="unfinished"></translation>
     </message>
+    <message numerus="yes">
+        <source>Last reply over the network: time to first token %1 ms, %2 tokens/s (%n token(s))</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>Compute is remote: %1 runs the model; its transfers and compute are on that machine</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No reply from it yet</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The model runs on %1: nothing moves or computes on this machine.
+The header shows each reply&apos;s time to first token and tokens/s over the network.</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ChatController</name>
@@ -721,6 +741,29 @@
         <source>Tokenizers (*.bin *.tok);;All files (*)</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>&amp;Server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The server stopped: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Context %1 tokens</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source>Added %n model(s) of %1: choose one and Chat with this model</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>the API key could not be kept on disk (%1); it is used until Spillway quits</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ConversationListModel</name>
@@ -837,6 +880,30 @@
         <source>%1 — plan applied: predicted %2 tokens/s, KV cache %3%4</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>the model answering runs on a remote endpoint: plans are for local models</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 no longer lists the model %2 (it lists: %3)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>, …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 (remote, %2)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>a remote model cannot go on with a reply: regenerate it, or ask for more in a new message</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>the server serves a local model; the model answering now is remote</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::LibraryController</name>
@@ -850,6 +917,10 @@
     </message>
     <message>
         <source> — below the quality bar (%1): its replies may be wrong or garbled</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&apos;%1&apos; is not the address of an OpenAI-compatible API (http://host:port/v1)</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -967,6 +1038,54 @@
         <source>No model yet: add one</source>
         <translation>Noch kein Modell: fügen Sie eines hinzu</translation>
     </message>
+    <message>
+        <source>Add endpoint…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Chat with the models of an OpenAI-compatible server (another Spillway, llama.cpp, Ollama, vLLM) as with a local file</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Add a remote endpoint</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>An OpenAI-compatible server (another Spillway&apos;s serve, llama.cpp&apos;s server, Ollama, vLLM, a hosted API): the models it lists join the library, and chatting with one runs on that machine.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Address</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>none</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>API key</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Remember the key on this computer (in a file only you can read)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Unchecked, the key is kept only until Spillway quits. It is never written to the history, the logs or an export.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Address:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>API key:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Add</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ModelCatalogModel</name>
@@ -986,6 +1105,14 @@
         <source>⚠ Below the quality bar: %1. Its replies may be wrong or garbled; the &quot;fast&quot; preset keeps the model&apos;s quality.</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>%1 · remote · %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;%1&lt;/b&gt;&lt;br&gt;Remote model · OpenAI-compatible endpoint&lt;br&gt;%2&lt;br&gt;&lt;i&gt;Computed on %3: nothing is loaded or planned here; the visualizer shows the time to first token and tokens/s over the network&lt;/i&gt;</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ModelWorker</name>
@@ -999,6 +1126,69 @@
     </message>
     <message>
         <source>; mean KL %1, top-1 agreement %2%</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 answers but lists no model</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::ServerControl</name>
+    <message>
+        <source>Server &amp;settings…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Serve the model over the OpenAI API (%1:%2)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Editors, scripts and Open WebUI on this computer can use the model the window has loaded, at http://%1:%2/v1 (not reachable from other computers)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Serving %1 at %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>OpenAI-compatible API: %1/chat/completions, %1/models; metrics at %2/metrics</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Server starting …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Server waits for a local model</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Server settings</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>any free port</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Conversations the server keeps at once, each with its own context (memory for each)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Port on 127.0.0.1:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Conversation slots:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Only programs on this computer can connect. To serve other computers, run spillway-cli serve with --host and an API key.</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
