@@ -15,6 +15,9 @@
 #include <vector>
 
 #include <httplib.h>
+#include <netdb.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "core/engine/conversation.h"
 #include "core/engine/engine.h"
@@ -79,6 +82,44 @@ const char* finishReason(const engine::ReplyStats& s, bool stopSequence)
 }
 
 int64_t unixNow() { return int64_t(std::time(nullptr)); }
+
+// "127.0.0.1" / "::1" and the port of a socket address, as httplib writes a request's addresses.
+std::pair<std::string, int> addressOf(const sockaddr_storage& a, socklen_t length)
+{
+    char host[NI_MAXHOST] = {}, port[NI_MAXSERV] = {};
+    if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), length, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return {};
+    return {host, std::atoi(port)};
+}
+
+// The socket of a request's connection, or -1. httplib 0.11 does not hand it to a handler, and a
+// non-streamed reply writes nothing until its end, so the server finds it by the connection's
+// addresses (the socket stays open while its handler runs: its number cannot be reused meanwhile).
+int connectionSocket(const httplib::Request& req)
+{
+    struct rlimit limit {};
+    const int last = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? int(std::min<rlim_t>(limit.rlim_cur, 65536)) : 1024;
+    for (int fd = 3; fd < last; ++fd) {
+        sockaddr_storage peer{}, local{};
+        socklen_t peerLength = sizeof peer, localLength = sizeof local;
+        if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLength) != 0) continue;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &localLength) != 0) continue;
+        if (addressOf(peer, peerLength) == std::pair(req.remote_addr, req.remote_port) &&
+            addressOf(local, localLength).second == req.local_port)
+            return fd;
+    }
+    return -1;
+}
+
+// Whether the peer of connection `fd` has gone: its end of the stream is pending (a request it
+// sent after this one is data, not an end) or the connection was reset.
+bool peerGone(int fd)
+{
+    char byte;
+    const ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 }  // namespace
 
@@ -292,14 +333,21 @@ struct Server::Impl {
         const int64_t created = unixNow();
         const std::string model = options.modelId;
         if (!request->stream) {
+            // A client that hangs up stops its reply at the next token, as a stream's does.
+            const int fd = connectionSocket(req);
             Outcome o;
             try {
-                o = generate(slot, *request, [](const std::string&) { return true; }, start);
+                o = generate(slot, *request, [fd](const std::string&) { return fd < 0 || !peerGone(fd); }, start);
             } catch (...) {
                 release(slot, *request, {}, false);  // the slot is free again; the 500 is the handler's
                 throw;
             }
             release(slot, *request, o.text, o.error.ok() && o.finish);
+            if (o.error.ok() && !o.finish) {
+                count(endpoint, 499);  // the client went away (or the server is stopping)
+                res.status = 499;
+                return;
+            }
             if (!o.error.ok()) {
                 const bool bad = o.error.error().code == ErrorCode::InvalidArgument;
                 sendError(res, {bad ? 400 : 500, o.error.error().message, bad ? "invalid_request_error" : "server_error", {}, {}});

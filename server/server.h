@@ -8,7 +8,7 @@
 // longest, so a client that resends its conversation reuses the cache. Slots compute in turns,
 // token by token (engine::Turns: the engine runs on one thread at a time), so concurrent replies
 // advance together. Requests beyond the slots wait in a bounded queue; when it is full the answer is 503
-// with Retry-After. A streaming client that goes away stops its reply at the next token.
+// with Retry-After. A client that goes away stops its reply at the next token (streamed or not).
 //
 // Safe by default: a loopback address unless an API key is set (Bearer), bounded bodies, header
 // and idle timeouts (a slow client cannot hold a worker), no CORS unless an origin is named.

@@ -471,6 +471,50 @@ TEST(Server, ClientsThatHangUpMidStreamFreeTheirSlots)
               expectedChat({{"user", "Lily went to the park"}}, 8));
 }
 
+TEST(Server, ClientsThatHangUpBeforeAWholeReplyStopIt)
+{
+    // A non-streamed reply writes nothing until its end: the server watches the connection and
+    // stops at the next token once the client has gone, as for a stream.
+    Served s;
+    ASSERT_GT(s.port, 0);
+    const std::string body = chatBody("Lily went to the park", 400, false).dump();
+    auto cancelled = [&] {
+        const std::string metrics = s.server->metrics();
+        const size_t at = metrics.find("\nspillway_requests_cancelled_total ");
+        return at == std::string::npos ? -1 : std::stoi(metrics.substr(at + 35));
+    };
+    {  // warm: the slot's session opens
+        auto c = s.client();
+        ASSERT_TRUE(c.Post("/v1/chat/completions", chatBody("Lily", 4, false).dump(), "application/json"));
+    }
+    const int before = cancelled();
+    constexpr int kHangUps = 10;
+    for (int i = 0; i < kHangUps; ++i) {
+        Raw raw(s.port);
+        ASSERT_TRUE(raw.send(post("/v1/chat/completions", body)));
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        raw.close();
+        for (int w = 0; w < 500 && s.health()["slots_processing"] != 0; ++w)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // Each stopped (400 tokens outlast 5 ms; a few may meet the model's end of text first).
+    EXPECT_GE(cancelled() - before, kHangUps - 2) << s.server->metrics();
+    EXPECT_NE(s.server->metrics().find("spillway_requests_total{endpoint=\"chat\",status=\"499\"}"), std::string::npos);
+    // A client that stays gets its whole reply, and one that sends its next request on the same
+    // connection before the reply (pipelining) is not taken for gone.
+    auto c = s.client();
+    auto r = c.Post("/v1/chat/completions", chatBody("Lily went to the park", 8, false).dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], expectedChat({{"user", "Lily went to the park"}}, 8));
+    // (httplib 0.11 answers a pipelined request only after its idle timeout: the first is what
+    // counts here.)
+    Raw pipelined(s.port);
+    const std::string small = chatBody("Lily went to the park", 8, false).dump();
+    ASSERT_TRUE(pipelined.send(post("/v1/chat/completions", small) + post("/v1/chat/completions", small)));
+    const std::string got = pipelined.readUntil("\"total_tokens\"");
+    EXPECT_NE(got.find("\"finish_reason\":\"length\""), std::string::npos) << got;
+}
+
 // A stream holds the only slot while a slow client, a request for which no slot is free and a
 // 10 MiB body come and go: the first is dropped, the others refused, and the stream goes on to
 // the same text as undisturbed.
