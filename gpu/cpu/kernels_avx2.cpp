@@ -6,6 +6,7 @@
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kernels_x86_quant.h"
+#include "gpu/cpu/kquant_blocks.h"
 
 namespace spillway::gpu::cpu {
 
@@ -282,8 +283,104 @@ void dequantQ4_0Avx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
     }
 }
 
+// 32 unsigned byte codes q to floats: q * a - b, (a0, b0) for the first 16 and (a1, b1) for the
+// rest (one FMA-rounded step: within an ulp of ggml's separate multiply and subtract).
+static inline void affine32(__m256i q, float a0, float b0, float a1, float b1, float* out)
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m256 A0 = _mm256_set1_ps(a0), B0 = _mm256_set1_ps(b0), A1 = _mm256_set1_ps(a1), B1 = _mm256_set1_ps(b1);
+    auto eight = [](__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); };
+    _mm256_storeu_ps(out, _mm256_fmsub_ps(eight(lo), A0, B0));
+    _mm256_storeu_ps(out + 8, _mm256_fmsub_ps(eight(_mm_srli_si128(lo, 8)), A0, B0));
+    _mm256_storeu_ps(out + 16, _mm256_fmsub_ps(eight(hi), A1, B1));
+    _mm256_storeu_ps(out + 24, _mm256_fmsub_ps(eight(_mm_srli_si128(hi, 8)), A1, B1));
+}
+
+static inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Q4_K (withHigh false) and Q5_K: value = (d * scale) * q - dmin * min per 32-value sub-block
+// (kquant_blocks.h has the layout).
+template <bool withHigh>
+void dequantQ4_5KAvx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    const __m256i nibble = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    constexpr int kBytes = withHigh ? 176 : 144;
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        for (int64_t b = 0; b < w.cols / kQK; ++b) {
+            const uint8_t* block = row + b * kBytes;
+            const uint8_t* nibbles = block + (withHigh ? 48 : 16);
+            const float d = _cvtsh_ss(loadU16(block)), dmin = _cvtsh_ss(loadU16(block + 2));
+            const __m256i high = withHigh ? load32(block + 16) : _mm256_setzero_si256();
+            float* o = out + b * kQK;
+            for (int c = 0; c < 4; ++c) {
+                int sc0, m0, sc1, m1;
+                kScaleMin(2 * c, block + 4, sc0, m0);
+                kScaleMin(2 * c + 1, block + 4, sc1, m1);
+                const __m256i q = load32(nibbles + 32 * c);
+                __m256i lo = _mm256_and_si256(q, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+                if (withHigh) {
+                    const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(high, s0), one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(high, s1), one), 4));
+                }
+                const float a0 = d * float(sc0), b0 = dmin * float(m0), a1 = d * float(sc1), b1 = dmin * float(m1);
+                affine32(lo, a0, b0, a0, b0, o + 64 * c);
+                affine32(hi, a1, b1, a1, b1, o + 64 * c + 32);
+            }
+        }
+    }
+}
+
+// Q6_K: value = d * scale * (q - 32), q six bits from ql's nibble and two bits of qh.
+void dequantQ6_KAvx2(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    const __m256i nibble = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        for (int64_t b = 0; b < w.cols / kQK; ++b) {
+            const uint8_t* block = row + b * 210;
+            const float d = _cvtsh_ss(loadU16(block + 208));
+            const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+            float* o = out + b * kQK;
+            for (int h = 0; h < 2; ++h) {
+                const __m256i ql0 = load32(block + 64 * h), ql1 = load32(block + 64 * h + 32), qh = load32(block + 128 + 32 * h);
+                auto top = [&](int shift) {
+                    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift)), two), 4);
+                };
+                const __m256i v[4] = {
+                    _mm256_or_si256(_mm256_and_si256(ql0, nibble), top(0)),
+                    _mm256_or_si256(_mm256_and_si256(ql1, nibble), top(2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), nibble), top(4)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), nibble), top(6)),
+                };
+                for (int part = 0; part < 4; ++part) {
+                    const float s0 = d * float(scales[8 * h + 2 * part]), s1 = d * float(scales[8 * h + 2 * part + 1]);
+                    affine32(v[part], s0, 32.0f * s0, s1, 32.0f * s1, o + 128 * h + 32 * part);
+                }
+            }
+        }
+    }
+}
+
+// Q4_1 and Q5_0: 32-value blocks, decoded as getRow does (kquant_blocks.h).
+template <int kBytes, void (*decode)(const uint8_t*, const float*, float*)>
+void dequantBlocks32(const MatrixView& w, int64_t r0, int64_t r1, float* out)
+{
+    const float* table = fp16Table();
+    for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+        const uint8_t* row = rowPointer(w, r);
+        for (int64_t b = 0; b < w.cols / 32; ++b) decode(row + b * kBytes, table, out + b * 32);
+    }
+}
+
 void fillAvx2Dequant(Kernels& k)
 {
+    k.dequant[static_cast<int>(DType::Q4_K)] = dequantQ4_5KAvx2<false>;
+    k.dequant[static_cast<int>(DType::Q5_K)] = dequantQ4_5KAvx2<true>;
+    k.dequant[static_cast<int>(DType::Q6_K)] = dequantQ6_KAvx2;
+    k.dequant[static_cast<int>(DType::Q4_1)] = dequantBlocks32<20, decodeQ4_1>;
+    k.dequant[static_cast<int>(DType::Q5_0)] = dequantBlocks32<22, decodeQ5_0>;
     k.dequant[static_cast<int>(DType::F16)] = dequantF16Avx2;
     k.dequant[static_cast<int>(DType::BF16)] = dequantBf16Avx2;
     k.dequant[static_cast<int>(DType::Q8_0)] = dequantQ8_0Avx2;

@@ -23,6 +23,7 @@
 
 #include "core/formats/ggml_quants.h"
 #include "kquant_test_util.h"
+#include "../common/prompt_tolerance.h"
 
 using namespace spillway;
 using namespace spillway::gpu;
@@ -214,6 +215,43 @@ TEST(KQuantCpu, GetRowIsGgmlDequantization)
                 ASSERT_LE(std::fabs(out[c] - v.exact), 1e-6 * v.magnitude + 1e-30);
             }
             ASSERT_TRUE(isPoison(out[m.cols]));
+        }
+    }
+}
+
+// A prompt batch of 8 or more tokens goes through a float matrix product where the kernel set
+// unpacks the type (AVX2, AVX-512: rows to floats, OpenBLAS SGEMM): each job is the product
+// within the matvec's bound above (x is not quantized there: tighter) and within the prompt
+// tolerance of the same job alone (x quantized to Q8_K / Q8_0 by the matvec kernels).
+TEST(KQuantCpu, PromptBatchesMultiplyMatricesWithinTheTolerance)
+{
+    std::mt19937_64 rng(16);
+    for (const Config& cfg : configs()) {
+        auto device = createCpuDevice(cfg.threads, cfg.set);
+        for (DType type : kNewTypes) {
+            const KMatrix m = makeKMatrix(type, 130, 512, rng);
+            for (int n : {7, 8, 33}) {
+                std::vector<std::vector<float>> xs, ys;
+                std::vector<MatvecJob> jobs;
+                for (int j = 0; j < n; ++j) {
+                    xs.push_back(randomVector(512, rng));
+                    ys.emplace_back(131, kPoison);
+                }
+                for (int j = 0; j < n; ++j) jobs.push_back({m.view(), xs[size_t(j)].data(), ys[size_t(j)].data()});
+                device->matvec(jobs);
+                for (int j = 0; j < n; ++j) {
+                    const std::string what = label(*device, type, m.rows, m.cols) + " batch " + std::to_string(n) +
+                                             " job " + std::to_string(j);
+                    checkMatvec(m, xs[size_t(j)], ys[size_t(j)].data(), false, what);
+                    EXPECT_TRUE(isPoison(ys[size_t(j)][size_t(m.rows)])) << what;
+                    std::vector<float> alone(131, kPoison);
+                    device->matvec(m.view(), xs[size_t(j)].data(), alone.data());
+                    const std::vector<float> got(ys[size_t(j)].begin(), ys[size_t(j)].begin() + m.rows),
+                        want(alone.begin(), alone.begin() + m.rows);
+                    if (n < 8) EXPECT_EQ(got, want) << what;  // the matvec kernels, bit for bit
+                    else EXPECT_LE(testing_support::relativeL2(got, want), testing_support::kPromptQuantTolerance) << what;
+                }
+            }
         }
     }
 }
