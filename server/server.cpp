@@ -130,6 +130,7 @@ struct Server::Impl {
     engine::Turns ownTurns;
     engine::Turns& turns;  // options.turns, else ownTurns
     std::atomic<bool> stopping{false};
+    std::thread runner;  // start()'s
     int64_t created = unixNow();
 
     mutable std::mutex slotsMutex;
@@ -594,13 +595,21 @@ Result<int> Server::bind()
 
 void Server::run() { m->http.listen_after_bind(); }
 
-bool Server::running() const { return m->http.is_running(); }
+Result<int> Server::start()
+{
+    auto port = bind();
+    if (!port) return port;
+    m->runner = std::thread([this] { run(); });
+    while (!m->http.is_running() && !m->stopping.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return port;
+}
 
 void Server::stop()
 {
     m->stopping.store(true);
     m->slotFreed.notify_all();
     m->http.stop();
+    if (m->runner.joinable()) m->runner.join();  // every request handler has returned
 }
 
 std::string Server::metrics() const { return m->metricsText(); }

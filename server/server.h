@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <string>
 
 #include "base/result.h"
@@ -62,12 +63,13 @@ public:
     // Binds the address: the port bound. InvalidArgument for a non-loopback address without an
     // API key or bad options; Io when the address cannot be bound.
     Result<int> bind();
-    // Serves until stop() (from another thread or a signal handler's thread). A stop() that comes
-    // before run() has begun listening is not seen: a caller that runs it on a thread of its own
-    // waits for running() first.
+    // Serves until stop() (from another thread or a signal handler's thread).
     void run();
-    bool running() const;
-    // Stops listening and ends every reply in progress at its next token.
+    // bind(), then serves on a thread of the server's own: returns once it listens (a stop() that
+    // came before would not be seen). stop() and the destructor end it and join the thread.
+    Result<int> start();
+    // Stops listening and ends every reply in progress at its next token (and joins start()'s
+    // thread: call it from another thread than the server's).
     void stop();
     // The /metrics text.
     std::string metrics() const;

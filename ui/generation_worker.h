@@ -23,7 +23,7 @@
 
 namespace spillway {
 namespace engine { class Conversation; }
-namespace server { class OpenAiClient; }
+namespace server { class OpenAiClient; class Server; }
 namespace gpu { class Device; }
 namespace trace { class Recorder; }
 }
@@ -126,7 +126,6 @@ signals:
     void serverStopped(const QString& why);
 
 private:
-    struct Served;
     struct ServeSettings {
         QString host, apiKey;
         int port = 0, parallel = 1;
@@ -154,7 +153,7 @@ private:
     std::unique_ptr<engine::Engine> m_engine;
     std::unique_ptr<engine::Conversation> m_conversation;  // on m_engine: declared after it
     engine::Turns m_turns;                   // the chat's and the server's turns at m_engine
-    std::unique_ptr<Served> m_served;        // the server on m_engine: declared after it
+    std::unique_ptr<server::Server> m_served;  // the server on m_engine: declared after it
     std::optional<ServeSettings> m_serve;    // the server asked for (kept while suspended)
     std::unique_ptr<server::OpenAiClient> m_remote;  // a remote model answers (m_engine is null)
     QString m_remoteDescription;

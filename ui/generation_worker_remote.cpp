@@ -5,7 +5,6 @@
 #include <QFileInfo>
 #include <chrono>
 #include <random>
-#include <thread>
 
 #include "generation_worker.h"
 #include "remote_endpoint.h"
@@ -15,16 +14,6 @@
 #include "server/server.h"
 
 namespace spillway::ui {
-
-struct GenerationWorker::Served {
-    std::unique_ptr<server::Server> server;
-    std::thread thread;
-    ~Served()
-    {
-        server->stop();
-        if (thread.joinable()) thread.join();  // every request handler has returned
-    }
-};
 
 GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) {}
 
@@ -123,15 +112,10 @@ void GenerationWorker::resumeServer()
     const QFileInfo file(QString::fromStdString(m_engine->model().path()));
     o.modelId = (file.fileName().isEmpty() ? QDir(file.filePath()).dirName() : file.fileName()).toStdString();
     if (Status s = server::checkOptions(o); !s) return off(QString::fromStdString(s.error().message));
-    auto served = std::make_unique<Served>();
-    served->server = std::make_unique<server::Server>(*m_engine, o);
-    auto port = served->server->bind();
+    auto served = std::make_unique<server::Server>(*m_engine, o);
+    auto port = served->start();  // stopped (and its thread joined) when m_served goes
     if (!port) return off(QString::fromStdString(port.error().message));
     m_serve->port = *port;  // a restart (another model) keeps the address clients know
-    server::Server* s = served->server.get();
-    served->thread = std::thread([s] { s->run(); });
-    // A stop is only seen once it listens (server.h).
-    for (int i = 0; i < 2000 && !s->running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     m_served = std::move(served);
     const QString shownHost = o.host.find(':') != std::string::npos ? "[" + m_serve->host + "]" : m_serve->host;
     emit serverStarted(QStringLiteral("http://%1:%2/v1").arg(shownHost).arg(*port), QString::fromStdString(o.modelId));

@@ -29,7 +29,6 @@
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
 #include "server/server.h"
-#include <thread>
 
 namespace {
 
@@ -102,22 +101,10 @@ struct DemoEndpoint {
         o.port = 0;
         o.modelId = std::filesystem::path(model).filename().string();
         server = std::make_unique<spillway::server::Server>(*engine, o);
-        auto bound = server->bind();
-        if (!bound) return;
-        url = QStringLiteral("http://127.0.0.1:%1/v1").arg(*bound);
-        thread = std::thread([this] { server->run(); });
-        while (!server->running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ~DemoEndpoint()
-    {
-        if (thread.joinable()) {
-            server->stop();
-            thread.join();
-        }
+        if (auto port = server->start()) url = QStringLiteral("http://127.0.0.1:%1/v1").arg(*port);
     }
     std::unique_ptr<spillway::engine::Engine> engine;
-    std::unique_ptr<spillway::server::Server> server;
-    std::thread thread;
+    std::unique_ptr<spillway::server::Server> server;  // declared after the engine: goes first
     QString url;  // empty when it could not start
 };
 

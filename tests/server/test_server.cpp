@@ -103,13 +103,12 @@ struct Served {
         o.port = 0;
         o.modelId = "stories260K.gguf";
         server = std::make_unique<server::Server>(*engine, o);
-        auto bound = server->bind();
+        auto bound = server->start();
         if (!bound) {
             ADD_FAILURE() << bound.error().message;
             return;
         }
         port = *bound;
-        thread = std::thread([this] { server->run(); });
         httplib::Client c("127.0.0.1", port);
         for (int i = 0; i < 200; ++i) {
             if (auto r = c.Get("/health"); r && r->status == 200) return;
@@ -119,9 +118,7 @@ struct Served {
     }
     ~Served()
     {
-        if (server) server->stop();
-        if (thread.joinable()) thread.join();
-        server.reset();
+        server.reset();  // stops it and joins its thread
         engine.reset();
     }
     httplib::Client client() const
@@ -138,7 +135,6 @@ struct Served {
     trace::Recorder recorder{1 << 14};  // before the engine, whose sessions write to it
     std::unique_ptr<engine::Engine> engine;
     std::unique_ptr<server::Server> server;
-    std::thread thread;
     int port = 0;
 };
 

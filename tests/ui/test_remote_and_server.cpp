@@ -56,23 +56,14 @@ struct Endpoint {
         o.apiKey = apiKey;
         o.modelId = "stories260K.gguf";
         server = std::make_unique<server::Server>(*engine, o);
-        auto bound = server->bind();
+        auto bound = server->start();
         if (!bound) qFatal("%s", bound.error().message.c_str());
         port = *bound;
-        thread = std::thread([this] { server->run(); });
-        while (!server->running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ~Endpoint()
-    {
-        server->stop();
-        thread.join();
-        server.reset();
     }
     QString url() const { return QStringLiteral("http://127.0.0.1:%1/v1").arg(port); }
     QString modelPath() const { return ui::endpointPath(url(), QStringLiteral("stories260K.gguf")); }
     std::unique_ptr<engine::Engine> engine;
-    std::unique_ptr<server::Server> server;
-    std::thread thread;
+    std::unique_ptr<server::Server> server;  // declared after the engine: goes first
     int port = 0;
 };
 
