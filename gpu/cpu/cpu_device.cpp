@@ -97,7 +97,10 @@ public:
         m_cursors = std::make_unique<ChunkCursor[]>(static_cast<size_t>(m_pool.size()));
         m_gemmScratch = std::make_unique<Scratch[]>(static_cast<size_t>(m_pool.size()));
         const char* gemm = std::getenv("SPILLWAY_CPU_GEMM");
+        // "0": prompts on the matvec kernels; "blas": OpenBLAS's SGEMM even where the kernel set
+        // has its own product (to compare the two); else the kernel set's own.
         m_gemm = !(gemm && std::string(gemm) == "0");
+        m_ownGemm = !(gemm && std::string(gemm) == "blas");
     }
 
     const DeviceInfo& info() const override { return m_info; }
@@ -223,8 +226,10 @@ private:
     std::unique_ptr<ChunkCursor[]> m_cursors;  // (threads)
     // The prompt path: SPILLWAY_CPU_GEMM=0 turns it off (every job by the matvec kernels).
     bool m_gemm = true;
+    bool m_ownGemm = true;
     std::unique_ptr<Scratch[]> m_gemmScratch;  // (threads): a block of rows as floats
     Scratch m_gemmX, m_gemmY;                  // gathered inputs, outputs to scatter
+    Scratch m_gemmPacked;                      // the batch in the kernel set's panels
     std::vector<MatvecJob> m_rest;             // the jobs a call leaves to the matvec kernels
 
     MemoryAccounting m_memory;  // device-memory budget (0 = none) and use
@@ -368,9 +373,11 @@ Result<Device::UploadedMatrix> CpuDevice::uploadMatrix(const MatrixView& src, si
 
 // ---- PROMPTS: a batch's tokens through one matrix as a matrix product ------------------------
 // Runs of at least kGemmMinJobs jobs on one matrix (a prompt batch's tokens) whose rows this
-// kernel set turns into floats fast (cpu_kernels.h: dequant; F32 rows as they are) go through
-// OpenBLAS's SGEMM, a block of rows at a time per thread: the block is unpacked once and used for
-// every token, and the products run at the arithmetic's speed rather than the loads'. The sums
+// kernel set turns into floats fast (cpu_kernels.h: dequant; F32 rows as they are) go through a
+// matrix product, a block of rows at a time per thread: the block is unpacked once and used for
+// every token, and the products run at the arithmetic's speed rather than the loads'. The product
+// is the kernel set's own where it has one (gemm_avx2.cpp: the batch packed once for all blocks),
+// OpenBLAS's SGEMM per block of kGemmBlockRows otherwise. The sums
 // are in another order than the matvec kernels' (and x is not quantized to Q8 for the integer
 // types), so a prompt's logits match one token at a time within a tolerance, not bit for bit
 // (tests/engine/test_cpu_matvec.cpp, tests/common/prompt_tolerance.h); decode (one job per
@@ -425,26 +432,51 @@ void CpuDevice::gemm(std::span<const MatvecJob> run)
         ldc = rows;
     }
     const cpu::DequantRowsFn dequant = w.type == DType::F32 ? nullptr : dequantFor(m_kernels, w);
-    const int64_t blocks = (rows + kGemmBlockRows - 1) / kGemmBlockRows;
-    std::atomic<int64_t> next{0};
-    Scratch* scratch = m_gemmScratch.get();
-    auto work = [&](int thread, int) {
-        float* unpacked = dequant ? scratch[thread].reserve<float>(size_t(kGemmBlockRows * cols)) : nullptr;
-        for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-            const int64_t r0 = b * kGemmBlockRows, r1 = std::min(rows, r0 + kGemmBlockRows);
-            const float* rowsOfW = unpacked;
-            int64_t ldb = cols;
-            if (dequant) {
-                dequant(w, r0, r1, unpacked);
-            } else {
-                rowsOfW = reinterpret_cast<const float*>(static_cast<const uint8_t*>(w.data) + size_t(r0) * w.rowStride);
-                ldb = int64_t(w.rowStride / sizeof(float));
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(n), blasint(r1 - r0), blasint(cols), 1.0f, x,
-                        blasint(lda), rowsOfW, blasint(ldb), 0.0f, y + r0, blasint(ldc));
+    const auto weightRows = [&](int64_t r0, int64_t r1, float* unpacked, int64_t& ldw) -> const float* {
+        if (dequant) {
+            dequant(w, r0, r1, unpacked);
+            ldw = cols;
+            return unpacked;
         }
+        ldw = int64_t(w.rowStride / sizeof(float));
+        return reinterpret_cast<const float*>(static_cast<const uint8_t*>(w.data) + size_t(r0) * w.rowStride);
     };
-    {
+    Scratch* scratch = m_gemmScratch.get();
+    std::atomic<int64_t> next{0};
+    if (m_kernels.gemmRows && m_ownGemm) {
+        // The kernel set's own product: the batch packed once (the threads share the panels),
+        // then blocks of kGemmPanelRows rows, unpacked and multiplied by whichever thread is free.
+        const int64_t panels = (n + cpu::kGemmPanelTokens - 1) / cpu::kGemmPanelTokens;
+        float* packed = m_gemmPacked.reserve<float>(size_t(panels * cpu::kGemmPanelTokens * cols));
+        const int threads = m_pool.size();
+        auto pack = [&](int thread, int) {
+            m_kernels.packGemmX(x, lda, n, cols, panels * thread / threads, panels * (thread + 1) / threads, packed);
+        };
+        m_pool.run(pack);
+        const int64_t blocks = (rows + cpu::kGemmPanelRows - 1) / cpu::kGemmPanelRows;
+        auto work = [&](int thread, int) {
+            float* unpacked = scratch[thread].reserve<float>(size_t(2 * cpu::kGemmPanelRows * cols));
+            float* panel = unpacked + cpu::kGemmPanelRows * cols;
+            for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+                const int64_t r0 = b * cpu::kGemmPanelRows, r1 = std::min(rows, r0 + cpu::kGemmPanelRows);
+                int64_t ldw = 0;
+                const float* rowsOfW = weightRows(r0, r1, unpacked, ldw);
+                m_kernels.gemmRows(packed, n, cols, rowsOfW, ldw, r1 - r0, y + r0, ldc, panel);
+            }
+        };
+        m_pool.run(work);
+    } else {
+        const int64_t blocks = (rows + kGemmBlockRows - 1) / kGemmBlockRows;
+        auto work = [&](int thread, int) {
+            float* unpacked = dequant ? scratch[thread].reserve<float>(size_t(kGemmBlockRows * cols)) : nullptr;
+            for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+                const int64_t r0 = b * kGemmBlockRows, r1 = std::min(rows, r0 + kGemmBlockRows);
+                int64_t ldb = 0;
+                const float* rowsOfW = weightRows(r0, r1, unpacked, ldb);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(n), blasint(r1 - r0), blasint(cols), 1.0f,
+                            x, blasint(lda), rowsOfW, blasint(ldb), 0.0f, y + r0, blasint(ldc));
+            }
+        };
         const BlasOnThisThread single;
         m_pool.run(work);
     }

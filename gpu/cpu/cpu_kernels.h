@@ -70,11 +70,26 @@ inline XForm xFormFor(DType t)
 // y[r] = W[r, :] . x for r in [r0, r1). The hot spot of decoding.
 using MatvecRowsFn = void (*)(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
                               int64_t r1);
-// Quantizes n floats (n a multiple of 32) into the layout of QuantizedX.
 // Rows [r0, r1) of w as floats, row i at out + (i - r0) * w.cols: the prompt path's weights for a
-// float matrix product (cpu_gemm.cpp).
+// float matrix product.
 using DequantRowsFn = void (*)(const MatrixView& w, int64_t r0, int64_t r1, float* out);
+// Quantizes n floats (n a multiple of 32) into the layout of QuantizedX.
 using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int8_t* qs, float* d, float* sum8);
+
+// The prompt path's own float matrix product (gemm_avx2.cpp), Y[j, r] = sum_k X[j, k] W[r, k]:
+// X (n tokens x cols, rows lda floats apart) packed once per product into panels of
+// kGemmPanelTokens tokens, k-major (panel p at packed + p * kGemmPanelTokens * cols, value (t, k)
+// at [k * kGemmPanelTokens + t - p * kGemmPanelTokens], tokens past n as zeros), panels [p0, p1)
+// per call so threads can share the packing; then each block of up to kGemmPanelRows weight rows
+// (row-major floats, ldw apart) multiplied into Y (token j's values at y + j * ldc), the rows
+// transposed into `panel` (cols * kGemmPanelRows floats, 32-byte aligned) first.
+constexpr int64_t kGemmPanelTokens = 6;
+constexpr int64_t kGemmPanelRows = 16;
+constexpr int64_t kGemmDepth = 1024;  // values of k per pass of the register tile (measured best of 128..2048)
+using PackGemmXFn = void (*)(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
+                             int64_t p1, float* packed);
+using GemmRowsFn = void (*)(const float* packedX, int64_t n, int64_t cols, const float* w,
+                            int64_t ldw, int64_t rows, float* y, int64_t ldc, float* panel);
 using DotFn = float (*)(const float* a, const float* b, int n);
 // y[i] += a * x[i]
 using AxpyFn = void (*)(float a, const float* x, float* y, int n);
@@ -96,6 +111,9 @@ struct Kernels {
     // (vectorized) way; null elsewhere (the prompt path keeps the matvec kernels for those types).
     DequantRowsFn dequant[kDTypeCount] = {};
     DequantRowsFn dequantQ8_0ScalesLast = nullptr;
+    // The prompt path's own matrix product; null where the set has none (OpenBLAS's SGEMM then).
+    PackGemmXFn packGemmX = nullptr;
+    GemmRowsFn gemmRows = nullptr;
     DotFn dot = nullptr;
     AxpyFn axpy = nullptr;
     ReadAllFn readAll = nullptr;
@@ -113,6 +131,12 @@ void fillAvx512Kernels(Kernels& k);
 
 // The AVX2 + F16C row dequantizers (kernels_avx2.cpp), which the AVX-512 set uses too.
 void fillAvx2Dequant(Kernels& k);
+
+// The prompt path's matrix product of the AVX2 set (gemm_avx2.cpp).
+void packGemmXAvx2(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0, int64_t p1,
+                   float* packed);
+void gemmRowsAvx2(const float* packedX, int64_t n, int64_t cols, const float* w, int64_t ldw,
+                  int64_t rows, float* y, int64_t ldc, float* panel);
 
 // The quantized row kernels of the AVX-512 set (kernels_quant_avx512.cpp).
 void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,

@@ -403,6 +403,8 @@ void fillAvx2Kernels(Kernels& k)
     k.dot = dotAvx2;
     k.axpy = axpyAvx2;
     k.readAll = readAllAvx2;
+    k.packGemmX = packGemmXAvx2;
+    k.gemmRows = gemmRowsAvx2;
 }
 
 }  // namespace spillway::gpu::cpu

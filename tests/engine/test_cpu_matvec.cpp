@@ -203,34 +203,47 @@ TEST(CpuBackend, MatvecRunsOfJobsOnOneMatrixGiveEachJobsOwnBits)
 }
 
 // A prompt batch of 8 or more tokens on one matrix goes through a float matrix product
-// (CpuDevice::gemm: rows unpacked to floats, OpenBLAS SGEMM) where the kernel set unpacks the
-// type fast: each job's result is the exact product within the matvec's own bound (for Q8_0 and
+// (CpuDevice::gemm: rows unpacked to floats, then the kernel set's own product, gemm_avx2.cpp, or
+// OpenBLAS SGEMM) where the kernel set unpacks the type fast: each job's result is the exact product within the matvec's own bound (for Q8_0 and
 // Q4_0 without x's Q8 rounding: tighter), and within the prompt tolerance of one job alone; inputs
 // and outputs evenly spaced (in place) or not (gathered and scattered); rows that are not a
-// multiple of the row block; every kernel set, 1 and 3 threads, batches of 1, 2, 7, 8, 33 and 512.
+// multiple of the row block, depths past the tile's pass; every kernel set, 1 and 3 threads, batches of 1, 2, 7, 8, 33 and 512.
 // With SPILLWAY_CPU_GEMM=0 the same jobs give one job's bits.
 TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
 {
     std::mt19937_64 rng(12);
     for (const Config& cfg : configs()) {
         auto device = createCpuDevice(cfg.threads, cfg.set);
-        for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
-            const TestMatrix m = makeMatrix(type, 130, 256, rng);
+        // {type, rows, cols}: rows not a multiple of the row blocks (16, 64); deeper than the
+        // register tile's pass (1024 values of k: partial sums added up) and, for F32, a depth that
+        // is no multiple of 8 (the tile's tail).
+        struct Shape {
+            DType type;
+            int64_t rows, cols;
+        };
+        const Shape shapes[] = {{DType::F32, 130, 256},  {DType::F16, 130, 256},  {DType::BF16, 130, 256},
+                                {DType::Q8_0, 130, 256}, {DType::Q4_0, 130, 256}, {DType::F32, 37, 1027},
+                                {DType::F16, 37, 2088}};
+        for (const Shape& shape : shapes) {
+            const DType type = shape.type;
+            const int64_t cols = shape.cols, rows = shape.rows;
+            const TestMatrix m = makeMatrix(type, rows, cols, rng);
             for (int n : {1, 2, 7, 8, 32, 33, 512}) {
+                if (cols > 256 && n > 33) continue;  // the deep shapes: small batches are enough
                 for (bool even : {true, false}) {
                     // Evenly spaced: one (n x cols) buffer; else a vector of its own per job.
-                    std::vector<float> xAll(size_t(n) * 256), yAll(size_t(n) * (130 + 3), kPoison);
+                    std::vector<float> xAll(size_t(n * cols)), yAll(size_t(n * (rows + 3)), kPoison);
                     std::vector<std::vector<float>> xs, ys;
                     std::vector<MatvecJob> jobs;
                     for (int j = 0; j < n; ++j) {
-                        const std::vector<float> x = randomVector(256, rng);
+                        const std::vector<float> x = randomVector(cols, rng);
                         xs.push_back(x);
-                        ys.emplace_back(131, kPoison);
-                        if (even) std::copy(x.begin(), x.end(), xAll.begin() + j * 256);
+                        ys.emplace_back(rows + 1, kPoison);
+                        if (even) std::copy(x.begin(), x.end(), xAll.begin() + j * cols);
                     }
                     for (int j = 0; j < n; ++j)
-                        jobs.push_back({m.view(), even ? xAll.data() + j * 256 : xs[size_t(j)].data(),
-                                        even ? yAll.data() + j * 133 : ys[size_t(j)].data()});
+                        jobs.push_back({m.view(), even ? xAll.data() + j * cols : xs[size_t(j)].data(),
+                                        even ? yAll.data() + j * (rows + 3) : ys[size_t(j)].data()});
                     device->matvec(jobs);
                     const bool quant = type == DType::Q8_0 || type == DType::Q4_0;
                     for (int j = 0; j < n; j += n > 40 ? 37 : 1) {
@@ -239,7 +252,7 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
                                                  (even ? " even" : " scattered") + " job " + std::to_string(j);
                         checkMatvec(m, xs[size_t(j)], y, false, what);
                         EXPECT_TRUE(isPoison(y[m.rows])) << what;
-                        std::vector<float> alone(131, kPoison);
+                        std::vector<float> alone(size_t(rows + 1), kPoison);
                         device->matvec(m.view(), xs[size_t(j)].data(), alone.data());
                         const std::vector<float> got(y, y + m.rows), want(alone.begin(), alone.begin() + m.rows);
                         if (n < 8) {

@@ -1,0 +1,154 @@
+// The prompt path's own float matrix product for AVX2 + FMA (compiled with -mavx2 -mfma -mf16c;
+// chosen at run time only on CPUs that have them). No std containers or out-of-line std
+// templates here: see kernels_common.h.
+//
+// Y[j, r] = sum_k X[j, k] W[r, k] for a prompt batch X (n tokens x cols) and a block of weight
+// rows. X is packed once per product into panels of kGemmPanelTokens tokens, k-major
+// (packGemmXAvx2), which every thread then shares; each block of up to kGemmPanelRows weight rows
+// (dequantized to floats by the caller) is transposed into a k-major panel that stays in L1 while
+// a 6 x 16 register tile (12 accumulators) runs over every panel of tokens, kGemmDepth values of
+// k at a time. Against OpenBLAS's SGEMM called per block, nothing is packed twice: its packing
+// of the whole batch for every block of rows was ~15 % of a prompt's time.
+
+#include <immintrin.h>
+
+#include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/kernels_common.h"
+
+namespace spillway::gpu::cpu {
+
+namespace {
+
+constexpr int64_t kTokens = kGemmPanelTokens;
+constexpr int64_t kRows = kGemmPanelRows;
+static_assert(kTokens == 6 && kRows == 16, "the register tile below is 6 tokens x 16 rows");
+
+// Rows [0, rows) of w (row-major, ldw floats apart; rows <= 16) into panel[k * 16 + i], rows past
+// `rows` as zeros.
+static void transposeRows(const float* w, int64_t ldw, int64_t rows, int64_t cols, float* panel)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= cols; k += 8) {
+        for (int64_t g = 0; g < 2; ++g) {
+            __m256 v[8];
+            for (int64_t i = 0; i < 8; ++i) {
+                const int64_t r = g * 8 + i;
+                v[i] = r < rows ? _mm256_loadu_ps(w + r * ldw + k) : zero;
+            }
+            // 8 x 8 transpose: v[i][j] -> t[j][i]
+            const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
+            const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
+            const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
+            const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
+            const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+            const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+            const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+            const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+            float* out = panel + k * kRows + g * 8;
+            _mm256_storeu_ps(out + 0 * kRows, _mm256_permute2f128_ps(b0, b4, 0x20));
+            _mm256_storeu_ps(out + 1 * kRows, _mm256_permute2f128_ps(b1, b5, 0x20));
+            _mm256_storeu_ps(out + 2 * kRows, _mm256_permute2f128_ps(b2, b6, 0x20));
+            _mm256_storeu_ps(out + 3 * kRows, _mm256_permute2f128_ps(b3, b7, 0x20));
+            _mm256_storeu_ps(out + 4 * kRows, _mm256_permute2f128_ps(b0, b4, 0x31));
+            _mm256_storeu_ps(out + 5 * kRows, _mm256_permute2f128_ps(b1, b5, 0x31));
+            _mm256_storeu_ps(out + 6 * kRows, _mm256_permute2f128_ps(b2, b6, 0x31));
+            _mm256_storeu_ps(out + 7 * kRows, _mm256_permute2f128_ps(b3, b7, 0x31));
+        }
+    }
+    for (; k < cols; ++k)
+        for (int64_t i = 0; i < kRows; ++i) panel[k * kRows + i] = i < rows ? w[i * ldw + k] : 0.0f;
+}
+
+// The 6 x 16 tile over depth kc: x is a token panel at its first k (6 floats per k), w the rows'
+// panel at the same k (16 floats per k). Adds the products to y (token t's 16 values at
+// y + t * ldc) where `accumulate`, stores them otherwise; only the first `tokens` tokens and
+// `rows` rows are written.
+static void tile(const float* x, const float* w, int64_t kc, float* y, int64_t ldc, int64_t tokens,
+                 int64_t rows, bool accumulate)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k, x += kTokens, w += kRows) {
+        const __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
+        __m256 a = _mm256_broadcast_ss(x + 0);
+        c00 = _mm256_fmadd_ps(a, w0, c00);
+        c01 = _mm256_fmadd_ps(a, w1, c01);
+        a = _mm256_broadcast_ss(x + 1);
+        c10 = _mm256_fmadd_ps(a, w0, c10);
+        c11 = _mm256_fmadd_ps(a, w1, c11);
+        a = _mm256_broadcast_ss(x + 2);
+        c20 = _mm256_fmadd_ps(a, w0, c20);
+        c21 = _mm256_fmadd_ps(a, w1, c21);
+        a = _mm256_broadcast_ss(x + 3);
+        c30 = _mm256_fmadd_ps(a, w0, c30);
+        c31 = _mm256_fmadd_ps(a, w1, c31);
+        a = _mm256_broadcast_ss(x + 4);
+        c40 = _mm256_fmadd_ps(a, w0, c40);
+        c41 = _mm256_fmadd_ps(a, w1, c41);
+        a = _mm256_broadcast_ss(x + 5);
+        c50 = _mm256_fmadd_ps(a, w0, c50);
+        c51 = _mm256_fmadd_ps(a, w1, c51);
+    }
+    const __m256 c[kTokens][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (rows == kRows) {
+        for (int64_t t = 0; t < tokens; ++t) {
+            float* out = y + t * ldc;
+            __m256 v0 = c[t][0], v1 = c[t][1];
+            if (accumulate) {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(out));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(out + 8));
+            }
+            _mm256_storeu_ps(out, v0);
+            _mm256_storeu_ps(out + 8, v1);
+        }
+        return;
+    }
+    alignas(32) float part[kRows];
+    for (int64_t t = 0; t < tokens; ++t) {
+        _mm256_store_ps(part, c[t][0]);
+        _mm256_store_ps(part + 8, c[t][1]);
+        float* out = y + t * ldc;
+        for (int64_t i = 0; i < rows; ++i) out[i] = accumulate ? out[i] + part[i] : part[i];
+    }
+}
+
+}  // namespace
+
+void packGemmXAvx2(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0, int64_t p1,
+                   float* packed)
+{
+    for (int64_t p = p0; p < p1; ++p) {
+        float* out = packed + p * kTokens * cols;
+        const int64_t t0 = p * kTokens;
+        for (int64_t i = 0; i < kTokens; ++i) {
+            const int64_t t = t0 + i;
+            if (t < n) {
+                const float* row = x + t * lda;
+                for (int64_t k = 0; k < cols; ++k) out[k * kTokens + i] = row[k];
+            } else {
+                for (int64_t k = 0; k < cols; ++k) out[k * kTokens + i] = 0.0f;
+            }
+        }
+    }
+}
+
+void gemmRowsAvx2(const float* packedX, int64_t n, int64_t cols, const float* w, int64_t ldw,
+                  int64_t rows, float* y, int64_t ldc, float* panel)
+{
+    transposeRows(w, ldw, rows, cols, panel);
+    const int64_t panels = (n + kTokens - 1) / kTokens;
+    for (int64_t k0 = 0; k0 < cols; k0 += kGemmDepth) {
+        const int64_t kc = cols - k0 < kGemmDepth ? cols - k0 : kGemmDepth;
+        const float* wk = panel + k0 * kRows;
+        for (int64_t p = 0; p < panels; ++p) {
+            const int64_t t0 = p * kTokens;
+            const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
+            tile(packedX + p * kTokens * cols + k0 * kTokens, wk, kc, y + t0 * ldc, ldc, tokens, rows, k0 > 0);
+        }
+    }
+}
+
+}  // namespace spillway::gpu::cpu
