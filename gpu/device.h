@@ -200,6 +200,8 @@ enum class PointwiseOp : uint8_t {
     ShiftedReluGlu,  // out[i] = max(0, x[i] - shift) * y[i]     (a ReLU-gated FFN)
     SnapToGrid,      // out[i] = clamp(round(x[i] / step), lo, hi) * step, round half away from
                      // zero (an int8 cache with one fixed scale: lo -128, hi 127)
+    Scale,           // out[i] = x[i] * factor                  (a mixture of experts' weights:
+    ScaledAdd,       // out[i] = (x[i] * factor) + y[i]          the product rounded, then added)
 };
 
 struct PointwiseArgs {
@@ -211,6 +213,7 @@ struct PointwiseArgs {
     float shift = 0.0f;
     float step = 1.0f;
     float lo = -128.0f, hi = 127.0f;
+    float factor = 1.0f;  // Scale, ScaledAdd
 };
 
 // The neuron cache's copy (sparse_ffn.cpp): the bundles that arrived in one upload go to their

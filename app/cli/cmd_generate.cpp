@@ -88,6 +88,30 @@ int runGenerate(const GenerateOptions& o)
                          double(nc.ssdBytes) / double(nc.total.tokens / uint64_t(c.nLayers)) / 1024.0,
                          double(nc.ssdRequests) / double(nc.total.tokens / uint64_t(c.nLayers)));
     }
+    if (const LlamaConfig& c = model->config(); c.moe()) {
+        // How evenly the router spread the tokens: the busiest expert's share of a layer's choices
+        // against the even share (1 / nExperts).
+        const std::vector<uint64_t>& counts = session.expertCounts();
+        double busiest = 0.0;
+        for (int l = 0; l < c.nLayers; ++l) {
+            uint64_t total = 0, top = 0;
+            for (int e = 0; e < c.nExperts; ++e) {
+                const uint64_t n = counts[size_t(l) * size_t(c.nExperts) + size_t(e)];
+                total += n;
+                top = std::max(top, n);
+            }
+            if (total) busiest = std::max(busiest, double(top) / double(total));
+        }
+        std::fprintf(stderr, "experts: %d of %d per token; the busiest expert of a layer took %.1f%% of its choices "
+                             "(even: %.1f%%)\n",
+                     c.nExpertsUsed, c.nExperts, 100.0 * busiest, 100.0 / c.nExperts);
+        if (const ExpertCacheReport ec = session.expertCacheReport(); ec.layers > 0)
+            std::fprintf(stderr,
+                         "expert cache: %d slots in each of %d layers (%.1f MiB), hit rate %.1f%%, %.1f MiB read from "
+                         "the SSD\n",
+                         ec.slotsPerLayer, ec.layers, double(ec.slotBytes) / double(1 << 20), 100.0 * ec.hitRate(),
+                         double(ec.ssdBytes) / double(1 << 20));
+    }
     if (!s.fellBack.empty())
         std::fprintf(stderr, "finished on the CPU after the %s device failed: %s\n", firstBackend.c_str(),
                      s.fellBack.c_str());

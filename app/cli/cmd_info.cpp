@@ -47,6 +47,18 @@ std::string valueText(const gguf::Value& v)
 }
 
 // A model package: the manifest's view (formats, tiers, quality) of what LlamaModel loads.
+// The shape of the model, and of its experts where it is a mixture of experts.
+void printHyperParameters(const LlamaConfig& c)
+{
+    std::printf("hyper-parameters: dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d, context %d\n", c.dim,
+                c.nLayers, c.nHeads, c.nKvHeads, c.headDim, c.moe() ? c.expertFfnDim : c.ffnDim, c.trainedContext);
+    if (!c.moe()) return;
+    std::printf("mixture of experts: %d experts of ffn %d, %d per token (weights %s)", c.nExperts, c.expertFfnDim,
+                c.nExpertsUsed, c.expertWeightsNormalized ? "renormalized" : "as routed");
+    if (c.sharedExpertFfnDim > 0) std::printf(", a shared expert of ffn %d", c.sharedExpertFfnDim);
+    std::printf("\n");
+}
+
 // A Hugging Face folder or a llama2.c checkpoint: what the engine imported from it.
 int runImportedInfo(const LlamaModel& m, bool showMetadata)
 {
@@ -58,8 +70,7 @@ int runImportedInfo(const LlamaModel& m, bool showMetadata)
                 source ? source->c_str() : "imported", m.dataFiles().size(), m.tensors().size(),
                 humanBytes(double(bytes)).c_str());
     std::printf("architecture: %s%s%s\n", c.architecture.c_str(), c.name.empty() ? "" : "  name: ", c.name.c_str());
-    std::printf("hyper-parameters: dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d, context %d\n", c.dim,
-                c.nLayers, c.nHeads, c.nKvHeads, c.headDim, c.ffnDim, c.trainedContext);
+    printHyperParameters(c);
     std::printf("parameters: %.3f M\n", double(m.parameterCount()) / 1e6);
     if (showMetadata) {
         std::printf("\nmetadata:\n");
@@ -91,8 +102,7 @@ int runPackageInfo(const std::string& path, bool showMetadata, bool verify)
                 man.version, man.shardSizes.size(), man.tensors.size(), humanBytes(double(bytes)).c_str());
     std::printf("architecture: %s%s%s\n", c.architecture.c_str(), c.name.empty() ? "" : "  name: ", c.name.c_str());
     if (c.synthetic) std::printf("SYNTHETIC: real shapes, random weights (benchmarks only)\n");
-    std::printf("hyper-parameters: dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d, context %d\n", c.dim,
-                c.nLayers, c.nHeads, c.nKvHeads, c.headDim, c.ffnDim, c.trainedContext);
+    printHyperParameters(c);
     std::printf("parameters: %.3f M (%.2f bits per weight)\n", double(m.parameterCount()) / 1e6,
                 m.parameterCount() ? 8.0 * double(bytes) / double(m.parameterCount()) : 0.0);
     if (!man.qualityJson.empty()) std::printf("quality vs source: %s\n", man.qualityJson.c_str());
@@ -140,9 +150,7 @@ int runInfo(const std::string& path, bool showMetadata, bool verify)
         std::printf("architecture: %s%s%s\n", c.architecture.c_str(), c.name.empty() ? "" : "  name: ",
                     c.name.c_str());
         if (c.synthetic) std::printf("SYNTHETIC: real shapes, random weights (benchmarks only)\n");
-        std::printf("hyper-parameters: dim %d, layers %d, heads %d, kv heads %d, head dim %d, "
-                    "ffn %d, context %d\n",
-                    c.dim, c.nLayers, c.nHeads, c.nKvHeads, c.headDim, c.ffnDim, c.trainedContext);
+        printHyperParameters(c);
         std::printf("rms norm eps %g, rope base %g, rope dims %d, rope freq scale %g\n", c.normEps,
                     c.ropeBase, c.ropeDims, c.ropeFreqScale);
     } else {

@@ -46,6 +46,10 @@ void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o)
                     "ReLU models: compute the FFN over the active neurons only, through a cache of this many "
                     "neuron bundles per layer that loads the difference each token")
         ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("--expert-slots", o.expertSlots,
+                    "Mixtures of experts whose experts lie on the SSD: slots per layer of the cache they are read "
+                    "into as tokens choose them (default: twice the experts a token uses)")
+        ->check(CLI::Range(0, 1 << 16));
     cmd->add_option("--neuron-mode", o.neuronMode,
                     "exact (the gate decides which neurons are active; default) or predicted (the package's "
                     "activation predictors do, before any FFN weight is read: approximate)")
@@ -142,6 +146,7 @@ Result<OffloadRun> prepareOffload(std::shared_ptr<const LlamaModel> model, const
     e.neuronCache.mode = o.neuronMode == "predicted" ? NeuronCacheMode::Predicted : NeuronCacheMode::Exact;
     e.neuronCache.source = o.bundlesFrom == "ssd" ? BundleSource::Ssd : BundleSource::Ram;
     e.neuronCache.cold = coldNeuronsOf(o.coldNeurons);
+    e.experts.slotsPerLayer = o.expertSlots;
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();
         e.trace = run.recorder.get();

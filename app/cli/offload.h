@@ -32,6 +32,7 @@ struct OffloadOptions {
 
     // The neuron cache (ReLU models): bundles per layer (0 = off), mode and source.
     int neuronCache = 0;
+    int expertSlots = 0;      // mixtures of experts: the expert cache's slots per layer (0: auto)
     std::string neuronMode = "exact";
     std::string bundlesFrom = "ram";
     std::string coldNeurons = "auto";  // auto, ship or cpu (neuron_cache.h, ColdNeurons)

@@ -25,6 +25,7 @@ plan::PlannerInput plannerInput(const LlamaModel& model, const hw::HardwareProfi
     in.kvType = settings.kvType;
     in.batch = settings.batch > 0 ? settings.batch : promptBatchFor(in.backend);
     in.prefetchDepth = settings.prefetch;
+    in.expertSlots = settings.expertSlots;
     in.served = SparseFfn::servedTensors(model, cache);
     in.reservedDeviceBytes = SparseFfn::deviceBytes(model, cache, in.backend != "cpu");
     in.neuronCache = SparseFfn::layerCosts(model, cache);
@@ -144,6 +145,7 @@ Status Engine::prepare(const EngineOptions& o)
     m_session.streamer.trace = o.trace;
     m_session.streamer.loadProgress = o.loadProgress;
     m_session.neuronCache = o.neuronCache;
+    m_session.experts = o.experts;
     if (o.appliedPlan) {
         m_plan = *o.appliedPlan;
         m_session.placement = m_plan->placement;
@@ -174,6 +176,7 @@ Status Engine::prepare(const EngineOptions& o)
     settings.kvType = o.kvType;
     settings.batch = m_session.batch;
     settings.prefetch = o.naive ? 0 : o.prefetch;
+    settings.expertSlots = o.experts.slotsPerLayer;
     const plan::PlannerInput in = plannerInput(model, m_profile, settings, m_session.neuronCache);
     Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");
     if (o.tier) {

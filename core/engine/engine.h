@@ -60,6 +60,7 @@ struct PlanSettings {
     gpu::KvType kvType = gpu::KvType::F32;
     int batch = 0;                // prompt tokens per pass (sizes the activations); 0: the engine's default for the backend
     int prefetch = 2;             // units loaded ahead of compute (0: the naive baseline)
+    int expertSlots = 0;          // mixtures of experts: the expert cache's slots per layer (0: default)
 };
 
 // The planner's input for `model` on the measured machine, the neuron cache's tensors and device
@@ -96,6 +97,7 @@ struct EngineOptions {
     bool naive = false;            // load each unit synchronously right before use (baseline)
     hw::ProbeOptions probe;        // storagePath "" = the model's folder
     NeuronCacheOptions neuronCache;
+    ExpertCacheOptions experts;    // mixtures of experts whose experts lie on the SSD
     // A plan made elsewhere (the app's Tuning tab): used as it is, nothing measured or planned.
     std::shared_ptr<const plan::PlanResult> appliedPlan;
     trace::Recorder* trace = nullptr;  // spans of every session go here (not owned)

@@ -45,6 +45,24 @@ public:
         return m;
     }
 
+    // A 3-D tensor of `count` matrices of `rows` x `cols` (GGUF dims {cols, rows, count}) as one
+    // matrix of count * rows rows; a 1-D one of cols values (count = rows = 1) as one row.
+    Result<gpu::MatrixView> stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols)
+    {
+        const ModelTensor* t = m_model.tensor(name);
+        if (!t) return missing(name);
+        const std::vector<int64_t> want =
+            count == 1 && rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows, count};
+        if (t->dims != want) return wrongShape(*t, want);
+        gpu::MatrixView m;
+        m.type = t->type;
+        m.data = t->data;
+        m.rows = count * rows;
+        m.cols = cols;
+        m.rowStride = gpu::rowBytes(t->type, cols);
+        return m;
+    }
+
     // A vector of n values as F32 (converted once at load when stored otherwise).
     Result<const float*> vector(const std::string& name, int64_t n)
     {
@@ -162,12 +180,30 @@ const LayerVectorMember kLayerVectors[12] = {
     {&LlamaLayerWeights::kBias, "attn_k.bias", [](const LlamaConfig& c) { return c.kvDim(); }},
     {&LlamaLayerWeights::vBias, "attn_v.bias", [](const LlamaConfig& c) { return c.kvDim(); }},
     {&LlamaLayerWeights::oBias, "attn_output.bias", [](const LlamaConfig& c) { return c.dim; }},
-    {&LlamaLayerWeights::qNorm, "attn_q_norm.weight", [](const LlamaConfig& c) { return c.headDim; }},
-    {&LlamaLayerWeights::kNorm, "attn_k_norm.weight", [](const LlamaConfig& c) { return c.headDim; }},
+    {&LlamaLayerWeights::qNorm, "attn_q_norm.weight", [](const LlamaConfig& c) { return c.qkNormWhole ? c.qDim() : c.headDim; }},
+    {&LlamaLayerWeights::kNorm, "attn_k_norm.weight", [](const LlamaConfig& c) { return c.qkNormWhole ? c.kvDim() : c.headDim; }},
     {&LlamaLayerWeights::attnNormBias, "attn_norm.bias", [](const LlamaConfig& c) { return c.dim; }},
     {&LlamaLayerWeights::ffnNormBias, "ffn_norm.bias", [](const LlamaConfig& c) { return c.dim; }},
     {&LlamaLayerWeights::upBias, "ffn_up.bias", [](const LlamaConfig& c) { return c.ffnDim; }},
     {&LlamaLayerWeights::downBias, "ffn_down.bias", [](const LlamaConfig& c) { return c.dim; }},
+};
+
+const LayerMatrixMember kLayerMatrices[15] = {
+    {&LlamaLayerWeights::wq, "attn_q.weight"},
+    {&LlamaLayerWeights::wk, "attn_k.weight"},
+    {&LlamaLayerWeights::wv, "attn_v.weight"},
+    {&LlamaLayerWeights::wo, "attn_output.weight"},
+    {&LlamaLayerWeights::gate, "ffn_gate.weight"},
+    {&LlamaLayerWeights::up, "ffn_up.weight"},
+    {&LlamaLayerWeights::down, "ffn_down.weight"},
+    {&LlamaLayerWeights::router, "ffn_gate_inp.weight"},
+    {&LlamaLayerWeights::expertGate, "ffn_gate_exps.weight"},
+    {&LlamaLayerWeights::expertUp, "ffn_up_exps.weight"},
+    {&LlamaLayerWeights::expertDown, "ffn_down_exps.weight"},
+    {&LlamaLayerWeights::sharedGate, "ffn_gate_shexp.weight"},
+    {&LlamaLayerWeights::sharedUp, "ffn_up_shexp.weight"},
+    {&LlamaLayerWeights::sharedDown, "ffn_down_shexp.weight"},
+    {&LlamaLayerWeights::sharedRouter, "ffn_gate_inp_shexp.weight"},
 };
 
 LlamaModel::~LlamaModel() = default;
@@ -386,6 +422,34 @@ Status LlamaModel::bind()
         // Positions past the table do not exist: the context is bounded by it.
         c.trainedContext = std::min<int64_t>(c.trainedContext, pe->dims[1] - c.positionOffset);
     }
+    // A mixture of experts' FFN: the router, the stacked experts and (where the file has it and
+    // the metadata says its width) the shared expert with its gate.
+    auto bindExperts = [&](LlamaLayerWeights& L, const std::string& b) -> Status {
+        const int64_t experts = c.nExperts, width = c.expertFfnDim;
+        auto stacked = [&](gpu::MatrixView& dst, const std::string& n, int64_t count, int64_t r, int64_t k) -> Status {
+            auto m = bind.stacked(n, count, r, k);
+            if (!m) return m.error();
+            dst = *m;
+            return {};
+        };
+        if (tensor(b + "ffn_gate.0.weight"))
+            return makeError(ErrorCode::UnsupportedModel,
+                             path + ": stores each expert as its own tensor (" + b +
+                                 "ffn_gate.0.weight, an older Mixtral GGUF); convert it with a current llama.cpp "
+                                 "(convert_hf_to_gguf.py) so that each layer's experts are one ffn_*_exps tensor");
+        SPILLWAY_TRY(assignMatrix(L.router, b + "ffn_gate_inp.weight", experts, dim));
+        SPILLWAY_TRY(stacked(L.expertGate, b + "ffn_gate_exps.weight", experts, width, dim));
+        SPILLWAY_TRY(stacked(L.expertUp, b + "ffn_up_exps.weight", experts, width, dim));
+        SPILLWAY_TRY(stacked(L.expertDown, b + "ffn_down_exps.weight", experts, dim, width));
+        if (c.sharedExpertFfnDim > 0 && tensor(b + "ffn_up_shexp.weight")) {
+            const int64_t shared = c.sharedExpertFfnDim;
+            SPILLWAY_TRY(assignMatrix(L.sharedGate, b + "ffn_gate_shexp.weight", shared, dim));
+            SPILLWAY_TRY(assignMatrix(L.sharedUp, b + "ffn_up_shexp.weight", shared, dim));
+            SPILLWAY_TRY(assignMatrix(L.sharedDown, b + "ffn_down_shexp.weight", dim, shared));
+            SPILLWAY_TRY(stacked(L.sharedRouter, b + "ffn_gate_inp_shexp.weight", 1, 1, dim));
+        }
+        return {};
+    };
     // Norm weights are required; biases, QK norms and LayerNorm biases are taken when present
     // (LayerNorm models must have theirs).
     auto required = [&](const char* suffix) {
@@ -401,9 +465,13 @@ Status LlamaModel::bind()
         SPILLWAY_TRY(assignMatrix(L.wk, b + "attn_k.weight", kv, dim));
         SPILLWAY_TRY(assignMatrix(L.wv, b + "attn_v.weight", kv, dim));
         SPILLWAY_TRY(assignMatrix(L.wo, b + "attn_output.weight", dim, q));
-        if (c.ffnGated) SPILLWAY_TRY(assignMatrix(L.gate, b + "ffn_gate.weight", ffn, dim));
-        SPILLWAY_TRY(assignMatrix(L.up, b + "ffn_up.weight", ffn, dim));
-        SPILLWAY_TRY(assignMatrix(L.down, b + "ffn_down.weight", dim, ffn));
+        if (c.moe()) {
+            SPILLWAY_TRY(bindExperts(L, b));
+        } else {
+            if (c.ffnGated) SPILLWAY_TRY(assignMatrix(L.gate, b + "ffn_gate.weight", ffn, dim));
+            SPILLWAY_TRY(assignMatrix(L.up, b + "ffn_up.weight", ffn, dim));
+            SPILLWAY_TRY(assignMatrix(L.down, b + "ffn_down.weight", dim, ffn));
+        }
         for (const LayerVectorMember& v : kLayerVectors)
             if (required(v.suffix) || tensor(b + v.suffix))
                 SPILLWAY_TRY(assignVector(L.*(v.member), b + v.suffix, v.length(c)));
@@ -488,10 +556,18 @@ uint64_t LlamaModel::weightBytesPerToken() const
     uint64_t total = gpu::matrixBytes(m_weights.output);
     if (m_weights.projectIn.data)
         total += gpu::matrixBytes(m_weights.projectIn) + gpu::matrixBytes(m_weights.projectOut);
-    for (const auto& L : m_weights.layers)
+    const LlamaConfig& c = m_config;
+    for (const auto& L : m_weights.layers) {
         total += gpu::matrixBytes(L.wq) + gpu::matrixBytes(L.wk) + gpu::matrixBytes(L.wv) + gpu::matrixBytes(L.wo) +
                  gpu::matrixBytes(L.gate) + gpu::matrixBytes(L.up) + gpu::matrixBytes(L.down) +
-                 2 * sizeof(float) * uint64_t(m_config.dim);
+                 2 * sizeof(float) * uint64_t(c.dim);
+        // A mixture of experts reads its router, shared expert and nExpertsUsed of the experts.
+        total += gpu::matrixBytes(L.router) + gpu::matrixBytes(L.sharedGate) + gpu::matrixBytes(L.sharedUp) +
+                 gpu::matrixBytes(L.sharedDown) + gpu::matrixBytes(L.sharedRouter);
+        if (c.moe())
+            total += (gpu::matrixBytes(L.expertGate) + gpu::matrixBytes(L.expertUp) + gpu::matrixBytes(L.expertDown)) /
+                     uint64_t(c.nExperts) * uint64_t(c.nExpertsUsed);
+    }
     total += sizeof(float) * uint64_t(m_config.dim);
     return total;
 }

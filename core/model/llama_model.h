@@ -50,7 +50,36 @@ struct LlamaLayerWeights {
     const float* ffnNormBias = nullptr;  // (dim)
     const float* upBias = nullptr;       // (ffnDim) OPT fc1
     const float* downBias = nullptr;     // (dim)    OPT fc2
+    // Mixture of experts (LlamaConfig::moe(); gate, up and down are then absent): the router and
+    // the experts' matrices stacked, expert e's rows at [e * rows, (e + 1) * rows) of each
+    // (expertMatrix cuts one out), as GGUF stores them (one 3-D tensor each).
+    gpu::MatrixView router;        // (nExperts, dim)                  ffn_gate_inp
+    gpu::MatrixView expertGate;    // (nExperts * expertFfnDim, dim)   ffn_gate_exps
+    gpu::MatrixView expertUp;      // (nExperts * expertFfnDim, dim)   ffn_up_exps
+    gpu::MatrixView expertDown;    // (nExperts * dim, expertFfnDim)   ffn_down_exps
+    // The shared expert (qwen2moe; absent elsewhere) and its gate, one row of dim.
+    gpu::MatrixView sharedGate;    // (sharedExpertFfnDim, dim)        ffn_gate_shexp
+    gpu::MatrixView sharedUp;      // (sharedExpertFfnDim, dim)        ffn_up_shexp
+    gpu::MatrixView sharedDown;    // (dim, sharedExpertFfnDim)        ffn_down_shexp
+    gpu::MatrixView sharedRouter;  // (1, dim)                         ffn_gate_inp_shexp
 };
+
+// Expert e's rows of a stacked expert matrix (LlamaLayerWeights::expertGate, ...).
+inline gpu::MatrixView expertMatrix(const gpu::MatrixView& stacked, int experts, int e)
+{
+    gpu::MatrixView m = stacked;
+    m.rows = stacked.rows / experts;
+    m.data = static_cast<const uint8_t*>(stacked.data) + size_t(e) * size_t(m.rows) * stacked.rowStride;
+    return m;
+}
+
+// Every matrix of a layer, with its GGUF name suffix: what the planner places and the weight
+// streamer moves (absent ones have null data).
+struct LayerMatrixMember {
+    gpu::MatrixView LlamaLayerWeights::*member;
+    const char* suffix;
+};
+extern const LayerMatrixMember kLayerMatrices[15];
 
 // Every float vector of a layer, with its GGUF name suffix and length: what the weight streamer
 // keeps resident on the device, and what the loader binds.

@@ -8,7 +8,19 @@
 
 namespace spillway {
 
-const char* supportedArchitectures() { return "llama, mistral, qwen2, qwen3, opt, relu-llama"; }
+const char* supportedArchitectures()
+{
+    return "llama (Mixtral's experts included), mistral, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, opt, relu-llama";
+}
+
+int LlamaConfig::hiddenFloats() const
+{
+    if (!moe()) return ffnDim;
+    // hb2: the up values, then (past them: an expert cache's groups fill both in turns) the outputs.
+    const int routed = nExpertsUsed * expertFfnDim + sharedExpertFfnDim;
+    const int outputs = (nExpertsUsed + 1) * dim;
+    return std::max({ffnDim, routed + outputs, nExperts + 1});
+}
 
 namespace {
 
@@ -35,7 +47,7 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
     const auto arch = f.getString("general.architecture");
     if (!arch) return invalid(f, "missing metadata key 'general.architecture'");
     c.architecture = *arch;
-    static const char* const kKnown[] = {"llama", "mistral", "qwen2", "qwen3", "opt", "relu-llama"};
+    static const char* const kKnown[] = {"llama", "mistral", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmoe", "opt", "relu-llama"};
     if (std::find(std::begin(kKnown), std::end(kKnown), c.architecture) == std::end(kKnown)) {
         return makeError(ErrorCode::UnsupportedModel,
                          f.source() + ": architecture '" + c.architecture +
@@ -117,9 +129,40 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
         c.ropeFreqScale = float(1.0 / *factor);
     }
     // GGUF stores Qwen's Q/K rows in their Hugging Face order and rotates halves (NeoX style).
-    if (c.architecture == "qwen2" || c.architecture == "qwen3") c.ropeNeox = true;
+    if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "qwen2moe" ||
+        c.architecture == "qwen3moe" || c.architecture == "olmoe")
+        c.ropeNeox = true;
     // A Hugging Face Llama imported as it is: Q/K rows in rotate-half order (core/model/hf_model.h).
     if (auto neox = f.getBool("spillway.rope.neox")) c.ropeNeox = *neox;
+    if (f.find(p + "expert_count")) {
+        // Mixture of experts: the experts' FFN width is expert_feed_forward_length where the
+        // file has it (qwen2moe, qwen3moe: feed_forward_length is then a dense width the experts
+        // do not use), feed_forward_length otherwise (Mixtral, OLMoE).
+        auto experts = positiveKey(f, p + "expert_count", 4096);
+        if (!experts) return experts.error();
+        auto used = positiveKey(f, p + "expert_used_count", *experts);
+        if (!used) return used.error();
+        c.nExperts = *experts;
+        c.nExpertsUsed = *used;
+        c.expertFfnDim = c.ffnDim;
+        if (f.find(p + "expert_feed_forward_length")) {
+            auto width = positiveKey(f, p + "expert_feed_forward_length", 1 << 20);
+            if (!width) return width.error();
+            c.expertFfnDim = *width;
+        }
+        if (f.find(p + "expert_shared_feed_forward_length")) {
+            auto width = positiveKey(f, p + "expert_shared_feed_forward_length", 1 << 20);
+            if (!width) return width.error();
+            c.sharedExpertFfnDim = *width;
+        }
+        // As llama.cpp weighs them: Mixtral and Qwen3-MoE renormalize the chosen experts'
+        // probabilities (norm_topk_prob), Qwen2-MoE and OLMoE use them as they are.
+        c.expertWeightsNormalized = c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "qwen3moe";
+        if (auto norm = f.getBool(p + "expert_weights_norm")) c.expertWeightsNormalized = *norm;
+        c.qkNormWhole = c.architecture == "olmoe";
+    } else if (c.architecture == "qwen2moe" || c.architecture == "qwen3moe" || c.architecture == "olmoe") {
+        return invalid(f, "missing metadata key '" + p + "expert_count' (a mixture-of-experts architecture)");
+    }
     if (c.architecture == "opt") {
         c.layerNorm = true;
         c.learnedPositions = true;

@@ -56,13 +56,32 @@ struct LlamaConfig {
     // the cache (an int8 cache with one fixed scale, as the thesis' runtime keeps it).
     float kvCacheStep = 0.0f;
 
+    // Mixture of experts (Mixtral as `llama` with expert tensors, qwen2moe, qwen3moe, olmoe):
+    // nExperts > 0. Each token's FFN is the weighted sum of nExpertsUsed of nExperts experts
+    // (gated FFNs of expertFfnDim), chosen by a router (softmax over every expert's logit, the
+    // top nExpertsUsed taken in order of probability, their probabilities the weights,
+    // renormalized to sum 1 where expertWeightsNormalized), plus a shared expert of
+    // sharedExpertFfnDim (qwen2moe; 0: none) scaled by sigmoid(its gate . x).
+    int nExperts = 0;
+    int nExpertsUsed = 0;
+    int expertFfnDim = 0;
+    int sharedExpertFfnDim = 0;
+    bool expertWeightsNormalized = false;
+    // OLMoE: q and k are RMS-normed over the whole projection (qDim, kvDim values), not per head.
+    bool qkNormWhole = false;
+
+    bool moe() const { return nExperts > 0; }
+    // Floats per token of the FFN's working vectors (LayerStep's hb and hb2): the dense FFN's
+    // hidden values, or a MoE token's routed experts' and shared expert's hidden values side by
+    // side, their outputs (one of dim per expert) and the router's logits.
+    int hiddenFloats() const;
     int qDim() const { return nHeads * headDim; }
     int embeddingDim() const { return embedDim > 0 ? embedDim : dim; }
     int kvDim() const { return nKvHeads * headDim; }
 };
 
 // Architectures this engine runs today.
-const char* supportedArchitectures();  // "llama, mistral, qwen2, qwen3, opt, relu-llama"
+const char* supportedArchitectures();  // "llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, opt, relu-llama"
 
 Result<LlamaConfig> llamaConfigFromGguf(const gguf::File& file);
 // The same from metadata keyed like GGUF's (a model package's hyper-parameters JSON).

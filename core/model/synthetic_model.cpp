@@ -24,6 +24,12 @@ const std::vector<SyntheticPreset>& syntheticPresets()
         {"opt-125m", "opt", 768, 12, 12, 12, 3072, 50272, 2048, 0.0f},
         {"opt-6.7b", "opt", 4096, 32, 32, 32, 16384, 50272, 2048, 0.0f},
         {"opt-13b", "opt", 5120, 40, 40, 40, 20480, 50272, 2048, 0.0f},
+        // Mixtures of experts (ffnDim: one expert's): Qwen3-30B-A3B (head_dim 128, so q is
+        // 4096 wide on a 2048 stream; QK norm per head), Mixtral 8x7B (GGUF `llama` with
+        // experts), OLMoE-1B-7B-0924 (QK norm over the whole projection).
+        {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 768, 151936, 40960, 1000000.0f, 128, 128, 8},
+        {"mixtral-8x7b", "llama", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f, 0, 8, 2},
+        {"olmoe-1b-7b", "olmoe", 2048, 16, 16, 16, 1024, 50304, 4096, 10000.0f, 0, 64, 8},
     };
     return presets;
 }
@@ -195,7 +201,9 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
     }
     const int layers = options.layers > 0 ? options.layers : preset->nLayers;
     const int64_t dim = preset->dim, ffn = preset->ffnDim, vocab = preset->vocabSize;
-    const int64_t headDim = dim / preset->nHeads, kvDim = headDim * preset->nKvHeads;
+    const int64_t headDim = preset->headDim > 0 ? preset->headDim : dim / preset->nHeads;
+    const int64_t qDim = headDim * preset->nHeads, kvDim = headDim * preset->nKvHeads;
+    const int64_t experts = preset->experts;
     const bool opt = preset->architecture == "opt";
     const std::string arch = preset->architecture;
     if (!options.ffnDensity.empty()) {
@@ -229,6 +237,15 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
     w.setUInt32(arch + ".feed_forward_length", uint32_t(ffn));
     w.setUInt32(arch + ".attention.head_count", uint32_t(preset->nHeads));
     w.setUInt32(arch + ".attention.head_count_kv", uint32_t(preset->nKvHeads));
+    if (preset->headDim > 0) {
+        w.setUInt32(arch + ".attention.key_length", uint32_t(headDim));
+        w.setUInt32(arch + ".attention.value_length", uint32_t(headDim));
+    }
+    if (experts > 0) {
+        w.setUInt32(arch + ".expert_count", uint32_t(experts));
+        w.setUInt32(arch + ".expert_used_count", uint32_t(preset->expertsUsed));
+        w.setUInt32(arch + ".expert_feed_forward_length", uint32_t(ffn));
+    }
     if (opt) {
         w.setFloat32(arch + ".attention.layer_norm_epsilon", 1e-5f);
     } else {
@@ -253,6 +270,12 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
         w.addTensor(name, options.type, {cols, rows},
                     [=](std::span<uint8_t> out) { fillRandom(out, options.type, amplitude, s); });
     };
+    auto stacked = [&](const std::string& name, int64_t count, int64_t rows, int64_t cols) {
+        const float amplitude = std::sqrt(3.0f / float(cols));
+        const uint64_t s = ++seed;
+        w.addTensor(name, options.type, {cols, rows, count},
+                    [=](std::span<uint8_t> out) { fillRandom(out, options.type, amplitude, s); });
+    };
     auto vector = [&](const std::string& name, int64_t n, float center) {
         const uint64_t s = ++seed;
         w.addTensor(name, gpu::DType::F32, {n}, [=](std::span<uint8_t> out) {
@@ -269,16 +292,35 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
         const std::string b = "blk." + std::to_string(l) + ".";
         vector(b + "attn_norm.weight", dim, 1.0f);
         if (opt) vector(b + "attn_norm.bias", dim, 0.0f);
-        matrix(b + "attn_q.weight", dim, dim);
+        matrix(b + "attn_q.weight", qDim, dim);
         matrix(b + "attn_k.weight", kvDim, dim);
         matrix(b + "attn_v.weight", kvDim, dim);
-        matrix(b + "attn_output.weight", dim, dim);
+        matrix(b + "attn_output.weight", dim, qDim);
+        if (arch == "qwen3moe") {  // RMSNorm of each head of q and k
+            vector(b + "attn_q_norm.weight", headDim, 1.0f);
+            vector(b + "attn_k_norm.weight", headDim, 1.0f);
+        } else if (arch == "olmoe") {  // of the whole projections
+            vector(b + "attn_q_norm.weight", qDim, 1.0f);
+            vector(b + "attn_k_norm.weight", kvDim, 1.0f);
+        }
         if (opt) {
             for (const char* bias : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})
                 vector(b + bias, bias[5] == 'k' || bias[5] == 'v' ? kvDim : dim, 0.0f);
         }
         vector(b + "ffn_norm.weight", dim, 1.0f);
         if (opt) vector(b + "ffn_norm.bias", dim, 0.0f);
+        if (experts > 0) {
+            // The router stays F32 (llama.cpp's quantize leaves ffn_gate_inp as it is); the
+            // experts stacked, one 3-D tensor per matrix.
+            const uint64_t s = ++seed;
+            const float amplitude = std::sqrt(3.0f / float(dim));
+            w.addTensor(b + "ffn_gate_inp.weight", gpu::DType::F32, {dim, experts},
+                        [=](std::span<uint8_t> out) { fillRandom(out, gpu::DType::F32, amplitude, s); });
+            stacked(b + "ffn_gate_exps.weight", experts, ffn, dim);
+            stacked(b + "ffn_up_exps.weight", experts, ffn, dim);
+            stacked(b + "ffn_down_exps.weight", experts, dim, ffn);
+            continue;
+        }
         if (!opt) matrix(b + "ffn_gate.weight", ffn, dim);
         matrix(b + "ffn_up.weight", ffn, dim);
         matrix(b + "ffn_down.weight", dim, ffn);

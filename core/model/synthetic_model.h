@@ -14,9 +14,12 @@ namespace spillway {
 
 struct SyntheticPreset {
     std::string name;          // "tinyllama-1.1b"
-    std::string architecture;  // "llama" or "opt"
+    std::string architecture;  // "llama", "opt", "qwen3moe" or "olmoe"
     int dim, nLayers, nHeads, nKvHeads, ffnDim, vocabSize, context;
     float ropeBase;
+    int headDim = 0;  // 0: dim / nHeads
+    // Mixtures of experts: experts of ffnDim each, expertsUsed per token (0: a dense model).
+    int experts = 0, expertsUsed = 0;
 };
 
 const std::vector<SyntheticPreset>& syntheticPresets();

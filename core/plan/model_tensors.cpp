@@ -7,9 +7,6 @@ std::vector<TensorPlacement> modelTensors(const LlamaModel& model)
 {
     const int layers = model.config().nLayers;
     const bool tied = model.tiedEmbeddings();
-    static const char* kLayerTensors[] = {"attn_q.weight",   "attn_k.weight", "attn_v.weight",
-                                          "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
-                                          "ffn_down.weight"};
     std::vector<TensorPlacement> list;
     auto add = [&](const std::string& name, int unit) {
         const ModelTensor* t = model.tensor(name);
@@ -20,8 +17,18 @@ std::vector<TensorPlacement> modelTensors(const LlamaModel& model)
         list.push_back(std::move(p));
     };
     add("token_embd.weight", tied ? layers : -1);
+    // A layer's matrices (llama_model.h), the dense FFN's or a mixture of experts' (the others
+    // absent: 0 bytes, as an ungated FFN's gate).
+    const bool moe = model.config().moe();
     for (int l = 0; l < layers; ++l)
-        for (const char* suffix : kLayerTensors) add("blk." + std::to_string(l) + "." + suffix, l);
+        for (const LayerMatrixMember& m : kLayerMatrices) {
+            const std::string_view suffix = m.suffix;
+            const bool expertTensor = suffix.find("_inp") != std::string_view::npos ||
+                                      suffix.find("_exps") != std::string_view::npos ||
+                                      suffix.find("_shexp") != std::string_view::npos;
+            if (expertTensor && !moe) continue;
+            add("blk." + std::to_string(l) + "." + m.suffix, l);
+        }
     if (!tied) add("output.weight", layers);
     return list;
 }

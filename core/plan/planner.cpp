@@ -1,6 +1,7 @@
 #include "core/plan/planner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 
@@ -61,6 +62,13 @@ struct Tensor {
     bool splittable = true;  // rows can be split CPU/device (dense types; not bitmap sparse)
     SsdPiece piece;          // where it lies in the model's files
     bool inMemory = false;   // converted at load: no file to read, so the SSD tier keeps it in RAM
+    // A mixture of experts' stack (ffn_*_exps): a token computes with `share` of it (the experts
+    // it uses); on the SSD it goes through the expert cache, which keeps `cacheBytes` of it in
+    // device memory and reads `missBytes` per token (its misses, routing taken as uniform).
+    bool expertStack = false;
+    double share = 1.0;
+    uint64_t cacheBytes = 0;
+    double missBytes = 0;
 };
 
 // The cost model: a simulation of the runtime's loader and compute over a few passes.
@@ -92,6 +100,12 @@ public:
         std::vector<double> load(size_t(m_units), 0.0), compute(size_t(m_units), 0.0);
         std::vector<uint64_t> slotBytes(size_t(m_units), 0), ssdSlotBytes(size_t(m_units), 0);
         std::vector<std::vector<SsdPiece>> pieces(static_cast<size_t>(m_units));
+        // The runtime's expert cache takes a layer whose expert stacks all lie on the SSD; a
+        // layer with some elsewhere streams them whole.
+        std::vector<char> cached(size_t(m_units), 1);
+        for (size_t i = 0; i < m_tensors.size(); ++i)
+            if (m_tensors[i].expertStack && m_tensors[i].unit >= 0 && (tiers[i] != Tier::Ssd || m_tensors[i].inMemory))
+                cached[size_t(m_tensors[i].unit)] = 0;
         for (size_t i = 0; i < m_tensors.size(); ++i) {
             const Tensor& t = m_tensors[i];
             const Tier tier = tiers[i];
@@ -119,6 +133,18 @@ public:
             }
             compute[u] += t.compute;
             e.lanes.deviceCompute += t.compute;
+            if (t.expertStack && loadedFrom == Tier::Ssd && cached[u]) {
+                // The expert cache: its slots resident, its misses read inside the layer (on the
+                // compute path), through staging and a copy where the device has its own memory.
+                e.residentBytes += alignUp(t.cacheBytes);
+                const double read = t.missBytes / m_hw.ssd;
+                const double copy = m_hw.directToDevice ? 0.0 : t.missBytes / m_hw.copy;
+                compute[u] += read + copy;
+                e.lanes.ssdRead += read;
+                e.lanes.hostToDevice += copy;
+                e.ssdBytes += uint64_t(t.missBytes);
+                continue;
+            }
             if (tier == Tier::Device) {
                 e.residentBytes += alignUp(t.bytes);
                 continue;
@@ -266,6 +292,16 @@ Result<Setup> setUp(const PlannerInput& in)
         x.unit = t.unit;
         x.bytes = t.bytes;
         x.compute = t.unit < 0 ? 0.0 : double(t.bytes) / rate;
+        if (c.moe() && t.name.find("_exps.weight") != std::string::npos) {
+            const int slots = std::clamp(in.expertSlots > 0 ? in.expertSlots : 2 * c.nExpertsUsed, c.nExpertsUsed, c.nExperts);
+            const double expert = double(t.bytes) / double(c.nExperts);
+            x.expertStack = true;
+            x.share = double(c.nExpertsUsed) / double(c.nExperts);
+            x.compute *= x.share;
+            x.cacheBytes = uint64_t(expert * double(slots));
+            // Uniform routing: a chosen expert is in a slot with probability slots / experts.
+            x.missBytes = double(c.nExpertsUsed) * (1.0 - double(slots) / double(c.nExperts)) * expert;
+        }
         x.splittable = type != gpu::DType::BitmapSparse;
         if (info) x.piece = {info->file, info->fileOffset, info->bytes};
         x.inMemory = info && info->file == kInMemoryTensor;
@@ -331,6 +367,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
         cost.computeSeconds = t.compute;
         cost.copySeconds = double(t.bytes) / s.hw.copy;
         cost.ssdSeconds = double(t.bytes) / s.hw.ssd;
+        if (t.expertStack) cost.ssdSeconds = t.missBytes / s.hw.ssd;  // through the expert cache
         // HeteGen Eq. 9: α ≈ T'cpu / (T'cpu + max(T'pin, T'trans)), the device's share of rows.
         if (s.hw.cpuMatvec > 0 && !s.hw.directToDevice && t.splittable) {
             const double cpu = double(t.bytes) / s.hw.cpuMatvec;
@@ -340,6 +377,29 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
         auto& placed = r.placement.tensors[i];
         if (placed.tier == Tier::Host && !s.hw.directToDevice && cost.hetegenAlpha < 1.0)
             placed.deviceFraction = cost.hetegenAlpha;
+    }
+    if (const LlamaConfig& c = in.model->config(); c.moe()) {
+        // Per layer, where its experts are: all three stacks on one tier, or split.
+        int perTier[3] = {}, mixed = 0;
+        for (int l = 0; l < c.nLayers; ++l) {
+            int tier = -1;
+            for (size_t i = 0; i < r.placement.tensors.size(); ++i) {
+                const TensorPlacement& t = r.placement.tensors[i];
+                if (t.unit != l || !ts[i].expertStack) continue;
+                tier = tier == -1 || tier == int(t.tier) ? int(t.tier) : 3;
+            }
+            if (tier >= 0 && tier < 3) ++perTier[tier];
+            else if (tier == 3) ++mixed;
+        }
+        const int slots = std::clamp(in.expertSlots > 0 ? in.expertSlots : 2 * c.nExpertsUsed, c.nExpertsUsed, c.nExperts);
+        char note[400];
+        std::snprintf(note, sizeof note,
+                      "experts (%d per token of %d per layer): on the device in %d layers, in RAM in %d, on the SSD in "
+                      "%d (an expert cache of %d slots per layer: %.0f%% hits expected with uniform routing, the worst "
+                      "case), split across tiers in %d (streamed whole)",
+                      c.nExpertsUsed, c.nExperts, perTier[int(Tier::Device)], perTier[int(Tier::Host)],
+                      perTier[int(Tier::Ssd)], slots, 100.0 * slots / c.nExperts, mixed);
+        r.notes.push_back(note);
     }
     if (s.hw.directToDevice)
         r.notes.push_back("the device computes on host memory: SSD reads land in device slots directly, and a "

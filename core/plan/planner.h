@@ -40,6 +40,9 @@ struct PlannerInput {
     // Per layer (or empty): the neuron cache's traffic and compute, on the critical path of its
     // layer (bundles are fetched when the layer's FFN needs them).
     std::vector<NeuronCacheLayerCost> neuronCache;
+    // Mixtures of experts: the expert cache's slots per layer for experts left on the SSD
+    // (0: twice the experts a token uses, as the runtime's default).
+    int expertSlots = 0;
 };
 
 // Seconds per decoded token each lane is busy, and the pipeline's result.

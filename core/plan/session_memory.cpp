@@ -26,8 +26,8 @@ SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvT
         uint64_t(c.qDim()) * b,                            // q
         uint64_t(c.qDim()) * b,                            // att
         uint64_t(c.nHeads) * uint64_t(ctx) * kFloat,       // scores
-        uint64_t(c.ffnDim) * b,                            // hb
-        uint64_t(c.ffnDim) * b,                            // hb2
+        uint64_t(c.hiddenFloats()) * b,                    // hb
+        uint64_t(c.hiddenFloats()) * b,                    // hb2
         uint64_t(c.vocabSize) * (everyLogits ? b : kFloat), // logits
         kvBytes,                                           // keys
         kvBytes,                                           // values

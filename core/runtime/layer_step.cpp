@@ -12,6 +12,7 @@ LayerStep::LayerStep(const LlamaConfig& config, gpu::Device& device, const Buffe
                      const gpu::RopeParams& rope, RowSplit& matvec, SparseFfn* sparse)
     : m_c(config), m_device(device), m_buf(buffers), m_kv(kv), m_rope(rope), m_matvec(matvec), m_sparse(sparse)
 {
+    if (config.moe()) m_expertCounts.assign(size_t(config.nLayers) * size_t(config.nExperts), 0);
 }
 
 size_t LayerStep::xbFloats(const LlamaConfig& c) { return size_t(std::max({c.dim, c.qDim(), c.embeddingDim()})); }
@@ -32,7 +33,7 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
     Status failed;
     gpu::Device& d = m_device;
     const size_t dim = size_t(c.dim), qDim = size_t(c.qDim());
-    const size_t ffn = size_t(c.ffnDim), xbStride = size_t(xbFloats(c));
+    const size_t ffn = size_t(c.hiddenFloats()), xbStride = size_t(xbFloats(c));
     auto xOf = [&](int i) { return x + size_t(i) * dim; };
     auto xbOf = [&](int i) { return m_buf.xb + size_t(i) * xbStride; };
     auto qOf = [&](int i) { return m_buf.q + size_t(i) * qDim; };
@@ -71,10 +72,15 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
         if (L.qBias) d.add(q, L.qBias, c.qDim());
         if (L.kBias) d.add(k, L.kBias, c.kvDim());
         if (L.vBias) d.add(v, L.vBias, c.kvDim());
-        if (L.qNorm)  // Qwen3: each head normalized on its own
+        if (L.qNorm && c.qkNormWhole) {  // OLMoE: the whole projection normalized
+            d.rmsnorm(q, L.qNorm, q, c.qDim(), c.normEps);
+            d.rmsnorm(k, L.kNorm, k, c.kvDim(), c.normEps);
+        } else if (L.qNorm) {  // Qwen3: each head normalized on its own
             for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
-        if (L.kNorm)
-            for (int h = 0; h < c.nKvHeads; ++h) d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
+            if (L.kNorm)
+                for (int h = 0; h < c.nKvHeads; ++h)
+                    d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
+        }
         if (!c.learnedPositions) {
             d.rope(q, c.nHeads, c.headDim, pos + i, m_rope);
             d.rope(k, c.nKvHeads, c.headDim, pos + i, m_rope);
@@ -119,6 +125,7 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
 
     // FFN.
     normInputs(L.ffnNorm, L.ffnNormBias);
+    if (c.moe()) return experts(L, layer, x, n);
     if (m_sparse) {
         Status ran = m_sparse->run(L, layer, inputOf(0), xOf(0));
         if (failed) failed = std::move(ran);
@@ -159,6 +166,172 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
         if (c.postNorm && !c.ffnGated) norm(xOf(i), L.ffnNorm, L.ffnNormBias, xOf(i));
     }
     return failed;
+}
+
+// A mixture of experts' FFN for n tokens, as llama.cpp's build_moe_ffn computes it. The router's
+// logits come to the host (one small download per token), which picks each token's experts
+// (softmax over all, the top nExpertsUsed by probability, renormalized where the architecture
+// says so); then every expert's tokens go to it in one dispatch (jobs grouped by expert, so a
+// prompt reads each chosen expert once and the CPU's matrix product takes its run of tokens).
+// Per token, in hb and hb2 (hiddenFloats each): the routed experts' hidden values side by side,
+// the shared expert's behind them; in hb2 past those, the experts' outputs (dim each). The weighted sum
+// goes to xb (each output times its weight, added in the order of the choice, the shared
+// expert's last, scaled by sigmoid of its gate), then onto the residual stream.
+Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n)
+{
+    const LlamaConfig& c = m_c;
+    gpu::Device& d = m_device;
+    const int experts = c.nExperts, used = c.nExpertsUsed, width = c.expertFfnDim;
+    const int shared = L.sharedUp.data ? c.sharedExpertFfnDim : 0;
+    const size_t dim = size_t(c.dim), hidden = size_t(c.hiddenFloats()), xbStride = size_t(xbFloats(c));
+    auto xbOf = [&](int i) { return m_buf.xb + size_t(i) * xbStride; };
+    auto hbOf = [&](int i) { return m_buf.hb + size_t(i) * hidden; };
+    auto hb2Of = [&](int i) { return m_buf.hb2 + size_t(i) * hidden; };
+    std::vector<gpu::MatvecJob>& jobs = m_jobs;
+
+    // The router (and the shared expert's gate) for every token, to the host.
+    jobs.clear();
+    for (int i = 0; i < n; ++i) jobs.push_back({L.router, xbOf(i), hb2Of(i)});
+    if (shared)
+        for (int i = 0; i < n; ++i) jobs.push_back({L.sharedRouter, xbOf(i), hb2Of(i) + experts});
+    m_matvec.run(jobs);
+    const size_t logitsPerToken = size_t(experts) + (shared ? 1 : 0);
+    m_routerLogits.resize(size_t(n) * logitsPerToken);
+    for (int i = 0; i < n; ++i)
+        d.download(m_routerLogits.data() + size_t(i) * logitsPerToken, hb2Of(i), logitsPerToken * sizeof(float));
+
+    m_choice.resize(size_t(n) * size_t(used));
+    m_weight.resize(size_t(n) * size_t(used));
+    m_sharedWeight.resize(size_t(n));
+    std::vector<float>& probs = m_probs;
+    std::vector<int>& order = m_order;
+    probs.resize(size_t(experts));
+    order.resize(size_t(experts));
+    for (int i = 0; i < n; ++i) {
+        const float* logits = m_routerLogits.data() + size_t(i) * logitsPerToken;
+        // Softmax as ggml's: exp(l - max), summed in double, times 1 / sum.
+        const float top = *std::max_element(logits, logits + experts);
+        double sum = 0.0;
+        for (int e = 0; e < experts; ++e) {
+            probs[size_t(e)] = std::exp(logits[e] - top);
+            sum += probs[size_t(e)];
+        }
+        const float inv = float(1.0 / sum);
+        for (int e = 0; e < experts; ++e) probs[size_t(e)] *= inv;
+        // The top `used` in order of probability (ties: the lower index first).
+        for (int e = 0; e < experts; ++e) order[size_t(e)] = e;
+        std::partial_sort(order.begin(), order.begin() + used, order.end(), [&](int a, int b) {
+            return probs[size_t(a)] > probs[size_t(b)] || (probs[size_t(a)] == probs[size_t(b)] && a < b);
+        });
+        float chosen = 0.0f;
+        for (int j = 0; j < used; ++j) {
+            const int e = order[size_t(j)];
+            m_choice[size_t(i * used + j)] = e;
+            m_weight[size_t(i * used + j)] = probs[size_t(e)];
+            chosen += probs[size_t(e)];
+            ++m_expertCounts[size_t(layer) * size_t(experts) + size_t(e)];
+        }
+        if (c.expertWeightsNormalized)
+            for (int j = 0; j < used; ++j) m_weight[size_t(i * used + j)] /= chosen;
+        if (shared) m_sharedWeight[size_t(i)] = 1.0f / (1.0f + std::exp(-logits[experts]));
+    }
+
+    // The distinct experts chosen, in order, and where each one's matrices are: sliced from the
+    // layer's stacks, or in the expert cache's slots (a layer whose experts lie on the SSD), in
+    // groups of at most its slots.
+    m_distinct.clear();
+    for (int e = 0; e < experts; ++e)
+        for (int k = 0; k < n * used; ++k)
+            if (m_choice[size_t(k)] == e) {
+                m_distinct.push_back(e);
+                break;
+            }
+    const bool cached = m_experts && m_experts->serves(layer);
+    const size_t groupSize = cached ? size_t(m_experts->slotsPerLayer()) : m_distinct.size();
+    m_views.resize(m_distinct.size());
+    const size_t sharedAt = size_t(used) * size_t(width), outAt = sharedAt + size_t(shared);
+    Status failed;
+    for (size_t g0 = 0; g0 < m_distinct.size(); g0 += groupSize) {
+        const size_t g1 = std::min(m_distinct.size(), g0 + groupSize);
+        const std::span<const int> group(m_distinct.data() + g0, g1 - g0);
+        if (cached) {
+            Status fetched = m_experts->fetch(layer, group, {m_views.data() + g0, group.size()});
+            if (!fetched) {
+                failed = std::move(fetched);
+                break;
+            }
+        } else {
+            for (size_t k = g0; k < g1; ++k)
+                m_views[k] = {expertMatrix(L.expertGate, experts, m_distinct[k]),
+                              expertMatrix(L.expertUp, experts, m_distinct[k]),
+                              expertMatrix(L.expertDown, experts, m_distinct[k])};
+        }
+        const bool first = g0 == 0, whole = g0 == 0 && g1 == m_distinct.size();
+        // Each expert's tokens one after another (a prompt reads the expert once for all).
+        auto byExpert = [&](auto&& job) {
+            for (size_t k = g0; k < g1; ++k)
+                for (int i = 0; i < n; ++i)
+                    for (int j = 0; j < used; ++j)
+                        if (m_choice[size_t(i * used + j)] == m_distinct[k]) jobs.push_back(job(m_views[k], i, j));
+        };
+        jobs.clear();
+        byExpert([&](const ExpertViews& v, int i, int j) {
+            return gpu::MatvecJob{v.gate, xbOf(i), hbOf(i) + size_t(j) * size_t(width)};
+        });
+        byExpert([&](const ExpertViews& v, int i, int j) {
+            return gpu::MatvecJob{v.up, xbOf(i), hb2Of(i) + size_t(j) * size_t(width)};
+        });
+        if (shared && first) {
+            for (int i = 0; i < n; ++i) jobs.push_back({L.sharedGate, xbOf(i), hbOf(i) + sharedAt});
+            for (int i = 0; i < n; ++i) jobs.push_back({L.sharedUp, xbOf(i), hb2Of(i) + sharedAt});
+        }
+        m_matvec.run(jobs);
+        if (whole) {  // one SwiGLU over all of a token's experts
+            for (int i = 0; i < n; ++i) d.swiglu(hbOf(i), hb2Of(i), hbOf(i), int(sharedAt) + shared);
+        } else {
+            for (size_t k = g0; k < g1; ++k)
+                for (int i = 0; i < n; ++i)
+                    for (int j = 0; j < used; ++j)
+                        if (m_choice[size_t(i * used + j)] == m_distinct[k]) {
+                            float* h = hbOf(i) + size_t(j) * size_t(width);
+                            d.swiglu(h, hb2Of(i) + size_t(j) * size_t(width), h, width);
+                        }
+            if (shared && first)
+                for (int i = 0; i < n; ++i) d.swiglu(hbOf(i) + sharedAt, hb2Of(i) + sharedAt, hbOf(i) + sharedAt, shared);
+        }
+        // Down into hb2 past the up values (a later group's are still to come): routed outputs
+        // at outAt + j * dim, the shared one's at outAt + used * dim.
+        jobs.clear();
+        byExpert([&](const ExpertViews& v, int i, int j) {
+            return gpu::MatvecJob{v.down, hbOf(i) + size_t(j) * size_t(width), hb2Of(i) + outAt + size_t(j) * dim};
+        });
+        if (shared && first)
+            for (int i = 0; i < n; ++i)
+                jobs.push_back({L.sharedDown, hbOf(i) + sharedAt, hb2Of(i) + outAt + size_t(used) * dim});
+        m_matvec.run(jobs);
+    }
+    if (!failed) return failed;
+
+    for (int i = 0; i < n; ++i) {
+        gpu::PointwiseArgs sum;
+        sum.n = c.dim;
+        sum.out = xbOf(i);
+        for (int j = 0; j < used; ++j) {
+            sum.op = j == 0 ? gpu::PointwiseOp::Scale : gpu::PointwiseOp::ScaledAdd;
+            sum.x = hb2Of(i) + outAt + size_t(j) * dim;
+            sum.y = xbOf(i);
+            sum.factor = m_weight[size_t(i * used + j)];
+            d.pointwise(sum);
+        }
+        if (shared) {
+            sum.op = gpu::PointwiseOp::ScaledAdd;
+            sum.x = hb2Of(i) + outAt + size_t(used) * dim;
+            sum.factor = m_sharedWeight[size_t(i)];
+            d.pointwise(sum);
+        }
+        d.add(x + size_t(i) * dim, xbOf(i), c.dim);
+    }
+    return {};
 }
 
 void LayerStep::norm(const float* x, const float* weight, const float* bias, float* out)

@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "core/model/llama_model.h"
+#include "core/runtime/expert_cache.h"
 #include "core/runtime/kv_cache.h"
 #include "gpu/device.h"
 
@@ -48,7 +49,17 @@ public:
     // v = max(0, v - shift), on the device (ReLU models' activations; the sparse FFN's too).
     static void shiftedRelu(gpu::Device& device, float* v, int n, float shift);
 
+    // The cache that brings in the experts of the layers it serves (set by the session).
+    void setExpertCache(ExpertCache* cache) { m_experts = cache; }
+    // How often each expert was chosen, per layer: counts[layer * nExperts + e] (mixtures of
+    // experts; empty otherwise), since the step was made.
+    const std::vector<uint64_t>& expertCounts() const { return m_expertCounts; }
+    // The experts the last pass chose for its tokens: token i's j-th at [i * nExpertsUsed + j],
+    // in order of probability (the last layer run).
+    const std::vector<int>& lastChoice() const { return m_choice; }
+
 private:
+    Status experts(const LlamaLayerWeights& L, int layer, float* x, int n);
 
     const LlamaConfig& m_c;
     gpu::Device& m_device;
@@ -58,6 +69,12 @@ private:
     RowSplit& m_matvec;
     SparseFfn* m_sparse;
     std::vector<gpu::MatvecJob> m_jobs;  // reused
+    // Mixture of experts: the router's logits on the host, each token's choice and weights.
+    std::vector<float> m_routerLogits, m_weight, m_sharedWeight, m_probs;
+    std::vector<int> m_choice, m_order, m_distinct;
+    std::vector<ExpertViews> m_views;
+    ExpertCache* m_experts = nullptr;  // the experts the placement leaves on the SSD (null: none)
+    std::vector<uint64_t> m_expertCounts;
 };
 
 }  // namespace spillway

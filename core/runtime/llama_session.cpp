@@ -51,6 +51,10 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
                                  device.info().backend + " device cannot compute on (run it on the CPU backend, or "
                                  "compress the model for this one: spillway-cli compress --backend " +
                                  device.info().backend + ")");
+    if (c.moe() && options.neuronCache.capacity > 0)
+        return makeError(ErrorCode::UnsupportedModel,
+                         model.path() + ": the neuron cache (activation-sparse FFN) does not take a mixture of "
+                                        "experts; run it without --neuron-cache (its experts are its sparsity)");
     auto s = std::unique_ptr<LlamaSession>(new LlamaSession(model, device));
     s->m_ctx = ctx;
     s->m_batch = options.batch;
@@ -126,13 +130,16 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     StreamerOptions streaming = options.streamer;
     for (std::string& name : SparseFfn::servedTensors(model, options.neuronCache))
         streaming.notStreamed.push_back(std::move(name));
+    // Experts on the SSD: read as tokens choose them, not streamed as whole stacks.
+    std::vector<int> expertLayers = ExpertCache::servedLayers(model, placement);
+    for (std::string& name : ExpertCache::servedTensors(model, placement)) streaming.notStreamed.push_back(std::move(name));
     auto streamer = WeightStreamer::create(model, device, placement, streaming);
     if (!streamer) return streamer.error();
     s->m_streamer = std::move(streamer.value());
     if (!device.info().caps.hostPointers)
         s->m_hostLogits = std::make_unique<float[]>(size_t(c.vocabSize) * size_t(options.everyLogits ? s->m_batch : 1));
     s->m_split = std::make_unique<RowSplit>(device, *s->m_streamer,
-                                            size_t(std::max({c.dim, c.qDim(), c.ffnDim, c.vocabSize})));
+                                            size_t(std::max({c.dim, c.qDim(), c.hiddenFloats(), c.vocabSize})));
     if (options.neuronCache.capacity > 0) {
         SparseFfn::Shared shared;
         shared.hb = s->m_hb.as<float>();
@@ -154,6 +161,16 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     step.hb2 = s->m_hb2.as<float>();
     step.scores = s->m_scores.as<float>();
     s->m_step = std::make_unique<LayerStep>(c, device, step, s->m_kv, s->m_rope, *s->m_split, s->m_sparse.get());
+    if (!expertLayers.empty()) {
+        ExpertCacheOptions eo = options.experts;
+        eo.ioQueueDepth = options.streamer.ioQueueDepth;
+        eo.ioChunkBytes = options.streamer.ioChunkBytes;
+        eo.trace = options.streamer.trace;
+        auto experts = ExpertCache::create(model, device, std::move(expertLayers), eo);
+        if (!experts) return experts.error();
+        s->m_experts = std::move(*experts);
+        s->m_step->setExpertCache(s->m_experts.get());
+    }
     return s;
 }
 
@@ -195,6 +212,7 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     const uint32_t pass = m_pass++;
     ws.setPass(pass);
     if (m_sparse) m_sparse->setPass(pass);
+    if (m_experts) m_experts->setPass(pass);
     const size_t dim = size_t(c.dim);
     const int n = int(tokens.size());
     float* x = m_x.as<float>();

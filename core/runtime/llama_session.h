@@ -15,6 +15,7 @@
 #include "base/result.h"
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
+#include "core/runtime/expert_cache.h"
 #include "core/runtime/kv_cache.h"
 #include "core/runtime/layer_step.h"
 #include "core/runtime/row_split.h"
@@ -39,6 +40,9 @@ struct SessionOptions {
     // per position and kv head) take 1/2 or about 1/4 of the bytes, at a small cost in accuracy.
     gpu::KvType kvType = gpu::KvType::F32;
     NeuronCacheOptions neuronCache;
+    // Mixtures of experts: the slots of the cache that brings in the experts a placement leaves
+    // on the SSD (expert_cache.h); unused otherwise.
+    ExpertCacheOptions experts;
 };
 
 class LlamaSession {
@@ -62,6 +66,10 @@ public:
     const WeightStreamer& streamer() const { return *m_streamer; }
     // What the neuron cache loaded (zeros when it is off).
     NeuronCacheReport neuronCacheReport() const { return m_sparse ? m_sparse->report() : NeuronCacheReport{}; }
+    // What the expert cache brought in (zeros when no experts lie on the SSD).
+    ExpertCacheReport expertCacheReport() const { return m_experts ? m_experts->report() : ExpertCacheReport{}; }
+    // How often each expert was chosen, per layer (layer * nExperts + e; empty for dense models).
+    const std::vector<uint64_t>& expertCounts() const { return m_step->expertCounts(); }
 
     // Device bytes a session of this shape allocates besides the weights (KV cache, activations).
     static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch,
@@ -110,6 +118,7 @@ private:
     std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
     std::unique_ptr<RowSplit> m_split;    // HeteGen's CPU/GPU row split (row_split.h)
     std::unique_ptr<SparseFfn> m_sparse;  // the activation-sparse FFN (null when off)
+    std::unique_ptr<ExpertCache> m_experts;  // experts on the SSD, brought in as chosen (null: none)
     std::unique_ptr<LayerStep> m_step;    // one block on the device (layer_step.h)
     Status m_ffnError;  // a failed bundle read, returned by forward()
     // Per layer and the head, of the pass being traced on a device with its own clock: when the

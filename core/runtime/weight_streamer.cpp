@@ -387,7 +387,7 @@ std::vector<gpu::MatrixView> WeightStreamer::residentMatrices() const
                 if (s.member == member) return false;
             return true;
         };
-        for (const MemberName& m : kMembers)
+        for (const LayerMatrixMember& m : kMembers)
             if ((unit.layer.*(m.member)).data && resident(m.member)) out.push_back(unit.layer.*(m.member));
         if (unit.head.data && resident(nullptr)) out.push_back(unit.head);
     }

@@ -27,16 +27,8 @@ inline size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 constexpr size_t kVectorAlign = plan::kResidentVectorAlign;  // floats: the resident vectors start 64 bytes apart
 
 using LayerMember = gpu::MatrixView LlamaLayerWeights::*;
-struct MemberName {
-    LayerMember member;
-    const char* suffix;
-};
-constexpr MemberName kMembers[] = {
-    {&LlamaLayerWeights::wq, "attn_q.weight"},     {&LlamaLayerWeights::wk, "attn_k.weight"},
-    {&LlamaLayerWeights::wv, "attn_v.weight"},     {&LlamaLayerWeights::wo, "attn_output.weight"},
-    {&LlamaLayerWeights::gate, "ffn_gate.weight"}, {&LlamaLayerWeights::up, "ffn_up.weight"},
-    {&LlamaLayerWeights::down, "ffn_down.weight"},
-};
+// Every matrix of a layer (llama_model.h).
+constexpr const auto& kMembers = kLayerMatrices;
 
 using gpu::matrixBytes;
 

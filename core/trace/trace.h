@@ -52,6 +52,9 @@ struct Span {
 
 // The op of the neuron cache's bundle transfers: the spans that carry lookups and hits.
 inline constexpr const char* kNeuronBundlesOp = "neuron bundles";
+// The op of the expert cache's reads (mixtures of experts): lookups are the experts a layer's
+// tokens chose, hits those already in a slot.
+inline constexpr const char* kExpertsOp = "experts";
 
 // Steady clock, nanoseconds since an arbitrary epoch.
 uint64_t nowNs();

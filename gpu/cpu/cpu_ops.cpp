@@ -379,6 +379,16 @@ void pointwiseOp(const PointwiseArgs& a)
             a.out[i] = (r == r ? std::clamp(r, a.lo, a.hi) : 0.0f) * a.step;
         }
         return;
+    case PointwiseOp::Scale:
+        for (int i = 0; i < a.n; ++i) a.out[i] = a.x[i] * a.factor;
+        return;
+    case PointwiseOp::ScaledAdd:
+        // Baseline x86-64 (no FMA here): the product is rounded before the add.
+        for (int i = 0; i < a.n; ++i) {
+            const float product = a.x[i] * a.factor;
+            a.out[i] = product + a.y[i];
+        }
+        return;
     }
 }
 

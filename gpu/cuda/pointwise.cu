@@ -10,7 +10,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void pointwiseKernel(PointwiseOp op, const float* x, const float* y, float* out, int n, float shift,
-                                float step, float lo, float hi)
+                                float step, float lo, float hi, float factor)
 {
     const int i = blockIdx.x * kThreads + threadIdx.x;
     if (i >= n) return;
@@ -23,6 +23,8 @@ __global__ void pointwiseKernel(PointwiseOp op, const float* x, const float* y, 
         out[i] = __fmul_rn(r == r ? fminf(fmaxf(r, lo), hi) : 0.0f, step);
         break;
     }
+    case PointwiseOp::Scale: out[i] = __fmul_rn(v, factor); break;
+    case PointwiseOp::ScaledAdd: out[i] = __fadd_rn(__fmul_rn(v, factor), y[i]); break;
     }
 }
 
@@ -32,7 +34,7 @@ cudaError_t launchPointwise(const PointwiseArgs& a, cudaStream_t stream)
 {
     if (a.n <= 0) return cudaSuccess;
     pointwiseKernel<<<gridFor(a.n, kThreads), kThreads, 0, stream>>>(a.op, a.x, a.y, a.out, a.n, a.shift, a.step,
-                                                                     a.lo, a.hi);
+                                                                     a.lo, a.hi, a.factor);
     return cudaGetLastError();
 }
 

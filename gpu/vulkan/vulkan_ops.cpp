@@ -101,7 +101,7 @@ struct AddPush {
 struct PointwisePush {
     uint64_t x, y, out;
     uint32_t n, op;
-    float shift, step, lo, hi;
+    float shift, step, lo, hi, factor;
 };
 
 struct ScatterRowsPush {
@@ -320,7 +320,7 @@ void VulkanDevice::pointwise(const PointwiseArgs& a)
     if (failed() || a.n <= 0) return;
     std::lock_guard lock(m_recordMutex);
     PointwisePush p{addr(a.x), addr(a.y), addr(a.out), static_cast<uint32_t>(a.n), static_cast<uint32_t>(a.op),
-                    a.shift, a.step, a.lo, a.hi};
+                    a.shift, a.step, a.lo, a.hi, a.factor};
     dispatch(Shader::Pointwise, &p, pushSize(p), groupsFor(static_cast<uint64_t>(a.n), 64));
 }
 

@@ -883,10 +883,11 @@ TEST_F(BackendConformance, RopeWithFrequencyFactors)
 TEST_F(BackendConformance, PointwiseOps)
 {
     for (int n : {1, 129, 4099}) {
-        for (PointwiseOp op : {PointwiseOp::ShiftedRelu, PointwiseOp::ShiftedReluGlu, PointwiseOp::SnapToGrid}) {
+        for (PointwiseOp op : {PointwiseOp::ShiftedRelu, PointwiseOp::ShiftedReluGlu, PointwiseOp::SnapToGrid,
+                               PointwiseOp::Scale, PointwiseOp::ScaledAdd}) {
             const std::vector<float> x = randomFloats(n, rng, -4.0f, 4.0f), y = randomFloats(n, rng);
             std::vector<float> want(n);
-            PointwiseArgs a{op, x.data(), y.data(), want.data(), n, 0.25f, 0.05f, -40.0f, 30.0f};
+            PointwiseArgs a{op, x.data(), y.data(), want.data(), n, 0.25f, 0.05f, -40.0f, 30.0f, 0.3721f};
             cpu().pointwise(a);
             DeviceData dx(gpu(), x), dy(gpu(), y), out(gpu(), n * sizeof(float));
             poison(gpu(), out.f(), n);

@@ -4,7 +4,7 @@
 // relu-stories-260K exactly as the CPU backend does (tests/data/reference/*.greedy48.tsv), with
 // F32, F16 and Q8 KV caches, with weights on the device, streamed from RAM and the SSD, split by
 // rows with the CPU (HeteGen), prompts in batches; models of every GGUF type against the CPU's
-// logits; the neuron cache on the device; the device's timeline marks. Skipped, with the
+// logits; the neuron cache on the device; the device's timeline marks; mixtures of experts. Skipped, with the
 // registry's reason, where no such device is usable.
 
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@
 #include "core/plan/model_tensors.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
+#include "core/tokenizer/tokenizer.h"
 #include "core/trace/trace.h"
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
@@ -602,4 +603,43 @@ TEST(GpuGenerate, HotNeuronsPinnedOnTheDeviceColdOnesOnTheCpu)
     EXPECT_EQ(cpuReport.shippedBytes(), 0u);
     std::filesystem::remove(path);
     std::filesystem::remove_all(package);
+}
+
+// Mixtures of experts on the device (the three small MoE GGUFs of tests/data/models/moe): the
+// router's logits come back to the host each layer, the experts' jobs are grouped by expert, the
+// weighted sum uses the device's Scale / ScaledAdd ops. The logits follow the CPU's; the greedy
+// tokens are the CPU's; with every expert left on the SSD (the expert cache's slots in device
+// memory, 3 per layer), the same logits as resident on this device.
+TEST(GpuGenerate, MixturesOfExpertsFollowTheCpu)
+{
+    skipWithoutDevice();
+    if (IsSkipped()) return;
+    using namespace spillway;
+    auto device = gpu::createDevice(kBackend, {});
+    ASSERT_TRUE(device) << device.error().message;
+    auto cpu = gpu::createCpuDevice(2);
+    for (const char* name : {"tiny-mixtral", "tiny-qwen2moe", "tiny-olmoe"}) {
+        auto model = LlamaModel::load(kData + "/models/moe/" + name + ".gguf");
+        ASSERT_TRUE(model) << model.error().message;
+        const std::vector<int32_t> prompt = (*model)->tokenizer().encode("Lily and Tom went to the park", true);
+        const size_t vocab = size_t((*model)->config().vocabSize);
+        SessionOptions base;
+        base.contextLength = 64;
+        base.batch = 1;
+        const std::vector<float> onCpu = sessionLogits(**model, *cpu, base, prompt, 8);
+        const std::vector<float> resident = sessionLogits(**model, **device, base, prompt, 8);
+        ASSERT_EQ(resident.size(), onCpu.size()) << name;
+        EXPECT_LE(relativeL2(resident, onCpu), 1e-4) << name;
+        EXPECT_EQ(greedyTokens(resident, vocab), greedyTokens(onCpu, vocab)) << name;
+        SessionOptions cached = base;
+        plan::Placement p = plan::uniformPlacement(**model, plan::Tier::Device);
+        for (auto& t : p.tensors)
+            if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+        cached.placement = p;
+        cached.experts.slotsPerLayer = 3;
+        const std::vector<float> got = sessionLogits(**model, **device, cached, prompt, 8);
+        ASSERT_EQ(got.size(), resident.size()) << name;
+        EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * sizeof(float)))
+            << name << " experts through the cache: rel L2 " << relativeL2(got, resident);
+    }
 }

@@ -4,6 +4,8 @@
 //   1 ShiftedReluGlu  out = max(0, x - shift) * y
 //   2 SnapToGrid      out = clamp(round(x / step), lo, hi) * step (round half away from zero;
 //                     NaN becomes 0)
+//   3 Scale           out = x * factor
+//   4 ScaledAdd       out = (x * factor) + y (the product rounded first)
 // out may alias x or y.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -20,6 +22,7 @@ layout(push_constant) uniform Push {
     float step;
     float lo;
     float hi;
+    float factor;
 } pc;
 
 void main()
@@ -33,6 +36,13 @@ void main()
         result = max(0.0, s);
     } else if (pc.op == 1u) {
         precise const float s = max(0.0, v - pc.shift) * Floats(pc.y).v[i];
+        result = s;
+    } else if (pc.op == 3u) {
+        precise const float s = v * pc.factor;
+        result = s;
+    } else if (pc.op == 4u) {
+        precise const float product = v * pc.factor;
+        precise const float s = product + Floats(pc.y).v[i];
         result = s;
     } else {
         precise const float scaled = divCorrect(v, pc.step);

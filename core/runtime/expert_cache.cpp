@@ -1,0 +1,239 @@
+#include "core/runtime/expert_cache.h"
+
+#include <algorithm>
+
+#include "core/trace/trace.h"
+#include "storage/direct_io.h"
+
+namespace spillway {
+
+namespace {
+
+constexpr const char* kStacks[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+constexpr size_t kPartAlign = 256;  // each matrix of a slot starts on this many bytes
+
+size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+std::string stackName(int layer, int part) { return "blk." + std::to_string(layer) + "." + kStacks[part]; }
+
+}  // namespace
+
+struct ExpertCache::Layer {
+    int layer = 0;
+    const ModelTensor* tensors[3] = {};
+    size_t partBytes[3] = {};       // one expert's rows of each stack
+    size_t partOffset[3] = {};      // within a slot
+    gpu::MatrixView stacks[3];      // the layer's views (rows of every expert; data in the mapping)
+    uint8_t* slots = nullptr;       // slotsPerLayer slots of expertBytes, device memory
+    std::vector<int> slotExpert;    // slot -> expert, or -1
+    std::vector<uint64_t> lastUse;  // slot -> clock of its last use
+    std::vector<int> expertSlot;    // expert -> slot, or -1
+};
+
+std::vector<int> ExpertCache::servedLayers(const LlamaModel& model, const plan::Placement& placement)
+{
+    std::vector<int> layers;
+    const LlamaConfig& c = model.config();
+    if (!c.moe()) return layers;
+    for (int l = 0; l < c.nLayers; ++l) {
+        bool onSsd = true;
+        for (int part = 0; part < 3; ++part) {
+            const plan::TensorPlacement* t = placement.find(stackName(l, part));
+            onSsd = onSsd && t && t->tier == plan::Tier::Ssd;
+        }
+        if (onSsd) layers.push_back(l);
+    }
+    return layers;
+}
+
+std::vector<std::string> ExpertCache::servedTensors(const LlamaModel& model, const plan::Placement& placement)
+{
+    std::vector<std::string> names;
+    for (int l : servedLayers(model, placement))
+        for (int part = 0; part < 3; ++part) names.push_back(stackName(l, part));
+    return names;
+}
+
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model, gpu::Device& device,
+                                                         std::vector<int> layers, const ExpertCacheOptions& options)
+{
+    const LlamaConfig& c = model.config();
+    if (!c.moe() || layers.empty())
+        return makeError(ErrorCode::InvalidArgument, "expert cache: no layers of experts to serve");
+    auto cache = std::unique_ptr<ExpertCache>(new ExpertCache(model, device));
+    ExpertCache& self = *cache;
+    self.m_options = options;
+    const int wanted = options.slotsPerLayer > 0 ? options.slotsPerLayer : 2 * c.nExpertsUsed;
+    self.m_slots = std::clamp(wanted, c.nExpertsUsed, c.nExperts);
+    self.m_layerIndex.assign(size_t(c.nLayers), -1);
+    for (int l : layers) {
+        if (l < 0 || l >= c.nLayers || self.m_layerIndex[size_t(l)] >= 0)
+            return makeError(ErrorCode::InvalidArgument, "expert cache: layer " + std::to_string(l) + " out of range or twice");
+        Layer L;
+        L.layer = l;
+        const LlamaLayerWeights& w = model.weights().layers[size_t(l)];
+        const gpu::MatrixView* views[3] = {&w.expertGate, &w.expertUp, &w.expertDown};
+        size_t offset = 0, staging = 0;
+        for (int part = 0; part < 3; ++part) {
+            const ModelTensor* t = model.tensor(stackName(l, part));
+            if (!t || t->file == kInMemoryTensor || !views[part]->data)
+                return makeError(ErrorCode::UnsupportedModel, model.path() + ": " + stackName(l, part) +
+                                                                  " is not a tensor of a file the SSD tier can read");
+            L.tensors[part] = t;
+            L.stacks[part] = *views[part];
+            L.partBytes[part] = size_t(t->bytes / uint64_t(c.nExperts));
+            L.partOffset[part] = offset;
+            offset += alignUp(L.partBytes[part], kPartAlign);
+            staging += alignUp(L.partBytes[part], storage::kDirectIoAlignment) + storage::kDirectIoAlignment;
+        }
+        if (self.m_expertBytes && (offset != self.m_expertBytes || staging != self.m_stagingPerExpert))
+            return makeError(ErrorCode::UnsupportedModel,
+                             model.path() + ": the experts of layer " + std::to_string(l) +
+                                 " are of other types than those of the layers before (the expert cache needs one size)");
+        self.m_expertBytes = offset;
+        self.m_stagingPerExpert = staging;
+        L.slotExpert.assign(size_t(self.m_slots), -1);
+        L.lastUse.assign(size_t(self.m_slots), 0);
+        L.expertSlot.assign(size_t(c.nExperts), -1);
+        self.m_layerIndex[size_t(l)] = int(self.m_layers.size());
+        self.m_layers.push_back(std::move(L));
+    }
+
+    auto slots = device.allocate(self.m_expertBytes * size_t(self.m_slots) * self.m_layers.size());
+    if (!slots) return slots.error();
+    self.m_slotMemory = std::move(*slots);
+    for (size_t i = 0; i < self.m_layers.size(); ++i)
+        self.m_layers[i].slots = self.m_slotMemory.as<uint8_t>() + i * size_t(self.m_slots) * self.m_expertBytes;
+    auto staging = device.allocateHost(self.m_stagingPerExpert * size_t(self.m_slots));
+    if (!staging) return staging.error();
+    self.m_staging = std::move(*staging);
+    for (const std::string& file : model.dataFiles()) {
+        auto f = storage::DirectFile::open(file);
+        if (!f) return f.error();
+        self.m_files.push_back(std::move(*f));
+    }
+    storage::DirectReaderOptions ro;
+    ro.queueDepth = std::clamp(options.ioQueueDepth, 1, 1024);
+    ro.chunkBytes = options.ioChunkBytes;
+    auto reader = storage::DirectReader::create(ro);
+    if (!reader) return reader.error();
+    self.m_reader = std::move(*reader);
+    self.m_missing.reserve(size_t(self.m_slots));
+    return cache;
+}
+
+ExpertCache::ExpertCache(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
+
+ExpertCache::~ExpertCache() = default;
+
+bool ExpertCache::serves(int layer) const
+{
+    return layer >= 0 && size_t(layer) < m_layerIndex.size() && m_layerIndex[size_t(layer)] >= 0;
+}
+
+Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<ExpertViews> out)
+{
+    if (!serves(layer) || chosen.size() > size_t(m_slots) || out.size() < chosen.size())
+        return makeError(ErrorCode::InvalidArgument, "expert cache: layer " + std::to_string(layer) + " with " +
+                                                         std::to_string(chosen.size()) + " experts to fetch");
+    Layer& L = m_layers[size_t(m_layerIndex[size_t(layer)])];
+    const uint64_t now = ++m_clock;
+    // Hits keep their slots (stamped with this fetch, so no miss of it evicts them).
+    m_missing.clear();
+    for (size_t i = 0; i < chosen.size(); ++i) {
+        const int e = chosen[i];
+        if (e < 0 || size_t(e) >= L.expertSlot.size())
+            return makeError(ErrorCode::InvalidArgument, "expert cache: expert " + std::to_string(e) + " out of range");
+        const int slot = L.expertSlot[size_t(e)];
+        if (slot >= 0 && L.lastUse[size_t(slot)] != now) {
+            L.lastUse[size_t(slot)] = now;
+            ++m_hits;
+        } else if (slot < 0) {
+            m_missing.push_back(int(i));
+        }
+    }
+    trace::Recorder* rec = m_options.trace;
+    if (!m_missing.empty()) {
+        // Earlier ops may still read the slots about to be refilled.
+        m_device.synchronize();
+        const uint64_t t0 = rec ? trace::nowNs() : 0;
+        uint8_t* staging = m_staging.as<uint8_t>();
+        std::vector<std::vector<storage::ReadRequest>> perFile(m_files.size());
+        std::vector<size_t> skip(m_missing.size() * 3);
+        size_t at = 0;
+        uint64_t bytes = 0;
+        for (size_t m = 0; m < m_missing.size(); ++m) {
+            const int e = chosen[size_t(m_missing[m])];
+            for (int part = 0; part < 3; ++part) {
+                const ModelTensor& t = *L.tensors[part];
+                const storage::AlignedRange r =
+                    storage::alignRange(t.fileOffset + uint64_t(e) * L.partBytes[part], L.partBytes[part]);
+                perFile[t.file].push_back({r.offset, r.bytes, staging + at});
+                skip[m * 3 + size_t(part)] = at + r.skip;
+                at += r.bytes;
+                bytes += r.bytes;
+            }
+        }
+        std::vector<storage::DirectReader::Ticket> tickets;
+        for (size_t f = 0; f < perFile.size(); ++f)
+            if (!perFile[f].empty()) tickets.push_back(m_reader->enqueue(m_files[f], perFile[f]));
+        Status failed;
+        for (auto ticket : tickets) {
+            Status s = m_reader->wait(ticket);
+            if (!s && failed) failed = std::move(s);
+        }
+        if (!failed) return failed;
+        m_ssdBytes += bytes;
+        // Victims: the least recently used slots this fetch does not use.
+        for (size_t m = 0; m < m_missing.size(); ++m) {
+            int victim = -1;
+            for (int s = 0; s < m_slots; ++s)
+                if (L.lastUse[size_t(s)] != now && (victim < 0 || L.lastUse[size_t(s)] < L.lastUse[size_t(victim)]))
+                    victim = s;
+            const int e = chosen[size_t(m_missing[m])];
+            if (L.slotExpert[size_t(victim)] >= 0) L.expertSlot[size_t(L.slotExpert[size_t(victim)])] = -1;
+            L.slotExpert[size_t(victim)] = e;
+            L.expertSlot[size_t(e)] = victim;
+            L.lastUse[size_t(victim)] = now;
+            uint8_t* slot = L.slots + size_t(victim) * m_expertBytes;
+            for (int part = 0; part < 3; ++part)
+                m_device.upload(slot + L.partOffset[part], staging + skip[m * 3 + size_t(part)], L.partBytes[part]);
+            ++m_misses;
+        }
+        if (rec) {
+            trace::Span span{trace::Lane::SsdRead, layer, trace::kExpertsOp, bytes, t0, trace::nowNs(), m_pass};
+            span.lookups = uint32_t(chosen.size());
+            span.hits = uint32_t(chosen.size() - m_missing.size());
+            rec->record(span);
+        }
+    } else if (rec) {
+        const uint64_t t = trace::nowNs();
+        trace::Span span{trace::Lane::SsdRead, layer, trace::kExpertsOp, 0, t, t, m_pass};
+        span.lookups = span.hits = uint32_t(chosen.size());
+        rec->record(span);
+    }
+    for (size_t i = 0; i < chosen.size(); ++i) {
+        const uint8_t* slot = L.slots + size_t(L.expertSlot[size_t(chosen[i])]) * m_expertBytes;
+        ExpertViews& v = out[i];
+        gpu::MatrixView* parts[3] = {&v.gate, &v.up, &v.down};
+        for (int part = 0; part < 3; ++part) {
+            *parts[part] = expertMatrix(L.stacks[part], int(L.expertSlot.size()), 0);
+            parts[part]->data = slot + L.partOffset[part];
+        }
+    }
+    return {};
+}
+
+ExpertCacheReport ExpertCache::report() const
+{
+    ExpertCacheReport r;
+    r.layers = int(m_layers.size());
+    r.slotsPerLayer = m_slots;
+    r.slotBytes = uint64_t(m_expertBytes) * uint64_t(m_slots) * uint64_t(m_layers.size());
+    r.hits = m_hits;
+    r.misses = m_misses;
+    r.ssdBytes = m_ssdBytes;
+    return r;
+}
+
+}  // namespace spillway

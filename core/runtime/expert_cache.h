@@ -1,0 +1,93 @@
+#pragma once
+// The experts of a mixture of experts that a placement leaves on the SSD, brought in one by one
+// as tokens choose them, instead of streaming each layer's whole stack of experts every token
+// (a token of Qwen3-30B-A3B reads 8 of its 128). Each served layer has `slots` expert slots in
+// device memory, least recently used first out; an expert chosen and not in a slot is read from
+// the model file with direct I/O (three contiguous reads: its rows of ffn_gate_exps, ffn_up_exps
+// and ffn_down_exps; every miss of a layer queued at once) through pinned staging into a slot.
+// Hits, misses and bytes are counted for the report.
+//
+// Not thread-safe: the inference thread drives it, between the router and the experts' matvecs.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "core/model/llama_model.h"
+#include "core/plan/placement.h"
+#include "gpu/device.h"
+
+namespace spillway {
+
+namespace storage { class DirectFile; class DirectReader; }
+namespace trace { class Recorder; }
+
+struct ExpertCacheOptions {
+    int slotsPerLayer = 0;  // 0: twice the experts a token uses (at most all of them)
+    int ioQueueDepth = 16;
+    size_t ioChunkBytes = size_t{4} << 20;
+    trace::Recorder* trace = nullptr;
+};
+
+struct ExpertCacheReport {
+    int layers = 0;            // layers whose experts it serves
+    int slotsPerLayer = 0;
+    uint64_t slotBytes = 0;    // device bytes of all slots
+    uint64_t hits = 0, misses = 0;
+    uint64_t ssdBytes = 0;     // read for the misses (aligned ranges)
+    double hitRate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+};
+
+// One expert's three matrices, where matvec reads them.
+struct ExpertViews {
+    gpu::MatrixView gate, up, down;
+};
+
+class ExpertCache {
+public:
+    // The layers whose three expert stacks the placement puts on the SSD; none (nullptr) when
+    // the model has no experts or none of them lie there.
+    static std::vector<int> servedLayers(const LlamaModel& model, const plan::Placement& placement);
+    // Their tensor names (the weight streamer leaves them to the cache).
+    static std::vector<std::string> servedTensors(const LlamaModel& model, const plan::Placement& placement);
+
+    static Result<std::unique_ptr<ExpertCache>> create(const LlamaModel& model, gpu::Device& device,
+                                                       std::vector<int> layers, const ExpertCacheOptions& options);
+    ~ExpertCache();
+    ExpertCache(const ExpertCache&) = delete;
+    ExpertCache& operator=(const ExpertCache&) = delete;
+
+    bool serves(int layer) const;
+    int slotsPerLayer() const { return m_slots; }
+    // Brings the experts `chosen` of `layer` (distinct, at most slotsPerLayer() of them) into
+    // slots and writes their views to out[i] for chosen[i]. A failed read -> its error (the
+    // slots it was to fill are left empty). Views stay valid until the next fetch of the layer.
+    Status fetch(int layer, std::span<const int> chosen, std::span<ExpertViews> out);
+    ExpertCacheReport report() const;
+    void setPass(uint32_t pass) { m_pass = pass; }
+
+private:
+    struct Layer;
+    ExpertCache(const LlamaModel& model, gpu::Device& device);
+
+    const LlamaModel& m_model;
+    gpu::Device& m_device;
+    ExpertCacheOptions m_options;
+    int m_slots = 0;
+    std::vector<Layer> m_layers;        // served ones
+    std::vector<int> m_layerIndex;      // model layer -> index into m_layers, or -1
+    std::vector<storage::DirectFile> m_files;
+    std::unique_ptr<storage::DirectReader> m_reader;
+    gpu::Buffer m_slotMemory;           // every served layer's slots
+    gpu::Buffer m_staging;              // pinned, one layer's misses
+    size_t m_expertBytes = 0;           // one slot: gate | up | down
+    size_t m_stagingPerExpert = 0;
+    uint64_t m_hits = 0, m_misses = 0, m_ssdBytes = 0, m_clock = 0;
+    uint32_t m_pass = 0;
+    std::vector<int> m_missing;         // reused
+};
+
+}  // namespace spillway
