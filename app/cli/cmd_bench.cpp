@@ -151,9 +151,17 @@ int runBench(BenchCommand& b)
         prompt.matrixFlops = matrixProductFlops((*engine)->device(), b.repeats);
     }
     // A prompt token's arithmetic: 2 flops per weight of the matrices it goes through (not the
-    // embedding rows it looks up, unless they are the head's too).
+    // embedding rows it looks up, unless they are the head's too; of a mixture of experts' stacks,
+    // the share of the experts it uses).
+    double unusedExperts = 0.0;
+    if (config.moe())
+        for (const LlamaLayerWeights& L : model->weights().layers)
+            unusedExperts += (double(L.expertGate.rows) * double(L.expertGate.cols) +
+                              double(L.expertUp.rows) * double(L.expertUp.cols) +
+                              double(L.expertDown.rows) * double(L.expertDown.cols)) *
+                             (1.0 - double(config.nExpertsUsed) / double(config.nExperts));
     const double flopsPerToken =
-        2.0 * (double(model->parameterCount()) -
+        2.0 * (double(model->parameterCount()) - unusedExperts -
                (model->tiedEmbeddings() ? 0.0 : double(config.vocabSize) * double(config.dim)));
     const double arithmeticBound = prompt.matrixFlops > 0 ? prompt.matrixFlops / flopsPerToken : 0;
 

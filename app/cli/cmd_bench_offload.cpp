@@ -30,12 +30,14 @@ struct Measured {
     NeuronCacheReport cache;
     uint64_t cacheLoadedBytes = 0, cacheSsdBytes = 0;
     uint64_t cacheShippedBytes = 0;  // of the loads from RAM, those copied to slots (not computed in place)
+    // The expert cache's (mixtures of experts with experts on the SSD; zeros otherwise), this run's.
+    ExpertCacheReport experts;
     // Bytes brought in from the slower tiers per run: SSD reads and RAM->device copies, the
     // neuron cache's loads included (SSD-sourced loads counted once, as read).
     uint64_t movedBytes() const
     {
         const uint64_t cacheRam = cache.ssdRequests ? 0 : cacheShippedBytes;
-        return ssdBytes + uploadBytes + cacheSsdBytes + cacheRam;
+        return ssdBytes + uploadBytes + cacheSsdBytes + cacheRam + experts.ssdBytes;
     }
     trace::Summary summary;
     std::vector<trace::Span> spans;
@@ -58,6 +60,7 @@ Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, i
     if (recorder) recorder->clear();
     const StreamerStats before = (*session)->streamer().stats();
     const NeuronCacheReport cacheBefore = (*session)->neuronCacheReport();
+    const ExpertCacheReport expertsBefore = (*session)->expertCacheReport();
     const uint64_t t0 = trace::nowNs();
     const auto start = Clock::now();
     for (int pos = 2; pos < 2 + tokens; ++pos) {
@@ -76,6 +79,13 @@ Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, i
     m.cacheLoadedBytes = m.cache.loadedBytes() - cacheBefore.loadedBytes();
     m.cacheShippedBytes = m.cache.shippedBytes() - cacheBefore.shippedBytes();
     m.cacheSsdBytes = m.cache.ssdBytes - cacheBefore.ssdBytes;
+    m.experts = (*session)->expertCacheReport();
+    m.experts.hits -= expertsBefore.hits;
+    m.experts.misses -= expertsBefore.misses;
+    m.experts.ssdBytes -= expertsBefore.ssdBytes;
+    m.experts.guessed -= expertsBefore.guessed;
+    m.experts.guessedRight -= expertsBefore.guessedRight;
+    m.experts.prefetched -= expertsBefore.prefetched;
     m.stallNs = after.stallNs - before.stallNs;
     if (recorder) {
         m.spans = recorder->snapshot();
@@ -153,6 +163,12 @@ int runOffloadBench(BenchCommand& b)
     std::printf("  %-36s %s\n", "where the time went", measured->summary.text().c_str());
     std::printf("  %-36s %.1f MiB (budget %.1f), pinned RAM peak %.1f MiB\n", "device memory peak",
                 mem.peak / double(1 << 20), mem.limit / double(1 << 20), mem.hostPeak / double(1 << 20));
+    if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
+        std::printf("  %-36s %d slots in each of %d layers (%.1f MiB): hit rate %.1f%%, %.2f MiB/token read from the "
+                    "SSD; router lookahead right for %.1f%% of its guesses\n",
+                    "expert cache", ec.slotsPerLayer, ec.layers, double(ec.slotBytes) / double(1 << 20),
+                    100.0 * ec.hitRate(), double(ec.ssdBytes) / double(b.tokens) / double(1 << 20),
+                    100.0 * ec.lookaheadAccuracy());
     if (naive)
         std::printf("  %-36s %.3f tokens/s; speed-up of the planned run %.2fx\n", "naive baseline",
                     naive->tokensPerSecond, measured->tokensPerSecond / naive->tokensPerSecond);
@@ -234,6 +250,18 @@ int runOffloadBench(BenchCommand& b)
             {"pinned_ram_peak_bytes", mem.hostPeak},
         };
         j["measured"]["moved_bytes_per_token"] = double(measured->movedBytes()) / b.tokens;
+        if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
+            j["expert_cache"] = {
+                {"layers", ec.layers},
+                {"slots_per_layer", ec.slotsPerLayer},
+                {"slot_bytes", ec.slotBytes},
+                {"hit_rate", ec.hitRate()},
+                {"hits", ec.hits},
+                {"misses", ec.misses},
+                {"ssd_bytes_per_token", double(ec.ssdBytes) / b.tokens},
+                {"lookahead_accuracy", ec.lookaheadAccuracy()},
+                {"misses_read_ahead", ec.prefetched},
+            };
         if (dense) {
             const NeuronCacheReport& nc = measured->cache;
             j["neuron_cache"] = {

@@ -108,9 +108,10 @@ int runGenerate(const GenerateOptions& o)
         if (const ExpertCacheReport ec = session.expertCacheReport(); ec.layers > 0)
             std::fprintf(stderr,
                          "expert cache: %d slots in each of %d layers (%.1f MiB), hit rate %.1f%%, %.1f MiB read from "
-                         "the SSD\n",
+                         "the SSD; router lookahead right for %.1f%% of its guesses, %llu misses read ahead\n",
                          ec.slotsPerLayer, ec.layers, double(ec.slotBytes) / double(1 << 20), 100.0 * ec.hitRate(),
-                         double(ec.ssdBytes) / double(1 << 20));
+                         double(ec.ssdBytes) / double(1 << 20), 100.0 * ec.lookaheadAccuracy(),
+                         (unsigned long long)ec.prefetched);
     }
     if (!s.fellBack.empty())
         std::fprintf(stderr, "finished on the CPU after the %s device failed: %s\n", firstBackend.c_str(),

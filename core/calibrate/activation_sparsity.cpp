@@ -163,6 +163,10 @@ Result<SparsityReport> measureActivationSparsity(const LlamaModel& model, gpu::D
         options.prompts.empty() ? builtinCalibrationPrompts() : options.prompts;
 
     const LlamaConfig& c = model.config();
+    if (c.moe())
+        return makeError(ErrorCode::UnsupportedModel,
+                         "sparsity: " + model.path() + " is a mixture of experts; this measures the neurons of dense "
+                         "FFNs (its sparsity is its routing: generate and bench report how the experts were chosen)");
     std::vector<NamedMatrix> downs;
     std::vector<SparsityAccumulator> layers;
     for (int l = 0; l < c.nLayers; ++l) {

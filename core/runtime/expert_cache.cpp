@@ -1,6 +1,8 @@
 #include "core/runtime/expert_cache.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "core/trace/trace.h"
 #include "storage/direct_io.h"
@@ -36,10 +38,13 @@ std::vector<int> ExpertCache::servedLayers(const LlamaModel& model, const plan::
     const LlamaConfig& c = model.config();
     if (!c.moe()) return layers;
     for (int l = 0; l < c.nLayers; ++l) {
+        // All three stacks on the SSD and in a file (an importer's converted tensors have none:
+        // the streamer keeps those in RAM).
         bool onSsd = true;
         for (int part = 0; part < 3; ++part) {
             const plan::TensorPlacement* t = placement.find(stackName(l, part));
-            onSsd = onSsd && t && t->tier == plan::Tier::Ssd;
+            const ModelTensor* info = model.tensor(stackName(l, part));
+            onSsd = onSsd && t && t->tier == plan::Tier::Ssd && info && info->file != kInMemoryTensor;
         }
         if (onSsd) layers.push_back(l);
     }
@@ -107,6 +112,9 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
     auto staging = device.allocateHost(self.m_stagingPerExpert * size_t(self.m_slots));
     if (!staging) return staging.error();
     self.m_staging = std::move(*staging);
+    auto prefetch = device.allocateHost(self.m_stagingPerExpert * size_t(c.nExpertsUsed));
+    if (!prefetch) return prefetch.error();
+    self.m_prefetchStaging = std::move(*prefetch);
     for (const std::string& file : model.dataFiles()) {
         auto f = storage::DirectFile::open(file);
         if (!f) return f.error();
@@ -124,7 +132,76 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
 
 ExpertCache::ExpertCache(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
 
-ExpertCache::~ExpertCache() = default;
+ExpertCache::~ExpertCache() { (void)finishPending(); }
+
+Status ExpertCache::finishPending()
+{
+    Status failed;
+    for (uint64_t ticket : m_pending.tickets) {
+        Status s = m_reader->wait(ticket);
+        if (!s && failed) failed = std::move(s);
+    }
+    m_pending.tickets.clear();
+    return failed;
+}
+
+void ExpertCache::lookahead(int layer, const float* x)
+{
+    const LlamaConfig& c = m_model.config();
+    const int next = layer + 1;
+    if (!serves(next) || m_pending.layer >= 0) return;
+    const gpu::MatrixView& router = m_model.weights().layers[size_t(next)].router;
+    if (!router.data || (router.type != gpu::DType::F32 && router.type != gpu::DType::F16 &&
+                         router.type != gpu::DType::BF16))
+        return;
+    // The next layer's router on this layer's input: its top experts are the guess.
+    m_logits.resize(size_t(c.nExperts));
+    for (int e = 0; e < c.nExperts; ++e) {
+        const uint8_t* row = static_cast<const uint8_t*>(router.data) + size_t(e) * router.rowStride;
+        float sum = 0.0f;
+        for (int64_t k = 0; k < router.cols; ++k) {
+            float w;
+            if (router.type == gpu::DType::F32) {
+                std::memcpy(&w, row + 4 * k, 4);
+            } else {
+                uint16_t h;
+                std::memcpy(&h, row + 2 * k, 2);
+                w = router.type == gpu::DType::F16 ? gpu::fp16ToFp32(h) : gpu::bf16ToFp32(h);
+            }
+            sum += w * x[k];
+        }
+        m_logits[size_t(e)] = sum;
+    }
+    m_order.resize(size_t(c.nExperts));
+    for (int e = 0; e < c.nExperts; ++e) m_order[size_t(e)] = e;
+    std::partial_sort(m_order.begin(), m_order.begin() + c.nExpertsUsed, m_order.end(),
+                      [&](int a, int b) { return m_logits[size_t(a)] > m_logits[size_t(b)]; });
+    Layer& L = m_layers[size_t(m_layerIndex[size_t(next)])];
+    m_pending = Pending{};
+    m_pending.layer = next;
+    std::vector<std::vector<storage::ReadRequest>> perFile(m_files.size());
+    uint8_t* staging = m_prefetchStaging.as<uint8_t>();
+    size_t at = 0;
+    for (int j = 0; j < c.nExpertsUsed; ++j) {
+        const int e = m_order[size_t(j)];
+        m_pending.experts.push_back(e);
+        for (int part = 0; part < 3; ++part) {
+            const ModelTensor& t = *L.tensors[part];
+            if (L.expertSlot[size_t(e)] >= 0) {  // already in a slot: nothing to read
+                m_pending.skip.push_back(SIZE_MAX);
+                continue;
+            }
+            const storage::AlignedRange r =
+                storage::alignRange(t.fileOffset + uint64_t(e) * L.partBytes[part], L.partBytes[part]);
+            perFile[t.file].push_back({r.offset, r.bytes, staging + at});
+            m_pending.skip.push_back(at + r.skip);
+            at += r.bytes;
+            m_pending.bytes += r.bytes;
+        }
+    }
+    for (size_t f = 0; f < perFile.size(); ++f)
+        if (!perFile[f].empty()) m_pending.tickets.push_back(m_reader->enqueue(m_files[f], perFile[f]));
+}
 
 bool ExpertCache::serves(int layer) const
 {
@@ -153,6 +230,28 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
         }
     }
     trace::Recorder* rec = m_options.trace;
+    // The lookahead's guess for this layer: count it, and let the misses it read skip the SSD.
+    std::vector<size_t> ahead;  // per miss: index into m_pending.experts, or SIZE_MAX
+    if (m_pending.layer >= 0) {
+        Status waited = finishPending();
+        m_ssdBytes += m_pending.bytes;  // read, whether used or not
+        if (m_pending.layer == layer && waited) {
+            m_guessed += m_pending.experts.size();
+            for (int e : m_pending.experts)
+                if (std::find(chosen.begin(), chosen.end(), e) != chosen.end()) ++m_guessedRight;
+        } else {
+            m_pending.experts.clear();  // another layer's (or failed): nothing of it is used
+        }
+        m_pending.layer = -1;
+    } else {
+        m_pending.experts.clear();  // an earlier fetch's guess, used up
+    }
+    for (int i : m_missing) {
+        size_t k = SIZE_MAX;
+        for (size_t g = 0; g < m_pending.experts.size(); ++g)
+            if (m_pending.experts[g] == chosen[size_t(i)] && m_pending.skip[3 * g] != SIZE_MAX) k = g;
+        ahead.push_back(k);
+    }
     if (!m_missing.empty()) {
         // Earlier ops may still read the slots about to be refilled.
         m_device.synchronize();
@@ -164,6 +263,7 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
         uint64_t bytes = 0;
         for (size_t m = 0; m < m_missing.size(); ++m) {
             const int e = chosen[size_t(m_missing[m])];
+            if (ahead[m] != SIZE_MAX) continue;  // read ahead already
             for (int part = 0; part < 3; ++part) {
                 const ModelTensor& t = *L.tensors[part];
                 const storage::AlignedRange r =
@@ -196,8 +296,13 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
             L.expertSlot[size_t(e)] = victim;
             L.lastUse[size_t(victim)] = now;
             uint8_t* slot = L.slots + size_t(victim) * m_expertBytes;
-            for (int part = 0; part < 3; ++part)
-                m_device.upload(slot + L.partOffset[part], staging + skip[m * 3 + size_t(part)], L.partBytes[part]);
+            for (int part = 0; part < 3; ++part) {
+                const uint8_t* from = ahead[m] != SIZE_MAX
+                                          ? m_prefetchStaging.as<uint8_t>() + m_pending.skip[3 * ahead[m] + size_t(part)]
+                                          : staging + skip[m * 3 + size_t(part)];
+                m_device.upload(slot + L.partOffset[part], from, L.partBytes[part]);
+            }
+            if (ahead[m] != SIZE_MAX) ++m_prefetched;
             ++m_misses;
         }
         if (rec) {
@@ -233,6 +338,9 @@ ExpertCacheReport ExpertCache::report() const
     r.hits = m_hits;
     r.misses = m_misses;
     r.ssdBytes = m_ssdBytes;
+    r.guessed = m_guessed;
+    r.guessedRight = m_guessedRight;
+    r.prefetched = m_prefetched;
     return r;
 }
 

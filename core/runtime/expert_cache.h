@@ -7,6 +7,12 @@
 // and ffn_down_exps; every miss of a layer queued at once) through pinned staging into a slot.
 // Hits, misses and bytes are counted for the report.
 //
+// Router lookahead: while a layer's experts compute, lookahead() applies the next served layer's
+// router to this layer's FFN input (on the host: a router is a few hundred KiB) and starts reading
+// the experts it would choose that are not in slots; the next fetch of that layer takes what was
+// guessed right from there and only reads the rest. The residual stream changes slowly between
+// layers, so the guess is often right; a wrong one costs reads, never results.
+//
 // Not thread-safe: the inference thread drives it, between the router and the experts' matvecs.
 
 #include <cstdint>
@@ -37,8 +43,12 @@ struct ExpertCacheReport {
     int slotsPerLayer = 0;
     uint64_t slotBytes = 0;    // device bytes of all slots
     uint64_t hits = 0, misses = 0;
-    uint64_t ssdBytes = 0;     // read for the misses (aligned ranges)
+    uint64_t ssdBytes = 0;     // read for the misses (aligned ranges), prefetches included
+    // Router lookahead: experts guessed for a layer (to be read ahead), of those the ones the
+    // layer then chose, and the misses served by a read already started.
+    uint64_t guessed = 0, guessedRight = 0, prefetched = 0;
     double hitRate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+    double lookaheadAccuracy() const { return guessed ? double(guessedRight) / double(guessed) : 0.0; }
 };
 
 // One expert's three matrices, where matvec reads them.
@@ -66,6 +76,11 @@ public:
     // slots and writes their views to out[i] for chosen[i]. A failed read -> its error (the
     // slots it was to fill are left empty). Views stay valid until the next fetch of the layer.
     Status fetch(int layer, std::span<const int> chosen, std::span<ExpertViews> out);
+    // The router lookahead after `layer`'s routing, x its FFN input on the host (dim floats):
+    // guesses the next layer's experts (top nExpertsUsed of its router's logits) and starts
+    // reading those not in slots. Does nothing where the next layer is not served or its router
+    // is not F32/F16/BF16.
+    void lookahead(int layer, const float* x);
     ExpertCacheReport report() const;
     void setPass(uint32_t pass) { m_pass = pass; }
 
@@ -88,6 +103,19 @@ private:
     uint64_t m_hits = 0, m_misses = 0, m_ssdBytes = 0, m_clock = 0;
     uint32_t m_pass = 0;
     std::vector<int> m_missing;         // reused
+    // The lookahead's reads in flight: for `layer`, experts[i] at prefetchStaging + skip[3 i + part].
+    struct Pending {
+        int layer = -1;
+        std::vector<int> experts;
+        std::vector<size_t> skip;
+        std::vector<uint64_t> tickets;
+        uint64_t bytes = 0;
+    } m_pending;
+    gpu::Buffer m_prefetchStaging;
+    std::vector<float> m_logits;
+    std::vector<int> m_order;
+    uint64_t m_guessed = 0, m_guessedRight = 0, m_prefetched = 0;
+    Status finishPending();  // waits for the lookahead's reads (their error, if one failed)
 };
 
 }  // namespace spillway

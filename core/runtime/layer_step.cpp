@@ -267,6 +267,17 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
                               expertMatrix(L.expertDown, experts, m_distinct[k])};
         }
         const bool first = g0 == 0, whole = g0 == 0 && g1 == m_distinct.size();
+        if (first && n == 1 && m_experts) {
+            // Router lookahead (decode): the next layer's experts guessed from this input, their
+            // reads started before this layer's experts compute.
+            const float* in = xbOf(0);
+            if (!d.info().caps.hostPointers) {
+                m_hostInput.resize(dim);
+                d.download(m_hostInput.data(), in, dim * sizeof(float));
+                in = m_hostInput.data();
+            }
+            m_experts->lookahead(layer, in);
+        }
         // Each expert's tokens one after another (a prompt reads the expert once for all).
         auto byExpert = [&](auto&& job) {
             for (size_t k = g0; k < g1; ++k)

@@ -70,7 +70,7 @@ private:
     SparseFfn* m_sparse;
     std::vector<gpu::MatvecJob> m_jobs;  // reused
     // Mixture of experts: the router's logits on the host, each token's choice and weights.
-    std::vector<float> m_routerLogits, m_weight, m_sharedWeight, m_probs;
+    std::vector<float> m_routerLogits, m_weight, m_sharedWeight, m_probs, m_hostInput;
     std::vector<int> m_choice, m_order, m_distinct;
     std::vector<ExpertViews> m_views;
     ExpertCache* m_experts = nullptr;  // the experts the placement leaves on the SSD (null: none)

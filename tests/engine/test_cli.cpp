@@ -199,6 +199,49 @@ TEST(Cli, NeuronCacheBenchComparesWithDenseOffloading)
     std::filesystem::remove_all(out);
 }
 
+// A mixture of experts from the command line: info names its experts; generate with every
+// weight on the SSD reads the experts through the expert cache (its line in the summary) and
+// gives the resident run's text; bench's offload path reports the cache (JSON included); plan
+// says where the experts are; compress and sparsity, which know dense FFNs only, refuse it.
+TEST(Cli, MixtureOfExpertsGenerateBenchAndPlan)
+{
+    const std::string env = "XDG_CACHE_HOME='" + tempDir() + "/moe-cache' ";
+    const std::string model = "'" + kData + "/models/moe/tiny-qwen2moe.gguf'";
+    CliRun r = runCli("info -m " + model);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("mixture of experts: 8 experts of ffn 32, 2 per token (weights as routed), a shared expert of "
+                         "ffn 48"),
+              std::string::npos)
+        << r.out;
+    const std::string args = "generate -m " + model + " -p 'Lily and Tom went to the park' -n 24 --temp 0 --quick-probe";
+    const CliRun resident = runCli(args, env);
+    ASSERT_EQ(resident.exitCode, 0) << resident.err;
+    EXPECT_NE(resident.err.find("experts: 2 of 8 per token"), std::string::npos) << resident.err;
+    r = runCli(args + " --tier ssd --expert-slots 3", env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out, resident.out);
+    EXPECT_NE(r.err.find("expert cache: 3 slots in each of 3 layers"), std::string::npos) << r.err;
+    const std::string json = tempDir() + "/moe-bench.json";
+    r = runCli("bench -m " + model + " -n 8 --quick-probe --tier ssd --expert-slots 2 --json '" + json + "'", env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("expert cache"), std::string::npos) << r.out;
+    EXPECT_NE(slurp(json).find("\"expert_cache\""), std::string::npos) << slurp(json);
+    r = runCli("plan -m " + model + " --tier ssd --quick-probe", env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("on the SSD in 3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("blk.2.ffn_down_exps.weight"), std::string::npos) << r.out;
+    // What takes dense FFNs only says so, and writes nothing.
+    const std::string out = tempDir() + "/moe-package";
+    std::filesystem::remove_all(out);
+    r = runCli("compress -m " + model + " -o '" + out + "' --no-quality");
+    EXPECT_EQ(r.exitCode, 1) << r.err;
+    EXPECT_NE(r.err.find("is a mixture of experts"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+    r = runCli("sparsity -m " + model);
+    EXPECT_EQ(r.exitCode, 1) << r.err;
+    EXPECT_NE(r.err.find("is a mixture of experts"), std::string::npos) << r.err;
+}
+
 TEST(Cli, SameSeedSameText)
 {
     const std::string args = "generate -p 'The dog' -n 24 --temp 0.9 --seed 42";

@@ -277,6 +277,12 @@ TEST(Moe, ExpertsOnTheSsdGoThroughTheCacheWithTheSameLogits)
                 if (batch == 1) EXPECT_EQ(r.hits + r.misses, chosen) << what;
                 EXPECT_GE(r.misses, uint64_t(c.nLayers * c.nExpertsUsed)) << what;
                 EXPECT_GT(r.ssdBytes, 0u) << what;
+                // Every pass of one token guesses the next layer's experts (each layer but the
+                // first is guessed): the 8 steps, and the prompt's tokens where it went one by one.
+                const int onePasses = 8 + (batch == 1 ? int(prompt.size()) : 0);
+                EXPECT_EQ(r.guessed, uint64_t(onePasses * (c.nLayers - 1) * c.nExpertsUsed)) << what;
+                EXPECT_LE(r.guessedRight, r.guessed) << what;
+                EXPECT_LE(r.prefetched, r.misses) << what;
                 if (slots == c.nExperts) {  // room for all: each expert chosen is read once
                     uint64_t distinct = 0;
                     for (uint64_t n : (*session)->expertCounts()) distinct += n > 0 ? 1 : 0;
