@@ -274,7 +274,9 @@ TEST(Moe, ExpertsOnTheSsdGoThroughTheCacheWithTheSameLogits)
                 for (uint64_t n : (*session)->expertCounts()) chosen += n;
                 // Every choice is a lookup, but a batch looks up each distinct expert of a layer once.
                 EXPECT_LE(r.hits + r.misses, chosen) << what;
-                if (batch == 1) EXPECT_EQ(r.hits + r.misses, chosen) << what;
+                if (batch == 1) {
+                    EXPECT_EQ(r.hits + r.misses, chosen) << what;
+                }
                 EXPECT_GE(r.misses, uint64_t(c.nLayers * c.nExpertsUsed)) << what;
                 EXPECT_GT(r.ssdBytes, 0u) << what;
                 // Every pass of one token guesses the next layer's experts (each layer but the
