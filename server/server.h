@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <string>
 
 #include "base/result.h"

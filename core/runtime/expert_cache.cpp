@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/compress/linalg.h"
+#include "core/formats/ggml_quants.h"
 #include "core/trace/trace.h"
 #include "storage/direct_io.h"
 
@@ -30,7 +32,41 @@ struct ExpertCache::Layer {
     std::vector<int> slotExpert;    // slot -> expert, or -1
     std::vector<uint64_t> lastUse;  // slot -> clock of its last use
     std::vector<int> expertSlot;    // expert -> slot, or -1
+    const float* router = nullptr;  // (nExperts, dim) F32: the lookahead's (the mapping, or routerF32)
+    std::vector<float> routerF32;   // a router stored in another type, decoded once
 };
+
+size_t ExpertCache::queueReads(const Layer& L, int expert, uint8_t* staging, size_t at, size_t* skip)
+{
+    for (int part = 0; part < 3; ++part) {
+        const ModelTensor& t = *L.tensors[part];
+        const storage::AlignedRange r =
+            storage::alignRange(t.fileOffset + uint64_t(expert) * L.partBytes[part], L.partBytes[part]);
+        m_requests[t.file].push_back({r.offset, r.bytes, staging + at});
+        skip[part] = at + r.skip;
+        at += r.bytes;
+    }
+    return at;
+}
+
+void ExpertCache::startReads(std::vector<uint64_t>& tickets)
+{
+    for (size_t f = 0; f < m_requests.size(); ++f) {
+        if (!m_requests[f].empty()) tickets.push_back(m_reader->enqueue(m_files[f], m_requests[f]));
+        m_requests[f].clear();
+    }
+}
+
+Status ExpertCache::waitReads(std::vector<uint64_t>& tickets)
+{
+    Status failed;
+    for (uint64_t ticket : tickets) {
+        Status s = m_reader->wait(ticket);
+        if (!s && failed) failed = std::move(s);
+    }
+    tickets.clear();
+    return failed;
+}
 
 std::vector<int> ExpertCache::servedLayers(const LlamaModel& model, const plan::Placement& placement)
 {
@@ -97,6 +133,17 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
                                  " are of other types than those of the layers before (the expert cache needs one size)");
         self.m_expertBytes = offset;
         self.m_stagingPerExpert = staging;
+        // The lookahead's copy of the router, F32 (llama.cpp's GGUFs keep routers F32: no copy).
+        const gpu::MatrixView& router = w.router;
+        if (router.type == gpu::DType::F32 && router.rowStride == size_t(router.cols) * sizeof(float)) {
+            L.router = static_cast<const float*>(router.data);
+        } else if (gguf::hasRowCodec(router.type)) {
+            L.routerF32.resize(size_t(router.rows * router.cols));
+            for (int64_t e = 0; e < router.rows; ++e)
+                gguf::dequantizeRow(router.type, static_cast<const uint8_t*>(router.data) + size_t(e) * router.rowStride,
+                                    router.cols, L.routerF32.data() + size_t(e * router.cols));
+            L.router = L.routerF32.data();
+        }
         L.slotExpert.assign(size_t(self.m_slots), -1);
         L.lastUse.assign(size_t(self.m_slots), 0);
         L.expertSlot.assign(size_t(c.nExperts), -1);
@@ -127,80 +174,41 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
     if (!reader) return reader.error();
     self.m_reader = std::move(*reader);
     self.m_missing.reserve(size_t(self.m_slots));
+    self.m_requests.resize(self.m_files.size());
     return cache;
 }
 
 ExpertCache::ExpertCache(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
 
-ExpertCache::~ExpertCache() { (void)finishPending(); }
-
-Status ExpertCache::finishPending()
-{
-    Status failed;
-    for (uint64_t ticket : m_pending.tickets) {
-        Status s = m_reader->wait(ticket);
-        if (!s && failed) failed = std::move(s);
-    }
-    m_pending.tickets.clear();
-    return failed;
-}
+ExpertCache::~ExpertCache() { (void)waitReads(m_pending.tickets); }
 
 void ExpertCache::lookahead(int layer, const float* x)
 {
     const LlamaConfig& c = m_model.config();
     const int next = layer + 1;
     if (!serves(next) || m_pending.layer >= 0) return;
-    const gpu::MatrixView& router = m_model.weights().layers[size_t(next)].router;
-    if (!router.data || (router.type != gpu::DType::F32 && router.type != gpu::DType::F16 &&
-                         router.type != gpu::DType::BF16))
-        return;
+    const Layer& L = m_layers[size_t(m_layerIndex[size_t(next)])];
+    if (!L.router) return;
     // The next layer's router on this layer's input: its top experts are the guess.
     m_logits.resize(size_t(c.nExperts));
-    for (int e = 0; e < c.nExperts; ++e) {
-        const uint8_t* row = static_cast<const uint8_t*>(router.data) + size_t(e) * router.rowStride;
-        float sum = 0.0f;
-        for (int64_t k = 0; k < router.cols; ++k) {
-            float w;
-            if (router.type == gpu::DType::F32) {
-                std::memcpy(&w, row + 4 * k, 4);
-            } else {
-                uint16_t h;
-                std::memcpy(&h, row + 2 * k, 2);
-                w = router.type == gpu::DType::F16 ? gpu::fp16ToFp32(h) : gpu::bf16ToFp32(h);
-            }
-            sum += w * x[k];
-        }
-        m_logits[size_t(e)] = sum;
-    }
+    compress::linalg::matvec(L.router, c.nExperts, c.dim, x, nullptr, m_logits.data());
     m_order.resize(size_t(c.nExperts));
     for (int e = 0; e < c.nExperts; ++e) m_order[size_t(e)] = e;
     std::partial_sort(m_order.begin(), m_order.begin() + c.nExpertsUsed, m_order.end(),
                       [&](int a, int b) { return m_logits[size_t(a)] > m_logits[size_t(b)]; });
-    Layer& L = m_layers[size_t(m_layerIndex[size_t(next)])];
-    m_pending = Pending{};
     m_pending.layer = next;
-    std::vector<std::vector<storage::ReadRequest>> perFile(m_files.size());
-    uint8_t* staging = m_prefetchStaging.as<uint8_t>();
+    m_pending.experts.assign(m_order.begin(), m_order.begin() + c.nExpertsUsed);
+    m_pending.skip.assign(m_pending.experts.size() * 3, SIZE_MAX);  // SIZE_MAX: in a slot, not read
+    m_pending.bytes = 0;
     size_t at = 0;
-    for (int j = 0; j < c.nExpertsUsed; ++j) {
-        const int e = m_order[size_t(j)];
-        m_pending.experts.push_back(e);
-        for (int part = 0; part < 3; ++part) {
-            const ModelTensor& t = *L.tensors[part];
-            if (L.expertSlot[size_t(e)] >= 0) {  // already in a slot: nothing to read
-                m_pending.skip.push_back(SIZE_MAX);
-                continue;
-            }
-            const storage::AlignedRange r =
-                storage::alignRange(t.fileOffset + uint64_t(e) * L.partBytes[part], L.partBytes[part]);
-            perFile[t.file].push_back({r.offset, r.bytes, staging + at});
-            m_pending.skip.push_back(at + r.skip);
-            at += r.bytes;
-            m_pending.bytes += r.bytes;
-        }
+    for (size_t g = 0; g < m_pending.experts.size(); ++g) {
+        const int e = m_pending.experts[g];
+        if (L.expertSlot[size_t(e)] >= 0) continue;
+        const size_t before = at;
+        at = queueReads(L, e, m_prefetchStaging.as<uint8_t>(), at, &m_pending.skip[3 * g]);
+        m_pending.bytes += at - before;
     }
-    for (size_t f = 0; f < perFile.size(); ++f)
-        if (!perFile[f].empty()) m_pending.tickets.push_back(m_reader->enqueue(m_files[f], perFile[f]));
+    startReads(m_pending.tickets);
 }
 
 bool ExpertCache::serves(int layer) const
@@ -231,9 +239,10 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
     }
     trace::Recorder* rec = m_options.trace;
     // The lookahead's guess for this layer: count it, and let the misses it read skip the SSD.
-    std::vector<size_t> ahead;  // per miss: index into m_pending.experts, or SIZE_MAX
+    std::vector<size_t>& ahead = m_ahead;  // per miss: index into m_pending.experts, or SIZE_MAX
+    ahead.clear();
     if (m_pending.layer >= 0) {
-        Status waited = finishPending();
+        Status waited = waitReads(m_pending.tickets);
         m_ssdBytes += m_pending.bytes;  // read, whether used or not
         if (m_pending.layer == layer && waited) {
             m_guessed += m_pending.experts.size();
@@ -252,37 +261,21 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
             if (m_pending.experts[g] == chosen[size_t(i)] && m_pending.skip[3 * g] != SIZE_MAX) k = g;
         ahead.push_back(k);
     }
+    const uint64_t t0 = rec ? trace::nowNs() : 0;
+    uint64_t bytes = 0;
     if (!m_missing.empty()) {
         // Earlier ops may still read the slots about to be refilled.
         m_device.synchronize();
-        const uint64_t t0 = rec ? trace::nowNs() : 0;
         uint8_t* staging = m_staging.as<uint8_t>();
-        std::vector<std::vector<storage::ReadRequest>> perFile(m_files.size());
-        std::vector<size_t> skip(m_missing.size() * 3);
+        std::vector<size_t>& skip = m_skip;
+        skip.assign(m_missing.size() * 3, 0);
         size_t at = 0;
-        uint64_t bytes = 0;
-        for (size_t m = 0; m < m_missing.size(); ++m) {
-            const int e = chosen[size_t(m_missing[m])];
-            if (ahead[m] != SIZE_MAX) continue;  // read ahead already
-            for (int part = 0; part < 3; ++part) {
-                const ModelTensor& t = *L.tensors[part];
-                const storage::AlignedRange r =
-                    storage::alignRange(t.fileOffset + uint64_t(e) * L.partBytes[part], L.partBytes[part]);
-                perFile[t.file].push_back({r.offset, r.bytes, staging + at});
-                skip[m * 3 + size_t(part)] = at + r.skip;
-                at += r.bytes;
-                bytes += r.bytes;
-            }
-        }
-        std::vector<storage::DirectReader::Ticket> tickets;
-        for (size_t f = 0; f < perFile.size(); ++f)
-            if (!perFile[f].empty()) tickets.push_back(m_reader->enqueue(m_files[f], perFile[f]));
-        Status failed;
-        for (auto ticket : tickets) {
-            Status s = m_reader->wait(ticket);
-            if (!s && failed) failed = std::move(s);
-        }
-        if (!failed) return failed;
+        for (size_t m = 0; m < m_missing.size(); ++m)
+            if (ahead[m] == SIZE_MAX)  // not read ahead already
+                at = queueReads(L, chosen[size_t(m_missing[m])], staging, at, &skip[m * 3]);
+        bytes = at;
+        startReads(m_tickets);
+        if (Status failed = waitReads(m_tickets); !failed) return failed;
         m_ssdBytes += bytes;
         // Victims: the least recently used slots this fetch does not use.
         for (size_t m = 0; m < m_missing.size(); ++m) {
@@ -305,18 +298,8 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
             if (ahead[m] != SIZE_MAX) ++m_prefetched;
             ++m_misses;
         }
-        if (rec) {
-            trace::Span span{trace::Lane::SsdRead, layer, trace::kExpertsOp, bytes, t0, trace::nowNs(), m_pass};
-            span.lookups = uint32_t(chosen.size());
-            span.hits = uint32_t(chosen.size() - m_missing.size());
-            rec->record(span);
-        }
-    } else if (rec) {
-        const uint64_t t = trace::nowNs();
-        trace::Span span{trace::Lane::SsdRead, layer, trace::kExpertsOp, 0, t, t, m_pass};
-        span.lookups = span.hits = uint32_t(chosen.size());
-        rec->record(span);
     }
+    if (rec) recordSpan(layer, chosen.size(), m_missing.size(), bytes, t0);
     for (size_t i = 0; i < chosen.size(); ++i) {
         const uint8_t* slot = L.slots + size_t(L.expertSlot[size_t(chosen[i])]) * m_expertBytes;
         ExpertViews& v = out[i];
@@ -327,6 +310,14 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
         }
     }
     return {};
+}
+
+void ExpertCache::recordSpan(int layer, size_t lookups, size_t misses, uint64_t bytes, uint64_t startNs)
+{
+    trace::Span span{trace::Lane::SsdRead, layer, trace::kExpertsOp, bytes, startNs, trace::nowNs(), m_pass};
+    span.lookups = uint32_t(lookups);
+    span.hits = uint32_t(lookups - misses);
+    m_options.trace->record(span);
 }
 
 ExpertCacheReport ExpertCache::report() const

@@ -28,7 +28,7 @@
 
 namespace spillway {
 
-namespace storage { class DirectFile; class DirectReader; }
+namespace storage { class DirectFile; class DirectReader; struct ReadRequest; }
 namespace trace { class Recorder; }
 
 struct ExpertCacheOptions {
@@ -78,8 +78,8 @@ public:
     Status fetch(int layer, std::span<const int> chosen, std::span<ExpertViews> out);
     // The router lookahead after `layer`'s routing, x its FFN input on the host (dim floats):
     // guesses the next layer's experts (top nExpertsUsed of its router's logits) and starts
-    // reading those not in slots. Does nothing where the next layer is not served or its router
-    // is not F32/F16/BF16.
+    // reading those not in slots. Does nothing where the next layer is not served (or its router
+    // has a type without a row decoder).
     void lookahead(int layer, const float* x);
     ExpertCacheReport report() const;
     void setPass(uint32_t pass) { m_pass = pass; }
@@ -102,7 +102,10 @@ private:
     size_t m_stagingPerExpert = 0;
     uint64_t m_hits = 0, m_misses = 0, m_ssdBytes = 0, m_clock = 0;
     uint32_t m_pass = 0;
-    std::vector<int> m_missing;         // reused
+    std::vector<int> m_missing;         // reused, as the vectors below
+    std::vector<size_t> m_ahead, m_skip;
+    std::vector<uint64_t> m_tickets;
+    std::vector<std::vector<storage::ReadRequest>> m_requests;  // per data file, being queued
     // The lookahead's reads in flight: for `layer`, experts[i] at prefetchStaging + skip[3 i + part].
     struct Pending {
         int layer = -1;
@@ -115,7 +118,12 @@ private:
     std::vector<float> m_logits;
     std::vector<int> m_order;
     uint64_t m_guessed = 0, m_guessedRight = 0, m_prefetched = 0;
-    Status finishPending();  // waits for the lookahead's reads (their error, if one failed)
+    // Queues the reads of `expert`'s three parts into staging from `at` (m_requests, per file),
+    // their starts in the staging to skip[0..2]; returns where the next read goes.
+    size_t queueReads(const Layer& L, int expert, uint8_t* staging, size_t at, size_t* skip);
+    void startReads(std::vector<uint64_t>& tickets);     // m_requests to the reader, emptied
+    Status waitReads(std::vector<uint64_t>& tickets);    // every ticket (the first error), emptied
+    void recordSpan(int layer, size_t lookups, size_t misses, uint64_t bytes, uint64_t startNs);
 };
 
 }  // namespace spillway
