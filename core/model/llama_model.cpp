@@ -32,35 +32,15 @@ public:
     // A matrix of `rows` rows by `cols` columns (GGUF dims {cols, rows}).
     Result<gpu::MatrixView> matrix(const std::string& name, int64_t rows, int64_t cols)
     {
-        const ModelTensor* t = m_model.tensor(name);
-        if (!t) return missing(name);
-        if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
-            return wrongShape(*t, {cols, rows});
-        gpu::MatrixView m;
-        m.type = t->type;
-        m.data = t->data;
-        m.rows = rows;
-        m.cols = cols;
-        m.rowStride = gpu::rowBytes(t->type, cols);
-        return m;
+        return rowsOf(name, {cols, rows}, rows, cols);
     }
 
     // A 3-D tensor of `count` matrices of `rows` x `cols` (GGUF dims {cols, rows, count}) as one
     // matrix of count * rows rows; a 1-D one of cols values (count = rows = 1) as one row.
     Result<gpu::MatrixView> stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols)
     {
-        const ModelTensor* t = m_model.tensor(name);
-        if (!t) return missing(name);
-        const std::vector<int64_t> want =
-            count == 1 && rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows, count};
-        if (t->dims != want) return wrongShape(*t, want);
-        gpu::MatrixView m;
-        m.type = t->type;
-        m.data = t->data;
-        m.rows = count * rows;
-        m.cols = cols;
-        m.rowStride = gpu::rowBytes(t->type, cols);
-        return m;
+        if (count == 1 && rows == 1) return rowsOf(name, {cols}, 1, cols);
+        return rowsOf(name, {cols, rows, count}, count * rows, cols);
     }
 
     // A vector of n values as F32 (converted once at load when stored otherwise).
@@ -88,6 +68,20 @@ public:
     }
 
 private:
+    // The tensor `name`, of GGUF dims `dims`, as `rows` rows of `cols` values.
+    Result<gpu::MatrixView> rowsOf(const std::string& name, const std::vector<int64_t>& dims, int64_t rows, int64_t cols)
+    {
+        const ModelTensor* t = m_model.tensor(name);
+        if (!t) return missing(name);
+        if (t->dims != dims) return wrongShape(*t, dims);
+        gpu::MatrixView m;
+        m.type = t->type;
+        m.data = t->data;
+        m.rows = rows;
+        m.cols = cols;
+        m.rowStride = gpu::rowBytes(t->type, cols);
+        return m;
+    }
     Error missing(const std::string& name) const
     {
         return makeError(ErrorCode::ModelFileInvalid, m_model.path() + ": missing tensor '" + name + "'");
@@ -196,14 +190,14 @@ const LayerMatrixMember kLayerMatrices[15] = {
     {&LlamaLayerWeights::gate, "ffn_gate.weight"},
     {&LlamaLayerWeights::up, "ffn_up.weight"},
     {&LlamaLayerWeights::down, "ffn_down.weight"},
-    {&LlamaLayerWeights::router, "ffn_gate_inp.weight"},
-    {&LlamaLayerWeights::expertGate, "ffn_gate_exps.weight"},
-    {&LlamaLayerWeights::expertUp, "ffn_up_exps.weight"},
-    {&LlamaLayerWeights::expertDown, "ffn_down_exps.weight"},
-    {&LlamaLayerWeights::sharedGate, "ffn_gate_shexp.weight"},
-    {&LlamaLayerWeights::sharedUp, "ffn_up_shexp.weight"},
-    {&LlamaLayerWeights::sharedDown, "ffn_down_shexp.weight"},
-    {&LlamaLayerWeights::sharedRouter, "ffn_gate_inp_shexp.weight"},
+    {&LlamaLayerWeights::router, "ffn_gate_inp.weight", true},
+    {&LlamaLayerWeights::expertGate, "ffn_gate_exps.weight", true},
+    {&LlamaLayerWeights::expertUp, "ffn_up_exps.weight", true},
+    {&LlamaLayerWeights::expertDown, "ffn_down_exps.weight", true},
+    {&LlamaLayerWeights::sharedGate, "ffn_gate_shexp.weight", true},
+    {&LlamaLayerWeights::sharedUp, "ffn_up_shexp.weight", true},
+    {&LlamaLayerWeights::sharedDown, "ffn_down_shexp.weight", true},
+    {&LlamaLayerWeights::sharedRouter, "ffn_gate_inp_shexp.weight", true},
 };
 
 LlamaModel::~LlamaModel() = default;

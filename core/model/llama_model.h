@@ -78,6 +78,7 @@ inline gpu::MatrixView expertMatrix(const gpu::MatrixView& stacked, int experts,
 struct LayerMatrixMember {
     gpu::MatrixView LlamaLayerWeights::*member;
     const char* suffix;
+    bool moe = false;  // a mixture of experts' only (router, expert stacks, shared expert)
 };
 extern const LayerMatrixMember kLayerMatrices[15];
 

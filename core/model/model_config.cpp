@@ -13,6 +13,11 @@ const char* supportedArchitectures()
     return "llama (Mixtral's experts included), mistral, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, opt, relu-llama";
 }
 
+int LlamaConfig::expertSlots(int requested) const
+{
+    return std::clamp(requested > 0 ? requested : 2 * nExpertsUsed, nExpertsUsed, nExperts);
+}
+
 int LlamaConfig::hiddenFloats() const
 {
     if (!moe()) return ffnDim;

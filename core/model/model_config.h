@@ -75,6 +75,9 @@ struct LlamaConfig {
     // hidden values, or a MoE token's routed experts' and shared expert's hidden values side by
     // side, their outputs (one of dim per expert) and the router's logits.
     int hiddenFloats() const;
+    // The expert cache's slots per layer for a request (0: twice the experts a token uses), within
+    // [nExpertsUsed, nExperts]: what the runtime allocates and the planner costs.
+    int expertSlots(int requested) const;
     int qDim() const { return nHeads * headDim; }
     int embeddingDim() const { return embedDim > 0 ? embedDim : dim; }
     int kvDim() const { return nKvHeads * headDim; }

@@ -264,17 +264,15 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
     w.setBool("tokenizer.ggml.add_bos_token", true);
 
     uint64_t seed = options.seed * 0x100000001B3ull;
-    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-        const float amplitude = std::sqrt(3.0f / float(cols));  // unit-variance outputs
+    // Random weights of `type` in GGUF dims (dims[0] the columns), of unit-variance outputs.
+    auto weights = [&](const std::string& name, std::vector<int64_t> dims, gpu::DType type) {
+        const float amplitude = std::sqrt(3.0f / float(dims[0]));
         const uint64_t s = ++seed;
-        w.addTensor(name, options.type, {cols, rows},
-                    [=](std::span<uint8_t> out) { fillRandom(out, options.type, amplitude, s); });
+        w.addTensor(name, type, std::move(dims), [=](std::span<uint8_t> out) { fillRandom(out, type, amplitude, s); });
     };
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) { weights(name, {cols, rows}, options.type); };
     auto stacked = [&](const std::string& name, int64_t count, int64_t rows, int64_t cols) {
-        const float amplitude = std::sqrt(3.0f / float(cols));
-        const uint64_t s = ++seed;
-        w.addTensor(name, options.type, {cols, rows, count},
-                    [=](std::span<uint8_t> out) { fillRandom(out, options.type, amplitude, s); });
+        weights(name, {cols, rows, count}, options.type);
     };
     auto vector = [&](const std::string& name, int64_t n, float center) {
         const uint64_t s = ++seed;
@@ -312,10 +310,7 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
         if (experts > 0) {
             // The router stays F32 (llama.cpp's quantize leaves ffn_gate_inp as it is); the
             // experts stacked, one 3-D tensor per matrix.
-            const uint64_t s = ++seed;
-            const float amplitude = std::sqrt(3.0f / float(dim));
-            w.addTensor(b + "ffn_gate_inp.weight", gpu::DType::F32, {dim, experts},
-                        [=](std::span<uint8_t> out) { fillRandom(out, gpu::DType::F32, amplitude, s); });
+            weights(b + "ffn_gate_inp.weight", {dim, experts}, gpu::DType::F32);
             stacked(b + "ffn_gate_exps.weight", experts, ffn, dim);
             stacked(b + "ffn_up_exps.weight", experts, ffn, dim);
             stacked(b + "ffn_down_exps.weight", experts, dim, ffn);

@@ -21,14 +21,8 @@ std::vector<TensorPlacement> modelTensors(const LlamaModel& model)
     // absent: 0 bytes, as an ungated FFN's gate).
     const bool moe = model.config().moe();
     for (int l = 0; l < layers; ++l)
-        for (const LayerMatrixMember& m : kLayerMatrices) {
-            const std::string_view suffix = m.suffix;
-            const bool expertTensor = suffix.find("_inp") != std::string_view::npos ||
-                                      suffix.find("_exps") != std::string_view::npos ||
-                                      suffix.find("_shexp") != std::string_view::npos;
-            if (expertTensor && !moe) continue;
-            add("blk." + std::to_string(l) + "." + m.suffix, l);
-        }
+        for (const LayerMatrixMember& m : kLayerMatrices)
+            if (moe || !m.moe) add("blk." + std::to_string(l) + "." + m.suffix, l);
     if (!tied) add("output.weight", layers);
     return list;
 }

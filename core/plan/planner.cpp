@@ -293,7 +293,7 @@ Result<Setup> setUp(const PlannerInput& in)
         x.bytes = t.bytes;
         x.compute = t.unit < 0 ? 0.0 : double(t.bytes) / rate;
         if (c.moe() && t.name.find("_exps.weight") != std::string::npos) {
-            const int slots = std::clamp(in.expertSlots > 0 ? in.expertSlots : 2 * c.nExpertsUsed, c.nExpertsUsed, c.nExperts);
+            const int slots = c.expertSlots(in.expertSlots);
             const double expert = double(t.bytes) / double(c.nExperts);
             x.expertStack = true;
             x.share = double(c.nExpertsUsed) / double(c.nExperts);
@@ -391,7 +391,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
             if (tier >= 0 && tier < 3) ++perTier[tier];
             else if (tier == 3) ++mixed;
         }
-        const int slots = std::clamp(in.expertSlots > 0 ? in.expertSlots : 2 * c.nExpertsUsed, c.nExpertsUsed, c.nExperts);
+        const int slots = c.expertSlots(in.expertSlots);
         char note[400];
         std::snprintf(note, sizeof note,
                       "experts (%d per token of %d per layer): on the device in %d layers, in RAM in %d, on the SSD in "

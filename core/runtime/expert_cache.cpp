@@ -104,8 +104,7 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
     auto cache = std::unique_ptr<ExpertCache>(new ExpertCache(model, device));
     ExpertCache& self = *cache;
     self.m_options = options;
-    const int wanted = options.slotsPerLayer > 0 ? options.slotsPerLayer : 2 * c.nExpertsUsed;
-    self.m_slots = std::clamp(wanted, c.nExpertsUsed, c.nExperts);
+    self.m_slots = c.expertSlots(options.slotsPerLayer);
     self.m_layerIndex.assign(size_t(c.nLayers), -1);
     for (int l : layers) {
         if (l < 0 || l >= c.nLayers || self.m_layerIndex[size_t(l)] >= 0)

@@ -239,13 +239,11 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
     // The distinct experts chosen, in order, and where each one's matrices are: sliced from the
     // layer's stacks, or in the expert cache's slots (a layer whose experts lie on the SSD), in
     // groups of at most its slots.
+    m_picked.assign(size_t(experts), 0);
+    for (int e : m_choice) m_picked[size_t(e)] = 1;
     m_distinct.clear();
     for (int e = 0; e < experts; ++e)
-        for (int k = 0; k < n * used; ++k)
-            if (m_choice[size_t(k)] == e) {
-                m_distinct.push_back(e);
-                break;
-            }
+        if (m_picked[size_t(e)]) m_distinct.push_back(e);
     const bool cached = m_experts && m_experts->serves(layer);
     const size_t groupSize = cached ? size_t(m_experts->slotsPerLayer()) : m_distinct.size();
     m_views.resize(m_distinct.size());

@@ -72,6 +72,7 @@ private:
     // Mixture of experts: the router's logits on the host, each token's choice and weights.
     std::vector<float> m_routerLogits, m_weight, m_sharedWeight, m_probs, m_hostInput;
     std::vector<int> m_choice, m_order, m_distinct;
+    std::vector<char> m_picked;  // per expert: chosen by a token of the pass
     std::vector<ExpertViews> m_views;
     ExpertCache* m_experts = nullptr;  // the experts the placement leaves on the SSD (null: none)
     std::vector<uint64_t> m_expertCounts;
