@@ -86,6 +86,7 @@ Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, i
     m.experts.guessed -= expertsBefore.guessed;
     m.experts.guessedRight -= expertsBefore.guessedRight;
     m.experts.prefetched -= expertsBefore.prefetched;
+    m.experts.hostCopies -= expertsBefore.hostCopies;
     m.stallNs = after.stallNs - before.stallNs;
     if (recorder) {
         m.spans = recorder->snapshot();
@@ -164,10 +165,12 @@ int runOffloadBench(BenchCommand& b)
     std::printf("  %-36s %.1f MiB (budget %.1f), pinned RAM peak %.1f MiB\n", "device memory peak",
                 mem.peak / double(1 << 20), mem.limit / double(1 << 20), mem.hostPeak / double(1 << 20));
     if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
-        std::printf("  %-36s %d slots in each of %d layers (%.1f MiB): hit rate %.1f%%, %.2f MiB/token read from the "
-                    "SSD; router lookahead right for %.1f%% of its guesses\n",
+        std::printf("  %-36s %d slots in each of %d layers (%.1f MiB), %d experts in RAM (%.1f MiB): hit rate "
+                    "%.1f%%, %.1f%% copied from RAM, %.2f MiB/token read from the SSD; router lookahead right for "
+                    "%.1f%% of its guesses\n",
                     "expert cache", ec.slotsPerLayer, ec.layers, double(ec.slotBytes) / double(1 << 20),
-                    100.0 * ec.hitRate(), double(ec.ssdBytes) / double(b.tokens) / double(1 << 20),
+                    ec.hostExperts, double(ec.hostBytes) / double(1 << 20), 100.0 * ec.hitRate(),
+                    100.0 * ec.hostRate(), double(ec.ssdBytes) / double(b.tokens) / double(1 << 20),
                     100.0 * ec.lookaheadAccuracy());
     if (naive)
         std::printf("  %-36s %.3f tokens/s; speed-up of the planned run %.2fx\n", "naive baseline",
@@ -261,6 +264,10 @@ int runOffloadBench(BenchCommand& b)
                 {"ssd_bytes_per_token", double(ec.ssdBytes) / b.tokens},
                 {"lookahead_accuracy", ec.lookaheadAccuracy()},
                 {"misses_read_ahead", ec.prefetched},
+                {"ram_experts", ec.hostExperts},
+                {"ram_bytes", ec.hostBytes},
+                {"ram_rate", ec.hostRate()},
+                {"start_read_bytes", ec.startBytes},
             };
         if (dense) {
             const NeuronCacheReport& nc = measured->cache;

@@ -1,6 +1,8 @@
 // spillway-cli sparsity: per-layer FFN activation density on calibration prompts, the overlap of
 // active neurons between consecutive tokens and over windows of k tokens, and how concentrated
 // activations are on hot neurons: what an activation-sparsity runtime can save on this model.
+// A mixture of experts' sparsity is its routing: how often each expert is chosen, per layer,
+// kept as the routing profile the planner places experts by.
 
 #include <cstdio>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include "core/calibrate/predictor_training.h"
 #include "core/calibrate/activation_sparsity.h"
 #include "core/calibrate/activation_threshold.h"
+#include "core/calibrate/routing.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/model/llama_model.h"
 #include "core/plan/neuron_cache_model.h"
@@ -33,12 +36,14 @@ struct SparsityCommand {
     std::string json;
     int predictorRank = 0;
     std::vector<double> cacheBudgets;  // percent of the FFN weights
+    std::string routingOut;            // mixtures of experts: where the routing profile goes
     double targetSparsity = -1.0;      // >= 0: approximate mode's thresholds and their quality
     double recall = 0.99;
 };
 
 Result<std::vector<std::string>> readPrompts(const std::string& path)
 {
+    if (path.empty()) return std::vector<std::string>();  // the built-in prompts
     std::ifstream in(path);
     if (!in) return makeError(ErrorCode::Io, path + ": cannot open the prompts file");
     std::vector<std::string> prompts;
@@ -76,21 +81,76 @@ nlohmann::ordered_json toJson(const compress::SparsityReport& r, const std::stri
     return j;
 }
 
+// A mixture of experts: its sparsity is its routing. Counts the experts chosen per layer, prints
+// how concentrated the choices are and what the expert cache's slots would hit, and keeps the
+// profile where the planner looks for it.
+int runRouting(SparsityCommand& c, const LlamaModel& model)
+{
+    compress::RoutingOptions options;
+    options.maxTokensPerPrompt = c.tokens;
+    options.continueTokens = c.continueTokens;
+    auto prompts = readPrompts(c.promptsFile);
+    if (!prompts) return reportError(prompts.error());
+    options.prompts = std::move(prompts.value());
+    auto device = gpu::createCpuDevice(c.threads);
+    auto measured = compress::measureRouting(model, *device, options);
+    if (!measured) return reportError(measured.error());
+    const plan::RoutingProfile& r = *measured;
+    const LlamaConfig& cfg = model.config();
+    const int slots = cfg.expertSlots(0);
+    std::printf("Routing of %s: %d of %d experts per token, %llu tokens per layer (%s)\n", c.model.c_str(),
+                cfg.nExpertsUsed, cfg.nExperts, static_cast<unsigned long long>(r.tokens), r.source.c_str());
+    std::printf("busiest: the most chosen expert's share of the layer's choices (even: %.1f%%); hot %d: the %d most\n"
+                "chosen experts' share; hits: an LRU cache of %d slots, expected (uniform routing: %.1f%%)\n\n",
+                100.0 / cfg.nExperts, slots, slots, slots, 100.0 * slots / cfg.nExperts);
+    std::printf("%5s  %8s  %7s  %7s  %6s\n", "layer", "busiest", ("hot" + std::to_string(slots)).c_str(), "unused", "hits");
+    nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+    double hitsSum = 0;
+    for (int l = 0; l < r.layers; ++l) {
+        const uint64_t* row = r.counts.data() + size_t(l) * size_t(r.experts);
+        const std::vector<int> hot = r.hottest(l);
+        const double choices = double(r.tokens) * double(r.used);
+        uint64_t top = 0;
+        int unused = 0;
+        for (int i = 0; i < slots; ++i) top += row[hot[size_t(i)]];
+        for (int e = 0; e < r.experts; ++e) unused += row[e] == 0;
+        const std::vector<double> q = r.choiceRates(l);
+        const double hits = plan::hitRate(q, plan::expectedMisses(q, slots));
+        hitsSum += hits;
+        std::printf("%5d  %7.1f%%  %6.1f%%  %7d  %5.1f%%\n", l, 100.0 * double(row[hot[0]]) / choices,
+                    100.0 * double(top) / choices, unused, 100.0 * hits);
+        layers.push_back({{"layer", l}, {"busiest_share", double(row[hot[0]]) / choices},
+                          {"hot_share", double(top) / choices}, {"unused", unused}, {"expected_hit_rate", hits}});
+    }
+    std::printf("%5s  %8s  %7s  %7s  %5.1f%%\n", "all", "", "", "", 100.0 * hitsSum / r.layers);
+    const std::string path = c.routingOut.empty() ? plan::routingProfilePath(c.model) : c.routingOut;
+    if (Status saved = r.save(path); !saved) return reportError(saved.error());
+    std::printf("\nrouting profile: %s (plan, generate, bench and the app place the experts by it)\n", path.c_str());
+    if (!c.json.empty()) {
+        std::ofstream out(c.json);
+        nlohmann::ordered_json j = {{"model", c.model},          {"experts", r.experts}, {"used", r.used},
+                                    {"tokens", r.tokens},        {"slots", slots},       {"profile", path},
+                                    {"layers", layers},          {"counts", nlohmann::json::parse(r.toJson())["counts"]}};
+        out << j.dump(2) << "\n";
+        if (!out) return reportError(makeError(ErrorCode::Io, c.json + ": cannot write"));
+    }
+    return ExitOk;
+}
+
 int runSparsity(SparsityCommand& c)
 {
     auto model = LlamaModel::load(c.model, c.load);
     if (!model) return reportError(model.error());
+    if ((*model)->config().moe()) return runRouting(c, **model);
     compress::SparsityOptions options;
     options.maxTokensPerPrompt = c.tokens;
     options.windows = c.windows;
     options.threshold = c.threshold;
     options.keepTraces = !c.cacheBudgets.empty();
     options.continueTokens = c.continueTokens;
-    if (!c.promptsFile.empty()) {
-        auto prompts = readPrompts(c.promptsFile);
-        if (!prompts) return reportError(prompts.error());
-        options.prompts = std::move(prompts.value());
-    }
+    auto prompts = readPrompts(c.promptsFile);
+    if (!prompts) return reportError(prompts.error());
+    options.prompts = std::move(prompts.value());
     auto device = gpu::createCpuDevice(c.threads);
     auto report = compress::measureActivationSparsity(**model, *device, options);
     if (!report) return reportError(report.error());
@@ -206,7 +266,8 @@ void addSparsityCommand(CLI::App& app, int& exitCode)
     auto c = std::make_shared<SparsityCommand>();
     c->model = demoModelPath();
     auto* cmd = app.add_subcommand(
-        "sparsity", "Measure per-layer FFN activation density and its overlap across tokens");
+        "sparsity", "Measure per-layer FFN activation density and its overlap across tokens (mixtures of experts: "
+                    "how each layer routes, kept for the planner)");
     cmd->add_option("-m,--model", c->model, "Model: GGUF file, Hugging Face folder, package, llama2.c")
         ->check(CLI::ExistingPath);
     cmd->add_option("--arch", c->load.architecture,
@@ -242,6 +303,9 @@ void addSparsityCommand(CLI::App& app, int& exitCode)
                     "Approximate mode (SwiGLU models): drop activations below per-layer thresholds "
                     "calibrated to this share (0..1) and report the quality cost (KL, top-1, perplexity)")
         ->check(CLI::Range(0.0, 0.999));
+    cmd->add_option("--routing-out", c->routingOut,
+                    "Mixtures of experts: write the routing profile here (default: where plan, generate, bench and "
+                    "the app look for it, under ~/.cache/spillway/routing)");
     cmd->add_option("--json", c->json, "Also write the figures as JSON to this file");
     cmd->callback([c, &exitCode] { exitCode = runSparsity(*c); });
 }

@@ -50,6 +50,13 @@ void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o)
                     "Mixtures of experts whose experts lie on the SSD: slots per layer of the cache they are read "
                     "into as tokens choose them (default: twice the experts a token uses)")
         ->check(CLI::Range(0, 1 << 16));
+    cmd->add_flag("--no-expert-cache", o.noExpertCache,
+                  "Mixtures of experts: stream the expert stacks left on the SSD whole each token, as dense "
+                  "offloading does (a baseline for the expert cache)");
+    cmd->add_option("--routing", o.routing,
+                    "Mixtures of experts: how they route, a profile written by `sparsity` (default: the one it "
+                    "kept for the model; without one, routing is taken as uniform)")
+        ->check(CLI::ExistingFile);
     cmd->add_option("--neuron-mode", o.neuronMode,
                     "exact (the gate decides which neurons are active; default) or predicted (the package's "
                     "activation predictors do, before any FFN weight is read: approximate)")
@@ -147,6 +154,14 @@ Result<OffloadRun> prepareOffload(std::shared_ptr<const LlamaModel> model, const
     e.neuronCache.source = o.bundlesFrom == "ssd" ? BundleSource::Ssd : BundleSource::Ram;
     e.neuronCache.cold = coldNeuronsOf(o.coldNeurons);
     e.experts.slotsPerLayer = o.expertSlots;
+    e.experts.enabled = !o.noExpertCache;
+    if (!o.routing.empty()) {
+        auto routing = plan::RoutingProfile::load(o.routing);
+        if (!routing) return routing.error();
+        if (!routing->fits(model->config()))
+            return makeError(ErrorCode::InvalidArgument, o.routing + ": a routing profile of another model's shape");
+        e.routing = std::make_shared<const plan::RoutingProfile>(std::move(*routing));
+    }
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();
         e.trace = run.recorder.get();

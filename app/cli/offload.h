@@ -33,6 +33,8 @@ struct OffloadOptions {
     // The neuron cache (ReLU models): bundles per layer (0 = off), mode and source.
     int neuronCache = 0;
     int expertSlots = 0;      // mixtures of experts: the expert cache's slots per layer (0: auto)
+    std::string routing;      // mixtures of experts: a routing profile (default: the one kept)
+    bool noExpertCache = false;  // mixtures of experts: stream stacks on the SSD whole (baseline)
     std::string neuronMode = "exact";
     std::string bundlesFrom = "ram";
     std::string coldNeurons = "auto";  // auto, ship or cpu (neuron_cache.h, ColdNeurons)

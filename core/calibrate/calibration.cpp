@@ -63,7 +63,8 @@ private:
 Status runCalibration(const LlamaModel& model, gpu::Device& device,
                       std::span<const std::string> prompts, int maxTokensPerPrompt,
                       std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher,
-                      int continueTokens, const std::function<bool(double)>& progress)
+                      int continueTokens, const std::function<bool(double)>& progress,
+                      std::vector<uint64_t>* expertCounts)
 {
     if (continueTokens < 0 || continueTokens > (1 << 20))
         return makeError(ErrorCode::InvalidArgument, "calibration: continueTokens out of range");
@@ -132,6 +133,7 @@ Status runCalibration(const LlamaModel& model, gpu::Device& device,
             return makeError(ErrorCode::Internal,
                              "calibration: matrix '" + watched[i].name +
                                  "' saw no input (weights not used in place?)");
+    if (expertCounts) *expertCounts = (*session)->expertCounts();
     return {};
 }
 

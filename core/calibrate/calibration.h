@@ -35,10 +35,13 @@ using CalibrationWatcher =
 // sets lack.
 // progress(fraction of the prompts done), when given, is called after every token; false stops
 // the run with ErrorCode::Cancelled.
+// expertCounts, when given (mixtures of experts): how often the router chose each expert, per
+// layer (layers x experts), over every token of the run.
 Status runCalibration(const LlamaModel& model, gpu::Device& device,
                       std::span<const std::string> prompts, int maxTokensPerPrompt,
                       std::span<const NamedMatrix> watched, const CalibrationWatcher& watcher,
-                      int continueTokens = 0, const std::function<bool(double)>& progress = {});
+                      int continueTokens = 0, const std::function<bool(double)>& progress = {},
+                      std::vector<uint64_t>* expertCounts = nullptr);
 
 }  // namespace compress
 }  // namespace spillway

@@ -26,6 +26,10 @@ plan::PlannerInput plannerInput(const LlamaModel& model, const hw::HardwareProfi
     in.batch = settings.batch > 0 ? settings.batch : promptBatchFor(in.backend);
     in.prefetchDepth = settings.prefetch;
     in.expertSlots = settings.expertSlots;
+    in.routing = settings.routing;
+    in.expertCache = settings.expertCache;
+    if (!in.routing && model.config().moe())
+        in.routing = std::make_shared<const plan::RoutingProfile>(plan::keptRoutingProfile(model.path(), model.config()));
     in.served = SparseFfn::servedTensors(model, cache);
     in.reservedDeviceBytes = SparseFfn::deviceBytes(model, cache, in.backend != "cpu");
     in.neuronCache = SparseFfn::layerCosts(model, cache);
@@ -177,6 +181,8 @@ Status Engine::prepare(const EngineOptions& o)
     settings.batch = m_session.batch;
     settings.prefetch = o.naive ? 0 : o.prefetch;
     settings.expertSlots = o.experts.slotsPerLayer;
+    settings.routing = o.routing;
+    settings.expertCache = o.experts.enabled;
     const plan::PlannerInput in = plannerInput(model, m_profile, settings, m_session.neuronCache);
     Result<plan::PlanResult> planned = makeError(ErrorCode::Internal, "no plan");
     if (o.tier) {

@@ -61,6 +61,9 @@ struct PlanSettings {
     int batch = 0;                // prompt tokens per pass (sizes the activations); 0: the engine's default for the backend
     int prefetch = 2;             // units loaded ahead of compute (0: the naive baseline)
     int expertSlots = 0;          // mixtures of experts: the expert cache's slots per layer (0: default)
+    bool expertCache = true;      // false: experts on the SSD stream whole (ExpertCacheOptions::enabled)
+    // Mixtures of experts: how they route; nullptr: the profile `sparsity` kept for the model, if any.
+    std::shared_ptr<const plan::RoutingProfile> routing;
 };
 
 // The planner's input for `model` on the measured machine, the neuron cache's tensors and device
@@ -98,6 +101,7 @@ struct EngineOptions {
     hw::ProbeOptions probe;        // storagePath "" = the model's folder
     NeuronCacheOptions neuronCache;
     ExpertCacheOptions experts;    // mixtures of experts whose experts lie on the SSD
+    std::shared_ptr<const plan::RoutingProfile> routing;  // nullptr: the one kept for the model
     // A plan made elsewhere (the app's Tuning tab): used as it is, nothing measured or planned.
     std::shared_ptr<const plan::PlanResult> appliedPlan;
     trace::Recorder* trace = nullptr;  // spans of every session go here (not owned)

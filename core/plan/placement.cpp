@@ -19,6 +19,13 @@ const TensorPlacement* Placement::find(const std::string& name) const
     return nullptr;
 }
 
+const ExpertPlacement* Placement::expertsOf(int layer) const
+{
+    for (const auto& e : experts)
+        if (e.layer == layer) return &e;
+    return nullptr;
+}
+
 uint64_t Placement::bytesOn(Tier tier) const
 {
     uint64_t total = 0;

@@ -28,8 +28,19 @@ struct TensorPlacement {
     std::string reason;     // why the planner chose this
 };
 
+// A mixture of experts' layer whose expert stacks lie on the SSD (the expert cache serves it):
+// which of its experts fill the device's expert slots at start (the hottest by the routing
+// profile; none without one), and which are kept in pinned RAM (a miss on one of those is a copy,
+// not an SSD read).
+struct ExpertPlacement {
+    int layer = 0;
+    std::vector<int> device;
+    std::vector<int> host;
+};
+
 struct Placement {
     std::vector<TensorPlacement> tensors;  // every weight matrix of the model
+    std::vector<ExpertPlacement> experts;  // per layer the expert cache serves, where it has any
     // Units loaded ahead of the one computing. 0 = the naive baseline: each unit is loaded
     // synchronously right before use (as Accelerate's disk offload does).
     int prefetchDepth = 2;
@@ -42,6 +53,7 @@ struct Placement {
     bool directToDevice = true;
 
     const TensorPlacement* find(const std::string& name) const;
+    const ExpertPlacement* expertsOf(int layer) const;  // nullptr: none set for it
     uint64_t bytesOn(Tier tier) const;
 };
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include "core/formats/gguf.h"
 #include "core/plan/model_tensors.h"
@@ -64,12 +65,51 @@ struct Tensor {
     bool inMemory = false;   // converted at load: no file to read, so the SSD tier keeps it in RAM
     // A mixture of experts' stack (ffn_*_exps): a token computes with `share` of it (the experts
     // it uses); on the SSD it goes through the expert cache, which keeps `cacheBytes` of it in
-    // device memory and reads `missBytes` per token (its misses, routing taken as uniform).
+    // device memory and reads `missBytes` per token from the SSD (its misses, by the routing
+    // profile's rates or uniform), `hostMissBytes` from the experts of it kept in RAM
+    // (`hostBytes` of them).
     bool expertStack = false;
+    bool cacheable = true;   // the runtime's expert cache is on
     double share = 1.0;
     uint64_t cacheBytes = 0;
     double missBytes = 0;
+    double hostMissBytes = 0;
+    uint64_t hostBytes = 0;
 };
+
+// One expert's rows of a stack as the expert cache lays them out in a slot or in RAM (each part
+// on 256 bytes: expert_cache.cpp).
+uint64_t expertPartBytes(const Tensor& stack, int experts)
+{
+    constexpr uint64_t kPartAlign = 256;
+    return (stack.bytes / uint64_t(experts) + kPartAlign - 1) / kPartAlign * kPartAlign;
+}
+
+// The input's routing profile where it is measured and of the model's shape, else nullptr.
+const RoutingProfile* usableRouting(const PlannerInput& in)
+{
+    return in.routing && !in.routing->empty() && in.routing->fits(in.model->config()) ? in.routing.get() : nullptr;
+}
+
+// A layer's per-token choice rates of its experts: measured, or uniform.
+std::vector<double> choiceRates(const PlannerInput& in, int layer)
+{
+    if (const RoutingProfile* r = usableRouting(in)) return r->choiceRates(layer);
+    const LlamaConfig& c = in.model->config();
+    return std::vector<double>(size_t(c.nExperts), double(c.nExpertsUsed) / double(c.nExperts));
+}
+
+// Per unit: whether the runtime's expert cache takes it (every expert stack of it on the SSD, in
+// a file); a layer with some elsewhere streams them whole.
+std::vector<char> expertCacheUnits(const std::vector<Tensor>& tensors, const std::vector<Tier>& tiers, int units)
+{
+    std::vector<char> cached(size_t(units), 1);
+    for (size_t i = 0; i < tensors.size(); ++i)
+        if (tensors[i].expertStack && tensors[i].unit >= 0 &&
+            (tiers[i] != Tier::Ssd || tensors[i].inMemory || !tensors[i].cacheable))
+            cached[size_t(tensors[i].unit)] = 0;
+    return cached;
+}
 
 // The cost model: a simulation of the runtime's loader and compute over a few passes.
 struct Evaluation {
@@ -100,12 +140,7 @@ public:
         std::vector<double> load(size_t(m_units), 0.0), compute(size_t(m_units), 0.0);
         std::vector<uint64_t> slotBytes(size_t(m_units), 0), ssdSlotBytes(size_t(m_units), 0);
         std::vector<std::vector<SsdPiece>> pieces(static_cast<size_t>(m_units));
-        // The runtime's expert cache takes a layer whose expert stacks all lie on the SSD; a
-        // layer with some elsewhere streams them whole.
-        std::vector<char> cached(size_t(m_units), 1);
-        for (size_t i = 0; i < m_tensors.size(); ++i)
-            if (m_tensors[i].expertStack && m_tensors[i].unit >= 0 && (tiers[i] != Tier::Ssd || m_tensors[i].inMemory))
-                cached[size_t(m_tensors[i].unit)] = 0;
+        const std::vector<char> cached = expertCacheUnits(m_tensors, tiers, m_units);
         for (size_t i = 0; i < m_tensors.size(); ++i) {
             const Tensor& t = m_tensors[i];
             const Tier tier = tiers[i];
@@ -135,10 +170,13 @@ public:
             e.lanes.deviceCompute += t.compute;
             if (t.expertStack && loadedFrom == Tier::Ssd && cached[u]) {
                 // The expert cache: its slots resident, its misses read inside the layer (on the
-                // compute path), through staging and a copy where the device has its own memory.
+                // compute path), through staging and a copy where the device has its own memory;
+                // the misses it keeps in RAM are copies.
                 e.residentBytes += alignUp(t.cacheBytes);
+                e.hostBytes += t.hostBytes;
                 const double read = t.missBytes / m_hw.ssd;
-                const double copy = m_hw.directToDevice ? 0.0 : t.missBytes / m_hw.copy;
+                // (A device that computes on host memory uses the RAM's experts where they are.)
+                const double copy = m_hw.directToDevice ? 0.0 : (t.missBytes + t.hostMissBytes) / m_hw.copy;
                 compute[u] += read + copy;
                 e.lanes.ssdRead += read;
                 e.lanes.hostToDevice += copy;
@@ -216,6 +254,13 @@ public:
     uint64_t deviceTotal(const Evaluation& e) const { return m_fixed + e.residentBytes + e.slotBytes * uint64_t(e.slots); }
     uint64_t hostTotal(const Evaluation& e) const { return e.hostBytes + e.stagingBytes; }
     const std::vector<Tensor>& tensors() const { return m_tensors; }
+    // An expert stack's misses per token from the SSD and from RAM, and its RAM bytes.
+    void setExpertSplit(size_t i, double ssdMissBytes, double hostMissBytes, uint64_t hostBytes)
+    {
+        m_tensors[i].missBytes = ssdMissBytes;
+        m_tensors[i].hostMissBytes = hostMissBytes;
+        m_tensors[i].hostBytes = hostBytes;
+    }
 
 private:
     // One loader fills slots in unit order (prefetching up to `slots - 1` units ahead, or right
@@ -296,11 +341,14 @@ Result<Setup> setUp(const PlannerInput& in)
             const int slots = c.expertSlots(in.expertSlots);
             const double expert = double(t.bytes) / double(c.nExperts);
             x.expertStack = true;
+            x.cacheable = in.expertCache;
             x.share = double(c.nExpertsUsed) / double(c.nExperts);
             x.compute *= x.share;
             x.cacheBytes = uint64_t(expert * double(slots));
-            // Uniform routing: a chosen expert is in a slot with probability slots / experts.
-            x.missBytes = double(c.nExpertsUsed) * (1.0 - double(slots) / double(c.nExperts)) * expert;
+            // The slots' misses by the routing's rates (uniform: a chosen expert is in a slot with
+            // probability slots / experts).
+            const std::vector<double> misses = expectedMisses(choiceRates(in, t.unit), slots);
+            x.missBytes = std::accumulate(misses.begin(), misses.end(), 0.0) * expert;
         }
         x.splittable = type != gpu::DType::BitmapSparse;
         if (info) x.piece = {info->file, info->fileOffset, info->bytes};
@@ -338,10 +386,68 @@ Result<Setup> setUp(const PlannerInput& in)
     return s;
 }
 
-PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlacement> list, const Evaluation& e)
+// Per layer of a mixture of experts: where its experts are and the hits expected.
+void describeExperts(PlanResult& r, const PlannerInput& in, const std::vector<Tensor>& ts)
+{
+    const LlamaConfig& c = in.model->config();
+    std::vector<Tier> tiers;
+    for (const TensorPlacement& t : r.placement.tensors) tiers.push_back(t.tier);
+    const std::vector<char> cached = expertCacheUnits(ts, tiers, c.nLayers + 1);
+    const int slots = c.expertSlots(in.expertSlots);
+    int perTier[3] = {}, split = 0, servedLayers = 0, hostExperts = 0;
+    double hits = 0, fromHost = 0;
+    for (int l = 0; l < c.nLayers; ++l) {
+        ExpertLayerPlan x;
+        x.layer = l;
+        int tier = -1;
+        for (size_t i = 0; i < ts.size(); ++i)
+            if (ts[i].unit == l && ts[i].expertStack)
+                tier = tier == -1 || tier == int(tiers[i]) ? int(tiers[i]) : 3;
+        if (tier < 0) continue;
+        x.cached = cached[size_t(l)] != 0;
+        if (x.cached) {
+            const std::vector<double> q = choiceRates(in, l);
+            const std::vector<double> misses = expectedMisses(q, slots);
+            const ExpertPlacement* p = r.placement.expertsOf(l);
+            x.deviceSlots = slots;
+            x.hostExperts = p ? int(p->host.size()) : 0;
+            x.ssdExperts = c.nExperts - x.hostExperts;
+            x.hitRate = hitRate(q, misses);
+            if (p)
+                for (int e : p->host) x.hostRate += misses[size_t(e)] / double(c.nExpertsUsed);
+            ++servedLayers;
+            hostExperts += x.hostExperts;
+            hits += x.hitRate;
+            fromHost += x.hostRate;
+        } else if (tier < 3) {
+            x.tier = Tier(tier);
+            ++perTier[tier];
+        } else {
+            x.split = true;
+            ++split;
+        }
+        r.expertLayers.push_back(x);
+    }
+    const RoutingProfile* routing = usableRouting(in);
+    r.routing = routing ? "measured (" + routing->source + ", " + std::to_string(routing->tokens) + " tokens)"
+                        : "uniform (no routing profile: the worst case for a cache)";
+    char note[600];
+    std::snprintf(note, sizeof note,
+                  "experts (%d per token of %d per layer): all on the device in %d layers, in RAM (streamed whole) in "
+                  "%d, split across tiers (streamed whole) in %d, through the expert cache in %d (%d slots per layer; "
+                  "%d experts in RAM in all; %.1f%% of the choices expected in slots, %.1f%% in RAM); routing %s",
+                  c.nExpertsUsed, c.nExperts, perTier[int(Tier::Device)], perTier[int(Tier::Host)], split,
+                  servedLayers, slots, hostExperts, servedLayers ? 100.0 * hits / servedLayers : 0.0,
+                  servedLayers ? 100.0 * fromHost / servedLayers : 0.0, r.routing.c_str());
+    r.notes.push_back(note);
+}
+
+PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlacement> list, const Evaluation& e,
+                  std::vector<ExpertPlacement> experts = {})
 {
     PlanResult r;
     r.placement.tensors = std::move(list);
+    r.placement.experts = std::move(experts);
     r.placement.prefetchDepth = std::max(0, e.slots - 1);
     if (in.prefetchDepth == 0) r.placement.prefetchDepth = 0;
     r.placement.directToDevice = true;
@@ -378,29 +484,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
         if (placed.tier == Tier::Host && !s.hw.directToDevice && cost.hetegenAlpha < 1.0)
             placed.deviceFraction = cost.hetegenAlpha;
     }
-    if (const LlamaConfig& c = in.model->config(); c.moe()) {
-        // Per layer, where its experts are: all three stacks on one tier, or split.
-        int perTier[3] = {}, mixed = 0;
-        for (int l = 0; l < c.nLayers; ++l) {
-            int tier = -1;
-            for (size_t i = 0; i < r.placement.tensors.size(); ++i) {
-                const TensorPlacement& t = r.placement.tensors[i];
-                if (t.unit != l || !ts[i].expertStack) continue;
-                tier = tier == -1 || tier == int(t.tier) ? int(t.tier) : 3;
-            }
-            if (tier >= 0 && tier < 3) ++perTier[tier];
-            else if (tier == 3) ++mixed;
-        }
-        const int slots = c.expertSlots(in.expertSlots);
-        char note[400];
-        std::snprintf(note, sizeof note,
-                      "experts (%d per token of %d per layer): on the device in %d layers, in RAM in %d, on the SSD in "
-                      "%d (an expert cache of %d slots per layer: %.0f%% hits expected with uniform routing, the worst "
-                      "case), split across tiers in %d (streamed whole)",
-                      c.nExpertsUsed, c.nExperts, perTier[int(Tier::Device)], perTier[int(Tier::Host)],
-                      perTier[int(Tier::Ssd)], slots, 100.0 * slots / c.nExperts, mixed);
-        r.notes.push_back(note);
-    }
+    if (in.model->config().moe()) describeExperts(r, in, ts);
     if (s.hw.directToDevice)
         r.notes.push_back("the device computes on host memory: SSD reads land in device slots directly, and a "
                           "CPU/device split (HeteGen α) gains nothing, so α = 1 everywhere");
@@ -452,6 +536,81 @@ Result<Evaluation> fitToBudgets(const Setup& s, const std::vector<Tier>& tiers, 
                          " of RAM; the budgets are " + mib(s.vram) + " and " + mib(s.ram));
 }
 
+// The experts of the layers the expert cache serves under `tiers`: the slots start with the
+// hottest of each (where the routing is measured), and with `useRam`, the RAM left in the budget
+// keeps the experts expected to miss most often (over all those layers; each one a copy instead
+// of an SSD read when it misses); a layer `given` names keeps what it says. The cost model takes
+// the split; `e` is evaluated again.
+std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, const std::vector<Tier>& tiers,
+                                          int slots, bool useRam, Evaluation& e, const Placement* given = nullptr)
+{
+    const LlamaConfig& c = in.model->config();
+    std::vector<ExpertPlacement> out;
+    if (!c.moe()) return out;
+    CostModel& cm = *s.model;
+    const std::vector<Tensor>& ts = cm.tensors();
+    const std::vector<char> cached = expertCacheUnits(ts, tiers, c.nLayers + 1);
+    const int expertSlots = c.expertSlots(in.expertSlots);
+    const RoutingProfile* routing = usableRouting(in);
+    struct Layer {
+        std::vector<double> misses;
+        std::vector<size_t> stacks;
+        uint64_t expertBytes = 0;
+    };
+    std::vector<Layer> layers;
+    for (int l = 0; l < c.nLayers; ++l) {
+        if (!cached[size_t(l)]) continue;
+        Layer L;
+        for (size_t i = 0; i < ts.size(); ++i)
+            if (ts[i].unit == l && ts[i].expertStack) {
+                L.stacks.push_back(i);
+                L.expertBytes += expertPartBytes(ts[i], c.nExperts);
+            }
+        if (L.stacks.empty()) continue;
+        L.misses = expectedMisses(choiceRates(in, l), expertSlots);
+        ExpertPlacement p;
+        p.layer = l;
+        if (const ExpertPlacement* named = given ? given->expertsOf(l) : nullptr) {
+            p = *named;
+            std::erase_if(p.host, [&](int x) { return x < 0 || x >= c.nExperts; });
+        } else if (routing) {
+            const std::vector<int> hot = routing->hottest(l);
+            p.device.assign(hot.begin(), hot.begin() + expertSlots);
+        }
+        out.push_back(std::move(p));
+        layers.push_back(std::move(L));
+    }
+    if (useRam && !layers.empty()) {
+        struct Candidate { double misses; size_t layer; int expert; };
+        std::vector<Candidate> order;
+        for (size_t k = 0; k < layers.size(); ++k)
+            for (int x = 0; x < c.nExperts; ++x)
+                if (layers[k].misses[size_t(x)] > 0) order.push_back({layers[k].misses[size_t(x)], k, x});
+        std::stable_sort(order.begin(), order.end(),
+                         [](const Candidate& a, const Candidate& b) { return a.misses > b.misses; });
+        const uint64_t used = cm.hostTotal(e);
+        uint64_t left = s.ram > used ? s.ram - used : 0;
+        for (const Candidate& x : order) {
+            if (left < layers[x.layer].expertBytes) break;
+            out[x.layer].host.push_back(x.expert);
+            left -= layers[x.layer].expertBytes;
+        }
+    }
+    for (size_t k = 0; k < layers.size(); ++k) {
+        std::sort(out[k].host.begin(), out[k].host.end());
+        out[k].host.erase(std::unique(out[k].host.begin(), out[k].host.end()), out[k].host.end());
+        double ssd = 0, ram = 0;
+        for (int x = 0; x < c.nExperts; ++x)
+            (std::binary_search(out[k].host.begin(), out[k].host.end(), x) ? ram : ssd) += layers[k].misses[size_t(x)];
+        for (size_t i : layers[k].stacks) {
+            const double part = double(ts[i].bytes) / double(c.nExperts);
+            cm.setExpertSplit(i, ssd * part, ram * part, expertPartBytes(ts[i], c.nExperts) * out[k].host.size());
+        }
+    }
+    e = cm.evaluate(tiers, slots);
+    return out;
+}
+
 }  // namespace
 
 Result<PlanResult> predictPlacement(const PlannerInput& in, const Placement& placement)
@@ -465,8 +624,10 @@ Result<PlanResult> predictPlacement(const PlannerInput& in, const Placement& pla
     }
     std::vector<std::string> notes;
     int slots = slotsFor(placement.prefetchDepth);
-    const Result<Evaluation> e = fitToBudgets(*s, tiers, slots, placementName(tiers), notes);
+    Result<Evaluation> e = fitToBudgets(*s, tiers, slots, placementName(tiers), notes);
     if (!e) return e.error();
+    // A given placement keeps its experts' RAM as given (none where it names none).
+    std::vector<ExpertPlacement> experts = placeExperts(*s, in, tiers, slots, false, *e, &placement);
     std::vector<TensorPlacement> list = s->list;
     for (size_t i = 0; i < list.size(); ++i) {
         list[i].tier = tiers[i];
@@ -474,7 +635,11 @@ Result<PlanResult> predictPlacement(const PlannerInput& in, const Placement& pla
     }
     PlannerInput copy = in;
     copy.prefetchDepth = placement.prefetchDepth;
-    PlanResult r = finish(*s, copy, std::move(list), *e);
+    if (s->model->hostTotal(*e) > s->ram)
+        return makeError(ErrorCode::InvalidArgument, "the given placement keeps more experts in RAM (" +
+                                                         mib(s->model->hostTotal(*e)) + " in all) than the RAM budget (" +
+                                                         mib(s->ram) + ")");
+    PlanResult r = finish(*s, copy, std::move(list), *e, std::move(experts));
     r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
     r.placement.prefetchDepth = placement.prefetchDepth > 0 ? slots - 1 : 0;
     r.placement.mapInPlace = placement.mapInPlace;
@@ -538,6 +703,8 @@ Result<PlanResult> planPlacement(const PlannerInput& in)
                       best.gain * 1e3 / (double(best.cost) / double(1 << 30)));
         reasons[best.index] = buf;
     }
+    // The experts the cache serves: the slots' first fill, and the RAM left to the likeliest misses.
+    std::vector<ExpertPlacement> experts = placeExperts(s, in, tiers, slots, true, base);
     std::vector<TensorPlacement> list = s.list;
     for (size_t i = 0; i < n; ++i) {
         list[i].tier = tiers[i];
@@ -550,7 +717,7 @@ Result<PlanResult> planPlacement(const PlannerInput& in)
                              mib(s.vram) + ", RAM " + mib(cm.hostTotal(base)) + " of " + mib(s.ram) + ")";
         }
     }
-    PlanResult r = finish(s, in, std::move(list), base);
+    PlanResult r = finish(s, in, std::move(list), base, std::move(experts));
     r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
     return r;
 }

@@ -10,6 +10,7 @@
 // cache, activations, the streaming slots and the staging buffer.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "core/model/llama_model.h"
 #include "core/plan/neuron_cache_model.h"
 #include "core/plan/placement.h"
+#include "core/plan/routing_profile.h"
 #include "gpu/device.h"
 
 namespace spillway::plan {
@@ -43,6 +45,10 @@ struct PlannerInput {
     // Mixtures of experts: the expert cache's slots per layer for experts left on the SSD
     // (0: twice the experts a token uses, as the runtime's default).
     int expertSlots = 0;
+    bool expertCache = true;  // false: the runtime's is off (ExpertCacheOptions::enabled)
+    // How the experts route (measured; nullptr or empty: uniform, the worst case for a cache):
+    // the slots' expected hits, which experts the RAM keeps and which fill the slots at start.
+    std::shared_ptr<const RoutingProfile> routing;
 };
 
 // Seconds per decoded token each lane is busy, and the pipeline's result.
@@ -53,6 +59,19 @@ struct LaneTimes {
 struct TensorCost {
     double ssdSeconds = 0, copySeconds = 0, computeSeconds = 0;
     double hetegenAlpha = 1.0;     // HeteGen Eq. 9 for a RAM-tier tensor (device share of rows)
+};
+
+// A mixture of experts' layer: where its experts are and what the slots are expected to hit.
+struct ExpertLayerPlan {
+    int layer = 0;
+    bool cached = false;     // served by the expert cache (its stacks on the SSD)
+    Tier tier = Tier::Ssd;   // where its stacks lie when not cached
+    bool split = false;      // not cached, its stacks on different tiers (streamed whole)
+    int deviceSlots = 0;     // cached: slots on the device
+    int hostExperts = 0;     // cached: experts kept in RAM
+    int ssdExperts = 0;      // cached: experts read from the SSD when missed
+    double hitRate = 1.0;    // share of the layer's choices found in a slot
+    double hostRate = 0.0;   // share found in RAM (copied into a slot)
 };
 
 struct PlanResult {
@@ -76,6 +95,8 @@ struct PlanResult {
     LaneTimes lanes;                       // busy seconds per token
     double secondsPerToken = 0;            // pipeline result (lanes overlap)
     double tokensPerSecond() const { return secondsPerToken > 0 ? 1.0 / secondsPerToken : 0; }
+    std::vector<ExpertLayerPlan> expertLayers;  // mixtures of experts, per layer
+    std::string routing;                        // the routing the expert figures assume
     std::vector<std::string> notes;
 };
 

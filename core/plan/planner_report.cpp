@@ -55,6 +55,31 @@ std::string planText(const PlanResult& r, bool perTensor)
     out += format("  device compute  %9.2f ms\n", r.lanes.deviceCompute * 1e3);
     out += format("  CPU compute     %9.2f ms\n", r.lanes.cpuCompute * 1e3);
     out += format("  token           %9.2f ms  = %.2f tokens/s\n", r.secondsPerToken * 1e3, r.tokensPerSecond());
+    if (!r.expertLayers.empty()) {
+        // Per layer, runs of layers alike in one line.
+        out += "\nexperts per layer; routing " + r.routing + "\n";
+        auto where = [](const ExpertLayerPlan& x) {
+            if (x.cached)
+                return format("expert cache: %d slots on the device, %d experts in RAM, %d on the SSD; "
+                              "expected %.1f%% in slots, %.1f%% from RAM, %.1f%% from the SSD",
+                              x.deviceSlots, x.hostExperts, x.ssdExperts, 100 * x.hitRate, 100 * x.hostRate,
+                              100 * (1 - x.hitRate - x.hostRate));
+            if (x.split) return std::string("split across tiers (streamed whole)");
+            return format("all on the %s%s", x.tier == Tier::Device ? "device" : x.tier == Tier::Host ? "RAM" : "SSD",
+                          x.tier == Tier::Device ? "" : " (streamed whole)");
+        };
+        for (size_t i = 0; i < r.expertLayers.size();) {
+            const std::string text = where(r.expertLayers[i]);
+            size_t j = i + 1;
+            while (j < r.expertLayers.size() && r.expertLayers[j].layer == r.expertLayers[j - 1].layer + 1 &&
+                   where(r.expertLayers[j]) == text)
+                ++j;
+            const int first = r.expertLayers[i].layer, last = r.expertLayers[j - 1].layer;
+            out += first == last ? format("  layer %-7d %s\n", first, text.c_str())
+                                 : format("  layers %d-%-4d %s\n", first, last, text.c_str());
+            i = j;
+        }
+    }
     for (const auto& n : r.notes) out += "note: " + n + "\n";
     return out;
 }
@@ -103,6 +128,27 @@ std::string planJson(const PlanResult& r)
         {"notes", r.notes},
         {"tensors", tensors},
     };
+    if (!r.expertLayers.empty()) {
+        nlohmann::json layers = nlohmann::json::array();
+        for (const ExpertLayerPlan& x : r.expertLayers) {
+            nlohmann::json l = {{"layer", x.layer}, {"cached", x.cached}};
+            if (x.cached) {
+                l["device_slots"] = x.deviceSlots;
+                l["ram_experts"] = x.hostExperts;
+                l["ssd_experts"] = x.ssdExperts;
+                l["hit_rate"] = x.hitRate;
+                l["ram_rate"] = x.hostRate;
+                if (const ExpertPlacement* p = r.placement.expertsOf(x.layer)) {
+                    l["slots_start_with"] = p->device;
+                    l["in_ram"] = p->host;
+                }
+            } else {
+                l["tier"] = x.split ? "split" : tierName(x.tier);
+            }
+            layers.push_back(l);
+        }
+        j["experts"] = {{"routing", r.routing}, {"layers", layers}};
+    }
     return j.dump(2);
 }
 

@@ -32,6 +32,9 @@ struct ExpertCache::Layer {
     std::vector<int> slotExpert;    // slot -> expert, or -1
     std::vector<uint64_t> lastUse;  // slot -> clock of its last use
     std::vector<int> expertSlot;    // expert -> slot, or -1
+    std::vector<int> hostIndex;     // expert -> its place in the RAM's experts, or -1
+    std::vector<int> host, warm;    // the placement's experts in RAM and for the first slots
+    uint8_t* hostExperts = nullptr; // their copies (expertBytes each, laid out as a slot)
     const float* router = nullptr;  // (nExperts, dim) F32: the lookahead's (the mapping, or routerF32)
     std::vector<float> routerF32;   // a router stored in another type, decoded once
 };
@@ -105,6 +108,7 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
     ExpertCache& self = *cache;
     self.m_options = options;
     self.m_slots = c.expertSlots(options.slotsPerLayer);
+    self.m_inPlace = device.info().caps.hostPointers;
     self.m_layerIndex.assign(size_t(c.nLayers), -1);
     for (int l : layers) {
         if (l < 0 || l >= c.nLayers || self.m_layerIndex[size_t(l)] >= 0)
@@ -146,6 +150,20 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
         L.slotExpert.assign(size_t(self.m_slots), -1);
         L.lastUse.assign(size_t(self.m_slots), 0);
         L.expertSlot.assign(size_t(c.nExperts), -1);
+        L.hostIndex.assign(size_t(c.nExperts), -1);
+        for (const plan::ExpertPlacement& p : options.experts) {
+            if (p.layer != l) continue;
+            for (int e : p.host)
+                if (e >= 0 && e < c.nExperts && L.hostIndex[size_t(e)] < 0) {
+                    L.hostIndex[size_t(e)] = int(L.host.size());
+                    L.host.push_back(e);
+                }
+            for (int e : p.device)
+                if (e >= 0 && e < c.nExperts && int(L.warm.size()) < self.m_slots &&
+                    std::find(L.warm.begin(), L.warm.end(), e) == L.warm.end())
+                    L.warm.push_back(e);
+        }
+        self.m_hostExperts += int(L.host.size());
         self.m_layerIndex[size_t(l)] = int(self.m_layers.size());
         self.m_layers.push_back(std::move(L));
     }
@@ -174,7 +192,64 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
     self.m_reader = std::move(*reader);
     self.m_missing.reserve(size_t(self.m_slots));
     self.m_requests.resize(self.m_files.size());
+    if (self.m_hostExperts > 0) {
+        auto host = device.allocateHost(self.m_expertBytes * size_t(self.m_hostExperts));
+        if (!host) return host.error();
+        self.m_hostMemory = std::move(*host);
+        size_t at = 0;
+        for (Layer& L : self.m_layers) {
+            L.hostExperts = self.m_hostMemory.as<uint8_t>() + at * self.m_expertBytes;
+            at += L.host.size();
+        }
+    }
+    SPILLWAY_TRY(self.fillAtStart());
     return cache;
+}
+
+Status ExpertCache::fillAtStart()
+{
+    uint8_t* staging = m_staging.as<uint8_t>();
+    std::vector<int> experts;
+    std::vector<size_t> skip;
+    for (Layer& L : m_layers) {
+        experts = L.host;
+        for (int e : L.warm)
+            if (L.hostIndex[size_t(e)] < 0) experts.push_back(e);
+        // In batches of the staging's size (one expert per slot).
+        for (size_t first = 0; first < experts.size(); first += size_t(m_slots)) {
+            const size_t n = std::min(experts.size() - first, size_t(m_slots));
+            skip.assign(n * 3, 0);
+            size_t at = 0;
+            for (size_t i = 0; i < n; ++i) at = queueReads(L, experts[first + i], staging, at, &skip[3 * i]);
+            startReads(m_tickets);
+            SPILLWAY_TRY(waitReads(m_tickets));
+            m_startBytes += at;
+            for (size_t i = 0; i < n; ++i) {
+                const int h = L.hostIndex[size_t(experts[first + i])];
+                if (h < 0) continue;
+                uint8_t* copy = L.hostExperts + size_t(h) * m_expertBytes;
+                for (int part = 0; part < 3; ++part)
+                    std::memcpy(copy + L.partOffset[part], staging + skip[3 * i + size_t(part)], L.partBytes[part]);
+            }
+            // The first slots: from RAM where the expert is kept there, else from the staging.
+            for (size_t i = 0; i < n; ++i) {
+                const int e = experts[first + i];
+                const auto w = std::find(L.warm.begin(), L.warm.end(), e);
+                if (w == L.warm.end()) continue;
+                const int slot = int(w - L.warm.begin());
+                const int h = L.hostIndex[size_t(e)];
+                for (int part = 0; part < 3; ++part)
+                    m_device.upload(L.slots + size_t(slot) * m_expertBytes + L.partOffset[part],
+                                    h >= 0 ? L.hostExperts + size_t(h) * m_expertBytes + L.partOffset[part]
+                                           : staging + skip[3 * i + size_t(part)],
+                                    L.partBytes[part]);
+                L.slotExpert[size_t(slot)] = e;
+                L.expertSlot[size_t(e)] = slot;
+            }
+            m_device.synchronize();  // the staging is read again by the next batch
+        }
+    }
+    return {};
 }
 
 ExpertCache::ExpertCache(const LlamaModel& model, gpu::Device& device) : m_model(model), m_device(device) {}
@@ -202,7 +277,7 @@ void ExpertCache::lookahead(int layer, const float* x)
     size_t at = 0;
     for (size_t g = 0; g < m_pending.experts.size(); ++g) {
         const int e = m_pending.experts[g];
-        if (L.expertSlot[size_t(e)] >= 0) continue;
+        if (L.expertSlot[size_t(e)] >= 0 || L.hostIndex[size_t(e)] >= 0) continue;  // no read to start
         const size_t before = at;
         at = queueReads(L, e, m_prefetchStaging.as<uint8_t>(), at, &m_pending.skip[3 * g]);
         m_pending.bytes += at - before;
@@ -224,6 +299,7 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
     const uint64_t now = ++m_clock;
     // Hits keep their slots (stamped with this fetch, so no miss of it evicts them).
     m_missing.clear();
+    size_t inPlace = 0;
     for (size_t i = 0; i < chosen.size(); ++i) {
         const int e = chosen[i];
         if (e < 0 || size_t(e) >= L.expertSlot.size())
@@ -232,6 +308,10 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
         if (slot >= 0 && L.lastUse[size_t(slot)] != now) {
             L.lastUse[size_t(slot)] = now;
             ++m_hits;
+        } else if (slot < 0 && m_inPlace && L.hostIndex[size_t(e)] >= 0) {
+            ++m_misses;      // not in a slot, and needs none: the device computes on the RAM's copy
+            ++m_hostCopies;
+            ++inPlace;
         } else if (slot < 0) {
             m_missing.push_back(int(i));
         }
@@ -270,11 +350,13 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
         skip.assign(m_missing.size() * 3, 0);
         size_t at = 0;
         for (size_t m = 0; m < m_missing.size(); ++m)
-            if (ahead[m] == SIZE_MAX)  // not read ahead already
+            if (ahead[m] == SIZE_MAX && L.hostIndex[size_t(chosen[size_t(m_missing[m])])] < 0)  // to read
                 at = queueReads(L, chosen[size_t(m_missing[m])], staging, at, &skip[m * 3]);
         bytes = at;
-        startReads(m_tickets);
-        if (Status failed = waitReads(m_tickets); !failed) return failed;
+        if (at > 0) {
+            startReads(m_tickets);
+            if (Status failed = waitReads(m_tickets); !failed) return failed;
+        }
         m_ssdBytes += bytes;
         // Victims: the least recently used slots this fetch does not use.
         for (size_t m = 0; m < m_missing.size(); ++m) {
@@ -288,19 +370,24 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
             L.expertSlot[size_t(e)] = victim;
             L.lastUse[size_t(victim)] = now;
             uint8_t* slot = L.slots + size_t(victim) * m_expertBytes;
+            const int h = L.hostIndex[size_t(e)];
             for (int part = 0; part < 3; ++part) {
-                const uint8_t* from = ahead[m] != SIZE_MAX
-                                          ? m_prefetchStaging.as<uint8_t>() + m_pending.skip[3 * ahead[m] + size_t(part)]
-                                          : staging + skip[m * 3 + size_t(part)];
+                const uint8_t* from =
+                    h >= 0               ? L.hostExperts + size_t(h) * m_expertBytes + L.partOffset[part]
+                    : ahead[m] != SIZE_MAX ? m_prefetchStaging.as<uint8_t>() + m_pending.skip[3 * ahead[m] + size_t(part)]
+                                           : staging + skip[m * 3 + size_t(part)];
                 m_device.upload(slot + L.partOffset[part], from, L.partBytes[part]);
             }
-            if (ahead[m] != SIZE_MAX) ++m_prefetched;
+            if (h >= 0) ++m_hostCopies;
+            else if (ahead[m] != SIZE_MAX) ++m_prefetched;
             ++m_misses;
         }
     }
-    if (rec) recordSpan(layer, chosen.size(), m_missing.size(), bytes, t0);
+    if (rec) recordSpan(layer, chosen.size(), m_missing.size() + inPlace, bytes, t0);
     for (size_t i = 0; i < chosen.size(); ++i) {
-        const uint8_t* slot = L.slots + size_t(L.expertSlot[size_t(chosen[i])]) * m_expertBytes;
+        const int at = L.expertSlot[size_t(chosen[i])];
+        const uint8_t* slot = at >= 0 ? L.slots + size_t(at) * m_expertBytes
+                                      : L.hostExperts + size_t(L.hostIndex[size_t(chosen[i])]) * m_expertBytes;
         ExpertViews& v = out[i];
         gpu::MatrixView* parts[3] = {&v.gate, &v.up, &v.down};
         for (int part = 0; part < 3; ++part) {
@@ -331,6 +418,10 @@ ExpertCacheReport ExpertCache::report() const
     r.guessed = m_guessed;
     r.guessedRight = m_guessedRight;
     r.prefetched = m_prefetched;
+    r.hostExperts = m_hostExperts;
+    r.hostBytes = uint64_t(m_hostExperts) * m_expertBytes;
+    r.hostCopies = m_hostCopies;
+    r.startBytes = m_startBytes;
     return r;
 }
 

@@ -7,6 +7,11 @@
 // and ffn_down_exps; every miss of a layer queued at once) through pinned staging into a slot.
 // Hits, misses and bytes are counted for the report.
 //
+// The placement may name, per layer, experts to keep in pinned RAM (a miss of one is a copy from
+// there into a slot, no read; on a device that computes on host memory, the CPU device, it is
+// used where it is and takes no slot) and experts to fill the slots with at start (the hottest by
+// the routing profile); both are read from the file when the cache is created.
+//
 // Router lookahead: while a layer's experts compute, lookahead() applies the next served layer's
 // router to this layer's FFN input (on the host: a router is a few hundred KiB) and starts reading
 // the experts it would choose that are not in slots; the next fetch of that layer takes what was
@@ -32,10 +37,12 @@ namespace storage { class DirectFile; class DirectReader; struct ReadRequest; }
 namespace trace { class Recorder; }
 
 struct ExpertCacheOptions {
+    bool enabled = true;    // false: stacks on the SSD stream whole each token (dense offloading, a baseline)
     int slotsPerLayer = 0;  // 0: twice the experts a token uses (at most all of them)
     int ioQueueDepth = 16;
     size_t ioChunkBytes = size_t{4} << 20;
     trace::Recorder* trace = nullptr;
+    std::vector<plan::ExpertPlacement> experts;  // the placement's, per layer (others: none)
 };
 
 struct ExpertCacheReport {
@@ -44,10 +51,15 @@ struct ExpertCacheReport {
     uint64_t slotBytes = 0;    // device bytes of all slots
     uint64_t hits = 0, misses = 0;
     uint64_t ssdBytes = 0;     // read for the misses (aligned ranges), prefetches included
+    int hostExperts = 0;       // kept in RAM, all layers together
+    uint64_t hostBytes = 0;    // their pinned RAM
+    uint64_t hostCopies = 0;   // misses served from there (copied, or used in place) instead of read
+    uint64_t startBytes = 0;   // read at creation (the RAM's experts and the slots' first fill)
     // Router lookahead: experts guessed for a layer (to be read ahead), of those the ones the
     // layer then chose, and the misses served by a read already started.
     uint64_t guessed = 0, guessedRight = 0, prefetched = 0;
     double hitRate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+    double hostRate() const { return hits + misses ? double(hostCopies) / double(hits + misses) : 0.0; }
     double lookaheadAccuracy() const { return guessed ? double(guessedRight) / double(guessed) : 0.0; }
 };
 
@@ -98,6 +110,10 @@ private:
     std::unique_ptr<storage::DirectReader> m_reader;
     gpu::Buffer m_slotMemory;           // every served layer's slots
     gpu::Buffer m_staging;              // pinned, one layer's misses
+    gpu::Buffer m_hostMemory;           // pinned, the experts kept in RAM
+    uint64_t m_hostCopies = 0, m_startBytes = 0;
+    bool m_inPlace = false;             // the device computes on host memory: RAM's experts need no slot
+    int m_hostExperts = 0;
     size_t m_expertBytes = 0;           // one slot: gate | up | down
     size_t m_stagingPerExpert = 0;
     uint64_t m_hits = 0, m_misses = 0, m_ssdBytes = 0, m_clock = 0;
@@ -124,6 +140,8 @@ private:
     void startReads(std::vector<uint64_t>& tickets);     // m_requests to the reader, emptied
     Status waitReads(std::vector<uint64_t>& tickets);    // every ticket (the first error), emptied
     void recordSpan(int layer, size_t lookups, size_t misses, uint64_t bytes, uint64_t startNs);
+    // Reads the placement's experts of every layer: into RAM, and into the first slots.
+    Status fillAtStart();
 };
 
 }  // namespace spillway

@@ -131,8 +131,12 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     for (std::string& name : SparseFfn::servedTensors(model, options.neuronCache))
         streaming.notStreamed.push_back(std::move(name));
     // Experts on the SSD: read as tokens choose them, not streamed as whole stacks.
-    std::vector<int> expertLayers = ExpertCache::servedLayers(model, placement);
-    for (std::string& name : ExpertCache::servedTensors(model, placement)) streaming.notStreamed.push_back(std::move(name));
+    std::vector<int> expertLayers;
+    if (options.experts.enabled) {
+        expertLayers = ExpertCache::servedLayers(model, placement);
+        for (std::string& name : ExpertCache::servedTensors(model, placement))
+            streaming.notStreamed.push_back(std::move(name));
+    }
     auto streamer = WeightStreamer::create(model, device, placement, streaming);
     if (!streamer) return streamer.error();
     s->m_streamer = std::move(streamer.value());
@@ -166,6 +170,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         eo.ioQueueDepth = options.streamer.ioQueueDepth;
         eo.ioChunkBytes = options.streamer.ioChunkBytes;
         eo.trace = options.streamer.trace;
+        if (eo.experts.empty()) eo.experts = placement.experts;  // RAM and first slots, as planned
         auto experts = ExpertCache::create(model, device, std::move(expertLayers), eo);
         if (!experts) return experts.error();
         s->m_experts = std::move(*experts);

@@ -18,3 +18,4 @@ spillway_test(test_conversation LABELS engine conversation SOURCES ${CMAKE_CURRE
 spillway_test(test_engine_fallbacks LABELS engine conversation SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine_fallbacks.cpp LIBS spillway_core)
 add_dependencies(test_engine_fallbacks spillway-cli)
 spillway_test(test_moe LABELS engine moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe.cpp LIBS spillway_core nlohmann_json::nlohmann_json)
+spillway_test(test_moe_routing LABELS engine moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_routing.cpp LIBS spillway_core)

@@ -221,6 +221,11 @@ TEST(Cli, MixtureOfExpertsGenerateBenchAndPlan)
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(r.out, resident.out);
     EXPECT_NE(r.err.find("expert cache: 3 slots in each of 3 layers"), std::string::npos) << r.err;
+    // The baseline without the cache streams the stacks whole: the same text, no cache.
+    r = runCli(args + " --tier ssd --no-expert-cache", env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out, resident.out);
+    EXPECT_EQ(r.err.find("expert cache:"), std::string::npos) << r.err;
     const std::string json = tempDir() + "/moe-bench.json";
     r = runCli("bench -m " + model + " -n 8 --quick-probe --tier ssd --expert-slots 2 --json '" + json + "'", env);
     ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -228,7 +233,8 @@ TEST(Cli, MixtureOfExpertsGenerateBenchAndPlan)
     EXPECT_NE(slurp(json).find("\"expert_cache\""), std::string::npos) << slurp(json);
     r = runCli("plan -m " + model + " --tier ssd --quick-probe", env);
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    EXPECT_NE(r.out.find("on the SSD in 3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("through the expert cache in 3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("routing uniform"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("blk.2.ffn_down_exps.weight"), std::string::npos) << r.out;
     // What takes dense FFNs only says so, and writes nothing.
     const std::string out = tempDir() + "/moe-package";
@@ -237,9 +243,33 @@ TEST(Cli, MixtureOfExpertsGenerateBenchAndPlan)
     EXPECT_EQ(r.exitCode, 1) << r.err;
     EXPECT_NE(r.err.find("is a mixture of experts"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(out));
-    r = runCli("sparsity -m " + model);
-    EXPECT_EQ(r.exitCode, 1) << r.err;
-    EXPECT_NE(r.err.find("is a mixture of experts"), std::string::npos) << r.err;
+    // Its sparsity is its routing: measured on calibration text and kept where plan looks for it.
+    r = runCli("sparsity -m " + model + " -n 24 --continue 8", env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("Routing of"), std::string::npos) << r.out;
+    const std::string kept = tempDir() + "/moe-cache/spillway/routing/tiny-qwen2moe.gguf-";
+    EXPECT_NE(r.out.find("routing profile: " + kept), std::string::npos) << r.out;
+    r = runCli("plan -m " + model + " --tier ssd --quick-probe", env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("routing measured (calibration: "), std::string::npos) << r.out;
+    for (const char* layer : {"layer 0 ", "layer 1 ", "layer 2 "})
+        EXPECT_NE(r.out.find(std::string(layer) + "      expert cache: 4 slots on the device"), std::string::npos) << r.out;
+    // One written elsewhere is taken with --routing; one of another model's shape is refused.
+    const std::string mixtral = tempDir() + "/mixtral-routing.json";
+    r = runCli("sparsity -m '" + kData + "/models/moe/tiny-mixtral.gguf' -n 8 --continue 0 --routing-out '" + mixtral + "'", env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    r = runCli("plan -m " + model + " --quick-probe --tier ssd --routing '" + mixtral + "'", env);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("up to 8 tokens each and 0 of the model's own"), std::string::npos) << r.out;
+    const std::string other = tempDir() + "/four-experts-routing.json";
+    {
+        std::ofstream f(other);
+        f << R"({"format": "spillway-routing-1", "layers": 3, "experts": 4, "used": 2, "tokens": 1,
+                "counts": [[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]})";
+    }
+    r = runCli("plan -m " + model + " --quick-probe --routing '" + other + "'", env);
+    EXPECT_EQ(r.exitCode, 2) << r.out;
+    EXPECT_NE(r.err.find("another model's shape"), std::string::npos) << r.err;
 }
 
 TEST(Cli, SameSeedSameText)

@@ -254,14 +254,7 @@ TEST(Moe, ExpertsOnTheSsdGoThroughTheCacheWithTheSameLogits)
                 o.experts.slotsPerLayer = slots;
                 auto session = LlamaSession::create(**model, *device, o);
                 ASSERT_TRUE(session) << session.error().message;
-                std::vector<float> got;
-                auto logits = (*session)->forward(prompt, 0);
-                for (int step = 0;; ++step) {
-                    ASSERT_TRUE(logits) << logits.error().message;
-                    got.insert(got.end(), *logits, *logits + c.vocabSize);
-                    if (step == 8) break;
-                    logits = (*session)->forward(argmax({*logits, size_t(c.vocabSize)}), int(prompt.size()) + step);
-                }
+                const std::vector<float> got = testing_support::sessionLogits(**session, prompt, 8);
                 const std::string what = std::string(name) + ", " + std::to_string(slots) + " slots, batch " +
                                          std::to_string(batch);
                 const std::vector<float>& reference = referenceAt[batch];

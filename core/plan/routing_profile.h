@@ -1,0 +1,61 @@
+#pragma once
+// How a mixture of experts routes: per layer, how often the router chose each expert over a
+// number of tokens (measured on calibration prompts by `spillway-cli sparsity`, or kept from
+// generation). The planner places experts by it (the expected hits of the device's expert slots,
+// which experts to keep in RAM), and the expert cache fills its slots with the hottest at start.
+//
+// The expert slots are least recently used caches; their hit rate under a routing with per-token
+// choice probabilities q_i is Che's approximation (Che, Tung, Wang 2002, "Hierarchical Web caching
+// systems: modeling, design and experimental results") counted in tokens, since a token asks for
+// its experts together: with T (tokens) such that sum_i (1 - (1 - q_i)^T) = slots, expert i is
+// resident when it was chosen in one of the last T tokens, with probability 1 - (1 - q_i)^T, so
+// it misses q_i (1 - q_i)^T times per token. Exact for uniform routing (slots / experts) and for
+// slots = experts per token (T = 1); within two points of a simulated cache otherwise
+// (tests/engine/test_moe_routing.cpp). Measured counts are smoothed (half a choice added to every
+// expert) so that an expert calibration never saw is rare, not impossible.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace spillway {
+struct LlamaConfig;
+}
+
+namespace spillway::plan {
+
+struct RoutingProfile {
+    int layers = 0, experts = 0, used = 0;  // the model's shape (checked against the model)
+    uint64_t tokens = 0;                    // tokens routed per layer
+    std::vector<uint64_t> counts;           // layers x experts: how often each was chosen
+    std::string source;                     // what was measured ("calibration: 12 prompts")
+
+    bool empty() const { return tokens == 0; }
+    bool fits(const LlamaConfig& config) const;
+    // Per-token choice probabilities of layer's experts (they sum to `used`); uniform when empty.
+    std::vector<double> choiceRates(int layer) const;
+    // The layer's experts, most often chosen first (ties: lower index first).
+    std::vector<int> hottest(int layer) const;
+
+    std::string toJson() const;
+    static Result<RoutingProfile> fromJson(const std::string& text);
+    Status save(const std::string& path) const;
+    static Result<RoutingProfile> load(const std::string& path);
+};
+
+// Where `sparsity` keeps a model's routing profile and the planner looks for it:
+// $XDG_CACHE_HOME/spillway/routing/<file name>-<size in hex>.json (~/.cache without XDG_CACHE_HOME).
+std::string routingProfilePath(const std::string& modelPath);
+// The profile kept for a model, or an empty one when there is none (or it is for another shape:
+// `note` then says why it was not used).
+RoutingProfile keptRoutingProfile(const std::string& modelPath, const LlamaConfig& config, std::string* note = nullptr);
+
+// A least recently used cache of `slots` experts of one layer under per-token choice rates q (each
+// at most 1; Che's approximation, above): per expert, its expected misses per token.
+std::vector<double> expectedMisses(const std::vector<double>& q, int slots);
+// The share of a layer's choices that hit: 1 - sum(misses) / sum(q).
+double hitRate(const std::vector<double>& q, const std::vector<double>& misses);
+
+}  // namespace spillway::plan

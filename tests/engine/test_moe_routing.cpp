@@ -1,0 +1,323 @@
+// Routing profiles of mixtures of experts and what they drive: the expected hits of the expert
+// cache's slots (Che's approximation, against a simulated LRU cache), the planner's experts in
+// RAM and first slots, and the runtime that keeps them (same logits, bit for bit, as all resident).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <list>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/calibrate/routing.h"
+#include "core/model/llama_model.h"
+#include "core/plan/model_tensors.h"
+#include "core/plan/planner.h"
+#include "core/plan/routing_profile.h"
+#include "core/runtime/llama_session.h"
+#include "core/runtime/sampler.h"
+#include "core/tokenizer/tokenizer.h"
+#include "gpu/cpu/cpu_device.h"
+#include "../common/made_up_hardware.h"
+#include "../common/session_logits.h"
+#include "../common/temp_dir.h"
+
+using namespace spillway;
+
+namespace {
+
+const std::string kMoe = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/moe/";
+
+// An LRU cache of `slots` experts fed by tokens that choose `used` distinct experts each, drawn
+// without replacement by weights w: its measured hit rate, and each expert's measured rate of
+// being chosen per token (what a routing profile records).
+double simulateLru(const std::vector<double>& w, int used, int slots, int tokens, unsigned seed, std::vector<double>& rates)
+{
+    std::mt19937 rng(seed);
+    std::list<int> lru;  // most recent first
+    uint64_t hits = 0, lookups = 0;
+    rates.assign(w.size(), 0.0);
+    for (int t = 0; t < tokens; ++t) {
+        std::vector<double> left = w;
+        std::vector<int> chosen;
+        for (int k = 0; k < used; ++k) {
+            std::discrete_distribution<int> pick(left.begin(), left.end());
+            chosen.push_back(pick(rng));
+            left[size_t(chosen.back())] = 0;
+        }
+        // The runtime's order: a token's hits first (kept), then its misses evict the least recent.
+        std::vector<int> misses;
+        for (int e : chosen) {
+            rates[size_t(e)] += 1.0 / tokens;
+            ++lookups;
+            const auto it = std::find(lru.begin(), lru.end(), e);
+            if (it == lru.end()) {
+                misses.push_back(e);
+                continue;
+            }
+            ++hits;
+            lru.erase(it);
+            lru.push_front(e);
+        }
+        for (int e : misses) {
+            if (int(lru.size()) == slots) lru.pop_back();
+            lru.push_front(e);
+        }
+    }
+    return double(hits) / double(lookups);
+}
+
+// The test prompt, the options of a session with every weight resident (one token at a time) and
+// its logits over the prompt and 8 greedy steps: what every placement must give again.
+struct Resident {
+    std::vector<int32_t> prompt;
+    SessionOptions options;
+    std::vector<float> logits;
+};
+
+Resident resident(const LlamaModel& model, gpu::Device& device)
+{
+    Resident r;
+    r.prompt = model.tokenizer().encode("Lily and Tom went to the park", true);
+    r.options.contextLength = 64;
+    r.options.batch = 1;
+    r.logits = testing_support::sessionLogits(model, device, r.options, r.prompt, 8);
+    return r;
+}
+
+plan::RoutingProfile profileOf(const LlamaConfig& c, const std::vector<int>& hotFirst, uint64_t tokens)
+{
+    // Every layer: the experts in `hotFirst` order take falling shares of the choices.
+    plan::RoutingProfile p;
+    p.layers = c.nLayers;
+    p.experts = c.nExperts;
+    p.used = c.nExpertsUsed;
+    p.tokens = tokens;
+    p.source = "made up";
+    for (int l = 0; l < c.nLayers; ++l) {
+        std::vector<uint64_t> row(size_t(c.nExperts), 0);
+        uint64_t left = tokens * uint64_t(c.nExpertsUsed);
+        for (size_t i = 0; i < hotFirst.size(); ++i) {
+            const uint64_t n = i + 1 == hotFirst.size() ? left : left / 2;
+            row[size_t(hotFirst[i])] = n;
+            left -= n;
+        }
+        p.counts.insert(p.counts.end(), row.begin(), row.end());
+    }
+    return p;
+}
+
+}  // namespace
+
+// A profile goes to JSON and back unchanged; one whose counts do not add up to tokens x used, or
+// of another shape, or not JSON at all, is refused with the reason.
+TEST(MoeRouting, ProfileRoundTripsAndRefusesWhatDoesNotAddUp)
+{
+    auto model = LlamaModel::load(kMoe + "tiny-mixtral.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    const plan::RoutingProfile p = profileOf(c, {3, 1, 2, 0, 4, 5, 6, 7}, 100);
+    ASSERT_TRUE(p.fits(c));
+    testing_support::TempDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    const std::string path = dir.path() + "/routing.json";
+    ASSERT_TRUE(p.save(path));
+    auto back = plan::RoutingProfile::load(path);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->counts, p.counts);
+    EXPECT_EQ(back->tokens, p.tokens);
+    EXPECT_EQ(back->source, p.source);
+    EXPECT_EQ(back->hottest(0).front(), 3);
+    const std::vector<double> q = back->choiceRates(1);
+    EXPECT_NEAR(std::accumulate(q.begin(), q.end(), 0.0), double(c.nExpertsUsed), 1e-9);
+    EXPECT_GT(q[3], q[1]);
+    EXPECT_GT(q[7], 0.0) << "an expert never seen is rare, not impossible";
+
+    plan::RoutingProfile wrong = p;
+    wrong.counts[0] += 1;
+    auto refused = plan::RoutingProfile::fromJson(wrong.toJson());
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("not tokens x used"), std::string::npos) << refused.error().message;
+    EXPECT_FALSE(plan::RoutingProfile::fromJson("{\"format\": \"spillway-routing-1\", \"layers\": 2}"));
+    EXPECT_FALSE(plan::RoutingProfile::fromJson("not json"));
+    plan::RoutingProfile other = p;
+    other.experts = 4;
+    EXPECT_FALSE(other.fits(c));
+}
+
+// The slots' expected hit rate: exactly slots / experts for uniform routing, all hits with a slot
+// per expert, more slots never fewer hits, and for skewed routing (tokens choosing 8 distinct
+// experts of 64 by Zipf weights, s = 1) within two points of an LRU cache simulated over 20,000
+// tokens, given the choice rates that simulation measured (as a routing profile records them).
+TEST(MoeRouting, ExpectedHitsMatchASimulatedLruCache)
+{
+    const std::vector<double> uniform(64, 8.0 / 64.0);
+    for (int slots : {8, 16, 32, 48})
+        EXPECT_NEAR(plan::hitRate(uniform, plan::expectedMisses(uniform, slots)), slots / 64.0, 1e-9) << slots;
+    EXPECT_DOUBLE_EQ(plan::hitRate(uniform, plan::expectedMisses(uniform, 64)), 1.0);
+    std::vector<double> zipf(64);
+    for (int e = 0; e < 64; ++e) zipf[size_t(e)] = 1.0 / double(e + 1);
+    double previous = 0;
+    for (int slots : {8, 16, 24, 32, 48}) {
+        std::vector<double> q;
+        const double simulated = simulateLru(zipf, 8, slots, 20000, unsigned(slots), q);
+        EXPECT_NEAR(std::accumulate(q.begin(), q.end(), 0.0), 8.0, 1e-6);
+        const double expected = plan::hitRate(q, plan::expectedMisses(q, slots));
+        EXPECT_GT(expected, slots / 64.0) << "skew helps a cache, slots " << slots;
+        EXPECT_GT(expected, previous) << slots;
+        previous = expected;
+        EXPECT_NEAR(expected, simulated, 0.02) << "slots " << slots;
+    }
+}
+
+// With a routing profile the planner fills each served layer's slots with its hottest experts and
+// gives the RAM budget to the experts expected to miss most often (the hottest rarely do: they
+// are nearly always in a slot); the session running that plan keeps what it says and gives the
+// same logits, bit for bit, as all resident.
+TEST(MoeRouting, PlannerKeepsTheLikeliestMissesInRamAndTheRuntimeKeepsThePlan)
+{
+    auto model = LlamaModel::load(kMoe + "tiny-mixtral.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    const std::vector<int> hotFirst = {5, 2, 7, 0, 1, 3, 4, 6};
+    auto routing = std::make_shared<const plan::RoutingProfile>(profileOf(c, hotFirst, 4000));
+    uint64_t expertStacks = 0;
+    for (const ModelTensor& t : (*model)->tensors())
+        if (t.name.find("_exps") != std::string::npos) expertStacks += t.bytes;
+    const uint64_t expertBytes = expertStacks / uint64_t(c.nLayers) / uint64_t(c.nExperts);
+    plan::PlannerInput in;
+    in.model = model->get();
+    in.profile = testing_support::madeUpHardware();
+    in.contextLength = 64;
+    in.batch = 4;
+    in.expertSlots = 3;
+    in.routing = routing;
+    // Room in RAM for two experts per layer and a little.
+    in.ramBudget = uint64_t(c.nLayers) * 2 * (expertBytes + 768) + (uint64_t(64) << 10);
+    // Experts stay on the SSD: the device has room for all else and the slots, not for a stack.
+    plan::Placement given = plan::uniformPlacement(**model, plan::Tier::Device);
+    for (auto& t : given.tensors)
+        if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+    auto need = plan::predictPlacement(in, given);
+    ASSERT_TRUE(need) << need.error().message;
+    in.vramBudget = need->deviceTotal() + expertStacks / uint64_t(c.nLayers) / 3 / 2;
+    auto r = plan::planPlacement(in);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->placement.experts.size(), size_t(c.nLayers)) << plan::planText(*r, true);
+    int inRam = 0;
+    for (const plan::ExpertPlacement& x : r->placement.experts) {
+        EXPECT_EQ(x.device, std::vector<int>(hotFirst.begin(), hotFirst.begin() + 3)) << "layer " << x.layer;
+        // The RAM's experts are those expected to miss most often (the hottest rarely miss: they
+        // are nearly always in a slot).
+        const std::vector<double> q = routing->choiceRates(x.layer);
+        const std::vector<double> misses = plan::expectedMisses(q, 3);
+        double leastKept = 1e9, mostLeft = 0;
+        for (int e = 0; e < c.nExperts; ++e) {
+            const bool kept = std::find(x.host.begin(), x.host.end(), e) != x.host.end();
+            (kept ? leastKept : mostLeft) = kept ? std::min(leastKept, misses[size_t(e)]) : std::max(mostLeft, misses[size_t(e)]);
+        }
+        EXPECT_GE(leastKept, mostLeft) << "layer " << x.layer;
+        inRam += int(x.host.size());
+    }
+    EXPECT_GE(inRam, c.nLayers) << plan::planText(*r, true);
+    EXPECT_LE(r->hostTotal(), in.ramBudget);
+    ASSERT_EQ(r->expertLayers.size(), size_t(c.nLayers));
+    const std::vector<double> q = routing->choiceRates(0);
+    EXPECT_NEAR(r->expertLayers[0].hitRate, plan::hitRate(q, plan::expectedMisses(q, 3)), 1e-12);
+    EXPECT_GT(r->expertLayers[0].hitRate, 3.0 / 8.0);
+    EXPECT_GT(r->expertLayers[0].hostRate, 0.0);
+    const std::string text = plan::planText(*r, false);
+    EXPECT_NE(text.find("routing measured (made up, 4000 tokens)"), std::string::npos) << text;
+    EXPECT_NE(text.find("3 slots on the device"), std::string::npos) << text;
+    // Uniform routing, the same budgets: fewer hits expected.
+    in.routing = nullptr;
+    auto flat = plan::planPlacement(in);
+    ASSERT_TRUE(flat) << flat.error().message;
+    ASSERT_FALSE(flat->expertLayers.empty());
+    EXPECT_NEAR(flat->expertLayers[0].hitRate, 3.0 / 8.0, 1e-9);
+    EXPECT_TRUE(flat->placement.experts.front().device.empty()) << "nothing known to be hot";
+
+    // The runtime: the plan's experts in RAM and first slots, and the same logits.
+    auto device = gpu::createCpuDevice(2);
+    const Resident all = resident(**model, *device);
+    SessionOptions o = all.options;
+    o.placement = r->placement;
+    o.experts.slotsPerLayer = 3;
+    auto session = LlamaSession::create(**model, *device, o);
+    ASSERT_TRUE(session) << session.error().message;
+    const ExpertCacheReport atStart = (*session)->expertCacheReport();
+    EXPECT_EQ(atStart.hostExperts, inRam);
+    EXPECT_GT(atStart.startBytes, 0u);
+    EXPECT_EQ(atStart.hits + atStart.misses, 0u);
+    const std::vector<float> got = testing_support::sessionLogits(**session, all.prompt, 8);
+    ASSERT_EQ(got.size(), all.logits.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), all.logits.data(), got.size() * sizeof(float)));
+}
+
+// Every expert kept in RAM: after the start no token reads the SSD (a miss is served from RAM:
+// used where it is on the CPU device, which computes on host memory), nothing is read ahead, and
+// the logits are those of all resident.
+TEST(MoeRouting, ExpertsInRamAreServedFromThereNotRead)
+{
+    for (const char* name : {"tiny-mixtral", "tiny-qwen2moe"}) {
+        auto model = LlamaModel::load(kMoe + name + ".gguf");
+        ASSERT_TRUE(model) << model.error().message;
+        const LlamaConfig& c = (*model)->config();
+        auto device = gpu::createCpuDevice(2);
+        const Resident all = resident(**model, *device);
+        plan::Placement placement = plan::uniformPlacement(**model, plan::Tier::Device);
+        for (auto& t : placement.tensors)
+            if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+        std::vector<int> every(size_t(c.nExperts));
+        std::iota(every.begin(), every.end(), 0);
+        for (int l = 0; l < c.nLayers; ++l) placement.experts.push_back({l, {0, 1}, every});
+        SessionOptions o = all.options;
+        o.placement = placement;
+        o.experts.slotsPerLayer = 2;
+        auto session = LlamaSession::create(**model, *device, o);
+        ASSERT_TRUE(session) << session.error().message;
+        const std::vector<float> got = testing_support::sessionLogits(**session, all.prompt, 8);
+        ASSERT_EQ(got.size(), all.logits.size()) << name;
+        EXPECT_EQ(0, std::memcmp(got.data(), all.logits.data(), got.size() * sizeof(float))) << name;
+        const ExpertCacheReport r = (*session)->expertCacheReport();
+        EXPECT_EQ(r.hostExperts, c.nLayers * c.nExperts) << name;
+        EXPECT_EQ(r.ssdBytes, 0u) << name << ": a miss was read from the SSD";
+        EXPECT_EQ(r.hostCopies, r.misses) << name;
+        EXPECT_GT(r.misses, 0u) << name;
+        EXPECT_EQ(r.prefetched, 0u) << name << ": nothing to read ahead";
+    }
+}
+
+// Calibration counts every token's choices: each layer's counts add up to tokens x used, and the
+// profile fits the model it was measured on.
+TEST(MoeRouting, CalibrationCountsEveryChoice)
+{
+    auto model = LlamaModel::load(kMoe + "tiny-olmoe.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    auto device = gpu::createCpuDevice(2);
+    compress::RoutingOptions o;
+    o.prompts = {"Lily and Tom went to the park", "Once upon a time there was a cat"};
+    o.maxTokensPerPrompt = 16;
+    o.continueTokens = 4;
+    auto p = compress::measureRouting(**model, *device, o);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_TRUE(p->fits(c));
+    EXPECT_GT(p->tokens, 10u);
+    EXPECT_LE(p->tokens, 2u * (16u + 4u));
+    for (int l = 0; l < c.nLayers; ++l) {
+        uint64_t sum = 0;
+        for (int e = 0; e < c.nExperts; ++e) sum += p->counts[size_t(l) * size_t(c.nExperts) + size_t(e)];
+        EXPECT_EQ(sum, p->tokens * uint64_t(c.nExpertsUsed)) << "layer " << l;
+    }
+    EXPECT_TRUE(plan::RoutingProfile::fromJson(p->toJson())) << "what is measured loads again";
+    auto dense = LlamaModel::load(std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf");
+    ASSERT_TRUE(dense) << dense.error().message;
+    auto refused = compress::measureRouting(**dense, *device, o);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::UnsupportedModel);
+}
