@@ -445,7 +445,7 @@ void CpuDevice::gemm(std::span<const MatvecJob> run)
     std::atomic<int64_t> next{0};
     if (m_kernels.gemmRows && m_ownGemm) {
         // The kernel set's own product: the batch packed once (the threads share the panels),
-        // then blocks of kGemmPanelRows rows, unpacked and multiplied by whichever thread is free.
+        // then blocks of the set's panel rows, unpacked and multiplied by whichever thread is free.
         const int64_t panels = (n + cpu::kGemmPanelTokens - 1) / cpu::kGemmPanelTokens;
         float* packed = m_gemmPacked.reserve<float>(size_t(panels * cpu::kGemmPanelTokens * cols));
         const int threads = m_pool.size();
@@ -453,12 +453,13 @@ void CpuDevice::gemm(std::span<const MatvecJob> run)
             m_kernels.packGemmX(x, lda, n, cols, panels * thread / threads, panels * (thread + 1) / threads, packed);
         };
         m_pool.run(pack);
-        const int64_t blocks = (rows + cpu::kGemmPanelRows - 1) / cpu::kGemmPanelRows;
+        const int64_t block = m_kernels.gemmPanelRows;
+        const int64_t blocks = (rows + block - 1) / block;
         auto work = [&](int thread, int) {
-            float* unpacked = scratch[thread].reserve<float>(size_t(2 * cpu::kGemmPanelRows * cols));
-            float* panel = unpacked + cpu::kGemmPanelRows * cols;
+            float* unpacked = scratch[thread].reserve<float>(size_t(2 * block * cols));
+            float* panel = unpacked + block * cols;
             for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-                const int64_t r0 = b * cpu::kGemmPanelRows, r1 = std::min(rows, r0 + cpu::kGemmPanelRows);
+                const int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
                 int64_t ldw = 0;
                 const float* rowsOfW = weightRows(r0, r1, unpacked, ldw);
                 m_kernels.gemmRows(packed, n, cols, rowsOfW, ldw, r1 - r0, y + r0, ldc, panel);

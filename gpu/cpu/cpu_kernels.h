@@ -76,15 +76,17 @@ using DequantRowsFn = void (*)(const MatrixView& w, int64_t r0, int64_t r1, floa
 // Quantizes n floats (n a multiple of 32) into the layout of QuantizedX.
 using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int8_t* qs, float* d, float* sum8);
 
-// The prompt path's own float matrix product (gemm_avx2.cpp), Y[j, r] = sum_k X[j, k] W[r, k]:
+// The prompt path's own float matrix product (gemm_avx2.cpp, gemm_avx512.cpp),
+// Y[j, r] = sum_k X[j, k] W[r, k]:
 // X (n tokens x cols, rows lda floats apart) packed once per product into panels of
 // kGemmPanelTokens tokens, k-major (panel p at packed + p * kGemmPanelTokens * cols, value (t, k)
 // at [k * kGemmPanelTokens + t - p * kGemmPanelTokens], tokens past n as zeros), panels [p0, p1)
-// per call so threads can share the packing; then each block of up to kGemmPanelRows weight rows
-// (row-major floats, ldw apart) multiplied into Y (token j's values at y + j * ldc), the rows
-// transposed into `panel` (cols * kGemmPanelRows floats, 32-byte aligned) first.
+// per call so threads can share the packing; then each block of up to Kernels::gemmPanelRows
+// weight rows (row-major floats, ldw apart) multiplied into Y (token j's values at y + j * ldc),
+// the rows transposed into `panel` (cols * gemmPanelRows floats, 32-byte aligned) first.
 constexpr int64_t kGemmPanelTokens = 6;
-constexpr int64_t kGemmPanelRows = 16;
+constexpr int64_t kGemmPanelRows = 16;        // the AVX2 tile's rows
+constexpr int64_t kGemmPanelRowsAvx512 = 32;  // the AVX-512 tile's
 constexpr int64_t kGemmDepth = 1024;  // values of k per pass of the register tile (measured best of 128..2048)
 using PackGemmXFn = void (*)(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
                              int64_t p1, float* packed);
@@ -114,6 +116,7 @@ struct Kernels {
     // The prompt path's own matrix product; null where the set has none (OpenBLAS's SGEMM then).
     PackGemmXFn packGemmX = nullptr;
     GemmRowsFn gemmRows = nullptr;
+    int64_t gemmPanelRows = kGemmPanelRows;  // the rows of a block gemmRows takes
     DotFn dot = nullptr;
     AxpyFn axpy = nullptr;
     ReadAllFn readAll = nullptr;
@@ -137,6 +140,9 @@ void packGemmXAvx2(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t
                    float* packed);
 void gemmRowsAvx2(const float* packedX, int64_t n, int64_t cols, const float* w, int64_t ldw,
                   int64_t rows, float* y, int64_t ldc, float* panel);
+// The AVX-512 set's (gemm_avx512.cpp): blocks of kGemmPanelRowsAvx512 rows, the AVX2 packing.
+void gemmRowsAvx512(const float* packedX, int64_t n, int64_t cols, const float* w, int64_t ldw,
+                    int64_t rows, float* y, int64_t ldc, float* panel);
 
 // The quantized row kernels of the AVX-512 set (kernels_quant_avx512.cpp).
 void matvecQ8_0Avx512(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/gemm_x86.h"
 #include "gpu/cpu/kernels_common.h"
 
 namespace spillway::gpu::cpu {
@@ -22,43 +23,6 @@ namespace {
 constexpr int64_t kTokens = kGemmPanelTokens;
 constexpr int64_t kRows = kGemmPanelRows;
 static_assert(kTokens == 6 && kRows == 16, "the register tile below is 6 tokens x 16 rows");
-
-// Rows [0, rows) of w (row-major, ldw floats apart; rows <= 16) into panel[k * 16 + i], rows past
-// `rows` as zeros.
-static void transposeRows(const float* w, int64_t ldw, int64_t rows, int64_t cols, float* panel)
-{
-    const __m256 zero = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 8 <= cols; k += 8) {
-        for (int64_t g = 0; g < 2; ++g) {
-            __m256 v[8];
-            for (int64_t i = 0; i < 8; ++i) {
-                const int64_t r = g * 8 + i;
-                v[i] = r < rows ? _mm256_loadu_ps(w + r * ldw + k) : zero;
-            }
-            // 8 x 8 transpose: v[i][j] -> t[j][i]
-            const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
-            const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
-            const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
-            const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
-            const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
-            const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
-            const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
-            const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
-            float* out = panel + k * kRows + g * 8;
-            _mm256_storeu_ps(out + 0 * kRows, _mm256_permute2f128_ps(b0, b4, 0x20));
-            _mm256_storeu_ps(out + 1 * kRows, _mm256_permute2f128_ps(b1, b5, 0x20));
-            _mm256_storeu_ps(out + 2 * kRows, _mm256_permute2f128_ps(b2, b6, 0x20));
-            _mm256_storeu_ps(out + 3 * kRows, _mm256_permute2f128_ps(b3, b7, 0x20));
-            _mm256_storeu_ps(out + 4 * kRows, _mm256_permute2f128_ps(b0, b4, 0x31));
-            _mm256_storeu_ps(out + 5 * kRows, _mm256_permute2f128_ps(b1, b5, 0x31));
-            _mm256_storeu_ps(out + 6 * kRows, _mm256_permute2f128_ps(b2, b6, 0x31));
-            _mm256_storeu_ps(out + 7 * kRows, _mm256_permute2f128_ps(b3, b7, 0x31));
-        }
-    }
-    for (; k < cols; ++k)
-        for (int64_t i = 0; i < kRows; ++i) panel[k * kRows + i] = i < rows ? w[i * ldw + k] : 0.0f;
-}
 
 // The 6 x 16 tile over depth kc: x is a token panel at its first k (6 floats per k), w the rows'
 // panel at the same k (16 floats per k). Adds the products to y (token t's 16 values at
@@ -138,7 +102,7 @@ void packGemmXAvx2(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t
 void gemmRowsAvx2(const float* packedX, int64_t n, int64_t cols, const float* w, int64_t ldw,
                   int64_t rows, float* y, int64_t ldc, float* panel)
 {
-    transposeRows(w, ldw, rows, cols, panel);
+    transposeRows<kRows>(w, ldw, rows, cols, panel);
     const int64_t panels = (n + kTokens - 1) / kTokens;
     for (int64_t k0 = 0; k0 < cols; k0 += kGemmDepth) {
         const int64_t kc = cols - k0 < kGemmDepth ? cols - k0 : kGemmDepth;

@@ -195,6 +195,9 @@ void fillAvx512Kernels(Kernels& k)
     k.dot = dotAvx512;
     k.axpy = axpyAvx512;
     k.readAll = readAllAvx512;
+    k.packGemmX = packGemmXAvx2;
+    k.gemmRows = gemmRowsAvx512;
+    k.gemmPanelRows = kGemmPanelRowsAvx512;
 }
 
 }  // namespace spillway::gpu::cpu

@@ -214,16 +214,17 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
     std::mt19937_64 rng(12);
     for (const Config& cfg : configs()) {
         auto device = createCpuDevice(cfg.threads, cfg.set);
-        // {type, rows, cols}: rows not a multiple of the row blocks (16, 64); deeper than the
-        // register tile's pass (1024 values of k: partial sums added up) and, for F32, a depth that
-        // is no multiple of 8 (the tile's tail).
+        // {type, rows, cols}: rows not a multiple of the row blocks (16, 32, 64; a last block of
+        // 2, 5 and 25 rows: the AVX-512 tile's masks either side of 16); deeper than the register
+        // tile's pass (1024 values of k: partial sums added up) and, for F32, a depth that is no
+        // multiple of 8 (the tile's tail).
         struct Shape {
             DType type;
             int64_t rows, cols;
         };
         const Shape shapes[] = {{DType::F32, 130, 256},  {DType::F16, 130, 256},  {DType::BF16, 130, 256},
                                 {DType::Q8_0, 130, 256}, {DType::Q4_0, 130, 256}, {DType::F32, 37, 1027},
-                                {DType::F16, 37, 2088}};
+                                {DType::F16, 37, 2088},  {DType::Q8_0, 57, 256}};
         for (const Shape& shape : shapes) {
             const DType type = shape.type;
             const int64_t cols = shape.cols, rows = shape.rows;
