@@ -20,6 +20,8 @@ struct BenchCommand {
     std::string backend = "cpu";
     OffloadOptions offload;
     bool quality = false;  // with a neuron cache: also compare its text quality with the dense model
+    bool noBaseline = false;  // offloaded runs: skip the naive load-before-use baseline
+    bool randomTokens = false;  // offloaded runs: decode seeded random tokens, not the greedy text
 };
 
 // Decode with budgets (cmd_bench_offload.cpp).

@@ -282,6 +282,11 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_flag("--quality", b->quality,
                   "With --neuron-cache: also measure the cache's effect on quality against the dense model "
                   "(KL divergence, top-1 agreement, perplexity on the built-in texts)");
+    cmd->add_flag("--no-baseline", b->noBaseline,
+                  "Offloaded runs: skip the naive load-before-use baseline (a second decode of the same tokens)");
+    cmd->add_flag("--random-tokens", b->randomTokens,
+                  "Offloaded runs: feed seeded random tokens instead of the greedy text (as llama-bench does; a "
+                  "random-weight model's greedy text repeats one token, which routes to the same experts)");
     cmd->add_option("-c,--ctx", b->context, "Context length (offloaded runs; default: tokens + 8)");
     addOffloadOptions(cmd, b->offload, true);
     addNeuronCacheOptions(cmd, b->offload);

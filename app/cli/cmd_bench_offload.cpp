@@ -3,6 +3,7 @@
 // bandwidth and the naive (load-before-use) baseline.
 
 #include <chrono>
+#include <random>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -43,8 +44,11 @@ struct Measured {
     std::vector<trace::Span> spans;
 };
 
-// Decodes `tokens` greedy steps after a two-token warm-up, with `options`.
-Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, int tokens, trace::Recorder* recorder)
+// Decodes `tokens` greedy steps after a two-token warm-up, with `options`; with `randomTokens`,
+// each step feeds a seeded random token instead (llama-bench's way: a random-weight model's
+// greedy text repeats one token, and then routes every token to the same experts).
+Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, int tokens, trace::Recorder* recorder,
+                        bool randomTokens)
 {
     using Clock = std::chrono::steady_clock;
     const LlamaModel& model = engine.model();
@@ -57,6 +61,7 @@ Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, i
         if (!logits) return logits.error();
         token = argmax({*logits, size_t(vocab)});
     }
+    std::mt19937 rng(42);
     if (recorder) recorder->clear();
     const StreamerStats before = (*session)->streamer().stats();
     const NeuronCacheReport cacheBefore = (*session)->neuronCacheReport();
@@ -66,7 +71,7 @@ Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, i
     for (int pos = 2; pos < 2 + tokens; ++pos) {
         auto logits = (*session)->forward(token, pos);
         if (!logits) return logits.error();
-        token = argmax({*logits, size_t(vocab)});
+        token = randomTokens ? int32_t(rng() % uint32_t(vocab)) : argmax({*logits, size_t(vocab)});
     }
     Measured m;
     m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -107,16 +112,16 @@ int runOffloadBench(BenchCommand& b)
     auto run = prepareOffload(model, b.backend, b.threads, context, b.offload, true);
     if (!run) return reportError(run.error());
     const plan::PlanResult& plan = *run->plan();
-    auto measured = decode(*run->engine, run->session(), b.tokens, run->recorder.get());
+    auto measured = decode(*run->engine, run->session(), b.tokens, run->recorder.get(), b.randomTokens);
     if (!measured) return reportError(measured.error());
 
     const bool streams = plan.ssdBytes > 0 || plan.hostWeightBytes > 0;
     std::optional<Measured> naive;
-    if (streams && !b.offload.naive) {
+    if (streams && !b.offload.naive && !b.noBaseline) {
         SessionOptions n = run->session();
         n.placement->prefetchDepth = 0;
         n.streamer.trace = nullptr;
-        auto m = decode(*run->engine, n, b.tokens, nullptr);
+        auto m = decode(*run->engine, n, b.tokens, nullptr, b.randomTokens);
         if (!m) return reportError(m.error());
         naive = std::move(m.value());
     }
@@ -130,7 +135,7 @@ int runOffloadBench(BenchCommand& b)
         o.tracePath.clear();
         auto denseRun = prepareOffload(model, b.backend, b.threads, context, o, false);
         if (!denseRun) return reportError(denseRun.error());
-        auto m = decode(*denseRun->engine, denseRun->session(), b.tokens, nullptr);
+        auto m = decode(*denseRun->engine, denseRun->session(), b.tokens, nullptr, b.randomTokens);
         if (!m) return reportError(m.error());
         dense = std::move(m.value());
         densePlan = denseRun->plan();

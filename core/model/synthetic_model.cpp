@@ -133,7 +133,11 @@ double densityOf(const std::vector<double>& profile, int l, int layers)
     return profile[i] * (1.0 - f) + profile[i + 1] * f;
 }
 
-// Fills `out` with `rows x cols` values uniform in [-amplitude, amplitude], in `type`.
+// Fills `out` with `rows x cols` values uniform in [-amplitude, amplitude], in `type`. The
+// quantized values are drawn symmetric about zero: Q4_0's nibble 0 (-8) and Q8_0's -128 would
+// otherwise give every row a mean of half a step, a common direction each matrix passes on
+// amplified (by about sqrt(3 dim) / 16 for Q4_0) until it dominates the residual stream, and then
+// a mixture of experts' routers choose the same experts for every token.
 void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64_t seed)
 {
     Random rng{seed};
@@ -162,6 +166,15 @@ void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64
             for (size_t j = 2; j < blockBytes; j += 8) {
                 const uint64_t r = rng.next();
                 std::memcpy(&out[i + j], &r, std::min<size_t>(8, blockBytes - j));
+            }
+            for (size_t j = 2; j < blockBytes; ++j) {
+                uint8_t& v = out[i + j];
+                if (q8) {
+                    if (v == 0x80) v = 0;  // -128 -> 0: -127 ... 127
+                } else {
+                    if ((v & 0x0F) == 0) v |= 0x08;  // nibble 0 (-8) -> 8 (0): -7 ... 7
+                    if ((v & 0xF0) == 0) v |= 0x80;
+                }
             }
         }
         break;

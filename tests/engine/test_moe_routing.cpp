@@ -15,6 +15,7 @@
 
 #include "core/calibrate/routing.h"
 #include "core/model/llama_model.h"
+#include "core/model/synthetic_model.h"
 #include "core/plan/model_tensors.h"
 #include "core/plan/planner.h"
 #include "core/plan/routing_profile.h"
@@ -320,4 +321,45 @@ TEST(MoeRouting, CalibrationCountsEveryChoice)
     auto refused = compress::measureRouting(**dense, *device, o);
     ASSERT_FALSE(refused);
     EXPECT_EQ(refused.error().code, ErrorCode::UnsupportedModel);
+}
+
+// make-synthetic's mixtures of experts route tokens to many experts, none taking every token.
+// (With Q4_0's nibbles drawn 0 ... 15, every row had a mean of half a step, a common direction
+// each matrix amplified until every token chose the same 8 experts. Random weights still share
+// one direction across tokens, the BOS token's values that attention averages in, so the busiest
+// expert takes about 70 % of the tokens here and deeper layers concentrate more.)
+TEST(MoeRouting, SyntheticMixturesSpreadTheirTokens)
+{
+    testing_support::TempDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    for (gpu::DType type : {gpu::DType::Q4_0}) {  // (Q8_0's -128 shifted the mean far less)
+        const std::string path = dir.path() + "/olmoe.gguf";
+        SyntheticOptions s;
+        s.preset = "olmoe-1b-7b";
+        s.layers = 2;
+        s.type = type;
+        ASSERT_TRUE(writeSyntheticModel(s, path));
+        auto model = LlamaModel::load(path);
+        ASSERT_TRUE(model) << model.error().message;
+        const LlamaConfig& c = (*model)->config();
+        auto device = gpu::createCpuDevice(2);
+        compress::RoutingOptions o;
+        o.prompts = {"Once upon a time there was a little girl", "The capital of France is Paris and",
+                     "In 1905 Albert Einstein published four papers", "def fibonacci(n): return n"};
+        o.maxTokensPerPrompt = 16;
+        o.continueTokens = 0;
+        auto p = compress::measureRouting(**model, *device, o);
+        ASSERT_TRUE(p) << p.error().message;
+        for (int l = 0; l < c.nLayers; ++l) {
+            const uint64_t* row = p->counts.data() + size_t(l) * size_t(c.nExperts);
+            int used = 0;
+            uint64_t busiest = 0;
+            for (int e = 0; e < c.nExperts; ++e) {
+                used += row[e] > 0;
+                busiest = std::max(busiest, row[e]);
+            }
+            EXPECT_GE(used, c.nExperts / 2) << gpu::dtypeName(type) << " layer " << l;
+            EXPECT_LT(double(busiest), 0.8 * double(p->tokens)) << gpu::dtypeName(type) << " layer " << l;
+        }
+    }
 }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A mixture of experts bigger than its budgets (issue 30): synthetic Qwen3-30B-A3B (48 layers, 128
+# experts of FFN 768, 8 used per token; random weights) in Q4_0, 16 GiB, decoded with 2 threads on
+# the CPU device with a device budget of 4 GiB and a RAM budget of 12 GiB (the rest on the SSD):
+#   1. Spillway with its expert cache (slots on the device, the likeliest misses kept in RAM, the
+#      rest read from the SSD as tokens choose them; routing uniform unless a profile is kept);
+#   2. Spillway streaming each layer's expert stacks whole (--no-expert-cache: dense offloading);
+#   3. ik_llama.cpp (llama.cpp's fork that runs qwen3moe) on the same file, its memory limited by
+#      a cgroup to the same total (16 GiB: what does not fit it reads again through mmap).
+# The page cache is dropped before each run (root). Prints each run's tokens/s; the JSON of
+# Spillway's runs goes to OUT_DIR/moe-qwen3-30b-a3b-q4_0-{cache,dense}.json.
+# Usage: IK_LLAMA_BENCH=/path/to/llama-bench tests/bench/moe_offload.sh [BUILD_DIR] [OUT_DIR]
+#   (ik_llama.cpp built from source as ../shared/tools/peers.md says; SPILLWAY_BENCH_MODELS: where
+#   the synthetic model is kept, default BUILD_DIR/bench-models; TOKENS: decoded tokens, default 16)
+set -euo pipefail
+build=${1:-build}
+out=${2:-$build/bench}
+cli=$build/bin/spillway-cli
+peer=${IK_LLAMA_BENCH:?set IK_LLAMA_BENCH to an ik_llama.cpp llama-bench built from source}
+models=${SPILLWAY_BENCH_MODELS:-$build/bench-models}
+tokens=${TOKENS:-16}
+mkdir -p "$out" "$models"
+model=$models/qwen3-30b-a3b-q4_0.gguf
+[[ -f $model ]] || "$cli" make-synthetic --preset qwen3-30b-a3b --type q4_0 -o "$model" >&2
+cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+budgets=(--vram-budget 4GiB --ram-budget 12GiB)
+
+echo "== synthetic Qwen3-30B-A3B Q4_0 (random weights: routing close to uniform), 2 threads, device 4 GiB + RAM 12 GiB"
+for run in cache dense; do
+  extra=()
+  [[ $run == dense ]] && extra=(--no-expert-cache)
+  cold
+  echo "-- Spillway, $run"
+  "$cli" bench -m "$model" --threads 2 -n "$tokens" -r 1 --prompt-tokens 0 --no-baseline --random-tokens "${budgets[@]}" "${extra[@]}" \
+    --json "$out/moe-qwen3-30b-a3b-q4_0-$run.json" | grep -E "^(decode|offload|  )" || true
+done
+
+group=/sys/fs/cgroup/memory/spillway-peer
+mkdir -p "$group"
+echo $((16 << 30)) > "$group/memory.limit_in_bytes"
+cold
+echo "-- ik_llama.cpp, memory limited to 16 GiB (cgroup), tg$tokens"
+sh -c "echo \$\$ > $group/cgroup.procs && exec '$peer' -m '$model' -t 2 -p 0 -n $tokens -r 1" 2>&1 | grep -E "^\|" || true
+echo "   peak memory of the group: $(( $(cat "$group/memory.max_usage_in_bytes") >> 20 )) MiB"
+rmdir "$group"
