@@ -214,6 +214,39 @@ void TuningWorker::predict(const TuningSettings& settings)
                     .arg(l.hostToDevice * 1e3, 0, 'f', 2)
                     .arg(l.deviceCompute * 1e3, 0, 'f', 2)
                     .arg(l.cpuCompute * 1e3, 0, 'f', 2);
+    if (!plan->expertLayers.empty()) {
+        // A mixture of experts: where its experts are, and what the expert cache should hit.
+        int cached = 0, resident = 0, inRam = 0, slotsEach = 0;
+        double hits = 0, fromRam = 0;
+        for (const plan::ExpertLayerPlan& x : plan->expertLayers) {
+            if (!x.cached) {
+                resident += x.tier == plan::Tier::Device && !x.split;
+                continue;
+            }
+            ++cached;
+            inRam += x.hostExperts;
+            slotsEach = x.deviceSlots;
+            hits += x.hitRate;
+            fromRam += x.hostRate;
+        }
+        const QString experts =
+            cached == 0
+                ? tr("Experts: on the device in %1 of %2 layers, streamed whole in the others.")
+                      .arg(resident)
+                      .arg(plan->expertLayers.size())
+                : tr("Experts: on the device in %1 of %2 layers, through the expert cache in %3 (%4 slots each on the "
+                     "device, %5 experts in RAM in all): %6 % of the choices expected in slots, %7 % from RAM; "
+                     "routing %8.")
+                      .arg(resident)
+                      .arg(plan->expertLayers.size())
+                      .arg(cached)
+                      .arg(slotsEach)
+                      .arg(inRam)
+                      .arg(100.0 * hits / cached, 0, 'f', 1)
+                      .arg(100.0 * fromRam / cached, 0, 'f', 1)
+                      .arg(QString::fromStdString(plan->routing));
+        out.note = out.note.isEmpty() ? experts : out.note + QStringLiteral("\n") + experts;
+    }
     out.plan = std::make_shared<const plan::PlanResult>(std::move(*plan));
     emit predicted(out);
 }

@@ -171,7 +171,7 @@ int runOffloadBench(BenchCommand& b)
                 mem.peak / double(1 << 20), mem.limit / double(1 << 20), mem.hostPeak / double(1 << 20));
     if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
         std::printf("  %-36s %d slots in each of %d layers (%.1f MiB), %d experts in RAM (%.1f MiB): hit rate "
-                    "%.1f%%, %.1f%% copied from RAM, %.2f MiB/token read from the SSD; router lookahead right for "
+                    "%.1f%%, %.1f%% served from RAM, %.2f MiB/token read from the SSD; router lookahead right for "
                     "%.1f%% of its guesses\n",
                     "expert cache", ec.slotsPerLayer, ec.layers, double(ec.slotBytes) / double(1 << 20),
                     ec.hostExperts, double(ec.hostBytes) / double(1 << 20), 100.0 * ec.hitRate(),

@@ -665,8 +665,19 @@ Result<PlanResult> planPlacement(const PlannerInput& in)
     Evaluation base = *fitted;
 
     // Greedy by gain per byte. Tensors of one role (say ffn_gate) in different layers cost and
-    // save the same, so one candidate per role and tier: the lowest layer still to move.
+    // save the same, so one candidate per role and tier: the lowest layer still to move. A layer's
+    // expert stacks move together: one alone would leave the other two streamed whole (the
+    // expert cache takes a layer only with all three on the SSD), a loss no single move repays.
     const auto& ts = cm.tensors();
+    const auto moveTogether = [&](std::vector<Tier>& into, size_t i, Tier to) {
+        const Tier from = into[i];
+        if (!ts[i].expertStack) {
+            into[i] = to;
+            return;
+        }
+        for (size_t j = 0; j < n; ++j)
+            if (ts[j].expertStack && ts[j].unit == ts[i].unit && into[j] == from) into[j] = to;
+    };
     for (int step = 1;; ++step) {
         struct Candidate { size_t index; Tier to; double perByte; double gain; uint64_t cost; };
         Candidate best{0, Tier::Ssd, 0, 0, 0};
@@ -679,7 +690,7 @@ Result<PlanResult> planPlacement(const PlannerInput& in)
                 if (to == Tier::Host && tiers[i] != Tier::Ssd) continue;
                 if (to == Tier::Host && ts[i].unit < 0) continue;  // the embedding gains nothing in RAM
                 std::vector<Tier> next = tiers;
-                next[i] = to;
+                moveTogether(next, i, to);
                 const Evaluation e = cm.evaluate(next, slots);
                 if (!fits(e)) continue;
                 const double gain = (base.secondsPerToken - e.secondsPerToken) + 1e-3 * (base.loadSum - e.loadSum);
@@ -695,13 +706,15 @@ Result<PlanResult> planPlacement(const PlannerInput& in)
             }
         }
         if (!found) break;
-        tiers[best.index] = best.to;
+        const std::vector<Tier> before = tiers;
+        moveTogether(tiers, best.index, best.to);
         base = cm.evaluate(tiers, slots);
         char buf[200];
         std::snprintf(buf, sizeof buf, "step %d: saves %.3g ms/token for %s of %s (%.3f ms per GiB)", step,
                       best.gain * 1e3, mib(best.cost).c_str(), best.to == Tier::Device ? "VRAM" : "RAM",
                       best.gain * 1e3 / (double(best.cost) / double(1 << 30)));
-        reasons[best.index] = buf;
+        for (size_t j = 0; j < n; ++j)
+            if (tiers[j] != before[j]) reasons[j] = buf;  // with a layer's expert stacks, all three
     }
     // The experts the cache serves: the slots' first fill, and the RAM left to the likeliest misses.
     std::vector<ExpertPlacement> experts = placeExperts(s, in, tiers, slots, true, base);

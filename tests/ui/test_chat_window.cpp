@@ -95,6 +95,7 @@ private slots:
     void translationsFollowTheLocale();
     void markdownRepliesAreRendered();
     void tuningPlansAndAppliesAPlacement();
+    void tuningSaysWhereTheExpertsAre();
     void vulkanDeviceRepliesLikeTheCpu();
     void everyControlHasAnAccessibleName();
     void recommendedPresetIsTheSmallestThatPasses();
@@ -555,6 +556,31 @@ void TestChatWindow::markdownRepliesAreRendered()
     const QString html = transcriptOf(window)->toHtml();
     // Qt writes a Markdown heading as a large bold span and a code block as <pre>.
     QVERIFY2(html.contains("font-size:xx-large") && html.contains("<pre"), qPrintable(html.right(600)));
+}
+
+// A mixture of experts: the Tuning view says where its experts are and what the expert cache is
+// expected to hit, as `plan` does.
+void TestChatWindow::tuningSaysWhereTheExpertsAre()
+{
+    QTemporaryDir data, cache;
+    QVERIFY(data.isValid() && cache.isValid());
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    ChatWindow window(QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/moe/tiny-qwen2moe.gguf"), data.path());
+    window.show();
+    QSignalSpy ready(&window, &ChatWindow::tuningReady);
+    QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().plan != nullptr, 10'000);
+    auto* tuning = part<spillway::ui::TuningPanel>(window, "tuning");
+    // Default budgets: the tiny model fits; its experts stay on the device.
+    QVERIFY2(tuning->predictionText().contains("Experts: on the device in 3 of 3 layers"),
+             qPrintable(tuning->predictionText()));
+    // A device budget too small for the expert stacks: none stays there.
+    part<QSpinBox>(window, "contextLength")->setValue(64);
+    part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.5);
+    part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.vramBudget == 3 * 512 * 1024, 10'000);
+    QVERIFY2(tuning->predictionText().contains("Experts: on the device in 0 of 3 layers"),
+             qPrintable(tuning->predictionText()));
 }
 
 void TestChatWindow::tuningPlansAndAppliesAPlacement()
