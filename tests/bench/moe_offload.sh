@@ -3,12 +3,16 @@
 # experts of FFN 768, 8 used per token; random weights) in Q4_0, 16 GiB, decoded with 2 threads on
 # the CPU device with a device budget of 4 GiB and a RAM budget of 12 GiB (the rest on the SSD):
 #   1. Spillway with its expert cache (slots on the device, the likeliest misses kept in RAM, the
-#      rest read from the SSD as tokens choose them; routing uniform unless a profile is kept);
-#   2. Spillway streaming each layer's expert stacks whole (--no-expert-cache: dense offloading);
-#   3. ik_llama.cpp (llama.cpp's fork that runs qwen3moe) on the same file, its memory limited by
+#      rest read from the SSD as tokens choose them), placed for uniform routing (unless a routing
+#      profile is kept for the file);
+#   2. the same placed by the routing `sparsity` measures first on the built-in calibration text;
+#   3. Spillway streaming each layer's expert stacks whole (--no-expert-cache: dense offloading);
+#   4. ik_llama.cpp (llama.cpp's fork that runs qwen3moe) on the same file, its memory limited by
 #      a cgroup to the same total (16 GiB: what does not fit it reads again through mmap).
-# The page cache is dropped before each run (root). Prints each run's tokens/s; the JSON of
-# Spillway's runs goes to OUT_DIR/moe-qwen3-30b-a3b-q4_0-{cache,dense}.json.
+# Every run decodes the same seeded random tokens (llama-bench's way). The page cache is dropped
+# before each run (root). Prints each run's figures; the JSON of Spillway's runs goes to
+# OUT_DIR/moe-qwen3-30b-a3b-q4_0-{cache-uniform,cache-routed,dense}.json, the profile to
+# OUT_DIR/routing-qwen3-30b-a3b-q4_0-synthetic.json.
 # Usage: IK_LLAMA_BENCH=/path/to/llama-bench tests/bench/moe_offload.sh [BUILD_DIR] [OUT_DIR]
 #   (ik_llama.cpp built from source as ../shared/tools/peers.md says; SPILLWAY_BENCH_MODELS: where
 #   the synthetic model is kept, default BUILD_DIR/bench-models; TOKENS: decoded tokens, default 16)
@@ -25,14 +29,17 @@ model=$models/qwen3-30b-a3b-q4_0.gguf
 cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 budgets=(--vram-budget 4GiB --ram-budget 12GiB)
 
-echo "== synthetic Qwen3-30B-A3B Q4_0 (random weights: routing close to uniform), 2 threads, device 4 GiB + RAM 12 GiB"
-for run in cache dense; do
+routing=$out/routing-qwen3-30b-a3b-q4_0-synthetic.json
+echo "== synthetic Qwen3-30B-A3B Q4_0 (random weights), 2 threads, device 4 GiB + RAM 12 GiB"
+"$cli" sparsity -m "$model" --threads 2 -n 16 --continue 16 --routing-out "$routing" | tail -2
+for run in cache-uniform cache-routed dense; do
   extra=()
+  [[ $run == cache-routed ]] && extra=(--routing "$routing")
   [[ $run == dense ]] && extra=(--no-expert-cache)
   cold
   echo "-- Spillway, $run"
   "$cli" bench -m "$model" --threads 2 -n "$tokens" -r 1 --prompt-tokens 0 --no-baseline --random-tokens "${budgets[@]}" "${extra[@]}" \
-    --json "$out/moe-qwen3-30b-a3b-q4_0-$run.json" | grep -E "^(decode|offload|  )" || true
+    --json "$out/moe-qwen3-30b-a3b-q4_0-$run.json" | grep -E "^(note: experts|  tokens/s|  expert cache|  where|  device memory)" || true
 done
 
 group=/sys/fs/cgroup/memory/spillway-peer
