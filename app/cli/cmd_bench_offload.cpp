@@ -40,6 +40,8 @@ struct Measured {
         const uint64_t cacheRam = cache.ssdRequests ? 0 : cacheShippedBytes;
         return ssdBytes + uploadBytes + cacheSsdBytes + cacheRam + experts.ssdBytes;
     }
+    // Every read of the SSD: the streamer's, the neuron cache's and the expert cache's.
+    uint64_t allSsdBytes() const { return ssdBytes + cacheSsdBytes + experts.ssdBytes; }
     trace::Summary summary;
     std::vector<trace::Span> spans;
 };
@@ -154,14 +156,18 @@ int runOffloadBench(BenchCommand& b)
     }
 
     const double ssdSeq = run->engine->profile().storage.sequentialBytesPerSecond;
-    const double ssdRate = measured->ssdBytes / measured->seconds;
+    const double ssdRate = double(measured->allSsdBytes()) / measured->seconds;
     const double predicted = plan.tokensPerSecond();
     const auto& mem = run->device().memoryStats();
     std::printf("%s", plan::planText(plan, false).c_str());
     std::printf("\nmeasured (%d tokens%s)\n", b.tokens, b.offload.naive ? ", naive" : "");
     std::printf("  %-36s %.3f (predicted %.3f, measured/predicted %.2f)\n", "tokens/s", measured->tokensPerSecond,
                 predicted, measured->tokensPerSecond / predicted);
-    std::printf("  %-36s %.1f MiB/token\n", "SSD read", measured->ssdBytes / double(b.tokens) / double(1 << 20));
+    std::printf("  %-36s %.1f MiB/token (streamed weights %.1f, neuron cache %.1f, expert cache %.1f)\n", "SSD read",
+                double(measured->allSsdBytes()) / double(b.tokens) / double(1 << 20),
+                double(measured->ssdBytes) / double(b.tokens) / double(1 << 20),
+                double(measured->cacheSsdBytes) / double(b.tokens) / double(1 << 20),
+                double(measured->experts.ssdBytes) / double(b.tokens) / double(1 << 20));
     std::printf("  %-36s %.2f GB/s of the probe's %.2f GB/s sequential direct reads (%.0f%%)\n",
                 "SSD throughput during decode", ssdRate / 1e9, ssdSeq / 1e9, 100.0 * ssdRate / ssdSeq);
     std::printf("  %-36s %.1f%% of decode time\n", "compute waiting for weights",
@@ -250,8 +256,9 @@ int runOffloadBench(BenchCommand& b)
         j["decode_tokens"] = b.tokens;
         j["measured"] = {
             {"tokens_per_s", measured->tokensPerSecond},
-            {"ssd_bytes_per_token", double(measured->ssdBytes) / b.tokens},
-            {"ssd_bytes_per_s", ssdRate},
+            {"ssd_bytes_per_token", double(measured->ssdBytes) / b.tokens},  // the streamer's
+            {"all_ssd_bytes_per_token", double(measured->allSsdBytes()) / b.tokens},
+            {"ssd_bytes_per_s", ssdRate},                                      // all of them
             {"stall_fraction", double(measured->stallNs) / 1e9 / measured->seconds},
             {"bottleneck", measured->summary.text()},
             {"device_peak_bytes", mem.peak},
