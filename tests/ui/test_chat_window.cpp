@@ -578,7 +578,10 @@ void TestChatWindow::tuningSaysWhereTheExpertsAre()
     part<QSpinBox>(window, "contextLength")->setValue(64);
     part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.5);
     part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
-    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.vramBudget == 3 * 512 * 1024, 10'000);
+    // (Each change plans again: wait for the prediction with both budgets.)
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.vramBudget == 3 * 512 * 1024 &&
+                                 window.library()->lastPrediction().settings.ramBudget == qint64(0.06 * 1024 * 1024),
+                             10'000);
     QVERIFY2(tuning->predictionText().contains("Experts: on the device in 0 of 3 layers"),
              qPrintable(tuning->predictionText()));
 }
