@@ -209,25 +209,27 @@ void TestChatActions::editLastPromptVersionsPromptAndReply()
         window.controller()->showVersion(index, number);
         return QTest::qWaitFor([&] { return shown.count() > before; }, 10'000);
     };
+    // The store writes on its own thread: what a shown version puts in the database lands soon
+    // after the signal, not with it.
+    auto storedAt = [&](size_t i) {
+        const auto messages = storedMessages(data.path(), conversation);
+        return i < messages.size() ? messages[i].content : std::string();
+    };
     QVERIFY(showAndWait(1, 1));
-    auto now = storedMessages(data.path(), conversation);
-    QCOMPARE(now[0].content, std::string("Once upon a time"));
-    QCOMPARE(now[1].content, firstReply);
+    QTRY_COMPARE_WITH_TIMEOUT(storedAt(0), std::string("Once upon a time"), 5'000);
+    QTRY_COMPARE_WITH_TIMEOUT(storedAt(1), firstReply, 5'000);
     QVERIFY(showAndWait(0, 2));
-    now = storedMessages(data.path(), conversation);
-    QCOMPARE(now[0].content, std::string("The dog"));
-    QCOMPARE(now[1].content, secondReply);
+    QTRY_COMPARE_WITH_TIMEOUT(storedAt(0), std::string("The dog"), 5'000);
+    QTRY_COMPARE_WITH_TIMEOUT(storedAt(1), secondReply, 5'000);
     QSignalSpy finished(&window, &ChatWindow::replyStored);
     QVERIFY(window.controller()->regenerate(1));
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1 && !window.controller()->isGenerating(), 30'000);
     QCOMPARE(versionCount(data.path(), stored[1].id), 3);
     QVERIFY(showAndWait(0, 1));  // the first prompt: its only reply
-    now = storedMessages(data.path(), conversation);
-    QCOMPARE(now[1].content, firstReply);
+    QTRY_COMPARE_WITH_TIMEOUT(storedAt(1), firstReply, 5'000);
     QVERIFY(showAndWait(0, 2));  // the edited prompt: the latest reply made for it (the regeneration)
-    now = storedMessages(data.path(), conversation);
-    QCOMPARE(now[0].content, std::string("The dog"));
-    QCOMPARE(now[1].content, storedVersion(data.path(), stored[1].id, 3));
+    QTRY_COMPARE_WITH_TIMEOUT(storedAt(0), std::string("The dog"), 5'000);
+    QTRY_COMPARE_WITH_TIMEOUT(storedAt(1), storedVersion(data.path(), stored[1].id, 3), 5'000);
 }
 
 void TestChatActions::editEarlierPromptDropsWhatFollowed()
