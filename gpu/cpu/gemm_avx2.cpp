@@ -102,17 +102,9 @@ void packGemmXAvx2(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t
 void gemmRowsAvx2(const float* packedX, int64_t n, int64_t cols, const float* w, int64_t ldw,
                   int64_t rows, float* y, int64_t ldc, float* panel)
 {
-    transposeRows<kRows>(w, ldw, rows, cols, panel);
-    const int64_t panels = (n + kTokens - 1) / kTokens;
-    for (int64_t k0 = 0; k0 < cols; k0 += kGemmDepth) {
-        const int64_t kc = cols - k0 < kGemmDepth ? cols - k0 : kGemmDepth;
-        const float* wk = panel + k0 * kRows;
-        for (int64_t p = 0; p < panels; ++p) {
-            const int64_t t0 = p * kTokens;
-            const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
-            tile(packedX + p * kTokens * cols + k0 * kTokens, wk, kc, y + t0 * ldc, ldc, tokens, rows, k0 > 0);
-        }
-    }
+    // (A lambda, not the function pointer: one type per tile, so the call is direct and inlined.)
+    gemmRowsWith<kRows, kTokens, kGemmDepth>([](auto... a) { tile(a...); }, packedX, n, cols, w, ldw, rows, y, ldc,
+                                             panel);
 }
 
 }  // namespace spillway::gpu::cpu

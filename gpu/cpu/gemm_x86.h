@@ -1,6 +1,7 @@
 #pragma once
 // What the prompt path's own matrix products (gemm_avx2.cpp, gemm_avx512.cpp) share: the weight
-// rows' transposition into a k-major panel, with AVX2 instructions (which every AVX-512 CPU has).
+// rows' transposition into a k-major panel, with AVX2 instructions (which every AVX-512 CPU has),
+// and the loops that run a register tile over it.
 // Included by files compiled for AVX2 or wider; everything here is internal to each of them.
 
 #include <immintrin.h>
@@ -47,6 +48,26 @@ void transposeRows(const float* w, int64_t ldw, int64_t rows, int64_t cols, floa
     }
     for (; k < cols; ++k)
         for (int64_t i = 0; i < kRows; ++i) panel[k * kRows + i] = i < rows ? w[i * ldw + k] : 0.0f;
+}
+
+// A block of up to kRows weight rows times the packed batch (cpu_kernels.h, GemmRowsFn): the rows
+// transposed into `panel`, then `tile` (x panel, w panel, depth, y, ldc, tokens, rows, accumulate)
+// over every panel of kTokens tokens, kGemmDepth values of k at a time, later passes added.
+template <int64_t kRows, int64_t kTokens, int64_t kDepth, typename Tile>
+void gemmRowsWith(Tile tile, const float* packedX, int64_t n, int64_t cols, const float* w, int64_t ldw, int64_t rows,
+                  float* y, int64_t ldc, float* panel)
+{
+    transposeRows<kRows>(w, ldw, rows, cols, panel);
+    const int64_t panels = (n + kTokens - 1) / kTokens;
+    for (int64_t k0 = 0; k0 < cols; k0 += kDepth) {
+        const int64_t kc = cols - k0 < kDepth ? cols - k0 : kDepth;
+        const float* wk = panel + k0 * kRows;
+        for (int64_t p = 0; p < panels; ++p) {
+            const int64_t t0 = p * kTokens;
+            const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
+            tile(packedX + p * kTokens * cols + k0 * kTokens, wk, kc, y + t0 * ldc, ldc, tokens, rows, k0 > 0);
+        }
+    }
 }
 
 }  // namespace
