@@ -86,14 +86,7 @@ Result<Measured> decode(engine::Engine& engine, const SessionOptions& options, i
     m.cacheLoadedBytes = m.cache.loadedBytes() - cacheBefore.loadedBytes();
     m.cacheShippedBytes = m.cache.shippedBytes() - cacheBefore.shippedBytes();
     m.cacheSsdBytes = m.cache.ssdBytes - cacheBefore.ssdBytes;
-    m.experts = (*session)->expertCacheReport();
-    m.experts.hits -= expertsBefore.hits;
-    m.experts.misses -= expertsBefore.misses;
-    m.experts.ssdBytes -= expertsBefore.ssdBytes;
-    m.experts.guessed -= expertsBefore.guessed;
-    m.experts.guessedRight -= expertsBefore.guessedRight;
-    m.experts.prefetched -= expertsBefore.prefetched;
-    m.experts.hostCopies -= expertsBefore.hostCopies;
+    m.experts = (*session)->expertCacheReport().since(expertsBefore);
     m.stallNs = after.stallNs - before.stallNs;
     if (recorder) {
         m.spans = recorder->snapshot();

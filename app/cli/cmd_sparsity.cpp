@@ -107,7 +107,7 @@ int runRouting(SparsityCommand& c, const LlamaModel& model)
     nlohmann::ordered_json layers = nlohmann::ordered_json::array();
     double hitsSum = 0;
     for (int l = 0; l < r.layers; ++l) {
-        const uint64_t* row = r.counts.data() + size_t(l) * size_t(r.experts);
+        const std::span<const uint64_t> row = r.layerCounts(l);
         const std::vector<int> hot = r.hottest(l);
         const double choices = double(r.tokens) * double(r.used);
         uint64_t top = 0;
@@ -128,9 +128,12 @@ int runRouting(SparsityCommand& c, const LlamaModel& model)
     std::printf("\nrouting profile: %s (plan, generate, bench and the app place the experts by it)\n", path.c_str());
     if (!c.json.empty()) {
         std::ofstream out(c.json);
-        nlohmann::ordered_json j = {{"model", c.model},          {"experts", r.experts}, {"used", r.used},
-                                    {"tokens", r.tokens},        {"slots", slots},       {"profile", path},
-                                    {"layers", layers},          {"counts", nlohmann::json::parse(r.toJson())["counts"]}};
+        nlohmann::ordered_json counts = nlohmann::ordered_json::array();
+        for (int l = 0; l < r.layers; ++l)
+            counts.push_back(std::vector<uint64_t>(r.layerCounts(l).begin(), r.layerCounts(l).end()));
+        nlohmann::ordered_json j = {{"model", c.model}, {"experts", r.experts}, {"used", r.used},
+                                    {"tokens", r.tokens}, {"slots", slots},     {"profile", path},
+                                    {"layers", layers},   {"counts", counts}};
         out << j.dump(2) << "\n";
         if (!out) return reportError(makeError(ErrorCode::Io, c.json + ": cannot write"));
     }

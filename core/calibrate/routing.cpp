@@ -23,7 +23,7 @@ Result<plan::RoutingProfile> measureRouting(const LlamaModel& model, gpu::Device
     if (p.counts.size() != size_t(c.nLayers) * size_t(c.nExperts))
         return makeError(ErrorCode::Internal, "routing: the session counted no experts");
     uint64_t first = 0;
-    for (int e = 0; e < c.nExperts; ++e) first += p.counts[size_t(e)];
+    for (uint64_t n : p.layerCounts(0)) first += n;
     p.tokens = first / uint64_t(c.nExpertsUsed);
     p.source = "calibration: " + std::to_string(prompts.size()) + " prompts" +
                (options.prompts.empty() ? " (built in)" : "") + ", up to " + std::to_string(options.maxTokensPerPrompt) +

@@ -310,6 +310,9 @@ struct Setup {
     std::vector<TensorPlacement> list;
     std::unique_ptr<CostModel> model;
     uint64_t vram = 0, ram = 0, fixed = 0;
+    // Mixtures of experts, per layer: each expert's choice rate per token (measured, or uniform)
+    // and its expected misses per token in the expert cache's slots.
+    std::vector<std::vector<double>> expertRates, expertMisses;
 };
 
 Result<Setup> setUp(const PlannerInput& in)
@@ -326,6 +329,11 @@ Result<Setup> setUp(const PlannerInput& in)
         std::erase_if(s.list, [&](const TensorPlacement& t) {
             return std::find(in.served.begin(), in.served.end(), t.name) != in.served.end();
         });
+    if (c.moe())
+        for (int l = 0; l < c.nLayers; ++l) {
+            s.expertRates.push_back(choiceRates(in, l));
+            s.expertMisses.push_back(expectedMisses(s.expertRates.back(), c.expertSlots(in.expertSlots)));
+        }
     std::vector<Tensor> tensors;
     const double fallback = in.profile.host.memoryReadBytesPerSecond > 0 ? in.profile.host.memoryReadBytesPerSecond : 1e10;
     for (const auto& t : s.list) {
@@ -347,7 +355,7 @@ Result<Setup> setUp(const PlannerInput& in)
             x.cacheBytes = uint64_t(expert * double(slots));
             // The slots' misses by the routing's rates (uniform: a chosen expert is in a slot with
             // probability slots / experts).
-            const std::vector<double> misses = expectedMisses(choiceRates(in, t.unit), slots);
+            const std::vector<double>& misses = s.expertMisses[size_t(t.unit)];
             x.missBytes = std::accumulate(misses.begin(), misses.end(), 0.0) * expert;
         }
         x.splittable = type != gpu::DType::BitmapSparse;
@@ -387,8 +395,9 @@ Result<Setup> setUp(const PlannerInput& in)
 }
 
 // Per layer of a mixture of experts: where its experts are and the hits expected.
-void describeExperts(PlanResult& r, const PlannerInput& in, const std::vector<Tensor>& ts)
+void describeExperts(PlanResult& r, const PlannerInput& in, const Setup& s)
 {
+    const std::vector<Tensor>& ts = s.model->tensors();
     const LlamaConfig& c = in.model->config();
     std::vector<Tier> tiers;
     for (const TensorPlacement& t : r.placement.tensors) tiers.push_back(t.tier);
@@ -406,8 +415,8 @@ void describeExperts(PlanResult& r, const PlannerInput& in, const std::vector<Te
         if (tier < 0) continue;
         x.cached = cached[size_t(l)] != 0;
         if (x.cached) {
-            const std::vector<double> q = choiceRates(in, l);
-            const std::vector<double> misses = expectedMisses(q, slots);
+            const std::vector<double>& q = s.expertRates[size_t(l)];
+            const std::vector<double>& misses = s.expertMisses[size_t(l)];
             const ExpertPlacement* p = r.placement.expertsOf(l);
             x.deviceSlots = slots;
             x.hostExperts = p ? int(p->host.size()) : 0;
@@ -484,7 +493,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
         if (placed.tier == Tier::Host && !s.hw.directToDevice && cost.hetegenAlpha < 1.0)
             placed.deviceFraction = cost.hetegenAlpha;
     }
-    if (in.model->config().moe()) describeExperts(r, in, ts);
+    if (in.model->config().moe()) describeExperts(r, in, s);
     if (s.hw.directToDevice)
         r.notes.push_back("the device computes on host memory: SSD reads land in device slots directly, and a "
                           "CPU/device split (HeteGen α) gains nothing, so α = 1 everywhere");
@@ -553,7 +562,7 @@ std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, cons
     const int expertSlots = c.expertSlots(in.expertSlots);
     const RoutingProfile* routing = usableRouting(in);
     struct Layer {
-        std::vector<double> misses;
+        const std::vector<double>* misses = nullptr;  // s.expertMisses' for the layer
         std::vector<size_t> stacks;
         uint64_t expertBytes = 0;
     };
@@ -567,7 +576,7 @@ std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, cons
                 L.expertBytes += expertPartBytes(ts[i], c.nExperts);
             }
         if (L.stacks.empty()) continue;
-        L.misses = expectedMisses(choiceRates(in, l), expertSlots);
+        L.misses = &s.expertMisses[size_t(l)];
         ExpertPlacement p;
         p.layer = l;
         if (const ExpertPlacement* named = given ? given->expertsOf(l) : nullptr) {
@@ -585,7 +594,7 @@ std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, cons
         std::vector<Candidate> order;
         for (size_t k = 0; k < layers.size(); ++k)
             for (int x = 0; x < c.nExperts; ++x)
-                if (layers[k].misses[size_t(x)] > 0) order.push_back({layers[k].misses[size_t(x)], k, x});
+                if ((*layers[k].misses)[size_t(x)] > 0) order.push_back({(*layers[k].misses)[size_t(x)], k, x});
         std::stable_sort(order.begin(), order.end(),
                          [](const Candidate& a, const Candidate& b) { return a.misses > b.misses; });
         const uint64_t used = cm.hostTotal(e);
@@ -601,7 +610,7 @@ std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, cons
         out[k].host.erase(std::unique(out[k].host.begin(), out[k].host.end()), out[k].host.end());
         double ssd = 0, ram = 0;
         for (int x = 0; x < c.nExperts; ++x)
-            (std::binary_search(out[k].host.begin(), out[k].host.end(), x) ? ram : ssd) += layers[k].misses[size_t(x)];
+            (std::binary_search(out[k].host.begin(), out[k].host.end(), x) ? ram : ssd) += (*layers[k].misses)[size_t(x)];
         for (size_t i : layers[k].stacks) {
             const double part = double(ts[i].bytes) / double(c.nExperts);
             cm.setExpertSplit(i, ssd * part, ram * part, expertPartBytes(ts[i], c.nExperts) * out[k].host.size());

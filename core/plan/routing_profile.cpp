@@ -28,7 +28,7 @@ std::vector<double> RoutingProfile::choiceRates(int layer) const
 {
     std::vector<double> q(size_t(experts), experts ? double(used) / double(experts) : 0.0);
     if (empty() || layer < 0 || layer >= layers) return q;
-    const uint64_t* row = counts.data() + size_t(layer) * size_t(experts);
+    const std::span<const uint64_t> row = layerCounts(layer);
     double total = 0;
     for (int e = 0; e < experts; ++e) total += double(row[e]) + 0.5;
     for (int e = 0; e < experts; ++e) q[size_t(e)] = double(used) * (double(row[e]) + 0.5) / total;
@@ -40,7 +40,7 @@ std::vector<int> RoutingProfile::hottest(int layer) const
     std::vector<int> order(static_cast<size_t>(experts));
     std::iota(order.begin(), order.end(), 0);
     if (empty() || layer < 0 || layer >= layers) return order;
-    const uint64_t* row = counts.data() + size_t(layer) * size_t(experts);
+    const std::span<const uint64_t> row = layerCounts(layer);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
     return order;
 }
@@ -49,8 +49,7 @@ std::string RoutingProfile::toJson() const
 {
     nlohmann::ordered_json layersJson = nlohmann::ordered_json::array();
     for (int l = 0; l < layers; ++l)
-        layersJson.push_back(std::vector<uint64_t>(counts.begin() + ptrdiff_t(size_t(l) * size_t(experts)),
-                                                   counts.begin() + ptrdiff_t(size_t(l + 1) * size_t(experts))));
+        layersJson.push_back(std::vector<uint64_t>(layerCounts(l).begin(), layerCounts(l).end()));
     nlohmann::ordered_json j = {{"format", "spillway-routing-1"}, {"source", source},   {"layers", layers},
                                 {"experts", experts},             {"used", used},       {"tokens", tokens},
                                 {"counts", layersJson}};

@@ -15,6 +15,7 @@
 // expert) so that an expert calibration never saw is rare, not impossible.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct RoutingProfile {
     std::string source;                     // what was measured ("calibration: 12 prompts")
 
     bool empty() const { return tokens == 0; }
+    // Layer's counts, one per expert.
+    std::span<const uint64_t> layerCounts(int layer) const
+    {
+        return std::span<const uint64_t>(counts).subspan(size_t(layer) * size_t(experts), size_t(experts));
+    }
     bool fits(const LlamaConfig& config) const;
     // Per-token choice probabilities of layer's experts (they sum to `used`); uniform when empty.
     std::vector<double> choiceRates(int layer) const;

@@ -61,6 +61,19 @@ struct ExpertCacheReport {
     double hitRate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
     double hostRate() const { return hits + misses ? double(hostCopies) / double(hits + misses) : 0.0; }
     double lookaheadAccuracy() const { return guessed ? double(guessedRight) / double(guessed) : 0.0; }
+    // The counts since `before`, an earlier report of the same cache (its sizes stay).
+    ExpertCacheReport since(const ExpertCacheReport& before) const
+    {
+        ExpertCacheReport r = *this;
+        r.hits -= before.hits;
+        r.misses -= before.misses;
+        r.ssdBytes -= before.ssdBytes;
+        r.guessed -= before.guessed;
+        r.guessedRight -= before.guessedRight;
+        r.prefetched -= before.prefetched;
+        r.hostCopies -= before.hostCopies;
+        return r;
+    }
 };
 
 // One expert's three matrices, where matvec reads them.
