@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "core/formats/ggml_quants.h"
 #include "core/model/llama_model.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
@@ -22,16 +23,26 @@ namespace spillway::cli {
 
 namespace {
 
-// Float multiply-adds per second (2 flops each) of a prompt-sized matrix product on `device`: 256
-// vectors through one 2048 x 2048 fp32 matrix in one matvec call (the CPU device multiplies the
-// matrices: CpuDevice::gemm), the best of `repeats` (at least 3) runs.
-double matrixProductFlops(gpu::Device& device, int repeats)
+// Multiply-adds per second (2 flops each) of a prompt-sized matrix product on `device`: 256
+// vectors through one 2048 x 2048 matrix in one matvec call (the CPU device multiplies the
+// matrices: CpuDevice::gemm), the best of `repeats` (at least 3) runs. The matrix is fp32, or
+// Q8_0 / Q4_0 for models of those types (the CPU multiplies those as integers where it has VNNI,
+// faster than any float product: the float rate would not bound them).
+double matrixProductFlops(gpu::Device& device, int repeats, gpu::DType type)
 {
     constexpr int64_t n = 256, dim = 2048;
     std::vector<float> w(size_t(dim * dim)), x(size_t(n * dim)), y(size_t(n * dim));
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 2654435761u % 2001) - 1000) * 1e-3f;
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 40503u % 2001) - 1000) * 1e-3f;
-    const gpu::MatrixView view{gpu::DType::F32, w.data(), dim, dim, size_t(dim) * sizeof(float)};
+    const size_t rowStride = gpu::rowBytes(type, dim);
+    std::vector<uint8_t> encoded;
+    const void* data = w.data();
+    if (type != gpu::DType::F32) {
+        encoded.resize(rowStride * size_t(dim));
+        for (int64_t r = 0; r < dim; ++r) gguf::quantizeRow(type, w.data() + r * dim, dim, encoded.data() + r * rowStride);
+        data = encoded.data();
+    }
+    const gpu::MatrixView view{type, data, dim, dim, rowStride};
     std::vector<gpu::MatvecJob> jobs;
     for (int64_t j = 0; j < n; ++j) jobs.push_back({view, x.data() + j * dim, y.data() + j * dim});
     double best = 1e30;
@@ -132,6 +143,9 @@ int runBench(BenchCommand& b)
     // does), each timed `repeats` times; the medians count. Positions restart at 0: the decode's
     // cache is overwritten.
     struct Prompt { double batched = 0, oneAtATime = 0, matrixFlops = 0; };
+    const gpu::DType layerType = model->weights().layers.empty() ? gpu::DType::F32 : model->weights().layers[0].wq.type;
+    const gpu::DType boundType =
+        layerType == gpu::DType::Q8_0 || layerType == gpu::DType::Q4_0 ? layerType : gpu::DType::F32;
     Prompt prompt;
     if (b.promptTokens > 0) {
         std::vector<int32_t> tokens(size_t(b.promptTokens));
@@ -148,7 +162,7 @@ int runBench(BenchCommand& b)
         }
         prompt.batched = double(b.promptTokens) / median(batched);
         prompt.oneAtATime = double(b.promptTokens) / median(single);
-        prompt.matrixFlops = matrixProductFlops((*engine)->device(), b.repeats);
+        prompt.matrixFlops = matrixProductFlops((*engine)->device(), b.repeats, boundType);
     }
     // A prompt token's arithmetic: 2 flops per weight of the matrices it goes through (not the
     // embedding rows it looks up, unless they are the head's too; of a mixture of experts' stacks,
@@ -210,9 +224,10 @@ int runBench(BenchCommand& b)
                     "prompt time to first token", 1000.0 * b.promptTokens / prompt.batched, b.promptTokens);
         std::printf("%-34s %.2fx (a batch reads each weight once for all its tokens)\n",
                     "prompt batched / bandwidth bound", prompt.batched / boundTokensPerSecond);
-        std::printf("%-34s %.2f tokens/s (%.2f GFLOP per token at the %.1f GFLOP/s this device's float matrix "
+        std::printf("%-34s %.2f tokens/s (%.2f GFLOP per token at the %.1f GFLOP/s this device's %s matrix "
                     "products reach: 256 x 2048 x 2048)\n",
-                    "prompt arithmetic bound", arithmeticBound, flopsPerToken / 1e9, prompt.matrixFlops / 1e9);
+                    "prompt arithmetic bound", arithmeticBound, flopsPerToken / 1e9, prompt.matrixFlops / 1e9,
+                    gpu::dtypeName(boundType));
         std::printf("%-34s %.1f%%\n", "prompt batched / arithmetic bound", 100.0 * prompt.batched / arithmeticBound);
     }
 

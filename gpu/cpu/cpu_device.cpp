@@ -98,9 +98,11 @@ public:
         m_gemmScratch = std::make_unique<Scratch[]>(static_cast<size_t>(m_pool.size()));
         const char* gemm = std::getenv("SPILLWAY_CPU_GEMM");
         // "0": prompts on the matvec kernels; "blas": OpenBLAS's SGEMM even where the kernel set
-        // has its own product (to compare the two); else the kernel set's own.
+        // has its own product; "float": the set's float product even for the types it multiplies
+        // as integers (to compare them); else the kernel set's own, integer where it has one.
         m_gemm = !(gemm && std::string(gemm) == "0");
         m_ownGemm = !(gemm && std::string(gemm) == "blas");
+        m_intGemm = m_ownGemm && !(gemm && std::string(gemm) == "float");
     }
 
     const DeviceInfo& info() const override { return m_info; }
@@ -227,6 +229,7 @@ private:
     // The prompt path: SPILLWAY_CPU_GEMM=0 turns it off (every job by the matvec kernels).
     bool m_gemm = true;
     bool m_ownGemm = true;
+    bool m_intGemm = true;
     std::unique_ptr<Scratch[]> m_gemmScratch;  // (threads): a block of rows as floats
     Scratch m_gemmX, m_gemmY;                  // gathered inputs, outputs to scatter
     Scratch m_gemmPacked;                      // the batch in the kernel set's panels
@@ -443,12 +446,32 @@ void CpuDevice::gemm(std::span<const MatvecJob> run)
     };
     Scratch* scratch = m_gemmScratch.get();
     std::atomic<int64_t> next{0};
-    if (m_kernels.gemmRows && m_ownGemm) {
+    const int threads = m_pool.size();
+    if (const cpu::GemmInt8& product = m_kernels.gemmInt8; m_intGemm && product.takes(w)) {
+        // The integer product: the batch quantized to Q8 once (as decode quantizes one token)
+        // and packed (the threads share it), then blocks of rows repacked and multiplied.
+        const int64_t panels = (n + product.tokens - 1) / product.tokens;
+        const int64_t blocksOfK = cols / cpu::kQ8Block;
+        uint8_t* packed = m_gemmPacked.reserve<uint8_t>(size_t(panels * blocksOfK * cpu::gemmInt8XBlockBytes(product.tokens)));
+        auto pack = [&](int thread, int) {
+            product.pack(x, lda, n, cols, panels * thread / threads, panels * (thread + 1) / threads, w, packed);
+        };
+        m_pool.run(pack);
+        const int64_t block = product.rowsPerBlock;
+        const int64_t blocks = (rows + block - 1) / block;
+        auto work = [&](int thread, int) {
+            uint8_t* panel = scratch[thread].reserve<uint8_t>(size_t(blocksOfK * cpu::gemmInt8WBlockBytes(block)));
+            for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+                const int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
+                product.rows(packed, n, w, r0, r1, y, ldc, panel);
+            }
+        };
+        m_pool.run(work);
+    } else if (m_kernels.gemmRows && m_ownGemm) {
         // The kernel set's own product: the batch packed once (the threads share the panels),
         // then blocks of the set's panel rows, unpacked and multiplied by whichever thread is free.
         const int64_t panels = (n + cpu::kGemmPanelTokens - 1) / cpu::kGemmPanelTokens;
         float* packed = m_gemmPacked.reserve<float>(size_t(panels * cpu::kGemmPanelTokens * cols));
-        const int threads = m_pool.size();
         auto pack = [&](int thread, int) {
             m_kernels.packGemmX(x, lda, n, cols, panels * thread / threads, panels * (thread + 1) / threads, packed);
         };

@@ -15,6 +15,7 @@ namespace {
 struct CpuFeatures {
     bool avx2 = false;    // AVX2 + FMA + F16C, with OS support for ymm state
     bool avx512 = false;  // AVX-512 F/BW/VL/DQ + VNNI, with OS support for zmm/opmask state
+    bool avxVnni = false;  // AVX2 + the VEX-encoded VNNI (256-bit vpdpbusd)
 };
 
 uint64_t readXcr0()
@@ -46,6 +47,13 @@ CpuFeatures probeCpu()
     const bool avx512vnni = c & (1u << 11);
     f.avx2 = ymmState && avx2 && fma && f16c;
     f.avx512 = f.avx2 && zmmState && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxVnni = f.avx2 && (a & (1u << 4));
+    return f;
+}
+
+const CpuFeatures& cpuFeatures()
+{
+    static const CpuFeatures f = probeCpu();
     return f;
 }
 
@@ -54,7 +62,7 @@ CpuFeatures probeCpu()
 CpuKernelSet detectKernelSet()
 {
     static const CpuKernelSet best = [] {
-        const CpuFeatures f = probeCpu();
+        const CpuFeatures& f = cpuFeatures();
         if (f.avx512) return CpuKernelSet::Avx512;
         if (f.avx2) return CpuKernelSet::Avx2;
         return CpuKernelSet::Scalar;
@@ -73,6 +81,7 @@ const Kernels& kernelsFor(CpuKernelSet set)
         if (best >= CpuKernelSet::Avx2) {
             fillAvx2Kernels(t[1]);
             fillAvx2KQuantKernels(t[1]);
+            t[1].gemmInt8 = cpuFeatures().avxVnni ? gemmInt8AvxVnni() : gemmInt8Avx2();
         }
         if (best >= CpuKernelSet::Avx512) {
             fillAvx512Kernels(t[2]);
@@ -82,6 +91,16 @@ const Kernels& kernelsFor(CpuKernelSet set)
     }();
     const CpuKernelSet lowered = std::min(set, detectKernelSet());
     return tables[static_cast<int>(lowered)];
+}
+
+int gemmInt8Variants(GemmInt8* out)
+{
+    int count = 0;
+    const CpuFeatures& f = cpuFeatures();
+    if (f.avx512) out[count++] = gemmInt8Avx512();
+    if (f.avxVnni) out[count++] = gemmInt8AvxVnni();
+    if (f.avx2) out[count++] = gemmInt8Avx2();
+    return count;
 }
 
 const float* fp16Table()

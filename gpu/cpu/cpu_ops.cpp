@@ -62,6 +62,11 @@ namespace {
 // through the kernel set's dot / axpy (any head dimension works; common ones fit one chunk).
 constexpr int kKvChunk = 256;
 
+// exp(x) for a softmax's x <= 0: 0 below -104, where expf's result is 0 anyway, without calling
+// it (glibc's expf takes a slow path that sets errno for every result that underflows: ~6 % of a
+// long random-weight prompt's time went there).
+inline float softmaxExp(float x) { return x < -104.0f ? 0.0f : std::exp(x); }
+
 // values[0, n) of one cached vector as floats (Q8: q, without the scale).
 void loadKvChunk(KvType type, const void* base, size_t first, int n, float* out)
 {
@@ -125,7 +130,7 @@ void attentionHead(const AttentionArgs& a, int h, const Kernels& k)
     // Softmax as ggml's: exponentials in float, their sum in double, then one float scale.
     double sum = 0.0;
     for (int t = 0; t < a.nPos; ++t) {
-        scores[t] = std::exp(scores[t] - maxScore);
+        scores[t] = softmaxExp(scores[t] - maxScore);
         sum += scores[t];
     }
     const float inverse = static_cast<float>(1.0 / sum);
@@ -267,7 +272,7 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
                 const float maxScore = *std::max_element(row, row + visible);
                 double sum = 0.0;
                 for (int t = 0; t < visible; ++t) {
-                    row[t] = std::exp(row[t] - maxScore);
+                    row[t] = softmaxExp(row[t] - maxScore);
                     sum += row[t];
                 }
                 const float inverse = static_cast<float>(1.0 / sum);

@@ -198,6 +198,7 @@ void fillAvx512Kernels(Kernels& k)
     k.packGemmX = packGemmXAvx2;
     k.gemmRows = gemmRowsAvx512;
     k.gemmPanelRows = kGemmPanelRowsAvx512;
+    k.gemmInt8 = gemmInt8Avx512();
 }
 
 }  // namespace spillway::gpu::cpu

@@ -41,3 +41,25 @@ function(spillway_sources var)
   endforeach()
   set(${var} ${files} PARENT_SCOPE)
 endfunction()
+
+# spillway_isa_flags([DIRECTORY <dir>] <file>...): kernels for newer instruction sets live in files
+# named *_avx2.cpp, *_avxvnni.cpp and *_avx512.cpp, compiled for that set only; the rest of the
+# binary stays baseline x86-64 and picks kernels at run time. DIRECTORY: the folder whose targets
+# compile the files (source properties are per folder), when it is not the calling one.
+function(spillway_isa_flags)
+  cmake_parse_arguments(ARG "" "DIRECTORY" "" ${ARGN})
+  set(scope)
+  if(ARG_DIRECTORY)
+    set(scope DIRECTORY ${ARG_DIRECTORY})
+  endif()
+  foreach(src IN LISTS ARG_UNPARSED_ARGUMENTS)
+    if(src MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${src} ${scope} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    elseif(src MATCHES "_avxvnni\\.cpp$")
+      set_source_files_properties(${src} ${scope} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavxvnni")
+    elseif(src MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${src} ${scope} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
+    endif()
+  endforeach()
+endfunction()

@@ -23,17 +23,8 @@ foreach(d IN LISTS asan_dirs)
   file(GLOB found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${d}/*.cpp)
   list(APPEND asan_sources ${found})
 endforeach()
-# Same per-file instruction-set flags as gpu/CMakeLists.txt and core/CMakeLists.txt (source
-# properties are per folder).
-foreach(src IN LISTS asan_sources)
-  if(src MATCHES "_avx2\\.cpp$")
-    set_source_files_properties(${src} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
-                                PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
-  elseif(src MATCHES "_avx512\\.cpp$")
-    set_source_files_properties(${src} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTIES COMPILE_OPTIONS
-      "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
-  endif()
-endforeach()
+# The per-file instruction-set flags of gpu/ and core/ (source properties are per folder).
+spillway_isa_flags(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} ${asan_sources})
 
 # Source properties are per folder too: registry.cpp gets the definitions gpu/CMakeLists.txt gives
 # it (the backend interface hash; whether the CUDA module was built) copied from there.

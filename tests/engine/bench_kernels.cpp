@@ -2,6 +2,7 @@
 // the ceiling it is bounded by (host memory read bandwidth with the same thread count).
 //
 //   bench-kernels [--threads N] [--json FILE] [--quick] [--type Q8_0] [--kernels avx2]
+//   bench-kernels --products   (the prompt path's matrix products instead: measureProducts)
 //
 // Prints a table and writes the same figures as JSON (default bench-kernels.json). Matrices
 // rotate over copies totalling at least 320 MiB and twice the last-level cache (some server
@@ -20,7 +21,9 @@
 
 #include <unistd.h>
 
+#include "core/formats/ggml_quants.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/cpu/cpu_kernels.h"
 
 using namespace spillway::gpu;
 
@@ -199,6 +202,71 @@ Measurement measure(Device& device, const Case& c, double minSeconds)
     return m;
 }
 
+// --products: the prompt path's matrix products on one thread, 256 tokens x a 2048 x 2048 Q4_0
+// or Q8_0 matrix (synthetic values), the best of 5: each integer product this CPU runs
+// (gemm_int8_*.cpp) and each kernel set's float product (rows unpacked to floats, then its own
+// tile), as CpuDevice::gemm calls them. In GOP/s (2 per multiply-add).
+void measureProducts()
+{
+    constexpr int64_t n = 256, dim = 2048;
+    std::vector<float> values(size_t(dim * dim)), x(size_t(n * dim)), y(size_t(n * dim));
+    for (float& v : values) v = static_cast<float>(static_cast<int32_t>(nextRandom())) * 0x1p-31f;
+    for (float& v : x) v = static_cast<float>(static_cast<int32_t>(nextRandom())) * 0x1p-31f;
+    const double ops = 2.0 * n * dim * dim;
+    auto best = [](auto&& run) {
+        double fastest = 1e30;
+        for (int r = 0; r < 6; ++r) {
+            const auto start = std::chrono::steady_clock::now();
+            run();
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            if (r > 0) fastest = std::min(fastest, s);
+        }
+        return fastest;
+    };
+    std::printf("%-24s %-5s %10s\n", "product (1 thread)", "type", "GOP/s");
+    for (DType type : {DType::Q4_0, DType::Q8_0}) {
+        const size_t stride = rowBytes(type, dim);
+        std::vector<uint8_t> bytes(stride * size_t(dim));
+        for (int64_t r = 0; r < dim; ++r)
+            spillway::gguf::quantizeRow(type, values.data() + r * dim, dim, bytes.data() + size_t(r) * stride);
+        const MatrixView w{type, bytes.data(), dim, dim, stride};
+        cpu::GemmInt8 variants[3];
+        const int count = cpu::gemmInt8Variants(variants);
+        for (int v = 0; v < count; ++v) {
+            const cpu::GemmInt8& p = variants[v];
+            if (!p.takes(w)) continue;
+            const int64_t panels = (n + p.tokens - 1) / p.tokens;
+            std::vector<uint8_t> packed(size_t(panels * (dim / 32) * cpu::gemmInt8XBlockBytes(p.tokens)));
+            std::vector<uint8_t> panel(size_t(dim / 32 * cpu::gemmInt8WBlockBytes(p.rowsPerBlock)));
+            const double s = best([&] {
+                p.pack(x.data(), dim, n, dim, 0, panels, w, packed.data());
+                for (int64_t r0 = 0; r0 < dim; r0 += p.rowsPerBlock)
+                    p.rows(packed.data(), n, w, r0, std::min(dim, r0 + p.rowsPerBlock), y.data(), dim, panel.data());
+            });
+            std::printf("%-24s %-5s %10.1f\n", (std::string("integer, ") + p.name).c_str(), dtypeName(type), ops / s / 1e9);
+        }
+        for (int set = static_cast<int>(bestCpuKernelSet()); set >= 1; --set) {
+            const cpu::Kernels& k = cpu::kernelsFor(static_cast<CpuKernelSet>(set));
+            const cpu::DequantRowsFn dequant = k.dequant[static_cast<int>(type)];
+            if (!k.gemmRows || !dequant) continue;
+            const int64_t panels = (n + cpu::kGemmPanelTokens - 1) / cpu::kGemmPanelTokens;
+            std::vector<float> packed(size_t(panels * cpu::kGemmPanelTokens * dim));
+            std::vector<float> unpacked(size_t(k.gemmPanelRows * dim)), panel(size_t(k.gemmPanelRows * dim) + 16);
+            float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(panel.data()) + 63) & ~uintptr_t{63});
+            const double s = best([&] {
+                k.packGemmX(x.data(), dim, n, dim, 0, panels, packed.data());
+                for (int64_t r0 = 0; r0 < dim; r0 += k.gemmPanelRows) {
+                    const int64_t r1 = std::min(dim, r0 + k.gemmPanelRows);
+                    dequant(w, r0, r1, unpacked.data());
+                    k.gemmRows(packed.data(), n, dim, unpacked.data(), dim, r1 - r0, y.data() + r0, dim, aligned);
+                }
+            });
+            std::printf("%-24s %-5s %10.1f\n", (std::string("float, ") + cpuKernelSetName(k.set)).c_str(), dtypeName(type),
+                        ops / s / 1e9);
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -214,10 +282,13 @@ int main(int argc, char** argv)
         else if (a == "--quick") quick = true;
         else if (a == "--type" && i + 1 < argc) onlyType = argv[++i];
         else if (a == "--kernels" && i + 1 < argc) onlyKernels = argv[++i];
-        else {
+        else if (a == "--products") {
+            measureProducts();
+            return 0;
+        } else {
             std::fprintf(stderr, "usage: bench-kernels [--threads N] [--json FILE] [--quick] "
                                  "[--type F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q4_K|Q5_K|Q6_K|Q8_G64] "
-                                 "[--kernels scalar|avx2|avx512]\n");
+                                 "[--kernels scalar|avx2|avx512] | --products\n");
             return 2;
         }
     }

@@ -10,10 +10,11 @@ spillway_test(test_cpu_backend LABELS engine
   SOURCES $<TARGET_OBJECTS:test_cpu_backend_objects>
   LIBS spillway_gpu)
 
-# Not a CTest test: prints matvec GB/s per weight type next to the host read bandwidth.
+# Not a CTest test: prints matvec GB/s per weight type next to the host read bandwidth, or (--products)
+# the prompt path's matrix products in GOP/s.
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench_kernels.cpp)
   add_executable(bench_kernels ${CMAKE_CURRENT_SOURCE_DIR}/bench_kernels.cpp)
-  target_link_libraries(bench_kernels PRIVATE spillway_gpu)
+  target_link_libraries(bench_kernels PRIVATE spillway_gpu spillway_core_formats)
   set_target_properties(bench_kernels PROPERTIES OUTPUT_NAME bench-kernels
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 endif()

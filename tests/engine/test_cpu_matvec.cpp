@@ -14,8 +14,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -202,16 +204,19 @@ TEST(CpuBackend, MatvecRunsOfJobsOnOneMatrixGiveEachJobsOwnBits)
     }
 }
 
-// A prompt batch of 8 or more tokens on one matrix goes through a float matrix product
-// (CpuDevice::gemm: rows unpacked to floats, then the kernel set's own product, gemm_avx2.cpp, or
-// OpenBLAS SGEMM) where the kernel set unpacks the type fast: each job's result is the exact product within the matvec's own bound (for Q8_0 and
-// Q4_0 without x's Q8 rounding: tighter), and within the prompt tolerance of one job alone; inputs
+// A prompt batch of 8 or more tokens on one matrix goes through a matrix product (CpuDevice::gemm:
+// Q8_0 and Q4_0 on AVX-512 through the integer product, gemm_int8_avx512.cpp; otherwise rows
+// unpacked to floats, then the kernel set's own product, gemm_avx2.cpp, gemm_avx512.cpp, or
+// OpenBLAS SGEMM) where the kernel set unpacks the type fast: each job's result is the exact
+// product within the matvec's own bound, and within the prompt tolerance of one job alone (the
+// integer product: the tighter kPromptIntegerTolerance; an uploaded Q8_0 copy the same bits); inputs
 // and outputs evenly spaced (in place) or not (gathered and scattered); rows that are not a
 // multiple of the row block, depths past the tile's pass; every kernel set, 1 and 3 threads, batches of 1, 2, 7, 8, 33 and 512.
 // With SPILLWAY_CPU_GEMM=0 the same jobs give one job's bits.
 TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
 {
     std::mt19937_64 rng(12);
+    double worst[2] = {0, 0};  // the largest distance from one job alone: float, integer products
     for (const Config& cfg : configs()) {
         auto device = createCpuDevice(cfg.threads, cfg.set);
         // {type, rows, cols}: rows not a multiple of the row blocks (16, 32, 64; a last block of
@@ -246,7 +251,25 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
                         jobs.push_back({m.view(), even ? xAll.data() + j * cols : xs[size_t(j)].data(),
                                         even ? yAll.data() + j * (rows + 3) : ys[size_t(j)].data()});
                     device->matvec(jobs);
+                    if (type == DType::Q8_0 && even) {
+                        // The rows as the device keeps them after an upload (AVX-512: the
+                        // Q8_0ScalesLast layout): the same batch, the same bits.
+                        auto up = device->uploadMatrix(m.view(), m.stride * size_t(rows));
+                        ASSERT_TRUE(up.ok()) << up.error().message;
+                        std::vector<float> again(yAll.size(), kPoison);
+                        std::vector<MatvecJob> upJobs;
+                        for (int j = 0; j < n; ++j)
+                            upJobs.push_back({up->view, xAll.data() + j * cols, again.data() + j * (rows + 3)});
+                        device->matvec(upJobs);
+                        for (int j = 0; j < n; ++j)
+                            ASSERT_EQ(0, std::memcmp(again.data() + j * (rows + 3), yAll.data() + j * (rows + 3),
+                                                     size_t(rows) * sizeof(float)))
+                                << label(*device, type, rows, cols) << " batch " << n << " uploaded, job " << j;
+                    }
                     const bool quant = type == DType::Q8_0 || type == DType::Q4_0;
+                    // The integer products quantize x as decode does: only the order of the
+                    // blocks' float sum differs.
+                    const bool integer = cpu::kernelsFor(cfg.set).gemmInt8.takes(m.view());
                     for (int j = 0; j < n; j += n > 40 ? 37 : 1) {
                         const float* y = jobs[size_t(j)].y;
                         const std::string what = label(*device, type, m.rows, m.cols) + " batch " + std::to_string(n) +
@@ -260,14 +283,19 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
                             EXPECT_EQ(got, want) << what;  // the matvec kernels, bit for bit
                         } else {
                             EXPECT_LE(testing_support::relativeL2(got, want),
-                                      quant ? testing_support::kPromptQuantTolerance : testing_support::kPromptFloatTolerance)
+                                      integer ? testing_support::kPromptIntegerTolerance
+                                      : quant ? testing_support::kPromptQuantTolerance
+                                              : testing_support::kPromptFloatTolerance)
                                 << what;
+                            if (quant) worst[integer] = std::max(worst[integer], testing_support::relativeL2(got, want));
                         }
                     }
                 }
             }
         }
     }
+    std::printf("Q8_0/Q4_0 prompt batches from one job alone (relative L2): float product %.2g, integer %.2g\n",
+                worst[0], worst[1]);
     // Turned off: the matvec kernels, bit for bit, at any batch size.
     setenv("SPILLWAY_CPU_GEMM", "0", 1);
     auto exact = createCpuDevice(2, bestCpuKernelSet());
@@ -286,6 +314,64 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
         exact->matvec(m.view(), xs[size_t(j)].data(), alone.data());
         EXPECT_EQ(alone, ys[size_t(j)]) << "job " << j;
     }
+}
+
+// Every integer product this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2's vpmaddubsw: the device
+// takes the best of its set), called directly: the same bits as each other, and within
+// kPromptIntegerTolerance of one token at a time on the decode kernels; Q4_0, Q8_0 stored and
+// reordered; rows not a multiple of any block, depths of 8 and 33 blocks, batches of 1 to 512.
+TEST(CpuBackend, IntegerPromptProductsGiveTheSameBits)
+{
+    cpu::GemmInt8 variants[3];
+    const int count = cpu::gemmInt8Variants(variants);
+    if (count == 0) GTEST_SKIP() << "this CPU runs no integer product (no AVX2)";
+    std::mt19937_64 rng(21);
+    auto device = createCpuDevice(1, bestCpuKernelSet());
+    for (DType type : {DType::Q4_0, DType::Q8_0})
+        for (bool reordered : {false, true})
+            for (int64_t rows : {int64_t{57}, int64_t{130}})
+                for (int64_t cols : {int64_t{256}, int64_t{1056}}) {
+                    if (reordered && type != DType::Q8_0) continue;
+                    const TestMatrix m = makeMatrix(type, rows, cols, rng);
+                    std::vector<uint8_t> scalesLast(m.bytes.size());
+                    MatrixView view = m.view();
+                    if (reordered) {
+                        cpu::repackQ8_0ScalesLast(m.view(), scalesLast.data(), 0, rows);
+                        view.data = scalesLast.data();
+                        view.layout = RowLayout::Q8_0ScalesLast;
+                    }
+                    for (int64_t n : {1, 2, 7, 33, 512}) {
+                        if (cols > 256 && n > 33) continue;
+                        const int64_t ldc = rows + 5;
+                        std::vector<float> x(size_t(n * cols));
+                        for (float& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+                        std::vector<float> first;
+                        for (int v = 0; v < count; ++v) {
+                            const cpu::GemmInt8& p = variants[v];
+                            const std::string what = std::string(p.name) + " " + label(*device, type, rows, cols) +
+                                                     (reordered ? " scales last" : "") + " batch " + std::to_string(n);
+                            if (!p.takes(view)) continue;
+                            const int64_t panels = (n + p.tokens - 1) / p.tokens;
+                            std::vector<uint8_t> packed(size_t(panels * (cols / 32) * cpu::gemmInt8XBlockBytes(p.tokens)));
+                            std::vector<uint8_t> panel(size_t(cols / 32 * cpu::gemmInt8WBlockBytes(p.rowsPerBlock)));
+                            p.pack(x.data(), cols, n, cols, 0, panels, view, packed.data());
+                            std::vector<float> y(size_t(n * ldc), kPoison);
+                            for (int64_t r0 = 0; r0 < rows; r0 += p.rowsPerBlock)
+                                p.rows(packed.data(), n, view, r0, std::min(rows, r0 + p.rowsPerBlock), y.data(), ldc,
+                                       panel.data());
+                            for (int64_t j = 0; j < n; ++j) {
+                                ASSERT_TRUE(isPoison(y[size_t(j * ldc + rows)])) << what << ": wrote past the rows";
+                                std::vector<float> alone(size_t(rows), kPoison);
+                                device->matvec(view, x.data() + j * cols, alone.data());
+                                const std::vector<float> got(y.begin() + j * ldc, y.begin() + j * ldc + rows);
+                                EXPECT_LE(testing_support::relativeL2(got, alone), testing_support::kPromptIntegerTolerance)
+                                    << what << " token " << j;
+                            }
+                            if (first.empty()) first = y;
+                            else ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << what;
+                        }
+                    }
+                }
 }
 
 TEST(CpuBackend, ThreadPoolStress)
