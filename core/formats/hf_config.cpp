@@ -32,6 +32,8 @@ constexpr int64_t kMaxCount = 1 << 16;           // layers, heads
 constexpr int64_t kMaxTokens = int64_t(1) << 31; // vocabulary sizes, token ids, context lengths
 
 enum class Family { Llama, Qwen2, Qwen3, Opt };
+// Mixtures of experts, by how config.json describes them (readExperts).
+enum class Moe { None, Mixtral, Qwen2Moe, Qwen3Moe, Olmoe };
 
 struct HfArch {
     const char* hfClass;    // architectures[0]
@@ -39,6 +41,7 @@ struct HfArch {
     const char* ggufArch;   // general.architecture we write
     Family family;
     int64_t defaultContext;  // max_position_embeddings when config.json has none (HF's default)
+    Moe moe = Moe::None;
 };
 
 // Mistral is a Llama to GGUF (as llama.cpp converts it); SmolLM is a LlamaForCausalLM.
@@ -48,8 +51,15 @@ constexpr HfArch kArchs[] = {
     {"Qwen2ForCausalLM", "qwen2", "qwen2", Family::Qwen2, 32768},
     {"Qwen3ForCausalLM", "qwen3", "qwen3", Family::Qwen3, 32768},
     {"OPTForCausalLM", "opt", "opt", Family::Opt, 2048},
+    // Mixtures of experts. Mixtral is a Llama with experts to GGUF (as llama.cpp converts it);
+    // OLMoE is a Llama whose Q and K are RMS-normed over the whole projection.
+    {"MixtralForCausalLM", "mixtral", "llama", Family::Llama, 4096 * 32, Moe::Mixtral},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe", Family::Qwen2, 32768, Moe::Qwen2Moe},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe", Family::Qwen3, 32768, Moe::Qwen3Moe},
+    {"OlmoeForCausalLM", "olmoe", "olmoe", Family::Llama, 4096, Moe::Olmoe},
 };
 const HfArch& kMistral = kArchs[1];
+const HfArch& kMixtral = kArchs[5];
 
 const HfArch* archByClass(std::string_view hfClass)
 {
@@ -256,7 +266,52 @@ Status readRopeScaling(const Fields& f, const std::string& p, KeyList& keys)
     return {};
 }
 
-// Llama, Mistral, SmolLM, Qwen2, Qwen3: RMSNorm, SwiGLU, RoPE, grouped-query attention.
+// A mixture of experts' keys (llama.cpp's): {arch}.expert_count, .expert_used_count,
+// .expert_feed_forward_length (Qwen-MoE's moe_intermediate_size; Mixtral's and OLMoE's experts
+// are intermediate_size wide, feed_forward_length), .expert_shared_feed_forward_length
+// (Qwen2-MoE's shared expert) and .expert_weights_norm (norm_topk_prob; Mixtral always
+// renormalizes). Layouts the engine does not run (dense layers between sparse ones, clipped QKV)
+// are refused with the reason.
+Status readExperts(const Fields& f, const HfArch& a, KeyList& keys)
+{
+    const std::string p = std::string(a.ggufArch) + ".";
+    int64_t experts = 0, used = 0;
+    SPILLWAY_TRY(f.required(a.moe == Moe::Mixtral ? "num_local_experts" : "num_experts", 1, 4096, experts));
+    SPILLWAY_TRY(f.required("num_experts_per_tok", 1, experts, used));
+    keys.add(p + "expert_count", u32(experts));
+    keys.add(p + "expert_used_count", u32(used));
+    if (a.moe == Moe::Qwen2Moe || a.moe == Moe::Qwen3Moe) {
+        int64_t width = 0;
+        SPILLWAY_TRY(f.required("moe_intermediate_size", 1, kMaxDim, width));
+        keys.add(p + "expert_feed_forward_length", u32(width));
+        std::optional<int64_t> step;
+        SPILLWAY_TRY(f.integer("decoder_sparse_step", 1, kMaxCount, step));
+        if (step && *step != 1)
+            return f.unsupported("decoder_sparse_step = " + std::to_string(*step) +
+                                 " is not supported (dense layers between the sparse ones)");
+        const json* dense = f.member("mlp_only_layers");
+        if (dense && !dense->is_null() && !(dense->is_array() && dense->empty()))
+            return f.unsupported("mlp_only_layers is not supported (dense layers among the sparse ones)");
+    }
+    if (a.moe == Moe::Qwen2Moe) {
+        int64_t shared = 0;
+        SPILLWAY_TRY(f.required("shared_expert_intermediate_size", 1, kMaxDim, shared));
+        keys.add(p + "expert_shared_feed_forward_length", u32(shared));
+    }
+    if (a.moe != Moe::Mixtral) {
+        bool norm = false;  // the default of all three HF classes
+        SPILLWAY_TRY(f.boolean("norm_topk_prob", false, norm));
+        keys.add(p + "expert_weights_norm", Value::ofBool(norm));
+    }
+    if (a.moe == Moe::Olmoe) {
+        const json* clip = f.member("clip_qkv");
+        if (clip && !clip->is_null()) return f.unsupported("clip_qkv is not supported (Q, K and V are not clipped)");
+    }
+    return {};
+}
+
+// Llama, Mistral, SmolLM, Qwen2, Qwen3 and their mixtures of experts (Mixtral, Qwen2-MoE,
+// Qwen3-MoE, OLMoE): RMSNorm, SwiGLU, RoPE, grouped-query attention.
 Status readLlamaFamily(const Fields& f, const HfArch& a, KeyList& keys, bool& tied)
 {
     int64_t hidden = 0, ffn = 0, heads = 0, layers = 0, vocab = 0;
@@ -324,6 +379,7 @@ Status readLlamaFamily(const Fields& f, const HfArch& a, KeyList& keys, bool& ti
     keys.add(p + "rope.freq_base", f32(theta));
     keys.add(p + "rope.dimension_count", u32(headSize));
     if (window) keys.add(p + "attention.sliding_window", u32(*window));
+    if (a.moe != Moe::None) SPILLWAY_TRY(readExperts(f, a, keys));
     return readRopeScaling(f, p, keys);
 }
 
@@ -572,6 +628,50 @@ void writeTokenIds(const gguf::Metadata& m, ojson& j)
     if (auto pad = id("tokenizer.ggml.padding_token_id")) j["pad_token_id"] = *pad;
 }
 
+// A mixture of experts' config.json members (readExperts backwards). The engine's defaults for
+// what the file does not say: the experts as wide as feed_forward_length, no shared expert,
+// renormalized weights for Mixtral and Qwen3-MoE only (as llama.cpp weighs them).
+Status writeExperts(const gguf::Metadata& m, const MetadataReader& r, const std::string& p, const HfArch& arch,
+                    ojson& j)
+{
+    int64_t experts = 0, used = 0;
+    SPILLWAY_TRY(r.required(p + "expert_count", experts));
+    SPILLWAY_TRY(r.required(p + "expert_used_count", used));
+    const bool norm = m.getBool(p + "expert_weights_norm")
+                          .value_or(arch.moe == Moe::Mixtral || arch.moe == Moe::Qwen3Moe);
+    j[arch.moe == Moe::Mixtral ? "num_local_experts" : "num_experts"] = experts;
+    j["num_experts_per_tok"] = used;
+    if (arch.moe == Moe::Mixtral) {
+        if (!norm)
+            return makeError(ErrorCode::UnsupportedModel,
+                             m.source() + ": the experts' weights are not renormalized, which "
+                                          "MixtralForCausalLM always does");
+        j["sliding_window"] = nullptr;
+        return {};
+    }
+    j["norm_topk_prob"] = norm;
+    const int64_t ffn = r.integer(p + "feed_forward_length", 0);
+    if (arch.moe == Moe::Olmoe) {
+        if (r.integer(p + "expert_feed_forward_length", ffn) != ffn)
+            return makeError(ErrorCode::UnsupportedModel,
+                             m.source() + ": OlmoeForCausalLM's experts are intermediate_size wide, not " +
+                                 std::to_string(r.integer(p + "expert_feed_forward_length", ffn)));
+        j["clip_qkv"] = nullptr;
+        return {};
+    }
+    j["moe_intermediate_size"] = r.integer(p + "expert_feed_forward_length", ffn);
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = ojson::array();
+    if (arch.moe == Moe::Qwen2Moe) {
+        const int64_t shared = r.integer(p + "expert_shared_feed_forward_length", 0);
+        if (shared < 1)
+            return makeError(ErrorCode::UnsupportedModel,
+                             m.source() + ": Qwen2MoeForCausalLM has a shared expert, and this model has none");
+        j["shared_expert_intermediate_size"] = shared;
+    }
+    return {};
+}
+
 Result<std::string> configFromMetadata(const gguf::Metadata& m, bool tied)
 {
     const MetadataReader r(m);
@@ -587,8 +687,9 @@ Result<std::string> configFromMetadata(const gguf::Metadata& m, bool tied)
         return makeError(ErrorCode::UnsupportedModel,
                          m.source() + ": architecture " + gguf::detail::quoted(*archName) +
                              " has no config.json form here (supported: llama, mistral, qwen2, "
-                             "qwen3, opt)");
+                             "qwen3, opt, and the mixtures of experts llama (Mixtral), qwen2moe, qwen3moe, olmoe)");
     const std::string p = *archName + ".";
+    if ((*archName == "llama" || *archName == "mistral") && m.find(p + "expert_count")) arch = &kMixtral;
 
     int64_t hidden = 0, layers = 0, heads = 0, ffn = 0;
     SPILLWAY_TRY(r.required(p + "embedding_length", hidden));
@@ -654,6 +755,7 @@ Result<std::string> configFromMetadata(const gguf::Metadata& m, bool tied)
         }
         if (arch->family == Family::Qwen2 || arch->family == Family::Qwen3)
             j["use_sliding_window"] = false;
+        if (arch->moe != Moe::None) SPILLWAY_TRY(writeExperts(m, r, p, *arch, j));
     }
     writeTokenIds(m, j);
     j["tie_word_embeddings"] = tied;
@@ -665,8 +767,9 @@ Result<std::string> configFromMetadata(const gguf::Metadata& m, bool tied)
 
 const char* supportedHfArchitectures()
 {
-    return "llama, mistral, qwen2, qwen3, opt (LlamaForCausalLM, MistralForCausalLM, "
-           "Qwen2ForCausalLM, Qwen3ForCausalLM, OPTForCausalLM)";
+    return "llama, mistral, qwen2, qwen3, opt, mixtral, qwen2_moe, qwen3_moe, olmoe (LlamaForCausalLM, "
+           "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, OPTForCausalLM, MixtralForCausalLM, "
+           "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM)";
 }
 
 Status metadataFromHfConfigText(const std::string& configJson, const std::string& configWhat,
@@ -754,6 +857,33 @@ constexpr NamePair kQwen3Layer[] = {  // RMSNorm of each head's Q and K
     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
 };
+// Mixtures of experts: the router, Qwen2-MoE's shared expert and its gate; each expert's
+// matrices are tensors of their own in HF and one stack in GGUF (kMixtralExperts, kMoeExperts).
+constexpr NamePair kMixtralLayer[] = {{"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
+constexpr NamePair kMoeLayer[] = {{"mlp.gate.weight", "ffn_gate_inp.weight"}};
+constexpr NamePair kQwen2MoeLayer[] = {
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+};
+// "<prefix>E.<suffix>" (expert E) <-> the stack.
+struct ExpertPair {
+    std::string_view hfPrefix;
+    std::string_view hfSuffix;
+    std::string_view gguf;
+};
+constexpr ExpertPair kMixtralExperts[] = {
+    {"block_sparse_moe.experts.", "w1.weight", "ffn_gate_exps.weight"},
+    {"block_sparse_moe.experts.", "w3.weight", "ffn_up_exps.weight"},
+    {"block_sparse_moe.experts.", "w2.weight", "ffn_down_exps.weight"},
+};
+constexpr ExpertPair kMoeExperts[] = {
+    {"mlp.experts.", "gate_proj.weight", "ffn_gate_exps.weight"},
+    {"mlp.experts.", "up_proj.weight", "ffn_up_exps.weight"},
+    {"mlp.experts.", "down_proj.weight", "ffn_down_exps.weight"},
+};
 constexpr NamePair kOptGlobal[] = {
     {"model.decoder.embed_tokens.weight", "token_embd.weight"},
     {"model.decoder.embed_positions.weight", "position_embd.weight"},
@@ -779,17 +909,22 @@ constexpr NamePair kOptLayer[] = {
 struct NameScheme {
     std::string_view hfLayerPrefix;
     std::span<const NamePair> global;
-    std::span<const NamePair> layer[2];  // the family's tables, then the architecture's extras
+    std::span<const NamePair> layer[3];  // the family's tables, then the architecture's extras
+    std::span<const ExpertPair> experts = {};
 };
 
 std::optional<NameScheme> schemeFor(std::string_view arch)
 {
     constexpr std::string_view layers = "model.layers.";
-    if (arch == "llama" || arch == "mistral")
-        return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, {}}};
-    if (arch == "qwen2") return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, kQwen2Layer}};
-    if (arch == "qwen3") return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, kQwen3Layer}};
-    if (arch == "opt") return NameScheme{"model.decoder.layers.", kOptGlobal, {kOptLayer, {}}};
+    if (arch == "llama" || arch == "mistral")  // Mixtral's experts included
+        return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, kMixtralLayer, {}}, kMixtralExperts};
+    if (arch == "qwen2") return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, kQwen2Layer, {}}};
+    if (arch == "qwen3") return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, kQwen3Layer, {}}};
+    if (arch == "qwen2moe")
+        return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, kQwen2Layer, kQwen2MoeLayer}, kMoeExperts};
+    if (arch == "qwen3moe" || arch == "olmoe")  // both RMS-norm Q and K (per head, or whole)
+        return NameScheme{layers, kLlamaGlobal, {kLlamaLayer, kQwen3Layer, kMoeLayer}, kMoeExperts};
+    if (arch == "opt") return NameScheme{"model.decoder.layers.", kOptGlobal, {kOptLayer, {}, {}}};
     return std::nullopt;
 }
 
@@ -848,6 +983,35 @@ std::optional<std::string> hfTensorName(std::string_view arch, std::string_view 
             if (layer->second == n.gguf)
                 return std::string(scheme->hfLayerPrefix) + std::string(layer->first) + "." +
                        std::string(n.hf);
+    return std::nullopt;
+}
+
+std::optional<ExpertTensorName> ggufExpertTensorName(std::string_view arch, std::string_view hfName)
+{
+    const auto scheme = schemeFor(arch);
+    if (!scheme || !startsWith(hfName, scheme->hfLayerPrefix)) return std::nullopt;
+    const auto layer = splitLayer(hfName.substr(scheme->hfLayerPrefix.size()));
+    if (!layer) return std::nullopt;
+    for (const ExpertPair& e : scheme->experts) {
+        if (!startsWith(layer->second, e.hfPrefix)) continue;
+        const auto expert = splitLayer(layer->second.substr(e.hfPrefix.size()));  // "5.w1.weight"
+        if (!expert || expert->second != e.hfSuffix) continue;
+        return ExpertTensorName{"blk." + std::string(layer->first) + "." + std::string(e.gguf),
+                                std::stoll(std::string(expert->first))};
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> hfExpertTensorName(std::string_view arch, std::string_view ggufName, int64_t expert)
+{
+    const auto scheme = schemeFor(arch);
+    if (!scheme || expert < 0 || !startsWith(ggufName, "blk.")) return std::nullopt;
+    const auto layer = splitLayer(ggufName.substr(4));
+    if (!layer) return std::nullopt;
+    for (const ExpertPair& e : scheme->experts)
+        if (layer->second == e.gguf)
+            return std::string(scheme->hfLayerPrefix) + std::string(layer->first) + "." + std::string(e.hfPrefix) +
+                   std::to_string(expert) + "." + std::string(e.hfSuffix);
     return std::nullopt;
 }
 

@@ -32,6 +32,15 @@
 //   spillway.word_embed_proj_dim (uint32) where it differs from hidden_size: the embeddings'
 //       width, with project_in / project_out as proj_in.weight / proj_out.weight.
 // Note that its position_embd.weight has context_length + 2 rows (OPT offsets positions by 2).
+//
+// Mixtures of experts, with llama.cpp's keys: MixtralForCausalLM is general.architecture "llama"
+// with llama.expert_count (num_local_experts) and .expert_used_count (num_experts_per_tok), its
+// experts intermediate_size wide; Qwen2MoeForCausalLM "qwen2moe" and Qwen3MoeForCausalLM
+// "qwen3moe" add .expert_feed_forward_length (moe_intermediate_size; feed_forward_length keeps
+// intermediate_size) and Qwen2-MoE .expert_shared_feed_forward_length
+// (shared_expert_intermediate_size); OlmoeForCausalLM "olmoe". norm_topk_prob is
+// {arch}.expert_weights_norm (Mixtral always renormalizes). Dense layers among the sparse ones
+// (decoder_sparse_step > 1, mlp_only_layers) and OLMoE's clip_qkv are refused.
 
 #include <cstddef>
 #include <cstdint>
@@ -68,7 +77,8 @@ Result<std::string> hfConfigFromMetadata(const gguf::Metadata& metadata, bool ti
 // generation_config.json: bos/eos/pad token ids ("{}"-like object if there are none).
 Result<std::string> hfGenerationConfigFromMetadata(const gguf::Metadata& metadata);
 
-// Tensor names for arch "llama", "mistral", "qwen2", "qwen3" or "opt" (general.architecture):
+// Tensor names for arch "llama", "mistral", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmoe" or
+// "opt" (general.architecture):
 // "model.layers.3.self_attn.q_proj.weight" <-> "blk.3.attn_q.weight". nullopt for names the
 // architecture does not have (and for skipped ones, see below). OPT also accepts names without
 // the "model." prefix (older checkpoints: "decoder.layers.0.fc1.weight"); the reverse always
@@ -78,6 +88,17 @@ std::optional<std::string> hfTensorName(std::string_view arch, std::string_view 
 // HF tensors an importer drops without complaint: "model.layers.N.self_attn.rotary_emb.inv_freq"
 // (recomputed from rope_theta). lm_head.weight of a tied model is the caller's call.
 bool hfTensorIsSkipped(std::string_view arch, std::string_view hfName);
+// Mixtures of experts (llama as Mixtral, qwen2moe, qwen3moe, olmoe): HF keeps each expert's
+// matrices as tensors of their own ("model.layers.3.mlp.experts.5.gate_proj.weight",
+// "model.layers.3.block_sparse_moe.experts.5.w1.weight"); GGUF stacks a layer's experts into one
+// 3-D tensor ("blk.3.ffn_gate_exps.weight", expert 5 the sixth matrix). ggufTensorName gives
+// nullopt for those; these give the stack and the expert, and back.
+struct ExpertTensorName {
+    std::string gguf;
+    int64_t expert = 0;
+};
+std::optional<ExpertTensorName> ggufExpertTensorName(std::string_view arch, std::string_view hfName);
+std::optional<std::string> hfExpertTensorName(std::string_view arch, std::string_view ggufStack, int64_t expert);
 
 // True for tensors stored in different row orders by HF and GGUF: attn_q / attn_k weights and
 // biases of "llama" and "mistral" (GGUF pairs the rotated halves as adjacent rows, (x0,x1),

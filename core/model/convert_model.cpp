@@ -116,42 +116,65 @@ Status writeHfFolder(const LlamaModel& model, const fs::path& dir, uint64_t shar
         shardNames.back().push_back(name);
         return shards.back();
     };
-    for (const ModelTensor& t : model.tensors()) {
-        const auto name = hfTensorName(c.architecture, t.name);
-        if (!name)
-            return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name +
-                                                              "' has no Hugging Face name in a '" + c.architecture + "' model");
-        std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
-        int heads = 0;
-        const bool permute = needsPermutation(model, t, ConvertTarget::HuggingFace, &heads);
-        const ModelTensor* src = &t;
-        if (safetensors::dtypeName(t.type)) {
-            const RowShape rs = rowShape(t);
-            writerFor(*name, t.bytes).addTensor(*name, t.type, shape, [src, permute, heads, rs](std::span<uint8_t> dst) {
-                if (!permute || !permuteRopeRows(src->data, dst.data(), rs.rows, rs.rowBytes, heads, false))
-                    std::memcpy(dst.data(), src->data, dst.size());
+    // One HF tensor: `shape` (outermost first) of `type` at `data`; rows dequantized to F32 where
+    // safetensors has no such type; Q/K rows permuted where `permute`.
+    auto addTensor = [&](const std::string& name, gpu::DType type, const std::vector<int64_t>& shape,
+                         const uint8_t* data, uint64_t bytes, bool permute, int heads) -> Status {
+        if (safetensors::dtypeName(type)) {
+            const RowShape rs = shape.size() == 1 ? RowShape{shape[0], size_t(bytes / uint64_t(std::max<int64_t>(shape[0], 1)))}
+                                                  : RowShape{shape[0], gpu::rowBytes(type, shape.back())};
+            writerFor(name, bytes).addTensor(name, type, shape, [data, permute, heads, rs](std::span<uint8_t> dst) {
+                if (!permute || !permuteRopeRows(data, dst.data(), rs.rows, rs.rowBytes, heads, false))
+                    std::memcpy(dst.data(), data, dst.size());
             });
-            continue;
+            return {};
         }
-        if (t.dims.size() != 2)
-            return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name + "' is " +
-                                                              packageFormatName(t.type) + " and not a matrix");
+        if (shape.size() != 2)
+            return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + name + "' is " +
+                                                              packageFormatName(type) + " and not a matrix");
         if (!cpu) cpu = gpu::createCpuDevice(1);
         gpu::MatrixView view;
-        view.type = t.type;
-        view.data = t.data;
-        view.cols = t.dims[0];
-        view.rows = t.dims[1];
-        view.rowStride = gpu::rowBytes(t.type, view.cols);
+        view.type = type;
+        view.data = data;
+        view.cols = shape[1];
+        view.rows = shape[0];
+        view.rowStride = gpu::rowBytes(type, view.cols);
         gpu::Device* device = cpu.get();
         const uint64_t f32Bytes = uint64_t(view.rows) * uint64_t(view.cols) * 4;
-        writerFor(*name, f32Bytes).addTensor(*name, gpu::DType::F32, shape, [device, view, permute, heads](std::span<uint8_t> dst) {
+        writerFor(name, f32Bytes).addTensor(name, gpu::DType::F32, shape, [device, view, permute, heads](std::span<uint8_t> dst) {
             std::vector<float> all(size_t(view.rows * view.cols));
             for (int64_t r = 0; r < view.rows; ++r) device->getRow(view, r, all.data() + r * view.cols);
             const auto* bytes = reinterpret_cast<const uint8_t*>(all.data());
             if (!permute || !permuteRopeRows(bytes, dst.data(), view.rows, size_t(view.cols) * 4, heads, false))
                 std::memcpy(dst.data(), bytes, dst.size());
         });
+        return {};
+    };
+    for (const ModelTensor& t : model.tensors()) {
+        std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
+        if (t.dims.size() == 3) {
+            // A mixture of experts' stack: one HF tensor per expert.
+            const int64_t experts = t.dims[2];
+            const uint64_t each = t.bytes / uint64_t(std::max<int64_t>(experts, 1));
+            for (int64_t e = 0; e < experts; ++e) {
+                const auto name = hfExpertTensorName(c.architecture, t.name, e);
+                if (!name)
+                    return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name +
+                                                                      "' has no Hugging Face name in a '" + c.architecture +
+                                                                      "' model");
+                SPILLWAY_TRY(addTensor(*name, t.type, {shape[1], shape[2]}, t.data + e * each, each, false, 0));
+            }
+            continue;
+        }
+        const auto name = hfTensorName(c.architecture, t.name);
+        if (!name)
+            return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name +
+                                                              "' has no Hugging Face name in a '" + c.architecture + "' model");
+        // Qwen2-MoE's shared expert gate: a vector in GGUF, a Linear(hidden, 1) in HF.
+        if (t.dims.size() == 1 && t.name.ends_with("ffn_gate_inp_shexp.weight")) shape = {1, t.dims[0]};
+        int heads = 0;
+        const bool permute = needsPermutation(model, t, ConvertTarget::HuggingFace, &heads);
+        SPILLWAY_TRY(addTensor(*name, t.type, shape, t.data, t.bytes, permute, heads));
     }
     if (shards.size() == 1) return shards[0].write((dir / "model.safetensors").string());
     std::map<std::string, std::string> weightMap;

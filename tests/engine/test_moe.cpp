@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <fstream>
 #include <map>
@@ -17,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/formats/safetensors.h"
+#include "core/model/convert_model.h"
 #include "core/model/llama_model.h"
 #include "core/plan/model_tensors.h"
 #include "core/runtime/llama_session.h"
@@ -25,6 +28,7 @@
 #include "gpu/cpu/cpu_device.h"
 #include "../common/kernel_sets.h"
 #include "../common/session_logits.h"
+#include "../common/temp_dir.h"
 
 using namespace spillway;
 
@@ -112,6 +116,102 @@ TEST_P(MoeModel, MatchesLlamaCppOnEveryKernelSet)
                                       std::to_string(threads) + ", batch " + std::to_string(batch));
         }
         unsetenv("SPILLWAY_CPU_KERNELS");
+    }
+}
+
+// The same model written as a Hugging Face folder (`spillway-cli convert --to hf`: config.json
+// with the class's expert fields, each expert's matrices a safetensors tensor of their own) and
+// loaded from there: the same config, llama.cpp's ids and logits again (the Qwen-style models,
+// whose Q/K rows need no reordering, bit for bit the GGUF's logits); written back to GGUF, every
+// tensor the original's bytes.
+TEST_P(MoeModel, MatchesLlamaCppThroughAHuggingFaceFolder)
+{
+    auto gguf = LlamaModel::load(kMoe + GetParam() + ".gguf");
+    ASSERT_TRUE(gguf) << gguf.error().message;
+    testing_support::TempDir dir("spillway-moe-hf");
+    ConvertOptions toHf;
+    toHf.target = ConvertTarget::HuggingFace;
+    const Status written = convertModel(**gguf, dir / "hf", toHf);
+    ASSERT_TRUE(written) << written.error().message;
+    auto hf = LlamaModel::load(dir / "hf");
+    ASSERT_TRUE(hf) << hf.error().message;
+    const LlamaConfig &a = (*gguf)->config(), &b = (*hf)->config();
+    EXPECT_EQ(b.architecture, a.architecture);
+    EXPECT_EQ(b.nExperts, a.nExperts);
+    EXPECT_EQ(b.nExpertsUsed, a.nExpertsUsed);
+    EXPECT_EQ(b.expertFfnDim, a.expertFfnDim);
+    EXPECT_EQ(b.sharedExpertFfnDim, a.sharedExpertFfnDim);
+    EXPECT_EQ(b.expertWeightsNormalized, a.expertWeightsNormalized);
+    EXPECT_EQ(b.qkNormWhole, a.qkNormWhole);
+    auto device = gpu::createCpuDevice(2);
+    for (const Reference& ref : readReferences(kMoe + GetParam() + ".reference.json"))
+        for (int batch : {1, 32}) expectMatches(**hf, *device, ref, batch, GetParam() + " from HF, '" + ref.prompt + "'");
+    if (GetParam() != "tiny-mixtral") {  // Mixtral's Q/K rows change order (a Llama's RoPE)
+        const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+        const std::vector<float> want = testing_support::sessionLogits(**gguf, *device, {}, prompt, 8);
+        const std::vector<float> got = testing_support::sessionLogits(**hf, *device, {}, prompt, 8);
+        ASSERT_FALSE(want.empty());
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << GetParam();
+    }
+    ConvertOptions toGguf;
+    ASSERT_TRUE(convertModel(**hf, dir / "back.gguf", toGguf));
+    auto back = LlamaModel::load(dir / "back.gguf");
+    ASSERT_TRUE(back) << back.error().message;
+    ASSERT_EQ((*back)->tensors().size(), (*gguf)->tensors().size());
+    for (const ModelTensor& t : (*gguf)->tensors()) {
+        const ModelTensor* u = (*back)->tensor(t.name);
+        ASSERT_NE(u, nullptr) << t.name;
+        EXPECT_EQ(u->dims, t.dims) << t.name;
+        ASSERT_EQ(u->bytes, t.bytes) << t.name;
+        EXPECT_EQ(0, std::memcmp(u->data, t.data, t.bytes)) << t.name;
+    }
+}
+
+// A Hugging Face folder whose experts do not add up: one missing, one more than config.json
+// says, one of another shape. Each is refused with the tensor's name and the reason.
+TEST(Moe, HuggingFaceFolderWithBrokenExpertsIsRefused)
+{
+    auto gguf = LlamaModel::load(kMoe + "tiny-olmoe.gguf");
+    ASSERT_TRUE(gguf) << gguf.error().message;
+    testing_support::TempDir dir("spillway-moe-hf-broken");
+    ConvertOptions toHf;
+    toHf.target = ConvertTarget::HuggingFace;
+    ASSERT_TRUE(convertModel(**gguf, dir / "hf", toHf));
+    const std::string weights = dir / "hf/model.safetensors";
+    const std::string good = dir / "good.safetensors";
+    std::filesystem::copy_file(weights, good);
+    const std::string victim = "model.layers.1.mlp.experts.3.up_proj.weight";
+    enum class Break { Drop, Extra, Reshape };
+    auto rewrite = [&](Break how) {
+        auto table = safetensors::openSingle(good);
+        ASSERT_TRUE(table) << table.error().message;
+        safetensors::Writer w;
+        for (const safetensors::Tensor& t : table->tensors) {
+            const std::span<const uint8_t> bytes(t.data, t.bytes);
+            if (t.name != victim) {
+                w.addTensor(t.name, *t.dtype, t.shape, bytes);
+            } else if (how == Break::Extra) {
+                w.addTensor(t.name, *t.dtype, t.shape, bytes);
+                w.addTensor("model.layers.1.mlp.experts.8.up_proj.weight", *t.dtype, t.shape, bytes);
+            } else if (how == Break::Reshape) {
+                w.addTensor(t.name, *t.dtype, {t.shape[0] / 2, t.shape[1]}, bytes.first(t.bytes / 2));
+            }
+        }
+        ASSERT_TRUE(w.write(weights));
+    };
+    const std::pair<Break, std::vector<std::string>> cases[] = {
+        {Break::Drop, {"blk.1.ffn_up_exps.weight", "expert 3 is missing"}},
+        {Break::Extra, {"blk.1.ffn_up_exps.weight", "has 9 experts; config.json says 8"}},
+        {Break::Reshape, {victim, "not a matrix of the shape and type of expert 0's"}},
+    };
+    for (const auto& [how, says] : cases) {
+        rewrite(how);
+        auto model = LlamaModel::load(dir / "hf");
+        ASSERT_FALSE(model) << says.back();
+        EXPECT_EQ(model.error().code, ErrorCode::ModelFileInvalid) << model.error().message;
+        for (const std::string& piece : says)
+            EXPECT_NE(model.error().message.find(piece), std::string::npos) << model.error().message;
     }
 }
 

@@ -197,6 +197,50 @@ TEST(HfConfig, Qwen3TakesItsHeadDimFromTheFile)
     EXPECT_EQ(d.i("qwen3.attention.key_length"), 128);
 }
 
+// The four mixture-of-experts classes: llama.cpp's expert keys, and the engine's config from them.
+TEST(HfConfig, MixturesOfExpertsWithLlamaCppsKeys)
+{
+    struct Case {
+        const char* name;
+        const char* text;
+        const char* arch;
+        int experts, used, expertFfn, sharedFfn;
+        bool normalized, qkNormWhole;
+    };
+    const Case cases[] = {
+        {"Mixtral-8x7B", kMixtral8x7B, "llama", 8, 2, 14336, 0, true, false},
+        {"Qwen1.5-MoE-A2.7B", kQwen15MoeA27B, "qwen2moe", 60, 4, 1408, 5632, false, false},
+        {"Qwen3-30B-A3B", kQwen3_30B_A3B, "qwen3moe", 128, 8, 768, 0, true, false},
+        {"OLMoE-1B-7B", kOlmoe1B7B, "olmoe", 64, 8, 1024, 0, false, true},
+    };
+    for (const Case& k : cases) {
+        SCOPED_TRACE(k.name);
+        Loaded m(k.text);
+        ASSERT_TRUE(m.status.ok()) << m.status.error().message;
+        const std::string p = std::string(k.arch) + ".";
+        EXPECT_EQ(m.s("general.architecture"), k.arch);
+        EXPECT_EQ(m.i(p + "expert_count"), k.experts);
+        EXPECT_EQ(m.i(p + "expert_used_count"), k.used);
+        expectType(m, p + "expert_count", ValueType::UInt32);
+        EXPECT_EQ(m.has(p + "expert_weights_norm"), std::string(k.arch) != "llama");  // Mixtral: always
+        EXPECT_EQ(m.has(p + "expert_shared_feed_forward_length"), k.sharedFfn > 0);
+        const auto c = llamaConfigFromMetadata(m.meta);
+        ASSERT_TRUE(c.ok()) << c.error().message;
+        EXPECT_TRUE(c->moe());
+        EXPECT_EQ(c->nExperts, k.experts);
+        EXPECT_EQ(c->nExpertsUsed, k.used);
+        EXPECT_EQ(c->expertFfnDim, k.expertFfn);
+        EXPECT_EQ(c->sharedExpertFfnDim, k.sharedFfn);
+        EXPECT_EQ(c->expertWeightsNormalized, k.normalized);
+        EXPECT_EQ(c->qkNormWhole, k.qkNormWhole);
+    }
+    // Qwen3-30B-A3B: head_dim 128 (not 2048 / 32), its dense width kept beside the experts'.
+    Loaded q(kQwen3_30B_A3B);
+    EXPECT_EQ(q.i("qwen3moe.attention.key_length"), 128);
+    EXPECT_EQ(q.i("qwen3moe.feed_forward_length"), 6144);
+    EXPECT_EQ(q.i("qwen3moe.expert_feed_forward_length"), 768);
+}
+
 TEST(HfConfig, Opt125m)
 {
     Loaded m(kOpt125m);
@@ -377,7 +421,7 @@ TEST(HfConfigErrors, UnknownArchitectureListsTheSupportedOnes)
               m.configPath + ": architecture 'MambaForCausalLM' is not supported; supported: " +
                   supportedHfArchitectures());
     const std::string supported = supportedHfArchitectures();
-    EXPECT_EQ(supported.rfind("llama, mistral, qwen2, qwen3, opt (", 0), 0u) << supported;
+    EXPECT_EQ(supported.rfind("llama, mistral, qwen2, qwen3, opt, mixtral, qwen2_moe, qwen3_moe, olmoe (", 0), 0u) << supported;
     // Without architectures, model_type decides.
     const std::string noArchitectures = withField(kSmolLM2_135M, "architectures", "");
     Loaded byType(withField(noArchitectures, "model_type", "\"mamba\""));
@@ -404,6 +448,30 @@ TEST(HfConfigErrors, UnsupportedOptions)
     expectFailure(bias, kUnsupported, {"attention_bias = true"});
     Loaded swa(withField(kQwen25_05B, "use_sliding_window", "true"));
     expectFailure(swa, kUnsupported, {"use_sliding_window = true"});
+}
+
+TEST(HfConfig, NormTopkProbDefaultsToHuggingFaces)
+{
+    // A config without norm_topk_prob takes HF's default (false), even for Qwen3-MoE.
+    Loaded unsaid(withField(kQwen3_30B_A3B, "norm_topk_prob", ""));
+    ASSERT_TRUE(unsaid.status.ok()) << unsaid.status.error().message;
+    EXPECT_EQ(unsaid.meta.getBool("qwen3moe.expert_weights_norm"), false);
+}
+
+TEST(HfConfigErrors, MixturesOfExpertsTheEngineDoesNotRun)
+{
+    Loaded step(withField(kQwen3_30B_A3B, "decoder_sparse_step", "2"));
+    expectFailure(step, kUnsupported, {"decoder_sparse_step = 2", "dense layers"});
+    Loaded dense(withField(kQwen3_30B_A3B, "mlp_only_layers", "[0, 5]"));
+    expectFailure(dense, kUnsupported, {"mlp_only_layers"});
+    Loaded clip(withField(kOlmoe1B7B, "clip_qkv", "8.0"));
+    expectFailure(clip, kUnsupported, {"clip_qkv"});
+    Loaded tooMany(withField(kMixtral8x7B, "num_experts_per_tok", "9"));
+    expectFailure(tooMany, ErrorCode::ModelFileInvalid, {"num_experts_per_tok"});
+    Loaded none(withField(kOlmoe1B7B, "num_experts", ""));
+    expectFailure(none, ErrorCode::ModelFileInvalid, {"num_experts"});
+    Loaded noShared(withField(kQwen15MoeA27B, "shared_expert_intermediate_size", ""));
+    expectFailure(noShared, ErrorCode::ModelFileInvalid, {"shared_expert_intermediate_size"});
 }
 
 TEST(HfConfigErrors, BadFiles)

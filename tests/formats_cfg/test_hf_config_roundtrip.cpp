@@ -79,6 +79,8 @@ TEST(HfConfigRoundTrip, RealConfigsComeBackKeyForKey)
         {"Llama-3.2-1B", kLlama32_1B},   {"Mistral-7B-v0.1", kMistral7B},
         {"Qwen2.5-0.5B", kQwen25_05B},   {"Qwen3-0.6B", kQwen3_06B},
         {"SmolLM2-135M", kSmolLM2_135M}, {"OPT-125m", kOpt125m},
+        {"Mixtral-8x7B", kMixtral8x7B},  {"Qwen1.5-MoE-A2.7B", kQwen15MoeA27B},
+        {"Qwen3-30B-A3B", kQwen3_30B_A3B}, {"OLMoE-1B-7B", kOlmoe1B7B},
     };
     for (const auto& [name, config] : cases) {
         SCOPED_TRACE(name);

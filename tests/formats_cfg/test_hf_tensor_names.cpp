@@ -88,6 +88,70 @@ TEST(HfTensorNames, EveryNameMapsAndMapsBack)
     }
 }
 
+// Mixtures of experts: the router and Qwen2-MoE's shared expert by name; each expert's matrices,
+// tensors of their own in HF, as an expert of a GGUF stack (w1 the gate, w3 the up, w2 the down
+// projection in Mixtral's naming).
+TEST(HfTensorNames, ExpertsMapToTheirStacksAndBack)
+{
+    struct Expert {
+        const char* arch;
+        std::string hf, stack;
+        int64_t expert;
+    };
+    const Expert experts[] = {
+        {"llama", "model.layers.3.block_sparse_moe.experts.5.w1.weight", "blk.3.ffn_gate_exps.weight", 5},
+        {"llama", "model.layers.3.block_sparse_moe.experts.5.w3.weight", "blk.3.ffn_up_exps.weight", 5},
+        {"llama", "model.layers.31.block_sparse_moe.experts.7.w2.weight", "blk.31.ffn_down_exps.weight", 7},
+        {"qwen3moe", "model.layers.0.mlp.experts.127.gate_proj.weight", "blk.0.ffn_gate_exps.weight", 127},
+        {"qwen2moe", "model.layers.12.mlp.experts.0.up_proj.weight", "blk.12.ffn_up_exps.weight", 0},
+        {"olmoe", "model.layers.15.mlp.experts.63.down_proj.weight", "blk.15.ffn_down_exps.weight", 63},
+    };
+    for (const Expert& e : experts) {
+        SCOPED_TRACE(e.hf);
+        const auto g = ggufExpertTensorName(e.arch, e.hf);
+        ASSERT_TRUE(g);
+        EXPECT_EQ(g->gguf, e.stack);
+        EXPECT_EQ(g->expert, e.expert);
+        EXPECT_FALSE(ggufTensorName(e.arch, e.hf));
+        EXPECT_EQ(hfExpertTensorName(e.arch, e.stack, e.expert).value_or("(none)"), e.hf);
+    }
+    const Pairs named = {
+        {"model.layers.2.block_sparse_moe.gate.weight", "blk.2.ffn_gate_inp.weight"},
+    };
+    for (const auto& [hf, gguf] : named) {
+        EXPECT_EQ(ggufTensorName("llama", hf).value_or("(none)"), gguf);
+        EXPECT_EQ(hfTensorName("llama", gguf).value_or("(none)"), hf);
+    }
+    const Pairs qwen2moe = {
+        {"model.layers.1.mlp.gate.weight", "blk.1.ffn_gate_inp.weight"},
+        {"model.layers.1.mlp.shared_expert.gate_proj.weight", "blk.1.ffn_gate_shexp.weight"},
+        {"model.layers.1.mlp.shared_expert.up_proj.weight", "blk.1.ffn_up_shexp.weight"},
+        {"model.layers.1.mlp.shared_expert.down_proj.weight", "blk.1.ffn_down_shexp.weight"},
+        {"model.layers.1.mlp.shared_expert_gate.weight", "blk.1.ffn_gate_inp_shexp.weight"},
+        {"model.layers.1.self_attn.q_proj.bias", "blk.1.attn_q.bias"},
+    };
+    for (const auto& [hf, gguf] : qwen2moe) {
+        EXPECT_EQ(ggufTensorName("qwen2moe", hf).value_or("(none)"), gguf);
+        EXPECT_EQ(hfTensorName("qwen2moe", gguf).value_or("(none)"), hf);
+    }
+    for (const char* arch : {"qwen3moe", "olmoe"}) {
+        EXPECT_EQ(ggufTensorName(arch, "model.layers.4.self_attn.k_norm.weight").value_or("(none)"),
+                  "blk.4.attn_k_norm.weight");
+        EXPECT_EQ(ggufTensorName(arch, "model.layers.4.mlp.gate.weight").value_or("(none)"), "blk.4.ffn_gate_inp.weight");
+        EXPECT_FALSE(ggufTensorName(arch, "model.layers.4.mlp.shared_expert.up_proj.weight"));
+    }
+    // Names that are not an expert's: the wrong family's spelling, malformed expert numbers, no
+    // experts in a dense architecture.
+    for (const char* bad : {"model.layers.3.mlp.experts.5.w1.weight", "model.layers.3.block_sparse_moe.experts.05.w1.weight",
+                            "model.layers.3.block_sparse_moe.experts.x.w1.weight",
+                            "model.layers.3.block_sparse_moe.experts.5.w4.weight", "model.layers.3.block_sparse_moe.experts.5"})
+        EXPECT_FALSE(ggufExpertTensorName("llama", bad)) << bad;
+    EXPECT_FALSE(ggufExpertTensorName("qwen2", "model.layers.3.mlp.experts.5.up_proj.weight"));
+    EXPECT_FALSE(ggufExpertTensorName("qwen3moe", "model.layers.3.block_sparse_moe.experts.5.w1.weight"));
+    EXPECT_FALSE(hfExpertTensorName("qwen3moe", "blk.3.ffn_up.weight", 0));
+    EXPECT_FALSE(hfExpertTensorName("qwen3moe", "blk.3.ffn_up_exps.weight", -1));
+}
+
 TEST(HfTensorNames, NamesAnArchitectureDoesNotHave)
 {
     // Biases only for Qwen2, Q/K norms only for Qwen3, gate only for the Llama family.
