@@ -116,18 +116,18 @@ QString formatBytes(uint64_t bytes)
     return QStringLiteral("%1 %2").arg(value, 0, 'f', 2).arg(QLatin1String(kUnits[unit]));
 }
 
-std::vector<NeuronCacheLayerStats> computeNeuronCacheStats(std::span<const trace::Span> spans)
+std::vector<CacheLayerStats> computeCacheStats(std::span<const trace::Span> spans, const char* op)
 {
-    std::vector<NeuronCacheLayerStats> layers;
+    std::vector<CacheLayerStats> layers;
     bool any = false;
     for (const trace::Span& s : spans) {
-        if (s.layer < 0 || std::strcmp(s.op, trace::kNeuronBundlesOp) != 0) continue;
+        if (s.layer < 0 || std::strcmp(s.op, op) != 0) continue;
         if (size_t(s.layer) >= layers.size()) {
             const size_t from = layers.size();
             layers.resize(size_t(s.layer) + 1);
             for (size_t l = from; l < layers.size(); ++l) layers[l].layer = int(l);
         }
-        NeuronCacheLayerStats& l = layers[size_t(s.layer)];
+        CacheLayerStats& l = layers[size_t(s.layer)];
         l.lookups += s.lookups;
         l.hits += s.hits;
         l.bytes += s.bytes;

@@ -30,15 +30,17 @@ struct TokenStats {
 
 TokenStats computeTokenStats(std::span<const trace::Span> spans);
 
-// The neuron cache per layer over the shown spans (its "neuron bundles" transfers): how many
-// active neurons it was asked for and found resident, and the bytes it loaded per token.
-struct NeuronCacheLayerStats {
+// A cache per layer over the shown spans: the neuron cache's "neuron bundles" transfers (active
+// neurons asked for and found resident, bytes loaded) or a mixture of experts' expert cache's
+// "experts" reads (experts the tokens chose and found in a slot, bytes read from the SSD).
+struct CacheLayerStats {
     int layer = 0;
     uint64_t lookups = 0, hits = 0, bytes = 0;
     double hitRate() const { return lookups ? double(hits) / double(lookups) : 1.0; }
 };
-// Layers in ascending order; empty when no span carries lookups (no neuron cache ran).
-std::vector<NeuronCacheLayerStats> computeNeuronCacheStats(std::span<const trace::Span> spans);
+// Layers in ascending order, from the spans of `op` (trace::kNeuronBundlesOp or
+// trace::kExpertsOp); empty when none of them carries lookups (that cache did not run).
+std::vector<CacheLayerStats> computeCacheStats(std::span<const trace::Span> spans, const char* op);
 
 // One sentence about the largest share of each token: "71% of each token waits on SSD reads",
 // "64% of each token is device compute", … Names the dominant category and, for compute,

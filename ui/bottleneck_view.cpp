@@ -242,7 +242,9 @@ void BottleneckView::rebuildIndex()
             return m_spans[a].startNs < m_spans[b].startNs;
         });
     m_stats = computeTokenStats(m_spans);
-    m_cacheLayers = computeNeuronCacheStats(m_spans);
+    m_cacheLayers = computeCacheStats(m_spans, trace::kNeuronBundlesOp);
+    m_cacheExperts = m_cacheLayers.empty();
+    if (m_cacheExperts) m_cacheLayers = computeCacheStats(m_spans, trace::kExpertsOp);
     updateHeadline();
     applyFollow();
 }
@@ -463,7 +465,7 @@ bool BottleneckView::event(QEvent* event)
     if (event->type() == QEvent::ToolTip) {
         auto* help = static_cast<QHelpEvent*>(event);
         QString text = spanInfoAt(help->pos());
-        if (text.isEmpty()) text = neuronCacheInfoAt(help->pos());
+        if (text.isEmpty()) text = cacheStripInfoAt(help->pos());
         if (text.isEmpty()) {
             QToolTip::hideText();
             event->ignore();

@@ -119,12 +119,16 @@ public:
     int paintedSpanCount(trace::Lane lane) const;
     double lastPaintMs() const { return m_lastPaintMs; }
 
-    // The neuron cache's strip below the time axis (shown when a neuron cache ran): one cell per
-    // layer, coloured by its hit rate over the shown tokens, with the bytes it loaded per token.
-    const std::vector<NeuronCacheLayerStats>& neuronCacheLayers() const { return m_cacheLayers; }
-    QRectF neuronCacheRect() const;  // empty when there is no strip
-    // "layer 3 · hit rate 92.1% · 12.0 KiB loaded per token" for the cell under `pos`, else empty.
-    QString neuronCacheInfoAt(QPoint pos) const;
+    // The cache strip below the time axis, shown when a neuron cache or (a mixture of experts)
+    // an expert cache ran: one cell per layer, coloured by its hit rate over the shown tokens,
+    // with what it loaded per token (bytes; experts).
+    const std::vector<CacheLayerStats>& cacheLayers() const { return m_cacheLayers; }
+    bool cacheStripShowsExperts() const { return m_cacheExperts; }
+    QRectF cacheStripRect() const;  // empty when there is no strip
+    // "layer 3 · hit rate 92.1% (… resident) · 12.0 KiB loaded per token" (the neuron cache), or
+    // "layer 3 · hit rate 62.5% (5 of 8 chosen experts in a slot) · 0.38 experts missed per token
+    // · 1.50 MiB read per token" (the expert cache), for the cell under `pos`, else empty.
+    QString cacheStripInfoAt(QPoint pos) const;
     // Chrome trace event JSON of the shown spans (chrome://tracing, Perfetto).
     Status exportChromeTrace(const QString& path) const;
     // The widget as it looks now, as a PNG; written atomically (QSaveFile).
@@ -160,7 +164,7 @@ private:
     void applyFollow();
     QRectF plotRect() const;
     int headerHeight() const;
-    int neuronCacheHeight() const;  // 0 without a strip
+    int cacheStripHeight() const;  // 0 without a strip
     double nsPerPixel() const;
     const trace::Span* spanAt(QPoint pos) const;
 
@@ -177,7 +181,8 @@ private:
 
     std::array<LaneView, trace::kLaneCount> m_lanes;
     TokenStats m_stats;
-    std::vector<NeuronCacheLayerStats> m_cacheLayers;
+    std::vector<CacheLayerStats> m_cacheLayers;
+    bool m_cacheExperts = false;  // the strip is the expert cache's
     uint64_t m_dropped = 0;  // the recorder's lost spans, shown as a warning
     uint64_t m_dataBeginNs = 0, m_dataEndNs = 0;
     uint64_t m_followBeginNs = 0;  // the earliest start among the newest followTokens() tokens

@@ -60,18 +60,18 @@ QRectF BottleneckView::plotRect() const
     const int gutter =
         std::max(170, fm.horizontalAdvance(tr("100.00 ms/tok · pred 100.00")) + 2 * kMargin);
     const int top = headerHeight() + fm.height();  // token labels above the lanes
-    const int bottom = height() - fm.height() - 6 - neuronCacheHeight();  // the time axis below
+    const int bottom = height() - fm.height() - 6 - cacheStripHeight();  // the time axis below
     return QRectF(gutter, top, std::max(1, width() - gutter - kMargin), std::max(1, bottom - top));
 }
 
-int BottleneckView::neuronCacheHeight() const
+int BottleneckView::cacheStripHeight() const
 {
     return m_cacheLayers.empty() ? 0 : 2 * fontMetrics().height() + 10;
 }
 
-QRectF BottleneckView::neuronCacheRect() const
+QRectF BottleneckView::cacheStripRect() const
 {
-    const int h = neuronCacheHeight();
+    const int h = cacheStripHeight();
     if (h == 0) return {};
     const QRectF plot = plotRect();
     return QRectF(plot.left(), height() - h + 4, plot.width(), h - 6);
@@ -88,14 +88,23 @@ QColor hitColor(double rate)
 
 }  // namespace
 
-QString BottleneckView::neuronCacheInfoAt(QPoint pos) const
+QString BottleneckView::cacheStripInfoAt(QPoint pos) const
 {
-    const QRectF r = neuronCacheRect();
+    const QRectF r = cacheStripRect();
     if (r.isEmpty() || !r.contains(pos)) return {};
     const size_t n = m_cacheLayers.size();
     const size_t i = std::min(n - 1, size_t((pos.x() - r.left()) / r.width() * double(n)));
-    const NeuronCacheLayerStats& l = m_cacheLayers[i];
+    const CacheLayerStats& l = m_cacheLayers[i];
     const double tokens = double(std::max<uint64_t>(1, m_stats.total.tokens));
+    if (m_cacheExperts)
+        return tr("layer %1 · hit rate %2% (%3 of %4 chosen experts in a slot) · %5 experts missed per token · %6 "
+                  "read per token")
+            .arg(l.layer)
+            .arg(100.0 * l.hitRate(), 0, 'f', 1)
+            .arg(l.hits)
+            .arg(l.lookups)
+            .arg(double(l.lookups - l.hits) / tokens, 0, 'f', 2)
+            .arg(formatBytes(uint64_t(double(l.bytes) / tokens)));
     return tr("layer %1 · hit rate %2% (%3 of %4 active neurons resident) · %5 loaded per token")
         .arg(l.layer)
         .arg(100.0 * l.hitRate(), 0, 'f', 1)
@@ -257,12 +266,13 @@ void BottleneckView::paintEvent(QPaintEvent*)
     }
     p.restore();
 
-    // The neuron cache: per layer its hit rate (colour, and the figure where it fits) and, in
-    // the gutter, the whole cache's.
-    const QRectF cache = neuronCacheRect();
+    // The neuron or expert cache: per layer its hit rate (colour, and the figure where it fits;
+    // the expert cache's cells also the experts it missed per token) and, in the gutter, the
+    // whole cache's.
+    const QRectF cache = cacheStripRect();
     if (!cache.isEmpty()) {
         uint64_t lookups = 0, hits = 0, bytes = 0;
-        for (const NeuronCacheLayerStats& l : m_cacheLayers) {
+        for (const CacheLayerStats& l : m_cacheLayers) {
             lookups += l.lookups;
             hits += l.hits;
             bytes += l.bytes;
@@ -270,21 +280,31 @@ void BottleneckView::paintEvent(QPaintEvent*)
         const double tokens = double(std::max<uint64_t>(1, m_stats.total.tokens));
         p.setPen(pal.color(QPalette::Text));
         p.setFont(bold);
-        p.drawText(QPointF(kMargin + 10, cache.top() + fm.ascent()), tr("neuron cache"));
+        p.drawText(QPointF(kMargin + 10, cache.top() + fm.ascent()),
+                   m_cacheExperts ? tr("expert cache") : tr("neuron cache"));
         p.setFont(font());
         p.setPen(pal.color(QPalette::PlaceholderText));
+        const double hitPercent = lookups ? 100.0 * double(hits) / double(lookups) : 100.0;
         p.drawText(QPointF(kMargin + 10, cache.top() + fm.height() + fm.ascent()),
-                   tr("hit %1% · %2/tok")
-                       .arg(lookups ? 100.0 * double(hits) / double(lookups) : 100.0, 0, 'f', 1)
-                       .arg(formatBytes(uint64_t(double(bytes) / tokens))));
+                   m_cacheExperts ? tr("hit %1% · %2 missed/tok")
+                                        .arg(hitPercent, 0, 'f', 1)
+                                        .arg(double(lookups - hits) / tokens, 0, 'f', 1)
+                                  : tr("hit %1% · %2/tok")
+                                        .arg(hitPercent, 0, 'f', 1)
+                                        .arg(formatBytes(uint64_t(double(bytes) / tokens))));
         const double cell = cache.width() / double(m_cacheLayers.size());
         for (size_t i = 0; i < m_cacheLayers.size(); ++i) {
-            const NeuronCacheLayerStats& l = m_cacheLayers[i];
+            const CacheLayerStats& l = m_cacheLayers[i];
             const QRectF c(cache.left() + double(i) * cell, cache.top(), std::max(1.0, cell - 1), cache.height());
             p.fillRect(c, l.lookups ? hitColor(l.hitRate()) : pal.color(QPalette::Mid));
             const QString label = tr("L%1 %2%").arg(l.layer).arg(std::lround(100 * l.hitRate()));
-            if (fm.horizontalAdvance(label) + 4 <= c.width()) {
-                p.setPen(Qt::black);
+            // The expert cache's cells: the experts missed per token on a second line.
+            const QString missed = tr("%1 missed").arg(double(l.lookups - l.hits) / tokens, 0, 'f', 1);
+            p.setPen(Qt::black);
+            if (m_cacheExperts && fm.horizontalAdvance(missed) + 4 <= c.width() && c.height() >= 2 * fm.height()) {
+                p.drawText(QRectF(c.left(), c.top(), c.width(), c.height() / 2), Qt::AlignCenter, label);
+                p.drawText(QRectF(c.left(), c.center().y(), c.width(), c.height() / 2), Qt::AlignCenter, missed);
+            } else if (fm.horizontalAdvance(label) + 4 <= c.width()) {
                 p.drawText(c, Qt::AlignCenter, label);
             }
         }

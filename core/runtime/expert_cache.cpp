@@ -282,6 +282,7 @@ void ExpertCache::lookahead(int layer, const float* x)
         at = queueReads(L, e, m_prefetchStaging.as<uint8_t>(), at, &m_pending.skip[3 * g]);
         m_pending.bytes += at - before;
     }
+    m_pending.startNs = m_options.trace ? trace::nowNs() : 0;
     startReads(m_pending.tickets);
 }
 
@@ -323,6 +324,9 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
     if (m_pending.layer >= 0) {
         Status waited = waitReads(m_pending.tickets);
         m_ssdBytes += m_pending.bytes;  // read, whether used or not
+        // The lookahead's reads on the SSD lane, counted to the layer they were for (no lookups:
+        // the layer's own span below counts its choices).
+        if (m_options.trace && m_pending.bytes > 0) recordSpan(m_pending.layer, 0, 0, m_pending.bytes, m_pending.startNs);
         if (m_pending.layer == layer && waited) {
             m_guessed += m_pending.experts.size();
             for (int e : m_pending.experts)

@@ -142,6 +142,7 @@ private:
         std::vector<size_t> skip;
         std::vector<uint64_t> tickets;
         uint64_t bytes = 0;
+        uint64_t startNs = 0;  // when the reads started (the trace's span)
     } m_pending;
     gpu::Buffer m_prefetchStaging;
     std::vector<float> m_logits;

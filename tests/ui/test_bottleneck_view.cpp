@@ -158,6 +158,7 @@ private slots:
     void liveViewFollowsTheNewestOfALongerHistory();
     void paintTimeWithTwentyThousandSpans();
     void neuronCacheStripShowsEachLayersHitRate();
+    void expertCacheStripShowsEachLayersHitRate();
     void overallTimePerTokenCountsWhatPassesBetweenTokens();
 };
 
@@ -510,7 +511,7 @@ void TestBottleneckView::neuronCacheStripShowsEachLayersHitRate()
     BottleneckView view;
     view.resize(1200, 460);
     view.setSpans(spans);
-    const auto& layers = view.neuronCacheLayers();
+    const auto& layers = view.cacheLayers();
     QCOMPARE(int(layers.size()), c.nLayers);
     uint64_t lookups = 0, hits = 0, bytes = 0;
     for (const auto& l : layers) {
@@ -526,16 +527,16 @@ void TestBottleneckView::neuronCacheStripShowsEachLayersHitRate()
     QVERIFY(report.total.slotless > 0 && report.shippedBytes() < report.loadedBytes());
     QVERIFY(hits > 0 && hits < lookups);
 
-    const QRectF strip = view.neuronCacheRect();
+    const QRectF strip = view.cacheStripRect();
     QVERIFY(!strip.isEmpty());
     QVERIFY(strip.top() > view.laneRect(Lane::Stall).bottom());
     QVERIFY(strip.bottom() <= view.height());
     const double cell = strip.width() / layers.size();
     const QPoint inLayer2(int(strip.left() + 2.5 * cell), int(strip.center().y()));
-    const QString info = view.neuronCacheInfoAt(inLayer2);
+    const QString info = view.cacheStripInfoAt(inLayer2);
     QVERIFY2(info.startsWith("layer 2 · hit rate " + QString::number(100.0 * layers[2].hitRate(), 'f', 1) + "%"),
              qPrintable(info));
-    QVERIFY(view.neuronCacheInfoAt(QPoint(int(strip.left()) - 5, int(strip.center().y()))).isEmpty());
+    QVERIFY(view.cacheStripInfoAt(QPoint(int(strip.left()) - 5, int(strip.center().y()))).isEmpty());
     // The cell is painted in its hit rate's colour (red 0% .. green 100%), not the background.
     const QImage image = view.grab().toImage();
     const QColor painted = image.pixelColor(QPoint(int(strip.left() + 2.5 * cell), int(strip.top()) + 2));
@@ -546,8 +547,69 @@ void TestBottleneckView::neuronCacheStripShowsEachLayersHitRate()
     plain.resize(1200, 460);
     plain.setSpans(recordRealTrace(&error));
     QVERIFY(error.isEmpty());
-    QVERIFY(plain.neuronCacheLayers().empty());
-    QVERIFY(plain.neuronCacheRect().isEmpty());
+    QVERIFY(plain.cacheLayers().empty());
+    QVERIFY(plain.cacheStripRect().isEmpty());
+}
+
+// tiny-mixtral (a mixture of experts, tests/data/models/moe) with its experts on the SSD and an
+// expert cache of 3 of the 8 experts per layer: the trace's "experts" spans carry each layer's
+// chosen experts and hits, and the strip adds them up to the session's expert cache report; its
+// cells and tooltips say each layer's hit rate and the experts it missed per token.
+void TestBottleneckView::expertCacheStripShowsEachLayersHitRate()
+{
+    using namespace spillway;
+    auto model = LlamaModel::load(SPILLWAY_TEST_DATA_DIR "/models/moe/tiny-mixtral.gguf");
+    QVERIFY2(model.ok(), model ? "" : model.error().message.c_str());
+    const LlamaConfig& c = (*model)->config();
+    auto device = gpu::createCpuDevice(2);
+    trace::Recorder recorder;
+    SessionOptions options;
+    options.contextLength = 64;
+    options.streamer.trace = &recorder;
+    options.placement = plan::uniformPlacement(**model, plan::Tier::Device);
+    for (auto& t : options.placement->tensors)
+        if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+    options.experts.slotsPerLayer = 3;
+    auto session = LlamaSession::create(**model, *device, options);
+    QVERIFY2(session.ok(), session ? "" : session.error().message.c_str());
+    const int tokens = 16;
+    for (int pos = 0; pos < tokens; ++pos) QVERIFY((*session)->forward(pos == 0 ? 1 : 300 + pos, pos).ok());
+    std::vector<trace::Span> spans;
+    recorder.drain(spans);
+    const ExpertCacheReport report = (*session)->expertCacheReport();
+    QVERIFY(report.misses > 0 && report.hits > 0);
+
+    BottleneckView view;
+    view.resize(1200, 460);
+    view.setSpans(spans);
+    QVERIFY(view.cacheStripShowsExperts());
+    const auto& layers = view.cacheLayers();
+    QCOMPARE(int(layers.size()), c.nLayers);
+    uint64_t lookups = 0, hits = 0, bytes = 0;
+    for (const auto& l : layers) {
+        QCOMPARE(l.lookups, uint64_t(tokens * c.nExpertsUsed));  // every token chose 2 per layer
+        lookups += l.lookups;
+        hits += l.hits;
+        bytes += l.bytes;
+    }
+    QCOMPARE(lookups, report.hits + report.misses);
+    QCOMPARE(hits, report.hits);
+    QCOMPARE(bytes, report.ssdBytes);
+
+    const QRectF strip = view.cacheStripRect();
+    QVERIFY(!strip.isEmpty());
+    QVERIFY(strip.top() > view.laneRect(Lane::Stall).bottom());
+    const double cell = strip.width() / double(layers.size());
+    const QString info = view.cacheStripInfoAt(QPoint(int(strip.left() + 1.5 * cell), int(strip.center().y())));
+    const double missed = double(layers[1].lookups - layers[1].hits) / tokens;
+    QVERIFY2(info.startsWith("layer 1 · hit rate " + QString::number(100.0 * layers[1].hitRate(), 'f', 1) + "% (" +
+                             QString::number(layers[1].hits) + " of " + QString::number(layers[1].lookups) +
+                             " chosen experts in a slot) · " + QString::number(missed, 'f', 2) +
+                             " experts missed per token"),
+             qPrintable(info));
+    const QImage image = view.grab().toImage();
+    const QColor painted = image.pixelColor(QPoint(int(strip.left() + 1.5 * cell), int(strip.top()) + 2));
+    QVERIFY2(painted != view.palette().color(QPalette::Base), "the layer's cell is not painted");
 }
 
 QTEST_MAIN(TestBottleneckView)
