@@ -285,7 +285,7 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--prompt-tokens", b->promptTokens,
                     "Prompt tokens timed as one batched pass and one token per pass (CPU; 0 = none)")
         ->check(CLI::Range(0, 4096));
-    cmd->add_option("--batch", b->batch, "Prompt tokens per pass over the weights (default: 128 on the CPU, 32 on a GPU)")->check(CLI::Range(1, 4096));
+    cmd->add_option("--batch", b->batch, "Prompt tokens per pass over the weights (default: 256 on the CPU, 32 on a GPU)")->check(CLI::Range(1, 4096));
     cmd->add_option("-r,--repeats", b->repeats, "Runs (every token is timed; the median token counts)")->check(CLI::Range(1, 100));
     cmd->add_option("-t,--threads", b->threads, "CPU threads (default: one per core)");
     cmd->add_option("--bandwidth-mib", b->bandwidthMiB,

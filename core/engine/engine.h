@@ -80,7 +80,7 @@ void applyMeasuredIo(const hw::HardwareProfile& profile, StreamerOptions& stream
 
 // Prompt tokens per pass on the CPU device unless EngineOptions::batch says otherwise (other
 // devices: 32); promptBatchFor gives the default for a backend.
-inline constexpr int kCpuPromptBatch = 128;
+inline constexpr int kCpuPromptBatch = 256;  // measured best of 32..256 per type (tests/bench/RESULTS.md)
 inline int promptBatchFor(const std::string& backend) { return backend.empty() || backend == "cpu" ? kCpuPromptBatch : 32; }
 
 struct EngineOptions {

@@ -183,7 +183,8 @@ TEST(Cli, NeuronCacheBenchComparesWithDenseOffloading)
                       out + "' --prune none --quant none --bundles --predictors 8 --no-quality");
     ASSERT_EQ(r.exitCode, 0) << r.err;
     const std::string json = tempDir() + "/neuron-cache.json";
-    r = runCli("bench -m '" + out + "' -n 4 --quick-probe --vram-budget 1MiB --ram-budget 64KiB --neuron-cache 32 "
+    // (2 MiB: the dense path's weights and a 256-token prompt batch's activations both fit.)
+    r = runCli("bench -m '" + out + "' -n 4 --quick-probe --vram-budget 2MiB --ram-budget 64KiB --neuron-cache 32 "
                "--neuron-mode predicted --bundles-from ram --cold-neurons cpu --json '" + json + "'",
                "XDG_CACHE_HOME='" + tempDir() + "/cache' ");
     ASSERT_EQ(r.exitCode, 0) << r.err;
