@@ -55,25 +55,11 @@ void tile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t
     }
 }
 
-void rows(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y, int64_t ldc,
-          uint8_t* panel)
-{
-    // (A lambda, not the function pointer: one type per tile, so the call is direct and inlined.)
-    int8RowsWith<kRows, kTokens>([](auto... a) { tile(a...); }, packedX, n, w, r0, r1, y, ldc, panel);
-}
-
 }  // namespace
 
 GemmInt8 gemmInt8Avx512()
 {
-    GemmInt8 g;
-    g.name = "avx512-vnni";
-    g.tokens = kTokens;
-    g.rowsPerBlock = kRows;
-    g.q8_0 = true;
-    g.pack = packInt8X<kTokens>;
-    g.rows = rows;
-    return g;
+    return int8Product<kRows, kTokens, tile>("avx512-vnni", true);
 }
 
 }  // namespace spillway::gpu::cpu

@@ -38,24 +38,11 @@ void tile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t
     storeInt8Tile<kTokens>(c, y, ldc, tokens, rows);
 }
 
-void rows(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y, int64_t ldc,
-          uint8_t* panel)
-{
-    int8RowsWith<kRows, kTokens>([](auto... a) { tile(a...); }, packedX, n, w, r0, r1, y, ldc, panel);
-}
-
 }  // namespace
 
 GemmInt8 gemmInt8AvxVnni()
 {
-    GemmInt8 g;
-    g.name = "avx-vnni";
-    g.tokens = kTokens;
-    g.rowsPerBlock = kRows;
-    g.q8_0 = true;
-    g.pack = packInt8X<kTokens>;
-    g.rows = rows;
-    return g;
+    return int8Product<kRows, kTokens, tile>("avx-vnni", true);
 }
 
 }  // namespace spillway::gpu::cpu

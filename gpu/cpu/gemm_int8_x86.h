@@ -31,6 +31,7 @@
 #include <cstring>
 
 #include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/gemm_x86.h"  // transpose8x8
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kernels_x86_quant.h"  // quantizeQ8X86, fp16Scalar
 
@@ -44,27 +45,13 @@ constexpr int64_t kRowPrefetchAhead = 512;                      // bytes ahead i
 // The weights' shift to unsigned bytes.
 inline int32_t int8ShiftOf(const MatrixView& w) { return w.type == DType::Q4_0 ? 8 : 128; }
 
-// 8 x 8 transpose of 32-bit words: v[i] word j -> v[j] word i.
+// 8 x 8 transpose of 32-bit words: v[i] word j -> v[j] word i (gemm_x86.h's, on integers).
 inline void transposeWords8x8(__m256i v[8])
 {
     __m256 r[8];
     for (int i = 0; i < 8; ++i) r[i] = _mm256_castsi256_ps(v[i]);
-    const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
-    const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
-    const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
-    const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
-    v[0] = _mm256_castps_si256(_mm256_permute2f128_ps(b0, b4, 0x20));
-    v[1] = _mm256_castps_si256(_mm256_permute2f128_ps(b1, b5, 0x20));
-    v[2] = _mm256_castps_si256(_mm256_permute2f128_ps(b2, b6, 0x20));
-    v[3] = _mm256_castps_si256(_mm256_permute2f128_ps(b3, b7, 0x20));
-    v[4] = _mm256_castps_si256(_mm256_permute2f128_ps(b0, b4, 0x31));
-    v[5] = _mm256_castps_si256(_mm256_permute2f128_ps(b1, b5, 0x31));
-    v[6] = _mm256_castps_si256(_mm256_permute2f128_ps(b2, b6, 0x31));
-    v[7] = _mm256_castps_si256(_mm256_permute2f128_ps(b3, b7, 0x31));
+    transpose8x8(r);
+    for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(r[i]);
 }
 
 // Row r's block b as 32 unsigned bytes in k order, and its scale.
@@ -148,21 +135,6 @@ void packInt8X(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
     }
 }
 
-// Rows [r0, r1) of w times the packed batch (GemmInt8::rows): the rows repacked into `panel`,
-// then `tile` (x panel, weight panel, blocks, y, ldc, tokens, rows) over every token panel.
-template <int64_t kRows, int64_t kTokens, typename Tile>
-void int8RowsWith(Tile tile, const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y,
-                  int64_t ldc, uint8_t* panel)
-{
-    const int64_t blocks = w.cols / kQ8Block;
-    packInt8Rows<kRows>(w, r0, r1, panel);
-    for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
-        const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
-        tile(packedX + t0 / kTokens * blocks * gemmInt8XBlockBytes(kTokens), panel, blocks, y + t0 * ldc + r0, ldc,
-             tokens, r1 - r0);
-    }
-}
-
 // A tile of 8-row float vectors into y: token t's rows at y + t * ldc, the first `tokens` tokens
 // and `rows` rows (the AVX2-width tiles).
 template <int64_t kTokens>
@@ -171,6 +143,36 @@ inline void storeInt8Tile(const __m256* c, float* y, int64_t ldc, int64_t tokens
     const __m256i mask =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rows)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (int64_t t = 0; t < tokens; ++t) _mm256_maskstore_ps(y + t * ldc, mask, c[t]);
+}
+
+// A tile as a product. GemmInt8::rows: rows [r0, r1) of w times the packed batch, the rows
+// repacked into `panel`, then `Tile` (x panel, weight panel, blocks, y, ldc, tokens, rows) over
+// every token panel (a template argument, so each call is direct).
+using Int8TileFn = void (*)(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc,
+                            int64_t tokens, int64_t rows);
+template <int64_t kRows, int64_t kTokens, Int8TileFn Tile>
+void int8Rows(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y, int64_t ldc,
+              uint8_t* panel)
+{
+    const int64_t blocks = w.cols / kQ8Block;
+    packInt8Rows<kRows>(w, r0, r1, panel);
+    for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+        const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
+        Tile(packedX + t0 / kTokens * blocks * gemmInt8XBlockBytes(kTokens), panel, blocks, y + t0 * ldc + r0, ldc,
+             tokens, r1 - r0);
+    }
+}
+template <int64_t kRows, int64_t kTokens, Int8TileFn Tile>
+GemmInt8 int8Product(const char* name, bool q8_0)
+{
+    GemmInt8 g;
+    g.name = name;
+    g.tokens = kTokens;
+    g.rowsPerBlock = kRows;
+    g.q8_0 = q8_0;
+    g.pack = packInt8X<kTokens>;
+    g.rows = int8Rows<kRows, kTokens, Tile>;
+    return g;
 }
 
 // The tile's view of one block of a token panel.

@@ -11,6 +11,27 @@
 namespace spillway::gpu::cpu {
 namespace {
 
+// 8 x 8 transpose of 32-bit lanes: v[i] lane j -> v[j] lane i.
+inline void transpose8x8(__m256 v[8])
+{
+    const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
+    const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
+    const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
+    const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
+    const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+    const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+    const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+    const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+    v[0] = _mm256_permute2f128_ps(b0, b4, 0x20);
+    v[1] = _mm256_permute2f128_ps(b1, b5, 0x20);
+    v[2] = _mm256_permute2f128_ps(b2, b6, 0x20);
+    v[3] = _mm256_permute2f128_ps(b3, b7, 0x20);
+    v[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+    v[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+    v[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+    v[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
 // Rows [0, rows) of w (row-major, ldw floats apart; rows <= kRows, a multiple of 8) into
 // panel[k * kRows + i], rows past `rows` as zeros.
 template <int64_t kRows>
@@ -26,24 +47,9 @@ void transposeRows(const float* w, int64_t ldw, int64_t rows, int64_t cols, floa
                 const int64_t r = g * 8 + i;
                 v[i] = r < rows ? _mm256_loadu_ps(w + r * ldw + k) : zero;
             }
-            // 8 x 8 transpose: v[i][j] -> t[j][i]
-            const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
-            const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
-            const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
-            const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
-            const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
-            const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
-            const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
-            const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+            transpose8x8(v);
             float* out = panel + k * kRows + g * 8;
-            _mm256_storeu_ps(out + 0 * kRows, _mm256_permute2f128_ps(b0, b4, 0x20));
-            _mm256_storeu_ps(out + 1 * kRows, _mm256_permute2f128_ps(b1, b5, 0x20));
-            _mm256_storeu_ps(out + 2 * kRows, _mm256_permute2f128_ps(b2, b6, 0x20));
-            _mm256_storeu_ps(out + 3 * kRows, _mm256_permute2f128_ps(b3, b7, 0x20));
-            _mm256_storeu_ps(out + 4 * kRows, _mm256_permute2f128_ps(b0, b4, 0x31));
-            _mm256_storeu_ps(out + 5 * kRows, _mm256_permute2f128_ps(b1, b5, 0x31));
-            _mm256_storeu_ps(out + 6 * kRows, _mm256_permute2f128_ps(b2, b6, 0x31));
-            _mm256_storeu_ps(out + 7 * kRows, _mm256_permute2f128_ps(b3, b7, 0x31));
+            for (int64_t j = 0; j < 8; ++j) _mm256_storeu_ps(out + j * kRows, v[j]);
         }
     }
     for (; k < cols; ++k)
