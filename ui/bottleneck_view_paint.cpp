@@ -96,6 +96,8 @@ QString BottleneckView::cacheStripInfoAt(QPoint pos) const
     const size_t i = std::min(n - 1, size_t((pos.x() - r.left()) / r.width() * double(n)));
     const CacheLayerStats& l = m_cacheLayers[i];
     const double tokens = double(std::max<uint64_t>(1, m_stats.total.tokens));
+    if (m_cacheExperts && l.lookups == 0)
+        return tr("layer %1 · its experts are not served by the cache (resident on the device or in RAM)").arg(l.layer);
     if (m_cacheExperts)
         return tr("layer %1 · hit rate %2% (%3 of %4 chosen experts in a slot) · %5 experts missed per token · %6 "
                   "read per token")
@@ -297,11 +299,14 @@ void BottleneckView::paintEvent(QPaintEvent*)
             const CacheLayerStats& l = m_cacheLayers[i];
             const QRectF c(cache.left() + double(i) * cell, cache.top(), std::max(1.0, cell - 1), cache.height());
             p.fillRect(c, l.lookups ? hitColor(l.hitRate()) : pal.color(QPalette::Mid));
-            const QString label = tr("L%1 %2%").arg(l.layer).arg(std::lround(100 * l.hitRate()));
+            // (A layer the expert cache does not serve: its experts are resident, no figure.)
+            const QString label = l.lookups || !m_cacheExperts ? tr("L%1 %2%").arg(l.layer).arg(std::lround(100 * l.hitRate()))
+                                                               : tr("L%1 resident").arg(l.layer);
             // The expert cache's cells: the experts missed per token on a second line.
             const QString missed = tr("%1 missed").arg(double(l.lookups - l.hits) / tokens, 0, 'f', 1);
             p.setPen(Qt::black);
-            if (m_cacheExperts && fm.horizontalAdvance(missed) + 4 <= c.width() && c.height() >= 2 * fm.height()) {
+            if (m_cacheExperts && l.lookups && fm.horizontalAdvance(missed) + 4 <= c.width() &&
+                c.height() >= 2 * fm.height()) {
                 p.drawText(QRectF(c.left(), c.top(), c.width(), c.height() / 2), Qt::AlignCenter, label);
                 p.drawText(QRectF(c.left(), c.center().y(), c.width(), c.height() / 2), Qt::AlignCenter, missed);
             } else if (fm.horizontalAdvance(label) + 4 <= c.width()) {

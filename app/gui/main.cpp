@@ -60,7 +60,7 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote: real content, rendered without a display.
+// --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote|experts: real content, rendered without a display.
 //   welcome:    the first-launch screen once the machine is measured;
 //   chat:       one prompt and its reply, the conversation in the list;
 //   settings:   the same with the chat's settings open beside it (a system prompt typed in);
@@ -71,7 +71,9 @@ bool hasArgument(int argc, char** argv, const char* name)
 //   tuning:     the measured machine and the planner's placement under tight budgets;
 //   remote:     a remote endpoint's model answering (the demo model served on loopback by an
 //               in-process server, added through the library as a user adds one), the visualizer
-//               saying that the compute is remote.
+//               saying that the compute is remote;
+//   experts:    a mixture of experts (--model) with its experts on the SSD, after one reply: the
+//               visualizer's expert cache strip.
 // A widget of the window by its object name (chat_window.h lists them).
 // A missing one (renamed, or of another type) ends the program saying which, not with a crash.
 template <class T>
@@ -145,6 +147,40 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
                         if (auto* area = qobject_cast<QScrollArea*>(w)) area->ensureWidgetVisible(apply);
                     save(&window);
                 });
+        });
+    } else if (scene == QLatin1String("experts")) {
+        // A mixture of experts (--model, e.g. tests/data/models/moe/tiny-mixtral.gguf) under
+        // budgets that leave its experts on the SSD: the plan applied, one reply, and the
+        // visualizer's expert strip (each layer's hit rate and experts missed per token).
+        auto applied = std::make_shared<bool>(false);
+        QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window] {
+            window.showView(ChatWindow::View::Tuning);
+            part<QSpinBox>(window, "contextLength")->setValue(64);
+            part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
+            part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.6);
+        });
+        QObject::connect(&window, &ChatWindow::tuningPredicted, &window, [&window, applied, fail] {
+            const auto& p = window.library()->lastPrediction();
+            if (*applied || p.settings.vramBudget != qint64(1.6 * 1024 * 1024) ||
+                p.settings.ramBudget != qint64(0.06 * 1024 * 1024))
+                return;
+            if (p.ssdBytesPerToken <= 0) return fail(QStringLiteral("--scene experts needs a mixture of experts (--model) "
+                                                                    "that these budgets leave on the SSD"));
+            *applied = true;
+            part<QPushButton>(window, "applyTuning")->click();
+        });
+        QObject::connect(&window, &ChatWindow::tuningApplied, &window, [&window, prompt] {
+            window.showView(ChatWindow::View::Chats);
+            part<spillway::ui::PromptEdit>(window, "prompt")->setText(prompt);
+            window.send();
+        });
+        QObject::connect(&window, &ChatWindow::replyStored, &window, [&window, save] {
+            QTimer::singleShot(200, &window, [&window, save] {
+                // Taller than the dock, so the six lanes keep their room above the strip.
+                QWidget* view = part<QWidget>(window, "bottleneck");
+                view->resize(view->width(), 420);
+                save(view);
+            });
         });
     } else if (scene == QLatin1String("library") || scene == QLatin1String("models")) {
         // The Models view: the demo model compressed twice, "fast" (passes the quality bar) and
@@ -252,7 +288,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, library, tuning, visualizer or remote.", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, library, tuning, visualizer, remote or experts (with a mixture of experts as --model).", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -300,8 +336,9 @@ int main(int argc, char** argv)
     }
     if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "settings" &&
         scene != "dark" && scene != "models" && scene != "library" && scene != "visualizer" && scene != "tuning" &&
-        scene != "remote") {
-        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, library, tuning, visualizer or remote\n");
+        scene != "remote" && scene != "experts") {
+        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, library, tuning, visualizer, remote "
+                             "or experts\n");
         return 2;
     }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `spillway --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote` renders each scene with real
-# content (the demo model answering, compressing, the engine's trace) without a display: each PNG
+# `spillway --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote|experts` renders each scene with real
+# content (the demo model answering, compressing, the engine's trace; for `experts` the tiny
+# Mixtral of tests/data/models/moe with its experts on the SSD) without a display: each PNG
 # must be written, be a PNG, and be large enough to hold more than an empty window. The scenes
 # run as a user's first launch does: the full hardware probe (the first scene measures, the later
 # ones read its cache), not the tests' quick one.
@@ -11,11 +12,15 @@ app=$1
 keep=${2:-}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+moe=$(cd "$(dirname "$0")/../data/models/moe" && pwd)/tiny-mixtral.gguf
 export XDG_CACHE_HOME=$out/cache  # the machine's profile (the probe's test file goes to the app's temporary data)
 unset SPILLWAY_QUICK_PROBE
-for scene in welcome chat settings dark library tuning visualizer remote; do
+scenes=(welcome chat settings dark library tuning visualizer remote experts)
+for scene in "${scenes[@]}"; do
   started=$SECONDS
-  "$app" --screenshot "$out/$scene.png" --scene "$scene" >"$out/$scene.log" 2>&1 || {
+  model=()
+  [[ $scene == experts ]] && model=(--model "$moe")
+  "$app" --screenshot "$out/$scene.png" --scene "$scene" "${model[@]}" >"$out/$scene.log" 2>&1 || {
     echo "FAIL: scene $scene exited with $?"; cat "$out/$scene.log"; exit 1; }
   [[ -s $out/$scene.png ]] || { echo "FAIL: no $scene.png"; exit 1; }
   magic=$(head -c 8 "$out/$scene.png" | od -An -tx1 | tr -d ' \n')
@@ -29,6 +34,6 @@ if "$app" --screenshot "$out/x.png" --scene nonsense >/dev/null 2>&1; then echo 
 [[ ! -e $out/x.png ]]
 if [[ -n $keep ]]; then
   mkdir -p "$keep"
-  for scene in welcome chat settings dark library tuning visualizer remote; do cp "$out/$scene.png" "$keep/"; done
+  for scene in "${scenes[@]}"; do cp "$out/$scene.png" "$keep/"; done
   echo "kept the scenes in $keep"
 fi
