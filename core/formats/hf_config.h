@@ -1,7 +1,8 @@
 #pragma once
 // Hugging Face model folders <-> GGUF vocabulary: config.json (+ generation_config.json) as
 // GGUF-keyed metadata that llamaConfigFromMetadata reads, the same backwards for GGUF -> HF
-// conversion, the two tensor naming schemes, and the RoPE row order that tells them apart.
+// conversion (hf_config.cpp), the two tensor naming schemes, and the RoPE row order that tells
+// them apart (hf_tensor_names.cpp).
 //
 // Keys follow llama.cpp's convert_hf_to_gguf where it has one ("llama.embedding_length",
 // "llama.attention.layer_norm_rms_epsilon", "llama.rope.scaling.type", ...; counts as uint32,
