@@ -41,7 +41,7 @@ void tile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t
             c[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[t])), c[t]);
         }
     }
-    storeInt8Tile<kTokens>(c, y, ldc, tokens, rows);
+    storeInt8Tile(c, y, ldc, tokens, rows);
 }
 
 }  // namespace

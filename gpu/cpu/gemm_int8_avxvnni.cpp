@@ -35,7 +35,7 @@ void tile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t
         for (int64_t t = 0; t < kTokens; ++t)
             c[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d[t])), c[t]);
     }
-    storeInt8Tile<kTokens>(c, y, ldc, tokens, rows);
+    storeInt8Tile(c, y, ldc, tokens, rows);
 }
 
 }  // namespace

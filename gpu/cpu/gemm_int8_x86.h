@@ -58,10 +58,12 @@ inline void transposeWords8x8(__m256i v[8])
 inline __m256i int8RowBlock(const MatrixView& w, int64_t r, int64_t b, float& d)
 {
     const uint8_t* row = rowPointer(w, r);
-    // The rows come from memory, many streams at once: ask for each one's bytes ahead.
-    _mm_prefetch(reinterpret_cast<const char*>(row + (b + 1) * (w.type == DType::Q4_0 ? kQ4_0BlockBytes : kQ8Block) +
-                                               kRowPrefetchAhead),
-                 _MM_HINT_T0);
+    // The rows come from memory, many streams at once: ask for each one's bytes ahead (the block's
+    // values: 18-byte Q4_0 blocks, 34-byte Q8_0 ones, or 32 values with the scales at the end).
+    const int64_t stride = w.type == DType::Q4_0                   ? kQ4_0BlockBytes
+                           : w.layout == RowLayout::Q8_0ScalesLast ? kQ8Block
+                                                                   : kQ8_0BlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(row + b * stride + kRowPrefetchAhead), _MM_HINT_T0);
     if (w.type == DType::Q4_0) {
         const uint8_t* block = row + b * kQ4_0BlockBytes;
         d = fp16Scalar(block);
@@ -137,7 +139,6 @@ void packInt8X(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
 
 // A tile of 8-row float vectors into y: token t's rows at y + t * ldc, the first `tokens` tokens
 // and `rows` rows (the AVX2-width tiles).
-template <int64_t kTokens>
 inline void storeInt8Tile(const __m256* c, float* y, int64_t ldc, int64_t tokens, int64_t rows)
 {
     const __m256i mask =
