@@ -21,6 +21,7 @@
 #include "core/runtime/llama_session.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/greedy_text.h"
+#include "../common/same_tensors.h"
 #include "../common/temp_dir.h"
 
 using namespace spillway;
@@ -91,14 +92,7 @@ TEST(Convert, Stories260KThroughAHuggingFaceFolderAndBack)
         EXPECT_EQ(greedy(**back, ref.prompt), ref.text) << "GGUF from the folder";
     }
     // Every tensor comes back byte for byte (the Q/K permutation and its inverse included).
-    ASSERT_EQ((*back)->tensors().size(), (*original)->tensors().size());
-    for (const ModelTensor& t : (*original)->tensors()) {
-        const ModelTensor* b = (*back)->tensor(t.name);
-        ASSERT_NE(b, nullptr) << t.name;
-        EXPECT_EQ(b->dims, t.dims) << t.name;
-        ASSERT_EQ(b->bytes, t.bytes) << t.name;
-        EXPECT_EQ(0, std::memcmp(b->data, t.data, t.bytes)) << t.name;
-    }
+    testing_support::expectSameTensors(**back, **original);
     // In the folder, Q's rows are in Hugging Face's order: GGUF's row 2i + s of head h is the
     // folder's row s * r/2 + i of that head (r rows per head; llama.cpp's permute).
     auto st = safetensors::openSingle(dir / "hf/model.safetensors");

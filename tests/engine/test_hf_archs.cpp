@@ -32,6 +32,7 @@
 #include "core/model/llama_model.h"
 #include "core/runtime/llama_session.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/same_tensors.h"
 #include "../common/tiny_models.h"
 
 using namespace spillway;
@@ -445,13 +446,7 @@ void checkArchitecture(const Arch& a, uint32_t seed, RopeOrder ggufOrder, bool e
     if (!exact) {
         EXPECT_LT(maxDifference(hfLogits, logits), 1e-5) << a.name << " HF folder";
     }
-    ASSERT_EQ((*back)->tensors().size(), (*model)->tensors().size());
-    for (const ModelTensor& t : (*model)->tensors()) {
-        const ModelTensor* b = (*back)->tensor(t.name);
-        ASSERT_NE(b, nullptr) << t.name;
-        ASSERT_EQ(b->bytes, t.bytes) << t.name;
-        EXPECT_EQ(0, std::memcmp(b->data, t.data, t.bytes)) << t.name;
-    }
+    testing_support::expectSameTensors(**back, **model);
 }
 
 Arch qwen2()

@@ -27,6 +27,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/kernel_sets.h"
+#include "../common/same_tensors.h"
 #include "../common/session_logits.h"
 #include "../common/temp_dir.h"
 
@@ -158,14 +159,7 @@ TEST_P(MoeModel, MatchesLlamaCppThroughAHuggingFaceFolder)
     ASSERT_TRUE(convertModel(**hf, dir / "back.gguf", toGguf));
     auto back = LlamaModel::load(dir / "back.gguf");
     ASSERT_TRUE(back) << back.error().message;
-    ASSERT_EQ((*back)->tensors().size(), (*gguf)->tensors().size());
-    for (const ModelTensor& t : (*gguf)->tensors()) {
-        const ModelTensor* u = (*back)->tensor(t.name);
-        ASSERT_NE(u, nullptr) << t.name;
-        EXPECT_EQ(u->dims, t.dims) << t.name;
-        ASSERT_EQ(u->bytes, t.bytes) << t.name;
-        EXPECT_EQ(0, std::memcmp(u->data, t.data, t.bytes)) << t.name;
-    }
+    testing_support::expectSameTensors(**back, **gguf);
 }
 
 // A Hugging Face folder whose experts do not add up: one missing, one more than config.json
