@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QLocale>
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/hw/probe.h"
@@ -216,16 +217,17 @@ void TuningWorker::predict(const TuningSettings& settings)
                     .arg(l.cpuCompute * 1e3, 0, 'f', 2);
     if (!plan->expertLayers.empty()) {
         // A mixture of experts: where its experts are, and what the expert cache should hit.
-        int cached = 0, resident = 0, inRam = 0, slotsEach = 0;
+        int cached = 0, resident = 0, inRam = 0, fewest = 0, most = 0;
         double hits = 0, fromRam = 0;
         for (const plan::ExpertLayerPlan& x : plan->expertLayers) {
             if (!x.cached) {
                 resident += x.tier == plan::Tier::Device && !x.split;
                 continue;
             }
+            fewest = cached ? std::min(fewest, x.deviceSlots) : x.deviceSlots;
+            most = std::max(most, x.deviceSlots);
             ++cached;
             inRam += x.hostExperts;
-            slotsEach = x.deviceSlots;
             hits += x.hitRate;
             fromRam += x.hostRate;
         }
@@ -240,7 +242,8 @@ void TuningWorker::predict(const TuningSettings& settings)
                       .arg(resident)
                       .arg(plan->expertLayers.size())
                       .arg(cached)
-                      .arg(slotsEach)
+                      .arg(fewest == most ? QString::number(most)
+                                          : tr("%1 to %2 (by the routing)").arg(fewest).arg(most))
                       .arg(inRam)
                       .arg(100.0 * hits / cached, 0, 'f', 1)
                       .arg(100.0 * fromRam / cached, 0, 'f', 1)

@@ -169,10 +169,10 @@ int runOffloadBench(BenchCommand& b)
     std::printf("  %-36s %.1f MiB (budget %.1f), pinned RAM peak %.1f MiB\n", "device memory peak",
                 mem.peak / double(1 << 20), mem.limit / double(1 << 20), mem.hostPeak / double(1 << 20));
     if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
-        std::printf("  %-36s %d slots in each of %d layers (%.1f MiB), %d experts in RAM (%.1f MiB): hit rate "
+        std::printf("  %-36s %s (%.1f MiB), %d experts in RAM (%.1f MiB): hit rate "
                     "%.1f%%, %.1f%% served from RAM, %.2f MiB/token read from the SSD; router lookahead right for "
                     "%.1f%% of its guesses\n",
-                    "expert cache", ec.slotsPerLayer, ec.layers, double(ec.slotBytes) / double(1 << 20),
+                    "expert cache", ec.slotsText().c_str(), double(ec.slotBytes) / double(1 << 20),
                     ec.hostExperts, double(ec.hostBytes) / double(1 << 20), 100.0 * ec.hitRate(),
                     100.0 * ec.hostRate(), double(ec.ssdBytes) / double(b.tokens) / double(1 << 20),
                     100.0 * ec.lookaheadAccuracy());
@@ -262,6 +262,7 @@ int runOffloadBench(BenchCommand& b)
             j["expert_cache"] = {
                 {"layers", ec.layers},
                 {"slots_per_layer", ec.slotsPerLayer},
+                {"fewest_slots_per_layer", ec.fewestSlots},
                 {"slot_bytes", ec.slotBytes},
                 {"hit_rate", ec.hitRate()},
                 {"hits", ec.hits},

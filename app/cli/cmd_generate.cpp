@@ -107,10 +107,10 @@ int runGenerate(const GenerateOptions& o)
                      c.nExpertsUsed, c.nExperts, 100.0 * busiest, 100.0 / c.nExperts);
         if (const ExpertCacheReport ec = session.expertCacheReport(); ec.layers > 0)
             std::fprintf(stderr,
-                         "expert cache: %d slots in each of %d layers (%.1f MiB), %d experts in RAM (%.1f MiB), hit "
+                         "expert cache: %s (%.1f MiB), %d experts in RAM (%.1f MiB), hit "
                          "rate %.1f%%, %.1f%% served from RAM, %.1f MiB read from the SSD; router lookahead right for "
                          "%.1f%% of its guesses, %llu misses read ahead\n",
-                         ec.slotsPerLayer, ec.layers, double(ec.slotBytes) / double(1 << 20), ec.hostExperts,
+                         ec.slotsText().c_str(), double(ec.slotBytes) / double(1 << 20), ec.hostExperts,
                          double(ec.hostBytes) / double(1 << 20), 100.0 * ec.hitRate(), 100.0 * ec.hostRate(),
                          double(ec.ssdBytes) / double(1 << 20), 100.0 * ec.lookaheadAccuracy(),
                          (unsigned long long)ec.prefetched);

@@ -48,7 +48,8 @@ void addNeuronCacheOptions(CLI::App* cmd, OffloadOptions& o)
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--expert-slots", o.expertSlots,
                     "Mixtures of experts whose experts lie on the SSD: slots per layer of the cache they are read "
-                    "into as tokens choose them (default: twice the experts a token uses)")
+                    "into as tokens choose them (default: twice the experts a token uses on average, divided among "
+                    "the layers by the routing profile where there is one)")
         ->check(CLI::Range(0, 1 << 16));
     cmd->add_flag("--no-expert-cache", o.noExpertCache,
                   "Mixtures of experts: stream the expert stacks left on the SSD whole each token, as dense "

@@ -34,8 +34,9 @@ struct TensorPlacement {
 // not an SSD read).
 struct ExpertPlacement {
     int layer = 0;
-    std::vector<int> device;
-    std::vector<int> host;
+    std::vector<int> device;  // the experts the device's slots start with
+    std::vector<int> host;    // the experts kept in (pinned) RAM
+    int slotCount = 0;        // the layer's expert slots on the device (0: the session's count)
 };
 
 struct Placement {

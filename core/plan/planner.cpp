@@ -255,6 +255,7 @@ public:
     uint64_t hostTotal(const Evaluation& e) const { return e.hostBytes + e.stagingBytes; }
     const std::vector<Tensor>& tensors() const { return m_tensors; }
     // An expert stack's misses per token from the SSD and from RAM, and its RAM bytes.
+    void setExpertSlots(size_t i, uint64_t cacheBytes) { m_tensors[i].cacheBytes = cacheBytes; }
     void setExpertSplit(size_t i, double ssdMissBytes, double hostMissBytes, uint64_t hostBytes)
     {
         m_tensors[i].missBytes = ssdMissBytes;
@@ -310,10 +311,43 @@ struct Setup {
     std::vector<TensorPlacement> list;
     std::unique_ptr<CostModel> model;
     uint64_t vram = 0, ram = 0, fixed = 0;
-    // Mixtures of experts, per layer: each expert's choice rate per token (measured, or uniform)
-    // and its expected misses per token in the expert cache's slots.
+    // Mixtures of experts, per layer: each expert's choice rate per token (measured, or uniform),
+    // the expert cache's slots and each expert's expected misses per token in them.
     std::vector<std::vector<double>> expertRates, expertMisses;
+    std::vector<int> expertSlots;
 };
+
+// The expert cache's slots for `layers`: `--expert-slots` (or the default) in each, or, where the
+// routing is measured and no count was asked for, the same slots in all divided among them by
+// their routing (allotSlots) when that is expected to miss at least 2 % less.
+std::vector<int> divideExpertSlots(const Setup& s, const PlannerInput& in, const std::vector<int>& layers)
+{
+    const LlamaConfig& c = in.model->config();
+    const int uniform = c.expertSlots(in.expertSlots);
+    std::vector<int> even(layers.size(), uniform);
+    if (!usableRouting(in) || in.expertSlots > 0 || layers.empty()) return even;
+    std::vector<std::vector<double>> rates;
+    for (int l : layers) rates.push_back(s.expertRates[size_t(l)]);
+    const std::vector<int> allotted = allotSlots(rates, c.nExpertsUsed, c.nExperts, uniform * int(layers.size()));
+    double flat = 0, shaped = 0;
+    for (size_t k = 0; k < layers.size(); ++k) {
+        for (double m : expectedMisses(rates[k], uniform)) flat += m;
+        for (double m : expectedMisses(rates[k], allotted[k])) shaped += m;
+    }
+    return shaped < 0.98 * flat ? allotted : even;
+}
+
+// Every layer's slots for the placement search: the same count in each, so that the layers it
+// ends up serving can divide theirs by the routing afterwards (placeExperts) in the same device
+// memory; and the expected misses in them.
+void sizeExpertSlots(Setup& s, const PlannerInput& in)
+{
+    const LlamaConfig& c = in.model->config();
+    s.expertSlots.assign(size_t(c.nLayers), c.expertSlots(in.expertSlots));
+    s.expertMisses.clear();
+    for (int l = 0; l < c.nLayers; ++l)
+        s.expertMisses.push_back(expectedMisses(s.expertRates[size_t(l)], s.expertSlots[size_t(l)]));
+}
 
 Result<Setup> setUp(const PlannerInput& in)
 {
@@ -329,11 +363,10 @@ Result<Setup> setUp(const PlannerInput& in)
         std::erase_if(s.list, [&](const TensorPlacement& t) {
             return std::find(in.served.begin(), in.served.end(), t.name) != in.served.end();
         });
-    if (c.moe())
-        for (int l = 0; l < c.nLayers; ++l) {
-            s.expertRates.push_back(choiceRates(in, l));
-            s.expertMisses.push_back(expectedMisses(s.expertRates.back(), c.expertSlots(in.expertSlots)));
-        }
+    if (c.moe()) {
+        for (int l = 0; l < c.nLayers; ++l) s.expertRates.push_back(choiceRates(in, l));
+        sizeExpertSlots(s, in);
+    }
     std::vector<Tensor> tensors;
     const double fallback = in.profile.host.memoryReadBytesPerSecond > 0 ? in.profile.host.memoryReadBytesPerSecond : 1e10;
     for (const auto& t : s.list) {
@@ -346,7 +379,7 @@ Result<Setup> setUp(const PlannerInput& in)
         x.bytes = t.bytes;
         x.compute = t.unit < 0 ? 0.0 : double(t.bytes) / rate;
         if (c.moe() && t.name.find("_exps.weight") != std::string::npos) {
-            const int slots = c.expertSlots(in.expertSlots);
+            const int slots = s.expertSlots[size_t(t.unit)];
             const double expert = double(t.bytes) / double(c.nExperts);
             x.expertStack = true;
             x.cacheable = in.expertCache;
@@ -402,8 +435,7 @@ void describeExperts(PlanResult& r, const PlannerInput& in, const Setup& s)
     std::vector<Tier> tiers;
     for (const TensorPlacement& t : r.placement.tensors) tiers.push_back(t.tier);
     const std::vector<char> cached = expertCacheUnits(ts, tiers, c.nLayers + 1);
-    const int slots = c.expertSlots(in.expertSlots);
-    int perTier[3] = {}, split = 0, servedLayers = 0, hostExperts = 0;
+    int perTier[3] = {}, split = 0, servedLayers = 0, hostExperts = 0, fewest = 0, most = 0;
     double hits = 0, fromHost = 0;
     for (int l = 0; l < c.nLayers; ++l) {
         ExpertLayerPlan x;
@@ -418,7 +450,9 @@ void describeExperts(PlanResult& r, const PlannerInput& in, const Setup& s)
             const std::vector<double>& q = s.expertRates[size_t(l)];
             const std::vector<double>& misses = s.expertMisses[size_t(l)];
             const ExpertPlacement* p = r.placement.expertsOf(l);
-            x.deviceSlots = slots;
+            x.deviceSlots = s.expertSlots[size_t(l)];
+            fewest = servedLayers ? std::min(fewest, x.deviceSlots) : x.deviceSlots;
+            most = std::max(most, x.deviceSlots);
             x.hostExperts = p ? int(p->host.size()) : 0;
             x.ssdExperts = c.nExperts - x.hostExperts;
             x.hitRate = hitRate(q, misses);
@@ -440,13 +474,16 @@ void describeExperts(PlanResult& r, const PlannerInput& in, const Setup& s)
     const RoutingProfile* routing = usableRouting(in);
     r.routing = routing ? "measured (" + routing->source + ", " + std::to_string(routing->tokens) + " tokens)"
                         : "uniform (no routing profile: the worst case for a cache)";
-    char note[600];
+    const std::string slots =
+        fewest == most ? std::to_string(servedLayers ? most : c.expertSlots(in.expertSlots)) + " slots per layer"
+                       : std::to_string(fewest) + " to " + std::to_string(most) + " slots per layer, by the routing";
+    char note[700];
     std::snprintf(note, sizeof note,
                   "experts (%d per token of %d per layer): all on the device in %d layers, in RAM (streamed whole) in "
-                  "%d, split across tiers (streamed whole) in %d, through the expert cache in %d (%d slots per layer; "
+                  "%d, split across tiers (streamed whole) in %d, through the expert cache in %d (%s; "
                   "%d experts in RAM in all; %.1f%% of the choices expected in slots, %.1f%% in RAM); routing %s",
                   c.nExpertsUsed, c.nExperts, perTier[int(Tier::Device)], perTier[int(Tier::Host)], split,
-                  servedLayers, slots, hostExperts, servedLayers ? 100.0 * hits / servedLayers : 0.0,
+                  servedLayers, slots.c_str(), hostExperts, servedLayers ? 100.0 * hits / servedLayers : 0.0,
                   servedLayers ? 100.0 * fromHost / servedLayers : 0.0, r.routing.c_str());
     r.notes.push_back(note);
 }
@@ -545,78 +582,119 @@ Result<Evaluation> fitToBudgets(const Setup& s, const std::vector<Tier>& tiers, 
                          " of RAM; the budgets are " + mib(s.vram) + " and " + mib(s.ram));
 }
 
-// The experts of the layers the expert cache serves under `tiers`: the slots start with the
-// hottest of each (where the routing is measured), and with `useRam`, the RAM left in the budget
-// keeps the experts expected to miss most often (over all those layers; each one a copy instead
-// of an SSD read when it misses); a layer `given` names keeps what it says. The cost model takes
-// the split; `e` is evaluated again.
+// The experts of the layers the expert cache serves under `tiers`: each layer's slots (the same
+// count in each, or divided among them by the routing where that is predicted faster and fits
+// the device budget; a layer `given` names keeps its count), the hottest experts to fill them at
+// start (where the routing is measured), and with `useRam`, the RAM left in the budget for the
+// experts expected to miss most often (over all those layers; each one a copy instead of an SSD
+// read when it misses); a layer `given` names keeps what it says. The cost model takes the
+// slots and the split; `e` is evaluated again.
 std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, const std::vector<Tier>& tiers,
                                           int slots, bool useRam, Evaluation& e, const Placement* given = nullptr)
 {
     const LlamaConfig& c = in.model->config();
-    std::vector<ExpertPlacement> out;
-    if (!c.moe()) return out;
+    if (!c.moe()) return {};
     CostModel& cm = *s.model;
     const std::vector<Tensor>& ts = cm.tensors();
     const std::vector<char> cached = expertCacheUnits(ts, tiers, c.nLayers + 1);
-    const int expertSlots = c.expertSlots(in.expertSlots);
     const RoutingProfile* routing = usableRouting(in);
     struct Layer {
-        const std::vector<double>* misses = nullptr;  // s.expertMisses' for the layer
+        int layer = 0;
         std::vector<size_t> stacks;
         uint64_t expertBytes = 0;
+        const ExpertPlacement* named = nullptr;
     };
     std::vector<Layer> layers;
     for (int l = 0; l < c.nLayers; ++l) {
         if (!cached[size_t(l)]) continue;
         Layer L;
+        L.layer = l;
         for (size_t i = 0; i < ts.size(); ++i)
             if (ts[i].unit == l && ts[i].expertStack) {
                 L.stacks.push_back(i);
                 L.expertBytes += expertPartBytes(ts[i], c.nExperts);
             }
         if (L.stacks.empty()) continue;
-        L.misses = &s.expertMisses[size_t(l)];
-        ExpertPlacement p;
-        p.layer = l;
-        if (const ExpertPlacement* named = given ? given->expertsOf(l) : nullptr) {
-            p = *named;
-            std::erase_if(p.host, [&](int x) { return x < 0 || x >= c.nExperts; });
-        } else if (routing) {
-            const std::vector<int> hot = routing->hottest(l);
-            p.device.assign(hot.begin(), hot.begin() + expertSlots);
-        }
-        out.push_back(std::move(p));
+        L.named = given ? given->expertsOf(l) : nullptr;
         layers.push_back(std::move(L));
     }
-    if (useRam && !layers.empty()) {
-        struct Candidate { double misses; size_t layer; int expert; };
-        std::vector<Candidate> order;
+    if (layers.empty()) return {};
+
+    // The placement of the served layers' experts under per-layer slot counts, costed in `e`.
+    const auto place = [&](const std::vector<int>& counts) {
+        std::vector<ExpertPlacement> out;
+        for (size_t k = 0; k < layers.size(); ++k) {
+            const Layer& L = layers[k];
+            s.expertSlots[size_t(L.layer)] = counts[k];
+            s.expertMisses[size_t(L.layer)] = expectedMisses(s.expertRates[size_t(L.layer)], counts[k]);
+            for (size_t i : L.stacks)
+                cm.setExpertSlots(i, uint64_t(double(ts[i].bytes) / double(c.nExperts) * double(counts[k])));
+            ExpertPlacement p;
+            p.layer = L.layer;
+            if (L.named) {
+                p = *L.named;
+                std::erase_if(p.host, [&](int x) { return x < 0 || x >= c.nExperts; });
+            } else {
+                p.slotCount = counts[k];
+                if (routing) {
+                    const std::vector<int> hot = routing->hottest(L.layer);
+                    p.device.assign(hot.begin(), hot.begin() + p.slotCount);
+                }
+            }
+            out.push_back(std::move(p));
+        }
         for (size_t k = 0; k < layers.size(); ++k)
+            for (size_t i : layers[k].stacks) cm.setExpertSplit(i, 0, 0, 0);
+        e = cm.evaluate(tiers, slots);
+        if (useRam) {
+            struct Candidate { double misses; size_t layer; int expert; };
+            std::vector<Candidate> order;
+            for (size_t k = 0; k < layers.size(); ++k)
+                for (int x = 0; x < c.nExperts; ++x)
+                    if (const double m = s.expertMisses[size_t(layers[k].layer)][size_t(x)]; m > 0)
+                        order.push_back({m, k, x});
+            std::stable_sort(order.begin(), order.end(),
+                             [](const Candidate& a, const Candidate& b) { return a.misses > b.misses; });
+            const uint64_t used = cm.hostTotal(e);
+            uint64_t left = s.ram > used ? s.ram - used : 0;
+            for (const Candidate& x : order) {
+                if (left < layers[x.layer].expertBytes) break;
+                out[x.layer].host.push_back(x.expert);
+                left -= layers[x.layer].expertBytes;
+            }
+        }
+        for (size_t k = 0; k < layers.size(); ++k) {
+            std::sort(out[k].host.begin(), out[k].host.end());
+            out[k].host.erase(std::unique(out[k].host.begin(), out[k].host.end()), out[k].host.end());
+            const std::vector<double>& misses = s.expertMisses[size_t(layers[k].layer)];
+            double ssd = 0, ram = 0;
             for (int x = 0; x < c.nExperts; ++x)
-                if ((*layers[k].misses)[size_t(x)] > 0) order.push_back({(*layers[k].misses)[size_t(x)], k, x});
-        std::stable_sort(order.begin(), order.end(),
-                         [](const Candidate& a, const Candidate& b) { return a.misses > b.misses; });
-        const uint64_t used = cm.hostTotal(e);
-        uint64_t left = s.ram > used ? s.ram - used : 0;
-        for (const Candidate& x : order) {
-            if (left < layers[x.layer].expertBytes) break;
-            out[x.layer].host.push_back(x.expert);
-            left -= layers[x.layer].expertBytes;
+                (std::binary_search(out[k].host.begin(), out[k].host.end(), x) ? ram : ssd) += misses[size_t(x)];
+            for (size_t i : layers[k].stacks) {
+                const double part = double(ts[i].bytes) / double(c.nExperts);
+                cm.setExpertSplit(i, ssd * part, ram * part, expertPartBytes(ts[i], c.nExperts) * out[k].host.size());
+            }
         }
+        e = cm.evaluate(tiers, slots);
+        return out;
+    };
+
+    // A named layer keeps its count (none: the session's, as the runtime takes it).
+    std::vector<int> served, even;
+    for (const Layer& L : layers) {
+        served.push_back(L.layer);
+        even.push_back(L.named && L.named->slotCount > 0 ? c.expertSlots(L.named->slotCount) : c.expertSlots(in.expertSlots));
     }
-    for (size_t k = 0; k < layers.size(); ++k) {
-        std::sort(out[k].host.begin(), out[k].host.end());
-        out[k].host.erase(std::unique(out[k].host.begin(), out[k].host.end()), out[k].host.end());
-        double ssd = 0, ram = 0;
-        for (int x = 0; x < c.nExperts; ++x)
-            (std::binary_search(out[k].host.begin(), out[k].host.end(), x) ? ram : ssd) += (*layers[k].misses)[size_t(x)];
-        for (size_t i : layers[k].stacks) {
-            const double part = double(ts[i].bytes) / double(c.nExperts);
-            cm.setExpertSplit(i, ssd * part, ram * part, expertPartBytes(ts[i], c.nExperts) * out[k].host.size());
-        }
+    std::vector<int> divided = divideExpertSlots(s, in, served);
+    for (size_t k = 0; k < layers.size(); ++k)
+        if (layers[k].named) divided[k] = even[k];
+    std::vector<ExpertPlacement> out = place(even);
+    if (divided != even) {
+        const Evaluation evenCost = e;
+        std::vector<ExpertPlacement> shaped = place(divided);
+        if (cm.deviceTotal(e) <= s.vram && e.secondsPerToken <= evenCost.secondsPerToken) return shaped;
+        out = place(even);
     }
-    e = cm.evaluate(tiers, slots);
     return out;
 }
 

@@ -43,7 +43,8 @@ struct PlannerInput {
     // layer (bundles are fetched when the layer's FFN needs them).
     std::vector<NeuronCacheLayerCost> neuronCache;
     // Mixtures of experts: the expert cache's slots per layer for experts left on the SSD
-    // (0: twice the experts a token uses, as the runtime's default).
+    // (0: twice the experts a token uses, as the runtime's default; with a measured routing
+    // profile the same slots in all are divided among the layers by it, ExpertPlacement::slotCount).
     int expertSlots = 0;
     bool expertCache = true;  // false: the runtime's is off (ExpertCacheOptions::enabled)
     // How the experts route (measured; nullptr or empty: uniform, the worst case for a cache):

@@ -174,4 +174,36 @@ double hitRate(const std::vector<double>& q, const std::vector<double>& misses)
     return chosen > 0 ? 1.0 - missed / chosen : 0.0;
 }
 
+std::vector<int> allotSlots(const std::vector<std::vector<double>>& rates, int minSlots, int maxSlots, int total)
+{
+    const size_t layers = rates.size();
+    std::vector<int> slots(layers, minSlots);
+    if (layers == 0 || maxSlots <= minSlots) return slots;
+    const auto missed = [&](size_t l, int n) {
+        const std::vector<double> m = expectedMisses(rates[l], n);
+        return std::accumulate(m.begin(), m.end(), 0.0);
+    };
+    // Per layer: its expected misses now, and the gain of one more slot.
+    std::vector<double> now(layers), gain(layers);
+    for (size_t l = 0; l < layers; ++l) {
+        now[l] = missed(l, minSlots);
+        gain[l] = now[l] - missed(l, minSlots + 1);
+    }
+    int left = total - int(layers) * minSlots;
+    while (left > 0) {
+        size_t best = layers;
+        for (size_t l = 0; l < layers; ++l)
+            if (slots[l] < maxSlots &&
+                (best == layers || gain[l] > gain[best] * (1 + 1e-9) ||
+                 (gain[l] >= gain[best] * (1 - 1e-9) && slots[l] < slots[best])))  // even gains: the fewer slots
+                best = l;
+        if (best == layers) break;
+        ++slots[best];
+        --left;
+        now[best] -= gain[best];
+        gain[best] = slots[best] < maxSlots ? now[best] - missed(best, slots[best] + 1) : 0.0;
+    }
+    return slots;
+}
+
 }  // namespace spillway::plan

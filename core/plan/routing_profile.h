@@ -63,5 +63,12 @@ RoutingProfile keptRoutingProfile(const std::string& modelPath, const LlamaConfi
 std::vector<double> expectedMisses(const std::vector<double>& q, int slots);
 // The share of a layer's choices that hit: 1 - sum(misses) / sum(q).
 double hitRate(const std::vector<double>& q, const std::vector<double>& misses);
+// Divides `total` expert slots among layers with per-token choice rates rates[l] (each layer at
+// least minSlots, at most maxSlots) for the fewest expected misses per token in all: from
+// minSlots each, every further slot goes to the layer whose misses it lowers most (a layer whose
+// routing is concentrated needs few slots to hold its hot experts; a flat one gains from every
+// slot). A layer's misses fall by less with each slot it gets, so taking the largest gain each
+// time is optimal. `total` below layers x minSlots gives each minSlots.
+std::vector<int> allotSlots(const std::vector<std::vector<double>>& rates, int minSlots, int maxSlots, int total);
 
 }  // namespace spillway::plan

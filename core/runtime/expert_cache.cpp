@@ -28,7 +28,8 @@ struct ExpertCache::Layer {
     size_t partBytes[3] = {};       // one expert's rows of each stack
     size_t partOffset[3] = {};      // within a slot
     gpu::MatrixView stacks[3];      // the layer's views (rows of every expert; data in the mapping)
-    uint8_t* slots = nullptr;       // slotsPerLayer slots of expertBytes, device memory
+    int slotCount = 0;              // its slots (the placement's count, or the session's)
+    uint8_t* slots = nullptr;       // slotCount slots of expertBytes, device memory
     std::vector<int> slotExpert;    // slot -> expert, or -1
     std::vector<uint64_t> lastUse;  // slot -> clock of its last use
     std::vector<int> expertSlot;    // expert -> slot, or -1
@@ -107,7 +108,7 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
     auto cache = std::unique_ptr<ExpertCache>(new ExpertCache(model, device));
     ExpertCache& self = *cache;
     self.m_options = options;
-    self.m_slots = c.expertSlots(options.slotsPerLayer);
+    const int sessionSlots = c.expertSlots(options.slotsPerLayer);
     self.m_inPlace = device.info().caps.hostPointers;
     self.m_layerIndex.assign(size_t(c.nLayers), -1);
     for (int l : layers) {
@@ -147,8 +148,12 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
                                     router.cols, L.routerF32.data() + size_t(e * router.cols));
             L.router = L.routerF32.data();
         }
-        L.slotExpert.assign(size_t(self.m_slots), -1);
-        L.lastUse.assign(size_t(self.m_slots), 0);
+        // The placement's slots for the layer where it sizes them and no count was asked for.
+        L.slotCount = sessionSlots;
+        for (const plan::ExpertPlacement& p : options.experts)
+            if (p.layer == l && p.slotCount > 0 && options.slotsPerLayer <= 0) L.slotCount = c.expertSlots(p.slotCount);
+        L.slotExpert.assign(size_t(L.slotCount), -1);
+        L.lastUse.assign(size_t(L.slotCount), 0);
         L.expertSlot.assign(size_t(c.nExperts), -1);
         L.hostIndex.assign(size_t(c.nExperts), -1);
         for (const plan::ExpertPlacement& p : options.experts) {
@@ -159,20 +164,26 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const LlamaModel& model
                     L.host.push_back(e);
                 }
             for (int e : p.device)
-                if (e >= 0 && e < c.nExperts && int(L.warm.size()) < self.m_slots &&
+                if (e >= 0 && e < c.nExperts && int(L.warm.size()) < L.slotCount &&
                     std::find(L.warm.begin(), L.warm.end(), e) == L.warm.end())
                     L.warm.push_back(e);
         }
         self.m_hostExperts += int(L.host.size());
+        self.m_slots = std::max(self.m_slots, L.slotCount);
+        self.m_fewestSlots = self.m_fewestSlots ? std::min(self.m_fewestSlots, L.slotCount) : L.slotCount;
+        self.m_slotTotal += L.slotCount;
         self.m_layerIndex[size_t(l)] = int(self.m_layers.size());
         self.m_layers.push_back(std::move(L));
     }
 
-    auto slots = device.allocate(self.m_expertBytes * size_t(self.m_slots) * self.m_layers.size());
+    auto slots = device.allocate(self.m_expertBytes * size_t(self.m_slotTotal));
     if (!slots) return slots.error();
     self.m_slotMemory = std::move(*slots);
-    for (size_t i = 0; i < self.m_layers.size(); ++i)
-        self.m_layers[i].slots = self.m_slotMemory.as<uint8_t>() + i * size_t(self.m_slots) * self.m_expertBytes;
+    size_t first = 0;
+    for (Layer& L : self.m_layers) {
+        L.slots = self.m_slotMemory.as<uint8_t>() + first * self.m_expertBytes;
+        first += size_t(L.slotCount);
+    }
     auto staging = device.allocateHost(self.m_stagingPerExpert * size_t(self.m_slots));
     if (!staging) return staging.error();
     self.m_staging = std::move(*staging);
@@ -291,9 +302,14 @@ bool ExpertCache::serves(int layer) const
     return layer >= 0 && size_t(layer) < m_layerIndex.size() && m_layerIndex[size_t(layer)] >= 0;
 }
 
+int ExpertCache::slotsOf(int layer) const
+{
+    return serves(layer) ? m_layers[size_t(m_layerIndex[size_t(layer)])].slotCount : 0;
+}
+
 Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<ExpertViews> out)
 {
-    if (!serves(layer) || chosen.size() > size_t(m_slots) || out.size() < chosen.size())
+    if (!serves(layer) || chosen.size() > size_t(slotsOf(layer)) || out.size() < chosen.size())
         return makeError(ErrorCode::InvalidArgument, "expert cache: layer " + std::to_string(layer) + " with " +
                                                          std::to_string(chosen.size()) + " experts to fetch");
     Layer& L = m_layers[size_t(m_layerIndex[size_t(layer)])];
@@ -365,7 +381,7 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
         // Victims: the least recently used slots this fetch does not use.
         for (size_t m = 0; m < m_missing.size(); ++m) {
             int victim = -1;
-            for (int s = 0; s < m_slots; ++s)
+            for (int s = 0; s < L.slotCount; ++s)
                 if (L.lastUse[size_t(s)] != now && (victim < 0 || L.lastUse[size_t(s)] < L.lastUse[size_t(victim)]))
                     victim = s;
             const int e = chosen[size_t(m_missing[m])];
@@ -415,7 +431,8 @@ ExpertCacheReport ExpertCache::report() const
     ExpertCacheReport r;
     r.layers = int(m_layers.size());
     r.slotsPerLayer = m_slots;
-    r.slotBytes = uint64_t(m_expertBytes) * uint64_t(m_slots) * uint64_t(m_layers.size());
+    r.fewestSlots = m_fewestSlots;
+    r.slotBytes = uint64_t(m_expertBytes) * uint64_t(m_slotTotal);
     r.hits = m_hits;
     r.misses = m_misses;
     r.ssdBytes = m_ssdBytes;

@@ -1,8 +1,9 @@
 #pragma once
 // The experts of a mixture of experts that a placement leaves on the SSD, brought in one by one
 // as tokens choose them, instead of streaming each layer's whole stack of experts every token
-// (a token of Qwen3-30B-A3B reads 8 of its 128). Each served layer has `slots` expert slots in
-// device memory, least recently used first out; an expert chosen and not in a slot is read from
+// (a token of Qwen3-30B-A3B reads 8 of its 128). Each served layer has its expert slots in
+// device memory (as many as the placement sizes it by the routing profile, or one count for all),
+// least recently used first out; an expert chosen and not in a slot is read from
 // the model file with direct I/O (three contiguous reads: its rows of ffn_gate_exps, ffn_up_exps
 // and ffn_down_exps; every miss of a layer queued at once) through pinned staging into a slot.
 // Hits, misses and bytes are counted for the report.
@@ -38,7 +39,9 @@ namespace trace { class Recorder; }
 
 struct ExpertCacheOptions {
     bool enabled = true;    // false: stacks on the SSD stream whole each token (dense offloading, a baseline)
-    int slotsPerLayer = 0;  // 0: twice the experts a token uses (at most all of them)
+    // Every layer's slots; 0: the placement's count for each layer where it has one (the planner
+    // divides the slots by the routing profile), else twice the experts a token uses (at most all).
+    int slotsPerLayer = 0;
     int ioQueueDepth = 16;
     size_t ioChunkBytes = size_t{4} << 20;
     trace::Recorder* trace = nullptr;
@@ -47,7 +50,8 @@ struct ExpertCacheOptions {
 
 struct ExpertCacheReport {
     int layers = 0;            // layers whose experts it serves
-    int slotsPerLayer = 0;
+    int slotsPerLayer = 0;     // the most of a layer
+    int fewestSlots = 0;       // the fewest of a layer (less than slotsPerLayer: sized per layer)
     uint64_t slotBytes = 0;    // device bytes of all slots
     uint64_t hits = 0, misses = 0;
     uint64_t ssdBytes = 0;     // read for the misses (aligned ranges), prefetches included
@@ -58,6 +62,14 @@ struct ExpertCacheReport {
     // Router lookahead: experts guessed for a layer (to be read ahead), of those the ones the
     // layer then chose, and the misses served by a read already started.
     uint64_t guessed = 0, guessedRight = 0, prefetched = 0;
+    // "8 slots in each of 48 layers", or "6 to 14 slots in each of 48 layers (by the routing)".
+    std::string slotsText() const
+    {
+        const std::string each = " slots in each of " + std::to_string(layers) + " layers";
+        return fewestSlots > 0 && fewestSlots < slotsPerLayer
+                   ? std::to_string(fewestSlots) + " to " + std::to_string(slotsPerLayer) + each + " (by the routing)"
+                   : std::to_string(slotsPerLayer) + each;
+    }
     double hitRate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
     double hostRate() const { return hits + misses ? double(hostCopies) / double(hits + misses) : 0.0; }
     double lookaheadAccuracy() const { return guessed ? double(guessedRight) / double(guessed) : 0.0; }
@@ -96,8 +108,8 @@ public:
     ExpertCache& operator=(const ExpertCache&) = delete;
 
     bool serves(int layer) const;
-    int slotsPerLayer() const { return m_slots; }
-    // Brings the experts `chosen` of `layer` (distinct, at most slotsPerLayer() of them) into
+    int slotsOf(int layer) const;  // a served layer's slots (0: not served)
+    // Brings the experts `chosen` of `layer` (distinct, at most slotsOf(layer) of them) into
     // slots and writes their views to out[i] for chosen[i]. A failed read -> its error (the
     // slots it was to fill are left empty). Views stay valid until the next fetch of the layer.
     Status fetch(int layer, std::span<const int> chosen, std::span<ExpertViews> out);
@@ -116,7 +128,8 @@ private:
     const LlamaModel& m_model;
     gpu::Device& m_device;
     ExpertCacheOptions m_options;
-    int m_slots = 0;
+    int m_slots = 0, m_fewestSlots = 0;  // the most and fewest of a layer
+    int m_slotTotal = 0;                 // all served layers'
     std::vector<Layer> m_layers;        // served ones
     std::vector<int> m_layerIndex;      // model layer -> index into m_layers, or -1
     std::vector<storage::DirectFile> m_files;

@@ -245,7 +245,7 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
     for (int e = 0; e < experts; ++e)
         if (m_picked[size_t(e)]) m_distinct.push_back(e);
     const bool cached = m_experts && m_experts->serves(layer);
-    const size_t groupSize = cached ? size_t(m_experts->slotsPerLayer()) : m_distinct.size();
+    const size_t groupSize = cached ? size_t(m_experts->slotsOf(layer)) : m_distinct.size();
     m_views.resize(m_distinct.size());
     const size_t sharedAt = size_t(used) * size_t(width), outAt = sharedAt + size_t(shared);
     Status failed;

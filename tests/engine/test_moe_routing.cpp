@@ -175,6 +175,135 @@ TEST(MoeRouting, ExpectedHitsMatchASimulatedLruCache)
     }
 }
 
+// The slots divided among layers by their routing: as many in all as asked, each layer within
+// [min, max], the fewest expected misses of every division (checked against all of them), a flat
+// layer given more than one whose choices fall on a few experts; too few to go round: min each.
+TEST(MoeRouting, SlotsGoWhereTheyLowerTheMissesMost)
+{
+    const int experts = 16, used = 2;
+    std::vector<double> flat(experts, double(used) / experts), zipf(experts), few(experts, 0.002);
+    double sum = 0;
+    for (int e = 0; e < experts; ++e) sum += zipf[size_t(e)] = 1.0 / double(e + 1);
+    for (double& q : zipf) q *= used / sum;
+    few[0] = few[1] = (used - 0.002 * (experts - 2)) / 2;
+    const std::vector<std::vector<double>> rates = {flat, zipf, few};
+    const auto missed = [&](const std::vector<int>& slots) {
+        double m = 0;
+        for (size_t l = 0; l < rates.size(); ++l)
+            for (double x : plan::expectedMisses(rates[l], slots[l])) m += x;
+        return m;
+    };
+    for (int total : {6, 9, 12, 20, 30, 48}) {
+        const std::vector<int> got = plan::allotSlots(rates, used, experts, total);
+        ASSERT_EQ(got.size(), rates.size());
+        EXPECT_EQ(std::accumulate(got.begin(), got.end(), 0), total) << total;
+        for (int n : got) {
+            EXPECT_GE(n, used);
+            EXPECT_LE(n, experts);
+        }
+        double best = 1e9;
+        for (int a = used; a <= experts; ++a)
+            for (int b = used; b <= experts; ++b) {
+                const int c = total - a - b;
+                if (c >= used && c <= experts) best = std::min(best, missed({a, b, c}));
+            }
+        EXPECT_LE(missed(got), best + 1e-9) << "total " << total << ": " << got[0] << " " << got[1] << " " << got[2];
+        if (total >= 12 && total < 48) {
+            EXPECT_GT(got[0], got[2]) << "total " << total << ": the flat layer gains from each slot, the few-expert one not";
+            EXPECT_LT(missed(got), missed({total / 3, total / 3, total / 3}) - 1e-6) << total;
+        }
+    }
+    EXPECT_EQ(plan::allotSlots(rates, used, experts, 4), std::vector<int>(3, used));
+    EXPECT_EQ(plan::allotSlots(rates, used, experts, 1000), std::vector<int>(3, experts));
+    // Layers that route alike share the slots evenly.
+    EXPECT_EQ(plan::allotSlots({flat, flat, flat}, used, experts, 12), std::vector<int>(3, 4));
+}
+
+// With a measured routing and no slot count asked for, the planner divides the default slots
+// (twice the experts a token uses, in every layer) among the layers by their routing; the plan
+// says so, expects more hits than even slots, and the session keeps the division (its report, its
+// slot memory) and gives the same logits, bit for bit, as all resident. A count asked for is kept
+// in every layer.
+TEST(MoeRouting, PlannerSizesEachLayersSlotsByItsRouting)
+{
+    auto model = LlamaModel::load(kMoe + "tiny-mixtral.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    ASSERT_EQ(c.nLayers, 3);
+    // Layer 0 routes evenly, layer 1 to two experts nearly always, layer 2 with falling shares.
+    plan::RoutingProfile routing = profileOf(c, {5, 2, 7, 0, 1, 3, 4, 6}, 4000);
+    const uint64_t choices = routing.tokens * uint64_t(c.nExpertsUsed);
+    for (int e = 0; e < c.nExperts; ++e) {
+        routing.counts[size_t(e)] = choices / uint64_t(c.nExperts);
+        routing.counts[size_t(c.nExperts + e)] = e < 2 ? choices / 2 - 30 : 10;
+    }
+    plan::PlannerInput in;
+    in.model = model->get();
+    in.profile = testing_support::madeUpHardware();
+    in.contextLength = 64;
+    in.batch = 1;
+    in.routing = std::make_shared<const plan::RoutingProfile>(routing);
+    plan::Placement given = plan::uniformPlacement(**model, plan::Tier::Device);
+    for (auto& t : given.tensors)
+        if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+    auto r = plan::predictPlacement(in, given);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->placement.experts.size(), size_t(c.nLayers)) << plan::planText(*r, true);
+    const int even = c.expertSlots(0);
+    std::vector<int> slots;
+    for (const plan::ExpertPlacement& x : r->placement.experts) {
+        slots.push_back(x.slotCount);
+        EXPECT_EQ(int(x.device.size()), x.slotCount) << "layer " << x.layer << ": its slots start with its hottest";
+        EXPECT_EQ(r->expertLayers[size_t(x.layer)].deviceSlots, x.slotCount);
+    }
+    EXPECT_EQ(std::accumulate(slots.begin(), slots.end(), 0), even * c.nLayers);
+    EXPECT_GT(slots[0], even) << "the even layer";
+    EXPECT_LT(slots[1], even) << "the layer of two experts";
+    const std::string text = plan::planText(*r, false);
+    EXPECT_NE(text.find("slots per layer, by the routing"), std::string::npos) << text;
+    double hits = 0, evenHits = 0;
+    for (int l = 0; l < c.nLayers; ++l) {
+        const std::vector<double> q = in.routing->choiceRates(l);
+        hits += r->expertLayers[size_t(l)].hitRate;
+        evenHits += plan::hitRate(q, plan::expectedMisses(q, even));
+    }
+    EXPECT_GT(hits, evenHits + 0.01);
+
+    auto device = gpu::createCpuDevice(2);
+    const Resident all = resident(**model, *device);
+    SessionOptions o = all.options;
+    o.placement = r->placement;
+    auto session = LlamaSession::create(**model, *device, o);
+    ASSERT_TRUE(session) << session.error().message;
+    const std::vector<float> got = testing_support::sessionLogits(**session, all.prompt, 8);
+    ASSERT_EQ(got.size(), all.logits.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), all.logits.data(), got.size() * sizeof(float)));
+    const ExpertCacheReport sized = (*session)->expertCacheReport();
+    EXPECT_EQ(sized.slotsPerLayer, *std::max_element(slots.begin(), slots.end()));
+    EXPECT_EQ(sized.fewestSlots, *std::min_element(slots.begin(), slots.end()));
+    EXPECT_NE(sized.slotsText().find("by the routing"), std::string::npos) << sized.slotsText();
+    // A prompt in batches of 4: a layer with fewer slots than the batch's experts fetches in groups.
+    SessionOptions batched = all.options;
+    batched.batch = 4;
+    const std::vector<float> residentBatched = testing_support::sessionLogits(**model, *device, batched, all.prompt, 2);
+    batched.placement = r->placement;
+    const std::vector<float> cachedBatched = testing_support::sessionLogits(**model, *device, batched, all.prompt, 2);
+    ASSERT_EQ(cachedBatched.size(), residentBatched.size());
+    EXPECT_EQ(0, std::memcmp(cachedBatched.data(), residentBatched.data(), cachedBatched.size() * sizeof(float)));
+    // The same slot memory as even slots: asked for, the count holds in every layer.
+    o.experts.slotsPerLayer = even;
+    auto evenSession = LlamaSession::create(**model, *device, o);
+    ASSERT_TRUE(evenSession) << evenSession.error().message;
+    const ExpertCacheReport flat = (*evenSession)->expertCacheReport();
+    EXPECT_EQ(flat.fewestSlots, even);
+    EXPECT_EQ(flat.slotsPerLayer, even);
+    EXPECT_EQ(flat.slotBytes, sized.slotBytes);
+    in.expertSlots = even;
+    auto asked = plan::predictPlacement(in, given);
+    ASSERT_TRUE(asked) << asked.error().message;
+    for (const plan::ExpertPlacement& x : asked->placement.experts) EXPECT_EQ(x.slotCount, even) << "layer " << x.layer;
+}
+
 // With a routing profile the planner fills each served layer's slots with its hottest experts and
 // gives the RAM budget to the experts expected to miss most often (the hottest rarely do: they
 // are nearly always in a slot); the session running that plan keeps what it says and gives the
