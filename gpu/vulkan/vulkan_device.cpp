@@ -232,10 +232,24 @@ VulkanDevice::~VulkanDevice()
 
 const DeviceInfo& VulkanDevice::info() const { return failed() ? m_failedInfo : m_info; }
 
-// The weight types the shaders compute on: F32, F16, BF16, Q8_0, Q4_0.
+// The weight types the shaders compute on: F32, F16, BF16, Q8_0, Q4_0, the GGUF types Q4_1,
+// Q5_0, Q4_K, Q5_K, Q6_K (in their file layout), and bitmap sparse blobs.
 bool VulkanDevice::supports(DType type) const
 {
-    return static_cast<int>(type) <= static_cast<int>(DType::Q4_0) || type == DType::BitmapSparse;
+    switch (type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::BitmapSparse: return true;
+    default: return false;
+    }
 }
 
 // ---- errors ----------------------------------------------------------------------------------

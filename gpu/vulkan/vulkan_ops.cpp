@@ -16,10 +16,26 @@ uint64_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 uint64_t groupsFor(uint64_t n, uint64_t perGroup) { return (n + perGroup - 1) / perGroup; }
 
-bool isQuantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// x's quantized form for a weight type: none (float weights), Q8 blocks of 32 (Q8_0, Q4_0, Q4_1,
+// Q5_0: matvec_quant.comp) or Q8_K super-blocks of 256 (the K-quants: matvec_kquant.comp).
+enum class XForm { None, Q8, Q8K };
+XForm xForm(DType t)
+{
+    switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0: return XForm::Q8;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return XForm::Q8K;
+    default: return XForm::None;
+    }
+}
 
 // The shaders read rows from 4-byte aligned words: F32 rows must be 4-byte aligned, the others
-// 2-byte aligned (Q8_0 / Q4_0 blocks are 34 / 18 bytes); a BitmapSparse blob 8-byte aligned.
+// 2-byte aligned (Q8_0 / Q4_0 / Q5_0 blocks are 34 / 18 / 22 bytes, Q6_K 210); a BitmapSparse
+// blob 8-byte aligned.
 bool rowsAligned(const MatrixView& w)
 {
     if (w.type == DType::BitmapSparse) return reinterpret_cast<uintptr_t>(w.data) % 8 == 0;
@@ -27,15 +43,17 @@ bool rowsAligned(const MatrixView& w)
     return reinterpret_cast<uintptr_t>(w.data) % a == 0 && w.rowStride % a == 0;
 }
 
-// x's Q8 form in the matvec scratch: cols int8 (packed in words), then d and sum8 floats.
-uint64_t q8Bytes(int64_t cols)
+// x's Q8 form in the matvec scratch: cols int8 (packed in words), then d and sum8 floats; its
+// Q8_K form: cols int8, then d (a float per 256) and the sums (an int per 16).
+uint64_t xFormBytes(XForm form, int64_t cols)
 {
     const uint64_t n = static_cast<uint64_t>(cols);
-    return (n + n / 32 * 8 + 255) / 256 * 256;
+    const uint64_t bytes = form == XForm::Q8K ? n + n / 256 * 4 + n / 16 * 4 : n + n / 32 * 8;
+    return (bytes + 255) / 256 * 256;
 }
 
 struct QuantizePush {
-    uint64_t x, qs, d, sum8;
+    uint64_t x, qs, d, sum8;  // Q8_K: sum8 is the sums per 16
     uint32_t blocks;
 };
 struct MatvecFloatPush {
@@ -43,7 +61,7 @@ struct MatvecFloatPush {
     uint32_t rows, cols, type, rowsPerGroup;
 };
 struct MatvecQuantPush {
-    uint64_t w, qs, d, sum8, y, stride;
+    uint64_t w, qs, d, sum8, y, stride;  // K-quants: sum8 is x's sums per 16
     uint32_t rows, blocks, type, rowsPerGroup;
 };
 struct MatvecBitmapPush {
@@ -122,15 +140,16 @@ template <class T> uint32_t pushSize(const T&)
 }  // namespace
 
 // ---- THE HOT SPOT OF DECODING: shaders/matvec_float.comp, matvec_quant.comp, matvec_bitmap.comp. 
-// Quantized weights first need their x in Q8 form: each distinct x of the call is quantized once
-// (the Q, K and V projections share theirs), then the jobs run as one group of dispatches with
-// no barriers between them (the jobs of one call are independent).
+// Quantized weights first need their x in Q8 (or Q8_K) form: each distinct x of the call is
+// quantized once per form (the Q, K and V projections share theirs), then the jobs run as one
+// group of dispatches with no barriers between them (the jobs of one call are independent).
 void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
 {
     if (failed()) return;
     std::lock_guard lock(m_recordMutex);
     auto sameX = [](const MatvecJob& a, const MatvecJob& b) {
-        return a.x == b.x && a.w.cols == b.w.cols && isQuantized(a.w.type) && a.w.rows > 0;
+        return a.x == b.x && a.w.cols == b.w.cols && xForm(a.w.type) == xForm(b.w.type) &&
+               xForm(a.w.type) != XForm::None && a.w.rows > 0;
     };
     uint64_t scratchBytes = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -144,10 +163,10 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
                                                         " is not supported (or its rows are misaligned)");
             return;
         }
-        if (!isQuantized(j.w.type)) continue;
+        if (xForm(j.w.type) == XForm::None) continue;
         bool seen = false;
         for (size_t e = 0; e < i && !seen; ++e) seen = sameX(jobs[e], j);
-        if (!seen) scratchBytes += q8Bytes(j.w.cols);
+        if (!seen) scratchBytes += xFormBytes(xForm(j.w.type), j.w.cols);
     }
     const uint64_t scratch = scratchBytes ? reserveScratch(m_xScratch, scratchBytes, "matvec") : 0;
     if (scratchBytes && !scratch) return;
@@ -159,7 +178,8 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
     bool first = true;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatvecJob& j = jobs[i];
-        if (j.w.rows <= 0 || j.w.cols <= 0 || !isQuantized(j.w.type)) continue;
+        const XForm form = xForm(j.w.type);
+        if (j.w.rows <= 0 || j.w.cols <= 0 || form == XForm::None) continue;
         size_t same = i;
         for (size_t e = 0; e < i && same == i; ++e)
             if (sameX(jobs[e], j)) same = e;
@@ -168,12 +188,13 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
             continue;
         }
         qOffset[i] = next;
-        next += q8Bytes(j.w.cols);
-        const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / 32;
+        next += xFormBytes(form, j.w.cols);
+        const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / (form == XForm::Q8K ? 256 : 32);
         const uint64_t qs = scratch + qOffset[i];
         const uint64_t d = qs + static_cast<uint64_t>(j.w.cols);
         QuantizePush p{addr(j.x), qs, d, d + blocks * 4, static_cast<uint32_t>(blocks)};
-        dispatch(Shader::QuantizeQ8, &p, pushSize(p), groupsFor(blocks, 64), first);
+        dispatch(form == XForm::Q8K ? Shader::QuantizeQ8K : Shader::QuantizeQ8, &p, pushSize(p), groupsFor(blocks, 64),
+                 first);
         first = false;
     }
     // Rows per workgroup: with subgroups, one per subgroup of the workgroup (64 invocations for
@@ -187,15 +208,17 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
         if (j.w.type == DType::BitmapSparse) {
             const MatvecBitmapPush p = bitmapPush(j.w, addr(j.x), addr(j.y), 0, 0);
             dispatch(Shader::MatvecBitmap, &p, pushSize(p), static_cast<uint64_t>(j.w.rows), first);
-        } else if (isQuantized(j.w.type)) {
-            const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / 32;
+        } else if (const XForm form = xForm(j.w.type); form != XForm::None) {
+            const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / (form == XForm::Q8K ? 256 : 32);
             const uint64_t qs = scratch + qOffset[i];
             MatvecQuantPush p{addr(j.w.data), qs, qs + static_cast<uint64_t>(j.w.cols),
                               qs + static_cast<uint64_t>(j.w.cols) + blocks * 4, addr(j.y), j.w.rowStride,
                               static_cast<uint32_t>(j.w.rows), static_cast<uint32_t>(blocks),
                               static_cast<uint32_t>(j.w.type), quantRows};
-            dispatch(m_subgroups ? Shader::MatvecQuantSubgroups : Shader::MatvecQuant, &p, pushSize(p),
-                     groupsFor(static_cast<uint64_t>(j.w.rows), quantRows), first);
+            const Shader shader = form == XForm::Q8K
+                                      ? (m_subgroups ? Shader::MatvecKQuantSubgroups : Shader::MatvecKQuant)
+                                      : (m_subgroups ? Shader::MatvecQuantSubgroups : Shader::MatvecQuant);
+            dispatch(shader, &p, pushSize(p), groupsFor(static_cast<uint64_t>(j.w.rows), quantRows), first);
         } else {
             MatvecFloatPush p{addr(j.w.data), addr(j.x), addr(j.y), j.w.rowStride, static_cast<uint32_t>(j.w.rows),
                               static_cast<uint32_t>(j.w.cols), static_cast<uint32_t>(j.w.type), floatRows};

@@ -61,6 +61,15 @@ const uint32_t kScatterRows[] =
 const uint32_t kRowSum[] =
 #include "row_sum.spv.inc"
     ;
+const uint32_t kQuantizeQ8K[] =
+#include "quantize_q8k.spv.inc"
+    ;
+const uint32_t kMatvecKQuant[] =
+#include "matvec_kquant.spv.inc"
+    ;
+const uint32_t kMatvecKQuantSubgroups[] =
+#include "matvec_kquant_sg.spv.inc"
+    ;
 
 struct Entry {
     const char* name;
@@ -74,7 +83,8 @@ const Entry kShaders[kShaderCount] = {
     {"rope", kRope},              {"rope_f64", kRopeF64},         {"store_kv", kStoreKv},
     {"attention", kAttention},    {"swiglu", kSwiglu},            {"add", kAdd},
     {"pointwise", kPointwise},    {"matvec_bitmap", kMatvecBitmap}, {"scatter_rows", kScatterRows},
-    {"row_sum", kRowSum},
+    {"row_sum", kRowSum},         {"quantize_q8k", kQuantizeQ8K}, {"matvec_kquant", kMatvecKQuant},
+    {"matvec_kquant_sg", kMatvecKQuantSubgroups},
 };
 
 }  // namespace

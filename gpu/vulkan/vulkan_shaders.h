@@ -26,6 +26,9 @@ enum class Shader : int {
     MatvecBitmap,  // BitmapSparse blobs: matvec, and getRow's row decode
     ScatterRows,   // the neuron cache's ops
     RowSum,
+    QuantizeQ8K,            // the K-quants' x (super-blocks of 256)
+    MatvecKQuant,           // Q4_K, Q5_K, Q6_K
+    MatvecKQuantSubgroups,
     Count
 };
 inline constexpr int kShaderCount = static_cast<int>(Shader::Count);

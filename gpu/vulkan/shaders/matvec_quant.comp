@@ -1,7 +1,8 @@
 #version 460
-// y = W x for Q8_0 and Q4_0 weights times x quantized to Q8 blocks (quantize_q8.comp), as the
-// CPU device: per block an exact integer dot product, scaled by d_w * d_x in float; Q4_0's
-// "- 8" folded out as y = sum d_w d_x sum(n q_x) - sum d_w * sum8_x. Built twice, as
+// y = W x for the blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0) times x quantized to Q8 blocks
+// (quantize_q8.comp), as the CPU device: per block an exact integer dot product, scaled by
+// d_w * d_x in float; Q4_0's "- 8" folded out as y = sum d_w d_x sum(n q_x) - sum d_w * sum8_x,
+// Q4_1's m as + m_w (d_x sum q_x) = m_w sum8_x / 8, Q5_0's "- 16" inside the integer sum. Built twice, as
 // matvec_float.comp: one subgroup per row (SPILLWAY_SUBGROUPS), or one workgroup per row with a
 // tree sum; each invocation takes a strided share of the row's blocks.
 #extension GL_GOOGLE_include_directive : require
@@ -21,7 +22,7 @@ layout(push_constant) uniform Push {
     uint64_t stride;   // bytes
     uint rows;
     uint blocks;       // cols / 32
-    uint type;         // 3 Q8_0, 4 Q4_0 (gpu::DType)
+    uint type;         // 3 Q8_0, 4 Q4_0, 6 Q4_1, 7 Q5_0 (gpu::DType)
     uint rowsPerGroup; // SPILLWAY_SUBGROUPS only
 } pc;
 
@@ -48,6 +49,34 @@ vec2 rowDot(uint row, uint lane, uint lanes)
             }
             precise const float scale = dw * xd.v[b];
             acc += float(sum) * scale;
+        }
+    } else if (pc.type == 6u || pc.type == 7u) {
+        // Q4_1 (20 bytes: d, m, nibbles) and Q5_0 (22 bytes: d, 32 high bits, nibbles).
+        Floats xs = Floats(pc.sum8);
+        const bool q5 = pc.type == 7u;
+        const uint bytes = q5 ? 22u : 20u, nibblesAt = q5 ? 6u : 4u;
+        for (uint b = lane; b < pc.blocks; b += lanes) {
+            const uint64_t block = uint64_t(shift) + uint64_t(b) * bytes;
+            const float dw = halfToFloat(loadU16(base, block));
+            const uint qh = q5 ? loadU16(base, block + 2u) | (loadU16(base, block + 4u) << 16) : 0u;
+            int sum = 0;
+            for (uint i = 0u; i < 4u; ++i) {
+                const uint nibbles = loadU32(base, block + nibblesAt + 4u * i);  // values 4i.. and 16+4i..
+                const uint lo = xq.v[b * 8u + i];
+                const uint hi = xq.v[b * 8u + 4u + i];
+                for (int k = 0; k < 4; ++k) {
+                    const int n = int((nibbles >> (8 * k)) & 0xffu);
+                    int ql = n & 15, qhi = n >> 4;
+                    if (q5) {
+                        ql += int((qh >> (4u * i + uint(k))) & 1u) * 16 - 16;
+                        qhi += int((qh >> (16u + 4u * i + uint(k))) & 1u) * 16 - 16;
+                    }
+                    sum += ql * sbyte(lo, k) + qhi * sbyte(hi, k);
+                }
+            }
+            precise const float scale = dw * xd.v[b];
+            acc += float(sum) * scale;
+            if (!q5) acc += halfToFloat(loadU16(base, block + 2u)) * (xs.v[b] * 0.125);
         }
     } else {
         Floats xs = Floats(pc.sum8);
