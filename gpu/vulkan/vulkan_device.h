@@ -118,6 +118,9 @@ private:
     // limit). barrierBefore: wait for every earlier dispatch (false only for dispatches
     // independent of the ones just before them, such as a matvec call's jobs).
     void dispatch(Shader s, const void* push, uint32_t pushBytes, uint64_t groups, bool barrierBefore = true);
+    // The number of jobs from `first` on that form one prompt batch's product (one weight matrix,
+    // x and y at even strides, at least kMatmulMinJobs), else 1.
+    size_t matmulRun(std::span<const MatvecJob> jobs, size_t first) const;
     void dispatch3(Shader s, const void* push, uint32_t pushBytes, uint32_t x, uint32_t y, uint32_t z,
                    bool barrierBefore);
     bool beginBatch();             // m_recordMutex held
@@ -157,6 +160,7 @@ private:
     std::vector<Batch> m_inFlight, m_spare;
     Allocation m_xScratch, m_scoreScratch;
     std::vector<uint64_t> m_qOffset;    // matvec: where each job's quantized x starts; grows only
+    std::vector<size_t> m_run;          // matvec: each job's run of batch jobs (vulkan_ops.cpp); grows only
     // mark(): a ring of kMaxMarks timestamp queries (none where the queue cannot write
     // timestamps), the marks since the last takeMarks() (may exceed the ring), the steady clock
     // when the batches were last waited for, and the timestamp's tick and valid bits.

@@ -64,6 +64,10 @@ struct MatvecQuantPush {
     uint64_t w, qs, d, sum8, y, stride;  // K-quants: sum8 is x's sums per 16
     uint32_t rows, blocks, type, rowsPerGroup;
 };
+struct MatmulPush {
+    uint64_t w, x, y, stride;
+    uint32_t sx, sy, rows, cols, tokens, type;
+};
 struct MatvecBitmapPush {
     uint64_t header, offsets, bitmap, values, x, y;
     uint32_t rows, cols, mode, row;
@@ -139,6 +143,34 @@ template <class T> uint32_t pushSize(const T&)
 
 }  // namespace
 
+// ---- prompt batches: matrix products -------------------------------------------------------
+// A batch of prompt tokens comes as runs of jobs on one weight matrix (LayerStep lays the tokens'
+// vectors out at one stride). From kMatmulMinJobs such jobs on, shaders/matmul.comp reads the
+// matrix once per tile of 16 tokens instead of once per token (weights decoded to float, x not
+// quantized: a batch follows the one-token path to a tolerance, as CUDA's products do).
+constexpr size_t kMatmulMinJobs = 8;
+
+size_t VulkanDevice::matmulRun(std::span<const MatvecJob> jobs, size_t first) const
+{
+    const MatvecJob& a = jobs[first];
+    if (first + 1 >= jobs.size() || a.w.rows <= 0 || a.w.cols <= 0 || a.w.type == DType::BitmapSparse ||
+        !supports(a.w.type))
+        return 1;
+    const ptrdiff_t sx = jobs[first + 1].x - a.x, sy = jobs[first + 1].y - a.y;
+    if (sx < a.w.cols || sy < a.w.rows) return 1;
+    size_t n = 1;
+    while (first + n < jobs.size()) {
+        const MatvecJob& b = jobs[first + n];
+        if (b.w.data != a.w.data || b.w.type != a.w.type || b.w.rows != a.w.rows || b.w.cols != a.w.cols ||
+            b.w.rowStride != a.w.rowStride || b.x != a.x + sx * ptrdiff_t(n) || b.y != a.y + sy * ptrdiff_t(n))
+            break;
+        ++n;
+    }
+    // The shader indexes x and y in 32-bit floats.
+    const uint64_t reach = std::max(uint64_t(sx) * n, uint64_t(sy) * n);
+    return n >= kMatmulMinJobs && reach < (uint64_t{1} << 32) ? n : 1;
+}
+
 // ---- THE HOT SPOT OF DECODING: shaders/matvec_float.comp, matvec_quant.comp, matvec_bitmap.comp. 
 // Quantized weights first need their x in Q8 (or Q8_K) form: each distinct x of the call is
 // quantized once per form (the Q, K and V projections share theirs), then the jobs run as one
@@ -151,6 +183,15 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
         return a.x == b.x && a.w.cols == b.w.cols && xForm(a.w.type) == xForm(b.w.type) &&
                xForm(a.w.type) != XForm::None && a.w.rows > 0;
     };
+    // Per job: the length of the run of batch jobs it starts (a matrix product), else 1; 0 for
+    // the rest of a run.
+    if (m_run.size() < jobs.size()) m_run.resize(jobs.size());  // grows only
+    size_t* run = m_run.data();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        run[i] = matmulRun(jobs, i);
+        for (size_t k = 1; k < run[i]; ++k) run[i + k] = 0;
+        i += run[i] - 1;
+    }
     uint64_t scratchBytes = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatvecJob& j = jobs[i];
@@ -163,7 +204,7 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
                                                         " is not supported (or its rows are misaligned)");
             return;
         }
-        if (xForm(j.w.type) == XForm::None) continue;
+        if (xForm(j.w.type) == XForm::None || run[i] != 1) continue;
         bool seen = false;
         for (size_t e = 0; e < i && !seen; ++e) seen = sameX(jobs[e], j);
         if (!seen) scratchBytes += xFormBytes(xForm(j.w.type), j.w.cols);
@@ -179,10 +220,10 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatvecJob& j = jobs[i];
         const XForm form = xForm(j.w.type);
-        if (j.w.rows <= 0 || j.w.cols <= 0 || form == XForm::None) continue;
+        if (j.w.rows <= 0 || j.w.cols <= 0 || form == XForm::None || run[i] != 1) continue;
         size_t same = i;
         for (size_t e = 0; e < i && same == i; ++e)
-            if (sameX(jobs[e], j)) same = e;
+            if (run[e] == 1 && sameX(jobs[e], j)) same = e;
         if (same != i) {
             qOffset[i] = qOffset[same];
             continue;
@@ -204,8 +245,17 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
     first = true;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatvecJob& j = jobs[i];
-        if (j.w.rows <= 0 || j.w.cols <= 0) continue;
-        if (j.w.type == DType::BitmapSparse) {
+        if (j.w.rows <= 0 || j.w.cols <= 0 || run[i] == 0) continue;
+        if (run[i] > 1) {
+            const uint64_t sx = uint64_t(jobs[i + 1].x - j.x), sy = uint64_t(jobs[i + 1].y - j.y);
+            MatmulPush p{addr(j.w.data),           addr(j.x),
+                         addr(j.y),                j.w.rowStride,
+                         static_cast<uint32_t>(sx), static_cast<uint32_t>(sy),
+                         static_cast<uint32_t>(j.w.rows), static_cast<uint32_t>(j.w.cols),
+                         static_cast<uint32_t>(run[i]), static_cast<uint32_t>(j.w.type)};
+            dispatch3(Shader::Matmul, &p, pushSize(p), static_cast<uint32_t>(groupsFor(uint64_t(j.w.rows), 64)),
+                      static_cast<uint32_t>(groupsFor(run[i], 16)), 1, first);
+        } else if (j.w.type == DType::BitmapSparse) {
             const MatvecBitmapPush p = bitmapPush(j.w, addr(j.x), addr(j.y), 0, 0);
             dispatch(Shader::MatvecBitmap, &p, pushSize(p), static_cast<uint64_t>(j.w.rows), first);
         } else if (const XForm form = xForm(j.w.type); form != XForm::None) {

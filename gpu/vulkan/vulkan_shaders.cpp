@@ -70,6 +70,9 @@ const uint32_t kMatvecKQuant[] =
 const uint32_t kMatvecKQuantSubgroups[] =
 #include "matvec_kquant_sg.spv.inc"
     ;
+const uint32_t kMatmul[] =
+#include "matmul.spv.inc"
+    ;
 
 struct Entry {
     const char* name;
@@ -84,7 +87,7 @@ const Entry kShaders[kShaderCount] = {
     {"attention", kAttention},    {"swiglu", kSwiglu},            {"add", kAdd},
     {"pointwise", kPointwise},    {"matvec_bitmap", kMatvecBitmap}, {"scatter_rows", kScatterRows},
     {"row_sum", kRowSum},         {"quantize_q8k", kQuantizeQ8K}, {"matvec_kquant", kMatvecKQuant},
-    {"matvec_kquant_sg", kMatvecKQuantSubgroups},
+    {"matvec_kquant_sg", kMatvecKQuantSubgroups}, {"matmul", kMatmul},
 };
 
 }  // namespace

@@ -29,6 +29,7 @@ enum class Shader : int {
     QuantizeQ8K,            // the K-quants' x (super-blocks of 256)
     MatvecKQuant,           // Q4_K, Q5_K, Q6_K
     MatvecKQuantSubgroups,
+    Matmul,                 // prompt batches: one weight matrix times a tile of tokens
     Count
 };
 inline constexpr int kShaderCount = static_cast<int>(Shader::Count);

@@ -325,6 +325,56 @@ TEST_F(BackendConformance, GetRowGgufTypesIsExact)
     expectHealthy();
 }
 
+// A prompt batch: runs of jobs on one weight matrix with x and y at even strides (as LayerStep
+// lays a batch out) become one matrix product from 8 jobs on. Against a double product of the
+// weights as getRow decodes them (exact) and x: Vulkan multiplies in fp32 with x as it is (<= 1e-5,
+// which the one-token path, x rounded to Q8, cannot meet for the quantized types: that the product
+// ran is checked too), CUDA through cuBLAS with x and the weights rounded to fp16 (<= 2e-3). Tiles
+// cut short (129 rows, 17 and 33 tokens); 7 jobs stay matvecs (the Q8 path, <= 1e-2).
+TEST_F(BackendConformance, PromptBatchesAsMatrixProducts)
+{
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                       DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const int block = dtypeTraits(type).blockSize;
+        const int64_t rows = 129, cols = block == 256 ? 512 : block == 32 ? 160 : 161;
+        const size_t stride = rowBytes(type, cols) + 2 * (type != DType::F32) + 4 * (type == DType::F32);
+        const std::vector<uint8_t> w = randomMatrix(type, rows, cols, stride, rng);
+        std::vector<float> decoded(size_t(rows * cols));
+        for (int64_t r = 0; r < rows; ++r)
+            cpu().getRow(MatrixView{type, w.data(), rows, cols, stride}, r, decoded.data() + r * cols);
+        DeviceData dw(gpu(), w);
+        for (int tokens : {7, 8, 17, 33}) {
+            SCOPED_TRACE(std::string(dtypeName(type)) + ", " + std::to_string(tokens) + " tokens");
+            const int64_t sx = cols + 3, sy = rows + 5;
+            const std::vector<float> x = randomFloats(size_t(sx * tokens), rng);
+            std::vector<float> want(size_t(rows * tokens));
+            for (int t = 0; t < tokens; ++t)
+                for (int64_t r = 0; r < rows; ++r) {
+                    double sum = 0;
+                    for (int64_t c = 0; c < cols; ++c) sum += double(decoded[size_t(r * cols + c)]) * x[size_t(t * sx + c)];
+                    want[size_t(t * rows + r)] = float(sum);
+                }
+            DeviceData dx(gpu(), x), dy(gpu(), size_t(sy * tokens) * sizeof(float));
+            poison(gpu(), dy.f(), sy * tokens);
+            std::vector<MatvecJob> jobs;
+            for (int t = 0; t < tokens; ++t)
+                jobs.push_back({{type, dw.buffer.data(), rows, cols, stride}, dx.f(size_t(t * sx)), dy.f() + t * sy});
+            gpu().matvec(jobs);
+            const std::vector<float> all = download(gpu(), dy.f(), sy * tokens);
+            std::vector<float> got;
+            for (int t = 0; t < tokens; ++t) got.insert(got.end(), all.begin() + t * sy, all.begin() + t * sy + rows);
+            EXPECT_EQ(unwritten(got), 0u);
+            const double err = relL2(got, want);
+            const bool product = tokens >= 8;
+            const double tolerance = !product ? 1e-2 : kBackend == "cuda" && type != DType::F32 ? 2e-3 : 1e-5;
+            EXPECT_LE(err, tolerance);
+            std::printf("[ INFO     ] batch %-4s %2d tokens: rel L2 %.2e to the exact product\n", dtypeName(type),
+                        tokens, err);
+        }
+    }
+    expectHealthy();
+}
+
 TEST_F(BackendConformance, MatvecJobSpanSharesX)
 {
     // Q, K and V style: three jobs on one x (quantized once), plus one on another x and type.
