@@ -329,7 +329,7 @@ TEST_F(BackendConformance, GetRowGgufTypesIsExact)
 // lays a batch out) become one matrix product from 8 jobs on. Against a double product of the
 // weights as getRow decodes them (exact) and x: Vulkan multiplies in fp32 with x as it is (<= 1e-5,
 // which the one-token path, x rounded to Q8, cannot meet for the quantized types: that the product
-// ran is checked too), CUDA through cuBLAS with x and the weights rounded to fp16 (<= 2e-3). Tiles
+// ran is checked too), CUDA through cuBLAS with x rounded to fp16 or bf16 (<= 4e-3). Tiles
 // cut short (129 rows, 17 and 33 tokens); 7 jobs stay matvecs (the Q8 path, <= 1e-2).
 TEST_F(BackendConformance, PromptBatchesAsMatrixProducts)
 {
@@ -366,7 +366,7 @@ TEST_F(BackendConformance, PromptBatchesAsMatrixProducts)
             EXPECT_EQ(unwritten(got), 0u);
             const double err = relL2(got, want);
             const bool product = tokens >= 8;
-            const double tolerance = !product ? 1e-2 : kBackend == "cuda" && type != DType::F32 ? 2e-3 : 1e-5;
+            const double tolerance = !product ? 1e-2 : kBackend == "cuda" && type != DType::F32 ? 4e-3 : 1e-5;
             EXPECT_LE(err, tolerance);
             std::printf("[ INFO     ] batch %-4s %2d tokens: rel L2 %.2e to the exact product\n", dtypeName(type),
                         tokens, err);
