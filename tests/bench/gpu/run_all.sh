@@ -16,7 +16,9 @@
 #   narrows the types), offload, 7b (Llama-2-7B shape Q4_K and Q8_0: resident, and with a device
 #   budget of half the file against llama.cpp's -ngl 16), bitmap, accelerate, 13b,
 #   neuron-package (the issue-9 model and package: ~60 s + ~6 min on a 16-core host), neuron (its
-#   benchmarks), vulkan. SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts;
+#   benchmarks), moe (issue 30: synthetic Qwen3-30B-A3B and Mixtral-8x7B Q4_0 at an 8 GiB budget
+#   beside ik_llama.cpp's --n-cpu-moe; IK_LLAMA_BENCH names its llama-bench built with CUDA),
+#   vulkan (now with the GGUF types and batched prompts). SPILLWAY_BENCH_SKIP="accelerate 13b" leaves out the named parts;
 #   SPILLWAY_BENCH_ONLY="neuron-package" runs only those named. A lease's 10-minute calls fit
 #   e.g. ONLY="conformance reference bench-cuda neuron-package", then ONLY="neuron offload vulkan"
 #   (models are kept in SPILLWAY_BENCH_MODELS while the machine stays warm).
@@ -158,6 +160,38 @@ if ! skip neuron; then
         --neuron-cache 2048 --neuron-mode predicted --bundles-from $from --cold-neurons $cold \
         --json "$OUT/neuron-cache-opt-6.7b-d3-cuda-$from-$cold.json" | grep -E "tokens/s|neuron|bytes moved|attention ran|hot and cold"
     done
+  done
+fi
+
+# Issue 30 on the GPU: mixtures of experts bigger than an 8 GiB device budget (synthetic
+# Qwen3-30B-A3B and Mixtral-8x7B in Q4_0, real shapes, random weights). Spillway plans the
+# budget (experts through the expert cache, the likeliest misses in RAM; the routing `sparsity`
+# measures first) against ik_llama.cpp (IK_LLAMA_BENCH, built with CUDA) with -ngl 99 and
+# --n-cpu-moe N at the smallest N whose other layers' experts fit the same 8 GiB beside the
+# model's non-expert weights (1.5 GiB kept for its KV cache and buffers, in its favour): decode
+# tokens/s and a 512-token prompt (time to first token) on each side.
+moeFor() {  # FILE: the --n-cpu-moe that fits 8 GiB
+  "$B" info -m "$1" | awk '/^(blk\.|token_embd|output)/ { if ($1 ~ /_exps/) e += $NF; else o += $NF;
+      if ($1 ~ /^blk\./) { split($1, a, "."); if (a[2] + 1 > L) L = a[2] + 1 } }
+    END { fit = int((8 * 2^30 - o - 1.5 * 2^30) / (e / L)); if (fit < 0) fit = 0; if (fit > L) fit = L; print L - fit }'
+}
+if ! skip moe; then
+  prompt=$(for i in $(seq 1 19); do printf 'The little robot walked to the market and bought seven red apples. '; done)
+  for preset in qwen3-30b-a3b mixtral-8x7b; do
+    f=$M/$preset-q4_0.gguf
+    [ -f "$f" ] || "$B" make-synthetic --preset $preset --type q4_0 -o "$f" | tail -1
+    routing=$OUT/routing-$preset-q4_0.json
+    [ -f "$routing" ] || "$B" sparsity -m "$f" -n 16 --continue 0 --routing-out "$routing" | tail -1
+    n=$(moeFor "$f")
+    dropCaches
+    "$B" bench -m "$f" --backend cuda -n 32 --vram-budget 8GiB --ram-budget 48GiB --routing "$routing" --no-baseline \
+      --json "$OUT/moe-$preset-q4_0-cuda.json" | grep -E "^note: experts|tokens/s|expert cache|where the time" | \
+      sed "s/^/spillway $preset 8GiB: /"
+    "$B" generate --backend cuda -m "$f" -p "$prompt" -n 32 --temp 0 --vram-budget 8GiB --ram-budget 48GiB \
+      --routing "$routing" 2>&1 >/dev/null | grep -E "prompt:|generated:|expert cache" | sed "s/^/spillway $preset 8GiB: /"
+    dropCaches
+    [ -n "${IK_LLAMA_BENCH:-}" ] && "$IK_LLAMA_BENCH" -m "$f" -ngl 99 --n-cpu-moe "$n" -p 512 -n 128 -r 2 2>/dev/null | \
+      grep -E "^\|" | sed "s/^/ik_llama.cpp $preset --n-cpu-moe $n: /"
   done
 fi
 
