@@ -73,6 +73,7 @@ public:
     void layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps) override;
     void rope(float* x, int nHeads, int headDim, int pos, const RopeParams& p) override;
     void attention(const AttentionArgs& a) override;
+    void attentionBatch(const AttentionArgs& a, int queries, size_t rowStride) override;
     void swiglu(const float* gate, const float* up, float* out, int n) override;
     void add(float* y, const float* x, int n) override;
     void pointwise(const PointwiseArgs& a) override;
@@ -121,6 +122,8 @@ private:
     // The number of jobs from `first` on that form one prompt batch's product (one weight matrix,
     // x and y at even strides, at least kMatmulMinJobs), else 1.
     size_t matmulRun(std::span<const MatvecJob> jobs, size_t first) const;
+    // attention() for `queries` queries at once (attentionBatch's meaning; 1: one query).
+    void attentionQueries(const AttentionArgs& a, int queries, size_t rowStride);
     void dispatch3(Shader s, const void* push, uint32_t pushBytes, uint32_t x, uint32_t y, uint32_t z,
                    bool barrierBefore);
     bool beginBatch();             // m_recordMutex held

@@ -110,7 +110,7 @@ struct AttentionPush {
     uint64_t q, kCache, vCache, out, scores, kScales, vScales;
     uint32_t nHeads, nKvHeads, headDim, nPos;
     float scale;
-    uint32_t kvType;
+    uint32_t kvType, queries, rowStride;
 };
 struct SwigluPush {
     uint64_t gate, up, out;
@@ -336,25 +336,44 @@ void VulkanDevice::rope(float* x, int nHeads, int headDim, int pos, const RopePa
              groupsFor(static_cast<uint64_t>(nHeads) * static_cast<uint64_t>(dims / 2), 64));
 }
 
-void VulkanDevice::attention(const AttentionArgs& a)
+void VulkanDevice::attention(const AttentionArgs& a) { attentionQueries(a, 1, 0); }
+
+// A prompt batch's queries in one dispatch (a workgroup per head and query), each computed
+// exactly as attention() computes it alone; their K and V stored first, one dispatch per
+// position with no barrier between them (they write different positions).
+void VulkanDevice::attentionBatch(const AttentionArgs& a, int queries, size_t rowStride)
+{
+    if (queries == 1) return attention(a);
+    if (queries <= 0 || a.nPos < queries || rowStride > UINT32_MAX ||
+        static_cast<uint64_t>(queries) > m_maxGroups[1])
+        return Device::attentionBatch(a, queries, rowStride);
+    attentionQueries(a, queries, rowStride);
+}
+
+void VulkanDevice::attentionQueries(const AttentionArgs& a, int queries, size_t rowStride)
 {
     if (failed() || a.nHeads <= 0 || a.nKvHeads <= 0 || a.nHeads % a.nKvHeads != 0 || a.nPos <= 0 ||
         a.headDim <= 0 || (a.kvType == KvType::Q8 && (!a.kScales || !a.vScales)))
         return;  // nothing sensible to compute, as on the CPU device: out stays as it was
     std::lock_guard lock(m_recordMutex);
-    uint64_t scores = addr(a.scores);
+    // The caller's scratch holds one query's scores; a batch's go to the device's own.
+    uint64_t scores = queries == 1 ? addr(a.scores) : 0;
     if (!scores) {
-        const uint64_t bytes = static_cast<uint64_t>(a.nHeads) * static_cast<uint64_t>(a.nPos) * sizeof(float);
+        const uint64_t bytes =
+            static_cast<uint64_t>(a.nHeads) * static_cast<uint64_t>(a.nPos) * sizeof(float) * uint64_t(queries);
         scores = reserveScratch(m_scoreScratch, bytes, "attention scores");
         if (!scores) return;
     }
     const uint32_t kvType = static_cast<uint32_t>(a.kvType);
     if (a.kNew && a.vNew) {
-        StoreKvPush s{addr(a.kNew),    addr(a.vNew),    addr(a.kCache),
-                      addr(a.vCache),  addr(a.kScales), addr(a.vScales),
-                      static_cast<uint32_t>(a.nKvHeads), static_cast<uint32_t>(a.headDim),
-                      static_cast<uint32_t>(a.nPos - 1), kvType};
-        dispatch3(Shader::StoreKv, &s, pushSize(s), static_cast<uint32_t>(a.nKvHeads), 2, 1, true);
+        const uint64_t kvDim = static_cast<uint64_t>(a.nKvHeads) * static_cast<uint64_t>(a.headDim);
+        for (int i = 0; i < queries; ++i) {
+            StoreKvPush s{addr(a.kNew + i * kvDim),  addr(a.vNew + i * kvDim), addr(a.kCache),
+                          addr(a.vCache),            addr(a.kScales),          addr(a.vScales),
+                          static_cast<uint32_t>(a.nKvHeads), static_cast<uint32_t>(a.headDim),
+                          static_cast<uint32_t>(a.nPos - queries + i), kvType};
+            dispatch3(Shader::StoreKv, &s, pushSize(s), static_cast<uint32_t>(a.nKvHeads), 2, 1, i == 0);
+        }
     }
     AttentionPush p{addr(a.q),
                     addr(a.kCache),
@@ -368,8 +387,11 @@ void VulkanDevice::attention(const AttentionArgs& a)
                     static_cast<uint32_t>(a.headDim),
                     static_cast<uint32_t>(a.nPos),
                     a.scale,
-                    kvType};
-    dispatch3(Shader::Attention, &p, pushSize(p), static_cast<uint32_t>(a.nHeads), 1, 1, true);
+                    kvType,
+                    static_cast<uint32_t>(queries),
+                    static_cast<uint32_t>(rowStride)};
+    dispatch3(Shader::Attention, &p, pushSize(p), static_cast<uint32_t>(a.nHeads), static_cast<uint32_t>(queries), 1,
+              true);
 }
 
 void VulkanDevice::swiglu(const float* gate, const float* up, float* out, int n)

@@ -622,6 +622,80 @@ TEST_F(BackendConformance, AttentionGroupedQuery)
     expectHealthy();
 }
 
+// A prompt batch's attention (Device::attentionBatch): `queries` queries at consecutive positions
+// after `before` cached ones, their K and V stored by the op, query rows at a padded stride.
+// Against the backend's own attention() run once per query (the interface's default, called
+// directly): the same outputs and caches bit for bit where the backend batches them (Vulkan:
+// each query computed as alone); and against the CPU's batch within float rounding.
+TEST_F(BackendConformance, AttentionBatchIsEachQueryAlone)
+{
+    for (KvType type : {KvType::F32, KvType::F16, KvType::Q8})
+        for (auto [queries, before] : {std::pair{9, 0}, {5, 17}, {33, 3}}) {
+            SCOPED_TRACE(std::string(kvTypeName(type)) + ", " + std::to_string(queries) + " queries after " +
+                         std::to_string(before));
+            const int heads = 8, kvHeads = 2, headDim = 64, nPos = before + queries, ctx = nPos + 2;
+            const size_t rowStride = size_t(heads) * headDim + 5, kvDim = size_t(kvHeads) * headDim;
+            const size_t cacheBytes = size_t(ctx) * kvDim * kvElementBytes(type), vectors = size_t(ctx) * kvHeads;
+            // The cache's first `before` positions as any earlier steps left them (random bytes;
+            // Q8 scales small and positive), the batch's q, K and V.
+            std::vector<uint8_t> cache(cacheBytes);
+            std::uniform_int_distribution<int> byte(0, 255);
+            for (size_t i = 0; i < size_t(before) * kvDim * kvElementBytes(type); ++i) cache[i] = uint8_t(byte(rng));
+            if (type == KvType::F16)
+                for (size_t i = 0; i < size_t(before) * kvDim; ++i) {
+                    const uint16_t h = fp32ToFp16(std::uniform_real_distribution<float>(-1, 1)(rng));
+                    std::memcpy(cache.data() + 2 * i, &h, 2);
+                }
+            if (type == KvType::F32) {
+                const std::vector<float> f = randomFloats(size_t(before) * kvDim, rng);
+                std::memcpy(cache.data(), f.data(), f.size() * 4);
+            }
+            std::vector<float> scales(vectors, 0.0f);
+            for (size_t i = 0; i < size_t(before) * kvHeads; ++i) scales[i] = 0.01f;
+            const std::vector<float> q = randomFloats(rowStride * queries, rng);
+            const std::vector<float> kNew = randomFloats(kvDim * queries, rng), vNew = randomFloats(kvDim * queries, rng);
+            const float scale = 1.0f / std::sqrt(float(headDim));
+
+            std::vector<uint8_t> cpuK = cache, cpuV = cache;
+            std::vector<float> cpuKs = scales, cpuVs = scales, want(rowStride * queries, 0.0f);
+            AttentionArgs c{q.data(), cpuK.data(), cpuV.data(), want.data(), nullptr, heads, kvHeads, headDim, nPos, scale};
+            c.kvType = type;
+            c.kScales = cpuKs.data();
+            c.vScales = cpuVs.data();
+            c.kNew = kNew.data();
+            c.vNew = vNew.data();
+            cpu().attentionBatch(c, queries, rowStride);
+
+            std::vector<std::vector<float>> outs;
+            std::vector<std::vector<uint8_t>> caches;
+            for (bool batched : {true, false}) {
+                DeviceData dq(gpu(), q), dk(gpu(), cache), dv(gpu(), cache), dks(gpu(), scales), dvs(gpu(), scales),
+                    dkNew(gpu(), kNew), dvNew(gpu(), vNew), out(gpu(), rowStride * queries * 4);
+                poison(gpu(), out.f(), rowStride * queries);
+                AttentionArgs g = c;
+                g.q = dq.f(); g.kCache = dk.f(); g.vCache = dv.f(); g.out = out.f();
+                g.kScales = dks.f(); g.vScales = dvs.f(); g.kNew = dkNew.f(); g.vNew = dvNew.f();
+                if (batched) gpu().attentionBatch(g, queries, rowStride);
+                else gpu().Device::attentionBatch(g, queries, rowStride);
+                const std::vector<float> all = download(gpu(), out.f(), rowStride * queries);
+                outs.emplace_back();
+                for (int i = 0; i < queries; ++i)
+                    outs.back().insert(outs.back().end(), all.begin() + i * rowStride, all.begin() + i * rowStride + heads * headDim);
+                caches.emplace_back(cacheBytes);
+                gpu().download(caches.back().data(), dk.buffer.data(), cacheBytes);
+            }
+            EXPECT_EQ(unwritten(outs[0]), 0u);
+            EXPECT_TRUE(caches[0] == caches[1]) << "K caches differ";
+            if (kBackend == "vulkan")
+                EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4)) << "not each query alone";
+            std::vector<float> wantRows;
+            for (int i = 0; i < queries; ++i)
+                wantRows.insert(wantRows.end(), want.begin() + i * rowStride, want.begin() + i * rowStride + heads * headDim);
+            EXPECT_LE(relL2(outs[0], wantRows), 1e-5);
+        }
+    expectHealthy();
+}
+
 // F16 and Q8 KV caches: each position stored by the attention op itself (kNew / vNew), on both
 // devices. The caches must hold the same bits (both round the same IEEE way), and the outputs
 // agree within float rounding like the F32 case.
