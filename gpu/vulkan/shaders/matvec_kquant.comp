@@ -2,12 +2,13 @@
 // y = W x for the K-quants Q4_K, Q5_K and Q6_K (super-blocks of 256 in their GGUF layout, read in
 // place: gpu/cpu/kquant_blocks.h draws it) times x in Q8_K form (quantize_q8k.comp). As on the
 // CPU device and in llama.cpp the weights never become floats: each 32-value sub-block's dot
-// product is an exact integer, a super-block's integer sums are the CPU device's, only its scales
-// d and dmin are float, so only the float summation over super-blocks differs from the CPU.
+// product is an exact integer times its integer scale, only d and dmin are float (the CPU sums a
+// super-block's sub-blocks as integers first, this shader each sub-block in float: float
+// summation order differs, as it does between the CPU's own kernel sets).
 //   Q4_K / Q5_K: (d d_x) sum_j sc_j sum(q x) - (dmin d_x) sum_j m_j sum x (6-bit scales and mins)
 //   Q6_K:        (d d_x) sum_g scale_g (sum(q x) - 32 sum x)              (int8 scales per 16)
 // Built twice, as matvec_quant.comp: one subgroup per row (SPILLWAY_SUBGROUPS), or one workgroup
-// per row with a tree sum; each invocation takes whole super-blocks (lane, lane + lanes, ...).
+// per row with a tree sum; each invocation takes 32-value sub-blocks (lane, lane + lanes, ...).
 // Rows need only be 2-byte aligned (Q6_K blocks are 210 bytes).
 #extension GL_GOOGLE_include_directive : require
 #ifdef SPILLWAY_SUBGROUPS
@@ -42,59 +43,55 @@ ivec2 scaleMin(uint64_t base, uint64_t s, uint j)
                  int((m >> 4) | ((loadByte(base, s + j) >> 6) << 4)));
 }
 
-float superBlockQ45(uint64_t base, uint64_t block, uint b, bool high)
+// Sub-block j (32 values) of super-block b: (d d_x) sc_j sum(q x) - (dmin d_x) m_j sum x.
+float subBlockQ45(uint64_t base, uint64_t block, uint b, uint j, bool high)
 {
     Words xq = Words(pc.qs);
     Words bs = Words(pc.bsums);
     const uint nibbles = high ? 48u : 16u;
-    int sumq = 0, summ = 0;
-    for (uint j = 0u; j < 8u; ++j) {
-        const ivec2 sm = scaleMin(base, block + 4u, j);
-        const uint c = j / 2u, h = j % 2u;
-        int dot = 0;
-        for (uint k = 0u; k < 8u; ++k) {
-            uint q = (loadU32(base, block + nibbles + 32u * c + 4u * k) >> (4u * h)) & 0x0f0f0f0fu;
-            if (high) q |= ((loadU32(base, block + 16u + 4u * k) >> j) & 0x01010101u) << 4;
-            const uint xw = xq.v[b * 64u + 16u * c + 8u * h + k];
-            for (int t = 0; t < 4; ++t) dot += int(ubyte(q, uint(t))) * sbyte(xw, t);
-        }
-        sumq += sm.x * dot;
-        summ += sm.y * (int(bs.v[b * 16u + 2u * j]) + int(bs.v[b * 16u + 2u * j + 1u]));
+    const ivec2 sm = scaleMin(base, block + 4u, j);
+    const uint c = j / 2u, h = j % 2u;
+    int dot = 0;
+    for (uint k = 0u; k < 8u; ++k) {
+        uint q = (loadU32(base, block + nibbles + 32u * c + 4u * k) >> (4u * h)) & 0x0f0f0f0fu;
+        if (high) q |= ((loadU32(base, block + 16u + 4u * k) >> j) & 0x01010101u) << 4;
+        const uint xw = xq.v[b * 64u + 16u * c + 8u * h + k];
+        for (int t = 0; t < 4; ++t) dot += int(ubyte(q, uint(t))) * sbyte(xw, t);
     }
+    const int sumx = int(bs.v[b * 16u + 2u * j]) + int(bs.v[b * 16u + 2u * j + 1u]);
     const float dx = Floats(pc.d).v[b];
     const float d = halfToFloat(loadU16(base, block)), dmin = halfToFloat(loadU16(base, block + 2u));
-    return (d * dx) * float(sumq) - (dmin * dx) * float(summ);
+    return (d * dx) * float(sm.x * dot) - (dmin * dx) * float(sm.y * sumx);
 }
 
-float superBlockQ6(uint64_t base, uint64_t block, uint b)
+// Values 128 hf + 32 p + l of super-block b (j = 4 hf + p): the low (p < 2) or high nibble of
+// ql[64 hf + 32 (p & 1) + l], bits 2p, 2p + 1 of qh[32 hf + l]; groups of 16 g = 8 hf + 2 p and
+// g + 1: (d d_x) sum_g scale_g (sum(q x) - 32 sum x).
+float subBlockQ6(uint64_t base, uint64_t block, uint b, uint j)
 {
     Words xq = Words(pc.qs);
     Words bs = Words(pc.bsums);
-    int sum = 0;
-    for (uint j = 0u; j < 8u; ++j) {
-        // Values 128 hf + 32 p + l: the low (p < 2) or high nibble of ql[64 hf + 32 (p & 1) + l],
-        // bits 2p, 2p + 1 of qh[32 hf + l]; groups of 16 g = 8 hf + 2 p and g + 1.
-        const uint hf = j / 4u, p = j % 4u;
-        const uint low = 64u * hf + 32u * (p & 1u), top = 128u + 32u * hf;
-        const uint lowShift = p < 2u ? 0u : 4u, topShift = 2u * p;
-        int dot0 = 0, dot1 = 0;
-        for (uint k = 0u; k < 8u; ++k) {
-            const uint q = ((loadU32(base, block + low + 4u * k) >> lowShift) & 0x0f0f0f0fu) |
-                           (((loadU32(base, block + top + 4u * k) >> topShift) & 0x03030303u) << 4);
-            const uint xw = xq.v[b * 64u + 32u * hf + 8u * p + k];
-            int dot = 0;
-            for (int t = 0; t < 4; ++t) dot += int(ubyte(q, uint(t))) * sbyte(xw, t);
-            if (k < 4u) dot0 += dot; else dot1 += dot;
-        }
-        const uint g = 8u * hf + 2u * p;
-        const int s0 = bitfieldExtract(int(loadByte(base, block + 192u + g)), 0, 8);
-        const int s1 = bitfieldExtract(int(loadByte(base, block + 193u + g)), 0, 8);
-        sum += s0 * (dot0 - 32 * int(bs.v[b * 16u + g])) + s1 * (dot1 - 32 * int(bs.v[b * 16u + g + 1u]));
+    const uint hf = j / 4u, p = j % 4u;
+    const uint low = 64u * hf + 32u * (p & 1u), top = 128u + 32u * hf;
+    const uint lowShift = p < 2u ? 0u : 4u, topShift = 2u * p;
+    int dot0 = 0, dot1 = 0;
+    for (uint k = 0u; k < 8u; ++k) {
+        const uint q = ((loadU32(base, block + low + 4u * k) >> lowShift) & 0x0f0f0f0fu) |
+                       (((loadU32(base, block + top + 4u * k) >> topShift) & 0x03030303u) << 4);
+        const uint xw = xq.v[b * 64u + 32u * hf + 8u * p + k];
+        int dot = 0;
+        for (int t = 0; t < 4; ++t) dot += int(ubyte(q, uint(t))) * sbyte(xw, t);
+        if (k < 4u) dot0 += dot; else dot1 += dot;
     }
+    const uint g = 8u * hf + 2u * p;
+    const int s0 = bitfieldExtract(int(loadByte(base, block + 192u + g)), 0, 8);
+    const int s1 = bitfieldExtract(int(loadByte(base, block + 193u + g)), 0, 8);
+    const int sum = s0 * (dot0 - 32 * int(bs.v[b * 16u + g])) + s1 * (dot1 - 32 * int(bs.v[b * 16u + g + 1u]));
     return (halfToFloat(loadU16(base, block + 208u)) * Floats(pc.d).v[b]) * float(sum);
 }
 
-// This invocation's share (super-blocks lane, lane + lanes, ...) of the row's dot product.
+// This invocation's share of the row's dot product: sub-blocks (8 per super-block) lane,
+// lane + lanes, ..., so that a row of few super-blocks still keeps every lane busy.
 float rowDot(uint row, uint lane, uint lanes)
 {
     const uint64_t rowAddr = pc.w + uint64_t(row) * pc.stride;
@@ -102,9 +99,10 @@ float rowDot(uint row, uint lane, uint lanes)
     const uint shift = baseShift(rowAddr);
     const uint bytes = pc.type == 8u ? 144u : pc.type == 9u ? 176u : 210u;
     float acc = 0.0;
-    for (uint b = lane; b < pc.blocks; b += lanes) {
+    for (uint u = lane; u < pc.blocks * 8u; u += lanes) {
+        const uint b = u / 8u, j = u % 8u;
         const uint64_t block = uint64_t(shift) + uint64_t(b) * bytes;
-        acc += pc.type == 10u ? superBlockQ6(base, block, b) : superBlockQ45(base, block, b, pc.type == 9u);
+        acc += pc.type == 10u ? subBlockQ6(base, block, b, j) : subBlockQ45(base, block, b, j, pc.type == 9u);
     }
     return acc;
 }
