@@ -206,8 +206,16 @@ if [ -n "$vk" ] && ! echo "$vk" | grep -qi llvmpipe; then
     got=$("$B" generate --backend vulkan -p "$prompt" -n 48 --temp 0 2>/dev/null)
     [ "$got" == "$expected" ] && echo "vulkan '$prompt': MATCH" || echo "vulkan '$prompt': DIFFERS"
   done < "$D/stories260K.greedy48.tsv"
-  for backend in cuda vulkan; do
-    "$B" bench -m "$M/tinyllama-f16.gguf" --backend "$backend" -n 32 --vram-budget 8GiB --ram-budget 8GiB \
-      --json "$OUT/decode-tinyllama-$backend.json" | grep -E "tokens/s" | sed "s/^/$backend: /"
+  # Decode, and a 515-token prompt (Vulkan: tiled matrix products, one dispatch of attention per
+  # layer; never timed on a GPU before), F16 and the K-quant file, CUDA beside Vulkan.
+  prompt=$(for i in $(seq 1 19); do printf 'The little robot walked to the market and bought seven red apples. '; done)
+  for type in f16 q4_k; do
+    tinyllama $type
+    for backend in cuda vulkan; do
+      "$B" bench -m "$M/tinyllama-$type.gguf" --backend "$backend" -n 32 --vram-budget 8GiB --ram-budget 8GiB \
+        --json "$OUT/decode-tinyllama-$type-$backend.json" | grep -E "tokens/s" | sed "s/^/$backend $type: /"
+      "$B" generate --backend "$backend" -m "$M/tinyllama-$type.gguf" -p "$prompt" -n 32 --temp 0 2>&1 >/dev/null | \
+        grep -E "prompt:|generated:" | sed "s/^/$backend $type: /"
+    done
   done
 fi
