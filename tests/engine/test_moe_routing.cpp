@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <list>
 #include <numeric>
@@ -256,6 +257,7 @@ TEST(MoeRouting, PlannerSizesEachLayersSlotsByItsRouting)
         EXPECT_EQ(int(x.device.size()), x.slotCount) << "layer " << x.layer << ": its slots start with its hottest";
         EXPECT_EQ(r->expertLayers[size_t(x.layer)].deviceSlots, x.slotCount);
     }
+    std::printf("[ INFO     ] slots per layer: %d %d %d (even: %d)\n", slots[0], slots[1], slots[2], even);
     EXPECT_EQ(std::accumulate(slots.begin(), slots.end(), 0), even * c.nLayers);
     EXPECT_GT(slots[0], even) << "the even layer";
     EXPECT_LT(slots[1], even) << "the layer of two experts";
