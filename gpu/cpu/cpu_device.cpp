@@ -46,8 +46,6 @@ struct JobPlan {
     int64_t groupJobs = 1;   // on the group's first job
 };
 
-using cpu::XForm;
-
 constexpr size_t kGroupBlockBytes = size_t{64} << 10;  // rows of a group's block
 
 bool sameMatrix(const MatrixView& a, const MatrixView& b)
@@ -250,7 +248,7 @@ void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
     auto scratchBytes = [](const MatvecJob& j) -> size_t {
         const size_t cols = static_cast<size_t>(std::max<int64_t>(j.w.cols, 0));
         const bool aligned = reinterpret_cast<uintptr_t>(j.x) % 64 == 0;
-        return xFormBytes(cpu::xFormFor(j.w.type), cols, aligned);
+        return xFormBytes(xFormFor(j.w.type), cols, aligned);
     };
     size_t needed = 0;
     for (const MatvecJob& j : jobs) needed += scratchBytes(j);
@@ -270,14 +268,14 @@ void CpuDevice::planMatvec(std::span<const MatvecJob> jobs)
         JobPlan& plan = m_plans[i];
         plan.input = MatvecInput{};
         plan.input.x = j.x;
-        const XForm form = cpu::xFormFor(j.w.type);
+        const XForm form = xFormFor(j.w.type);
         const size_t bytes = j.w.rows > 0 ? scratchBytes(j) : 0;
         if (bytes) {
             bool reused = false;
             for (size_t e = 0; e < i && !reused; ++e) {
                 const MatvecJob& o = jobs[e];
                 if (o.x == j.x && o.w.cols == j.w.cols && o.w.rows > 0 &&
-                    cpu::xFormFor(o.w.type) == form) {
+                    xFormFor(o.w.type) == form) {
                     plan.input = m_plans[e].input;
                     reused = true;
                 }

@@ -9,6 +9,7 @@
 
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/device.h"
+#include "gpu/matvec_runs.h"  // XForm, xFormFor
 
 namespace spillway::gpu::cpu {
 
@@ -49,23 +50,6 @@ struct MatvecInput {
     QuantizedXK k;     // Q4_K, Q5_K, Q6_K
     QuantizedXG64 g64;  // Q8_G64
 };
-
-enum class XForm { Float, Q8, Q8K, Q8G64 };
-
-inline XForm xFormFor(DType t)
-{
-    switch (t) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0: return XForm::Q8;
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return XForm::Q8K;
-    case DType::Q8_G64: return XForm::Q8G64;
-    default: return XForm::Float;
-    }
-}
 
 // y[r] = W[r, :] . x for r in [r0, r1). The hot spot of decoding.
 using MatvecRowsFn = void (*)(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,

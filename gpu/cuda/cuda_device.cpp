@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu/cuda/cuda_ops.h"
+#include "gpu/matvec_runs.h"
 
 namespace spillway::gpu::cuda {
 
@@ -28,16 +29,13 @@ std::string cudaMessage(cudaError_t e)
 }
 
 // The form a weight type's matvec wants x in: float (0), Q8 blocks of 32 (1) or Q8_K (2).
+// x's form for a weight type as these kernels number it: 0 float, 1 Q8 blocks, 2 Q8_K (the
+// llama2.c groups are not computed here).
 int xForm(DType t)
 {
-    switch (t) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0: return 1;
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return 2;
+    switch (xFormFor(t)) {
+    case XForm::Q8: return 1;
+    case XForm::Q8K: return 2;
     default: return 0;
     }
 }
@@ -359,19 +357,9 @@ constexpr size_t kGemmSlabBytes = size_t{64} << 20;
 
 size_t CudaDevice::gemmRun(std::span<const MatvecJob> jobs, size_t first)
 {
-    const MatvecJob& a = jobs[first];
-    if (first + 1 >= jobs.size() || a.w.rows <= 0 || a.w.cols <= 0) return 1;
-    if (a.w.type == DType::BitmapSparse || a.w.type == DType::Q8_G64) return 1;
-    const ptrdiff_t sx = jobs[first + 1].x - a.x, sy = jobs[first + 1].y - a.y;
-    if (sx < a.w.cols || sy < a.w.rows) return 1;
-    size_t n = 1;
-    while (first + n < jobs.size()) {
-        const MatvecJob& b = jobs[first + n];
-        if (b.w.data != a.w.data || b.w.type != a.w.type || b.w.rows != a.w.rows || b.w.cols != a.w.cols ||
-            b.w.rowStride != a.w.rowStride || b.x != a.x + sx * ptrdiff_t(n) || b.y != a.y + sy * ptrdiff_t(n))
-            break;
-        ++n;
-    }
+    const DType type = jobs[first].w.type;
+    if (type == DType::BitmapSparse || type == DType::Q8_G64) return 1;
+    const size_t n = evenJobRun(jobs, first);
     return n >= kGemmMinJobs ? n : 1;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/matvec_runs.h"
 #include "gpu/sparse_format.h"
 #include "gpu/vulkan/vulkan_device.h"
 
@@ -15,23 +16,6 @@ namespace {
 uint64_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 uint64_t groupsFor(uint64_t n, uint64_t perGroup) { return (n + perGroup - 1) / perGroup; }
-
-// x's quantized form for a weight type: none (float weights), Q8 blocks of 32 (Q8_0, Q4_0, Q4_1,
-// Q5_0: matvec_quant.comp) or Q8_K super-blocks of 256 (the K-quants: matvec_kquant.comp).
-enum class XForm { None, Q8, Q8K };
-XForm xForm(DType t)
-{
-    switch (t) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0: return XForm::Q8;
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return XForm::Q8K;
-    default: return XForm::None;
-    }
-}
 
 // The shaders read rows from 4-byte aligned words: F32 rows must be 4-byte aligned, the others
 // 2-byte aligned (Q8_0 / Q4_0 / Q5_0 blocks are 34 / 18 / 22 bytes, Q6_K 210); a BitmapSparse
@@ -153,22 +137,12 @@ constexpr size_t kMatmulMinJobs = 8;
 size_t VulkanDevice::matmulRun(std::span<const MatvecJob> jobs, size_t first) const
 {
     const MatvecJob& a = jobs[first];
-    if (first + 1 >= jobs.size() || a.w.rows <= 0 || a.w.cols <= 0 || a.w.type == DType::BitmapSparse ||
-        !supports(a.w.type))
-        return 1;
-    const ptrdiff_t sx = jobs[first + 1].x - a.x, sy = jobs[first + 1].y - a.y;
-    if (sx < a.w.cols || sy < a.w.rows) return 1;
-    size_t n = 1;
-    while (first + n < jobs.size()) {
-        const MatvecJob& b = jobs[first + n];
-        if (b.w.data != a.w.data || b.w.type != a.w.type || b.w.rows != a.w.rows || b.w.cols != a.w.cols ||
-            b.w.rowStride != a.w.rowStride || b.x != a.x + sx * ptrdiff_t(n) || b.y != a.y + sy * ptrdiff_t(n))
-            break;
-        ++n;
-    }
+    if (a.w.type == DType::BitmapSparse || !supports(a.w.type)) return 1;
+    const size_t n = evenJobRun(jobs, first);
+    if (n < kMatmulMinJobs) return 1;
     // The shader indexes x and y in 32-bit floats.
-    const uint64_t reach = std::max(uint64_t(sx) * n, uint64_t(sy) * n);
-    return n >= kMatmulMinJobs && reach < (uint64_t{1} << 32) ? n : 1;
+    const uint64_t reach = std::max(uint64_t(jobs[first + 1].x - a.x), uint64_t(jobs[first + 1].y - a.y)) * n;
+    return reach < (uint64_t{1} << 32) ? n : 1;
 }
 
 // ---- THE HOT SPOT OF DECODING: shaders/matvec_float.comp, matvec_quant.comp, matvec_bitmap.comp. 
@@ -180,8 +154,8 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
     if (failed()) return;
     std::lock_guard lock(m_recordMutex);
     auto sameX = [](const MatvecJob& a, const MatvecJob& b) {
-        return a.x == b.x && a.w.cols == b.w.cols && xForm(a.w.type) == xForm(b.w.type) &&
-               xForm(a.w.type) != XForm::None && a.w.rows > 0;
+        return a.x == b.x && a.w.cols == b.w.cols && xFormFor(a.w.type) == xFormFor(b.w.type) &&
+               xFormFor(a.w.type) != XForm::Float && a.w.rows > 0;
     };
     // Per job: the length of the run of batch jobs it starts (a matrix product), else 1; 0 for
     // the rest of a run.
@@ -204,10 +178,10 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
                                                         " is not supported (or its rows are misaligned)");
             return;
         }
-        if (xForm(j.w.type) == XForm::None || run[i] != 1) continue;
+        if (xFormFor(j.w.type) == XForm::Float || run[i] != 1) continue;
         bool seen = false;
         for (size_t e = 0; e < i && !seen; ++e) seen = sameX(jobs[e], j);
-        if (!seen) scratchBytes += xFormBytes(xForm(j.w.type), j.w.cols);
+        if (!seen) scratchBytes += xFormBytes(xFormFor(j.w.type), j.w.cols);
     }
     const uint64_t scratch = scratchBytes ? reserveScratch(m_xScratch, scratchBytes, "matvec") : 0;
     if (scratchBytes && !scratch) return;
@@ -219,8 +193,8 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
     bool first = true;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatvecJob& j = jobs[i];
-        const XForm form = xForm(j.w.type);
-        if (j.w.rows <= 0 || j.w.cols <= 0 || form == XForm::None || run[i] != 1) continue;
+        const XForm form = xFormFor(j.w.type);
+        if (j.w.rows <= 0 || j.w.cols <= 0 || form == XForm::Float || run[i] != 1) continue;
         size_t same = i;
         for (size_t e = 0; e < i && same == i; ++e)
             if (run[e] == 1 && sameX(jobs[e], j)) same = e;
@@ -258,7 +232,7 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
         } else if (j.w.type == DType::BitmapSparse) {
             const MatvecBitmapPush p = bitmapPush(j.w, addr(j.x), addr(j.y), 0, 0);
             dispatch(Shader::MatvecBitmap, &p, pushSize(p), static_cast<uint64_t>(j.w.rows), first);
-        } else if (const XForm form = xForm(j.w.type); form != XForm::None) {
+        } else if (const XForm form = xFormFor(j.w.type); form != XForm::Float) {
             const uint64_t blocks = static_cast<uint64_t>(j.w.cols) / (form == XForm::Q8K ? 256 : 32);
             const uint64_t qs = scratch + qOffset[i];
             MatvecQuantPush p{addr(j.w.data), qs, qs + static_cast<uint64_t>(j.w.cols),
