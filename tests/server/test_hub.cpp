@@ -1,0 +1,328 @@
+// The Hugging Face Hub client (server/hub.h) against a local server on 127.0.0.1 that answers in
+// the Hub's API shapes from data made here: search, a repository's file tree with LFS oids,
+// resolve with a redirect to a "CDN" path that honours Range. Full downloads, one interrupted at
+// 40 % and resumed (bytes sent in all at most 1.1 x the file), a corrupted byte caught by the
+// checksum, a gated repository (401) without and with a token, a 404, a full disk, pause and
+// cancel. Label download.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/hub.h"
+#include "../common/temp_dir.h"
+
+using namespace spillway;
+using namespace spillway::server;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string readFile(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A Hub in miniature: repository "owner/tiny-GGUF" (a 3 MiB model file and a README), and the
+// gated "owner/gated-GGUF" that wants the bearer token "good-token".
+class FakeHub {
+public:
+    FakeHub()
+    {
+        std::mt19937 rng(7);
+        model.resize(size_t(3) << 20);
+        for (char& c : model) c = char(rng());
+        std::memcpy(model.data(), "GGUF", 4);
+        server.Get("/api/models", [this](const httplib::Request& req, httplib::Response& res) {
+            lastQuery = req.get_param_value("search") + "|" + req.get_param_value("filter");
+            nlohmann::json j = nlohmann::json::array();
+            j.push_back({{"id", "owner/tiny-GGUF"}, {"downloads", 1200}, {"likes", 3}});
+            j.push_back({{"id", "owner/gated-GGUF"}, {"downloads", 40}, {"likes", 1}, {"gated", "manual"}});
+            res.set_content(j.dump(), "application/json");
+        });
+        server.Get(R"(/api/models/(.+)/tree/main)", [this](const httplib::Request& req, httplib::Response& res) {
+            if (!allowed(req, res)) return;
+            if (!knownRepo(req.matches[1])) {
+                res.status = 404;
+                res.set_content(R"({"error":"Repository not found"})", "application/json");
+                return;
+            }
+            nlohmann::json j = nlohmann::json::array();
+            j.push_back({{"type", "directory"}, {"path", "sub"}});
+            j.push_back({{"type", "file"}, {"path", "README.md"}, {"size", 12}});
+            j.push_back({{"type", "file"},
+                         {"path", "tiny-Q4_K_M.gguf"},
+                         {"size", model.size()},
+                         {"lfs", {{"oid", sha}, {"size", model.size()}}}});
+            res.set_content(j.dump(), "application/json");
+        });
+        // resolve: a redirect to the content, as the Hub's to its CDN.
+        server.Get(R"(/([^/]+/[^/]+)/resolve/main/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+            if (!allowed(req, res)) return;
+            if (!knownRepo(req.matches[1]) || req.matches[2] != "tiny-Q4_K_M.gguf") {
+                res.status = 404;
+                return;
+            }
+            res.set_redirect("/cdn/" + std::string(req.matches[2]), 302);
+        });
+        server.Get(R"(/cdn/(.+))", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content_provider(model.size(), "application/octet-stream",
+                                     [this](size_t offset, size_t length, httplib::DataSink& sink) {
+                                         const size_t n = std::min<size_t>(length, 64 << 10);
+                                         if (dropAt && offset + n > dropAt) return false;  // the connection drops
+                                         std::string chunk = model.substr(offset, n);
+                                         if (corruptAt >= offset && corruptAt < offset + n) chunk[corruptAt - offset] ^= 1;
+                                         sent += n;
+                                         return sink.write(chunk.data(), chunk.size());
+                                     });
+        });
+        port = server.bind_to_any_port("127.0.0.1");
+        thread = std::thread([this] { server.listen_after_bind(); });
+        while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ~FakeHub()
+    {
+        server.stop();
+        thread.join();
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+
+    std::string model, sha, lastQuery;
+    std::atomic<uint64_t> sent{0};
+    size_t dropAt = 0;          // nonzero: the connection drops before this byte
+    size_t corruptAt = SIZE_MAX;
+
+private:
+    static bool knownRepo(const std::string& repo) { return repo == "owner/tiny-GGUF" || repo == "owner/gated-GGUF"; }
+    bool allowed(const httplib::Request& req, httplib::Response& res)
+    {
+        if (std::string(req.matches[1]) != "owner/gated-GGUF" || req.get_header_value("Authorization") == "Bearer good-token")
+            return true;
+        res.status = 401;
+        res.set_content(R"({"error":"Access to model owner/gated-GGUF is restricted."})", "application/json");
+        return false;
+    }
+    httplib::Server server;
+    std::thread thread;
+    int port = 0;
+};
+
+class Hub : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        ASSERT_FALSE(dir.path().empty());
+        const std::string copy = dir.path() + "/expected.bin";
+        std::ofstream(copy, std::ios::binary) << hub.model;
+        auto sha = fileSha256(copy);
+        ASSERT_TRUE(sha) << sha.error().message;
+        hub.sha = *sha;
+        fs::remove(copy);
+        HubOptions o;
+        o.endpoint = hub.url();
+        o.token = "none";  // not the user's own token
+        auto c = HubClient::open(o);
+        ASSERT_TRUE(c) << c.error().message;
+        client = std::move(*c);
+    }
+    HubFile modelFile()
+    {
+        auto files = client->files("owner/tiny-GGUF");
+        EXPECT_TRUE(files) << files.error().message;
+        for (const HubFile& f : *files)
+            if (f.path == "tiny-Q4_K_M.gguf") return f;
+        ADD_FAILURE() << "no model file in the tree";
+        return {};
+    }
+    testing_support::TempDir dir;
+    FakeHub hub;
+    std::unique_ptr<HubClient> client;
+};
+
+}  // namespace
+
+TEST(HubSha256, KnownAnswer)
+{
+    testing_support::TempDir dir;
+    const std::string path = dir.path() + "/abc";
+    std::ofstream(path) << "abc";
+    auto sha = fileSha256(path);
+    ASSERT_TRUE(sha) << sha.error().message;
+    EXPECT_EQ(*sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_F(Hub, SearchesGgufModelsAndListsFiles)
+{
+    auto models = client->search("tiny llama");
+    ASSERT_TRUE(models) << models.error().message;
+    EXPECT_EQ(hub.lastQuery, "tiny llama|gguf");
+    ASSERT_EQ(models->size(), 2u);
+    EXPECT_EQ((*models)[0].id, "owner/tiny-GGUF");
+    EXPECT_EQ((*models)[0].downloads, 1200);
+    EXPECT_FALSE((*models)[0].gated);
+    EXPECT_TRUE((*models)[1].gated);
+    auto files = client->files("owner/tiny-GGUF");
+    ASSERT_TRUE(files) << files.error().message;
+    ASSERT_EQ(files->size(), 2u) << "directories are not files";
+    EXPECT_EQ((*files)[0].path, "README.md");
+    EXPECT_TRUE((*files)[0].sha256.empty());
+    EXPECT_EQ((*files)[1].size, hub.model.size());
+    EXPECT_EQ((*files)[1].sha256, hub.sha);
+}
+
+TEST_F(Hub, DownloadsThroughTheRedirectAndVerifies)
+{
+    const std::string dest = dir.path() + "/tiny-Q4_K_M.gguf";
+    uint64_t lastDone = 0, calls = 0;
+    DownloadOptions o;
+    o.progress = [&](const DownloadProgress& p) {
+        EXPECT_EQ(p.total, hub.model.size());
+        EXPECT_GE(p.done, lastDone);
+        lastDone = p.done;
+        ++calls;
+        return DownloadControl::Continue;
+    };
+    auto r = client->download("owner/tiny-GGUF", modelFile(), dest, o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_TRUE(r->verified);
+    EXPECT_EQ(r->fetched, hub.model.size());
+    EXPECT_EQ(r->resumedFrom, 0u);
+    EXPECT_EQ(lastDone, hub.model.size());
+    EXPECT_GT(calls, 2u);
+    EXPECT_TRUE(readFile(dest) == hub.model);
+    EXPECT_FALSE(fs::exists(dest + ".part"));
+}
+
+TEST_F(Hub, AnInterruptedDownloadResumesWhereItStopped)
+{
+    const std::string dest = dir.path() + "/tiny-Q4_K_M.gguf";
+    const HubFile file = modelFile();
+    hub.dropAt = hub.model.size() * 4 / 10;
+    auto first = client->download("owner/tiny-GGUF", file, dest);
+    ASSERT_FALSE(first);
+    EXPECT_EQ(first.error().code, ErrorCode::Io);
+    EXPECT_NE(first.error().message.find("resumes there"), std::string::npos) << first.error().message;
+    EXPECT_FALSE(fs::exists(dest)) << "nothing half-written at the destination";
+    ASSERT_TRUE(fs::exists(dest + ".part"));
+    const uint64_t kept = fs::file_size(dest + ".part");
+    EXPECT_GT(kept, hub.model.size() / 4);
+    EXPECT_LE(kept, hub.dropAt);
+
+    hub.dropAt = 0;
+    auto second = client->download("owner/tiny-GGUF", file, dest);
+    ASSERT_TRUE(second) << second.error().message;
+    EXPECT_EQ(second->resumedFrom, kept);
+    EXPECT_EQ(second->fetched, hub.model.size() - kept);
+    EXPECT_TRUE(second->verified);
+    EXPECT_TRUE(readFile(dest) == hub.model);
+    std::printf("[ INFO     ] interrupted at %llu of %zu bytes; sent in all %llu (%.3f x the file)\n",
+                (unsigned long long)kept, hub.model.size(), (unsigned long long)hub.sent.load(),
+                double(hub.sent.load()) / double(hub.model.size()));
+    EXPECT_LE(double(hub.sent.load()), 1.1 * double(hub.model.size()));
+}
+
+TEST_F(Hub, ACorruptedByteIsCaughtAndNothingIsKept)
+{
+    const std::string dest = dir.path() + "/tiny-Q4_K_M.gguf";
+    hub.corruptAt = 1234567;
+    auto r = client->download("owner/tiny-GGUF", modelFile(), dest);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::ModelFileInvalid);
+    EXPECT_NE(r.error().message.find("corrupt"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(hub.sha), std::string::npos) << r.error().message;
+    EXPECT_FALSE(fs::exists(dest));
+    EXPECT_FALSE(fs::exists(dest + ".part"));
+}
+
+TEST_F(Hub, AGatedRepositoryWantsAToken)
+{
+    auto refused = client->files("owner/gated-GGUF");
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("401"), std::string::npos) << refused.error().message;
+    EXPECT_NE(refused.error().message.find("not allowed"), std::string::npos) << refused.error().message;
+    HubOptions o;
+    o.endpoint = hub.url();
+    o.token = "good-token";
+    auto withToken = HubClient::open(o);
+    ASSERT_TRUE(withToken) << withToken.error().message;
+    auto files = (*withToken)->files("owner/gated-GGUF");
+    ASSERT_TRUE(files) << files.error().message;
+    const std::string dest = dir.path() + "/gated.gguf";
+    auto r = (*withToken)->download("owner/gated-GGUF", files->back(), dest);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_TRUE(r->verified);
+    // No token at all: the message says how to add one, and the token never shows.
+    o.token.clear();
+    setenv("HF_TOKEN", "", 1);
+    setenv("HF_TOKEN_PATH", (dir.path() + "/no-token").c_str(), 1);
+    auto anonymous = HubClient::open(o);
+    ASSERT_TRUE(anonymous) << anonymous.error().message;
+    auto denied = (*anonymous)->download("owner/gated-GGUF", files->back(), dir.path() + "/gated2.gguf");
+    ASSERT_FALSE(denied);
+    EXPECT_NE(denied.error().message.find("add an access token"), std::string::npos) << denied.error().message;
+    EXPECT_FALSE(fs::exists(dir.path() + "/gated2.gguf.part"));
+    unsetenv("HF_TOKEN_PATH");
+}
+
+TEST_F(Hub, MissingRepositoryOrFileIs404)
+{
+    auto files = client->files("owner/nothing-here");
+    ASSERT_FALSE(files);
+    EXPECT_NE(files.error().message.find("not found"), std::string::npos) << files.error().message;
+    HubFile ghost;
+    ghost.path = "ghost.gguf";
+    ghost.size = 10;
+    auto r = client->download("owner/tiny-GGUF", ghost, dir.path() + "/ghost.gguf");
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("404"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(fs::exists(dir.path() + "/ghost.gguf.part"));
+}
+
+TEST_F(Hub, AFullDiskIsRefusedBeforeTheFirstByte)
+{
+    DownloadOptions o;
+    o.freeSpace = [&](const std::string&) { return uint64_t(hub.model.size() / 2); };
+    const std::string dest = dir.path() + "/tiny-Q4_K_M.gguf";
+    auto r = client->download("owner/tiny-GGUF", modelFile(), dest, o);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::DiskFull);
+    EXPECT_NE(r.error().message.find("3.0 MiB"), std::string::npos) << r.error().message;
+    EXPECT_EQ(hub.sent.load(), 0u);
+    EXPECT_FALSE(fs::exists(dest + ".part"));
+}
+
+TEST_F(Hub, PauseKeepsThePartCancelRemovesIt)
+{
+    const std::string dest = dir.path() + "/tiny-Q4_K_M.gguf";
+    const HubFile file = modelFile();
+    DownloadOptions o;
+    o.progress = [](const DownloadProgress& p) {
+        return p.done >= (uint64_t(1) << 20) ? DownloadControl::Pause : DownloadControl::Continue;
+    };
+    auto paused = client->download("owner/tiny-GGUF", file, dest, o);
+    ASSERT_FALSE(paused);
+    EXPECT_EQ(paused.error().code, ErrorCode::Cancelled);
+    EXPECT_NE(paused.error().message.find("paused"), std::string::npos) << paused.error().message;
+    ASSERT_TRUE(fs::exists(dest + ".part"));
+    EXPECT_GE(fs::file_size(dest + ".part"), uint64_t(1) << 20);
+    o.progress = [](const DownloadProgress& p) {
+        return p.done >= (uint64_t(2) << 20) ? DownloadControl::Cancel : DownloadControl::Continue;
+    };
+    auto cancelled = client->download("owner/tiny-GGUF", file, dest, o);
+    ASSERT_FALSE(cancelled);
+    EXPECT_EQ(cancelled.error().code, ErrorCode::Cancelled);
+    EXPECT_FALSE(fs::exists(dest + ".part"));
+    EXPECT_FALSE(fs::exists(dest));
+}
