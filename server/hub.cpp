@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
+#include "core/formats/gguf.h"
+
 namespace spillway::server {
 
 namespace fs = std::filesystem;
@@ -345,6 +347,58 @@ Result<DownloadReport> HubClient::download(const std::string& repo, const HubFil
     if (ec) return makeError(ErrorCode::Io, dest + ": " + ec.message());
     report.bytes = have;
     return report;
+}
+
+Result<HeaderFetch> HubClient::fetchHeader(const std::string& repo, const HubFile& file, const std::string& dest)
+{
+    const std::string what = repo + "/" + file.path;
+    if (file.path.empty() || file.path.find("..") != std::string::npos)
+        return makeError(ErrorCode::InvalidArgument, "'" + file.path + "' is not a file of a repository");
+    constexpr uint64_t kStep = uint64_t{64} << 10, kMost = uint64_t{256} << 20;
+    const std::string path = "/" + encoded(repo, true) + "/resolve/main/" + encoded(file.path, true);
+    HeaderFetch f;
+    std::string prefix;
+    gguf::HeaderExtent extent;
+    uint64_t want = kStep;
+    for (;;) {
+        if (file.size > 0) want = std::min(want, file.size);
+        if (want <= prefix.size()) return makeError(ErrorCode::ModelFileInvalid, what + ": the file ends inside its GGUF header");
+        httplib::Headers headers{{"Range", "bytes=" + std::to_string(prefix.size()) + "-" + std::to_string(want - 1)}};
+        const uint64_t before = prefix.size();
+        int status = 0;
+        auto r = m->http->Get(
+            path, headers,
+            [&](const httplib::Response& res) {
+                status = res.status;
+                return res.status == 206 || (res.status == 200 && before == 0);
+            },
+            [&](const char* data, size_t n) {
+                // A server that ignores the range sends the whole file: keep only what was asked.
+                const size_t keep = size_t(std::min<uint64_t>(n, want - prefix.size()));
+                prefix.append(data, keep);
+                f.fetched += n;
+                return prefix.size() < want;
+            });
+        ++f.requests;
+        if (status != 0 && status != 200 && status != 206) return statusError(what, status, hasToken());
+        if (!r && prefix.size() < want) return connectionError(what, r.error());
+        extent = gguf::headerExtent(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size());
+        if (!extent.error.empty()) return makeError(ErrorCode::ModelFileInvalid, what + ": " + extent.error);
+        if (extent.complete) break;
+        if (extent.bytes > kMost) return makeError(ErrorCode::ModelFileInvalid, what + ": a GGUF header of over 256 MiB");
+        want = std::max<uint64_t>(extent.bytes, prefix.size()) + kStep;
+    }
+    f.headerBytes = extent.bytes;
+    if (file.size > 0 && extent.bytes > file.size)
+        return makeError(ErrorCode::ModelFileInvalid, what + ": its GGUF header runs past the end of the file");
+    const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return makeError(ErrorCode::Io, dest + ": " + std::strerror(errno));
+    struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+    const size_t header = size_t(std::min<uint64_t>(extent.bytes, prefix.size()));
+    if (::write(fd, prefix.data(), header) != ssize_t(header) ||
+        ::ftruncate(fd, off_t(std::max<uint64_t>(file.size, extent.bytes))) != 0)
+        return makeError(ErrorCode::Io, dest + ": " + std::strerror(errno));
+    return f;
 }
 
 }  // namespace spillway::server

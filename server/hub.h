@@ -77,6 +77,12 @@ std::string hubToken();
 // Lower-case hex SHA-256 of a file (an error names the file).
 Result<std::string> fileSha256(const std::string& path);
 
+struct HeaderFetch {
+    uint64_t headerBytes = 0;     // the GGUF's header and tensor table (to the data section)
+    uint64_t fetched = 0;         // bytes received for it (at most headerBytes + 64 KiB)
+    int requests = 0;
+};
+
 class HubClient {
 public:
     static Result<std::unique_ptr<HubClient>> open(HubOptions options = {});
@@ -94,6 +100,12 @@ public:
     // The file to `dest` (its folder must exist), resumed from dest + ".part" where one is there.
     Result<DownloadReport> download(const std::string& repo, const HubFile& file, const std::string& dest,
                                     const DownloadOptions& options = {});
+    // A GGUF file's header and tensor table only, by ranged requests (the first 64 KiB, then to
+    // 64 KiB past what the part read so far shows must be there), written to `dest` as a sparse
+    // file of the whole file's size whose tensor data reads as zeros: what the planner needs to
+    // say where the model's tensors would live on this machine, before any weight is downloaded.
+    // A file that is no GGUF, or a header over 256 MiB, is refused.
+    Result<HeaderFetch> fetchHeader(const std::string& repo, const HubFile& file, const std::string& dest);
 
 private:
     HubClient() = default;

@@ -126,6 +126,19 @@ const GgmlTypeInfo* ggmlTypeInfo(uint32_t ggmlType);
 std::optional<gpu::DType> dtypeFromGgml(uint32_t ggmlType);
 uint32_t ggmlFromDtype(gpu::DType t);
 
+// How many leading bytes of a GGUF file hold its header and tensor table (what a planner needs,
+// without the weights): `complete` with `bytes` the start of the data section (the table's end
+// rounded up to general.alignment) when `prefix` holds all of them, else a lower bound on them
+// (a string's length, 8 bytes for each string of an array still to come, 24 for each tensor
+// description), so a reader fetching ranges can ask for about what is missing. `error` (set, and
+// complete) for a prefix that is no GGUF.
+struct HeaderExtent {
+    bool complete = false;
+    uint64_t bytes = 0;
+    std::string error;
+};
+HeaderExtent headerExtent(const uint8_t* prefix, size_t size);
+
 class File {
 public:
     // Maps and validates the whole header and tensor table. Tensor types other than F32, F16,

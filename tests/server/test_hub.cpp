@@ -20,7 +20,12 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "core/formats/gguf.h"
+#include "core/model/llama_model.h"
+#include "core/model/synthetic_model.h"
+#include "core/plan/planner.h"
 #include "server/hub.h"
+#include "../common/made_up_hardware.h"
 #include "../common/temp_dir.h"
 
 using namespace spillway;
@@ -71,13 +76,22 @@ public:
         // resolve: a redirect to the content, as the Hub's to its CDN.
         server.Get(R"(/([^/]+/[^/]+)/resolve/main/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
             if (!allowed(req, res)) return;
-            if (!knownRepo(req.matches[1]) || req.matches[2] != "tiny-Q4_K_M.gguf") {
+            if (!knownRepo(req.matches[1]) || (req.matches[2] != "tiny-Q4_K_M.gguf" && req.matches[2] != "big-Q4_K.gguf")) {
                 res.status = 404;
                 return;
             }
             res.set_redirect("/cdn/" + std::string(req.matches[2]), 302);
         });
-        server.Get(R"(/cdn/(.+))", [this](const httplib::Request&, httplib::Response& res) {
+        server.Get(R"(/cdn/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+            if (req.matches[1] == "big-Q4_K.gguf") {  // the header tests' file, bytes counted
+                res.set_content_provider(big.size(), "application/octet-stream",
+                                         [this](size_t offset, size_t length, httplib::DataSink& sink) {
+                                             const size_t n = std::min<size_t>(length, 64 << 10);
+                                             sent += n;
+                                             return sink.write(big.data() + offset, n);
+                                         });
+                return;
+            }
             res.set_content_provider(model.size(), "application/octet-stream",
                                      [this](size_t offset, size_t length, httplib::DataSink& sink) {
                                          const size_t n = std::min<size_t>(length, 64 << 10);
@@ -100,6 +114,7 @@ public:
     std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 
     std::string model, sha, lastQuery;
+    std::string big;            // a real GGUF for the header tests (served, not listed)
     std::atomic<uint64_t> sent{0};
     size_t dropAt = 0;          // nonzero: the connection drops before this byte
     size_t corruptAt = SIZE_MAX;
@@ -325,4 +340,74 @@ TEST_F(Hub, PauseKeepsThePartCancelRemovesIt)
     EXPECT_EQ(cancelled.error().code, ErrorCode::Cancelled);
     EXPECT_FALSE(fs::exists(dest + ".part"));
     EXPECT_FALSE(fs::exists(dest));
+}
+
+// The planner's verdict before the download: a GGUF's header and tensor table fetched by ranged
+// requests (a TinyLlama-shaped file with its 32,000-token vocabulary, 2 layers, Q4_K, random
+// weights: a header of several 64 KiB steps) become a sparse file the planner reads as it reads
+// the whole file: the same tier for every tensor and the same predicted time per token, at a
+// budget that puts part of it on each tier. The fetch reads at most the header + 64 KiB.
+TEST_F(Hub, HeaderOnlyVerdictEqualsTheFullFilesVerdict)
+{
+    SyntheticOptions so;
+    so.preset = "tinyllama-1.1b";
+    so.type = gpu::DType::Q4_K;
+    so.layers = 2;
+    const std::string full = dir.path() + "/full.gguf";
+    const Status written = writeSyntheticModel(so, full);
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    hub.big = readFile(full);
+    auto parsed = gguf::File::open(full);
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    const uint64_t dataOffset = (*parsed)->dataOffset();
+    HubFile file;
+    file.path = "big-Q4_K.gguf";
+    file.size = hub.big.size();
+    const std::string header = dir.path() + "/header.gguf";
+    hub.sent = 0;
+    auto f = client->fetchHeader("owner/tiny-GGUF", file, header);
+    ASSERT_TRUE(f) << f.error().message;
+    std::printf("[ INFO     ] header %llu bytes of a %zu-byte file: %llu fetched in %d requests (server sent %llu)\n",
+                (unsigned long long)f->headerBytes, hub.big.size(), (unsigned long long)f->fetched, f->requests,
+                (unsigned long long)hub.sent.load());
+    EXPECT_EQ(f->headerBytes, dataOffset);
+    EXPECT_GT(f->requests, 1) << "a header over 64 KiB";
+    EXPECT_LE(f->fetched, dataOffset + (64u << 10));
+    EXPECT_LE(hub.sent.load(), dataOffset + (64u << 10));
+    EXPECT_EQ(fs::file_size(header), hub.big.size());
+
+    auto a = LlamaModel::load(full);
+    auto b = LlamaModel::load(header);
+    ASSERT_TRUE(a) << a.error().message;
+    ASSERT_TRUE(b) << b.error().message;
+    plan::PlannerInput in;
+    in.profile = testing_support::madeUpHardware();
+    in.contextLength = 256;
+    in.vramBudget = hub.big.size() / 3;
+    in.ramBudget = hub.big.size() / 3;
+    in.model = a->get();
+    auto pa = plan::planPlacement(in);
+    in.model = b->get();
+    auto pb = plan::planPlacement(in);
+    ASSERT_TRUE(pa) << pa.error().message;
+    ASSERT_TRUE(pb) << pb.error().message;
+    ASSERT_EQ(pa->placement.tensors.size(), pb->placement.tensors.size());
+    int tiers[3] = {};
+    for (size_t i = 0; i < pa->placement.tensors.size(); ++i) {
+        EXPECT_EQ(pa->placement.tensors[i].name, pb->placement.tensors[i].name);
+        EXPECT_EQ(pa->placement.tensors[i].tier, pb->placement.tensors[i].tier) << pa->placement.tensors[i].name;
+        ++tiers[int(pa->placement.tensors[i].tier)];
+    }
+    EXPECT_GT(tiers[0] * tiers[1] + tiers[0] * tiers[2] + tiers[1] * tiers[2], 0) << "more than one tier in use";
+    EXPECT_EQ(pa->secondsPerToken, pb->secondsPerToken);
+    EXPECT_EQ(plan::planText(*pa, false), plan::planText(*pb, false));
+
+    // No GGUF at all: refused after the first step.
+    HubFile notGguf;
+    notGguf.path = "tiny-Q4_K_M.gguf";  // random bytes after a "GGUF" magic: an impossible version
+    notGguf.size = hub.model.size();
+    auto refused = client->fetchHeader("owner/tiny-GGUF", notGguf, dir.path() + "/bad.gguf");
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::ModelFileInvalid);
+    EXPECT_NE(refused.error().message.find("GGUF version"), std::string::npos) << refused.error().message;
 }
