@@ -37,5 +37,6 @@ void addConvertCommand(CLI::App& app, int& exitCode);
 void addSparsityCommand(CLI::App& app, int& exitCode);
 void addServeCommand(CLI::App& app, int& exitCode);
 void addChatCommand(CLI::App& app, int& exitCode);
+void addPullCommands(CLI::App& app, int& exitCode);  // search, pull
 
 }  // namespace spillway::cli

@@ -79,6 +79,7 @@ int main(int argc, char** argv)
     addSparsityCommand(app, exitCode);
     addServeCommand(app, exitCode);
     addChatCommand(app, exitCode);
+    addPullCommands(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -25,6 +25,7 @@
 #include "core/model/synthetic_model.h"
 #include "core/plan/planner.h"
 #include "server/hub.h"
+#include "../common/cli_run.h"
 #include "../common/made_up_hardware.h"
 #include "../common/temp_dir.h"
 
@@ -71,6 +72,11 @@ public:
                          {"path", "tiny-Q4_K_M.gguf"},
                          {"size", model.size()},
                          {"lfs", {{"oid", sha}, {"size", model.size()}}}});
+            if (!big.empty())
+                j.push_back({{"type", "file"},
+                             {"path", "big-Q4_K.gguf"},
+                             {"size", big.size()},
+                             {"lfs", {{"oid", bigSha}, {"size", big.size()}}}});
             res.set_content(j.dump(), "application/json");
         });
         // resolve: a redirect to the content, as the Hub's to its CDN.
@@ -114,7 +120,7 @@ public:
     std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 
     std::string model, sha, lastQuery;
-    std::string big;            // a real GGUF for the header tests (served, not listed)
+    std::string big, bigSha;    // a real GGUF for the header and CLI tests (listed once set)
     std::atomic<uint64_t> sent{0};
     size_t dropAt = 0;          // nonzero: the connection drops before this byte
     size_t corruptAt = SIZE_MAX;
@@ -161,7 +167,7 @@ protected:
         ADD_FAILURE() << "no model file in the tree";
         return {};
     }
-    testing_support::TempDir dir;
+    spillway::testing_support::TempDir dir;
     FakeHub hub;
     std::unique_ptr<HubClient> client;
 };
@@ -170,7 +176,7 @@ protected:
 
 TEST(HubSha256, KnownAnswer)
 {
-    testing_support::TempDir dir;
+    spillway::testing_support::TempDir dir;
     const std::string path = dir.path() + "/abc";
     std::ofstream(path) << "abc";
     auto sha = fileSha256(path);
@@ -381,7 +387,7 @@ TEST_F(Hub, HeaderOnlyVerdictEqualsTheFullFilesVerdict)
     ASSERT_TRUE(a) << a.error().message;
     ASSERT_TRUE(b) << b.error().message;
     plan::PlannerInput in;
-    in.profile = testing_support::madeUpHardware();
+    in.profile = spillway::testing_support::madeUpHardware();
     in.contextLength = 256;
     in.vramBudget = hub.big.size() / 3;
     in.ramBudget = hub.big.size() / 3;
@@ -410,4 +416,56 @@ TEST_F(Hub, HeaderOnlyVerdictEqualsTheFullFilesVerdict)
     ASSERT_FALSE(refused);
     EXPECT_EQ(refused.error().code, ErrorCode::ModelFileInvalid);
     EXPECT_NE(refused.error().message.find("GGUF version"), std::string::npos) << refused.error().message;
+}
+
+// spillway-cli search and pull against the same local hub: the search lists the repositories;
+// pull REPO --plan-only --json gives a verdict per GGUF file (none for the file that is no GGUF,
+// with the reason) and recommends the real one; pull REPO:big downloads it into --dir, checked,
+// and prints its path; pulling it again finds it there.
+TEST_F(Hub, CliSearchesJudgesAndPulls)
+{
+    const std::string full = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";  // a real GGUF
+    hub.big = readFile(full);
+    ASSERT_FALSE(hub.big.empty());
+    auto sha = fileSha256(full);
+    ASSERT_TRUE(sha) << sha.error().message;
+    hub.bigSha = *sha;
+    const std::string cli = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli";
+    const std::string env = "XDG_CACHE_HOME='" + dir.path() + "/cache' HF_TOKEN_PATH='" + dir.path() + "/none' ";
+    const std::string at = " --endpoint " + hub.url();
+
+    auto r = ::testing_support::runProgram(cli, "search tiny" + at, dir.path(), env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("owner/tiny-GGUF"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("gated"), std::string::npos) << r.out;
+
+    r = ::testing_support::runProgram(cli, "pull owner/tiny-GGUF --plan-only --json --quick-probe" + at, dir.path(), env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("files")) << r.out;
+    ASSERT_EQ(j["files"].size(), 2u) << r.out;
+    for (const auto& f : j["files"]) {
+        if (f["file"] == "big-Q4_K.gguf") {
+            EXPECT_GT(f.value("predicted_tokens_per_second", 0.0), 0.0) << f.dump();
+            EXPECT_TRUE(f.value("recommended", false)) << f.dump();
+        } else {
+            EXPECT_TRUE(f.contains("no_verdict")) << f.dump();
+            EXPECT_FALSE(f.value("recommended", true)) << f.dump();
+        }
+    }
+    EXPECT_FALSE(fs::exists(dir.path() + "/models")) << "--plan-only downloads nothing";
+
+    const std::string models = dir.path() + "/models";
+    r = ::testing_support::runProgram(cli, "pull owner/tiny-GGUF:big --dir '" + models + "' --quick-probe" + at, dir.path(), env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out, models + "/big-Q4_K.gguf\n");
+    EXPECT_NE(r.err.find("SHA-256 checked"), std::string::npos) << r.err;
+    EXPECT_TRUE(readFile(models + "/big-Q4_K.gguf") == hub.big);
+    r = ::testing_support::runProgram(cli, "pull owner/tiny-GGUF:big --dir '" + models + "' --quick-probe" + at, dir.path(), env);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.err.find("already there"), std::string::npos) << r.err;
+
+    r = ::testing_support::runProgram(cli, "pull owner/tiny-GGUF:Q9_Z --plan-only --quick-probe" + at, dir.path(), env);
+    EXPECT_EQ(r.exitCode, 2) << "a selector that names nothing: the command line is wrong";
+    EXPECT_NE(r.err.find("no GGUF file matching 'Q9_Z'"), std::string::npos) << r.err;
 }

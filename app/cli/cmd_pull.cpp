@@ -1,0 +1,297 @@
+// spillway-cli search QUERY: GGUF repositories on the Hugging Face Hub.
+// spillway-cli pull REPO[:FILE|:QUANT]: the planner's verdict on each GGUF file of a repository
+// for this machine (from its header alone: a few ranged requests per file), then the chosen or
+// recommended file downloaded, resumably and checked against its SHA-256 (server/hub.h).
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "core/engine/engine.h"
+#include "core/hw/probe.h"
+#include "core/model/llama_model.h"
+#include "core/plan/planner.h"
+#include "server/hub.h"
+
+namespace spillway::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string lower(std::string s)
+{
+    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string mib(uint64_t bytes)
+{
+    char buf[32];
+    if (bytes >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1 << 30));
+    else std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
+    return buf;
+}
+
+bool isGguf(const std::string& path) { return lower(path).size() > 5 && lower(path).ends_with(".gguf"); }
+
+// "model-00002-of-00003.gguf": a shard other than the first.
+bool laterShard(const std::string& path)
+{
+    const size_t of = path.find("-of-");
+    return of != std::string::npos && of >= 5 && path.compare(of - 5, 5, "00001") != 0;
+}
+
+struct SearchCommand {
+    std::string query;
+    int limit = 20;
+    bool json = false;
+    std::string endpoint;
+};
+
+int runSearch(const SearchCommand& c)
+{
+    server::HubOptions o;
+    o.endpoint = c.endpoint;
+    auto hub = server::HubClient::open(o);
+    if (!hub) return reportError(hub.error());
+    auto models = (*hub)->search(c.query, c.limit);
+    if (!models) return reportError(models.error());
+    if (c.json) {
+        json j = json::array();
+        for (const auto& m : *models)
+            j.push_back({{"id", m.id}, {"downloads", m.downloads}, {"likes", m.likes}, {"gated", m.gated}});
+        std::printf("%s\n", j.dump(2).c_str());
+        return ExitOk;
+    }
+    if (models->empty()) std::printf("no GGUF repositories match '%s' on %s\n", c.query.c_str(), (*hub)->endpoint().c_str());
+    for (const auto& m : *models)
+        std::printf("%-60s %10lld downloads %6lld likes%s\n", m.id.c_str(), (long long)m.downloads, (long long)m.likes,
+                    m.gated ? "  (gated: needs an access token)" : "");
+    return ExitOk;
+}
+
+struct PullCommand {
+    std::string target;       // REPO[:FILE|:QUANT]
+    std::string dir;
+    std::string backend = "cpu";
+    std::string endpoint;
+    double minTokensPerSecond = 5.0;
+    bool planOnly = false;
+    bool json = false;
+    bool quickProbe = false;
+};
+
+// One GGUF file of the repository and the planner's verdict on it for this machine.
+struct Verdict {
+    server::HubFile file;
+    bool planned = false;
+    std::string why;               // no verdict: why
+    uint64_t tiers[3] = {};        // bytes on the device, in RAM, on the SSD
+    double tokensPerSecond = 0;
+    bool fits = false;             // no layer weights read from the SSD each token
+};
+
+Verdict judge(server::HubClient& hub, const std::string& repo, const server::HubFile& f, const hw::HardwareProfile& profile,
+              const std::string& backend, const std::string& cacheDir)
+{
+    Verdict v;
+    v.file = f;
+    if (laterShard(f.path)) {
+        v.why = "a later shard";
+        return v;
+    }
+    if (f.path.find("-of-") != std::string::npos) {
+        v.why = "sharded: the verdict after the download";
+        return v;
+    }
+    std::error_code ec;
+    fs::create_directories(cacheDir, ec);
+    std::string name = repo + "--" + f.path;
+    std::replace(name.begin(), name.end(), '/', '-');
+    const std::string header = cacheDir + "/" + name + (f.sha256.empty() ? "" : "." + f.sha256.substr(0, 16));
+    if (!fs::exists(header, ec) || fs::file_size(header, ec) != f.size) {
+        auto fetched = hub.fetchHeader(repo, f, header);
+        if (!fetched) {
+            v.why = fetched.error().message;
+            return v;
+        }
+    }
+    auto model = LlamaModel::load(header);
+    if (!model) {
+        v.why = model.error().message;
+        return v;
+    }
+    engine::PlanSettings s;
+    s.backend = backend;
+    auto plan = plan::planPlacement(engine::plannerInput(**model, profile, s, {}));
+    if (!plan) {
+        v.why = plan.error().message;
+        return v;
+    }
+    v.planned = true;
+    uint64_t streamed = 0;  // from the SSD each token (the embedding table's one row a token is not)
+    for (const auto& t : plan->placement.tensors) {
+        v.tiers[int(t.tier)] += t.bytes;
+        if (t.tier == plan::Tier::Ssd && t.name != "token_embd.weight") streamed += t.bytes;
+    }
+    v.tokensPerSecond = plan->tokensPerSecond();
+    v.fits = streamed == 0;
+    return v;
+}
+
+int runPull(const PullCommand& c)
+{
+    const size_t colon = c.target.find(':');
+    const std::string repo = c.target.substr(0, colon);
+    const std::string pick = colon == std::string::npos ? "" : c.target.substr(colon + 1);
+    server::HubOptions o;
+    o.endpoint = c.endpoint;
+    auto hub = server::HubClient::open(o);
+    if (!hub) return reportError(hub.error());
+    auto files = (*hub)->files(repo);
+    if (!files) return reportError(files.error());
+    std::vector<server::HubFile> ggufs;
+    for (const auto& f : *files)
+        if (isGguf(f.path)) ggufs.push_back(f);
+    if (ggufs.empty())
+        return reportError(makeError(ErrorCode::InvalidArgument,
+                                     repo + " has no GGUF files (" + std::to_string(files->size()) +
+                                         " files; a Hugging Face folder of safetensors can be downloaded with "
+                                         "huggingface-cli and converted with `spillway-cli convert`)"));
+    // The files asked for: one named, or those whose name holds the quantization, else all.
+    std::vector<server::HubFile> chosen;
+    for (const auto& f : ggufs)
+        if (pick.empty() || f.path == pick || lower(fs::path(f.path).filename().string()).find(lower(pick)) != std::string::npos)
+            chosen.push_back(f);
+    if (chosen.empty())
+        return reportError(makeError(ErrorCode::InvalidArgument, repo + " has no GGUF file matching '" + pick + "'"));
+
+    hw::ProbeOptions probe;
+    probe.quick = c.quickProbe;
+    auto profile = hw::probeHardware(probe);
+    if (!profile) return reportError(profile.error());
+    const std::string cacheDir = fs::path(hw::defaultProbeCacheFile()).parent_path().string() + "/headers";
+    std::vector<Verdict> verdicts;
+    for (const auto& f : chosen) verdicts.push_back(judge(**hub, repo, f, *profile, c.backend, cacheDir));
+
+    // The recommendation: the largest file predicted at or above the floor; else the fastest.
+    const Verdict* best = nullptr;
+    for (const auto& v : verdicts)
+        if (v.planned && v.tokensPerSecond >= c.minTokensPerSecond && (!best || v.file.size > best->file.size)) best = &v;
+    for (const auto& v : verdicts)
+        if (!best && v.planned) best = &v;
+        else if (best && best->tokensPerSecond < c.minTokensPerSecond && v.planned && v.tokensPerSecond > best->tokensPerSecond)
+            best = &v;
+    if (c.json) {
+        json j = {{"repo", repo}, {"backend", c.backend}, {"min_tokens_per_second", c.minTokensPerSecond}};
+        for (const auto& v : verdicts) {
+            json f = {{"file", v.file.path}, {"size", v.file.size}, {"sha256", v.file.sha256}};
+            if (v.planned) {
+                f["device_bytes"] = v.tiers[0];
+                f["ram_bytes"] = v.tiers[1];
+                f["ssd_bytes"] = v.tiers[2];
+                f["predicted_tokens_per_second"] = v.tokensPerSecond;
+                f["fits"] = v.fits;
+            } else {
+                f["no_verdict"] = v.why;
+            }
+            f["recommended"] = &v == best;
+            j["files"].push_back(f);
+        }
+        if (c.planOnly) std::printf("%s\n", j.dump(2).c_str());
+        else std::fprintf(stderr, "%s\n", j.dump(2).c_str());
+    } else {
+        std::fprintf(stderr, "%s on this machine (%s), from each file's header:\n", repo.c_str(), c.backend.c_str());
+        for (const auto& v : verdicts) {
+            if (!v.planned) {
+                std::fprintf(stderr, "  %-44s %10s  (%s)\n", v.file.path.c_str(), mib(v.file.size).c_str(), v.why.c_str());
+                continue;
+            }
+            std::fprintf(stderr, "  %-44s %10s  device %s, RAM %s, SSD %s: %.1f tokens/s predicted%s%s\n",
+                         v.file.path.c_str(), mib(v.file.size).c_str(), mib(v.tiers[0]).c_str(), mib(v.tiers[1]).c_str(),
+                         mib(v.tiers[2]).c_str(), v.tokensPerSecond, v.fits ? "" : " (streams from the SSD)",
+                         &v == best ? "  <- recommended" : "");
+        }
+    }
+    if (c.planOnly) return ExitOk;
+    if (chosen.size() > 1 && !best)
+        return reportError(makeError(ErrorCode::InvalidArgument, "no file to recommend; name one: " + repo + ":FILE"));
+    const server::HubFile target = chosen.size() == 1 ? chosen.front() : best->file;
+    // A sharded model: every part, as one download.
+    std::vector<server::HubFile> parts = {target};
+    if (const size_t of = target.path.find("-of-"); of != std::string::npos && of >= 5) {
+        const std::string stem = target.path.substr(0, of - 5), tail = target.path.substr(of);
+        for (const auto& f : ggufs)
+            if (f.path != target.path && f.path.starts_with(stem) && f.path.ends_with(tail)) parts.push_back(f);
+    }
+    const std::string dir = c.dir.empty() ? hw::defaultStoragePath() : c.dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    for (const auto& part : parts) {
+        const std::string dest = (fs::path(dir) / fs::path(part.path).filename()).string();
+        if (fs::exists(dest, ec) && fs::file_size(dest, ec) == part.size) {
+            std::fprintf(stderr, "%s: already there\n", dest.c_str());
+            continue;
+        }
+        server::DownloadOptions d;
+        auto last = std::chrono::steady_clock::now() - std::chrono::seconds(2);
+        d.progress = [&](const server::DownloadProgress& p) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now - last >= std::chrono::seconds(1) || (p.total && p.done == p.total)) {
+                last = now;
+                std::fprintf(stderr, "\r%s: %s of %s (%.0f%%), %.1f MiB/s, %.0f s left   ", part.path.c_str(),
+                             mib(p.done).c_str(), mib(p.total).c_str(), p.total ? 100.0 * double(p.done) / double(p.total) : 0.0,
+                             p.bytesPerSecond / double(1 << 20), p.secondsLeft());
+            }
+            return server::DownloadControl::Continue;
+        };
+        auto r = (*hub)->download(repo, part, dest, d);
+        std::fprintf(stderr, "\n");
+        if (!r) return reportError(r.error());
+        std::fprintf(stderr, "%s: %s%s%s\n", dest.c_str(), mib(r->bytes).c_str(),
+                     r->resumedFrom ? (", resumed at " + mib(r->resumedFrom)).c_str() : "",
+                     r->verified ? ", SHA-256 checked" : " (no checksum in the repository)");
+        if (&part == &parts.front()) std::printf("%s\n", dest.c_str());
+    }
+    return ExitOk;
+}
+
+}  // namespace
+
+void addPullCommands(CLI::App& app, int& exitCode)
+{
+    auto s = std::make_shared<SearchCommand>();
+    auto* search = app.add_subcommand("search", "Find GGUF models on the Hugging Face Hub (HF_ENDPOINT for a mirror)");
+    search->add_option("query", s->query, "Words to look for")->required();
+    search->add_option("--limit", s->limit, "How many repositories (most downloaded first)")->check(CLI::Range(1, 1000));
+    search->add_flag("--json", s->json, "Print JSON");
+    search->add_option("--endpoint", s->endpoint, "The hub's address (default: HF_ENDPOINT, else https://huggingface.co)");
+    search->callback([s, &exitCode] { exitCode = runSearch(*s); });
+
+    auto c = std::make_shared<PullCommand>();
+    auto* pull = app.add_subcommand(
+        "pull", "Say where each GGUF file of a Hugging Face repository would live on this machine and how fast it "
+                "would run (from its header alone), then download the chosen or recommended one, resumably, checked "
+                "against its SHA-256");
+    pull->add_option("target", c->target, "REPO, REPO:FILE or REPO:QUANT (e.g. owner/name:Q4_K_M)")->required();
+    pull->add_option("--dir", c->dir, "Where to put it (default: the models folder, ~/.local/share/spillway/models)");
+    pull->add_option("--backend", c->backend, "Device to plan for: cpu, cuda, vulkan, auto");
+    pull->add_option("--min-tps", c->minTokensPerSecond,
+                     "Recommend the largest file predicted at least this fast (tokens/s; default 5)");
+    pull->add_flag("--plan-only", c->planOnly, "Only the verdicts; download nothing");
+    pull->add_flag("--json", c->json, "The verdicts as JSON (on stdout with --plan-only, else on stderr)");
+    pull->add_flag("--quick-probe", c->quickProbe, "Small, rough hardware measurements where none are cached (for tests)");
+    pull->add_option("--endpoint", c->endpoint, "The hub's address (default: HF_ENDPOINT, else https://huggingface.co)");
+    pull->callback([c, &exitCode] { exitCode = runPull(*c); });
+}
+
+}  // namespace spillway::cli
