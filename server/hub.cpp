@@ -313,21 +313,21 @@ Result<DownloadReport> HubClient::download(const std::string& repo, const HubFil
                 return control == DownloadControl::Continue;
             });
         if (!writeError.message.empty()) return writeError;
-        if (control != DownloadControl::Continue) {
-            if (control == DownloadControl::Cancel) fs::remove(part, ec);
-            return makeError(ErrorCode::Cancelled, what + (control == DownloadControl::Cancel
-                                                               ? ": cancelled (the partial file was removed)"
-                                                               : ": paused at " + mib(have) + " of " + mib(file.size) +
-                                                                     " (the next download of it resumes there)"));
-        }
-        if (status != 0 && status != 200 && status != 206 && !(status == 416 && have == file.size)) {
+        if (control == DownloadControl::Continue && status != 0 && status != 200 && status != 206 && !(status == 416 && have == file.size)) {
             if (have == 0) fs::remove(part, ec);
             return statusError(what, status, hasToken());
         }
-        if (!r && !(status == 416 && have == file.size))
+        if (control == DownloadControl::Continue && !r && !(status == 416 && have == file.size))
             return makeError(ErrorCode::Io, what + ": interrupted at " + mib(have) + " of " + mib(file.size) + " (" +
                                                 httplib::to_string(r.error()) +
                                                 "); the partial file is kept and the next download resumes there");
+    }
+    if (control != DownloadControl::Continue) {  // paused or cancelled, before or during the transfer
+        if (control == DownloadControl::Cancel) fs::remove(part, ec);
+        return makeError(ErrorCode::Cancelled, what + (control == DownloadControl::Cancel
+                                                           ? ": cancelled (the partial file was removed)"
+                                                           : ": paused at " + mib(have) + " of " + mib(file.size) +
+                                                                 " (the next download of it resumes there)"));
     }
     if (::fsync(fd) != 0) return makeError(ErrorCode::Io, part + ": " + std::strerror(errno));
     if (file.size > 0 && have != file.size)

@@ -346,6 +346,14 @@ TEST_F(Hub, PauseKeepsThePartCancelRemovesIt)
     EXPECT_EQ(cancelled.error().code, ErrorCode::Cancelled);
     EXPECT_FALSE(fs::exists(dest + ".part"));
     EXPECT_FALSE(fs::exists(dest));
+    // Paused before the first byte (a queue's paused entry): nothing is fetched.
+    hub.sent = 0;
+    o.progress = [](const DownloadProgress&) { return DownloadControl::Pause; };
+    auto before = client->download("owner/tiny-GGUF", file, dest, o);
+    ASSERT_FALSE(before);
+    EXPECT_EQ(before.error().code, ErrorCode::Cancelled);
+    EXPECT_NE(before.error().message.find("paused"), std::string::npos) << before.error().message;
+    EXPECT_EQ(hub.sent.load(), 0u);
 }
 
 // The planner's verdict before the download: a GGUF's header and tensor table fetched by ranged
