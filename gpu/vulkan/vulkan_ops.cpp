@@ -179,8 +179,8 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
             return;
         }
         if (xFormFor(j.w.type) == XForm::Float || run[i] != 1) continue;
-        bool seen = false;
-        for (size_t e = 0; e < i && !seen; ++e) seen = sameX(jobs[e], j);
+        bool seen = false;  // as the quantizing loop below decides it: jobs of a product quantize nothing
+        for (size_t e = 0; e < i && !seen; ++e) seen = run[e] == 1 && sameX(jobs[e], j);
         if (!seen) scratchBytes += xFormBytes(xFormFor(j.w.type), j.w.cols);
     }
     const uint64_t scratch = scratchBytes ? reserveScratch(m_xScratch, scratchBytes, "matvec") : 0;
