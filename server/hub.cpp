@@ -82,6 +82,18 @@ Error connectionError(const std::string& what, httplib::Error e)
     return makeError(ErrorCode::Io, what + ": " + httplib::to_string(e));
 }
 
+// GET `path`: its JSON array, or the error as users should read it.
+Result<json> getList(httplib::Client& http, const std::string& path, const std::string& what, bool hasToken,
+                     const char* listOf)
+{
+    auto r = http.Get(path);
+    if (!r) return connectionError(what, r.error());
+    if (r->status != 200) return statusError(what, r->status, hasToken);
+    json j = json::parse(r->body, nullptr, false);
+    if (!j.is_array()) return makeError(ErrorCode::Io, what + ": the answer is not a list of " + listOf);
+    return j;
+}
+
 class Sha256 {
 public:
     Sha256() : m_ctx(EVP_MD_CTX_new()) { EVP_DigestInit_ex(m_ctx, EVP_sha256(), nullptr); }
@@ -189,14 +201,10 @@ Result<std::vector<HubModel>> HubClient::search(const std::string& query, int li
 {
     const std::string path = "/api/models?search=" + encoded(query, false) + "&filter=gguf&sort=downloads&direction=-1&limit=" +
                              std::to_string(std::max(1, limit));
-    const std::string what = m_endpoint + " search for '" + query + "'";
-    auto r = m->http->Get(path);
-    if (!r) return connectionError(what, r.error());
-    if (r->status != 200) return statusError(what, r->status, hasToken());
-    const json j = json::parse(r->body, nullptr, false);
-    if (!j.is_array()) return makeError(ErrorCode::Io, what + ": the answer is not a list of models");
+    auto j = getList(*m->http, path, m_endpoint + " search for '" + query + "'", hasToken(), "models");
+    if (!j) return j.error();
     std::vector<HubModel> models;
-    for (const json& x : j) {
+    for (const json& x : *j) {
         if (!x.is_object() || !x.contains("id") || !x["id"].is_string()) continue;
         HubModel m;
         m.id = x["id"].get<std::string>();
@@ -213,13 +221,10 @@ Result<std::vector<HubFile>> HubClient::files(const std::string& repo)
     const std::string what = m_endpoint + "/" + repo;
     if (repo.empty() || repo.find("..") != std::string::npos || repo.front() == '/')
         return makeError(ErrorCode::InvalidArgument, "'" + repo + "' is not a repository id (owner/name)");
-    auto r = m->http->Get("/api/models/" + encoded(repo, true) + "/tree/main?recursive=true");
-    if (!r) return connectionError(what, r.error());
-    if (r->status != 200) return statusError(what, r->status, hasToken());
-    const json j = json::parse(r->body, nullptr, false);
-    if (!j.is_array()) return makeError(ErrorCode::Io, what + ": the file list is not a list");
+    auto j = getList(*m->http, "/api/models/" + encoded(repo, true) + "/tree/main?recursive=true", what, hasToken(), "files");
+    if (!j) return j.error();
     std::vector<HubFile> files;
-    for (const json& x : j) {
+    for (const json& x : *j) {
         if (!x.is_object() || x.value("type", "") != "file" || !x.contains("path") || !x["path"].is_string()) continue;
         HubFile f;
         f.path = x["path"].get<std::string>();

@@ -15,6 +15,9 @@ enum ExitCode { ExitOk = 0, ExitFailed = 1, ExitUsage = 2, ExitInterrupted = 130
 // Prints "spillway-cli: <message>" on stderr and returns the exit code for the error.
 int reportError(const Error& error);
 
+// "1.23 GiB", "512 B": bytes in the largest binary unit under them.
+std::string humanBytes(double bytes);
+
 // The bundled demo model (installed beside the binary, or in the source tree for a build).
 std::string demoModelPath();
 

@@ -16,18 +16,6 @@ namespace spillway::cli {
 
 namespace {
 
-std::string humanBytes(double bytes)
-{
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (bytes >= 1024.0 && u < 4) {
-        bytes /= 1024.0;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
-    return buf;
-}
 
 std::string valueText(const gguf::Value& v)
 {

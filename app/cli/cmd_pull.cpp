@@ -33,13 +33,8 @@ std::string lower(std::string s)
     return s;
 }
 
-std::string mib(uint64_t bytes)
-{
-    char buf[32];
-    if (bytes >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1 << 30));
-    else std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
-    return buf;
-}
+
+std::string bytesText(uint64_t bytes) { return humanBytes(double(bytes)); }
 
 bool isGguf(const std::string& path) { return lower(path).size() > 5 && lower(path).ends_with(".gguf"); }
 
@@ -183,14 +178,13 @@ int runPull(const PullCommand& c)
     std::vector<Verdict> verdicts;
     for (const auto& f : chosen) verdicts.push_back(judge(**hub, repo, f, *profile, c.backend, cacheDir));
 
-    // The recommendation: the largest file predicted at or above the floor; else the fastest.
+    // The recommendation: the largest file predicted at or above the floor; where none is, the fastest.
     const Verdict* best = nullptr;
     for (const auto& v : verdicts)
         if (v.planned && v.tokensPerSecond >= c.minTokensPerSecond && (!best || v.file.size > best->file.size)) best = &v;
-    for (const auto& v : verdicts)
-        if (!best && v.planned) best = &v;
-        else if (best && best->tokensPerSecond < c.minTokensPerSecond && v.planned && v.tokensPerSecond > best->tokensPerSecond)
-            best = &v;
+    if (!best)
+        for (const auto& v : verdicts)
+            if (v.planned && (!best || v.tokensPerSecond > best->tokensPerSecond)) best = &v;
     if (c.json) {
         json j = {{"repo", repo}, {"backend", c.backend}, {"min_tokens_per_second", c.minTokensPerSecond}};
         for (const auto& v : verdicts) {
@@ -213,12 +207,12 @@ int runPull(const PullCommand& c)
         std::fprintf(stderr, "%s on this machine (%s), from each file's header:\n", repo.c_str(), c.backend.c_str());
         for (const auto& v : verdicts) {
             if (!v.planned) {
-                std::fprintf(stderr, "  %-44s %10s  (%s)\n", v.file.path.c_str(), mib(v.file.size).c_str(), v.why.c_str());
+                std::fprintf(stderr, "  %-44s %10s  (%s)\n", v.file.path.c_str(), bytesText(v.file.size).c_str(), v.why.c_str());
                 continue;
             }
             std::fprintf(stderr, "  %-44s %10s  device %s, RAM %s, SSD %s: %.1f tokens/s predicted%s%s\n",
-                         v.file.path.c_str(), mib(v.file.size).c_str(), mib(v.tiers[0]).c_str(), mib(v.tiers[1]).c_str(),
-                         mib(v.tiers[2]).c_str(), v.tokensPerSecond, v.fits ? "" : " (streams from the SSD)",
+                         v.file.path.c_str(), bytesText(v.file.size).c_str(), bytesText(v.tiers[0]).c_str(), bytesText(v.tiers[1]).c_str(),
+                         bytesText(v.tiers[2]).c_str(), v.tokensPerSecond, v.fits ? "" : " (streams from the SSD)",
                          &v == best ? "  <- recommended" : "");
         }
     }
@@ -249,7 +243,7 @@ int runPull(const PullCommand& c)
             if (now - last >= std::chrono::seconds(1) || (p.total && p.done == p.total)) {
                 last = now;
                 std::fprintf(stderr, "\r%s: %s of %s (%.0f%%), %.1f MiB/s, %.0f s left   ", part.path.c_str(),
-                             mib(p.done).c_str(), mib(p.total).c_str(), p.total ? 100.0 * double(p.done) / double(p.total) : 0.0,
+                             bytesText(p.done).c_str(), bytesText(p.total).c_str(), p.total ? 100.0 * double(p.done) / double(p.total) : 0.0,
                              p.bytesPerSecond / double(1 << 20), p.secondsLeft());
             }
             return server::DownloadControl::Continue;
@@ -257,8 +251,8 @@ int runPull(const PullCommand& c)
         auto r = (*hub)->download(repo, part, dest, d);
         std::fprintf(stderr, "\n");
         if (!r) return reportError(r.error());
-        std::fprintf(stderr, "%s: %s%s%s\n", dest.c_str(), mib(r->bytes).c_str(),
-                     r->resumedFrom ? (", resumed at " + mib(r->resumedFrom)).c_str() : "",
+        std::fprintf(stderr, "%s: %s%s%s\n", dest.c_str(), bytesText(r->bytes).c_str(),
+                     r->resumedFrom ? (", resumed at " + bytesText(r->resumedFrom)).c_str() : "",
                      r->verified ? ", SHA-256 checked" : " (no checksum in the repository)");
         if (&part == &parts.front()) std::printf("%s\n", dest.c_str());
     }

@@ -254,8 +254,9 @@ public:
     uint64_t deviceTotal(const Evaluation& e) const { return m_fixed + e.residentBytes + e.slotBytes * uint64_t(e.slots); }
     uint64_t hostTotal(const Evaluation& e) const { return e.hostBytes + e.stagingBytes; }
     const std::vector<Tensor>& tensors() const { return m_tensors; }
-    // An expert stack's misses per token from the SSD and from RAM, and its RAM bytes.
+    // An expert stack's bytes in the device's slots.
     void setExpertSlots(size_t i, uint64_t cacheBytes) { m_tensors[i].cacheBytes = cacheBytes; }
+    // An expert stack's misses per token from the SSD and from RAM, and its RAM bytes.
     void setExpertSplit(size_t i, double ssdMissBytes, double hostMissBytes, uint64_t hostBytes)
     {
         m_tensors[i].missBytes = ssdMissBytes;
