@@ -513,10 +513,13 @@ void TestChatActions::multiLinePromptsKeepTheirLines()
     QVERIFY(fourLines > oneLine);
 
     QSignalSpy finished(&window, &ChatWindow::replyFinished);
+    QSignalSpy replyStored(&window, &ChatWindow::replyStored);
     QTest::keyClick(prompt, Qt::Key_Return);
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
     QVERIFY(prompt->text().isEmpty());
     QCOMPARE(prompt->height(), oneLine);
+    // The reply is written by the store's thread after it finishes (as exchange() waits for).
+    QTRY_COMPARE_WITH_TIMEOUT(replyStored.count(), 1, 30'000);
     const auto stored = storedMessages(data.path(), window.controller()->currentConversation());
     QCOMPARE(int(stored.size()), 2);
     QCOMPARE(stored[0].content, std::string("Once upon\na time\nthere was\na dog"));
