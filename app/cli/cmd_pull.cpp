@@ -14,11 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/engine/engine.h"
 #include "core/hw/probe.h"
-#include "core/model/llama_model.h"
-#include "core/plan/planner.h"
 #include "server/hub.h"
+#include "server/hub_verdict.h"
 
 namespace spillway::cli {
 
@@ -33,17 +31,7 @@ std::string lower(std::string s)
     return s;
 }
 
-
 std::string bytesText(uint64_t bytes) { return humanBytes(double(bytes)); }
-
-bool isGguf(const std::string& path) { return lower(path).size() > 5 && lower(path).ends_with(".gguf"); }
-
-// "model-00002-of-00003.gguf": a shard other than the first.
-bool laterShard(const std::string& path)
-{
-    const size_t of = path.find("-of-");
-    return of != std::string::npos && of >= 5 && path.compare(of - 5, 5, "00001") != 0;
-}
 
 struct SearchCommand {
     std::string query;
@@ -85,64 +73,6 @@ struct PullCommand {
     bool quickProbe = false;
 };
 
-// One GGUF file of the repository and the planner's verdict on it for this machine.
-struct Verdict {
-    server::HubFile file;
-    bool planned = false;
-    std::string why;               // no verdict: why
-    uint64_t tiers[3] = {};        // bytes on the device, in RAM, on the SSD
-    double tokensPerSecond = 0;
-    bool fits = false;             // no layer weights read from the SSD each token
-};
-
-Verdict judge(server::HubClient& hub, const std::string& repo, const server::HubFile& f, const hw::HardwareProfile& profile,
-              const std::string& backend, const std::string& cacheDir)
-{
-    Verdict v;
-    v.file = f;
-    if (laterShard(f.path)) {
-        v.why = "a later shard";
-        return v;
-    }
-    if (f.path.find("-of-") != std::string::npos) {
-        v.why = "sharded: the verdict after the download";
-        return v;
-    }
-    std::error_code ec;
-    fs::create_directories(cacheDir, ec);
-    std::string name = repo + "--" + f.path;
-    std::replace(name.begin(), name.end(), '/', '-');
-    const std::string header = cacheDir + "/" + name + (f.sha256.empty() ? "" : "." + f.sha256.substr(0, 16));
-    if (!fs::exists(header, ec) || fs::file_size(header, ec) != f.size) {
-        auto fetched = hub.fetchHeader(repo, f, header);
-        if (!fetched) {
-            v.why = fetched.error().message;
-            return v;
-        }
-    }
-    auto model = LlamaModel::load(header);
-    if (!model) {
-        v.why = model.error().message;
-        return v;
-    }
-    engine::PlanSettings s;
-    s.backend = backend;
-    auto plan = plan::planPlacement(engine::plannerInput(**model, profile, s, {}));
-    if (!plan) {
-        v.why = plan.error().message;
-        return v;
-    }
-    v.planned = true;
-    uint64_t streamed = 0;  // from the SSD each token (the embedding table's one row a token is not)
-    for (const auto& t : plan->placement.tensors) {
-        v.tiers[int(t.tier)] += t.bytes;
-        if (t.tier == plan::Tier::Ssd && t.name != "token_embd.weight") streamed += t.bytes;
-    }
-    v.tokensPerSecond = plan->tokensPerSecond();
-    v.fits = streamed == 0;
-    return v;
-}
-
 int runPull(const PullCommand& c)
 {
     const size_t colon = c.target.find(':');
@@ -154,9 +84,9 @@ int runPull(const PullCommand& c)
     if (!hub) return reportError(hub.error());
     auto files = (*hub)->files(repo);
     if (!files) return reportError(files.error());
-    std::vector<server::HubFile> ggufs;
+    std::vector<server::HubFile> ggufs;  // a sharded model's first part stands for it
     for (const auto& f : *files)
-        if (isGguf(f.path)) ggufs.push_back(f);
+        if (server::isGgufPath(f.path) && !server::isLaterShard(f.path)) ggufs.push_back(f);
     if (ggufs.empty())
         return reportError(makeError(ErrorCode::InvalidArgument,
                                      repo + " has no GGUF files (" + std::to_string(files->size()) +
@@ -174,21 +104,17 @@ int runPull(const PullCommand& c)
     probe.quick = c.quickProbe;
     auto profile = hw::probeHardware(probe);
     if (!profile) return reportError(profile.error());
-    const std::string cacheDir = fs::path(hw::defaultProbeCacheFile()).parent_path().string() + "/headers";
-    std::vector<Verdict> verdicts;
-    for (const auto& f : chosen) verdicts.push_back(judge(**hub, repo, f, *profile, c.backend, cacheDir));
-
-    // The recommendation: the largest file predicted at or above the floor; where none is, the fastest.
-    const Verdict* best = nullptr;
-    for (const auto& v : verdicts)
-        if (v.planned && v.tokensPerSecond >= c.minTokensPerSecond && (!best || v.file.size > best->file.size)) best = &v;
-    if (!best)
-        for (const auto& v : verdicts)
-            if (v.planned && (!best || v.tokensPerSecond > best->tokensPerSecond)) best = &v;
+    std::vector<server::FileVerdict> verdicts;
+    for (const auto& f : chosen)
+        verdicts.push_back(server::judgeFile(**hub, repo, f, *files, *profile, c.backend, server::defaultHeaderCacheDir()));
+    // The largest file predicted at or above the floor; where none is, the fastest.
+    const int recommended = server::recommend(verdicts, c.minTokensPerSecond);
+    const server::FileVerdict* best = recommended < 0 ? nullptr : &verdicts[size_t(recommended)];
     if (c.json) {
         json j = {{"repo", repo}, {"backend", c.backend}, {"min_tokens_per_second", c.minTokensPerSecond}};
         for (const auto& v : verdicts) {
-            json f = {{"file", v.file.path}, {"size", v.file.size}, {"sha256", v.file.sha256}};
+            json f = {{"file", v.file.path}, {"size", v.bytes}, {"sha256", v.file.sha256}};
+            if (v.parts.size() > 1) f["parts"] = v.parts.size();
             if (v.planned) {
                 f["device_bytes"] = v.tiers[0];
                 f["ram_bytes"] = v.tiers[1];
@@ -207,11 +133,11 @@ int runPull(const PullCommand& c)
         std::fprintf(stderr, "%s on this machine (%s), from each file's header:\n", repo.c_str(), c.backend.c_str());
         for (const auto& v : verdicts) {
             if (!v.planned) {
-                std::fprintf(stderr, "  %-44s %10s  (%s)\n", v.file.path.c_str(), bytesText(v.file.size).c_str(), v.why.c_str());
+                std::fprintf(stderr, "  %-44s %10s  (%s)\n", v.file.path.c_str(), bytesText(v.bytes).c_str(), v.why.c_str());
                 continue;
             }
             std::fprintf(stderr, "  %-44s %10s  device %s, RAM %s, SSD %s: %.1f tokens/s predicted%s%s\n",
-                         v.file.path.c_str(), bytesText(v.file.size).c_str(), bytesText(v.tiers[0]).c_str(), bytesText(v.tiers[1]).c_str(),
+                         v.file.path.c_str(), bytesText(v.bytes).c_str(), bytesText(v.tiers[0]).c_str(), bytesText(v.tiers[1]).c_str(),
                          bytesText(v.tiers[2]).c_str(), v.tokensPerSecond, v.fits ? "" : " (streams from the SSD)",
                          &v == best ? "  <- recommended" : "");
         }
@@ -219,14 +145,8 @@ int runPull(const PullCommand& c)
     if (c.planOnly) return ExitOk;
     if (chosen.size() > 1 && !best)
         return reportError(makeError(ErrorCode::InvalidArgument, "no file to recommend; name one: " + repo + ":FILE"));
-    const server::HubFile target = chosen.size() == 1 ? chosen.front() : best->file;
     // A sharded model: every part, as one download.
-    std::vector<server::HubFile> parts = {target};
-    if (const size_t of = target.path.find("-of-"); of != std::string::npos && of >= 5) {
-        const std::string stem = target.path.substr(0, of - 5), tail = target.path.substr(of);
-        for (const auto& f : ggufs)
-            if (f.path != target.path && f.path.starts_with(stem) && f.path.ends_with(tail)) parts.push_back(f);
-    }
+    const std::vector<server::HubFile> parts = chosen.size() == 1 ? verdicts.front().parts : best->parts;
     const std::string dir = c.dir.empty() ? hw::defaultStoragePath() : c.dir;
     std::error_code ec;
     fs::create_directories(dir, ec);

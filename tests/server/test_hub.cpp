@@ -25,6 +25,7 @@
 #include "core/model/synthetic_model.h"
 #include "core/plan/planner.h"
 #include "server/hub.h"
+#include "server/hub_verdict.h"
 #include "../common/cli_run.h"
 #include "../common/made_up_hardware.h"
 #include "../common/temp_dir.h"
@@ -182,6 +183,53 @@ TEST(HubSha256, KnownAnswer)
     auto sha = fileSha256(path);
     ASSERT_TRUE(sha) << sha.error().message;
     EXPECT_EQ(*sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// A sharded model's parts are one model: later parts are folded into the first (in part order),
+// their sizes summed, and it gets no planner verdict (the engine reads one-file GGUFs) but says why.
+TEST(HubVerdict, ShardsAreOneModel)
+{
+    auto file = [](const std::string& path, uint64_t size) {
+        HubFile f;
+        f.path = path;
+        f.size = size;
+        return f;
+    };
+    const std::vector<HubFile> files = {file("Q8_0/m-Q8_0-00002-of-00002.gguf", 20), file("Q8_0/m-Q8_0-00001-of-00002.gguf", 30),
+                                        file("m-Q4_K_M.gguf", 25), file("m-Q4_K_M-00001-of-00002.txt", 1),
+                                        file("other-00002-of-00002.gguf", 7)};
+    EXPECT_TRUE(isGgufPath("a/B.GGUF"));
+    EXPECT_FALSE(isGgufPath("model.safetensors"));
+    EXPECT_TRUE(isLaterShard("Q8_0/m-Q8_0-00002-of-00002.gguf"));
+    EXPECT_FALSE(isLaterShard("Q8_0/m-Q8_0-00001-of-00002.gguf"));
+    EXPECT_FALSE(isLaterShard("m-Q4_K_M.gguf"));
+    EXPECT_FALSE(isLaterShard("notes-of-2.gguf"));
+    const auto parts = modelParts(files, files[1]);
+    ASSERT_EQ(parts.size(), 2u);
+    EXPECT_EQ(parts[0].path, "Q8_0/m-Q8_0-00001-of-00002.gguf");
+    EXPECT_EQ(parts[1].path, "Q8_0/m-Q8_0-00002-of-00002.gguf");
+    EXPECT_EQ(modelParts(files, files[2]).size(), 1u);
+
+    spillway::testing_support::TempDir dir;
+    auto hub = HubClient::open({"http://127.0.0.1:9", "none", 1});  // never asked: no verdict needs the network here
+    ASSERT_TRUE(hub) << hub.error().message;
+    const FileVerdict v = judgeFile(**hub, "owner/m", files[1], files, spillway::testing_support::madeUpHardware(), "cpu",
+                                    dir.path());
+    EXPECT_FALSE(v.planned);
+    EXPECT_EQ(v.bytes, 50u);
+    EXPECT_NE(v.why.find("split into 2 files"), std::string::npos) << v.why;
+
+    // The recommendation: the largest at or above the floor, else the fastest.
+    std::vector<FileVerdict> vs(3);
+    vs[0].planned = vs[1].planned = true;
+    vs[0].bytes = 10, vs[0].tokensPerSecond = 20;
+    vs[1].bytes = 30, vs[1].tokensPerSecond = 6;
+    vs[2].bytes = 99;  // no verdict: never recommended
+    EXPECT_EQ(recommend(vs, 5), 1);
+    EXPECT_EQ(recommend(vs, 10), 0);
+    EXPECT_EQ(recommend(vs, 100), 0);
+    vs[0].planned = vs[1].planned = false;
+    EXPECT_EQ(recommend(vs, 5), -1);
 }
 
 TEST_F(Hub, SearchesGgufModelsAndListsFiles)
