@@ -38,6 +38,8 @@
 #include <QVBoxLayout>
 
 #include "bottleneck_view.h"
+#include "discover_controller.h"
+#include "discover_panel.h"
 #include "chat_controller.h"
 #include "conversation_list_model.h"
 #include "core/trace/trace.h"
@@ -78,6 +80,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
                                   this, m_keys.get());
     m_chat = new ChatController(m_workers->generation(), m_workers->store(), this);
     if (withData) m_models = new LibraryController(m_workers, dataFolder, modelPath, this, m_keys.get());
+    if (withData) m_discoverController = new DiscoverController(m_workers, m_models, m_keys.get(), dataFolder, this);
     buildWidgets(withData);
     buildMenus(withData);
     connectChat();
@@ -187,6 +190,10 @@ void ChatWindow::buildWidgets(bool withData)
     tuningArea->setWidget(m_tuning);
     tuningArea->setWidgetResizable(true);
     tuningArea->setFrameShape(QFrame::NoFrame);
+    // Discover: the Hub's models with the planner's verdict on each, and the downloads.
+    m_discover = new DiscoverPanel;
+    m_discover->setObjectName("discover");
+    m_discover->setController(m_discoverController);
     setAcceptDrops(withData);
 
     // The chat: a top row (the model picker, the settings toggle), the transcript with the chat's
@@ -288,6 +295,7 @@ void ChatWindow::buildWidgets(bool withData)
     m_views->addWidget(chats);
     m_views->addWidget(m_library);
     m_views->addWidget(tuningArea);
+    m_views->addWidget(m_discover);
     m_rail = new QWidget;
     m_rail->setObjectName("navigation");
     m_rail->setAccessibleName(tr("Views"));
@@ -309,8 +317,10 @@ void ChatWindow::buildWidgets(bool withData)
          QT_TR_NOOP("The model library: add, compress, chat with a model (Ctrl+2)")},
         {"navTuning", QT_TR_NOOP("Tuning"), "preferences-system", QStyle::SP_ComputerIcon,
          QT_TR_NOOP("Where the weights go and how fast it runs here (Ctrl+3)")},
+        {"navDiscover", QT_TR_NOOP("Discover"), "system-search", QStyle::SP_ArrowDown,
+         QT_TR_NOOP("Find models on Hugging Face, judged for this machine before you download (Ctrl+4)")},
     };
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
         auto* button = new QToolButton(m_rail);
         button->setObjectName(QString::fromLatin1(views[i].name));
         button->setText(tr(views[i].label));
@@ -407,8 +417,8 @@ void ChatWindow::buildMenus(bool withData)
     view->setObjectName("viewMenu");
     if (auto* dock = findChild<QDockWidget*>(QStringLiteral("bottleneckDock"))) view->addAction(dock->toggleViewAction());
     if (withData) {
-        const QString names[] = {tr("&Chats"), tr("&Models"), tr("&Tuning")};
-        for (int i = 0; i < 3; ++i) {
+        const QString names[] = {tr("&Chats"), tr("&Models"), tr("&Tuning"), tr("&Discover")};
+        for (int i = 0; i < 4; ++i) {
             QAction* shown = view->addAction(names[i], this, [this, i] { showView(View(i)); });
             shown->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
         }
@@ -590,6 +600,7 @@ void ChatWindow::connectChat()
                 emit deviceChanged(backend);
                 if (!m_models) return;
                 m_models->setActiveBackend(backend);
+                m_discoverController->setBackend(backend == QLatin1String("remote") ? QStringLiteral("cpu") : backend);
                 if (changed && m_models->isTuningReady()) requestPrediction();  // plan for the device that computes
             }, Qt::QueuedConnection);
 }

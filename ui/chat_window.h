@@ -1,8 +1,9 @@
 #pragma once
-// The chat window arranges the widgets: a navigation rail switches the main area between three
+// The chat window arranges the widgets: a navigation rail switches the main area between four
 // views, Chats (the conversation list with full-text search, new / rename / delete, beside the
 // transcript and a prompt line with Send and Stop), Models (library_panel.h, the library as a grid
-// of cards) and Tuning (tuning_panel.h); the bottleneck visualizer (a dock, in every view) and a
+// of cards), Tuning (tuning_panel.h) and Discover (discover_panel.h, the Hub's models judged for
+// this machine, and the downloads); the bottleneck visualizer (a dock, in every view) and a
 // status line. The
 // conversation's state and its saving are the ChatController's (chat_controller.h); the threads
 // and their workers are WorkerThreads' (worker_threads.h): all engine work happens on the
@@ -11,7 +12,7 @@
 // the user does.
 //
 // Widgets carry object names (prompt, send, stop, transcript, conversations, search, newChat,
-// modelPicker, settingsToggle, generationSettings (systemPrompt, temperature, ...), statusLine, inlineError, navigation (navChats, navModels, navTuning), views, library, models, chatWithModel, tuning,
+// modelPicker, settingsToggle, generationSettings (systemPrompt, temperature, ...), statusLine, inlineError, navigation (navChats, navModels, navTuning, navDiscover), views, library, models, chatWithModel, tuning, discover (discover_panel.h),
 // bottleneck, welcome, ...): tests and scripts find them with findChild.
 
 #include <QMainWindow>
@@ -35,6 +36,8 @@ namespace spillway::ui {
 
 class BottleneckView;
 class ChatController;
+class DiscoverController;
+class DiscoverPanel;
 class GenerationPanel;
 class LibraryController;
 class LibraryPanel;
@@ -61,12 +64,14 @@ public:
     // The Models and Tuning views' state (null without a data folder).
     LibraryController* library() const { return m_models; }
     WorkerThreads* workers() const { return m_workers; }
+    // The Discover view's state (null without a data folder).
+    DiscoverController* discover() const { return m_discoverController; }
     QString activeBackend() const { return m_activeBackend; }  // the device computing: "cpu", "cuda", "vulkan"
     QString deviceNote() const { return m_deviceNote; }  // why a faster backend was passed over or left
     bool isWelcomeShown() const;
 
-    // The views of the main area, switched by the navigation rail (Ctrl+1..3).
-    enum class View { Chats, Models, Tuning };
+    // The views of the main area, switched by the navigation rail (Ctrl+1..4).
+    enum class View { Chats, Models, Tuning, Discover };
     View currentView() const;
 
 public slots:
@@ -145,6 +150,7 @@ private:
     WorkerThreads* m_workers = nullptr;
     ChatController* m_chat = nullptr;
     LibraryController* m_models = nullptr;  // null without a data folder
+    DiscoverController* m_discoverController = nullptr;  // null without a data folder
 
     // Widgets.
     QWidget* m_rail = nullptr;           // the navigation rail: Chats, Models, Tuning
@@ -155,6 +161,7 @@ private:
     QPushButton* m_newChat = nullptr;
     LibraryPanel* m_library = nullptr;
     TuningPanel* m_tuning = nullptr;
+    DiscoverPanel* m_discover = nullptr;
     QStackedWidget* m_stack = nullptr;  // the chat, or the first-launch screen
     WelcomePage* m_welcome = nullptr;
     TranscriptView* m_transcript = nullptr;

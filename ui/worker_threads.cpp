@@ -4,6 +4,7 @@
 
 #include "chat_store.h"
 #include "generation_worker.h"
+#include "hub_worker.h"
 #include "model_worker.h"
 #include "tuning_worker.h"
 
@@ -25,6 +26,10 @@ WorkerThreads::WorkerThreads(bool withData, trace::Recorder* recorder, const QSt
     m_modelsThread = start(m_models, "models");
     m_tuning = new TuningWorker;
     m_tuningThread = start(m_tuning, "tuning");
+    m_hub = new HubWorker;
+    m_hubThread = start(m_hub, "hub");
+    m_downloads = new HubWorker;
+    m_downloadsThread = start(m_downloads, "downloads");
 }
 
 QThread* WorkerThreads::start(QObject* worker, const char* name)
@@ -52,6 +57,13 @@ WorkerThreads::~WorkerThreads()
         m_tuning->cancel();
         m_tuningThread->quit();
         m_tuningThread->wait();
+    }
+    if (m_downloadsThread) {  // a download pauses at its next progress report (its .part stays)
+        m_downloads->stopAll();
+        m_downloadsThread->quit();
+        m_downloadsThread->wait();
+        m_hubThread->quit();  // a request in flight ends within the Hub client's timeout
+        m_hubThread->wait();
     }
     if (m_storageThread) {  // pending writes finish first: the queue drains before quit
         m_storageThread->quit();

@@ -8,7 +8,10 @@
 #include <QScrollArea>
 #include <QPalette>
 #include <QPixmap>
+#include <QLineEdit>
 #include <QListView>
+#include <QListWidget>
+#include <QTableWidget>
 #include <QStandardPaths>
 #include <QDoubleSpinBox>
 #include <QSpinBox>
@@ -22,6 +25,7 @@
 #include "ui/bottleneck_view.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_window.h"
+#include "ui/discover_controller.h"
 #include "ui/prompt_edit.h"
 #include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
@@ -60,7 +64,7 @@ bool hasArgument(int argc, char** argv, const char* name)
     return false;
 }
 
-// --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote|experts: real content, rendered without a display.
+// --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote|experts|discover: real content, rendered without a display.
 //   welcome:    the first-launch screen once the machine is measured;
 //   chat:       one prompt and its reply, the conversation in the list;
 //   settings:   the same with the chat's settings open beside it (a system prompt typed in);
@@ -73,7 +77,10 @@ bool hasArgument(int argc, char** argv, const char* name)
 //               in-process server, added through the library as a user adds one), the visualizer
 //               saying that the compute is remote;
 //   experts:    a mixture of experts (--model) with its experts on the SSD, after one reply: the
-//               visualizer's expert cache strip.
+//               visualizer's expert cache strip;
+//   discover:   the Discover view against the Hub at $HF_ENDPOINT (tests/ui/test_screenshots.sh
+//               starts the test tree's): a search, a repository's files with the planner's
+//               verdicts, one downloaded into the library and one paused part-way.
 // A widget of the window by its object name (chat_window.h lists them).
 // A missing one (renamed, or of another type) ends the program saying which, not with a crash.
 template <class T>
@@ -182,6 +189,50 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
                 save(view);
             });
         });
+    } else if (scene == QLatin1String("discover")) {
+        // The Discover view against the Hub at $HF_ENDPOINT (the screenshot script starts the test
+        // tree's, tests/data/hub, its content paced): "tiny" searched, the first repository's
+        // GGUF files judged for this machine, the recommended one downloaded into the library, a
+        // second paused part-way.
+        using spillway::ui::DiscoverController;
+        using spillway::ui::DownloadEntry;
+        DiscoverController* discover = window.discover();
+        auto step = std::make_shared<int>(0);  // 0 search, 1 judging, 2 first download, 3 second, 4 paused
+        QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window, discover] {
+            window.showView(ChatWindow::View::Discover);
+            part<QWidget>(window, "bottleneckDock")->hide();  // the view's tables need the room
+            part<QLineEdit>(window, "discoverSearch")->setText(QStringLiteral("tiny"));
+            discover->search(QStringLiteral("tiny"));
+        });
+        QObject::connect(discover, &DiscoverController::searched, &window, [&window, discover, step, fail] {
+            if (discover->repositories().empty()) return fail(QStringLiteral("the Hub at HF_ENDPOINT found nothing for 'tiny'"));
+            *step = 1;
+            part<QListWidget>(window, "discoverRepos")->setCurrentRow(0);
+        });
+        QObject::connect(discover, &DiscoverController::modelsChanged, &window, [&window, discover, step, fail] {
+            if (*step != 1 || discover->isJudging() || discover->models().empty()) return;
+            if (discover->recommended() < 0) return fail(QStringLiteral("no file was judged"));
+            *step = 2;
+            part<QPushButton>(window, "discoverDownload")->click();  // the recommended row is selected
+        });
+        QObject::connect(discover, &DiscoverController::downloadFinished, &window, [discover, step] {
+            if (*step != 2) return;
+            *step = 3;
+            for (int i = 0; i < int(discover->models().size()); ++i)
+                if (discover->download(i)) return;  // the first not downloaded yet
+        });
+        QObject::connect(discover, &DiscoverController::queueChanged, &window, [&window, discover, step, save] {
+            if (*step < 3 || discover->queue().size() < 2) return;
+            const DownloadEntry& e = discover->queue().last();
+            if (*step == 3 && e.state == DownloadEntry::State::Downloading && e.done * 5 >= e.total * 2) {
+                *step = 4;
+                discover->pause(e.key);
+            } else if (*step == 4 && e.state == DownloadEntry::State::Paused) {
+                *step = 5;
+                part<QTableWidget>(window, "discoverQueue")->selectRow(int(discover->queue().size()) - 1);
+                QTimer::singleShot(200, &window, [&window, save] { save(&window); });
+            }
+        });
     } else if (scene == QLatin1String("library") || scene == QLatin1String("models")) {
         // The Models view: the demo model compressed twice, "fast" (passes the quality bar) and
         // "balanced" (50 % pruning is too much for 260K parameters: its card is flagged).
@@ -288,7 +339,7 @@ int main(int argc, char** argv)
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
-    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, library, tuning, visualizer, remote or experts (with a mixture of experts as --model).", "SCENE",
+    QCommandLineOption sceneOption("scene", "Scene for --screenshot: welcome, chat, settings, dark, library, tuning, visualizer, remote, experts (with a mixture of experts as --model) or discover (with HF_ENDPOINT).", "SCENE",
                                    QStringLiteral("chat"));
     QCommandLineOption dataOption("data-dir",
                                   "Folder of the chat history (default: the user's data folder; "
@@ -336,9 +387,9 @@ int main(int argc, char** argv)
     }
     if (parser.isSet(screenshotOption) && scene != "welcome" && scene != "chat" && scene != "settings" &&
         scene != "dark" && scene != "models" && scene != "library" && scene != "visualizer" && scene != "tuning" &&
-        scene != "remote" && scene != "experts") {
-        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, library, tuning, visualizer, remote "
-                             "or experts\n");
+        scene != "remote" && scene != "experts" && scene != "discover") {
+        std::fprintf(stderr, "spillway: --scene must be welcome, chat, settings, dark, library, tuning, visualizer, remote, "
+                             "experts or discover\n");
         return 2;
     }
 

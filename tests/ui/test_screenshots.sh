@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# `spillway --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote|experts` renders each scene with real
+# `spillway --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote|experts|discover` renders each scene with real
 # content (the demo model answering, compressing, the engine's trace; for `experts` the tiny
-# Mixtral of tests/data/models/moe with its experts on the SSD) without a display: each PNG
+# Mixtral of tests/data/models/moe with its experts on the SSD; for `discover` the test tree's
+# Hub in miniature, tests/data/hub, served on loopback by spillway-fixture-hub, its content
+# paced at 300 kB/s so that a download is seen part-way) without a display: each PNG
 # must be written, be a PNG, and be large enough to hold more than an empty window. The scenes
 # run as a user's first launch does: the full hardware probe (the first scene measures, the later
 # ones read its cache), not the tests' quick one.
-# Usage: test_screenshots.sh APP [KEEP_DIR]; with KEEP_DIR (e.g. resources/screenshots, the
+# Usage: test_screenshots.sh APP [KEEP_DIR]; the fixture hub is $SPILLWAY_FIXTURE_HUB, else
+# tests/spillway-fixture-hub of APP's build folder. With KEEP_DIR (e.g. resources/screenshots, the
 # README's pictures) the PNGs are copied there once every scene has passed.
 set -euo pipefail
 app=$1
@@ -13,14 +16,27 @@ keep=${2:-}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 moe=$(cd "$(dirname "$0")/../data/models/moe" && pwd)/tiny-mixtral.gguf
+hubdata=$(cd "$(dirname "$0")/../data/hub" && pwd)
+fixture_hub=${SPILLWAY_FIXTURE_HUB:-$(dirname "$app")/../tests/spillway-fixture-hub}
+[[ -x $fixture_hub ]] || { echo "FAIL: no fixture hub at $fixture_hub (build the target spillway-fixture-hub)"; exit 1; }
+# The hub runs while its standard input is open: a FIFO held by this script, closed on exit.
+mkfifo "$out/hub.in"
+"$fixture_hub" "$hubdata" 0 300000 <"$out/hub.in" >"$out/hub.url" 2>"$out/hub.log" &
+hub_pid=$!
+exec 3>"$out/hub.in"
+trap 'exec 3>&-; wait $hub_pid 2>/dev/null; rm -rf "$out"' EXIT
+for _ in $(seq 50); do [[ -s $out/hub.url ]] && break; sleep 0.1; done
+[[ -s $out/hub.url ]] || { echo "FAIL: the fixture hub did not start"; cat "$out/hub.log"; exit 1; }
+hub_url=$(cat "$out/hub.url")
 export XDG_CACHE_HOME=$out/cache  # the machine's profile (the probe's test file goes to the app's temporary data)
 unset SPILLWAY_QUICK_PROBE
-scenes=(welcome chat settings dark library tuning visualizer remote experts)
+scenes=(welcome chat settings dark library tuning visualizer remote experts discover)
 for scene in "${scenes[@]}"; do
   started=$SECONDS
   model=()
   [[ $scene == experts ]] && model=(--model "$moe")
-  "$app" --screenshot "$out/$scene.png" --scene "$scene" "${model[@]}" >"$out/$scene.log" 2>&1 || {
+  HF_ENDPOINT=$hub_url HF_TOKEN= HF_TOKEN_PATH=$out/no-token \
+    "$app" --screenshot "$out/$scene.png" --scene "$scene" "${model[@]}" >"$out/$scene.log" 2>&1 || {
     echo "FAIL: scene $scene exited with $?"; cat "$out/$scene.log"; exit 1; }
   [[ -s $out/$scene.png ]] || { echo "FAIL: no $scene.png"; exit 1; }
   magic=$(head -c 8 "$out/$scene.png" | od -An -tx1 | tr -d ' \n')
