@@ -72,7 +72,7 @@ Error statusError(const std::string& what, int status, bool hasToken)
         return makeError(ErrorCode::InvalidArgument,
                          what + ": access denied (HTTP " + std::to_string(status) + "): the repository is gated or private; " +
                              (hasToken ? "the access token in use is not allowed to read it (accept the model's terms on its page)"
-                                       : "add an access token (huggingface-cli login, or HF_TOKEN, or the app's settings)"));
+                                       : "add an access token (in the app: Discover, Access token…; or huggingface-cli login, or HF_TOKEN)"));
     if (status == 404) return makeError(ErrorCode::InvalidArgument, what + ": not found (HTTP 404)");
     return makeError(ErrorCode::Io, what + ": the server answered HTTP " + std::to_string(status));
 }

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -15,7 +16,9 @@
 
 #include "cli_common.h"
 #include "core/hw/probe.h"
+#include "core/model/llama_model.h"
 #include "server/hub.h"
+#include "storage/chat_db.h"
 #include "server/hub_verdict.h"
 
 namespace spillway::cli {
@@ -62,6 +65,45 @@ int runSearch(const SearchCommand& c)
     return ExitOk;
 }
 
+// The app's data folder: $XDG_DATA_HOME/spillway, else ~/.local/share/spillway (QStandardPaths'
+// AppDataLocation for the app "spillway").
+std::string appDataFolder()
+{
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    const char* home = std::getenv("HOME");
+    const std::string data = xdg && *xdg ? xdg : std::string(home && *home ? home : ".") + "/.local/share";
+    return data + "/spillway";
+}
+
+// Puts a downloaded model in the app's library (its catalog, spillway.db in the data folder), as
+// the app's Discover view does; a file the engine cannot open stays out, and it says why.
+void addToLibrary(const std::string& file)
+{
+    std::error_code ec;
+    const std::string path = fs::weakly_canonical(file, ec).string();
+    auto model = LlamaModel::load(path);
+    if (!model) {
+        std::fprintf(stderr, "not added to the library: %s\n", model.error().message.c_str());
+        return;
+    }
+    auto db = storage::ChatDatabase::open(appDataFolder());
+    if (!db) {
+        std::fprintf(stderr, "not added to the library: %s\n", db.error().message.c_str());
+        return;
+    }
+    auto known = db->modelByPath(path);
+    if (known && *known) return;
+    storage::ModelRecord r;
+    r.path = path;
+    r.format = storage::ModelFormat::Gguf;
+    r.architecture = (*model)->config().architecture;
+    r.parameterCount = int64_t((*model)->parameterCount());
+    r.sizeBytes = int64_t(fs::file_size(path, ec));
+    auto added = db->addModel(r);
+    if (!added) std::fprintf(stderr, "not added to the library: %s\n", added.error().message.c_str());
+    else std::fprintf(stderr, "added to the library (%s/spillway.db)\n", appDataFolder().c_str());
+}
+
 struct PullCommand {
     std::string target;       // REPO[:FILE|:QUANT]
     std::string dir;
@@ -71,6 +113,7 @@ struct PullCommand {
     bool planOnly = false;
     bool json = false;
     bool quickProbe = false;
+    bool noLibrary = false;
 };
 
 int runPull(const PullCommand& c)
@@ -147,9 +190,10 @@ int runPull(const PullCommand& c)
         return reportError(makeError(ErrorCode::InvalidArgument, "no file to recommend; name one: " + repo + ":FILE"));
     // A sharded model: every part, as one download.
     const std::vector<server::HubFile> parts = chosen.size() == 1 ? verdicts.front().parts : best->parts;
-    const std::string dir = c.dir.empty() ? hw::defaultStoragePath() : c.dir;
+    const std::string dir = c.dir.empty() ? (fs::path(appDataFolder()) / "models").string() : c.dir;
     std::error_code ec;
     fs::create_directories(dir, ec);
+    if (!fs::is_directory(dir, ec)) return reportError(makeError(ErrorCode::Io, dir + ": cannot create the folder"));
     for (const auto& part : parts) {
         const std::string dest = (fs::path(dir) / fs::path(part.path).filename()).string();
         if (fs::exists(dest, ec) && fs::file_size(dest, ec) == part.size) {
@@ -176,6 +220,7 @@ int runPull(const PullCommand& c)
                      r->verified ? ", SHA-256 checked" : " (no checksum in the repository)");
         if (&part == &parts.front()) std::printf("%s\n", dest.c_str());
     }
+    if (!c.noLibrary) addToLibrary((fs::path(dir) / fs::path(parts.front().path).filename()).string());
     return ExitOk;
 }
 
@@ -197,7 +242,8 @@ void addPullCommands(CLI::App& app, int& exitCode)
                 "would run (from its header alone), then download the chosen or recommended one, resumably, checked "
                 "against its SHA-256");
     pull->add_option("target", c->target, "REPO, REPO:FILE or REPO:QUANT (e.g. owner/name:Q4_K_M)")->required();
-    pull->add_option("--dir", c->dir, "Where to put it (default: the models folder, ~/.local/share/spillway/models)");
+    pull->add_option("--dir", c->dir, "Where to put it (default: the app's models folder, ~/.local/share/spillway/models)");
+    pull->add_flag("--no-library", c->noLibrary, "Do not add it to the app's library (spillway.db in its data folder)");
     pull->add_option("--backend", c->backend, "Device to plan for: cpu, cuda, vulkan, auto");
     pull->add_option("--min-tps", c->minTokensPerSecond,
                      "Recommend the largest file predicted at least this fast (tokens/s; default 5)");

@@ -44,7 +44,7 @@ target_include_directories(spillway_engine_asan PUBLIC
   ${SPILLWAY_INCLUDE_ROOTS}/core ${SPILLWAY_INCLUDE_ROOTS}/server)
 target_link_libraries(spillway_engine_asan PUBLIC Threads::Threads ${CMAKE_DL_LIBS}
   PRIVATE nlohmann_json::nlohmann_json PkgConfig::PCRE2 PkgConfig::URING PkgConfig::XXHASH
-          PkgConfig::SENTENCEPIECE PkgConfig::OPENBLAS PkgConfig::HTTPLIB OpenSSL::Crypto)
+          PkgConfig::SENTENCEPIECE PkgConfig::OPENBLAS PkgConfig::HTTPLIB OpenSSL::Crypto PkgConfig::SQLITE3)
 
 # spillway-cli's own objects (app/CMakeLists.txt) on the sanitized engine: the engine, where
 # model files are read and computed on, is instrumented; the argument parsing is not recompiled.

@@ -26,6 +26,7 @@
 #include "core/plan/planner.h"
 #include "server/hub.h"
 #include "server/hub_verdict.h"
+#include "storage/chat_db.h"
 #include "../common/cli_run.h"
 #include "../common/made_up_hardware.h"
 #include "../common/temp_dir.h"
@@ -477,7 +478,8 @@ TEST_F(Hub, HeaderOnlyVerdictEqualsTheFullFilesVerdict)
 // spillway-cli search and pull against the same local hub: the search lists the repositories;
 // pull REPO --plan-only --json gives a verdict per GGUF file (none for the file that is no GGUF,
 // with the reason) and recommends the real one; pull REPO:big downloads it into --dir, checked,
-// and prints its path; pulling it again finds it there.
+// and prints its path, and adds it to the app's library (the catalog in $XDG_DATA_HOME/spillway);
+// pulling it again finds it there.
 TEST_F(Hub, CliSearchesJudgesAndPulls)
 {
     const std::string full = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/stories260K.gguf";  // a real GGUF
@@ -487,7 +489,8 @@ TEST_F(Hub, CliSearchesJudgesAndPulls)
     ASSERT_TRUE(sha) << sha.error().message;
     hub.bigSha = *sha;
     const std::string cli = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli";
-    const std::string env = "XDG_CACHE_HOME='" + dir.path() + "/cache' HF_TOKEN_PATH='" + dir.path() + "/none' ";
+    const std::string env = "XDG_CACHE_HOME='" + dir.path() + "/cache' XDG_DATA_HOME='" + dir.path() +
+                            "/data' HF_TOKEN_PATH='" + dir.path() + "/none' ";
     const std::string at = " --endpoint " + hub.url();
 
     auto r = ::testing_support::runProgram(cli, "search tiny" + at, dir.path(), env);
@@ -517,6 +520,16 @@ TEST_F(Hub, CliSearchesJudgesAndPulls)
     EXPECT_EQ(r.out, models + "/big-Q4_K.gguf\n");
     EXPECT_NE(r.err.find("SHA-256 checked"), std::string::npos) << r.err;
     EXPECT_TRUE(readFile(models + "/big-Q4_K.gguf") == hub.big);
+    // ... and it is in the app's library (the catalog in its data folder).
+    EXPECT_NE(r.err.find("added to the library"), std::string::npos) << r.err;
+    {
+        auto db = storage::ChatDatabase::open(dir.path() + "/data/spillway");
+        ASSERT_TRUE(db) << db.error().message;
+        auto row = db->modelByPath(models + "/big-Q4_K.gguf");
+        ASSERT_TRUE(row && *row) << "not in the catalog";
+        EXPECT_EQ((*row)->architecture, "llama");
+        EXPECT_EQ((*row)->sizeBytes, int64_t(hub.big.size()));
+    }
     r = ::testing_support::runProgram(cli, "pull owner/tiny-GGUF:big --dir '" + models + "' --quick-probe" + at, dir.path(), env);
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_NE(r.err.find("already there"), std::string::npos) << r.err;
