@@ -92,6 +92,14 @@ bool FixtureHub::load(const std::string& hubDir)
     return true;
 }
 
+bool FixtureHub::corrupt(const std::string& repoFile, size_t at)
+{
+    const auto it = m_content.find(repoFile);
+    if (it == m_content.end() || at >= it->second.size()) return false;
+    it->second[at] ^= 0x20;
+    return true;
+}
+
 const FixtureHub::Repo* FixtureHub::repo(const std::string& id) const
 {
     for (const auto& r : m_repos)

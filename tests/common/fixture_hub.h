@@ -38,6 +38,9 @@ public:
     std::string token() const { return m_token; }         // what the gated repository wants
     uint64_t contentBytesSent() const { return m_sent.load(); }
     void setBytesPerSecond(uint64_t rate) { m_rate.store(rate); }
+    // Flips one byte of what is served for "REPO/FILE" (its listed SHA-256 stays): a download of
+    // it fails its check. Call it while no request is served; false for an unknown file.
+    bool corrupt(const std::string& repoFile, size_t at);
 
 private:
     struct File {

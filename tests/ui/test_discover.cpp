@@ -3,7 +3,8 @@
 // view, a repository picked, each GGUF file judged for this machine from its header alone, a file
 // picked and downloaded into the library's catalog; a download paused, the window closed and
 // opened again, resumed from its .part (bytes sent in all at most 1.1 x the file), and one the
-// window's exit interrupted resumed by itself; a cancel that removes the .part; a gated
+// window's exit interrupted resumed by itself; a cancel that removes the .part; a corrupted
+// file caught by its checksum, deleted, with the reason in its row; a gated
 // repository that asks for a token (kept 0600 when remembered); a repository without GGUF files.
 // Labels ui and download.
 
@@ -276,6 +277,36 @@ private slots:
         QVERIFY(!QFile::exists(dest + ".part"));
         QVERIFY(!QFile::exists(dest));
         QVERIFY(!inCatalog(*w, dest));
+    }
+
+    // A file whose bytes do not match the repository's SHA-256: the row says so, nothing is left
+    // in the models folder, nothing joins the catalog; Resume tries again (and fails again).
+    void aCorruptDownloadIsDeletedWithTheReason()
+    {
+        QTemporaryDir data;
+        std::unique_ptr<ChatWindow> w;
+        openWindow(data.path(), w);
+        QVERIFY(w->library()->isTuningReady());
+        QVERIFY(m_hub->corrupt(std::string(kRepo) + "/tiny-mixtral.gguf", 500'000));
+        QVERIFY(!search(*w, QStringLiteral("tiny")).isEmpty());
+        pickRepository(*w, 0);
+        pickFile(*w, QStringLiteral("tiny-mixtral.gguf"));
+        part<QPushButton>(*w, "discoverDownload")->click();
+        DiscoverController* d = w->discover();
+        QTRY_VERIFY_WITH_TIMEOUT(!d->queue().isEmpty() && d->queue().first().state == DownloadEntry::State::Failed, 20000);
+        QVERIFY(m_hub->corrupt(std::string(kRepo) + "/tiny-mixtral.gguf", 500'000));  // as it was
+        const QString status = part<QTableWidget>(*w, "discoverQueue")->item(0, 2)->text();
+        QVERIFY2(status.startsWith(QStringLiteral("Failed")) && status.contains(QStringLiteral("corrupt")), qPrintable(status));
+        const QString dest = QDir(w->library()->modelsFolder()).filePath(QStringLiteral("tiny-mixtral.gguf"));
+        QVERIFY(!QFile::exists(dest));
+        QVERIFY(!QFile::exists(dest + ".part"));
+        QVERIFY(!inCatalog(*w, dest));
+        // Resume: the bytes are right this time.
+        part<QTableWidget>(*w, "discoverQueue")->selectRow(0);
+        QSignalSpy finished(d, &DiscoverController::downloadFinished);
+        part<QPushButton>(*w, "discoverResume")->click();
+        QVERIFY(finished.wait(20000));
+        QVERIFY(bytesOf(dest) == bytesOf(kMoe + "tiny-mixtral.gguf"));
     }
 
     // A gated repository says how to add a token; with the token it lists its files; a remembered
