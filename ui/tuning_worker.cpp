@@ -250,6 +250,14 @@ void TuningWorker::predict(const TuningSettings& settings)
                       .arg(QString::fromStdString(plan->routing));
         out.note = out.note.isEmpty() ? experts : out.note + QStringLiteral("\n") + experts;
     }
+    // Earlier runs on this machine (core/hw/calibration.h), and a profile they found wrong.
+    auto addNote = [&out](const QString& line) { out.note = out.note.isEmpty() ? line : out.note + QStringLiteral("\n") + line; };
+    if (plan->calibrationRuns > 0 && plan->probeSecondsPerToken > 0)
+        addNote(tr("Calibrated by %n run(s) of this kind on this machine; the probe's figures alone predict %1 tokens/s.",
+                   nullptr, plan->calibrationRuns)
+                    .arg(readable(1.0 / plan->probeSecondsPerToken)));
+    if (!m_profile->suspect.empty())
+        addNote(tr("The hardware profile looks wrong: %1").arg(QString::fromStdString(m_profile->suspect)));
     out.plan = std::make_shared<const plan::PlanResult>(std::move(*plan));
     emit predicted(out);
 }

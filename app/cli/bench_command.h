@@ -22,6 +22,7 @@ struct BenchCommand {
     bool quality = false;  // with a neuron cache: also compare its text quality with the dense model
     bool noBaseline = false;  // offloaded runs: skip the naive load-before-use baseline
     bool randomTokens = false;  // offloaded runs: decode seeded random tokens, not the greedy text
+    bool noCalibrate = false;   // offloaded runs: leave the hardware profile's calibration as it is
 };
 
 // Decode with budgets (cmd_bench_offload.cpp).

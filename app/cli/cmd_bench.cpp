@@ -299,6 +299,9 @@ void addBenchCommand(CLI::App& app, int& exitCode)
                   "(KL divergence, top-1 agreement, perplexity on the built-in texts)");
     cmd->add_flag("--no-baseline", b->noBaseline,
                   "Offloaded runs: skip the naive load-before-use baseline (a second decode of the same tokens)");
+    cmd->add_flag("--no-calibrate", b->noCalibrate,
+                  "Offloaded runs: do not feed this run's figures back into the cached hardware profile (by default "
+                  "every run calibrates the planner's next prediction of the same regime)");
     cmd->add_flag("--random-tokens", b->randomTokens,
                   "Offloaded runs: feed seeded random tokens instead of the greedy text (as llama-bench does; a "
                   "random-weight model's greedy text repeats one token, which routes to the same experts)");

@@ -236,6 +236,23 @@ int runOffloadBench(BenchCommand& b)
         {trace::Lane::DeviceCompute, plan.lanes.deviceCompute},
     };
     std::printf("\n%s", trace::compareWithPrediction(measured->summary, predictions).c_str());
+    // Every run calibrates: this run's figures go back into the cached hardware profile, and the
+    // next prediction of this regime on this machine is scaled by them (core/hw/calibration.h).
+    std::optional<hw::Calibration> calibrated;
+    if (!b.noCalibrate) {
+        auto c = engine::calibrateFromRun(plan, run->engine->profile(), measured->summary, b.tokens,
+                                          1.0 / measured->tokensPerSecond, ssdRate);
+        if (c) {
+            calibrated = *c;
+            std::printf("calibration: measured/predicted %.2f from the probe's figures alone; this regime (%s, %s-bound, "
+                        "size class %d) is now predicted at %.2f x the probe, from %d run%s\n",
+                        plan.probeSecondsPerToken > 0 ? (1.0 / measured->tokensPerSecond) / plan.probeSecondsPerToken : 0.0,
+                        plan.deviceName.c_str(), plan.bottleneck.c_str(), plan.sizeClass, c->ratio, c->runs,
+                        c->runs == 1 ? "" : "s");
+        } else {
+            std::printf("calibration: not recorded (%s)\n", c.error().message.c_str());
+        }
+    }
 
     if (!b.offload.tracePath.empty()) {
         auto st = trace::writeChromeTrace(measured->spans, b.offload.tracePath);
@@ -257,6 +274,9 @@ int runOffloadBench(BenchCommand& b)
             {"device_peak_bytes", mem.peak},
             {"pinned_ram_peak_bytes", mem.hostPeak},
         };
+        j["probe_seconds_per_token"] = plan.probeSecondsPerToken;
+        j["calibration_runs_before"] = plan.calibrationRuns;
+        if (calibrated) j["calibration_after"] = {{"ratio", calibrated->ratio}, {"runs", calibrated->runs}};
         j["measured"]["moved_bytes_per_token"] = double(measured->movedBytes()) / b.tokens;
         if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
             j["expert_cache"] = {

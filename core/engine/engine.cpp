@@ -36,6 +36,34 @@ plan::PlannerInput plannerInput(const LlamaModel& model, const hw::HardwareProfi
     return in;
 }
 
+Result<hw::Calibration> calibrateFromRun(const plan::PlanResult& plan, const hw::HardwareProfile& profile,
+                                         const trace::Summary& summary, int tokens, double secondsPerToken,
+                                         double ssdBytesPerSecond,
+                                         const std::string& cacheFile)
+{
+    hw::RunMeasurement run;
+    for (const auto& d : profile.devices)
+        if (d.name == plan.deviceName) run.backend = d.backend;
+    if (run.backend.empty() || tokens <= 0 || !(secondsPerToken > 0) || summary.windowNs == 0)
+        return makeError(ErrorCode::InvalidArgument, "no run to calibrate by (no device of the plan, or no tokens)");
+    for (const auto& t : plan.placement.tensors) run.weightBytes += t.bytes;
+    run.tokens = tokens;
+    run.bottleneck = plan.bottleneck;
+    run.predictedSecondsPerToken = plan.probeSecondsPerToken;
+    run.measuredSecondsPerToken = secondsPerToken;
+    const std::pair<const char*, std::pair<trace::Lane, double>> lanes[] = {
+        {"ssd", {trace::Lane::SsdRead, plan.probeLanes.ssdRead}},
+        {"copy", {trace::Lane::HostToDevice, plan.probeLanes.hostToDevice}},
+        {"decompress", {trace::Lane::Decompress, plan.probeLanes.decompress}},
+        {"device", {trace::Lane::DeviceCompute, plan.probeLanes.deviceCompute}},
+        {"cpu", {trace::Lane::CpuCompute, plan.probeLanes.cpuCompute}}};
+    for (const auto& [name, lane] : lanes)
+        run.lanes.push_back({name, lane.second, double(summary.lane(lane.first).busyNs) / 1e9 / tokens});
+    // The SSD's rate says something only where it read a real share of the token's time.
+    if (summary.lane(trace::Lane::SsdRead).busyNs > summary.windowNs / 10) run.measuredSsdBytesPerSecond = ssdBytesPerSecond;
+    return hw::recordRun(profile, run, cacheFile);
+}
+
 void chooseColdNeurons(const LlamaModel& model, const hw::HardwareProfile& profile, const std::string& backend,
                        NeuronCacheOptions& cache)
 {

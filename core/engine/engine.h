@@ -25,9 +25,11 @@
 
 #include "base/result.h"
 #include "core/engine/chat_format.h"
+#include "core/hw/calibration.h"
 #include "core/hw/probe.h"
 #include "core/plan/planner.h"
 #include "core/runtime/llama_session.h"
+#include "core/trace/trace.h"
 #include "gpu/device.h"
 
 namespace spillway::trace { class Recorder; }
@@ -65,6 +67,16 @@ struct PlanSettings {
     // Mixtures of experts: how they route; nullptr: the profile `sparsity` kept for the model, if any.
     std::shared_ptr<const plan::RoutingProfile> routing;
 };
+
+// Every run calibrates (core/hw/calibration.h): a decode's measured lanes (`summary`, over
+// `tokens` tokens), its time per token and the SSD's rate during it, against what `plan`
+// predicted from the probe alone, into the cached profile
+// (`cacheFile`; "" = the default) when it is still the one `profile` was read from. Returns the
+// calibration of the run's regime after it (ratio, runs), or why it was not recorded.
+Result<hw::Calibration> calibrateFromRun(const plan::PlanResult& plan, const hw::HardwareProfile& profile,
+                                         const trace::Summary& summary, int tokens, double secondsPerToken,
+                                         double ssdBytesPerSecond,
+                                         const std::string& cacheFile = "");
 
 // The planner's input for `model` on the measured machine, the neuron cache's tensors and device
 // bytes and its per-layer costs included: the one place it is built.

@@ -9,6 +9,10 @@
 
 namespace spillway::hw::detail {
 
+// The probe's cache file: its text, and a profile written to it atomically (its folder made).
+Result<std::string> readCacheText(const std::string& path);
+Status saveProfileCache(const std::string& path, const HardwareProfile& profile);
+
 // Writes a temporary test file of `fileBytes` (0 = automatic) in `folder`, sweeps sequential and
 // random direct reads over it, and removes it (also on error, cancel or crash: it is unlinked
 // right after it is created, so only the open descriptors keep it alive).

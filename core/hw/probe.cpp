@@ -91,27 +91,6 @@ std::string resolveStoragePath(const std::string& path)
     return abs.empty() ? p.string() : abs.string();
 }
 
-Result<std::string> readFile(const std::string& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return makeError(ErrorCode::Io, path + ": cannot open");
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-Status saveCache(const std::string& path, const HardwareProfile& p)
-{
-    std::error_code ec;
-    const fs::path parent = fs::path(path).parent_path();
-    if (!parent.empty()) fs::create_directories(parent, ec);
-    auto file = storage::AtomicFile::create(path);
-    if (!file) return file.error();
-    const std::string text = profileToJson(p) + "\n";
-    SPILLWAY_TRY(file->write(text.data(), text.size()));
-    return file->commit();
-}
-
 }  // namespace
 
 std::string defaultProbeCacheFile()
@@ -223,11 +202,32 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     return p;
 }
 
+Result<std::string> detail::readCacheText(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return makeError(ErrorCode::Io, path + ": cannot open");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+Status detail::saveProfileCache(const std::string& path, const HardwareProfile& p)
+{
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    auto file = storage::AtomicFile::create(path);
+    if (!file) return file.error();
+    const std::string text = profileToJson(p) + "\n";
+    SPILLWAY_TRY(file->write(text.data(), text.size()));
+    return file->commit();
+}
+
 Result<HardwareProfile> probeHardware(const ProbeOptions& o)
 {
     const std::string cacheFile = o.cacheFile.empty() ? defaultProbeCacheFile() : o.cacheFile;
     if (!o.remeasure) {
-        auto text = readFile(cacheFile);
+        auto text = detail::readCacheText(cacheFile);
         auto cached = text ? profileFromJson(*text) : Result<HardwareProfile>(text.error());
         // A missing, corrupt or stale cache is simply measured again.
         if (cached) {
@@ -241,7 +241,7 @@ Result<HardwareProfile> probeHardware(const ProbeOptions& o)
     auto measured = measureHardware(o);
     if (!measured) return measured;
     // A cache that cannot be written costs a re-measure next time, nothing more.
-    (void)saveCache(cacheFile, *measured);
+    (void)detail::saveProfileCache(cacheFile, *measured);
     return measured;
 }
 

@@ -71,6 +71,22 @@ struct HostProfile {
     bool operator==(const HostProfile&) const = default;
 };
 
+// What runs measured, beside what the probe measured (issue 33: every run calibrates). One row per
+// run and key: a lane's (or the whole token's) measured time over the time the probe's figures
+// predicted for it. Kept with the profile in its cache file (the newest kCalibrationRows per
+// key); a re-measurement starts without them, since they are ratios to the figures it replaces.
+struct Observation {
+    std::string backend;   // the device that computed ("cpu", "cuda", "vulkan")
+    // "ssd", "copy", "device", "cpu" (a lane's busy time per token), or "token/<lane>": the whole
+    // token's time where <lane> was the predicted bottleneck.
+    std::string lane;
+    int sizeClass = 0;     // modelSizeClass() of the model's weights
+    double ratio = 1.0;    // measured / predicted (from the probe's figures alone)
+    double tokens = 0;     // tokens the run decoded (the row's weight)
+    int64_t atMs = 0;      // when (Unix ms)
+    bool operator==(const Observation&) const = default;
+};
+
 struct HardwareProfile {
     int version = 2;          // of this layout; a cache of another version is measured again (2: layerOverheadSeconds)
     std::string fingerprint;  // hardwareFingerprint() when measured
@@ -79,6 +95,10 @@ struct HardwareProfile {
     HostProfile host;
     StorageProfile storage;
     std::vector<DeviceProfile> devices;  // every usable backend; "cpu" is always one of them
+    std::vector<Observation> observed;   // calibration.h: what runs measured since
+    // Why a run found the probe's figures wrong by more than 2x ("" when none did): shown until
+    // the machine is measured again.
+    std::string suspect;
     bool operator==(const HardwareProfile&) const = default;
 };
 

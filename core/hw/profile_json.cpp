@@ -1,6 +1,8 @@
 // HardwareProfile <-> JSON (the probe's cache file, and `spillway-cli probe --json`).
 // Doubles are written with round-trip precision, so a profile read back compares equal.
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "core/hw/probe.h"
@@ -98,7 +100,16 @@ std::string profileToJson(const HardwareProfile& p)
           {"sequential", readsToJson(s.sequential)}, {"random32k", readsToJson(s.random32k)}}},
         {"devices", devices},
     };
-    return j.dump(2);
+    json out = j;
+    if (!p.observed.empty()) {
+        json rows = json::array();
+        for (const Observation& o : p.observed)
+            rows.push_back({{"backend", o.backend}, {"lane", o.lane}, {"sizeClass", o.sizeClass}, {"ratio", o.ratio},
+                            {"tokens", o.tokens}, {"atMs", o.atMs}});
+        out["observed"] = rows;
+    }
+    if (!p.suspect.empty()) out["suspect"] = p.suspect;
+    return out.dump(2);
 }
 
 Result<HardwareProfile> profileFromJson(const std::string& text)
@@ -151,6 +162,17 @@ Result<HardwareProfile> profileFromJson(const std::string& text)
             dp.layerOverheadSeconds = d.value("layerOverheadSeconds", 0.0);
             p.devices.push_back(std::move(dp));
         }
+        for (const json& o : j.value("observed", json::array())) {
+            Observation row;
+            row.backend = o.at("backend").get<std::string>();
+            row.lane = o.at("lane").get<std::string>();
+            row.sizeClass = o.at("sizeClass").get<int>();
+            row.ratio = o.at("ratio").get<double>();
+            row.tokens = o.at("tokens").get<double>();
+            row.atMs = o.at("atMs").get<int64_t>();
+            if (row.ratio > 0 && std::isfinite(row.ratio)) p.observed.push_back(row);
+        }
+        p.suspect = j.value("suspect", std::string());
         return p;
     } catch (const std::exception& e) {
         return makeError(ErrorCode::InvalidArgument, std::string("hardware profile: ") + e.what());

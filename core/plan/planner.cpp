@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/formats/gguf.h"
+#include "core/hw/calibration.h"
 #include "core/plan/model_tensors.h"
 #include "core/plan/session_memory.h"
 #include "core/plan/streamer_layout.h"
@@ -489,6 +490,44 @@ void describeExperts(PlanResult& r, const PlannerInput& in, const Setup& s)
     r.notes.push_back(note);
 }
 
+// Scales the probe's prediction by what earlier runs of this regime measured (calibration.h): the
+// whole token by the rows of its bottleneck lane, each lane by its own rows.
+void calibrate(PlanResult& r, const PlannerInput& in)
+{
+    r.probeLanes = r.lanes;
+    r.probeSecondsPerToken = r.secondsPerToken;
+    uint64_t weights = 0;
+    for (const auto& t : r.placement.tensors) weights += t.bytes;
+    r.sizeClass = hw::modelSizeClass(weights);
+    const std::pair<const char*, double LaneTimes::*> lanes[] = {
+        {"ssd", &LaneTimes::ssdRead},      {"copy", &LaneTimes::hostToDevice}, {"decompress", &LaneTimes::decompress},
+        {"device", &LaneTimes::deviceCompute}, {"cpu", &LaneTimes::cpuCompute}};
+    double slowest = -1;
+    for (const auto& [name, lane] : lanes)
+        if (r.lanes.*lane > slowest) {
+            slowest = r.lanes.*lane;
+            r.bottleneck = name;
+        }
+    for (const auto& [name, lane] : lanes)
+        r.lanes.*lane *= hw::calibrationFor(in.profile, in.backend, name, r.sizeClass).ratio;
+    const hw::Calibration token = hw::calibrationFor(in.profile, in.backend, "token/" + r.bottleneck, r.sizeClass);
+    r.secondsPerToken *= token.ratio;
+    r.calibrationRuns = token.runs;
+    if (token.runs > 0) {
+        auto rate = [](double tps) {
+            char t[32];
+            std::snprintf(t, sizeof t, tps >= 100 ? "%.0f" : "%.3g", tps);
+            return std::string(t);
+        };
+        char note[200];
+        std::snprintf(note, sizeof note, "calibrated by %d run%s on this machine: %s tokens/s, the probe alone says %s",
+                      token.runs, token.runs == 1 ? "" : "s", rate(r.tokensPerSecond()).c_str(),
+                      rate(r.probeSecondsPerToken > 0 ? 1.0 / r.probeSecondsPerToken : 0.0).c_str());
+        r.notes.push_back(note);
+    }
+    if (!in.profile.suspect.empty()) r.notes.push_back("the hardware profile looks wrong: " + in.profile.suspect);
+}
+
 PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlacement> list, const Evaluation& e,
                   std::vector<ExpertPlacement> experts = {})
 {
@@ -532,6 +571,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
             placed.deviceFraction = cost.hetegenAlpha;
     }
     if (in.model->config().moe()) describeExperts(r, in, s);
+    calibrate(r, in);
     if (s.hw.directToDevice)
         r.notes.push_back("the device computes on host memory: SSD reads land in device slots directly, and a "
                           "CPU/device split (HeteGen α) gains nothing, so α = 1 everywhere");

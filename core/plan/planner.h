@@ -93,8 +93,15 @@ struct PlanResult {
     uint64_t deviceTotal() const { return deviceWeightBytes + deviceSlotBytes + deviceWorkingBytes; }
     uint64_t hostTotal() const { return hostWeightBytes + stagingBytes; }
     // Prediction.
+    // Calibrated by earlier runs on this machine where there are any (core/hw/calibration.h):
+    // probeLanes and probeSecondsPerToken are the figures from the probe's measurements alone.
     LaneTimes lanes;                       // busy seconds per token
     double secondsPerToken = 0;            // pipeline result (lanes overlap)
+    LaneTimes probeLanes;
+    double probeSecondsPerToken = 0;
+    std::string bottleneck;                // the lane the probe's figures make the slowest: "ssd", "copy", "decompress", "device", "cpu"
+    int sizeClass = 0;                     // hw::modelSizeClass of the placed weights
+    int calibrationRuns = 0;               // runs the token's figure was calibrated by (0: the probe alone)
     double tokensPerSecond() const { return secondsPerToken > 0 ? 1.0 / secondsPerToken : 0; }
     std::vector<ExpertLayerPlan> expertLayers;  // mixtures of experts, per layer
     std::string routing;                        // the routing the expert figures assume
