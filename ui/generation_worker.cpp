@@ -218,8 +218,24 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
     if (stats->droppedMessages > 0)
         emit notice(tr("The conversation is longer than the context: its %n oldest message(s) are left out of what the "
                        "model sees (the system prompt stays).", "", stats->droppedMessages));
+    calibrateFrom(*stats, trace::nowNs());
     emit finished(stats->decodeTokensPerSecond(), stats->timeToFirstToken * 1e3, stats->generatedTokens,
                   QString::fromLatin1(engine::endName(stats->end)));
+}
+
+void GenerationWorker::calibrateFrom(const engine::ReplyStats& stats, uint64_t endNs)
+{
+    // Every run calibrates (core/hw/calibration.h): a planned model's reply, long enough to say
+    // something, goes into the cached profile; the Tuning view's next prediction uses it.
+    const auto& plan = m_engine->plan();
+    if (!plan || !m_recorder || stats.generatedTokens < 16 || !(stats.decodeSeconds > 0)) return;
+    const uint64_t beginNs = endNs - uint64_t(stats.decodeSeconds * 1e9);
+    const std::vector<trace::Span> spans = m_recorder->snapshot();
+    const trace::Summary summary = trace::summarize(spans, beginNs, endNs);
+    const int tokens = stats.generatedTokens - 1;
+    const trace::LaneStats& ssd = summary.lane(trace::Lane::SsdRead);
+    (void)engine::calibrateFromRun(*plan, m_engine->profile(), summary, tokens, stats.decodeSeconds / tokens,
+                                   ssd.busyNs > 0 ? ssd.bytes / (double(ssd.busyNs) / 1e9) : 0.0);
 }
 
 QString GenerationWorker::loadedDescription() const

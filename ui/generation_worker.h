@@ -22,7 +22,7 @@
 #include "tuning_worker.h"
 
 namespace spillway {
-namespace engine { class Conversation; }
+namespace engine { class Conversation; struct ReplyStats; }
 namespace server { class OpenAiClient; class Server; }
 namespace gpu { class Device; }
 namespace trace { class Recorder; }
@@ -162,6 +162,8 @@ private:
     std::atomic<bool> m_stop{false};
     std::atomic<bool> m_cancelLoad{false};
     std::chrono::steady_clock::time_point m_lastLoadProgress{};
+    // A reply's decode measured against the plan, into the profile's calibration.
+    void calibrateFrom(const engine::ReplyStats& stats, uint64_t endNs);
     trace::Recorder* m_recorder = nullptr;
 };
 

@@ -41,8 +41,17 @@ Result<hw::Calibration> calibrateFromRun(const plan::PlanResult& plan, const hw:
                                          double ssdBytesPerSecond,
                                          const std::string& cacheFile)
 {
+    // An engine that was given its plan (the app's Tuning view) measured nothing itself: the
+    // profile the plan came from is the cached one.
+    std::optional<hw::HardwareProfile> cached;
+    if (profile.fingerprint.empty() && profile.devices.empty()) {
+        auto read = hw::readCachedProfile(cacheFile);
+        if (!read) return read.error();
+        cached = std::move(*read);
+    }
+    const hw::HardwareProfile& p = cached ? *cached : profile;
     hw::RunMeasurement run;
-    for (const auto& d : profile.devices)
+    for (const auto& d : p.devices)
         if (d.name == plan.deviceName) run.backend = d.backend;
     if (run.backend.empty() || tokens <= 0 || !(secondsPerToken > 0) || summary.windowNs == 0)
         return makeError(ErrorCode::InvalidArgument, "no run to calibrate by (no device of the plan, or no tokens)");
@@ -61,7 +70,7 @@ Result<hw::Calibration> calibrateFromRun(const plan::PlanResult& plan, const hw:
         run.lanes.push_back({name, lane.second, double(summary.lane(lane.first).busyNs) / 1e9 / tokens});
     // The SSD's rate says something only where it read a real share of the token's time.
     if (summary.lane(trace::Lane::SsdRead).busyNs > summary.windowNs / 10) run.measuredSsdBytesPerSecond = ssdBytesPerSecond;
-    return hw::recordRun(profile, run, cacheFile);
+    return hw::recordRun(p, run, cacheFile);
 }
 
 void chooseColdNeurons(const LlamaModel& model, const hw::HardwareProfile& profile, const std::string& backend,

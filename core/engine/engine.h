@@ -71,7 +71,8 @@ struct PlanSettings {
 // Every run calibrates (core/hw/calibration.h): a decode's measured lanes (`summary`, over
 // `tokens` tokens), its time per token and the SSD's rate during it, against what `plan`
 // predicted from the probe alone, into the cached profile
-// (`cacheFile`; "" = the default) when it is still the one `profile` was read from. Returns the
+// (`cacheFile`; "" = the default) when it is still the one `profile` was read from (an empty
+// `profile`, an engine given its plan: the cached one as it is). Returns the
 // calibration of the run's regime after it (ratio, runs), or why it was not recorded.
 Result<hw::Calibration> calibrateFromRun(const plan::PlanResult& plan, const hw::HardwareProfile& profile,
                                          const trace::Summary& summary, int tokens, double secondsPerToken,

@@ -82,14 +82,19 @@ std::string suspicionOf(const HardwareProfile& profile, const RunMeasurement& ru
     return text;
 }
 
+Result<HardwareProfile> readCachedProfile(const std::string& cacheFile)
+{
+    auto text = detail::readCacheText(cacheFile.empty() ? defaultProbeCacheFile() : cacheFile);
+    if (!text) return text.error();
+    return profileFromJson(*text);
+}
+
 Result<Calibration> recordRun(const HardwareProfile& profile, const RunMeasurement& run, const std::string& cacheFile)
 {
     // A quick profile's figures are rough on purpose (tests): nothing to calibrate.
     if (profile.quick) return makeError(ErrorCode::InvalidArgument, "a quick hardware profile is not calibrated");
     const std::string file = cacheFile.empty() ? defaultProbeCacheFile() : cacheFile;
-    auto text = detail::readCacheText(file);
-    if (!text) return text.error();
-    auto cached = profileFromJson(*text);
+    auto cached = readCachedProfile(file);
     if (!cached) return cached.error();
     if (cached->fingerprint != profile.fingerprint || cached->measuredAt != profile.measuredAt)
         return makeError(ErrorCode::InvalidArgument, file + " holds another measurement of the machine now");

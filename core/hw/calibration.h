@@ -56,6 +56,9 @@ struct RunMeasurement {
 std::vector<Observation> observationsOf(const RunMeasurement& run, int64_t nowMs);
 std::string suspicionOf(const HardwareProfile& profile, const RunMeasurement& run);
 
+// The profile in the probe's cache file ("" = defaultProbeCacheFile()), as it is: no measuring.
+Result<HardwareProfile> readCachedProfile(const std::string& cacheFile = "");
+
 // Adds a run to the cached profile in `cacheFile` ("" = defaultProbeCacheFile()), written
 // atomically, when that file still holds `profile` (the same fingerprint and measurement time):
 // a profile measured since is left alone, and so is a quick one (ProbeOptions::quick, tests). Returns the updated profile's calibration of the run's

@@ -244,6 +244,11 @@ TEST(Calibration, ADecodesTraceCalibratesThroughTheEngine)
     ASSERT_TRUE(again) << again.error().message;
     EXPECT_NEAR(again->secondsPerToken, 2 * p->probeSecondsPerToken, 1e-9 * again->secondsPerToken);
 
+    // An engine given its plan has no profile of its own: the cached one takes the run.
+    auto third = engine::calibrateFromRun(*p, hw::HardwareProfile{}, s, tokens, 2 * p->probeSecondsPerToken, 0.0, file);
+    ASSERT_TRUE(third) << third.error().message;
+    EXPECT_EQ(third->runs, 2);
+
     hw::HardwareProfile quick = profile;
     quick.quick = true;
     EXPECT_FALSE(engine::calibrateFromRun(*p, quick, s, tokens, 2 * p->probeSecondsPerToken, 0.0, file));
