@@ -256,6 +256,9 @@ void TuningWorker::predict(const TuningSettings& settings)
         addNote(tr("Calibrated by %n run(s) of this kind on this machine; the probe's figures alone predict %1 tokens/s.",
                    nullptr, plan->calibrationRuns)
                     .arg(readable(1.0 / plan->probeSecondsPerToken)));
+    if (!m_profile->busy.empty())
+        addNote(tr("The machine was busy while it was measured (%1): it is measured again once it is quiet.")
+                    .arg(QString::fromStdString(m_profile->busy)));
     if (!m_profile->suspect.empty())
         addNote(tr("The hardware profile looks wrong: %1").arg(QString::fromStdString(m_profile->suspect)));
     out.plan = std::make_shared<const plan::PlanResult>(std::move(*plan));

@@ -142,7 +142,14 @@ int runProbe(const ProbeCommand& c)
     std::printf("\n%s %s, fingerprint %s%s\n", cached ? "From the cache, measured" : "Measured now",
                 profile->measuredAt.c_str(), profile->fingerprint.c_str(), profile->quick ? " (quick: rough figures)" : "");
     if (cached) std::printf("(%s; --remeasure to measure again)\n", hw::defaultProbeCacheFile().c_str());
+    else if (!profile->busy.empty())
+        std::printf("(%.1f s; saved to %s marked busy: %s; the first probe that finds the machine quiet measures "
+                    "it again)\n",
+                    seconds, hw::defaultProbeCacheFile().c_str(), profile->busy.c_str());
     else std::printf("(%.1f s; saved to %s)\n", seconds, hw::defaultProbeCacheFile().c_str());
+    if (!profile->suspect.empty()) std::printf("Suspect: %s\n", profile->suspect.c_str());
+    if (int runs = int(profile->observed.size()); runs > 0)
+        std::printf("Calibrated by runs since: %d rows of measured/predicted (the planner scales its predictions by them)\n", runs);
     return ExitOk;
 }
 

@@ -9,7 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <algorithm>
+#include <thread>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/hw/measure.h"
 #include "gpu/host.h"
@@ -136,6 +140,7 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     HardwareProfile p;
     p.quick = o.quick;
     FingerprintInput fp;
+    const CpuSample before = sampleCpu();
 
     const auto stage = [&](double fraction, const char* what) {
         if (o.progress) o.progress(fraction, what);
@@ -198,8 +203,46 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
     }
     p.fingerprint = fingerprintOf(fp);
     p.measuredAt = utcNow();
+    if (!o.quick) p.busy = busyReason(before, sampleCpu(), p.host.cores);
     stage(1.0, "done");
     return p;
+}
+
+CpuSample sampleCpu()
+{
+    CpuSample c;
+    const double tick = double(::sysconf(_SC_CLK_TCK));
+    std::ifstream stat("/proc/stat");
+    std::string cpu;
+    double v[8] = {};  // user nice system idle iowait irq softirq steal
+    if (stat >> cpu && cpu == "cpu") {
+        for (double& x : v) stat >> x;
+        for (double x : v) c.total += x / tick;
+        c.idle = (v[3] + v[4]) / tick;
+        c.steal = v[7] / tick;
+    }
+    struct rusage self {};
+    if (::getrusage(RUSAGE_SELF, &self) == 0)
+        c.self = double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+                 double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
+    return c;
+}
+
+std::string busyReason(const CpuSample& before, const CpuSample& after, int cores)
+{
+    const double total = after.total - before.total;
+    if (total <= 0 || cores <= 0) return {};
+    const double busy = total - (after.idle - before.idle) - (after.steal - before.steal);
+    const double others = std::max(0.0, busy - (after.self - before.self)) / total;
+    const double stolen = (after.steal - before.steal) / total;
+    char why[200];
+    if (others > 0.25)
+        std::snprintf(why, sizeof why, "other processes kept %.0f %% of the CPUs busy while it measured", 100 * others);
+    else if (stolen > 0.05)
+        std::snprintf(why, sizeof why, "the hypervisor took %.0f %% of the CPU time while it measured", 100 * stolen);
+    else
+        return {};
+    return why;
 }
 
 Result<std::string> detail::readCacheText(const std::string& path)
@@ -233,8 +276,16 @@ Result<HardwareProfile> probeHardware(const ProbeOptions& o)
         if (cached) {
             const HardwareProfile& c = *cached;
             const int threads = o.threads > 0 ? o.threads : gpu::cpu::onlineCores();
-            const bool fits = c.fingerprint == hardwareFingerprint(o.storagePath) &&
+            bool fits = c.fingerprint == hardwareFingerprint(o.storagePath) &&
                               c.host.threads == threads && (!c.quick || o.quick);
+            // Measured on a busy machine: kept only until a probe finds it quiet (a quarter second
+            // of sampling); under lasting load the busy figures are all there is.
+            if (fits && !c.quick && !c.busy.empty()) {
+                const CpuSample a = sampleCpu();
+                std::this_thread::sleep_for(std::chrono::milliseconds(250));
+                const CpuSample b = sampleCpu();
+                if (busyReason(a, b, c.host.cores).empty()) fits = false;
+            }
             if (fits) return cached;
         }
     }

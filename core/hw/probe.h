@@ -99,6 +99,9 @@ struct HardwareProfile {
     // Why a run found the probe's figures wrong by more than 2x ("" when none did): shown until
     // the machine is measured again.
     std::string suspect;
+    // Why this measurement was taken on a busy machine ("" when it was quiet): such a profile is
+    // cached only until a later probe finds the machine quiet, which then measures it again.
+    std::string busy;
     bool operator==(const HardwareProfile&) const = default;
 };
 
@@ -117,12 +120,26 @@ struct ProbeOptions {
     std::function<bool()> cancelled;
 };
 
+// The machine's CPU time in /proc/stat's units (all CPUs together), and what this process used.
+struct CpuSample {
+    double total = 0, idle = 0, steal = 0;  // seconds: all states; idle + iowait; stolen by the hypervisor
+    double self = 0;                        // this process's user + system seconds
+};
+CpuSample sampleCpu();
+// Whether a measurement between `before` and `after` on `cores` cores ran on a busy machine: other
+// processes kept more than a quarter of the CPUs busy, or the hypervisor stole more than 5 % of
+// the time (the load average is not asked: it lags a minute behind). "" when quiet, else why.
+std::string busyReason(const CpuSample& before, const CpuSample& after, int cores);
+
 // The cached profile when the cache file holds one whose fingerprint matches this machine (and
 // was measured with the same thread count, and not in quick mode unless quick is asked for),
 // else a fresh measurement, which is then written to the cache file atomically. A corrupt or
 // unreadable cache is measured again. Errors: the storage folder missing (Io), too little free
 // space for the test file (DiskFull), no CPU device (BackendUnavailable), cancelled (Cancelled).
 // A failing cache write is not an error (the profile is returned all the same).
+// A measurement taken while the machine was busy (HardwareProfile::busy, not for quick ones) is
+// cached with that mark, and measured again by the first later probe that finds the machine
+// quiet (a quarter second of CPU sampling); while it stays busy, the marked figures answer.
 // A device that emulates a GPU on the host's CPU (Mesa's lavapipe: DeviceCapabilities::emulated)
 // is measured with the quick sizes whatever `quick` says: its figures only need to show it is no
 // faster than the CPU device, and the full sizes took minutes on a 2-core machine.

@@ -109,6 +109,7 @@ std::string profileToJson(const HardwareProfile& p)
         out["observed"] = rows;
     }
     if (!p.suspect.empty()) out["suspect"] = p.suspect;
+    if (!p.busy.empty()) out["busy"] = p.busy;
     return out.dump(2);
 }
 
@@ -173,6 +174,7 @@ Result<HardwareProfile> profileFromJson(const std::string& text)
             if (row.ratio > 0 && std::isfinite(row.ratio)) p.observed.push_back(row);
         }
         p.suspect = j.value("suspect", std::string());
+        p.busy = j.value("busy", std::string());
         return p;
     } catch (const std::exception& e) {
         return makeError(ErrorCode::InvalidArgument, std::string("hardware profile: ") + e.what());

@@ -526,6 +526,9 @@ void calibrate(PlanResult& r, const PlannerInput& in)
         r.notes.push_back(note);
     }
     if (!in.profile.suspect.empty()) r.notes.push_back("the hardware profile looks wrong: " + in.profile.suspect);
+    if (!in.profile.busy.empty())
+        r.notes.push_back("the hardware was measured on a busy machine (" + in.profile.busy +
+                          "): it is measured again once the machine is quiet");
 }
 
 PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlacement> list, const Evaluation& e,

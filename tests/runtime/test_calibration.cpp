@@ -253,3 +253,27 @@ TEST(Calibration, ADecodesTraceCalibratesThroughTheEngine)
     quick.quick = true;
     EXPECT_FALSE(engine::calibrateFromRun(*p, quick, s, tokens, 2 * p->probeSecondsPerToken, 0.0, file));
 }
+
+// The probe knows when the machine was busy: other processes' CPU time or time stolen by the
+// hypervisor while it measured; this process's own work does not count.
+TEST(ProbeNoise, ABusyMachineIsNamed)
+{
+    hw::CpuSample a;
+    a.total = 1000;
+    a.idle = 600;
+    hw::CpuSample b = a;
+    b.total = 1020;  // 20 s of CPU time over the probe (2 cores, 10 s)
+    b.idle = 600 + 9;
+    b.self = 10;     // the probe itself kept one core busy: quiet
+    EXPECT_EQ(hw::busyReason(a, b, 2), "");
+    b.self = 2;      // others used 9 of the 20 s
+    EXPECT_NE(hw::busyReason(a, b, 2).find("other processes kept 45 %"), std::string::npos) << hw::busyReason(a, b, 2);
+    b.self = 11;
+    b.steal = a.steal + 2;
+    EXPECT_NE(hw::busyReason(a, b, 2).find("hypervisor took 10 %"), std::string::npos) << hw::busyReason(a, b, 2);
+    // The real machine: a sample reads sane figures.
+    const hw::CpuSample now = hw::sampleCpu();
+    EXPECT_GT(now.total, 0);
+    EXPECT_GE(now.total, now.idle);
+    EXPECT_GT(now.self, 0);
+}
