@@ -48,13 +48,22 @@ std::string planText(const PlanResult& r, bool perTensor)
     out += format("  SSD     %10.1f MiB read per token\n", mibOf(r.ssdBytes));
     out += format("prefetch depth %d%s\n", r.placement.prefetchDepth,
                   r.placement.prefetchDepth == 0 ? " (naive: each unit loaded right before use)" : "");
-    out += "\npredicted per token (lanes overlap)\n";
-    out += format("  SSD read        %9.2f ms\n", r.lanes.ssdRead * 1e3);
-    out += format("  host->device    %9.2f ms\n", r.lanes.hostToDevice * 1e3);
-    out += format("  decompress      %9.2f ms\n", r.lanes.decompress * 1e3);
-    out += format("  device compute  %9.2f ms\n", r.lanes.deviceCompute * 1e3);
-    out += format("  CPU compute     %9.2f ms\n", r.lanes.cpuCompute * 1e3);
-    out += format("  token           %9.2f ms  = %.2f tokens/s\n", r.secondsPerToken * 1e3, r.tokensPerSecond());
+    // Calibrated by earlier runs (core/hw/calibration.h): each figure beside the probe's alone.
+    const std::pair<const char*, double LaneTimes::*> lanes[] = {
+        {"SSD read      ", &LaneTimes::ssdRead},        {"host->device  ", &LaneTimes::hostToDevice},
+        {"decompress    ", &LaneTimes::decompress},     {"device compute", &LaneTimes::deviceCompute},
+        {"CPU compute   ", &LaneTimes::cpuCompute}};
+    bool calibrated = r.probeSecondsPerToken > 0 && r.secondsPerToken != r.probeSecondsPerToken;
+    for (const auto& [name, lane] : lanes) calibrated |= r.probeSecondsPerToken > 0 && r.lanes.*lane != r.probeLanes.*lane;
+    out += calibrated ? "\npredicted per token (lanes overlap), calibrated by runs | the probe's figures alone\n"
+                      : "\npredicted per token (lanes overlap)\n";
+    for (const auto& [name, lane] : lanes)
+        out += calibrated ? format("  %s  %9.2f ms | %9.2f ms\n", name, r.lanes.*lane * 1e3, r.probeLanes.*lane * 1e3)
+                          : format("  %s  %9.2f ms\n", name, r.lanes.*lane * 1e3);
+    out += format("  token           %9.2f ms  = %.2f tokens/s", r.secondsPerToken * 1e3, r.tokensPerSecond());
+    out += calibrated ? format(" | %.2f ms = %.2f tokens/s (%d run%s)\n", r.probeSecondsPerToken * 1e3,
+                               1.0 / r.probeSecondsPerToken, r.calibrationRuns, r.calibrationRuns == 1 ? "" : "s")
+                      : std::string("\n");
     if (!r.expertLayers.empty()) {
         // Per layer, runs of layers alike in one line.
         out += "\nexperts per layer; routing " + r.routing + "\n";
@@ -124,7 +133,16 @@ std::string planJson(const PlanResult& r)
           {"device_compute_s", r.lanes.deviceCompute},
           {"cpu_compute_s", r.lanes.cpuCompute},
           {"seconds_per_token", r.secondsPerToken},
-          {"tokens_per_s", r.tokensPerSecond()}}},
+          {"tokens_per_s", r.tokensPerSecond()},
+          {"bottleneck", r.bottleneck},
+          {"calibration_runs", r.calibrationRuns},
+          {"probe_only",
+           {{"ssd_read_s", r.probeLanes.ssdRead},
+            {"host_to_device_s", r.probeLanes.hostToDevice},
+            {"decompress_s", r.probeLanes.decompress},
+            {"device_compute_s", r.probeLanes.deviceCompute},
+            {"cpu_compute_s", r.probeLanes.cpuCompute},
+            {"seconds_per_token", r.probeSecondsPerToken}}}}},
         {"notes", r.notes},
         {"tensors", tensors},
     };

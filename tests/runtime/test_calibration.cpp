@@ -116,6 +116,12 @@ TEST(Calibration, AProfileProbedUnderLoadIsCorrectedByOneRun)
     }
     EXPECT_TRUE(noted);
     EXPECT_TRUE(suspect);
+    // plan's text and JSON give both figures: calibrated, and the probe's alone.
+    const std::string text = plan::planText(*again, false);
+    EXPECT_NE(text.find("calibrated by runs | the probe's figures alone"), std::string::npos) << text;
+    EXPECT_NE(text.find("(1 run)"), std::string::npos) << text;
+    EXPECT_EQ(plan::planText(*slow, false).find("calibrated by runs"), std::string::npos);
+    EXPECT_NE(plan::planJson(*again).find("\"probe_only\""), std::string::npos);
     // A run whose SSD kept to the probe's figure raises no suspicion.
     run.measuredSsdBytesPerSecond = underLoad.storage.sequentialBytesPerSecond * 1.5;
     EXPECT_EQ(hw::suspicionOf(underLoad, run), "");
