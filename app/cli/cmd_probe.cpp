@@ -82,6 +82,10 @@ void printTable(const hw::HardwareProfile& p)
         std::printf("  (no GPU usable: the CPU is the only device; its upload is a memcpy)\n");
     for (const auto& b : gpu::backendStatus())  // why a backend is missing above
         if (!b.usable) std::printf("  %-8s not usable: %s\n", b.name.c_str(), b.reason.c_str());
+    for (const auto& d : p.devices)
+        if (d.sharedHostReadBytesPerSecond > 0)
+            std::printf("  %-8s the CPU reading RAM while the device copies from it: %s GB/s together\n", d.backend.c_str(),
+                        gbps(d.sharedHostReadBytesPerSecond).c_str());
 
     std::printf("\nMatvec, weight GB/s (y = W x, W bigger than the caches)\n  %-8s", "device");
     for (gpu::DType t : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0, gpu::DType::Q4_0})

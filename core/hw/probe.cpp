@@ -198,6 +198,17 @@ Result<HardwareProfile> measureHardware(const ProbeOptions& o)
         d.hostToDevicePageable = up.pageable;
         d.matvec = device == &cpu ? p.host.cpuMatvec : detail::measureMatvec(*device, quick);
         d.layerOverheadSeconds = detail::measureLayerOverhead(*device, quick);
+        if (!info.caps.hostPointers) {
+            // The CPU reads host memory while the device copies from it: what they reach together.
+            double cpuRate = 0;
+            std::thread reader([&] {
+                cpuRate = gpu::measureHostReadBandwidth(p.host.threads, quick ? size_t{32} << 20 : size_t{512} << 20,
+                                                        quick ? 2 : 5);
+            });
+            const detail::UploadBandwidth during = detail::measureUpload(*device, quick);
+            reader.join();
+            d.sharedHostReadBytesPerSecond = cpuRate + during.pinned;
+        }
         if (b.name != "cpu") fp.devices.emplace_back(info.name, info.totalMemory);
         p.devices.push_back(std::move(d));
     }

@@ -58,6 +58,11 @@ struct DeviceProfile {
     // issued and finished at a size where their arithmetic is nothing (detail::measureLayerOverhead).
     // 0: not measured.
     double layerOverheadSeconds = 0;
+    // A device with memory of its own: host memory read by the CPU's threads and by this
+    // device's copies at the same time, the two rates added (bytes/s): the budget HeteGen's split
+    // shares (the CPU's rows and the copies of the others). Rough: the two measurements overlap
+    // for the shorter one's time. 0: not measured (no contention is modelled then).
+    double sharedHostReadBytesPerSecond = 0;
 };
 bool operator==(const DeviceProfile& a, const DeviceProfile& b);
 

@@ -62,7 +62,8 @@ bool operator==(const DeviceProfile& a, const DeviceProfile& b)
            a.caps.asyncCopy == b.caps.asyncCopy && a.caps.pinnedHostMemory == b.caps.pinnedHostMemory &&
            a.caps.events == b.caps.events && a.hostToDevicePinned == b.hostToDevicePinned &&
            a.hostToDevicePageable == b.hostToDevicePageable && a.matvec == b.matvec && a.kernels == b.kernels &&
-           a.layerOverheadSeconds == b.layerOverheadSeconds;
+           a.layerOverheadSeconds == b.layerOverheadSeconds &&
+           a.sharedHostReadBytesPerSecond == b.sharedHostReadBytesPerSecond;
 }
 
 std::string profileToJson(const HardwareProfile& p)
@@ -82,6 +83,7 @@ std::string profileToJson(const HardwareProfile& p)
             {"hostToDevicePinned", d.hostToDevicePinned},
             {"hostToDevicePageable", d.hostToDevicePageable},
             {"layerOverheadSeconds", d.layerOverheadSeconds},
+            {"sharedHostReadBytesPerSecond", d.sharedHostReadBytesPerSecond},
             {"matvec", throughputsToJson(d.matvec)},
         });
     const json j = {
@@ -161,6 +163,7 @@ Result<HardwareProfile> profileFromJson(const std::string& text)
             dp.hostToDevicePageable = d.at("hostToDevicePageable").get<double>();
             dp.matvec = throughputsFromJson(d.at("matvec"));
             dp.layerOverheadSeconds = d.value("layerOverheadSeconds", 0.0);
+            dp.sharedHostReadBytesPerSecond = d.value("sharedHostReadBytesPerSecond", 0.0);
             p.devices.push_back(std::move(dp));
         }
         for (const json& o : j.value("observed", json::array())) {

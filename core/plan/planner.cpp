@@ -25,6 +25,7 @@ struct Hardware {
     double ssd = 0;          // sequential direct-read bytes/s
     double copy = 0;         // host→device bytes/s (pinned)
     double cpuMatvec = 0;    // host CPU matvec bytes/s (for HeteGen's α)
+    double sharedRead = 0;   // host memory read by the CPU and the copies at once (0: not measured)
     std::map<gpu::DType, double> matvec;  // device matvec weight bytes/s
     bool directToDevice = false;          // SSD reads land in device memory (CPU device)
     double layerOverhead = 0;             // seconds per layer per token besides the weights' bytes
@@ -50,6 +51,7 @@ Result<Hardware> hardwareFrom(const PlannerInput& in)
     h.ramAvailable = in.profile.host.ramAvailable;
     for (const auto& f : dev->matvec) h.matvec[f.type] = f.bytesPerSecond;
     h.layerOverhead = dev->layerOverheadSeconds;
+    h.sharedRead = dev->sharedHostReadBytesPerSecond;
     // HeteGen's split divides dense rows: the bitmap figure (per blob byte) is not their speed.
     for (const auto& f : in.profile.host.cpuMatvec)
         if (f.type != gpu::DType::BitmapSparse) h.cpuMatvec = std::max(h.cpuMatvec, f.bytesPerSecond);
@@ -155,12 +157,14 @@ public:
             const Tier loadedFrom = tier == Tier::Ssd && t.inMemory ? Tier::Host : tier;
             if (alpha < 1.0) {
                 // HeteGen: the device computes α of the rows after copying them; the CPU computes
-                // the rest from RAM at the same time.
-                const double cpu = (1.0 - alpha) * double(t.bytes) / m_hw.cpuMatvec;
+                // the rest from RAM at the same time. Both read host memory: where their rates
+                // together exceed its bandwidth, each gets its share of it (issue 33).
+                const double shared = contention();
+                const double cpu = shared * (1.0 - alpha) * double(t.bytes) / m_hw.cpuMatvec;
                 compute[u] += std::max(alpha * t.compute, cpu);
                 e.lanes.deviceCompute += alpha * t.compute;
                 e.lanes.cpuCompute += cpu;
-                const double copy = alpha * double(t.bytes) / m_hw.copy;
+                const double copy = shared * alpha * double(t.bytes) / m_hw.copy;
                 slotBytes[u] += alignUp(uint64_t(alpha * double(t.bytes))) + kAlign;
                 e.hostBytes += t.bytes;
                 load[u] += copy;
@@ -240,6 +244,16 @@ public:
         if (!anyStreamed) e.slots = 0;
         e.secondsPerToken = simulate(load, compute, slotBytes, slots);
         return e;
+    }
+
+    // How much slower the CPU's rows and the copies run while both read host memory: their rates
+    // alone, together, over what the probe measured them to reach at once; at least 1 (1 where it
+    // was not measured). Both slow alike, so HeteGen's α, the ratio of their times, stays the
+    // best split under the shared budget.
+    double contention() const
+    {
+        if (m_hw.sharedRead <= 0) return 1.0;
+        return std::max(1.0, (m_hw.cpuMatvec + m_hw.copy) / m_hw.sharedRead);
     }
 
     // HeteGen Eq. 9 for a RAM-tier tensor: the device's share of rows, when the device cannot

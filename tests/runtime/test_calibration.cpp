@@ -283,3 +283,43 @@ TEST(ProbeNoise, ABusyMachineIsNamed)
     EXPECT_GE(now.total, now.idle);
     EXPECT_GT(now.self, 0);
 }
+
+// Host-memory contention: on a device with memory of its own, HeteGen's split has the CPU read its
+// rows from RAM while the copies read the device's; where the probe measured the two together
+// reaching less than their sum, both slow alike and the prediction of the split placement drops.
+TEST(Contention, TheSharedHostBandwidthLowersASplitPlacementsPrediction)
+{
+    auto m = LlamaModel::load(kModel);
+    ASSERT_TRUE(m) << m.error().message;
+    hw::HardwareProfile profile = testing_support::madeUpHardware();
+    profile.host.cpuMatvec = {{gpu::DType::F32, 20e9}};
+    profile.devices[0].caps.hostPointers = false;  // a GPU: copies into its own memory
+    profile.devices[0].caps.asyncCopy = true;
+    auto alone = plan::planPlacement(input(**m, profile, 400 << 10, 64 << 20));
+    ASSERT_TRUE(alone) << alone.error().message;
+    bool split = false;
+    for (const auto& t : alone->placement.tensors) split |= t.tier == plan::Tier::Host && t.deviceFraction < 1.0;
+    ASSERT_TRUE(split) << "some RAM-tier rows are split between the CPU and the device";
+    ASSERT_GT(alone->lanes.cpuCompute, 0);
+    // Measured together: 15 GB/s, where alone they read 20 (CPU) + 10 (copies): 2x slower.
+    profile.devices[0].sharedHostReadBytesPerSecond = 15e9;
+    auto shared = plan::predictPlacement(input(**m, profile, 400 << 10, 64 << 20), alone->placement);
+    ASSERT_TRUE(shared) << shared.error().message;
+    EXPECT_NEAR(shared->lanes.cpuCompute, 2 * alone->lanes.cpuCompute, 1e-12 + 1e-9 * alone->lanes.cpuCompute);
+    EXPECT_GT(shared->lanes.hostToDevice, alone->lanes.hostToDevice);
+    EXPECT_GT(shared->secondsPerToken, alone->secondsPerToken);
+    std::printf("[ INFO     ] split placement: %.3f ms/token with the copies and the CPU reading RAM at once, %.3f "
+                "without the contention\n",
+                shared->secondsPerToken * 1e3, alone->secondsPerToken * 1e3);
+    // The same split everywhere: the device's share of rows is chosen as before (both slow alike).
+    auto replanned = plan::planPlacement(input(**m, profile, 400 << 10, 64 << 20));
+    ASSERT_TRUE(replanned) << replanned.error().message;
+    for (size_t i = 0; i < replanned->placement.tensors.size() && i < alone->placement.tensors.size(); ++i)
+        if (replanned->placement.tensors[i].tier == plan::Tier::Host && alone->placement.tensors[i].tier == plan::Tier::Host)
+            EXPECT_DOUBLE_EQ(replanned->placement.tensors[i].deviceFraction, alone->placement.tensors[i].deviceFraction);
+    // A bandwidth measured above the sum: no contention.
+    profile.devices[0].sharedHostReadBytesPerSecond = 40e9;
+    auto roomy = plan::predictPlacement(input(**m, profile, 400 << 10, 64 << 20), alone->placement);
+    ASSERT_TRUE(roomy) << roomy.error().message;
+    EXPECT_DOUBLE_EQ(roomy->probeSecondsPerToken, alone->probeSecondsPerToken);
+}
