@@ -59,7 +59,7 @@ FileVerdict judgeFile(HubClient& hub, const std::string& repo, const HubFile& fi
     FileVerdict v;
     v.file = file;
     v.parts = modelParts(files, file);
-    for (const auto& p : v.parts) v.bytes += p.size;
+    for (const auto& p : v.parts) v.bytes += p.size;  // as repositoryModels does
     if (v.parts.size() > 1) {
         // The engine reads single-file GGUFs; llama.cpp's gguf-split joins the parts.
         v.why = "split into " + std::to_string(v.parts.size()) +
@@ -104,15 +104,18 @@ FileVerdict judgeFile(HubClient& hub, const std::string& repo, const HubFile& fi
     return v;
 }
 
-std::vector<FileVerdict> judgeRepository(HubClient& hub, const std::string& repo, const std::vector<HubFile>& files,
-                                         const hw::HardwareProfile& profile, const std::string& backend,
-                                         const std::string& cacheDir)
+std::vector<FileVerdict> repositoryModels(const std::vector<HubFile>& files)
 {
-    std::vector<FileVerdict> verdicts;
+    std::vector<FileVerdict> models;
     for (const auto& f : files)
-        if (isGgufPath(f.path) && !isLaterShard(f.path))
-            verdicts.push_back(judgeFile(hub, repo, f, files, profile, backend, cacheDir));
-    return verdicts;
+        if (isGgufPath(f.path) && !isLaterShard(f.path)) {
+            FileVerdict v;
+            v.file = f;
+            v.parts = modelParts(files, f);
+            for (const auto& p : v.parts) v.bytes += p.size;
+            models.push_back(std::move(v));
+        }
+    return models;
 }
 
 int recommend(const std::vector<FileVerdict>& verdicts, double minTokensPerSecond)

@@ -41,10 +41,9 @@ std::string defaultHeaderCacheDir();
 // `files`: the repository's files (for a sharded model's other parts).
 FileVerdict judgeFile(HubClient& hub, const std::string& repo, const HubFile& file, const std::vector<HubFile>& files,
                       const hw::HardwareProfile& profile, const std::string& backend, const std::string& cacheDir);
-// The verdicts on every GGUF model of a repository's listing (later shards folded into their first).
-std::vector<FileVerdict> judgeRepository(HubClient& hub, const std::string& repo, const std::vector<HubFile>& files,
-                                         const hw::HardwareProfile& profile, const std::string& backend,
-                                         const std::string& cacheDir);
+// Every GGUF model of a repository's listing, not judged yet: its file (a sharded model's first
+// part), its parts and their bytes.
+std::vector<FileVerdict> repositoryModels(const std::vector<HubFile>& files);
 // The recommendation's index in `verdicts`, or -1 when no file has a verdict.
 int recommend(const std::vector<FileVerdict>& verdicts, double minTokensPerSecond);
 

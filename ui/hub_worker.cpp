@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/hw/probe.h"
+#include "tuning_worker.h"
 
 namespace spillway::ui {
 
@@ -69,25 +70,13 @@ void HubWorker::listFiles(const HubAccess& access, const QString& repo, bool jud
     const std::string id = repo.toStdString();
     auto files = (*hub)->files(id);
     if (!files) return emit filesFailed(repo, text(files.error()));
-    std::vector<server::FileVerdict> models;
-    for (const auto& f : *files)
-        if (server::isGgufPath(f.path) && !server::isLaterShard(f.path)) {
-            server::FileVerdict v;
-            v.file = f;
-            v.parts = server::modelParts(*files, f);
-            for (const auto& p : v.parts) v.bytes += p.size;
-            models.push_back(std::move(v));
-        }
+    const std::vector<server::FileVerdict> models = server::repositoryModels(*files);
     int others = 0;
     for (const auto& f : *files) others += server::isGgufPath(f.path) ? 0 : 1;
     emit filesListed(repo, models, others);
     if (!judge || models.empty()) return emit judged(repo);
     // The machine as the Tuning view measured it (its cache answers: judging waits for it).
-    hw::ProbeOptions probe;
-    probe.storagePath = storageFolder.toStdString();
-    const char* quick = std::getenv("SPILLWAY_QUICK_PROBE");
-    probe.quick = quick && *quick && *quick != '0';
-    auto profile = hw::probeHardware(probe);
+    auto profile = hw::probeHardware(appProbeOptions(storageFolder));
     if (!profile) return emit filesFailed(repo, text(profile.error()));
     for (const auto& m : models)
         emit fileJudged(repo, server::judgeFile(**hub, id, m.file, *files, *profile, backend.toStdString(),

@@ -134,6 +134,15 @@ const LlamaModel* TuningWorker::model(const QString& path, QString* error)
     return m_models.emplace(path, std::move(*loaded)).first->second.get();
 }
 
+hw::ProbeOptions appProbeOptions(const QString& storageFolder)
+{
+    hw::ProbeOptions probe;
+    probe.storagePath = storageFolder.toStdString();
+    const char* quick = std::getenv("SPILLWAY_QUICK_PROBE");
+    probe.quick = quick && *quick && *quick != '0';
+    return probe;
+}
+
 void TuningWorker::prepare(const QString& modelPath, const QString& storageFolder)
 {
     QString error;
@@ -141,10 +150,7 @@ void TuningWorker::prepare(const QString& modelPath, const QString& storageFolde
     if (!prepared) return emit failed(error);
     m_modelPath = modelPath;
     QDir().mkpath(storageFolder);
-    hw::ProbeOptions probe;
-    probe.storagePath = storageFolder.toStdString();
-    const char* quick = std::getenv("SPILLWAY_QUICK_PROBE");
-    probe.quick = quick && *quick && *quick != '0';
+    hw::ProbeOptions probe = appProbeOptions(storageFolder);
     probe.progress = [this](double fraction, const std::string& stage) {
         emit probeProgress(fraction, QString::fromStdString(stage));
     };

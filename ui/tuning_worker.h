@@ -15,7 +15,7 @@
 namespace spillway {
 class LlamaModel;
 namespace plan { struct PlanResult; }
-namespace hw { struct HardwareProfile; }
+namespace hw { struct HardwareProfile; struct ProbeOptions; }
 }
 
 namespace spillway::ui {
@@ -50,6 +50,10 @@ struct TuningPrediction {
     QList<bool> coldOnCpu;
     std::shared_ptr<const plan::PlanResult> plan;  // to apply
 };
+
+// How the app probes the machine (the Tuning view, Discover's verdicts): the disk of
+// `storageFolder`; the small, rough probe where SPILLWAY_QUICK_PROBE=1 (tests).
+hw::ProbeOptions appProbeOptions(const QString& storageFolder);
 
 class TuningWorker : public QObject {
     Q_OBJECT

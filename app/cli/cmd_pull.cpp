@@ -128,8 +128,7 @@ int runPull(const PullCommand& c)
     auto files = (*hub)->files(repo);
     if (!files) return reportError(files.error());
     std::vector<server::HubFile> ggufs;  // a sharded model's first part stands for it
-    for (const auto& f : *files)
-        if (server::isGgufPath(f.path) && !server::isLaterShard(f.path)) ggufs.push_back(f);
+    for (const auto& m : server::repositoryModels(*files)) ggufs.push_back(m.file);
     if (ggufs.empty())
         return reportError(makeError(ErrorCode::InvalidArgument,
                                      repo + " has no GGUF files (" + std::to_string(files->size()) +
