@@ -245,9 +245,10 @@ int runOffloadBench(BenchCommand& b)
         if (c) {
             calibrated = *c;
             std::printf("calibration: measured/predicted %.2f from the probe's figures alone; this regime (%s, %s-bound, "
-                        "size class %d) is now predicted at %.2f x the probe, from %d run%s\n",
+                        "size class %d, %s) is now predicted at %.2f x the probe, from %d run%s\n",
                         plan.probeSecondsPerToken > 0 ? (1.0 / measured->tokensPerSecond) / plan.probeSecondsPerToken : 0.0,
-                        plan.deviceName.c_str(), plan.bottleneck.c_str(), plan.sizeClass, c->ratio, c->runs,
+                        plan.deviceName.c_str(), plan.bottleneck.c_str(), plan.sizeClass, plan.weightFormat.c_str(),
+                        c->ratio, c->runs,
                         c->runs == 1 ? "" : "s");
         } else {
             std::printf("calibration: not recorded (%s)\n", c.error().message.c_str());

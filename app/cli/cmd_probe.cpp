@@ -121,7 +121,21 @@ void printTable(const hw::HardwareProfile& p)
     printSweepHeader("random 32 KiB reads", s.random32k, 32u << 10);
     printSweep("  GB/s", s.random32k, 32u << 10, bw);
     printSweep("  IOPS", s.random32k, 32u << 10, iops);
-    std::printf("  %-26s %s GB/s\n", "best sequential", gbps(s.sequentialBytesPerSecond).c_str());
+    std::printf("  %-26s %s GB/s (median of 3 reads of the best configuration)\n", "sequential",
+                gbps(s.sequentialBytesPerSecond).c_str());
+
+    if (!p.spreads.empty()) {
+        // The probe knows its noise: each measurement's repeats, and how far apart they were.
+        std::printf("\nRepeats (quartiles from 5 repeats up, else the extremes; more than %.0f %% apart: busy)\n",
+                    100 * hw::kSpreadLimit);
+        std::printf("  %-34s %7s %12s %12s %12s %7s\n", "measurement", "repeats", "low", "median", "high", "spread");
+        for (const hw::Spread& r : p.spreads) {
+            const bool seconds = r.what.find("overhead") != std::string::npos;
+            auto v = [&](double x) { return seconds ? (std::to_string(int(x * 1e6 + 0.5)) + " us") : gbps(x) + " GB/s"; };
+            std::printf("  %-34s %7d %12s %12s %12s %6.0f%%%s\n", r.what.c_str(), r.repeats, v(r.low).c_str(),
+                        v(r.median).c_str(), v(r.high).c_str(), 100 * r.relative(), r.judged ? "" : " (not judged)");
+        }
+    }
 }
 
 int runProbe(const ProbeCommand& c)
@@ -145,7 +159,14 @@ int runProbe(const ProbeCommand& c)
     const bool cached = profile->measuredAt.substr(0, started.size()) < started;
     std::printf("\n%s %s, fingerprint %s%s\n", cached ? "From the cache, measured" : "Measured now",
                 profile->measuredAt.c_str(), profile->fingerprint.c_str(), profile->quick ? " (quick: rough figures)" : "");
-    if (cached) std::printf("(%s; --remeasure to measure again)\n", hw::defaultProbeCacheFile().c_str());
+    if (cached && !profile->busy.empty())
+        std::printf("(%s, marked busy: %s; --remeasure to measure again)\n", hw::defaultProbeCacheFile().c_str(),
+                    profile->busy.c_str());
+    else if (cached) std::printf("(%s; --remeasure to measure again)\n", hw::defaultProbeCacheFile().c_str());
+    else if (!profile->busy.empty() && profile->busyTries >= hw::kBusyTries)
+        std::printf("(%.1f s; saved to %s marked busy: %s; busy %d times in a row, so it is kept: --remeasure "
+                    "measures again)\n",
+                    seconds, hw::defaultProbeCacheFile().c_str(), profile->busy.c_str(), profile->busyTries);
     else if (!profile->busy.empty())
         std::printf("(%.1f s; saved to %s marked busy: %s; the first probe that finds the machine quiet measures "
                     "it again)\n",

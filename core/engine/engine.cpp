@@ -57,6 +57,7 @@ Result<hw::Calibration> calibrateFromRun(const plan::PlanResult& plan, const hw:
         return makeError(ErrorCode::InvalidArgument, "no run to calibrate by (no device of the plan, or no tokens)");
     for (const auto& t : plan.placement.tensors) run.weightBytes += t.bytes;
     run.tokens = tokens;
+    run.format = plan.weightFormat;
     run.bottleneck = plan.bottleneck;
     run.predictedSecondsPerToken = plan.probeSecondsPerToken;
     run.measuredSecondsPerToken = secondsPerToken;
@@ -68,8 +69,12 @@ Result<hw::Calibration> calibrateFromRun(const plan::PlanResult& plan, const hw:
         {"cpu", {trace::Lane::CpuCompute, plan.probeLanes.cpuCompute}}};
     for (const auto& [name, lane] : lanes)
         run.lanes.push_back({name, lane.second, double(summary.lane(lane.first).busyNs) / 1e9 / tokens});
-    // The SSD's rate says something only where it read a real share of the token's time.
-    if (summary.lane(trace::Lane::SsdRead).busyNs > summary.windowNs / 10) run.measuredSsdBytesPerSecond = ssdBytesPerSecond;
+    // The SSD's rate says something of the probe's figure only where it read a real share of the
+    // token's time, in reads of the probe's size (1 MiB and up): a tiny model's reads of a few
+    // hundred KiB wait on the disk's latency, not its bandwidth.
+    const trace::LaneStats& ssd = summary.lane(trace::Lane::SsdRead);
+    if (ssd.busyNs > summary.windowNs / 10 && ssd.spans > 0 && ssd.bytes / double(ssd.spans) >= double(1 << 20))
+        run.measuredSsdBytesPerSecond = ssdBytesPerSecond;
     return hw::recordRun(p, run, cacheFile);
 }
 

@@ -17,12 +17,12 @@ int modelSizeClass(uint64_t weightBytes)
 }
 
 Calibration calibrationFor(const HardwareProfile& profile, const std::string& backend, const std::string& lane,
-                           int sizeClass)
+                           int sizeClass, const std::string& format)
 {
     double weight = 0, logSum = 0, recency = 1;
     Calibration c;
     for (auto it = profile.observed.rbegin(); it != profile.observed.rend(); ++it) {  // newest first
-        if (it->backend != backend || it->lane != lane || it->sizeClass != sizeClass) continue;
+        if (it->backend != backend || it->lane != lane || it->sizeClass != sizeClass || it->format != format) continue;
         const double w = std::min(it->tokens, 256.0) * recency;
         weight += w;
         logSum += w * std::log(it->ratio);
@@ -41,7 +41,7 @@ void addObservations(HardwareProfile& profile, const std::vector<Observation>& r
         int kept = 0;  // of this key, newest first: the oldest past the limit go
         for (size_t i = profile.observed.size(); i-- > 0;) {
             const Observation& o = profile.observed[i];
-            if (o.backend != r.backend || o.lane != r.lane || o.sizeClass != r.sizeClass) continue;
+            if (o.backend != r.backend || o.lane != r.lane || o.sizeClass != r.sizeClass || o.format != r.format) continue;
             if (++kept > kCalibrationRows) profile.observed.erase(profile.observed.begin() + std::ptrdiff_t(i));
         }
     }
@@ -57,6 +57,7 @@ std::vector<Observation> observationsOf(const RunMeasurement& run, int64_t nowMs
         o.backend = run.backend;
         o.lane = lane;
         o.sizeClass = size;
+        o.format = run.format;
         o.ratio = ratio;
         o.tokens = run.tokens;
         o.atMs = nowMs;
@@ -104,7 +105,7 @@ Result<Calibration> recordRun(const HardwareProfile& profile, const RunMeasureme
     addObservations(*cached, observationsOf(run, int64_t(nowMs)));
     if (std::string why = suspicionOf(*cached, run); !why.empty()) cached->suspect = why;
     SPILLWAY_TRY(detail::saveProfileCache(file, *cached));
-    return calibrationFor(*cached, run.backend, "token/" + run.bottleneck, modelSizeClass(run.weightBytes));
+    return calibrationFor(*cached, run.backend, "token/" + run.bottleneck, modelSizeClass(run.weightBytes), run.format);
 }
 
 }  // namespace spillway::hw

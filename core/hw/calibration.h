@@ -3,7 +3,8 @@
 // what each lane and the whole token took. Those measurements go back into the hardware profile
 // as rows of measured/predicted (HardwareProfile::observed, kept in the probe's cache file beside
 // its figures, never replacing them), and the planner scales its next prediction for the same
-// device, regime (the predicted bottleneck) and model size class by their weighted geometric mean:
+// device, regime (the predicted bottleneck), model size class and weight format (a bitmap-sparse
+// package's kernels are not a dense F16 model's) by their weighted geometric mean:
 // recent runs and longer runs count more. A run whose SSD reads ran more than 2x faster or slower
 // than the probe measured marks the profile suspect, with the figures, until it is measured again.
 
@@ -17,7 +18,7 @@
 
 namespace spillway::hw {
 
-inline constexpr int kCalibrationRows = 8;  // kept per key (backend, lane, size class)
+inline constexpr int kCalibrationRows = 8;  // kept per key (backend, lane, size class, format)
 
 // log4 of the weights' MiB, from 0: 1 MiB..4 MiB is 0, a 2 GiB model 5. Runs calibrate models
 // of their own class only: a tiny model's fixed costs say nothing of a big one's bandwidth.
@@ -30,7 +31,7 @@ struct Calibration {
 // The weighted geometric mean of the rows of this key: each row weighs min(tokens, 256), halved
 // for each newer row of the key.
 Calibration calibrationFor(const HardwareProfile& profile, const std::string& backend, const std::string& lane,
-                           int sizeClass);
+                           int sizeClass, const std::string& format = "");
 
 // Adds the rows to the profile (dropping the oldest past kCalibrationRows per key).
 void addObservations(HardwareProfile& profile, const std::vector<Observation>& rows);
@@ -40,6 +41,7 @@ void addObservations(HardwareProfile& profile, const std::vector<Observation>& r
 struct RunMeasurement {
     std::string backend;
     uint64_t weightBytes = 0;
+    std::string format;      // Observation::format (plan::PlanResult::weightFormat)
     int tokens = 0;
     std::string bottleneck;  // the predicted bottleneck lane ("ssd", "copy", "device", "cpu")
     double predictedSecondsPerToken = 0, measuredSecondsPerToken = 0;

@@ -78,9 +78,9 @@ double median(std::vector<double> v)
     return v[v.size() / 2];
 }
 
-// Times `run` repeatedly for about `seconds` (at least `minRuns` times); median seconds per run.
+// Times `run` repeatedly for about `seconds` (at least `minRuns` times): seconds of each run.
 template <class F>
-double timeRuns(F&& run, double seconds, int minRuns)
+std::vector<double> timeRuns(F&& run, double seconds, int minRuns)
 {
     std::vector<double> times;
     const double start = nowSeconds();
@@ -90,7 +90,7 @@ double timeRuns(F&& run, double seconds, int minRuns)
         times.push_back(nowSeconds() - t0);
         if (times.size() >= 1000) break;
     }
-    return median(times);
+    return times;
 }
 
 // Allocates the largest of `bytes`, bytes/2, ... (down to `least`) the device grants.
@@ -136,7 +136,30 @@ std::vector<uint8_t> randomBitmapBlob(int64_t rows, int64_t cols, uint64_t seed)
 
 }  // namespace
 
-std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
+Spread spreadOf(std::string what, std::vector<double> samples, bool judged)
+{
+    Spread s;
+    s.what = std::move(what);
+    s.judged = judged;
+    s.repeats = int(samples.size());
+    if (samples.empty()) return s;
+    std::sort(samples.begin(), samples.end());
+    const size_t n = samples.size();
+    s.median = samples[n / 2];
+    s.low = n >= 5 ? samples[n / 4] : samples.front();
+    s.high = n >= 5 ? samples[(3 * n) / 4] : samples.back();
+    return s;
+}
+
+Spread rateSpreadOf(std::string what, const std::vector<double>& seconds, double units, bool judged)
+{
+    std::vector<double> rates;
+    for (double t : seconds)
+        if (t > 0) rates.push_back(units / t);
+    return spreadOf(std::move(what), std::move(rates), judged);
+}
+
+std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick, std::vector<Spread>* spreads)
 {
     std::vector<FormatThroughput> out;
     // Matrices of ~32 MiB (a 4096 x 4096 fp16 projection), as many copies as make 384 MiB, and
@@ -177,8 +200,12 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
             device.synchronize();
         };
         pass();  // warm-up: pages, scratch, worker pool
-        const double seconds = timeRuns(pass, quick ? 0.02 : 0.3, quick ? 3 : 5);
-        if (seconds > 0) out.push_back({type, double(bytes * copies.size()) / seconds});
+        const std::vector<double> times = timeRuns(pass, quick ? 0.02 : 0.3, quick ? 3 : 5);
+        const double seconds = median(times);
+        const double streamed = double(bytes * copies.size());
+        if (seconds > 0) out.push_back({type, streamed / seconds});
+        if (spreads)
+            spreads->push_back(rateSpreadOf(device.info().backend + " matvec " + gpu::dtypeName(type), times, streamed));
     };
     for (gpu::DType type : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0,
                             gpu::DType::Q4_0}) {
@@ -201,7 +228,7 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick)
     return out;
 }
 
-double measureLayerOverhead(gpu::Device& device, bool quick)
+double measureLayerOverhead(gpu::Device& device, bool quick, std::vector<Spread>* spreads)
 {
     // A decode step's ops for one layer at a size where the arithmetic and the bytes are nothing:
     // what is left is what every op costs to issue and finish (a pool's wake-up and barrier on
@@ -248,11 +275,13 @@ double measureLayerOverhead(gpu::Device& device, bool quick)
         device.synchronize();
     };
     run();  // warm-up
-    const double seconds = timeRuns(run, quick ? 0.01 : 0.1, quick ? 3 : 9);
-    return seconds / kLayers;
+    std::vector<double> times = timeRuns(run, quick ? 0.01 : 0.1, quick ? 3 : 9);
+    for (double& t : times) t /= kLayers;
+    if (spreads) spreads->push_back(spreadOf(device.info().backend + " per-layer overhead", times, false));
+    return median(times);
 }
 
-UploadBandwidth measureUpload(gpu::Device& device, bool quick)
+UploadBandwidth measureUpload(gpu::Device& device, bool quick, std::vector<Spread>* spreads)
 {
     UploadBandwidth r;
     const size_t want = quick ? 8 * kMiB : 256 * kMiB;
@@ -264,8 +293,10 @@ UploadBandwidth measureUpload(gpu::Device& device, bool quick)
         std::memset(pinned->data(), 0x5a, bytes);  // touch every page before timing
         auto run = [&] { device.upload(dst->data(), pinned->data(), bytes); };
         run();
-        const double s = timeRuns(run, seconds, 3);
+        const std::vector<double> times = timeRuns(run, seconds, 3);
+        const double s = median(times);
         if (s > 0) r.pinned = double(bytes) / s;
+        if (spreads) spreads->push_back(rateSpreadOf(device.info().backend + " copies (pinned)", times, double(bytes)));
     }
     {
         std::unique_ptr<uint8_t[]> pageable(new (std::nothrow) uint8_t[bytes]);
@@ -273,7 +304,7 @@ UploadBandwidth measureUpload(gpu::Device& device, bool quick)
             std::memset(pageable.get(), 0xa5, bytes);
             auto run = [&] { device.upload(dst->data(), pageable.get(), bytes); };
             run();
-            const double s = timeRuns(run, seconds, 3);
+            const double s = median(timeRuns(run, seconds, 3));
             if (s > 0) r.pageable = double(bytes) / s;
         }
     }

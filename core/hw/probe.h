@@ -33,7 +33,7 @@ struct StorageProfile {
     uint64_t totalBytes = 0, freeBytes = 0;
     bool directIo = false;       // O_DIRECT worked there
     std::string ioEngine;        // "io_uring" / "pread threads"
-    double sequentialBytesPerSecond = 0;   // best of the sequential sweep
+    double sequentialBytesPerSecond = 0;   // median of the sweep's best configuration read 3 times
     std::vector<ReadBandwidth> sequential; // 1 MiB (and 4 MiB) requests at QD 1, 4, 16, 32
     std::vector<ReadBandwidth> random32k;  // 32 KiB random reads at QD 1, 4, 16, 64
     uint64_t testFileBytes = 0;  // size of the temporary file the sweeps read
@@ -86,11 +86,34 @@ struct Observation {
     // token's time where <lane> was the predicted bottleneck.
     std::string lane;
     int sizeClass = 0;     // modelSizeClass() of the model's weights
+    // The weights' kind: the format most of their bytes are in ("F16", "Q8_0", "BITMAP"), and
+    // "+neuron-cache" / "+experts" where those caches serve part of them ("": a row of before).
+    std::string format;
     double ratio = 1.0;    // measured / predicted (from the probe's figures alone)
     double tokens = 0;     // tokens the run decoded (the row's weight)
     int64_t atMs = 0;      // when (Unix ms)
     bool operator==(const Observation&) const = default;
 };
+
+// One measurement taken several times: the spread of its repeats (issue 33: the probe knows its
+// noise). `low` and `high` are the quartiles where it ran 5 or more times, else the extremes; all
+// in the unit of the figure (bytes/s, seconds).
+struct Spread {
+    std::string what;   // "disk sequential reads", "memory reads", "cpu matvec f16", "vulkan copies (pinned)", ...
+    int repeats = 0;
+    double low = 0, median = 0, high = 0;
+    // Whether a spread this wide makes the measurement unusable (probeHardware's busy check);
+    // the per-layer overhead (microseconds, noisy by nature) is recorded but not judged.
+    bool judged = true;
+    double relative() const { return median > 0 ? (high - low) / median : 0; }
+    bool operator==(const Spread&) const = default;
+};
+// A measurement whose repeats differ by more than this share of their median was taken on a busy
+// machine (or a device that is not settled), whatever the CPU sampling says.
+constexpr double kSpreadLimit = 0.30;
+// "memory reads varied by 41 % between its 5 repeats (more than 30 %)" for the widest judged
+// spread above kSpreadLimit; "" when every judged one is within it.
+std::string spreadReason(const std::vector<Spread>& spreads);
 
 struct HardwareProfile {
     int version = 2;          // of this layout; a cache of another version is measured again (2: layerOverheadSeconds)
@@ -100,6 +123,7 @@ struct HardwareProfile {
     HostProfile host;
     StorageProfile storage;
     std::vector<DeviceProfile> devices;  // every usable backend; "cpu" is always one of them
+    std::vector<Spread> spreads;         // each measurement's repeats (quick ones: not judged)
     std::vector<Observation> observed;   // calibration.h: what runs measured since
     // Why a run found the probe's figures wrong by more than 2x ("" when none did): shown until
     // the machine is measured again.
@@ -107,8 +131,14 @@ struct HardwareProfile {
     // Why this measurement was taken on a busy machine ("" when it was quiet): such a profile is
     // cached only until a later probe finds the machine quiet, which then measures it again.
     std::string busy;
+    // How many measurements in a row were busy (1 for the first busy one): after kBusyTries the
+    // marked profile is kept until `probe --remeasure` (a machine whose noise the quarter-second
+    // check misses is not measured again at every start).
+    int busyTries = 0;
     bool operator==(const HardwareProfile&) const = default;
 };
+
+constexpr int kBusyTries = 3;
 
 struct ProbeOptions {
     std::string storagePath;   // folder to measure; "" = defaultStoragePath()
@@ -142,9 +172,13 @@ std::string busyReason(const CpuSample& before, const CpuSample& after, int core
 // unreadable cache is measured again. Errors: the storage folder missing (Io), too little free
 // space for the test file (DiskFull), no CPU device (BackendUnavailable), cancelled (Cancelled).
 // A failing cache write is not an error (the profile is returned all the same).
-// A measurement taken while the machine was busy (HardwareProfile::busy, not for quick ones) is
-// cached with that mark, and measured again by the first later probe that finds the machine
-// quiet (a quarter second of CPU sampling); while it stays busy, the marked figures answer.
+// Each measurement is repeated and its spread kept (HardwareProfile::spreads); one whose spread is
+// above kSpreadLimit is measured once more, and the narrower of the two kept. A measurement taken
+// while the machine was busy (other processes' CPU time, the hypervisor's steal, or a spread still
+// above the limit; HardwareProfile::busy, not for quick ones) is cached with that mark, and
+// measured again by the first later probe that finds the machine quiet (a quarter second of CPU
+// sampling), up to kBusyTries busy measurements in a row; while it stays busy, the marked figures
+// answer.
 // A device that emulates a GPU on the host's CPU (Mesa's lavapipe: DeviceCapabilities::emulated)
 // is measured with the quick sizes whatever `quick` says: its figures only need to show it is no
 // faster than the CPU device, and the full sizes took minutes on a 2-core machine.

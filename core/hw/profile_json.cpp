@@ -103,15 +103,23 @@ std::string profileToJson(const HardwareProfile& p)
         {"devices", devices},
     };
     json out = j;
+    if (!p.spreads.empty()) {
+        json rows = json::array();
+        for (const Spread& r : p.spreads)
+            rows.push_back({{"what", r.what}, {"repeats", r.repeats}, {"low", r.low}, {"median", r.median},
+                            {"high", r.high}, {"judged", r.judged}});
+        out["spreads"] = rows;
+    }
     if (!p.observed.empty()) {
         json rows = json::array();
         for (const Observation& o : p.observed)
-            rows.push_back({{"backend", o.backend}, {"lane", o.lane}, {"sizeClass", o.sizeClass}, {"ratio", o.ratio},
+            rows.push_back({{"backend", o.backend}, {"lane", o.lane}, {"sizeClass", o.sizeClass}, {"format", o.format}, {"ratio", o.ratio},
                             {"tokens", o.tokens}, {"atMs", o.atMs}});
         out["observed"] = rows;
     }
     if (!p.suspect.empty()) out["suspect"] = p.suspect;
     if (!p.busy.empty()) out["busy"] = p.busy;
+    if (p.busyTries > 0) out["busyTries"] = p.busyTries;
     return out.dump(2);
 }
 
@@ -166,11 +174,15 @@ Result<HardwareProfile> profileFromJson(const std::string& text)
             dp.sharedHostReadBytesPerSecond = d.value("sharedHostReadBytesPerSecond", 0.0);
             p.devices.push_back(std::move(dp));
         }
+        for (const json& r : j.value("spreads", json::array()))
+            p.spreads.push_back({r.at("what").get<std::string>(), r.at("repeats").get<int>(), r.at("low").get<double>(),
+                                 r.at("median").get<double>(), r.at("high").get<double>(), r.value("judged", true)});
         for (const json& o : j.value("observed", json::array())) {
             Observation row;
             row.backend = o.at("backend").get<std::string>();
             row.lane = o.at("lane").get<std::string>();
             row.sizeClass = o.at("sizeClass").get<int>();
+            row.format = o.value("format", std::string());
             row.ratio = o.at("ratio").get<double>();
             row.tokens = o.at("tokens").get<double>();
             row.atMs = o.at("atMs").get<int64_t>();
@@ -178,6 +190,7 @@ Result<HardwareProfile> profileFromJson(const std::string& text)
         }
         p.suspect = j.value("suspect", std::string());
         p.busy = j.value("busy", std::string());
+        p.busyTries = j.value("busyTries", 0);
         return p;
     } catch (const std::exception& e) {
         return makeError(ErrorCode::InvalidArgument, std::string("hardware profile: ") + e.what());

@@ -513,6 +513,14 @@ void calibrate(PlanResult& r, const PlannerInput& in)
     uint64_t weights = 0;
     for (const auto& t : r.placement.tensors) weights += t.bytes;
     r.sizeClass = hw::modelSizeClass(weights);
+    std::map<gpu::DType, uint64_t> byType;
+    for (const auto& t : r.placement.tensors)
+        if (const ModelTensor* m = in.model->tensor(t.name)) byType[m->type] += t.bytes;
+    const auto most = std::max_element(byType.begin(), byType.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    r.weightFormat = most == byType.end() ? std::string() : gpu::dtypeName(most->first);
+    if (!in.neuronCache.empty()) r.weightFormat += "+neuron-cache";
+    if (in.model->config().moe()) r.weightFormat += "+experts";
     const std::pair<const char*, double LaneTimes::*> lanes[] = {
         {"ssd", &LaneTimes::ssdRead},      {"copy", &LaneTimes::hostToDevice}, {"decompress", &LaneTimes::decompress},
         {"device", &LaneTimes::deviceCompute}, {"cpu", &LaneTimes::cpuCompute}};
@@ -523,8 +531,9 @@ void calibrate(PlanResult& r, const PlannerInput& in)
             r.bottleneck = name;
         }
     for (const auto& [name, lane] : lanes)
-        r.lanes.*lane *= hw::calibrationFor(in.profile, in.backend, name, r.sizeClass).ratio;
-    const hw::Calibration token = hw::calibrationFor(in.profile, in.backend, "token/" + r.bottleneck, r.sizeClass);
+        r.lanes.*lane *= hw::calibrationFor(in.profile, in.backend, name, r.sizeClass, r.weightFormat).ratio;
+    const hw::Calibration token =
+        hw::calibrationFor(in.profile, in.backend, "token/" + r.bottleneck, r.sizeClass, r.weightFormat);
     r.secondsPerToken *= token.ratio;
     r.calibrationRuns = token.runs;
     if (token.runs > 0) {

@@ -101,6 +101,7 @@ struct PlanResult {
     double probeSecondsPerToken = 0;
     std::string bottleneck;                // the lane the probe's figures make the slowest: "ssd", "copy", "decompress", "device", "cpu"
     int sizeClass = 0;                     // hw::modelSizeClass of the placed weights
+    std::string weightFormat;              // hw::Observation::format of the placed weights
     int calibrationRuns = 0;               // runs the token's figure was calibrated by (0: the probe alone)
     double tokensPerSecond() const { return secondsPerToken > 0 ? 1.0 / secondsPerToken : 0; }
     std::vector<ExpertLayerPlan> expertLayers;  // mixtures of experts, per layer

@@ -136,6 +136,8 @@ std::string planJson(const PlanResult& r)
           {"tokens_per_s", r.tokensPerSecond()},
           {"bottleneck", r.bottleneck},
           {"calibration_runs", r.calibrationRuns},
+          {"size_class", r.sizeClass},
+          {"weight_format", r.weightFormat},
           {"probe_only",
            {{"ssd_read_s", r.probeLanes.ssdRead},
             {"host_to_device_s", r.probeLanes.hostToDevice},

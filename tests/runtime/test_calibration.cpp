@@ -42,6 +42,7 @@ hw::RunMeasurement runOn(const plan::PlanResult& p, const plan::PlanResult& trut
 {
     hw::RunMeasurement run;
     run.backend = "cpu";
+    run.format = p.weightFormat;
     for (const auto& t : p.placement.tensors) run.weightBytes += t.bytes;
     run.tokens = tokens;
     run.bottleneck = p.bottleneck;
@@ -139,6 +140,7 @@ TEST(Calibration, ATinyModelsFixedCostIsLearnedForItsSizeClass)
     // The run: 40x the bandwidth's time per token (launches, sampling, wake-ups: fixed costs).
     hw::RunMeasurement run;
     run.backend = "cpu";
+    run.format = resident->weightFormat;
     for (const auto& t : resident->placement.tensors) run.weightBytes += t.bytes;
     run.tokens = 128;
     run.bottleneck = resident->bottleneck;
@@ -150,12 +152,16 @@ TEST(Calibration, ATinyModelsFixedCostIsLearnedForItsSizeClass)
     ASSERT_TRUE(after) << after.error().message;
     EXPECT_NEAR(after->secondsPerToken, run.measuredSecondsPerToken, 1e-6 * run.measuredSecondsPerToken);
     EXPECT_NEAR(after->lanes.deviceCompute, 40 * resident->probeLanes.deviceCompute, 1e-12 + 1e-6 * after->lanes.deviceCompute);
-    // Another size class, another device: nothing learned there.
+    // Another size class, another device, another weight format: nothing learned there.
     const int size = hw::modelSizeClass(run.weightBytes);
-    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/device", size).runs, 1);
-    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/device", size + 1).runs, 0);
-    EXPECT_EQ(hw::calibrationFor(profile, "cuda", "token/device", size).runs, 0);
-    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/ssd", size).runs, 0);
+    const std::string f = resident->weightFormat;
+    EXPECT_EQ(f, "F32");  // stories260K
+    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/device", size, f).runs, 1);
+    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/device", size + 1, f).runs, 0);
+    EXPECT_EQ(hw::calibrationFor(profile, "cuda", "token/device", size, f).runs, 0);
+    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/ssd", size, f).runs, 0);
+    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/device", size, "BITMAP").runs, 0);
+    EXPECT_EQ(hw::calibrationFor(profile, "cpu", "token/device", size, "F32+neuron-cache").runs, 0);
     EXPECT_EQ(hw::modelSizeClass(uint64_t(1) << 20), 0);
     EXPECT_EQ(hw::modelSizeClass(uint64_t(4) << 20), 1);
     EXPECT_EQ(hw::modelSizeClass(uint64_t(2200) << 20), 5);  // TinyLlama-1.1B F16
@@ -244,7 +250,8 @@ TEST(Calibration, ADecodesTraceCalibratesThroughTheEngine)
     EXPECT_NEAR(c->ratio, 2.0, 1e-9);
     auto back = hw::profileFromJson(readText(file));
     ASSERT_TRUE(back) << back.error().message;
-    EXPECT_NEAR(hw::calibrationFor(*back, "cpu", "ssd", p->sizeClass).ratio, 2.0, 1e-3);
+    EXPECT_NEAR(hw::calibrationFor(*back, "cpu", "ssd", p->sizeClass, p->weightFormat).ratio, 2.0, 1e-3);
+    EXPECT_EQ(hw::calibrationFor(*back, "cpu", "ssd", p->sizeClass, p->weightFormat + "+neuron-cache").runs, 0);
     EXPECT_EQ(back->suspect, "");  // the SSD's rate was not measured (0): no suspicion
     auto again = plan::planPlacement(input(**m, *back, 600 << 10, 64 << 10));
     ASSERT_TRUE(again) << again.error().message;
@@ -258,6 +265,36 @@ TEST(Calibration, ADecodesTraceCalibratesThroughTheEngine)
     hw::HardwareProfile quick = profile;
     quick.quick = true;
     EXPECT_FALSE(engine::calibrateFromRun(*p, quick, s, tokens, 2 * p->probeSecondsPerToken, 0.0, file));
+}
+
+// A run judges the probe's disk figure only by reads of the probe's size (1 MiB and up): a tiny
+// model's reads of a few hundred KiB wait on latency, and their slow rate says nothing of the disk.
+TEST(Calibration, OnlyReadsOfTheProbesSizeJudgeItsDiskFigure)
+{
+    auto m = LlamaModel::load(kModel);
+    ASSERT_TRUE(m) << m.error().message;
+    for (const double spanBytes : {256.0 * 1024, 2.0 * 1024 * 1024}) {
+        SCOPED_TRACE(spanBytes);
+        testing_support::TempDir dir;
+        const std::string file = dir.path() + "/hardware-profile.json";
+        hw::HardwareProfile profile = cachedProfile(file);
+        auto p = plan::planPlacement(input(**m, profile, 600 << 10, 64 << 10));
+        ASSERT_TRUE(p) << p.error().message;
+        trace::Summary s;
+        const int tokens = 32;
+        s.windowNs = uint64_t(tokens * p->probeSecondsPerToken * 1e9);
+        s.tokens = tokens;
+        trace::LaneStats& ssd = s.lanes[size_t(trace::Lane::SsdRead)];
+        ssd.busyNs = s.windowNs / 2;
+        ssd.spans = uint64_t(tokens) * 4;
+        ssd.bytes = double(ssd.spans) * spanBytes;
+        const double slow = profile.storage.sequentialBytesPerSecond / 4;  // 4x slower than the probe
+        ASSERT_TRUE(engine::calibrateFromRun(*p, profile, s, tokens, p->probeSecondsPerToken, slow, file));
+        auto back = hw::profileFromJson(readText(file));
+        ASSERT_TRUE(back) << back.error().message;
+        if (spanBytes < 1 << 20) EXPECT_EQ(back->suspect, "");
+        else EXPECT_NE(back->suspect.find("the probe measured"), std::string::npos) << back->suspect;
+    }
 }
 
 // The probe knows when the machine was busy: other processes' CPU time or time stolen by the
