@@ -834,6 +834,13 @@ void ChatWindow::connectLibraryAndTuning()
         m_tuning->showNoPlan(message);
         emit tuningPredicted();
     });
+    // Every run calibrates: a measured reply shows beside the prediction, and the planner reads the
+    // profile it calibrated before predicting again.
+    connect(m_workers->generation(), &GenerationWorker::runMeasured, this, [this](const RunLanes& run) {
+        m_tuning->showMeasured(run);
+        m_models->reloadProfile();
+        if (m_models->isTuningReady()) requestPrediction();
+    }, Qt::QueuedConnection);
     connect(m_workers->generation(), &GenerationWorker::planApplied, this, [this](const QString& description) {
         m_chat->setModelDescription(description);
         m_status->setText(description);

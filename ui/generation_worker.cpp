@@ -236,6 +236,18 @@ void GenerationWorker::calibrateFrom(const engine::ReplyStats& stats, uint64_t e
     const trace::LaneStats& ssd = summary.lane(trace::Lane::SsdRead);
     (void)engine::calibrateFromRun(*plan, m_engine->profile(), summary, tokens, stats.decodeSeconds / tokens,
                                    ssd.busyNs > 0 ? ssd.bytes / (double(ssd.busyNs) / 1e9) : 0.0);
+    RunLanes run;
+    run.planKey = planKey(*plan);
+    run.tokens = tokens;
+    run.secondsPerToken = stats.decodeSeconds / tokens;
+    run.predictedSecondsPerToken = plan->secondsPerToken;
+    const auto perToken = [&](trace::Lane lane) { return double(summary.lane(lane).busyNs) / 1e9 / tokens; };
+    run.ssd = perToken(trace::Lane::SsdRead);
+    run.copy = perToken(trace::Lane::HostToDevice);
+    run.decompress = perToken(trace::Lane::Decompress);
+    run.device = perToken(trace::Lane::DeviceCompute);
+    run.cpu = perToken(trace::Lane::CpuCompute);
+    emit runMeasured(run);
 }
 
 QString GenerationWorker::loadedDescription() const

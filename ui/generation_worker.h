@@ -109,6 +109,10 @@ signals:
     void finished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     // Before finished(), when the neuron cache ran: its hit rate and bytes loaded per token.
     void neuronCacheReport(double hitRate, double bytesPerToken);
+    // Before finished(), after a reply of 16 tokens or more that ran with a plan: its decode
+    // measured lane by lane (what the Tuning view shows beside the prediction), after it went
+    // into the profile's calibration (core/hw/calibration.h).
+    void runMeasured(const spillway::ui::RunLanes& run);
     void planApplied(const QString& description);
     // After each reply: the tokens the conversation holds (prompt and reply) of the context's.
     void contextUsed(int tokens, int contextLength);

@@ -15,7 +15,7 @@
 
 namespace spillway::ui {
 
-GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) {}
+GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) { qRegisterMetaType<RunLanes>(); }
 
 // The server goes first: its slots hold conversations on the engine.
 GenerationWorker::~GenerationWorker() { m_served.reset(); }

@@ -57,6 +57,7 @@ LibraryController::LibraryController(WorkerThreads* workers, const QString& data
     connect(this, &LibraryController::tuningPrepare, tuning, &TuningWorker::prepare, Qt::QueuedConnection);
     connect(this, &LibraryController::tuningPredict, tuning, &TuningWorker::predict, Qt::QueuedConnection);
     connect(this, &LibraryController::tuningPredictModels, tuning, &TuningWorker::predictModels, Qt::QueuedConnection);
+    connect(this, &LibraryController::tuningReloadProfile, tuning, &TuningWorker::reloadProfile, Qt::QueuedConnection);
     connect(tuning, &TuningWorker::probeProgress, this, &LibraryController::probeProgress, Qt::QueuedConnection);
     connect(tuning, &TuningWorker::ready, this, [this](const QString& summary, const QString& capabilities) {
         m_tuningReady = true;
@@ -185,6 +186,14 @@ void LibraryController::onCompressed(const ModelItem& package, const QString& su
     m_compressedPackage = package.path;
     emit storeAddModel(package);  // the new catalog list asks the planner about it (the source is known)
     emit compressionFinished(package.path, m_compressSummary);
+}
+
+void LibraryController::reloadProfile()
+{
+    if (!m_tuningReady) return;
+    emit tuningReloadProfile();  // queued before the predictions that follow: they see it
+    m_predictionAsked.clear();
+    predictModels(m_catalog->models());
 }
 
 void LibraryController::predict(TuningSettings settings)

@@ -45,6 +45,9 @@ public:
 public slots:
     // Measures the machine (once; after the model loaded), then predicts the catalog's speeds.
     void startTuning();
+    // A run measured this machine (and calibrated its cached profile): the planner reads the
+    // profile again, and the catalog's "predicted here" lines are planned anew.
+    void reloadProfile();
     // Validates and catalogs a model (a drop, Add model…). A llama2.c checkpoint cannot say its
     // architecture (and may lack a tokenizer beside it): checkpointNeedsDetails() asks first.
     void addModel(const QString& path);
@@ -103,6 +106,7 @@ signals:
     void tuningPrepare(const QString& modelPath, const QString& storageFolder);
     void tuningPredict(const spillway::ui::TuningSettings& settings);
     void tuningPredictModels(const QStringList& paths, const QString& backend);
+    void tuningReloadProfile();
     void applyRequested(const spillway::ui::TuningPrediction& prediction);
 
 private:

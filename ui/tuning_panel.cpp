@@ -14,6 +14,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "core/plan/planner.h"
 #include "palette_colors.h"
 #include "readable.h"
 
@@ -168,6 +169,11 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
         tiers->addWidget(m_tierLines[i], i, 2);
     }
     tiers->setColumnStretch(2, 1);
+    m_lanes = new QLabel(this);
+    m_lanes->setObjectName("tuningLanes");
+    m_lanes->setAccessibleName(tr("Time per token, lane by lane"));
+    m_lanes->setTextFormat(Qt::RichText);
+    m_lanes->setWordWrap(true);
     m_change = new QLabel(this);
     m_change->setObjectName("lastChange");
     m_change->setAccessibleName(tr("What the last change did"));
@@ -184,6 +190,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     right->addSpacing(8);
     right->addWidget(m_speed);
     right->addWidget(m_prediction);
+    right->addWidget(m_lanes);
     right->addWidget(m_change);
     right->addWidget(m_apply, 0, Qt::AlignLeft);
     right->addStretch(1);
@@ -240,10 +247,12 @@ void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApp
     m_tierLines[2]->setText(tr("%1 (%2) stay on the SSD; %3 read per token")
                                 .arg(size(ssd), share(ssd), size(prediction.ssdBytesPerToken)));
     m_speed->setText(tr("%1 tokens/s predicted").arg(readable(prediction.tokensPerSecond)));
-    m_prediction->setText(tr("device %1 · RAM %2 · SSD %3 read per token\nKV cache %4\n%5")
+    m_prediction->setText(tr("device %1 · RAM %2 · SSD %3 read per token\nKV cache %4")
                               .arg(size(prediction.deviceBytes), size(prediction.ramBytes),
-                                   size(prediction.ssdBytesPerToken), size(prediction.kvBytes), prediction.lanes) +
+                                   size(prediction.ssdBytesPerToken), size(prediction.kvBytes)) +
                           (prediction.note.isEmpty() ? QString() : QStringLiteral("\n") + prediction.note));
+    m_shown = prediction;
+    showLanes();
     if (m_havePrevious) {
         const QString change = describeChange(m_previous, prediction);
         if (!change.isEmpty()) m_change->setText(change);
@@ -286,9 +295,86 @@ QString describeChange(const TuningPrediction& before, const TuningPrediction& a
     return QObject::tr("Last change (%1): %2").arg(moved.join(QStringLiteral(", ")), effects.join(QStringLiteral(", ")));
 }
 
+void TuningPanel::showMeasured(const RunLanes& run)
+{
+    m_run = run;
+    showLanes();
+}
+
+QString TuningPanel::lanesText() const { return m_lanesPlain; }
+
+void TuningPanel::showLanes()
+{
+    const plan::PlanResult* plan = m_shown.plan.get();
+    if (!plan) {
+        m_lanes->clear();
+        m_lanesPlain.clear();
+        return;
+    }
+    const bool calibrated = plan->calibrationRuns > 0;
+    const bool measured = m_run.tokens > 0 && m_run.planKey == planKey(*plan);
+    struct Row {
+        QString name;
+        double probe, predicted, run;
+    };
+    const plan::LaneTimes &p = plan->lanes, &q = plan->probeLanes;
+    const QList<Row> all = {
+        {tr("SSD reads"), q.ssdRead, p.ssdRead, m_run.ssd},
+        {tr("Host→device copies"), q.hostToDevice, p.hostToDevice, m_run.copy},
+        {tr("Decompression"), q.decompress, p.decompress, m_run.decompress},
+        {tr("Device compute"), q.deviceCompute, p.deviceCompute, m_run.device},
+        {tr("CPU compute"), q.cpuCompute, p.cpuCompute, m_run.cpu},
+    };
+    const QLocale locale;
+    const auto ms = [&locale](double seconds) { return locale.toString(seconds * 1e3, 'f', seconds < 1e-4 ? 3 : 2) + QStringLiteral(" ms"); };
+    QString html = QStringLiteral("<table cellspacing='0' cellpadding='2'><tr><th align='left'>%1</th>").arg(tr("Per token"));
+    if (calibrated) html += QStringLiteral("<th align='right'>%1</th>").arg(tr("probe alone"));
+    html += QStringLiteral("<th align='right'>%1</th>").arg(calibrated ? tr("calibrated") : tr("predicted"));
+    if (measured) html += QStringLiteral("<th align='right'>%1</th>").arg(tr("last run"));
+    html += QStringLiteral("</tr>");
+    QStringList plain;
+    const auto addRow = [&](const QString& name, double probe, double predicted, double run, bool strong) {
+        const QString open = strong ? QStringLiteral("<b>") : QString(), close = strong ? QStringLiteral("</b>") : QString();
+        html += QStringLiteral("<tr><td>%1%2%3</td>").arg(open, name, close);
+        QString line = name + QStringLiteral(":");
+        if (calibrated) {
+            html += QStringLiteral("<td align='right'>%1</td>").arg(ms(probe));
+            line += tr(" probe %1,").arg(ms(probe));
+        }
+        html += QStringLiteral("<td align='right'>%1%2%3</td>").arg(open, ms(predicted), close);
+        line += tr(" predicted %1").arg(ms(predicted));
+        if (measured) {
+            html += QStringLiteral("<td align='right'>%1%2%3</td>").arg(open, ms(run), close);
+            line += tr(", last run %1").arg(ms(run));
+        }
+        html += QStringLiteral("</tr>");
+        plain << line;
+    };
+    for (const Row& r : all)
+        if (r.probe > 0 || r.predicted > 0 || (measured && r.run > 0)) addRow(r.name, r.probe, r.predicted, r.run, false);
+    // The token: the lanes overlap in the pipeline, so it is less than their sum.
+    addRow(tr("Token"), plan->probeSecondsPerToken, plan->secondsPerToken, m_run.secondsPerToken, true);
+    html += QStringLiteral("</table>");
+    QString caption;
+    if (measured)
+        caption = tr("Last run: %1 tokens with this placement, %2 tokens/s measured against %3 predicted then.")
+                      .arg(QLocale().toString(m_run.tokens), readable(1.0 / m_run.secondsPerToken),
+                           readable(1.0 / m_run.predictedSecondsPerToken));
+    else if (m_run.tokens > 0)
+        caption = tr("The last reply ran with another placement: apply this one and chat to measure it.");
+    else
+        caption = tr("Measured figures appear here after a reply of 16 tokens or more with an applied plan.");
+    html += QStringLiteral("<p style='%1'>%2</p>").arg(colorStyle(mutedColor(palette())), caption.toHtmlEscaped());
+    m_lanes->setText(html);
+    plain << caption;
+    m_lanesPlain = plain.join('\n');
+}
+
 void TuningPanel::showNoPlan(const QString& message)
 {
     m_prediction->setText(tr("No plan: %1").arg(message));
+    m_shown = {};
+    showLanes();
     m_speed->clear();
     for (QLabel* line : m_tierLines) line->clear();
     m_tierBar->set(0, 0, 0);

@@ -48,6 +48,12 @@ public:
     void setHardware(const QString& summary);
     void showPrediction(const TuningPrediction& prediction, bool canApply);
     void showNoPlan(const QString& message);
+    // A reply measured lane by lane: shown in the lane table's last column while the prediction
+    // shown is of the same placement (planKey), else the table says the last run used another.
+    void showMeasured(const RunLanes& run);
+    // The lane table as plain text, a line per lane: "SSD reads: probe 1.20 ms, predicted 1.10 ms,
+    // last run 1.15 ms" (the probe's column only once runs calibrated it, the run's once there is one).
+    QString lanesText() const;
     // The controls' choices as JSON (the compute device, budgets, context, KV and neuron-cache
     // settings, prefetch, threads; not the variant, which belongs to the running model), and
     // back: values the controls do not offer are left as they are. restoreState emits changed()
@@ -80,6 +86,11 @@ private:
     QLabel* m_speed = nullptr;         // "8.1 tokens/s predicted", large
     QLabel* m_tierLines[3] = {};       // device, RAM, SSD: what each holds
     QLabel* m_change = nullptr;        // what the last change did
+    QLabel* m_lanes = nullptr;         // per lane: the probe's figure, the prediction, the last run
+    QString m_lanesPlain;              // lanesText()
+    TuningPrediction m_shown;          // the prediction the lane table is of (its plan kept)
+    RunLanes m_run;                    // the last reply measured (tokens 0: none yet)
+    void showLanes();
     TuningPrediction m_previous;       // the prediction before (its plan dropped)
     bool m_havePrevious = false;
     QPushButton* m_apply = nullptr;

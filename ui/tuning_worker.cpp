@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/hw/calibration.h"
 #include "core/hw/probe.h"
 #include "gpu/registry.h"
 #include "core/model/llama_model.h"
@@ -118,6 +119,28 @@ TuningWorker::TuningWorker(QObject* parent) : QObject(parent)
 {
     qRegisterMetaType<TuningSettings>();
     qRegisterMetaType<TuningPrediction>();
+    qRegisterMetaType<RunLanes>();
+}
+
+QString planKey(const plan::PlanResult& plan)
+{
+    return QStringLiteral("%1|%2|%3|%4|%5|%6|%7")
+        .arg(QString::fromStdString(plan.deviceName))
+        .arg(plan.deviceWeightBytes)
+        .arg(plan.hostWeightBytes)
+        .arg(plan.ssdBytes)
+        .arg(plan.kvCacheBytes)
+        .arg(plan.placement.prefetchDepth)
+        .arg(plan.slotCount);
+}
+
+void TuningWorker::reloadProfile()
+{
+    if (!m_profile) return;
+    auto cached = hw::readCachedProfile();
+    if (!cached || cached->fingerprint != m_profile->fingerprint || cached->host.threads != m_profile->host.threads)
+        return;
+    *m_profile = std::move(*cached);
 }
 
 TuningWorker::~TuningWorker() = default;
@@ -259,8 +282,10 @@ void TuningWorker::predict(const TuningSettings& settings)
     // Earlier runs on this machine (core/hw/calibration.h), and a profile they found wrong.
     auto addNote = [&out](const QString& line) { out.note = out.note.isEmpty() ? line : out.note + QStringLiteral("\n") + line; };
     if (plan->calibrationRuns > 0 && plan->probeSecondsPerToken > 0)
-        addNote(tr("Calibrated by %n run(s) of this kind on this machine; the probe's figures alone predict %1 tokens/s.",
-                   nullptr, plan->calibrationRuns)
+        addNote((plan->calibrationRuns == 1
+                     ? tr("Calibrated by one run of this kind on this machine; the probe's figures alone predict %1 tokens/s.")
+                     : tr("Calibrated by %1 runs of this kind on this machine; the probe's figures alone predict %2 tokens/s.")
+                           .arg(plan->calibrationRuns))
                     .arg(readable(1.0 / plan->probeSecondsPerToken)));
     if (!m_profile->busy.empty())
         addNote(tr("The machine was busy while it was measured (%1): it is measured again once it is quiet.")

@@ -51,6 +51,22 @@ struct TuningPrediction {
     std::shared_ptr<const plan::PlanResult> plan;  // to apply
 };
 
+// A reply's decode measured lane by lane (GenerationWorker, after a reply of 16 tokens or more
+// that ran with a plan): the Tuning view shows it beside the prediction of the same placement.
+struct RunLanes {
+    QString planKey;                      // planKey() of the plan it ran with
+    int tokens = 0;                       // decoded tokens measured
+    double secondsPerToken = 0;           // measured
+    double predictedSecondsPerToken = 0;  // what that plan predicted
+    // Busy seconds per token, as plan::LaneTimes: SSD reads, host->device copies, decompression,
+    // device compute, CPU compute.
+    double ssd = 0, copy = 0, decompress = 0, device = 0, cpu = 0;
+};
+
+// Which placement a plan is (the device, the bytes on each tier, the KV cache, the prefetch):
+// a run and a prediction with the same key ran or would run the same way.
+QString planKey(const plan::PlanResult& plan);
+
 // How the app probes the machine (the Tuning view, Discover's verdicts): the disk of
 // `storageFolder`; the small, rough probe where SPILLWAY_QUICK_PROBE=1 (tests).
 hw::ProbeOptions appProbeOptions(const QString& storageFolder);
@@ -73,6 +89,9 @@ public slots:
     void predict(const spillway::ui::TuningSettings& settings);
     // Plans each model with the default settings on `backend`: its card's "predicted here" line.
     void predictModels(const QStringList& paths, const QString& backend);
+    // Reads the cached profile again (a run calibrated it, or marked it suspect): the predictions
+    // after it use what runs measured. Kept as it is where the cache is gone or of other hardware.
+    void reloadProfile();
 
 signals:
     // The measuring's progress (not sent when the cached profile answers).
@@ -98,3 +117,4 @@ private:
 
 Q_DECLARE_METATYPE(spillway::ui::TuningSettings)
 Q_DECLARE_METATYPE(spillway::ui::TuningPrediction)
+Q_DECLARE_METATYPE(spillway::ui::RunLanes)

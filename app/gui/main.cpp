@@ -30,6 +30,7 @@
 #include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
 #include "ui/translation.h"
+#include "ui/tuning_panel.h"
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
 #include "server/server.h"
@@ -72,7 +73,8 @@ bool hasArgument(int argc, char** argv, const char* name)
 //   library:    the Models view: the demo model compressed with the fast and the balanced presets
 //               (the latter flagged below the quality bar); "models" is the same scene;
 //   visualizer: the bottleneck dock after that reply (the real trace of the engine);
-//   tuning:     the measured machine and the planner's placement under tight budgets;
+//   tuning:     the measured machine and the planner's placement under tight budgets, applied,
+//               after one reply: the lane table's probe, calibrated and measured columns;
 //   remote:     a remote endpoint's model answering (the demo model served on loopback by an
 //               in-process server, added through the library as a user adds one), the visualizer
 //               saying that the compute is remote;
@@ -138,22 +140,45 @@ void driveScreenshot(spillway::ui::ChatWindow& window, const QString& scene, con
         });
     } else if (scene == QLatin1String("tuning")) {
         // The demo model under tight budgets (1 MiB of device memory, 64 KiB of pinned RAM), so
-        // the plan streams part of it from the SSD.
+        // the plan streams part of it from the SSD; the plan applied and one reply written, so the
+        // lane table shows the probe's figures, the calibrated prediction and the measured run.
+        auto applied = std::make_shared<bool>(false);
         QObject::connect(&window, &ChatWindow::tuningReady, &window, [&window] {
             window.showView(ChatWindow::View::Tuning);
             part<QSpinBox>(window, "contextLength")->setValue(64);
             part<QDoubleSpinBox>(window, "ramBudget")->setValue(0.06);
             part<QDoubleSpinBox>(window, "vramBudget")->setValue(1.0);
         });
-        QObject::connect(&window, &ChatWindow::tuningPredicted, &window, [&window, save] {
-            if (window.library()->lastPrediction().ssdBytesPerToken > 0)
-                QTimer::singleShot(100, &window, [&window, save] {
-                    // The placement and the prediction at the panel's foot in view.
-                    QWidget* apply = part<QWidget>(window, "applyTuning");
-                    for (QWidget* w = apply; w; w = w->parentWidget())
-                        if (auto* area = qobject_cast<QScrollArea*>(w)) area->ensureWidgetVisible(apply);
-                    save(&window);
-                });
+        QObject::connect(&window, &ChatWindow::tuningPredicted, &window, [&window, applied] {
+            if (*applied || window.library()->lastPrediction().ssdBytesPerToken <= 0) return;
+            *applied = true;
+            part<QPushButton>(window, "applyTuning")->click();
+        });
+        QObject::connect(&window, &ChatWindow::tuningApplied, &window, [&window, prompt] {
+            part<spillway::ui::PromptEdit>(window, "prompt")->setText(prompt);
+            window.send();
+        });
+        QObject::connect(&window, &ChatWindow::replyStored, &window, [&window, save, fail] {
+            auto* tuning = part<spillway::ui::TuningPanel>(window, "tuning");
+            auto* poll = new QTimer(&window);
+            auto waited = std::make_shared<int>(0);
+            QObject::connect(poll, &QTimer::timeout, &window, [&window, tuning, poll, waited, save, fail] {
+                if (!tuning->lanesText().contains(QLatin1String("last run"))) {
+                    if (++*waited > 100) {
+                        poll->stop();
+                        fail(QStringLiteral("the reply was not measured: %1").arg(tuning->lanesText()));
+                    }
+                    return;
+                }
+                poll->stop();
+                window.showView(ChatWindow::View::Tuning);
+                // The placement and the lane table at the panel's foot in view.
+                QWidget* apply = part<QWidget>(window, "applyTuning");
+                for (QWidget* w = apply; w; w = w->parentWidget())
+                    if (auto* area = qobject_cast<QScrollArea*>(w)) area->ensureWidgetVisible(apply);
+                QTimer::singleShot(100, &window, [&window, save] { save(&window); });
+            });
+            poll->start(100);
         });
     } else if (scene == QLatin1String("experts")) {
         // A mixture of experts (--model, e.g. tests/data/models/moe/tiny-mixtral.gguf) under

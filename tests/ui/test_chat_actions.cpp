@@ -16,6 +16,7 @@
 #include <QListView>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
@@ -110,6 +111,7 @@ private slots:
     void editIsCancelledWithEscape();
     void firstLaunchShowsTheMachineOnce();
     void cardsAndTuningShowPredictions();
+    void laneTableShowsTheProbeTheCalibrationAndTheRun();
     void chatTemplateFormatsTheConversation();
     void brokenChatTemplateIsReportedAndContinued();
     void neuronCacheIsTunedAppliedAndReported();
@@ -312,6 +314,65 @@ void TestChatActions::firstLaunchShowsTheMachineOnce()
         QVERIFY(!window.isWelcomeShown());
     }
     qunsetenv("XDG_CACHE_HOME");
+}
+
+// The Tuning view's lane table (issue 33, "show it"): per lane the probe's figure once runs
+// calibrated the prediction, the calibrated one, and the last measured reply while the placement
+// shown is the one it ran with.
+void TestChatActions::laneTableShowsTheProbeTheCalibrationAndTheRun()
+{
+    const QLocale saved;
+    QLocale::setDefault(QLocale::c());  // the figures' separators
+    const auto restore = qScopeGuard([&saved] { QLocale::setDefault(saved); });
+    spillway::ui::TuningPanel panel;
+    auto plan = std::make_shared<spillway::plan::PlanResult>();
+    plan->deviceName = "test device";
+    plan->deviceWeightBytes = 1000;
+    plan->ssdBytes = 500;
+    plan->probeLanes.ssdRead = 0.004;
+    plan->probeLanes.deviceCompute = 0.002;
+    plan->probeSecondsPerToken = 0.005;
+    plan->lanes = plan->probeLanes;
+    plan->secondsPerToken = plan->probeSecondsPerToken;
+    spillway::ui::TuningPrediction prediction;
+    prediction.plan = plan;
+    prediction.tokensPerSecond = 200;
+    panel.showPrediction(prediction, true);
+    QCOMPARE(panel.lanesText(), QStringLiteral("SSD reads: predicted 4.00 ms\nDevice compute: predicted 2.00 ms\n"
+                                               "Token: predicted 5.00 ms\nMeasured figures appear here after a reply of "
+                                               "16 tokens or more with an applied plan."));
+    // A run of this placement: its column appears.
+    spillway::ui::RunLanes run;
+    run.planKey = spillway::ui::planKey(*plan);
+    run.tokens = 31;
+    run.secondsPerToken = 0.010;
+    run.predictedSecondsPerToken = 0.005;
+    run.ssd = 0.008;
+    run.device = 0.0025;
+    panel.showMeasured(run);
+    QCOMPARE(panel.lanesText(), QStringLiteral("SSD reads: predicted 4.00 ms, last run 8.00 ms\n"
+                                               "Device compute: predicted 2.00 ms, last run 2.50 ms\n"
+                                               "Token: predicted 5.00 ms, last run 10.00 ms\n"
+                                               "Last run: 31 tokens with this placement, 100 tokens/s measured against "
+                                               "200 predicted then."));
+    // The planner, calibrated by it: the probe's column beside the calibrated one.
+    auto calibrated = std::make_shared<spillway::plan::PlanResult>(*plan);
+    calibrated->lanes.ssdRead = 0.008;
+    calibrated->secondsPerToken = 0.010;
+    calibrated->calibrationRuns = 1;
+    prediction.plan = calibrated;
+    panel.showPrediction(prediction, true);
+    QVERIFY2(panel.lanesText().startsWith(QStringLiteral("SSD reads: probe 4.00 ms, predicted 8.00 ms, last run 8.00 ms\n")),
+             qPrintable(panel.lanesText()));
+    // Another placement: the run is not shown beside it.
+    auto other = std::make_shared<spillway::plan::PlanResult>(*calibrated);
+    other->deviceWeightBytes = 2000;
+    prediction.plan = other;
+    panel.showPrediction(prediction, true);
+    QVERIFY(!panel.lanesText().contains(QStringLiteral("last run")));
+    QVERIFY(panel.lanesText().endsWith(QStringLiteral("The last reply ran with another placement: apply this one and chat to measure it.")));
+    panel.showNoPlan(QStringLiteral("too small"));
+    QVERIFY(panel.lanesText().isEmpty());
 }
 
 void TestChatActions::cardsAndTuningShowPredictions()

@@ -594,7 +594,7 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
     qputenv("XDG_CACHE_HOME", cache.path().toUtf8());  // no cached profile: the (quick) probe measures
     ChatWindow window(kModel, data.path());
     window.controller()->setTemperature(0.0);
-    window.controller()->setMaxTokens(8);
+    window.controller()->setMaxTokens(24);  // 16 or more: the reply is measured lane by lane
     window.show();
     QSignalSpy ready(&window, &ChatWindow::tuningReady);
     QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 120'000);
@@ -616,6 +616,12 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
     QVERIFY2(window.library()->lastPrediction().ssdBytesPerToken > 0, qPrintable(part<spillway::ui::TuningPanel>(window, "tuning")->predictionText()));
     QVERIFY(part<spillway::ui::TuningPanel>(window, "tuning")->predictionText().contains("tokens/s"));
     QVERIFY(part<QPushButton>(window, "applyTuning")->isEnabled());
+    auto* tuning = part<spillway::ui::TuningPanel>(window, "tuning");
+    // The lane table: each busy lane predicted, no run yet.
+    QVERIFY2(tuning->lanesText().contains("SSD reads: predicted") && tuning->lanesText().contains("Token: predicted") &&
+                 tuning->lanesText().contains("Measured figures appear here"),
+             qPrintable(tuning->lanesText()));
+    QVERIFY(!tuning->lanesText().contains("last run"));
 
     // Apply, then a reply runs that placement: the visualizer shows SSD reads.
     QSignalSpy applied(&window, &ChatWindow::tuningApplied);
@@ -628,6 +634,18 @@ void TestChatWindow::tuningPlansAndAppliesAPlacement()
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
     QVERIFY(errorTextOf(window).isEmpty());
     QTRY_VERIFY_WITH_TIMEOUT(part<spillway::ui::BottleneckView>(window, "bottleneck")->paintedSpanCount(spillway::trace::Lane::SsdRead) > 0, 5'000);
+    // The reply measured lane by lane, beside the prediction of the same placement.
+    QTRY_VERIFY2_WITH_TIMEOUT(tuning->lanesText().contains("last run"), qPrintable(tuning->lanesText()), 10'000);
+    QVERIFY2(tuning->lanesText().contains(QRegularExpression("SSD reads: predicted [0-9.,]+ ms, last run [0-9.,]+ ms")) &&
+                 tuning->lanesText().contains(QRegularExpression("Last run: 2[0-3] tokens with this placement")),
+             qPrintable(tuning->lanesText()));
+    QVERIFY2(tuning->lanesText().contains(QRegularExpression("Token: predicted [0-9.,]+ ms, last run [0-9.,]*[1-9][0-9.,]* ms")),
+             qPrintable(tuning->lanesText()));
+    // Another placement (a longer context): its prediction alone, and why the run is not beside it.
+    part<QSpinBox>(window, "contextLength")->setValue(128);
+    QTRY_VERIFY_WITH_TIMEOUT(window.library()->lastPrediction().settings.contextLength == 128, 10'000);
+    QTRY_VERIFY2_WITH_TIMEOUT(tuning->lanesText().contains("another placement"), qPrintable(tuning->lanesText()), 10'000);
+    QVERIFY(!tuning->lanesText().contains("last run"));
     qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
 }
 
