@@ -236,7 +236,7 @@ void DiscoverController::cancel(const QString& key)
     }
     if (e.state == DownloadEntry::State::Done) return;
     for (const auto& p : e.parts) {
-        const QString dest = QDir(e.folder).filePath(QFileInfo(QString::fromStdString(p.path)).fileName());
+        const QString dest = partDestination(e.folder, p);
         QFile::remove(dest + QStringLiteral(".part"));
     }
     m_queue.removeAt(at);
@@ -324,7 +324,7 @@ qint64 DiscoverController::partBytes(const DownloadEntry& e) const
 {
     qint64 bytes = 0;
     for (const auto& p : e.parts) {
-        const QString dest = QDir(e.folder).filePath(QFileInfo(QString::fromStdString(p.path)).fileName());
+        const QString dest = partDestination(e.folder, p);
         if (QFileInfo::exists(dest + QStringLiteral(".part"))) bytes += QFileInfo(dest + QStringLiteral(".part")).size();
         else if (QFileInfo(dest).size() == qint64(p.size)) bytes += qint64(p.size);
     }

@@ -25,6 +25,11 @@ QString text(const Error& e) { return QString::fromStdString(e.message); }
 
 }  // namespace
 
+QString partDestination(const QString& folder, const server::HubFile& part)
+{
+    return QDir(folder).filePath(QFileInfo(QString::fromStdString(part.path)).fileName());
+}
+
 HubWorker::HubWorker(QObject* parent) : QObject(parent)
 {
     qRegisterMetaType<HubAccess>();
@@ -101,7 +106,7 @@ void HubWorker::download(const HubAccess& access, const DownloadJob& job)
     for (const auto& p : job.parts) total += p.size;
     QStringList written;  // this job's finished parts (a cancel removes them too)
     for (const auto& part : job.parts) {
-        const QString dest = QDir(job.folder).filePath(QFileInfo(QString::fromStdString(part.path)).fileName());
+        const QString dest = partDestination(job.folder, part);
         if (QFileInfo(dest).size() == qint64(part.size) && !QFileInfo::exists(dest + QStringLiteral(".part"))) {
             before += part.size;  // a part downloaded and checked before
             continue;
@@ -144,7 +149,7 @@ void HubWorker::download(const HubAccess& access, const DownloadJob& job)
         m_pause.remove(job.key);
         m_cancel.remove(job.key);
     }
-    emit downloaded(job.key, QDir(job.folder).filePath(QFileInfo(QString::fromStdString(job.parts.front().path)).fileName()));
+    emit downloaded(job.key, partDestination(job.folder, job.parts.front()));
 }
 
 }  // namespace spillway::ui

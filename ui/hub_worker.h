@@ -32,6 +32,10 @@ struct DownloadJob {
     std::vector<server::HubFile> parts;
 };
 
+// Where a downloaded part goes: its file name (the repository's folders left out) in `folder`;
+// its download in progress is that path plus ".part".
+QString partDestination(const QString& folder, const server::HubFile& part);
+
 class HubWorker : public QObject {
     Q_OBJECT
 public:
