@@ -160,18 +160,18 @@ int runProbe(const ProbeCommand& c)
     std::printf("\n%s %s, fingerprint %s%s\n", cached ? "From the cache, measured" : "Measured now",
                 profile->measuredAt.c_str(), profile->fingerprint.c_str(), profile->quick ? " (quick: rough figures)" : "");
     if (cached && !profile->busy.empty())
-        std::printf("(%s, marked busy: %s; --remeasure to measure again)\n", hw::defaultProbeCacheFile().c_str(),
+        std::printf("(%s, marked busy: %s; --remeasure to measure again)\n", hw::probeCacheFileFor("", c.threads).c_str(),
                     profile->busy.c_str());
-    else if (cached) std::printf("(%s; --remeasure to measure again)\n", hw::defaultProbeCacheFile().c_str());
+    else if (cached) std::printf("(%s; --remeasure to measure again)\n", hw::probeCacheFileFor("", c.threads).c_str());
     else if (!profile->busy.empty() && profile->busyTries >= hw::kBusyTries)
         std::printf("(%.1f s; saved to %s marked busy: %s; busy %d times in a row, so it is kept: --remeasure "
                     "measures again)\n",
-                    seconds, hw::defaultProbeCacheFile().c_str(), profile->busy.c_str(), profile->busyTries);
+                    seconds, hw::probeCacheFileFor("", c.threads).c_str(), profile->busy.c_str(), profile->busyTries);
     else if (!profile->busy.empty())
         std::printf("(%.1f s; saved to %s marked busy: %s; the first probe that finds the machine quiet measures "
                     "it again)\n",
-                    seconds, hw::defaultProbeCacheFile().c_str(), profile->busy.c_str());
-    else std::printf("(%.1f s; saved to %s)\n", seconds, hw::defaultProbeCacheFile().c_str());
+                    seconds, hw::probeCacheFileFor("", c.threads).c_str(), profile->busy.c_str());
+    else std::printf("(%.1f s; saved to %s)\n", seconds, hw::probeCacheFileFor("", c.threads).c_str());
     if (!profile->suspect.empty()) std::printf("Suspect: %s\n", profile->suspect.c_str());
     if (int runs = int(profile->observed.size()); runs > 0)
         std::printf("Calibrated by runs since: %d rows of measured/predicted (the planner scales its predictions by them)\n", runs);

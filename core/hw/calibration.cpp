@@ -94,7 +94,7 @@ Result<Calibration> recordRun(const HardwareProfile& profile, const RunMeasureme
 {
     // A quick profile's figures are rough on purpose (tests): nothing to calibrate.
     if (profile.quick) return makeError(ErrorCode::InvalidArgument, "a quick hardware profile is not calibrated");
-    const std::string file = cacheFile.empty() ? defaultProbeCacheFile() : cacheFile;
+    const std::string file = probeCacheFileFor(cacheFile, profile.host.threads);
     auto cached = readCachedProfile(file);
     if (!cached) return cached.error();
     if (cached->fingerprint != profile.fingerprint || cached->measuredAt != profile.measuredAt)

@@ -61,7 +61,7 @@ std::string suspicionOf(const HardwareProfile& profile, const RunMeasurement& ru
 // The profile in the probe's cache file ("" = defaultProbeCacheFile()), as it is: no measuring.
 Result<HardwareProfile> readCachedProfile(const std::string& cacheFile = "");
 
-// Adds a run to the cached profile in `cacheFile` ("" = defaultProbeCacheFile()), written
+// Adds a run to the cached profile in probeCacheFileFor(`cacheFile`, the profile's threads), written
 // atomically, when that file still holds `profile` (the same fingerprint and measurement time):
 // a profile measured since is left alone, and so is a quick one (ProbeOptions::quick, tests). Returns the updated profile's calibration of the run's
 // key, for the caller to say what changed.

@@ -102,6 +102,15 @@ std::string defaultProbeCacheFile()
     return envDir("XDG_CACHE_HOME", homeDir() + "/.cache") + "/spillway/hardware-profile.json";
 }
 
+std::string probeCacheFileFor(const std::string& cacheFile, int threads)
+{
+    const std::string file = cacheFile.empty() ? defaultProbeCacheFile() : cacheFile;
+    if (threads <= 0 || threads == gpu::cpu::onlineCores()) return file;
+    const std::string tail = "-t" + std::to_string(threads);
+    const size_t dot = file.rfind(".json");
+    return dot != std::string::npos && dot + 5 == file.size() ? file.substr(0, dot) + tail + ".json" : file + tail;
+}
+
 std::string defaultStoragePath()
 {
     const std::string models = envDir("XDG_DATA_HOME", homeDir() + "/.local/share") + "/spillway/models";
@@ -332,7 +341,7 @@ Status detail::saveProfileCache(const std::string& path, const HardwareProfile& 
 
 Result<HardwareProfile> probeHardware(const ProbeOptions& o)
 {
-    const std::string cacheFile = o.cacheFile.empty() ? defaultProbeCacheFile() : o.cacheFile;
+    const std::string cacheFile = probeCacheFileFor(o.cacheFile, o.threads);
     int previousBusyTries = 0;  // busy measurements in a row before this one
     if (!o.remeasure) {
         auto text = detail::readCacheText(cacheFile);

@@ -144,7 +144,7 @@ struct ProbeOptions {
     std::string storagePath;   // folder to measure; "" = defaultStoragePath()
     int threads = 0;           // CPU threads; 0 = one per core
     bool remeasure = false;    // ignore the cache
-    std::string cacheFile;     // "" = defaultProbeCacheFile()
+    std::string cacheFile;     // "" = defaultProbeCacheFile(); probeCacheFileFor(cacheFile, threads) is used
     bool quick = false;        // small sizes and short timings, for tests (figures are rough)
     uint64_t testFileBytes = 0;  // 0 = automatic: min(1 GiB, 5% of free space); quick: 64 MiB
     // Called on the measuring thread as each stage starts (fraction of the whole, 0..1, and what
@@ -192,6 +192,11 @@ Result<HardwareProfile> profileFromJson(const std::string& text);
 
 // $XDG_CACHE_HOME/spillway/hardware-profile.json, or ~/.cache/spillway/hardware-profile.json.
 std::string defaultProbeCacheFile();
+// Where the profile measured with `threads` CPU threads is kept: `cacheFile` ("" =
+// defaultProbeCacheFile()) for one thread per core (`threads` 0 or the online cores), else the
+// same name with "-t<N>" before ".json": a measurement with another thread count (`-t 1`) does
+// not replace the usual one, nor the calibration rows its runs left there.
+std::string probeCacheFileFor(const std::string& cacheFile, int threads);
 // Where models live: $XDG_DATA_HOME/spillway/models (or ~/.local/share/spillway/models) when
 // that folder exists, else the current directory.
 std::string defaultStoragePath();

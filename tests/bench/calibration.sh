@@ -42,4 +42,4 @@ row "bitmap-sparse resident" -m "$sparse" -n 16 --vram-budget 8GiB
 row "bitmap-sparse half on SSD" -m "$sparse" -n 8 --vram-budget 600MiB --ram-budget 64MiB
 row "ReLU neuron cache" -m "$relu" -n 64 --vram-budget 3MiB --ram-budget 64MiB --neuron-cache 192 \
   --neuron-mode exact --bundles-from ram
-grep -A1 '"suspect"' "$XDG_CACHE_HOME/spillway/hardware-profile.json" || true
+grep -A1 '"suspect"' "$XDG_CACHE_HOME"/spillway/hardware-profile*.json || true

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "../common/temp_dir.h"
 #include "core/hw/probe.h"
@@ -49,13 +50,15 @@ protected:
     {
         ProbeOptions o;
         o.storagePath = s_storage->path();
-        o.cacheFile = cacheFile();
+        o.cacheFile = baseCacheFile();
         o.quick = true;
         o.threads = 2;
         o.remeasure = remeasure;
         return o;
     }
-    static std::string cacheFile() { return s_cache->path() + "/spillway/hardware-profile.json"; }
+    static std::string baseCacheFile() { return s_cache->path() + "/spillway/hardware-profile.json"; }
+    // Where options() (2 threads) keep their profile: the base file where 2 is one per core.
+    static std::string cacheFile() { return probeCacheFileFor(baseCacheFile(), 2); }
     void SetUp() override { ASSERT_TRUE(s_profile) << "the first probe failed"; }
 
     static inline std::unique_ptr<TempDir> s_storage, s_cache;
@@ -208,13 +211,18 @@ TEST_F(ProbeTest, CacheIsReusedUntilRemeasureOrCorrupt)
     EXPECT_EQ(again.stages, 0);
     EXPECT_TRUE(*again.profile == *s_profile);
 
-    // Another thread count is another measurement.
+    // Another thread count is another measurement, kept in a file of its own: the 2-thread
+    // profile (and the runs' calibration rows in it) stays, and both answer from the cache.
     ProbeOptions oneThread = options(false);
     oneThread.threads = 1;
     auto other = probeCounting(oneThread);
     ASSERT_TRUE(other.profile.ok()) << other.profile.error().message;
     EXPECT_GT(other.stages, 0);
     EXPECT_EQ(other.profile->host.threads, 1);
+    EXPECT_NE(probeCacheFileFor(baseCacheFile(), 1), cacheFile());
+    EXPECT_TRUE(fs::exists(probeCacheFileFor(baseCacheFile(), 1)));
+    EXPECT_EQ(probeCounting(options(false)).stages, 0);
+    EXPECT_EQ(probeCounting(oneThread).stages, 0);
 
     // Remeasure: a new measurement, which then is the cache.
     auto fresh = probeCounting(options(true));
@@ -275,6 +283,11 @@ TEST(ProbeDefaults, CacheFileFollowsXdg)
     if (old) ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
     else ::unsetenv("XDG_CACHE_HOME");
     EXPECT_FALSE(defaultStoragePath().empty());
+    // One thread per core: the file itself; another count: a file of its own beside it.
+    EXPECT_EQ(probeCacheFileFor("/c/hardware-profile.json", 0), "/c/hardware-profile.json");
+    const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+    EXPECT_EQ(probeCacheFileFor("/c/hardware-profile.json", cores + 1),
+              "/c/hardware-profile-t" + std::to_string(cores + 1) + ".json");
 }
 
 TEST_F(ProbeTest, ProgressRisesThroughEveryStageAndEndsAtOne)
