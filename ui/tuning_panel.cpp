@@ -356,10 +356,11 @@ void TuningPanel::showLanes()
     addRow(tr("Token"), plan->probeSecondsPerToken, plan->secondsPerToken, m_run.secondsPerToken, true);
     html += QStringLiteral("</table>");
     QString caption;
+    const auto rate = [](double secondsPerToken) { return secondsPerToken > 0 ? readable(1.0 / secondsPerToken) : QStringLiteral("?"); };
     if (measured)
         caption = tr("Last run: %1 tokens with this placement, %2 tokens/s measured against %3 predicted then.")
-                      .arg(QLocale().toString(m_run.tokens), readable(1.0 / m_run.secondsPerToken),
-                           readable(1.0 / m_run.predictedSecondsPerToken));
+                      .arg(QLocale().toString(m_run.tokens), rate(m_run.secondsPerToken),
+                           rate(m_run.predictedSecondsPerToken));
     else if (m_run.tokens > 0)
         caption = tr("The last reply ran with another placement: apply this one and chat to measure it.");
     else

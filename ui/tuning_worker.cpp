@@ -238,12 +238,6 @@ void TuningWorker::predict(const TuningSettings& settings)
     out.ssdBytesPerToken = qint64(plan->ssdBytes);
     out.modelBytes = qint64(planned->weightBytesPerToken());
     out.kvBytes = qint64(plan->kvCacheBytes);
-    const plan::LaneTimes& l = plan->lanes;
-    out.lanes = tr("per token: SSD %1 ms · host→device %2 ms · compute %3 ms · CPU %4 ms")
-                    .arg(l.ssdRead * 1e3, 0, 'f', 2)
-                    .arg(l.hostToDevice * 1e3, 0, 'f', 2)
-                    .arg(l.deviceCompute * 1e3, 0, 'f', 2)
-                    .arg(l.cpuCompute * 1e3, 0, 'f', 2);
     if (!plan->expertLayers.empty()) {
         // A mixture of experts: where its experts are, and what the expert cache should hit.
         int cached = 0, resident = 0, inRam = 0, fewest = 0, most = 0;

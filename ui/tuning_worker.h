@@ -43,7 +43,6 @@ struct TuningPrediction {
     double tokensPerSecond = 0;
     qint64 deviceBytes = 0, ramBytes = 0, ssdBytesPerToken = 0, modelBytes = 0;
     qint64 kvBytes = 0;  // the KV cache, on the device
-    QString lanes;  // "SSD 12.3 ms · compute 4.5 ms · …" per token
     QString note;   // why a setting was not taken (a neuron cache on a SwiGLU model, ...), or empty
     // The neuron cache: per layer, whether the cost model has the CPU compute its cold neurons
     // (else they are shipped to the device's slots); empty when the cache is off.
