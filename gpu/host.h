@@ -87,8 +87,8 @@ private:
 };
 
 // Measured sustained read bandwidth of host memory in bytes/s: a HostReadProbe's best of
-// `repeats` timed passes.
-double measureHostReadBandwidth(int threads, size_t bytes, int repeats);
+// `repeats` timed passes (each pass's figure into `passes` when given: their spread).
+double measureHostReadBandwidth(int threads, size_t bytes, int repeats, std::vector<double>* passes = nullptr);
 
 }  // namespace spillway::gpu
 

@@ -51,15 +51,26 @@ std::vector<HubFile> modelParts(const std::vector<HubFile>& files, const HubFile
     return parts;
 }
 
+namespace {
+
+// A model of the listing not judged yet: its file, its parts and their bytes.
+FileVerdict unjudged(const std::vector<HubFile>& files, const HubFile& file)
+{
+    FileVerdict v;
+    v.file = file;
+    v.parts = modelParts(files, file);
+    for (const auto& p : v.parts) v.bytes += p.size;
+    return v;
+}
+
+}  // namespace
+
 std::string defaultHeaderCacheDir() { return (fs::path(hw::defaultProbeCacheFile()).parent_path() / "headers").string(); }
 
 FileVerdict judgeFile(HubClient& hub, const std::string& repo, const HubFile& file, const std::vector<HubFile>& files,
                       const hw::HardwareProfile& profile, const std::string& backend, const std::string& cacheDir)
 {
-    FileVerdict v;
-    v.file = file;
-    v.parts = modelParts(files, file);
-    for (const auto& p : v.parts) v.bytes += p.size;  // as repositoryModels does
+    FileVerdict v = unjudged(files, file);
     if (v.parts.size() > 1) {
         // The engine reads single-file GGUFs; llama.cpp's gguf-split joins the parts.
         v.why = "split into " + std::to_string(v.parts.size()) +
@@ -108,13 +119,7 @@ std::vector<FileVerdict> repositoryModels(const std::vector<HubFile>& files)
 {
     std::vector<FileVerdict> models;
     for (const auto& f : files)
-        if (isGgufPath(f.path) && !isLaterShard(f.path)) {
-            FileVerdict v;
-            v.file = f;
-            v.parts = modelParts(files, f);
-            for (const auto& p : v.parts) v.bytes += p.size;
-            models.push_back(std::move(v));
-        }
+        if (isGgufPath(f.path) && !isLaterShard(f.path)) models.push_back(unjudged(files, f));
     return models;
 }
 

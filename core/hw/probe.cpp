@@ -181,7 +181,7 @@ Result<HardwareProfile> measureOnce(const ProbeOptions& o)
     const Error cancel = makeError(ErrorCode::Cancelled, "the hardware probe was cancelled");
     // Storage first: a full disk is refused before anything else is measured.
     stage(0.0, "disk reads");
-    std::vector<Spread>* spreads = &p.spreads;  // kept for quick ones too, but not judged
+    std::vector<Spread>* spreads = &p.spreads;  // kept for quick ones too, but not judged then
     auto storageProfile = detail::measureStorage(storagePath, o.testFileBytes, o.quick, spreads);
     if (!storageProfile) return storageProfile.error();
     p.storage = std::move(*storageProfile);
@@ -197,12 +197,10 @@ Result<HardwareProfile> measureOnce(const ProbeOptions& o)
     if (cancelled()) return cancel;
     stage(0.5, "memory bandwidth");
     {
-        // The best of its passes is the figure (the ceiling the kernels are compared with).
-        gpu::HostReadProbe reads(p.host.threads, o.quick ? size_t{32} << 20 : size_t{512} << 20);
-        std::vector<double> passes;
-        for (int r = 0; r < (o.quick ? 2 : 5); ++r) passes.push_back(reads.read());
-        p.host.memoryReadBytesPerSecond = *std::max_element(passes.begin(), passes.end());
-        if (spreads) spreads->push_back(detail::spreadOf("memory reads", passes));
+        std::vector<double> passes;  // the best is the figure (the ceiling the kernels are compared with)
+        p.host.memoryReadBytesPerSecond = gpu::measureHostReadBandwidth(
+            p.host.threads, o.quick ? size_t{32} << 20 : size_t{512} << 20, o.quick ? 2 : 5, &passes);
+        spreads->push_back(detail::spreadOf("memory reads", std::move(passes)));
     }
     if (cancelled()) return cancel;
     stage(0.65, "CPU matrix-vector speed");
@@ -263,22 +261,20 @@ Result<HardwareProfile> measureOnce(const ProbeOptions& o)
 
 Result<HardwareProfile> measureHardware(const ProbeOptions& o)
 {
-    auto first = measureOnce(o);
-    if (!first || o.quick || spreadReason(first->spreads).empty()) {
-        if (first && !o.quick && first->busy.empty()) first->busy = spreadReason(first->spreads);
-        if (first && o.progress) o.progress(1.0, "done");
-        return first;
+    auto result = measureOnce(o);
+    if (result && !o.quick && !spreadReason(result->spreads).empty()) {
+        // Too noisy: once more, and the narrower of the two is kept (a cancel ends it; another
+        // failure keeps the first). Still too noisy: that is why it counts as busy.
+        ProbeOptions again = o;
+        if (o.progress)
+            again.progress = [&o](double fraction, const std::string& stage) { o.progress(fraction, "again (noisy): " + stage); };
+        auto second = measureOnce(again);
+        if (!second && second.error().code == ErrorCode::Cancelled) return second;
+        if (second && widestSpread(second->spreads) < widestSpread(result->spreads)) result = std::move(second);
+        if (result->busy.empty()) result->busy = spreadReason(result->spreads);
     }
-    // Too noisy: once more, and the narrower of the two is kept.
-    ProbeOptions again = o;
-    if (o.progress)
-        again.progress = [&o](double fraction, const std::string& stage) { o.progress(fraction, "again (noisy): " + stage); };
-    auto second = measureOnce(again);
-    if (!second) return second.error().code == ErrorCode::Cancelled ? second : first;
-    HardwareProfile& kept = widestSpread(second->spreads) < widestSpread(first->spreads) ? *second : *first;
-    if (kept.busy.empty()) kept.busy = spreadReason(kept.spreads);
-    if (o.progress) o.progress(1.0, "done");
-    return std::move(kept);
+    if (result && o.progress) o.progress(1.0, "done");
+    return result;
 }
 
 CpuSample sampleCpu()

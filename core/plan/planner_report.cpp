@@ -110,6 +110,22 @@ std::string planJson(const PlanResult& r)
                            {"compute_seconds", c.computeSeconds},
                            {"reason", t.reason}});
     }
+    // Each lane's busy seconds per token and the token's, calibrated, then the probe's alone.
+    const auto lanesJson = [](const LaneTimes& l, double secondsPerToken) {
+        return nlohmann::json{{"ssd_read_s", l.ssdRead},
+                              {"host_to_device_s", l.hostToDevice},
+                              {"decompress_s", l.decompress},
+                              {"device_compute_s", l.deviceCompute},
+                              {"cpu_compute_s", l.cpuCompute},
+                              {"seconds_per_token", secondsPerToken}};
+    };
+    nlohmann::json predicted = lanesJson(r.lanes, r.secondsPerToken);
+    predicted["tokens_per_s"] = r.tokensPerSecond();
+    predicted["bottleneck"] = r.bottleneck;
+    predicted["calibration_runs"] = r.calibrationRuns;
+    predicted["size_class"] = r.sizeClass;
+    predicted["weight_format"] = r.weightFormat;
+    predicted["probe_only"] = lanesJson(r.probeLanes, r.probeSecondsPerToken);
     nlohmann::json j = {
         {"device", r.deviceName},
         {"budgets", {{"device_bytes", r.vramBudget}, {"ram_bytes", r.ramBudget}}},
@@ -126,25 +142,7 @@ std::string planJson(const PlanResult& r)
           {"ram_total_bytes", r.hostTotal()},
           {"ssd_bytes_per_token", r.ssdBytes}}},
         {"prefetch_depth", r.placement.prefetchDepth},
-        {"predicted",
-         {{"ssd_read_s", r.lanes.ssdRead},
-          {"host_to_device_s", r.lanes.hostToDevice},
-          {"decompress_s", r.lanes.decompress},
-          {"device_compute_s", r.lanes.deviceCompute},
-          {"cpu_compute_s", r.lanes.cpuCompute},
-          {"seconds_per_token", r.secondsPerToken},
-          {"tokens_per_s", r.tokensPerSecond()},
-          {"bottleneck", r.bottleneck},
-          {"calibration_runs", r.calibrationRuns},
-          {"size_class", r.sizeClass},
-          {"weight_format", r.weightFormat},
-          {"probe_only",
-           {{"ssd_read_s", r.probeLanes.ssdRead},
-            {"host_to_device_s", r.probeLanes.hostToDevice},
-            {"decompress_s", r.probeLanes.decompress},
-            {"device_compute_s", r.probeLanes.deviceCompute},
-            {"cpu_compute_s", r.probeLanes.cpuCompute},
-            {"seconds_per_token", r.probeSecondsPerToken}}}}},
+        {"predicted", predicted},
         {"notes", r.notes},
         {"tensors", tensors},
     };

@@ -87,11 +87,15 @@ double HostReadProbe::read()
     return seconds > 0 ? static_cast<double>(m_bytes) / seconds : 0.0;
 }
 
-double measureHostReadBandwidth(int threads, size_t bytes, int repeats)
+double measureHostReadBandwidth(int threads, size_t bytes, int repeats, std::vector<double>* passes)
 {
     HostReadProbe probe(threads, bytes);
     double best = 0.0;
-    for (int r = 0; r < std::max(1, repeats); ++r) best = std::max(best, probe.read());
+    for (int r = 0; r < std::max(1, repeats); ++r) {
+        const double rate = probe.read();
+        if (passes) passes->push_back(rate);
+        best = std::max(best, rate);
+    }
     return best;
 }
 
