@@ -130,6 +130,13 @@ void ChatWindow::onSetting(const QString& key, const QString& valueJson)
     }
 }
 
+void ChatWindow::storeTuningChoices()
+{
+    if (!m_tuningRestored) return;  // a change before the stored choices are back is their restore
+    emit storeWriteSetting(QString::fromLatin1(kTuningKey),
+                           QString::fromUtf8(QJsonDocument(m_tuning->saveState()).toJson(QJsonDocument::Compact)));
+}
+
 void ChatWindow::closeEvent(QCloseEvent* event)
 {
     if (m_workers->store()) {
@@ -749,110 +756,6 @@ void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstToken
     emit replyFinished();
 }
 
-// The Models and Tuning views: what the library controller says into the panels, and the user's
-// requests to it.
-void ChatWindow::connectLibraryAndTuning()
-{
-    LibraryController* models = m_models;
-    LibraryPanel* panel = m_library;
-    connect(models, &LibraryController::welcomeNeeded, this, &ChatWindow::showWelcome);
-    connect(m_welcome, &WelcomePage::startClicked, this, &ChatWindow::closeWelcome);
-    connect(models, &LibraryController::modelsListed, this, [this](const QVector<ModelItem>& list) {
-        m_tuning->setVariants(list, m_models->modelPath());
-        emit modelsListed(int(list.size()));
-    });
-    connect(models, &LibraryController::modelRejected, this, [this](const QString& path, const QString& message) {
-        showError(message.contains(path) ? message : path + ": " + message);
-    });
-    connect(panel, &LibraryPanel::addRequested, models, &LibraryController::addModel);
-    connect(panel, &LibraryPanel::addEndpointRequested, models, &LibraryController::addEndpoint);
-    connect(models, &LibraryController::endpointAdded, this, [this](const QString& url, int count, const QString& keyNote) {
-        m_library->showResult(tr("Added %n model(s) of %1: choose one and Chat with this model", nullptr, count).arg(url));
-        if (!keyNote.isEmpty()) showError(tr("the API key could not be kept on disk (%1); it is used until Spillway quits").arg(keyNote));
-    });
-    connect(models, &LibraryController::checkpointNeedsDetails, this, &ChatWindow::askCheckpointDetails);
-    connect(panel, &LibraryPanel::removeRequested, models, &LibraryController::removeModel);
-    connect(panel, &LibraryPanel::chatRequested, this, [this](qint64 id) {
-        chatWith(id);
-        showView(View::Chats);
-        m_prompt->setFocus();
-    });
-    connect(m_picker, &QComboBox::activated, this, [this](int row) { chatWith(m_models->catalog()->idAt(row)); });
-    connect(models->catalog(), &QAbstractItemModel::modelReset, this, [this] {
-        // The model that answers, once the catalog knows it (the launch model is added to it).
-        for (int row = 0; row < m_models->catalog()->rowCount(); ++row) {
-            const QModelIndex index = m_models->catalog()->index(row);
-            m_chat->identifyModel(index.data(ModelCatalogModel::PathRole).toString(),
-                                  index.data(ModelCatalogModel::IdRole).toLongLong());
-        }
-        showPickedModel();
-    });
-    connect(panel, &LibraryPanel::compressRequested, models, &LibraryController::compressModel);
-    connect(panel, &LibraryPanel::cancelRequested, models, &LibraryController::cancelCompression);
-    connect(models, &LibraryController::compressionStarted, panel, [panel](const QString& text) {
-        panel->setCompressing(true);
-        panel->showResult(text);
-    });
-    connect(models, &LibraryController::compressionProgress, panel, &LibraryPanel::showProgress);
-    connect(models, &LibraryController::compressionFinished, panel, [panel](const QString&, const QString& summary) {
-        panel->setCompressing(false);
-        panel->showProgressDone();
-        panel->showResult(tr("Done: %1").arg(summary));
-    });
-    connect(models, &LibraryController::compressionCompared, this, [this](const QString& text) {
-        m_library->showResult(text);
-        emit compressionCompared();
-    });
-    connect(models, &LibraryController::compressionFailed, this, [this](const QString& message, bool cancelled) {
-        m_library->setCompressing(false);
-        m_library->clearProgress();
-        m_library->showResult(cancelled ? tr("Compression cancelled; nothing was written.") : tr("Compression failed."));
-        if (!cancelled) showError(message);
-    });
-
-    connect(m_tuning, &TuningPanel::changed, this, &ChatWindow::requestPrediction);
-    // Every choice is kept (once the stored ones are back: a change before that is the restore).
-    connect(m_tuning, &TuningPanel::changed, this, [this] {
-        if (!m_tuningRestored) return;
-        emit storeWriteSetting(QString::fromLatin1(kTuningKey),
-                               QString::fromUtf8(QJsonDocument(m_tuning->saveState()).toJson(QJsonDocument::Compact)));
-    });
-    connect(m_tuning, &TuningPanel::applyClicked, this, &ChatWindow::applyTuning);
-    connect(models, &LibraryController::probeProgress, m_welcome, &WelcomePage::setProgress);
-    connect(models, &LibraryController::tuningReady, this, [this](const QString& summary, const QString& capabilities) {
-        m_tuning->setHardware(summary);
-        m_welcome->setSummary(summary, capabilities);
-        emit tuningReady();
-        requestPrediction();
-    });
-    connect(models, &LibraryController::predicted, this, [this](const TuningPrediction& prediction) {
-        m_tuning->showPrediction(prediction, !m_chat->isGenerating());
-        emit tuningPredicted();
-    });
-    connect(models, &LibraryController::tuningFailed, this, [this](const QString& message) {
-        if (!m_models->isTuningReady()) m_welcome->setFailed(message);
-        m_tuning->showNoPlan(message);
-        emit tuningPredicted();
-    });
-    // Every run calibrates: a measured reply shows beside the prediction, and the planner reads the
-    // profile it calibrated before predicting again.
-    connect(m_workers->generation(), &GenerationWorker::runMeasured, this, [this](const RunLanes& run) {
-        m_tuning->showMeasured(run);
-        m_models->reloadProfile();
-        if (m_models->isTuningReady()) requestPrediction();
-    }, Qt::QueuedConnection);
-    connect(m_workers->generation(), &GenerationWorker::planApplied, this, [this](const QString& description) {
-        m_chat->setModelDescription(description);
-        m_status->setText(description);
-        emit tuningApplied();
-    }, Qt::QueuedConnection);
-    connect(this, &ChatWindow::modelReady, models, &LibraryController::startTuning);
-    ChatStore* store = m_workers->store();
-    connect(this, &ChatWindow::storeReadSetting, store, &ChatStore::readSetting, Qt::QueuedConnection);
-    connect(this, &ChatWindow::storeWriteSetting, store, &ChatStore::writeSetting, Qt::QueuedConnection);
-    connect(store, &ChatStore::setting, this, &ChatWindow::onSetting, Qt::QueuedConnection);
-}
-
 void ChatWindow::askCheckpointDetails(const QString& checkpoint, const QString& found)
 {
     // Not modal to the app (tests and scripts fill it in); one per checkpoint.
@@ -965,18 +868,6 @@ void ChatWindow::showView(View view)
 ChatWindow::View ChatWindow::currentView() const { return View(m_views->currentIndex()); }
 
 bool ChatWindow::isWelcomeShown() const { return m_stack->currentWidget() == m_welcome; }
-
-void ChatWindow::requestPrediction()
-{
-    if (m_models) m_models->predict(m_tuning->settings(m_models->modelPath()));
-}
-
-void ChatWindow::applyTuning()
-{
-    if (!m_models || m_chat->isGenerating() || !m_models->lastPrediction().plan) return;
-    m_bottleneck->setPrediction(*m_models->lastPrediction().plan);
-    m_models->applyPrediction();
-}
 
 void ChatWindow::dragEnterEvent(QDragEnterEvent* event)
 {

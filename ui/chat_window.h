@@ -136,6 +136,7 @@ private:
     // Loads the model the window starts with (and puts it in the library).
     void startWith(const QString& modelPath);
     void onSetting(const QString& key, const QString& valueJson);
+    void storeTuningChoices();  // the Tuning view's choices into the settings (once restored)
     // The architecture and tokenizer of a llama2.c checkpoint being added (a dialog, object name
     // checkpointDialog: checkpointArchitecture, checkpointTokenizer).
     void askCheckpointDetails(const QString& checkpoint, const QString& found);
