@@ -423,22 +423,32 @@ Status HfReader::readExtension()
         return makeError(ErrorCode::ModelFileInvalid, m_configWhat + ": spillway." + problem);
     };
     if (!ext.is_object()) return invalidExtension(" is not an object");
-    const size_t n = m_tokens.size();
-    std::vector<std::string> tokens = m_tokens;
     const Json& dups = member(ext, "duplicate_tokens");
     if (!dups.is_null() && !dups.is_array())
         return invalidExtension("duplicate_tokens is not an array");
-    for (const Json& d : dups.is_array() ? dups : Json::array()) {
+    const Json& dupList = dups.is_array() ? dups : Json::array();
+    // The vocabulary's last ids may repeat earlier texts: tokenizer.json's vocab cannot hold
+    // them, so they lie past its highest id, and every id from there on must be one of them.
+    size_t n = m_tokens.size();
+    std::map<size_t, std::string> repeated;
+    for (const Json& d : dupList) {
         const int64_t id = d.at(0).get<int64_t>();
-        if (id < 0 || size_t(id) >= n) return invalidExtension("duplicate_tokens: bad id");
-        tokens[size_t(id)] = d.at(1).get<std::string>();
+        if (id < 0 || id > kMaxTokenId) return invalidExtension("duplicate_tokens: bad id");
+        repeated[size_t(id)] = d.at(1).get<std::string>();
     }
+    while (repeated.count(n)) ++n;
+    if (!repeated.empty() && repeated.rbegin()->first >= n) return invalidExtension("duplicate_tokens: bad id");
+    std::vector<std::string> tokens = m_tokens;
+    tokens.resize(n);
+    for (auto& [id, text] : repeated) tokens[id] = std::move(text);
     // Written for exactly these tokens? A tokenizer.json another tool has changed since gets
     // the rules of hf_tokenizer.h instead.
     const Json& fingerprint = member(ext, "tokens_fnv1a");
     if (!fingerprint.is_string() || fingerprint.get<std::string>() != tokensFingerprint(tokens))
         return {};
     m_tokens = std::move(tokens);
+    m_types.resize(n, TokenType::Normal);
+    m_scores.resize(m_scores.empty() ? 0 : n, 0.0f);
     m_extensionUsed = true;
     const Json& types = member(ext, "token_types");
     if (!types.is_null()) {

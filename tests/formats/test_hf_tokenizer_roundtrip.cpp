@@ -343,3 +343,38 @@ TEST(HfTokenizerRoundTrip, RefusesMetadataWithoutATokenizer)
 }
 
 }  // namespace
+
+// The vocabulary's last ids repeat earlier texts (fuzz_hf_tokenizer found it): tokenizer.json's
+// vocab cannot hold them, so its highest id is lower than the vocabulary's; our member brings
+// them back and the vocabulary keeps its size.
+TEST(HfTokenizerRoundTrip, DuplicatesAtTheEndKeepTheVocabularysSize)
+{
+    gguf::Metadata meta("spm duplicates at the end");
+    const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "a", "b"};
+    std::vector<gguf::Value> tokenValues, scores, types;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        tokenValues.push_back(gguf::Value::ofString(tokens[i]));
+        scores.push_back(gguf::Value::ofFloat(gguf::ValueType::Float32, -float(i)));
+        types.push_back(gguf::Value::ofInt(gguf::ValueType::Int32, i == 0 ? 2 : i < 3 ? 3 : 1));
+    }
+    meta.add({"tokenizer.ggml.model", gguf::Value::ofString("llama")});
+    meta.add({"tokenizer.ggml.tokens", gguf::Value::ofArray(gguf::ValueType::String, std::move(tokenValues))});
+    meta.add({"tokenizer.ggml.scores", gguf::Value::ofArray(gguf::ValueType::Float32, std::move(scores))});
+    meta.add({"tokenizer.ggml.token_type", gguf::Value::ofArray(gguf::ValueType::Int32, std::move(types))});
+    auto original = vocabularyFromMetadata(meta);
+    ASSERT_TRUE(original.ok()) << original.error().message;
+    const Files files = writeHf(meta);
+    ASSERT_FALSE(files.json.empty());
+    auto back = readHf(files, "spm_dup_end");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->tokens, original->tokens);
+    EXPECT_EQ(back->types, original->types);
+    EXPECT_EQ(back->scores, original->scores);
+
+    // Ids past the vocab's that are not all in the member: refused, not guessed.
+    Json config = Json::parse(files.config);
+    config["spillway"]["duplicate_tokens"] = Json::array({Json::array({12, "a"})});
+    auto gap = readHf({files.json, config.dump()}, "spm_dup_gap");
+    ASSERT_FALSE(gap.ok());
+    EXPECT_NE(gap.error().message.find("duplicate_tokens"), std::string::npos) << gap.error().message;
+}
