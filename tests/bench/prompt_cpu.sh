@@ -7,7 +7,7 @@
 # Prints a table: tokens/s of both, their ratio, Spillway's share of the arithmetic bound; the
 # bench JSON goes to OUT_DIR/prompt-tinyllama-TYPE.json.
 # Usage: LLAMA_BENCH=/path/to/llama-bench tests/bench/prompt_cpu.sh [BUILD_DIR] [OUT_DIR] [TYPES...]
-#   (llama.cpp built from source as ../shared/tools/peers.md says; TYPES default: q8_0 f16 q4_0 q4_k;
+#   (llama.cpp built from source as tests/bench/PEERS.md says; TYPES default: q8_0 f16 q4_0 q4_k;
 #   SPILLWAY_BENCH_MODELS: where the synthetic models are kept, default BUILD_DIR/bench-models)
 set -euo pipefail
 build=${1:-build}

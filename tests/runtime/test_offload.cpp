@@ -120,7 +120,7 @@ TEST(Offload, ResidentMatricesAreTheDeviceTiersMatrices)
     auto residentOf = [&](const std::optional<plan::Placement>& placement) {
         SessionOptions o;
         o.contextLength = 16;
-        if (placement) o.placement = *placement;
+        o.placement = placement;
         auto session = LlamaSession::create(*model, *device, o);
         EXPECT_TRUE(session) << (session ? "" : session.error().message);
         return session ? (*session)->streamer().residentMatrices() : std::vector<gpu::MatrixView>{};
