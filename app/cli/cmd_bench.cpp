@@ -305,6 +305,11 @@ void addBenchCommand(CLI::App& app, int& exitCode)
     cmd->add_flag("--random-tokens", b->randomTokens,
                   "Offloaded runs: feed seeded random tokens instead of the greedy text (as llama-bench does; a "
                   "random-weight model's greedy text repeats one token, which routes to the same experts)");
+    cmd->add_option("--draw-routing", b->offload.drawRouting,
+                    "Mixtures of experts, offloaded runs: draw each token's experts at this routing profile's rates "
+                    "instead of the router's choice (a known skew on a random-weight model; the outputs are not the "
+                    "model's, and the run does not calibrate)")
+        ->check(CLI::ExistingFile);
     cmd->add_option("-c,--ctx", b->context, "Context length (offloaded runs; default: tokens + 8)");
     addOffloadOptions(cmd, b->offload, true);
     addNeuronCacheOptions(cmd, b->offload);

@@ -171,11 +171,16 @@ int runOffloadBench(BenchCommand& b)
     if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
         std::printf("  %-36s %s (%.1f MiB), %d experts in RAM (%.1f MiB): hit rate "
                     "%.1f%%, %.1f%% served from RAM, %.2f MiB/token read from the SSD; router lookahead right for "
-                    "%.1f%% of its guesses\n",
+                    "%.1f%% of its guesses, %.2f MiB/token read ahead, %.1f%% of its guesses not read (their "
+                    "layer's guesses too often wrong)\n",
                     "expert cache", ec.slotsText().c_str(), double(ec.slotBytes) / double(1 << 20),
                     ec.hostExperts, double(ec.hostBytes) / double(1 << 20), 100.0 * ec.hitRate(),
                     100.0 * ec.hostRate(), double(ec.ssdBytes) / double(b.tokens) / double(1 << 20),
-                    100.0 * ec.lookaheadAccuracy());
+                    100.0 * ec.lookaheadAccuracy(), double(ec.aheadBytes) / double(b.tokens) / double(1 << 20),
+                    ec.guessed ? 100.0 * double(ec.unreadGuesses) / double(ec.guessed) : 0.0);
+    if (!b.offload.drawRouting.empty())
+        std::printf("  %-36s drawn at the rates of %s (%s): synthetic, not the model's router\n", "routing",
+                    b.offload.drawRouting.c_str(), run->session().drawnRouting->source.c_str());
     if (naive)
         std::printf("  %-36s %.3f tokens/s; speed-up of the planned run %.2fx\n", "naive baseline",
                     naive->tokensPerSecond, measured->tokensPerSecond / naive->tokensPerSecond);
@@ -239,7 +244,9 @@ int runOffloadBench(BenchCommand& b)
     // Every run calibrates: this run's figures go back into the cached hardware profile, and the
     // next prediction of this regime on this machine is scaled by them (core/hw/calibration.h).
     std::optional<hw::Calibration> calibrated;
-    if (!b.noCalibrate) {
+    if (!b.offload.drawRouting.empty()) {
+        std::printf("calibration: not recorded (the experts were drawn, not routed)\n");
+    } else if (!b.noCalibrate) {
         auto c = engine::calibrateFromRun(plan, run->engine->profile(), measured->summary, b.tokens,
                                           1.0 / measured->tokensPerSecond, ssdRate);
         if (c) {
@@ -279,6 +286,8 @@ int runOffloadBench(BenchCommand& b)
         j["calibration_runs_before"] = plan.calibrationRuns;
         if (calibrated) j["calibration_after"] = {{"ratio", calibrated->ratio}, {"runs", calibrated->runs}};
         j["measured"]["moved_bytes_per_token"] = double(measured->movedBytes()) / b.tokens;
+        if (!b.offload.drawRouting.empty())
+            j["drawn_routing"] = {{"profile", b.offload.drawRouting}, {"source", run->session().drawnRouting->source}};
         if (const ExpertCacheReport& ec = measured->experts; ec.layers > 0)
             j["expert_cache"] = {
                 {"layers", ec.layers},
@@ -291,6 +300,8 @@ int runOffloadBench(BenchCommand& b)
                 {"ssd_bytes_per_token", double(ec.ssdBytes) / b.tokens},
                 {"lookahead_accuracy", ec.lookaheadAccuracy()},
                 {"misses_read_ahead", ec.prefetched},
+                {"read_ahead_bytes_per_token", double(ec.aheadBytes) / b.tokens},
+                {"guesses_not_read", ec.unreadGuesses},
                 {"ram_experts", ec.hostExperts},
                 {"ram_bytes", ec.hostBytes},
                 {"ram_rate", ec.hostRate()},

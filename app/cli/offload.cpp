@@ -156,12 +156,22 @@ Result<OffloadRun> prepareOffload(std::shared_ptr<const LlamaModel> model, const
     e.neuronCache.cold = coldNeuronsOf(o.coldNeurons);
     e.experts.slotsPerLayer = o.expertSlots;
     e.experts.enabled = !o.noExpertCache;
-    if (!o.routing.empty()) {
-        auto routing = plan::RoutingProfile::load(o.routing);
+    const auto loadRouting = [&](const std::string& path) -> Result<std::shared_ptr<const plan::RoutingProfile>> {
+        auto routing = plan::RoutingProfile::load(path);
         if (!routing) return routing.error();
         if (!routing->fits(model->config()))
-            return makeError(ErrorCode::InvalidArgument, o.routing + ": a routing profile of another model's shape");
-        e.routing = std::make_shared<const plan::RoutingProfile>(std::move(*routing));
+            return makeError(ErrorCode::InvalidArgument, path + ": a routing profile of another model's shape");
+        return std::make_shared<const plan::RoutingProfile>(std::move(*routing));
+    };
+    if (!o.routing.empty()) {
+        auto routing = loadRouting(o.routing);
+        if (!routing) return routing.error();
+        e.routing = std::move(*routing);
+    }
+    if (!o.drawRouting.empty()) {
+        auto drawn = loadRouting(o.drawRouting);
+        if (!drawn) return drawn.error();
+        e.drawnRouting = std::move(*drawn);
     }
     if (alwaysTrace || !o.tracePath.empty()) {
         run.recorder = std::make_unique<trace::Recorder>();

@@ -34,6 +34,7 @@ struct OffloadOptions {
     int neuronCache = 0;
     int expertSlots = 0;      // mixtures of experts: the expert cache's slots per layer (0: auto)
     std::string routing;      // mixtures of experts: a routing profile (default: the one kept)
+    std::string drawRouting;  // bench: each token's experts drawn at this profile's rates (synthetic)
     bool noExpertCache = false;  // mixtures of experts: stream stacks on the SSD whole (baseline)
     std::string neuronMode = "exact";
     std::string bundlesFrom = "ram";

@@ -192,6 +192,7 @@ Status Engine::prepare(const EngineOptions& o)
     m_session.streamer.loadProgress = o.loadProgress;
     m_session.neuronCache = o.neuronCache;
     m_session.experts = o.experts;
+    m_session.drawnRouting = o.drawnRouting;
     if (o.appliedPlan) {
         m_plan = *o.appliedPlan;
         m_session.placement = m_plan->placement;

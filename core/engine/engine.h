@@ -115,6 +115,9 @@ struct EngineOptions {
     NeuronCacheOptions neuronCache;
     ExpertCacheOptions experts;    // mixtures of experts whose experts lie on the SSD
     std::shared_ptr<const plan::RoutingProfile> routing;  // nullptr: the one kept for the model
+    // Benchmarks only: each token's experts drawn at this profile's rates, not the router's
+    // (SessionOptions::drawnRouting; outputs are not the model's). nullptr: the router chooses.
+    std::shared_ptr<const plan::RoutingProfile> drawnRouting;
     // A plan made elsewhere (the app's Tuning tab): used as it is, nothing measured or planned.
     std::shared_ptr<const plan::PlanResult> appliedPlan;
     trace::Recorder* trace = nullptr;  // spans of every session go here (not owned)

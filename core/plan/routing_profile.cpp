@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -81,6 +82,8 @@ Result<RoutingProfile> RoutingProfile::fromJson(const std::string& text)
             for (const nlohmann::json& n : row) {
                 p.counts.push_back(n.get<uint64_t>());
                 sum += p.counts.back();
+                // A token chooses an expert once at most.
+                if (p.counts.back() > p.tokens) return bad("an expert chosen more often than there were tokens");
             }
             if (sum != p.tokens * uint64_t(p.used)) return bad("a layer's counts are not tokens x used");
         }
@@ -141,6 +144,54 @@ RoutingProfile keptRoutingProfile(const std::string& modelPath, const LlamaConfi
         return {};
     }
     return std::move(*p);
+}
+
+namespace {
+
+// q with every rate at most 1 and the sum kept: the excess of the ones above goes to the others in
+// proportion to what each still has room for (a few rounds settle it).
+std::vector<double> capped(std::vector<double> q)
+{
+    for (int round = 0; round < 64; ++round) {
+        double excess = 0, room = 0;
+        for (double& r : q) {
+            if (r > 1.0) {
+                excess += r - 1.0;
+                r = 1.0;
+            }
+            room += 1.0 - r;
+        }
+        if (excess <= 1e-12 || room <= 0) break;
+        for (double& r : q) r += excess * (1.0 - r) / room;
+    }
+    return q;
+}
+
+}  // namespace
+
+RoutingDraw::RoutingDraw(const RoutingProfile& profile, uint64_t seed)
+    : m_source(profile.source), m_rng(seed), m_order(size_t(profile.experts))
+{
+    for (int l = 0; l < profile.layers; ++l) m_rates.push_back(capped(profile.choiceRates(l)));
+}
+
+void RoutingDraw::draw(int layer, std::span<int> out)
+{
+    const std::vector<double>& q = m_rates.at(size_t(layer));
+    std::iota(m_order.begin(), m_order.end(), 0);
+    std::shuffle(m_order.begin(), m_order.end(), m_rng);
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(m_rng);
+    size_t taken = 0;
+    double end = 0;  // where the current expert's stretch ends
+    for (size_t k = 0; k < m_order.size() && taken < out.size(); ++k) {
+        end += q[size_t(m_order[k])];
+        // A point in this stretch (at most one: a stretch is at most 1 long).
+        if (u + double(taken) < end) out[taken++] = m_order[k];
+    }
+    // Rounding can leave the last point just past the sum: take the last experts not yet drawn.
+    for (size_t k = m_order.size(); taken < out.size() && k-- > 0;)
+        if (std::find(out.begin(), out.begin() + long(taken), m_order[k]) == out.begin() + long(taken))
+            out[taken++] = m_order[k];
 }
 
 std::vector<double> expectedMisses(const std::vector<double>& q, int slots)

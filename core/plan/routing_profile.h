@@ -15,6 +15,7 @@
 // expert) so that an expert calibration never saw is rare, not impossible.
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,28 @@ struct RoutingProfile {
     static Result<RoutingProfile> fromJson(const std::string& text);
     Status save(const std::string& path) const;
     static Result<RoutingProfile> load(const std::string& path);
+};
+
+// A synthetic routing of a known skew: each token's experts drawn at a profile's rates instead
+// of the router's choice (benchmarks of random-weight models under a real model's routing
+// statistics: outputs are not the model's). A draw takes `used` distinct experts of the layer,
+// expert i with probability q_i (the profile's choice rates; one above 1, which a hand-made
+// profile could give, is taken as 1 and the excess spread over the others): systematic sampling
+// over a random order (Madow 1949): the experts laid end to end, each q_i long, in an order
+// shuffled anew for every draw, and the ones under the points u, u + 1, ..., u + used - 1 taken,
+// u uniform in [0, 1).
+class RoutingDraw {
+public:
+    RoutingDraw(const RoutingProfile& profile, uint64_t seed);
+    // Layer's experts for one token, into out (its size: the profile's `used`), in drawn order.
+    void draw(int layer, std::span<int> out);
+    const std::string& source() const { return m_source; }
+
+private:
+    std::vector<std::vector<double>> m_rates;  // per layer, each at most 1, summing to used
+    std::string m_source;
+    std::mt19937_64 m_rng;
+    std::vector<int> m_order;
 };
 
 // Where `sparsity` keeps a model's routing profile and the planner looks for it:

@@ -38,6 +38,7 @@ struct ExpertCache::Layer {
     uint8_t* hostExperts = nullptr; // their copies (expertBytes each, laid out as a slot)
     const float* router = nullptr;  // (nExperts, dim) F32: the lookahead's (the mapping, or routerF32)
     std::vector<float> routerF32;   // a router stored in another type, decoded once
+    double aheadScore = 1.0;        // the lookahead's recent share of right guesses (kLookaheadFloor)
 };
 
 size_t ExpertCache::queueReads(const Layer& L, int expert, uint8_t* staging, size_t at, size_t* skip)
@@ -285,10 +286,15 @@ void ExpertCache::lookahead(int layer, const float* x)
     m_pending.experts.assign(m_order.begin(), m_order.begin() + c.nExpertsUsed);
     m_pending.skip.assign(m_pending.experts.size() * 3, SIZE_MAX);  // SIZE_MAX: in a slot, not read
     m_pending.bytes = 0;
+    const bool readAhead = L.aheadScore >= kLookaheadFloor;
     size_t at = 0;
     for (size_t g = 0; g < m_pending.experts.size(); ++g) {
         const int e = m_pending.experts[g];
         if (L.expertSlot[size_t(e)] >= 0 || L.hostIndex[size_t(e)] >= 0) continue;  // no read to start
+        if (!readAhead) {
+            ++m_unreadGuesses;
+            continue;
+        }
         const size_t before = at;
         at = queueReads(L, e, m_prefetchStaging.as<uint8_t>(), at, &m_pending.skip[3 * g]);
         m_pending.bytes += at - before;
@@ -340,13 +346,17 @@ Status ExpertCache::fetch(int layer, std::span<const int> chosen, std::span<Expe
     if (m_pending.layer >= 0) {
         Status waited = waitReads(m_pending.tickets);
         m_ssdBytes += m_pending.bytes;  // read, whether used or not
+        m_aheadBytes += m_pending.bytes;
         // The lookahead's reads on the SSD lane, counted to the layer they were for (no lookups:
         // the layer's own span below counts its choices).
         if (m_options.trace && m_pending.bytes > 0) recordSpan(m_pending.layer, 0, 0, m_pending.bytes, m_pending.startNs);
         if (m_pending.layer == layer && waited) {
             m_guessed += m_pending.experts.size();
-            for (int e : m_pending.experts)
-                if (std::find(chosen.begin(), chosen.end(), e) != chosen.end()) ++m_guessedRight;
+            size_t right = 0;
+            for (int e : m_pending.experts) right += std::find(chosen.begin(), chosen.end(), e) != chosen.end();
+            m_guessedRight += right;
+            if (!m_pending.experts.empty())  // about the last 8 tokens' share
+                L.aheadScore += (double(right) / double(m_pending.experts.size()) - L.aheadScore) / 8.0;
         } else {
             m_pending.experts.clear();  // another layer's (or failed): nothing of it is used
         }
@@ -439,6 +449,8 @@ ExpertCacheReport ExpertCache::report() const
     r.guessed = m_guessed;
     r.guessedRight = m_guessedRight;
     r.prefetched = m_prefetched;
+    r.aheadBytes = m_aheadBytes;
+    r.unreadGuesses = m_unreadGuesses;
     r.hostExperts = m_hostExperts;
     r.hostBytes = uint64_t(m_hostExperts) * m_expertBytes;
     r.hostCopies = m_hostCopies;

@@ -17,7 +17,11 @@
 // router to this layer's FFN input (on the host: a router is a few hundred KiB) and starts reading
 // the experts it would choose that are not in slots; the next fetch of that layer takes what was
 // guessed right from there and only reads the rest. The residual stream changes slowly between
-// layers, so the guess is often right; a wrong one costs reads, never results.
+// layers, so the guess is often right; a wrong one costs reads, never results. Where a layer's
+// guesses are mostly wrong (a recent accuracy below kLookaheadFloor: a model whose routing
+// changes much between layers), its lookahead keeps guessing, to see whether that changes, but
+// reads nothing ahead until it is right more often again: wrong reads take the SSD and the
+// cores from the misses that are needed.
 //
 // Not thread-safe: the inference thread drives it, between the router and the experts' matvecs.
 
@@ -62,6 +66,8 @@ struct ExpertCacheReport {
     // Router lookahead: experts guessed for a layer (to be read ahead), of those the ones the
     // layer then chose, and the misses served by a read already started.
     uint64_t guessed = 0, guessedRight = 0, prefetched = 0;
+    uint64_t aheadBytes = 0;   // read by the lookahead (in ssdBytes), whether used or not
+    uint64_t unreadGuesses = 0;  // guesses not read ahead: their layer's lookahead was too often wrong
     // "8 slots in each of 48 layers", or "6 to 14 slots in each of 48 layers (by the routing)".
     std::string slotsText() const
     {
@@ -83,12 +89,18 @@ struct ExpertCacheReport {
         r.guessed -= before.guessed;
         r.guessedRight -= before.guessedRight;
         r.prefetched -= before.prefetched;
+        r.aheadBytes -= before.aheadBytes;
+        r.unreadGuesses -= before.unreadGuesses;
         r.hostCopies -= before.hostCopies;
         return r;
     }
 };
 
 // One expert's three matrices, where matvec reads them.
+// A layer's lookahead reads ahead while the recent share of its guesses that were right (an
+// average over about the last 8 tokens) is at least this; below it, it only guesses.
+inline constexpr double kLookaheadFloor = 0.5;
+
 struct ExpertViews {
     gpu::MatrixView gate, up, down;
 };
@@ -160,7 +172,7 @@ private:
     gpu::Buffer m_prefetchStaging;
     std::vector<float> m_logits;
     std::vector<int> m_order;
-    uint64_t m_guessed = 0, m_guessedRight = 0, m_prefetched = 0;
+    uint64_t m_guessed = 0, m_guessedRight = 0, m_prefetched = 0, m_aheadBytes = 0, m_unreadGuesses = 0;
     // Queues the reads of `expert`'s three parts into staging from `at` (m_requests, per file),
     // their starts in the staging to skip[0..2]; returns where the next read goes.
     size_t queueReads(const Layer& L, int expert, uint8_t* staging, size_t at, size_t* skip);

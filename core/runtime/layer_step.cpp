@@ -218,11 +218,17 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
         }
         const float inv = float(1.0 / sum);
         for (int e = 0; e < experts; ++e) probs[size_t(e)] *= inv;
-        // The top `used` in order of probability (ties: the lower index first).
-        for (int e = 0; e < experts; ++e) order[size_t(e)] = e;
-        std::partial_sort(order.begin(), order.begin() + used, order.end(), [&](int a, int b) {
+        // The top `used` in order of probability (ties: the lower index first), or `used` drawn.
+        const auto likelier = [&](int a, int b) {
             return probs[size_t(a)] > probs[size_t(b)] || (probs[size_t(a)] == probs[size_t(b)] && a < b);
-        });
+        };
+        if (m_draw) {
+            m_draw->draw(layer, {order.data(), size_t(used)});
+            std::sort(order.begin(), order.begin() + used, likelier);
+        } else {
+            for (int e = 0; e < experts; ++e) order[size_t(e)] = e;
+            std::partial_sort(order.begin(), order.begin() + used, order.end(), likelier);
+        }
         float chosen = 0.0f;
         for (int j = 0; j < used; ++j) {
             const int e = order[size_t(j)];

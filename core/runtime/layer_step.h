@@ -6,10 +6,12 @@
 //   x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = norm(x)    (pre-norm; post-norm
 //   x += down · (act(gate·n) ⊙ up·n), n = norm(x)                      norms after the adds)
 
+#include <memory>
 #include <vector>
 
 #include "base/result.h"
 #include "core/model/llama_model.h"
+#include "core/plan/routing_profile.h"
 #include "core/runtime/expert_cache.h"
 #include "core/runtime/kv_cache.h"
 #include "gpu/device.h"
@@ -51,6 +53,13 @@ public:
 
     // The cache that brings in the experts of the layers it serves (set by the session).
     void setExpertCache(ExpertCache* cache) { m_experts = cache; }
+    // Each token's experts drawn at `profile`'s rates from now on instead of the router's top k
+    // (plan::RoutingDraw: a benchmark's synthetic routing; the weights are still the router's
+    // probabilities of the drawn experts).
+    void drawRouting(const plan::RoutingProfile& profile, uint64_t seed)
+    {
+        m_draw = std::make_unique<plan::RoutingDraw>(profile, seed);
+    }
     // How often each expert was chosen, per layer: counts[layer * nExperts + e] (mixtures of
     // experts; empty otherwise), since the step was made.
     const std::vector<uint64_t>& expertCounts() const { return m_expertCounts; }
@@ -76,6 +85,7 @@ private:
     std::vector<ExpertViews> m_views;
     ExpertCache* m_experts = nullptr;  // the experts the placement leaves on the SSD (null: none)
     std::vector<uint64_t> m_expertCounts;
+    std::unique_ptr<plan::RoutingDraw> m_draw;  // null: the router chooses
 };
 
 }  // namespace spillway

@@ -165,6 +165,12 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     step.hb2 = s->m_hb2.as<float>();
     step.scores = s->m_scores.as<float>();
     s->m_step = std::make_unique<LayerStep>(c, device, step, s->m_kv, s->m_rope, *s->m_split, s->m_sparse.get());
+    if (options.drawnRouting) {
+        if (!options.drawnRouting->fits(c) || options.drawnRouting->empty())
+            return makeError(ErrorCode::InvalidArgument,
+                             "the routing to draw from is not one of this model's shape (layers, experts, experts used)");
+        s->m_step->drawRouting(*options.drawnRouting, options.drawSeed);
+    }
     if (!expertLayers.empty()) {
         ExpertCacheOptions eo = options.experts;
         eo.ioQueueDepth = options.streamer.ioQueueDepth;

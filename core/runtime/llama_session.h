@@ -43,6 +43,11 @@ struct SessionOptions {
     // Mixtures of experts: the slots of the cache that brings in the experts a placement leaves
     // on the SSD (expert_cache.h); unused otherwise.
     ExpertCacheOptions experts;
+    // Mixtures of experts, benchmarks only: each token's experts drawn at this profile's rates
+    // instead of the router's choice (plan::RoutingDraw, seeded by drawSeed): a known routing skew
+    // on a random-weight model. The outputs are not the model's.
+    std::shared_ptr<const plan::RoutingProfile> drawnRouting;
+    uint64_t drawSeed = 1;
 };
 
 class LlamaSession {

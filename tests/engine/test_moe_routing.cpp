@@ -144,6 +144,17 @@ TEST(MoeRouting, ProfileRoundTripsAndRefusesWhatDoesNotAddUp)
     auto refused = plan::RoutingProfile::fromJson(wrong.toJson());
     ASSERT_FALSE(refused);
     EXPECT_NE(refused.error().message.find("not tokens x used"), std::string::npos) << refused.error().message;
+    plan::RoutingProfile twice = p;  // expert 3 chosen twice by every token: adds up, cannot be
+    twice.counts[3] += twice.tokens;
+    for (uint64_t e = 0, take = twice.tokens; take > 0; ++e) {
+        const uint64_t d = e == 3 ? 0 : std::min(twice.counts[e], take);
+        twice.counts[e] -= d;
+        take -= d;
+    }
+    refused = plan::RoutingProfile::fromJson(twice.toJson());
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("more often than there were tokens"), std::string::npos)
+        << refused.error().message;
     EXPECT_FALSE(plan::RoutingProfile::fromJson("{\"format\": \"spillway-routing-1\", \"layers\": 2}"));
     EXPECT_FALSE(plan::RoutingProfile::fromJson("not json"));
     plan::RoutingProfile other = p;
@@ -500,4 +511,187 @@ TEST(MoeRouting, SyntheticMixturesSpreadTheirTokens)
             EXPECT_LT(double(busiest), 0.8 * double(p->tokens)) << gpu::dtypeName(type) << " layer " << l;
         }
     }
+}
+
+// A synthetic routing drawn at a profile's rates: every draw takes `used` distinct experts, each
+// expert as often as its rate says (within 5 standard deviations over 20,000 draws), the same
+// seed draws the same experts, and a rate above 1 (a hand-made profile) is taken as 1, its excess
+// spread over the others.
+TEST(MoeRouting, DrawnRoutingKeepsEachExpertsRate)
+{
+    plan::RoutingProfile p;
+    p.layers = 2;
+    p.experts = 16;
+    p.used = 4;
+    p.tokens = 1000;
+    p.source = "made up";
+    for (int l = 0; l < p.layers; ++l) {  // falling shares, in another order in each layer
+        std::vector<uint64_t> row(16, 0);
+        uint64_t left = p.tokens * uint64_t(p.used);
+        for (int i = 0; i < 16; ++i) {
+            const uint64_t n = i == 15 ? left : std::min<uint64_t>(left / 3, p.tokens);
+            row[size_t(l == 0 ? i : 15 - i)] = n;
+            left -= n;
+        }
+        p.counts.insert(p.counts.end(), row.begin(), row.end());
+    }
+    ASSERT_TRUE(plan::RoutingProfile::fromJson(p.toJson())) << "a profile as `sparsity` writes them";
+    const int draws = 20000;
+    plan::RoutingDraw draw(p, 7), same(p, 7), other(p, 8);
+    bool differs = false;
+    for (int l = 0; l < p.layers; ++l) {
+        const std::vector<double> q = p.choiceRates(l);
+        std::vector<int> seen(16, 0), got(4), again(4), elsewhere(4);
+        for (int t = 0; t < draws; ++t) {
+            draw.draw(l, got);
+            same.draw(l, again);
+            other.draw(l, elsewhere);
+            ASSERT_EQ(got, again) << "the same seed draws the same experts";
+            differs |= got != elsewhere;
+            std::vector<int> sorted = got;
+            std::sort(sorted.begin(), sorted.end());
+            ASSERT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end()) << "an expert drawn twice";
+            for (int e : got) {
+                ASSERT_GE(e, 0);
+                ASSERT_LT(e, 16);
+                ++seen[size_t(e)];
+            }
+        }
+        for (int e = 0; e < 16; ++e) {
+            const double sd = std::sqrt(q[size_t(e)] * (1 - q[size_t(e)]) / draws);
+            EXPECT_NEAR(double(seen[size_t(e)]) / draws, q[size_t(e)], 5 * sd + 1e-9) << "layer " << l << " expert " << e;
+        }
+    }
+    EXPECT_TRUE(differs) << "another seed, other draws";
+
+    plan::RoutingProfile over = p;  // expert 0 chosen twice a token: its rate is capped at 1
+    over.layers = 1;
+    over.counts.assign(16, 0);
+    over.counts[0] = 2 * over.tokens;
+    over.counts[1] = over.tokens * uint64_t(over.used) - over.counts[0];
+    plan::RoutingDraw capped(over, 1);
+    std::vector<int> got(4);
+    int others = 0;
+    for (int t = 0; t < 2000; ++t) {
+        capped.draw(0, got);
+        EXPECT_NE(std::find(got.begin(), got.end(), 0), got.end()) << "the capped expert in every draw";
+        others += std::count_if(got.begin(), got.end(), [](int e) { return e != 0 && e != 1; });
+    }
+    EXPECT_GT(others, 0) << "the excess went to the others";
+}
+
+// A session given a routing to draw from routes every token by it: per layer, each expert's
+// share of the choices is the profile's (within 5 standard deviations, 200 tokens), where the
+// router of the same model chooses otherwise; a profile of another shape is refused.
+TEST(MoeRouting, SessionDrawsItsExpertsFromTheProfile)
+{
+    auto model = LlamaModel::load(kMoe + "tiny-olmoe.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    auto device = gpu::createCpuDevice(2);
+    SessionOptions o;
+    o.contextLength = 256;
+    o.batch = 32;
+    // Per layer another hot expert takes 40 % of the choices (80 % of the tokens), the rest share
+    // the remainder.
+    auto profile = std::make_shared<plan::RoutingProfile>();
+    profile->layers = c.nLayers;
+    profile->experts = c.nExperts;
+    profile->used = c.nExpertsUsed;
+    profile->tokens = 1000;
+    profile->source = "made up";
+    for (int l = 0; l < c.nLayers; ++l) {
+        std::vector<uint64_t> row(size_t(c.nExperts), 0);
+        const uint64_t all = profile->tokens * uint64_t(c.nExpertsUsed), hot = all * 4 / 10;
+        row[size_t((3 * l + 1) % c.nExperts)] = hot;
+        for (int e = 0, k = 0; e < c.nExperts; ++e)
+            if (row[size_t(e)] == 0) row[size_t(e)] = (all - hot) / uint64_t(c.nExperts - 1) + (k++ == 0 ? (all - hot) % uint64_t(c.nExperts - 1) : 0);
+        profile->counts.insert(profile->counts.end(), row.begin(), row.end());
+    }
+    ASSERT_TRUE(plan::RoutingProfile::fromJson(profile->toJson()));
+    std::vector<int32_t> tokens(200);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % 500);
+
+    const auto countsOf = [&](std::shared_ptr<const plan::RoutingProfile> drawn) {
+        SessionOptions d = o;
+        d.drawnRouting = std::move(drawn);
+        auto session = LlamaSession::create(**model, *device, d);
+        EXPECT_TRUE(session) << session.error().message;
+        if (!session) return std::vector<uint64_t>{};
+        for (size_t at = 0; at < tokens.size(); at += 32) {
+            const size_t n = std::min<size_t>(32, tokens.size() - at);
+            EXPECT_TRUE((*session)->forward({tokens.data() + at, n}, int(at)));
+        }
+        return (*session)->expertCounts();
+    };
+    const std::vector<uint64_t> drawn = countsOf(profile), routed = countsOf(nullptr);
+    ASSERT_EQ(drawn.size(), size_t(c.nLayers) * size_t(c.nExperts));
+    int routedMatches = 0;
+    for (int l = 0; l < c.nLayers; ++l) {
+        const std::vector<double> q = profile->choiceRates(l);
+        bool routedFits = true;
+        for (int e = 0; e < c.nExperts; ++e) {
+            const double n = double(tokens.size()), sd = std::sqrt(q[size_t(e)] * (1 - q[size_t(e)]) / n);
+            const size_t at = size_t(l) * size_t(c.nExperts) + size_t(e);
+            EXPECT_NEAR(double(drawn[at]) / n, q[size_t(e)], 5 * sd) << "layer " << l << " expert " << e;
+            routedFits &= std::abs(double(routed[at]) / n - q[size_t(e)]) <= 5 * sd;
+        }
+        routedMatches += routedFits;
+    }
+    EXPECT_LT(routedMatches, c.nLayers) << "the router itself routes like the made-up profile: the test shows nothing";
+
+    auto wrong = std::make_shared<plan::RoutingProfile>(*profile);
+    wrong->layers = c.nLayers + 1;
+    wrong->counts.resize(size_t(wrong->layers) * size_t(c.nExperts), 0);
+    SessionOptions bad = o;
+    bad.drawnRouting = wrong;
+    auto refused = LlamaSession::create(**model, *device, bad);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::InvalidArgument);
+}
+
+// The router lookahead of a layer whose guesses are mostly wrong stops reading ahead and only
+// guesses: with each token's experts drawn independently of the hidden state (uniform rates: the
+// router's guess is right by chance, a quarter of the time here), the first tokens read ahead,
+// later ones read (almost) nothing ahead, and the guesses are still counted.
+TEST(MoeRouting, LookaheadStopsReadingWhereItGuessesWrong)
+{
+    auto model = LlamaModel::load(kMoe + "tiny-mixtral.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    auto device = gpu::createCpuDevice(2);
+    plan::Placement placement = plan::uniformPlacement(**model, plan::Tier::Device);
+    for (auto& t : placement.tensors)
+        if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+    SessionOptions o;
+    o.contextLength = 128;
+    o.batch = 1;
+    o.placement = placement;
+    o.experts.slotsPerLayer = c.nExpertsUsed;
+    auto uniform = std::make_shared<plan::RoutingProfile>(profileOf(c, {}, 0));
+    uniform->tokens = 100;
+    uniform->counts.assign(size_t(c.nLayers) * size_t(c.nExperts), 100 * uint64_t(c.nExpertsUsed) / uint64_t(c.nExperts));
+    ASSERT_TRUE(plan::RoutingProfile::fromJson(uniform->toJson()));
+    o.drawnRouting = uniform;
+    auto session = LlamaSession::create(**model, *device, o);
+    ASSERT_TRUE(session) << session.error().message;
+    const auto decode = [&](int from, int to) {
+        for (int pos = from; pos < to; ++pos) {
+            const int32_t token = int32_t(5 + (pos * 37) % 400);
+            ASSERT_TRUE((*session)->forward({&token, 1}, pos));
+        }
+    };
+    decode(0, 16);
+    const ExpertCacheReport early = (*session)->expertCacheReport();
+    decode(16, 32);
+    const ExpertCacheReport middle = (*session)->expertCacheReport();
+    decode(32, 96);
+    const ExpertCacheReport late = (*session)->expertCacheReport().since(middle);
+    EXPECT_GT(early.aheadBytes, 0u) << "the first tokens read ahead";
+    EXPECT_LT(late.lookaheadAccuracy(), kLookaheadFloor);
+    EXPECT_EQ(late.guessed, uint64_t(64 * (c.nLayers - 1) * c.nExpertsUsed)) << "every token still guesses";
+    EXPECT_GT(late.unreadGuesses, 0u);
+    // Per token, a tenth of what the first 16 read ahead at most.
+    EXPECT_LT(double(late.aheadBytes) / 64.0, 0.1 * double(early.aheadBytes) / 16.0)
+        << early.aheadBytes << " bytes read ahead in the first 16 tokens, " << late.aheadBytes << " in the last 64";
 }
