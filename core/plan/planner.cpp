@@ -714,14 +714,22 @@ std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, cons
             for (size_t i : layers[k].stacks) cm.setExpertSplit(i, 0, 0, 0);
         e = cm.evaluate(tiers, slots);
         if (useRam) {
-            struct Candidate { double misses; size_t layer; int expert; };
+            // Most expected misses first; among equal ones (uniform routing) the layers take turns,
+            // so that no layer keeps all its experts in RAM while another keeps none.
+            struct Candidate { double misses; int rank; size_t layer; int expert; };
             std::vector<Candidate> order;
-            for (size_t k = 0; k < layers.size(); ++k)
+            for (size_t k = 0; k < layers.size(); ++k) {
+                const size_t first = order.size();
                 for (int x = 0; x < c.nExperts; ++x)
                     if (const double m = s.expertMisses[size_t(layers[k].layer)][size_t(x)]; m > 0)
-                        order.push_back({m, k, x});
-            std::stable_sort(order.begin(), order.end(),
-                             [](const Candidate& a, const Candidate& b) { return a.misses > b.misses; });
+                        order.push_back({m, 0, k, x});
+                std::stable_sort(order.begin() + long(first), order.end(),
+                                 [](const Candidate& a, const Candidate& b) { return a.misses > b.misses; });
+                for (size_t i = first; i < order.size(); ++i) order[i].rank = int(i - first);
+            }
+            std::stable_sort(order.begin(), order.end(), [](const Candidate& a, const Candidate& b) {
+                return a.misses > b.misses || (a.misses == b.misses && a.rank < b.rank);
+            });
             const uint64_t used = cm.hostTotal(e);
             uint64_t left = s.ram > used ? s.ram - used : 0;
             for (const Candidate& x : order) {
@@ -733,7 +741,31 @@ std::vector<ExpertPlacement> placeExperts(Setup& s, const PlannerInput& in, cons
         for (size_t k = 0; k < layers.size(); ++k) {
             std::sort(out[k].host.begin(), out[k].host.end());
             out[k].host.erase(std::unique(out[k].host.begin(), out[k].host.end()), out[k].host.end());
-            const std::vector<double>& misses = s.expertMisses[size_t(layers[k].layer)];
+            std::vector<double>& misses = s.expertMisses[size_t(layers[k].layer)];
+            if (s.hw.directToDevice && !out[k].host.empty()) {
+                // A device that computes on host memory uses the RAM's experts where they are:
+                // they never take a slot (every choice of one is served from RAM), and the slots
+                // are a cache of the other experts alone, first filled with the hottest of those
+                // (without a routing profile, with the first of them: where they fit in the
+                // slots, no token reads one).
+                if (!layers[k].named) {
+                    std::vector<int>& warm = out[k].device;
+                    warm.clear();
+                    std::vector<int> order(size_t(c.nExperts));
+                    std::iota(order.begin(), order.end(), 0);
+                    if (routing) order = routing->hottest(layers[k].layer);
+                    for (int x : order)
+                        if (int(warm.size()) < out[k].slotCount &&
+                            !std::binary_search(out[k].host.begin(), out[k].host.end(), x))
+                            warm.push_back(x);
+                }
+                std::vector<double> others = s.expertRates[size_t(layers[k].layer)];
+                for (int x : out[k].host) others[size_t(x)] = 0.0;
+                const int slotCount = out[k].slotCount > 0 ? out[k].slotCount : counts[k];
+                std::vector<double> slotMisses = expectedMisses(others, slotCount);
+                for (int x : out[k].host) slotMisses[size_t(x)] = s.expertRates[size_t(layers[k].layer)][size_t(x)];
+                misses = std::move(slotMisses);
+            }
             double ssd = 0, ram = 0;
             for (int x = 0; x < c.nExperts; ++x)
                 (std::binary_search(out[k].host.begin(), out[k].host.end(), x) ? ram : ssd) += misses[size_t(x)];
