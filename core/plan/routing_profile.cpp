@@ -170,7 +170,7 @@ std::vector<double> capped(std::vector<double> q)
 }  // namespace
 
 RoutingDraw::RoutingDraw(const RoutingProfile& profile, uint64_t seed)
-    : m_source(profile.source), m_rng(seed), m_order(size_t(profile.experts))
+    : m_rng(seed), m_order(size_t(profile.experts))
 {
     for (int l = 0; l < profile.layers; ++l) m_rates.push_back(capped(profile.choiceRates(l)));
 }

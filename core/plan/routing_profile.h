@@ -65,11 +65,9 @@ public:
     RoutingDraw(const RoutingProfile& profile, uint64_t seed);
     // Layer's experts for one token, into out (its size: the profile's `used`), in drawn order.
     void draw(int layer, std::span<int> out);
-    const std::string& source() const { return m_source; }
 
 private:
     std::vector<std::vector<double>> m_rates;  // per layer, each at most 1, summing to used
-    std::string m_source;
     std::mt19937_64 m_rng;
     std::vector<int> m_order;
 };

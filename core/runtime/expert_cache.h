@@ -96,11 +96,11 @@ struct ExpertCacheReport {
     }
 };
 
-// One expert's three matrices, where matvec reads them.
 // A layer's lookahead reads ahead while the recent share of its guesses that were right (an
 // average over about the last 8 tokens) is at least this; below it, it only guesses.
 inline constexpr double kLookaheadFloor = 0.5;
 
+// One expert's three matrices, where matvec reads them.
 struct ExpertViews {
     gpu::MatrixView gate, up, down;
 };

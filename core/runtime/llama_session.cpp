@@ -169,7 +169,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         if (!options.drawnRouting->fits(c) || options.drawnRouting->empty())
             return makeError(ErrorCode::InvalidArgument,
                              "the routing to draw from is not one of this model's shape (layers, experts, experts used)");
-        s->m_step->drawRouting(*options.drawnRouting, options.drawSeed);
+        s->m_step->drawRouting(*options.drawnRouting, 1);
     }
     if (!expertLayers.empty()) {
         ExpertCacheOptions eo = options.experts;

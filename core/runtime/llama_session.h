@@ -44,10 +44,9 @@ struct SessionOptions {
     // on the SSD (expert_cache.h); unused otherwise.
     ExpertCacheOptions experts;
     // Mixtures of experts, benchmarks only: each token's experts drawn at this profile's rates
-    // instead of the router's choice (plan::RoutingDraw, seeded by drawSeed): a known routing skew
-    // on a random-weight model. The outputs are not the model's.
+    // instead of the router's choice (plan::RoutingDraw, the same seed every session: runs draw
+    // alike): a known routing skew on a random-weight model. The outputs are not the model's.
     std::shared_ptr<const plan::RoutingProfile> drawnRouting;
-    uint64_t drawSeed = 1;
 };
 
 class LlamaSession {

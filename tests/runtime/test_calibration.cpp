@@ -351,9 +351,11 @@ TEST(Contention, TheSharedHostBandwidthLowersASplitPlacementsPrediction)
     // The same split everywhere: the device's share of rows is chosen as before (both slow alike).
     auto replanned = plan::planPlacement(input(**m, profile, 400 << 10, 64 << 20));
     ASSERT_TRUE(replanned) << replanned.error().message;
-    for (size_t i = 0; i < replanned->placement.tensors.size() && i < alone->placement.tensors.size(); ++i)
-        if (replanned->placement.tensors[i].tier == plan::Tier::Host && alone->placement.tensors[i].tier == plan::Tier::Host)
+    for (size_t i = 0; i < replanned->placement.tensors.size() && i < alone->placement.tensors.size(); ++i) {
+        if (replanned->placement.tensors[i].tier == plan::Tier::Host && alone->placement.tensors[i].tier == plan::Tier::Host) {
             EXPECT_DOUBLE_EQ(replanned->placement.tensors[i].deviceFraction, alone->placement.tensors[i].deviceFraction);
+        }
+    }
     // A bandwidth measured above the sum: no contention.
     profile.devices[0].sharedHostReadBytesPerSecond = 40e9;
     auto roomy = plan::predictPlacement(input(**m, profile, 400 << 10, 64 << 20), alone->placement);
