@@ -77,17 +77,49 @@ Error statusError(const std::string& what, int status, bool hasToken)
     return makeError(ErrorCode::Io, what + ": the server answered HTTP " + std::to_string(status));
 }
 
-Error connectionError(const std::string& what, httplib::Error e)
+// A request that got no answer, said with its cause and what to do about it.
+Error connectionError(const std::string& what, httplib::Error e, const std::string& endpoint)
 {
-    return makeError(ErrorCode::Io, what + ": " + httplib::to_string(e));
+    const size_t scheme = endpoint.find("://");
+    const std::string host = scheme == std::string::npos ? endpoint : endpoint.substr(scheme + 3);
+    std::string why;
+    switch (e) {
+    case httplib::Error::Connection:
+    case httplib::Error::BindIPAddress:
+        why = "could not connect to " + host +
+              ": this computer seems to be offline, or " + host + " cannot be reached from it. Check the network "
+              "connection (and a proxy, if one is needed), or set HF_ENDPOINT to a mirror that can be reached, then "
+              "try again";
+        break;
+    case httplib::Error::ConnectionTimeout:
+        why = host + " did not answer in time: the network may be slow or down. Try again, or set HF_ENDPOINT to a "
+              "closer mirror";
+        break;
+    case httplib::Error::Read:
+    case httplib::Error::Write:
+        why = "the connection to " + host + " broke off. Try again (a download goes on where it stopped)";
+        break;
+    case httplib::Error::SSLConnection:
+    case httplib::Error::SSLLoadingCerts:
+    case httplib::Error::SSLServerVerification:
+        why = "the secure connection to " + host + " failed (" + httplib::to_string(e) +
+              "): check the system's date and its certificates (the ca-certificates package), or a proxy "
+              "that rewrites connections";
+        break;
+    default:
+        why = "no answer from " + host + " (" + httplib::to_string(e) + "). Check the network connection and try again";
+        break;
+    }
+    return makeError(ErrorCode::Io, what + ": " + why);
 }
 
 // GET `path`: its JSON array, or the error as users should read it.
-Result<json> getList(httplib::Client& http, const std::string& path, const std::string& what, bool hasToken,
+Result<json> getList(httplib::Client& http, const std::string& endpoint, const std::string& path, const std::string& what,
+                     bool hasToken,
                      const char* listOf)
 {
     auto r = http.Get(path);
-    if (!r) return connectionError(what, r.error());
+    if (!r) return connectionError(what, r.error(), endpoint);
     if (r->status != 200) return statusError(what, r->status, hasToken);
     json j = json::parse(r->body, nullptr, false);
     if (!j.is_array()) return makeError(ErrorCode::Io, what + ": the answer is not a list of " + listOf);
@@ -201,7 +233,7 @@ Result<std::vector<HubModel>> HubClient::search(const std::string& query, int li
 {
     const std::string path = "/api/models?search=" + encoded(query, false) + "&filter=gguf&sort=downloads&direction=-1&limit=" +
                              std::to_string(std::max(1, limit));
-    auto j = getList(*m->http, path, m_endpoint + " search for '" + query + "'", hasToken(), "models");
+    auto j = getList(*m->http, m_endpoint, path, "search for '" + query + "'", hasToken(), "models");
     if (!j) return j.error();
     std::vector<HubModel> models;
     for (const json& x : *j) {
@@ -221,7 +253,8 @@ Result<std::vector<HubFile>> HubClient::files(const std::string& repo)
     const std::string what = m_endpoint + "/" + repo;
     if (repo.empty() || repo.find("..") != std::string::npos || repo.front() == '/')
         return makeError(ErrorCode::InvalidArgument, "'" + repo + "' is not a repository id (owner/name)");
-    auto j = getList(*m->http, "/api/models/" + encoded(repo, true) + "/tree/main?recursive=true", what, hasToken(), "files");
+    auto j = getList(*m->http, m_endpoint, "/api/models/" + encoded(repo, true) + "/tree/main?recursive=true", what, hasToken(),
+                     "files");
     if (!j) return j.error();
     std::vector<HubFile> files;
     for (const json& x : *j) {
@@ -386,7 +419,7 @@ Result<HeaderFetch> HubClient::fetchHeader(const std::string& repo, const HubFil
             });
         ++f.requests;
         if (status != 0 && status != 200 && status != 206) return statusError(what, status, hasToken());
-        if (!r && prefix.size() < want) return connectionError(what, r.error());
+        if (!r && prefix.size() < want) return connectionError(what, r.error(), m_endpoint);
         extent = gguf::headerExtent(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size());
         if (!extent.error.empty()) return makeError(ErrorCode::ModelFileInvalid, what + ": " + extent.error);
         if (extent.complete) break;

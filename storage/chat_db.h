@@ -200,11 +200,17 @@ public:
                                           const SearchOptions& options = {});
 
     // ---- export and import (chat_db_export.cpp) ----
-    Result<std::string> exportMarkdown(int64_t conversationId);  // current versions only
+    // systemPrompt: the chat's system prompt, which the app keeps with its settings (not as a
+    // message); exported first where it is not empty ("systemPrompt" in the JSON).
+    Result<std::string> exportMarkdown(int64_t conversationId, const std::string& systemPrompt = {});  // current versions only
     // Every version, generation figures and placements; importJson reads it back into a new
-    // conversation (model ids are resolved through the catalog by path, else left empty).
-    Result<std::string> exportJson(int64_t conversationId);
-    Result<int64_t> importJson(const std::string& json);
+    // conversation (model ids are resolved through the catalog by path, else left empty). It
+    // also reads a chat as a plain list of messages, `{"messages": [{"role", "content"}, ...]}`
+    // (OpenAI's shape, which `spillway-cli chat`'s /save writes): one version each, titled by its
+    // first prompt. *systemPrompt (when given) gets the export's system prompt, or the list's
+    // leading system message, which is not stored as a message.
+    Result<std::string> exportJson(int64_t conversationId, const std::string& systemPrompt = {});
+    Result<int64_t> importJson(const std::string& json, std::string* systemPrompt = nullptr);
 
     // ---- settings (chat_db.cpp) ----
     Status setSetting(const std::string& key, const std::string& valueJson);

@@ -189,7 +189,7 @@ Result<std::vector<SearchHit>> ChatDatabase::search(const std::string& query,
 
 // ---- export -------------------------------------------------------------------------------------
 
-Result<std::string> ChatDatabase::exportMarkdown(int64_t conversationId)
+Result<std::string> ChatDatabase::exportMarkdown(int64_t conversationId, const std::string& systemPrompt)
 {
     auto c = conversation(conversationId);
     if (!c) return c.error();
@@ -200,6 +200,7 @@ Result<std::string> ChatDatabase::exportMarkdown(int64_t conversationId)
         "# " + (c->title.empty() ? std::string("Untitled conversation") : c->title) + "\n\n";
     md += "*Exported from Spillway. Started " + formatTime(c->createdMs) + ", " +
           std::to_string(list->size()) + " messages.*\n";
+    if (!systemPrompt.empty()) md += "\n## System prompt\n\n" + systemPrompt + "\n";
     for (const Message& m : *list) {
         md += "\n## " + std::string(roleHeading(m.role));
         const Generation& g = m.generation;
@@ -217,7 +218,7 @@ Result<std::string> ChatDatabase::exportMarkdown(int64_t conversationId)
     return md;
 }
 
-Result<std::string> ChatDatabase::exportJson(int64_t conversationId)
+Result<std::string> ChatDatabase::exportJson(int64_t conversationId, const std::string& systemPrompt)
 {
     auto c = conversation(conversationId);
     if (!c) return c.error();
@@ -245,6 +246,7 @@ Result<std::string> ChatDatabase::exportJson(int64_t conversationId)
     auto conversationModel = pathOf(c->modelId);
     if (!conversationModel) return conversationModel.error();
     out["model"] = *conversationModel;
+    if (!systemPrompt.empty()) out["systemPrompt"] = systemPrompt;
     Json jm = Json::array();
     for (const Message& m : *list) {
         auto vs = versions(m.id);
@@ -288,11 +290,66 @@ Result<std::string> ChatDatabase::exportJson(int64_t conversationId)
 
 // ---- import -------------------------------------------------------------------------------------
 
-Result<int64_t> ChatDatabase::importJson(const std::string& text)
+namespace {
+
+// A chat as a plain list of messages (OpenAI's shape: {"messages": [{"role", "content"}]}, as
+// `spillway-cli chat`'s /save writes it) in the export's layout: one original version each, the
+// title its first prompt, the times now; a leading system message becomes "systemPrompt".
+Result<Json> fromMessageList(const Json& doc)
 {
-    const Json doc = Json::parse(text, nullptr, false);
+    const Json& list = doc["messages"];
+    const int64_t now = int64_t(std::time(nullptr)) * 1000;
+    Json out;
+    out["format"] = kExportFormat;
+    out["version"] = kExportVersion;
+    out["created"] = now;
+    out["updated"] = now;
+    out["model"] = nullptr;
+    Json messages = Json::array();
+    std::string title;
+    for (size_t i = 0; i < list.size(); ++i) {
+        const std::string where = "messages[" + std::to_string(i) + "]";
+        const Json& m = list[i];
+        if (!m.is_object()) return badJson(where, "not an object");
+        auto role = getString(m, "role", where);
+        if (!role) return role.error();
+        const auto content = m.find("content");
+        if (content == m.end() || !content->is_string()) return badJson(where + ".content", "not a string");
+        if (*role == "system" && messages.empty() && !out.contains("systemPrompt")) {
+            out["systemPrompt"] = *content;
+            continue;
+        }
+        if (*role != "user" && *role != "assistant")
+            return badJson(where + ".role", "\"" + *role + "\" is not user or assistant (a system message leads)");
+        if (title.empty() && *role == "user") title = content->get<std::string>().substr(0, 60);
+        messages.push_back({{"role", *role},
+                            {"created", now},
+                            {"current", 0},
+                            {"versions", Json::array({{{"kind", "original"}, {"content", *content}, {"created", now}}})}});
+    }
+    std::string clean;
+    for (char c : title) clean += c == '\n' || c == '\r' || c == '\t' ? ' ' : c;
+    out["title"] = clean.empty() ? std::string("Imported chat") : clean;
+    out["messages"] = std::move(messages);
+    return out;
+}
+
+}  // namespace
+
+Result<int64_t> ChatDatabase::importJson(const std::string& text, std::string* systemPrompt)
+{
+    Json doc = Json::parse(text, nullptr, false);
     if (doc.is_discarded()) return badJson("(document)", "not valid JSON");
     if (!doc.is_object()) return badJson("(document)", "not a JSON object");
+    if (!doc.contains("format") && doc.contains("messages") && doc["messages"].is_array()) {
+        auto converted = fromMessageList(doc);
+        if (!converted) return converted.error();
+        doc = std::move(*converted);
+    }
+    if (systemPrompt) {
+        const auto sp = doc.find("systemPrompt");
+        *systemPrompt = sp != doc.end() && sp->is_string() ? sp->get<std::string>() : std::string();
+    }
     auto format = getString(doc, "format", "(document)");
     if (!format) return format.error();
     if (*format != kExportFormat) {

@@ -53,10 +53,17 @@ TokenStats computeTokenStats(std::span<const trace::Span> spans)
         stats.tokenStartsNs.push_back(start);
         stats.tokenIds.push_back(token);
     }
+    // A prompt batch's pass is not a decoded token: the time from it to the first token is the
+    // time to first token, which the status line's tokens/s leaves out too.
+    std::vector<uint32_t> promptPasses;
+    for (const trace::Span& s : spans)
+        if (std::strcmp(s.op, "prompt layer") == 0) promptPasses.push_back(s.token);
+    std::sort(promptPasses.begin(), promptPasses.end());
+    auto isPrompt = [&](uint32_t token) { return std::binary_search(promptPasses.begin(), promptPasses.end(), token); };
     uint64_t betweenNs = 0;
     size_t pairs = 0;
     for (size_t i = 1; i < starts.size(); ++i)
-        if (starts[i].second == starts[i - 1].second + 1) {
+        if (starts[i].second == starts[i - 1].second + 1 && !isPrompt(starts[i - 1].second)) {
             betweenNs += starts[i].first - starts[i - 1].first;
             ++pairs;
         }

@@ -24,7 +24,8 @@ struct TokenStats {
     // The wall time per token as the status line counts it: the mean time from one token's first
     // span to the next's, over the pairs of consecutive tokens (ids n and n+1) shown; it adds to
     // total.nsPerToken what passes between the tokens' spans (sampling, detokenizing, handing the
-    // text to the window). 0 with no such pair.
+    // text to the window). A prompt batch's pass and the token after it are no such pair (the
+    // time to first token). 0 with no such pair.
     double wallNsPerToken = 0;
 };
 

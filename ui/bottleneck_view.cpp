@@ -7,6 +7,9 @@
 
 #include <QHelpEvent>
 #include <QImage>
+#include <QMenu>
+#include <QResizeEvent>
+#include <QToolButton>
 #include <QMouseEvent>
 #include <QSaveFile>
 #include <QTimer>
@@ -41,7 +44,25 @@ BottleneckView::BottleneckView(QWidget* parent) : QWidget(parent)
     m_timer->setInterval(16);
     connect(m_timer, &QTimer::timeout, this, [this] { pollRecorder(); });
     setAccessibleName(tr("Bottleneck timeline"));
+    // Export, where it is seen: a button at the header's right (also the right-click menu).
+    m_export = new QToolButton(this);
+    m_export->setObjectName("exportTimeline");
+    m_export->setText(tr("Export"));
+    m_export->setToolTip(tr("Save what the timeline shows: a Chrome trace (Perfetto, chrome://tracing) or a PNG"));
+    m_export->setPopupMode(QToolButton::InstantPopup);
+    m_export->setAutoRaise(true);
+    auto* menu = new QMenu(m_export);
+    menu->addAction(tr("Chrome trace (JSON)…"), this, [this] { emit exportRequested(true); });
+    menu->addAction(tr("Picture (PNG)…"), this, [this] { emit exportRequested(false); });
+    m_export->setMenu(menu);
     updateHeadline();
+}
+
+void BottleneckView::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    const QSize hint = m_export->sizeHint();
+    m_export->setGeometry(width() - hint.width() - 6, 4, hint.width(), hint.height());
 }
 
 BottleneckView::~BottleneckView() = default;
@@ -125,12 +146,21 @@ QString BottleneckView::detailLine() const
                       .arg(total.nsPerToken / 1e6, 0, 'f', 2);
         if (m_predictedSecondsPerToken > 0)
             detail += tr(" (predicted %1)").arg(m_predictedSecondsPerToken * 1e3, 0, 'f', 2);
-        // What the status line's tokens/s counts: the spans and what passes between them.
-        if (m_stats.wallNsPerToken > 0)
+        // What the status line's tokens/s counts: the spans and what passes between them; once
+        // the reply ended, the reply's own figure.
+        if (m_replyTokensPerSecond > 0)
+            detail += tr(", %1 ms/token overall (%2 tokens/s)")
+                          .arg(1e3 / m_replyTokensPerSecond, 0, 'f', 2)
+                          .arg(readable(m_replyTokensPerSecond));
+        else if (m_stats.wallNsPerToken > 0)
             detail += tr(", %1 ms/token overall (%2 tokens/s)")
                           .arg(m_stats.wallNsPerToken / 1e6, 0, 'f', 2)
                           .arg(readable(1e9 / m_stats.wallNsPerToken));
     }
+    if (isPaused())
+        detail += m_waiting.empty() ? tr(" · paused: double-click to follow the reply")
+                                    : tr(" · paused (%n new span(s) waiting): double-click to follow the reply", nullptr,
+                                         int(std::min<size_t>(m_waiting.size(), INT32_MAX)));
     if (m_dropped > 0) detail += tr(" · %n span(s) lost: the trace ring overflowed", nullptr,
                                     static_cast<int>(std::min<uint64_t>(m_dropped, INT32_MAX)));
     return detail;
@@ -160,7 +190,40 @@ size_t BottleneckView::pollRecorder()
     const uint64_t dropped = m_recorder->dropped();
     if (arrived == 0 && dropped == m_dropped) return 0;
     m_dropped = dropped;
-    for (const trace::Span& s : m_drained) {
+    // Spans of before the reply (a loader's, another session's) are not the reply's.
+    if (m_replyStartNs > 0)
+        std::erase_if(m_drained, [this](const trace::Span& s) { return s.startNs < m_replyStartNs; });
+    // A new generation (token ids start again) makes what the user looks at old news: it follows.
+    if (isPaused() && !m_drained.empty() && !m_spans.empty() && m_drained.front().token + 1 < m_newestToken &&
+        (m_waiting.empty() || m_drained.front().token + 1 < m_waiting.back().token)) {
+        m_waiting.clear();
+        m_follow = true;
+    }
+    if (isPaused()) {
+        // The user is looking at what is shown: it holds still; the newest spans wait, as many
+        // tokens of them as the view keeps.
+        m_waiting.insert(m_waiting.end(), m_drained.begin(), m_drained.end());
+        if (!m_waiting.empty()) {
+            const uint32_t newest = m_waiting.back().token;
+            const uint32_t keep = static_cast<uint32_t>(m_maxTokens);
+            if (newest >= 4 * keep) {
+                const uint32_t oldest = newest - keep + 1;
+                std::erase_if(m_waiting, [oldest](const trace::Span& s) { return s.token < oldest; });
+            }
+        }
+        updateHeadline();
+        update();
+        return arrived;
+    }
+    ingest(m_drained);
+    update();
+    emit traceChanged();
+    return arrived;
+}
+
+void BottleneckView::ingest(const std::vector<trace::Span>& spans)
+{
+    for (const trace::Span& s : spans) {
         // Spans come in write order, and the session tags them with its forward-call count, so
         // token ids only grow (give or take one where a loader span races the count). A clear
         // drop means a new session or generation started: its tokens replace the old ones.
@@ -174,16 +237,31 @@ size_t BottleneckView::pollRecorder()
     }
     trimToMaxTokens();
     rebuildIndex();
-    // A zoomed or panned view that no longer shows any of the kept tokens (they moved on while
-    // the user looked elsewhere) follows the newest again rather than drawing empty lanes.
-    if (!m_follow && !m_spans.empty() &&
-        (m_viewEndNs < static_cast<double>(m_dataBeginNs) || m_viewBeginNs > static_cast<double>(m_dataEndNs))) {
-        m_follow = true;
-        applyFollow();
-    }
+}
+
+void BottleneckView::beginReply()
+{
+    if (!m_live) return;
+    if (m_recorder) pollRecorder();  // what came before is the last reply's
+    m_replyStartNs = trace::nowNs();
+    m_replyTokensPerSecond = 0;
+    m_replyTokens = 0;
+    m_waiting.clear();
+    m_spans.clear();
+    m_follow = true;
+    rebuildIndex();
     update();
     emit traceChanged();
-    return arrived;
+}
+
+void BottleneckView::finishReply(double tokensPerSecond, int tokens)
+{
+    if (m_recorder) pollRecorder();
+    m_replyTokensPerSecond = tokensPerSecond;
+    m_replyTokens = tokens;
+    updateHeadline();
+    update();
+    emit traceChanged();
 }
 
 void BottleneckView::trimToMaxTokens()
@@ -208,8 +286,10 @@ void BottleneckView::setSpans(std::vector<trace::Span> spans)
 void BottleneckView::clear()
 {
     m_spans.clear();
+    m_waiting.clear();
     m_dropped = 0;
     m_follow = true;
+    m_replyTokensPerSecond = 0;
     rebuildIndex();
     update();
     emit traceChanged();
@@ -320,8 +400,16 @@ void BottleneckView::applyFollow()
 
 void BottleneckView::fitToData()
 {
+    const bool resume = isPaused();
     m_follow = true;
+    if (resume) {  // what arrived while paused joins the history
+        std::vector<trace::Span> waiting;
+        waiting.swap(m_waiting);
+        ingest(waiting);
+        emit traceChanged();
+    }
     applyFollow();
+    updateHeadline();
     update();
 }
 
@@ -404,14 +492,24 @@ QString BottleneckView::spanInfoAt(QPoint pos) const
     const trace::Span* s = spanAt(pos);
     if (!s) return {};
     const double ns = s->endNs > s->startNs ? static_cast<double>(s->endNs - s->startNs) : 0;
-    const QString layer = s->layer >= 0 ? tr("layer %1").arg(s->layer) : tr("no layer");
-    QString rate = QStringLiteral("–");
-    if (s->bytes > 0 && ns > 0)
-        rate = tr("%1 GB/s").arg(static_cast<double>(s->bytes) / ns, 0, 'f', 2);  // bytes/ns = GB/s
-    return tr("%1 · %2 · %3 · %4 · %5 · %6 · token %7")
-        .arg(laneLabel(s->lane), layer, QString::fromUtf8(s->op),
-             s->bytes > 0 ? formatBytes(s->bytes) : tr("no bytes"), formatDuration(ns), rate)
-        .arg(s->token);
+    // "CPU compute · layer 4 · whole layer · 1.52 ms · token 1517", with the bytes and the
+    // rate where the span moved or touched any.
+    const QString op = QString::fromUtf8(s->op);
+    const QString what = op == QLatin1String("layer")          ? tr("whole layer")
+                         : op == QLatin1String("prompt layer") ? tr("whole prompt layer (a batch of prompt tokens)")
+                                                               : op;
+    QStringList parts;
+    parts << laneLabel(s->lane);
+    if (s->layer >= 0) parts << tr("layer %1").arg(s->layer);
+    parts << what;
+    if (s->bytes > 0) {
+        QString moved = formatBytes(s->bytes);
+        if (ns > 0) moved += tr(" at %1 GB/s").arg(static_cast<double>(s->bytes) / ns, 0, 'f', 2);  // bytes/ns = GB/s
+        parts << moved;
+    }
+    parts << formatDuration(ns);
+    parts << tr("token %1").arg(s->token);
+    return parts.join(QStringLiteral(" · "));
 }
 
 // ---- mouse -------------------------------------------------------------------------------

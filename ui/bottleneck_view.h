@@ -11,6 +11,7 @@
 // a pixel, so a frame stays cheap however long the history is.
 
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 #include <array>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "ui/bottleneck_stats.h"
 
 class QTimer;
+class QToolButton;
 
 namespace spillway::plan {
 // core/plan/planner.h is not included here: it has a member named `slots`, which Qt defines
@@ -61,6 +63,17 @@ public:
     static constexpr int followTokens() { return 8; }
     // Drains the recorder now (what the timer does); returns how many spans arrived.
     size_t pollRecorder();
+    // A reply starts (live mode): the history starts afresh with its spans (earlier replies' are
+    // gone, and the time between replies never counts as a token's), and the view follows it.
+    void beginReply();
+    // The reply ended: its decode speed as the status line counts it (the generator's own clock),
+    // which the header's "overall" figure shows from then on.
+    void finishReply(double tokensPerSecond, int tokens);
+    // While the user zooms or pans a live view, the view holds still: new spans wait (the
+    // header says so) until fitToData() (double-click) follows the reply again.
+    bool isPaused() const { return m_live && !m_follow; }
+    // The time axis' labels of the last paint, left to right.
+    const QStringList& axisLabels() const { return m_axisLabels; }
 
     // Recorded mode: shows every given span (no token limit) and fits the view to them.
     void setSpans(std::vector<trace::Span> spans);
@@ -140,6 +153,8 @@ public:
 signals:
     // After new spans arrived or the shown trace changed (headline and stats updated).
     void traceChanged();
+    // The header's Export menu: a Chrome trace (json) or a PNG of what is shown.
+    void exportRequested(bool chromeTrace);
 
 protected:
     void paintEvent(QPaintEvent* event) override;
@@ -149,6 +164,7 @@ protected:
     void mouseReleaseEvent(QMouseEvent* event) override;
     void mouseDoubleClickEvent(QMouseEvent* event) override;
     bool event(QEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
 
 private:
     struct LaneView {
@@ -160,6 +176,7 @@ private:
 
     void rebuildIndex();   // lanes, data range, token boundaries, headline (on data change)
     void trimToMaxTokens();
+    void ingest(const std::vector<trace::Span>& spans);  // new spans into the history
     void updateHeadline();  // headline, breakdown and the accessible description, from m_stats
     void applyFollow();
     QRectF plotRect() const;
@@ -172,6 +189,12 @@ private:
     QTimer* m_timer = nullptr;
     std::vector<trace::Span> m_drained;  // reused drain buffer
     std::vector<trace::Span> m_spans;    // the shown history
+    std::vector<trace::Span> m_waiting;  // spans that arrived while the view was paused
+    uint64_t m_replyStartNs = 0;         // live: spans before the reply began are not shown
+    double m_replyTokensPerSecond = 0;   // the finished reply's decode speed (0: none yet)
+    int m_replyTokens = 0;
+    QStringList m_axisLabels;
+    QToolButton* m_export = nullptr;
     uint32_t m_newestToken = 0;
     int m_maxTokens = 64;
     bool m_computeOnHost = false;

@@ -6,6 +6,7 @@
 #include <QElapsedTimer>
 #include <QPaintEvent>
 #include <QPainter>
+#include <QToolButton>
 #include <algorithm>
 #include <cmath>
 
@@ -43,6 +44,27 @@ double niceStep(double minimum)
     for (double m : {1.0, 2.0, 5.0, 10.0})
         if (m * decade >= minimum) return m * decade;
     return 10 * decade;
+}
+
+// A time axis label: `t` ns after the first span, with as many digits as the grid's `step` needs
+// to tell neighbouring labels apart ("1.2345 s" where the step is 100 µs, not "1.23 s" for each).
+QString axisLabel(double t, double step)
+{
+    if (t == 0) return QStringLiteral("0");
+    struct Unit {
+        double ns;
+        const char* name;
+    };
+    static const Unit units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
+    const Unit* unit = &units[3];
+    for (const Unit& u : units)
+        if (std::abs(t) >= u.ns) {
+            unit = &u;
+            break;
+        }
+    const double stepInUnit = step / unit->ns;
+    const int decimals = stepInUnit >= 1 ? 0 : std::min(9, int(std::ceil(-std::log10(stepInUnit) - 1e-9)));
+    return QStringLiteral("%1 %2").arg(t / unit->ns, 0, 'f', decimals).arg(QString::fromUtf8(unit->name));
 }
 
 }  // namespace
@@ -139,11 +161,12 @@ void BottleneckView::paintEvent(QPaintEvent*)
     p.setPen(pal.color(QPalette::Text));
     p.setFont(bold);
     const int line1 = kMargin + QFontMetrics(bold).ascent();
-    p.drawText(kMargin, line1, m_headline);
+    const int textWidth = std::max(40, width() - 2 * kMargin - (m_export->isVisible() ? m_export->width() + 4 : 0));
+    p.drawText(kMargin, line1, QFontMetrics(bold).elidedText(m_headline, Qt::ElideRight, textWidth));
     p.setFont(font());
     const QString detail = detailLine();
     p.setPen(pal.color(QPalette::PlaceholderText));
-    p.drawText(kMargin, line1 + QFontMetrics(bold).descent() + 2 + fm.ascent(), detail);
+    p.drawText(kMargin, line1 + QFontMetrics(bold).descent() + 2 + fm.ascent(), fm.elidedText(detail, Qt::ElideRight, textWidth));
 
     // Lanes: stripes, and in the gutter the name, utilization, measured and predicted ms/token.
     for (size_t l = 0; l < trace::kLaneCount; ++l) {
@@ -174,15 +197,18 @@ void BottleneckView::paintEvent(QPaintEvent*)
     const QColor grid = pal.color(QPalette::Mid);
     p.setPen(grid);
     p.drawLine(QPointF(plot.left(), plot.bottom()), QPointF(plot.right(), plot.bottom()));
-    for (double t = std::ceil((m_viewBeginNs - origin) / step) * step; origin + t <= m_viewEndNs;
-         t += step) {
+    m_axisLabels.clear();
+    const double firstTick = std::ceil((m_viewBeginNs - origin) / step);
+    for (double k = firstTick; origin + k * step <= m_viewEndNs; k += 1) {
+        const double t = k * step;  // (a multiple, not a sum: no drift across many steps)
         const double x = xForTime(origin + t);
         p.setPen(grid);
         p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom() + 3));
-        const QString label = t == 0 ? QStringLiteral("0") : formatDuration(t);
+        const QString label = axisLabel(t, step);
         if (x + 2 + fm.horizontalAdvance(label) > width()) continue;  // would be cut off
         p.setPen(pal.color(QPalette::Text));
         p.drawText(QPointF(x + 2, plot.bottom() + 3 + fm.ascent()), label);
+        m_axisLabels << label;
     }
 
     // Token boundaries.

@@ -104,6 +104,19 @@ void ChatController::setMaxTokens(int maxTokens)
     setSettings(s);
 }
 
+int ChatController::replyLimit() const
+{
+    if (m_settings.maxTokens > 0) return m_settings.maxTokens;
+    return m_modelReady && !m_chatTemplate ? kBaseModelReplyTokens : 0;
+}
+
+GenerationSettings ChatController::replySettings() const
+{
+    GenerationSettings s = m_settings;
+    s.maxTokens = replyLimit();
+    return s;
+}
+
 void ChatController::saveSettings()
 {
     if (m_store && m_conversation)
@@ -170,6 +183,13 @@ void ChatController::identifyModel(const QString& path, qint64 id)
 {
     if (m_loading && !m_loadingId && path == m_loadingPath) m_loadingId = id;
     if (!m_modelId && path == m_modelPath) m_modelId = id;
+}
+
+void ChatController::setAnsweringModel(const QString& path, qint64 id)
+{
+    m_modelPath = path;
+    m_modelId = id;
+    if (m_store && m_conversation && m_modelId) emit storeSetModel(m_conversation, m_modelId);
 }
 
 bool ChatController::loadModel(const QString& path, qint64 modelId)
@@ -245,7 +265,7 @@ void ChatController::requestGeneration()
 {
     m_worker->clearStop();
     m_continuing = false;
-    emit generateRequested(m_messages.mid(0, m_replyIndex), m_settings, false);
+    emit generateRequested(m_messages.mid(0, m_replyIndex), replySettings(), false);
 }
 
 bool ChatController::continueReply()
@@ -261,7 +281,7 @@ bool ChatController::continueReply()
     m_continuedFrom = m_messages[index].content;
     emit replyContinued(index);
     m_worker->clearStop();
-    emit generateRequested(m_messages, m_settings, true);
+    emit generateRequested(m_messages, replySettings(), true);
     return true;
 }
 
@@ -363,6 +383,7 @@ void ChatController::truncate(int count)
 void ChatController::onModelLoaded(const QString& description, bool chatTemplate)
 {
     m_modelReady = true;
+    m_chatTemplate = chatTemplate;
     m_modelDescription = description;
     if (m_loading) {  // (a plan for another variant loads it too, unasked)
         m_loading = false;

@@ -38,6 +38,9 @@ public:
     qint64 loadingId() const { return m_loadingId; }
     // The catalog knows the model at `path` as `id`: the one that answers, or is loading.
     void identifyModel(const QString& path, qint64 id);
+    // Another model answers from now on without a load of the chat's own (a plan applied in the
+    // Tuning view for another compression variant): its path and catalog id (0: not listed).
+    void setAnsweringModel(const QString& path, qint64 id);
     bool hasStore() const { return m_store != nullptr; }
     // The model and the device computing, as the worker last described them.
     QString modelDescription() const { return m_modelDescription; }
@@ -50,6 +53,12 @@ public:
     void setMaxTokens(int maxTokens);         // 0: until the turn ends or the context is full
     double temperature() const { return m_settings.temperature; }
     int maxTokens() const { return m_settings.maxTokens; }
+    // The tokens a reply may have: the chat's setting, else for a base model (no chat template:
+    // it never ends a turn, and would write until the context is full) kBaseModelReplyTokens,
+    // else 0 (until the model ends its turn). Continue goes on past it.
+    int replyLimit() const;
+    static constexpr int kBaseModelReplyTokens = 512;
+    bool chatTemplate() const { return m_chatTemplate; }  // whether the model answering has one
     // The built-in presets, then the user's.
     const QVector<GenerationPreset>& presets() const { return m_presets; }
     // The preset's settings for this chat (its system prompt stays when the preset has none).
@@ -149,6 +158,7 @@ signals:
     void storeImport(const QString& path);
 
 private:
+    GenerationSettings replySettings() const;  // m_settings with replyLimit()
     void onModelLoaded(const QString& description, bool chatTemplate);
     void onTokens(const QString& text);
     void onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
@@ -190,6 +200,7 @@ private:
     GenerationSettings m_settings;
     QVector<GenerationPreset> m_presets;
     bool m_modelReady = false;
+    bool m_chatTemplate = false;  // the model answering formats a conversation (else it continues)
     bool m_generating = false;
 };
 

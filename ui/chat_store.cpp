@@ -10,6 +10,7 @@
 
 #include <set>
 
+#include "generation_settings.h"
 #include "storage/chat_db.h"
 
 namespace spillway::ui {
@@ -264,7 +265,12 @@ void ChatStore::exportConversations(const QList<qint64>& conversations, const QS
     QByteArray out;
     if (json && conversations.size() != 1) out = "[\n";
     for (qsizetype i = 0; i < conversations.size(); ++i) {
-        auto text = json ? m_db->exportJson(conversations[i]) : m_db->exportMarkdown(conversations[i]);
+        // The chat's system prompt travels with it (the app keeps it with the chat's settings).
+        std::string systemPrompt;
+        if (auto stored = m_db->setting(chatSettingsKey(conversations[i]).toStdString()); stored && *stored)
+            systemPrompt = GenerationSettings::fromJson(QJsonDocument::fromJson(QByteArray::fromStdString(**stored)).object())
+                               .systemPrompt.toStdString();
+        auto text = json ? m_db->exportJson(conversations[i], systemPrompt) : m_db->exportMarkdown(conversations[i], systemPrompt);
         if (!text) return emit failed(QString::fromStdString(text.error().message));
         if (i > 0) out += json ? ",\n" : "\n---\n\n";
         out += QByteArray::fromStdString(*text);
@@ -295,7 +301,7 @@ void ChatStore::importFile(const QString& path)
     QJsonParseError error;
     const QJsonDocument doc = QJsonDocument::fromJson(bytes, &error);
     if (doc.isNull())
-        return emit failed(tr("%1 is not a Spillway chat export: %2").arg(path, error.errorString()));
+        return emit failed(tr("%1 is not a chat export (Spillway's, or a list of messages): %2").arg(path, error.errorString()));
     QList<QByteArray> exports;
     if (doc.isArray()) {
         for (const QJsonValue& v : doc.array()) exports << QJsonDocument(v.toObject()).toJson(QJsonDocument::Compact);
@@ -305,7 +311,19 @@ void ChatStore::importFile(const QString& path)
     int count = 0;
     qint64 last = 0;
     for (const QByteArray& one : exports) {
-        auto id = m_db->importJson(one.toStdString());
+        std::string systemPrompt;
+        auto id = m_db->importJson(one.toStdString(), &systemPrompt);
+        if (id) {
+            // Told apart from its original in the list, and with the system prompt it had.
+            if (auto c = m_db->conversation(*id); c && !QString::fromStdString(c->title).endsWith(tr(" (imported)")))
+                (void)m_db->renameConversation(*id, c->title + tr(" (imported)").toStdString());
+            if (!systemPrompt.empty()) {
+                GenerationSettings settings;
+                settings.systemPrompt = QString::fromStdString(systemPrompt);
+                (void)m_db->setSetting(chatSettingsKey(*id).toStdString(),
+                                       QJsonDocument(settings.toJson()).toJson(QJsonDocument::Compact).toStdString());
+            }
+        }
         if (!id) {
             emit failed(tr("%1: conversation %2 of %3 not imported: %4")
                             .arg(path)

@@ -1,6 +1,10 @@
 #include "chat_window.h"
 
 #include <QComboBox>
+#include <QGuiApplication>
+#include <QScreen>
+#include <QDateTime>
+#include <QStandardPaths>
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -65,6 +69,7 @@ constexpr const char* kWindowKey = "ui.window";        // geometry and dock layo
 constexpr const char* kLastModelKey = "ui.lastModel";  // the model that answered last
 constexpr const char* kTuningKey = "ui.tuning";        // the Tuning view's choices
 constexpr const char* kServerKey = "ui.server";        // the server toggle's port, slots and state
+
 }  // namespace
 
 ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWidget* parent,
@@ -100,6 +105,10 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
         emit storeReadSetting(QString::fromLatin1(kLastModelKey));
         return;
     }
+    // A model named on the command line that cannot be opened leaves the one used last (else the
+    // fallback) answering, and says why.
+    m_startPath = modelPath;
+    m_fallbackModel = fallbackModel;
     startWith(modelPath.isEmpty() ? fallbackModel : modelPath);
 }
 
@@ -116,10 +125,18 @@ void ChatWindow::onSetting(const QString& key, const QString& valueJson)
     if (key == QLatin1String(kLastModelKey) && m_awaitingLastModel) {
         m_awaitingLastModel = false;
         const QString last = doc.object().value("path").toString();
-        startWith(!last.isEmpty() && QFileInfo::exists(last) ? last : m_fallbackModel);
+        QString next = !last.isEmpty() && QFileInfo::exists(last) ? last : m_fallbackModel;
+        if (next == m_startPath) next = m_fallbackModel;  // (the model that just failed)
+        if (next.isEmpty() || next == m_startPath) {
+            showError(m_startFailure);
+            m_startFailure.clear();
+            return;
+        }
+        startWith(next);
     } else if (key == QLatin1String(kWindowKey) && doc.isObject()) {
         restoreGeometry(QByteArray::fromBase64(doc.object().value("geometry").toString().toLatin1()));
         restoreState(QByteArray::fromBase64(doc.object().value("state").toString().toLatin1()));
+        keepOnScreen();
     } else if (key == QLatin1String(kTuningKey) && doc.isObject()) {
         m_tuningRestored = true;
         m_tuning->restoreState(doc.object());
@@ -128,6 +145,27 @@ void ChatWindow::onSetting(const QString& key, const QString& valueJson)
     } else if (key == QLatin1String(kServerKey) && doc.isObject()) {
         m_server->restoreState(doc.object());
     }
+}
+
+void ChatWindow::keepOnScreen()
+{
+    // A geometry kept from another screen (or a larger one) comes back inside this one's
+    // available area: smaller where it does not fit, moved where it hangs over an edge.
+    if (isMaximized() || isFullScreen()) return;
+    const QScreen* screen = QGuiApplication::screenAt(frameGeometry().center());
+    if (!screen) screen = QGuiApplication::primaryScreen();
+    if (!screen) return;
+    const QRect area = screen->availableGeometry();
+    const QRect frame = frameGeometry();
+    const QSize margins = frame.size() - size();  // the window manager's frame, if any
+    const QSize fitted = size().boundedTo(area.size() - margins);
+    if (fitted != size()) resize(fitted);
+    QRect moved(frame.topLeft(), fitted + margins);
+    if (moved.right() > area.right()) moved.moveRight(area.right());
+    if (moved.bottom() > area.bottom()) moved.moveBottom(area.bottom());
+    if (moved.left() < area.left()) moved.moveLeft(area.left());
+    if (moved.top() < area.top()) moved.moveTop(area.top());
+    if (moved.topLeft() != frame.topLeft()) move(moved.topLeft());
 }
 
 void ChatWindow::storeTuningChoices()
@@ -178,6 +216,11 @@ void ChatWindow::buildWidgets(bool withData)
     m_conversations->setModel(m_chat->conversations());
     m_conversations->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_conversations->setContextMenuPolicy(Qt::CustomContextMenu);
+    // Long titles end in "…" (the whole title on hover), never in a sideways scrollbar.
+    m_conversations->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_conversations->setTextElideMode(Qt::ElideRight);
+    m_conversations->setWordWrap(false);
+    m_conversations->setUniformItemSizes(true);
     sideLayout->addWidget(m_newChat);
     sideLayout->addWidget(m_search);
     sideLayout->addWidget(m_conversations, 1);
@@ -370,15 +413,9 @@ void ChatWindow::buildWidgets(bool withData)
         QAction* trace = menu.addAction(tr("Export Chrome trace…"));
         menu.addAction(tr("Export PNG…"));  // the other choice
         QAction* chosen = menu.exec(m_bottleneck->mapToGlobal(at));
-        if (!chosen) return;
-        const bool json = chosen == trace;
-        const QString path = QFileDialog::getSaveFileName(this, chosen->text(), json ? "spillway-trace.json" : "spillway-trace.png",
-                                                          json ? tr("Chrome trace (*.json)") : tr("PNG image (*.png)"));
-        if (path.isEmpty()) return;
-        const Status s = json ? m_bottleneck->exportChromeTrace(path) : m_bottleneck->exportPng(path);
-        if (!s) showError(QString::fromStdString(s.error().message));
-        else m_status->setText(tr("Wrote %1").arg(path));
+        if (chosen) exportTimeline(chosen == trace);
     });
+    connect(m_bottleneck, &BottleneckView::exportRequested, this, &ChatWindow::exportTimeline);
 
     m_status = new QLabel(this);
     m_status->setObjectName("statusLine");
@@ -404,8 +441,8 @@ void ChatWindow::buildMenus(bool withData)
     if (withData) {
         file->addSeparator();
         QAction* import = file->addAction(tr("&Import chats…"), this, [this] {
-            const QString path = QFileDialog::getOpenFileName(this, tr("Import chats"), QString(),
-                                                              tr("Spillway chat export (*.json)"));
+            const QString path = QFileDialog::getOpenFileName(this, tr("Import chats"), documentsFile(QString()),
+                                                              tr("Chats (*.json)"));
             if (!path.isEmpty()) m_chat->importFile(path);
         });
         import->setShortcut(QKeySequence::Open);
@@ -462,19 +499,6 @@ void ChatWindow::buildMenus(bool withData)
     });
 }
 
-void ChatWindow::exportChats(bool all, const QString& format)
-{
-    const qint64 id = m_chat->currentConversation();
-    if (!all && !id) return showError(tr("This chat is not stored yet: send a message first"));
-    const bool json = format == QLatin1String("json");
-    const QString suggested = (all ? QStringLiteral("spillway-chats") : QStringLiteral("spillway-chat")) +
-                              (json ? QStringLiteral(".json") : QStringLiteral(".md"));
-    const QString path = QFileDialog::getSaveFileName(this, all ? tr("Export all chats") : tr("Export this chat"),
-                                                      suggested, json ? tr("JSON (*.json)") : tr("Markdown (*.md)"));
-    if (path.isEmpty()) return;
-    if (all) m_chat->exportAll(path, format);
-    else m_chat->exportConversation(id, path, format);
-}
 
 // The chat: the controller's transcript into the view, the user's actions to the controller.
 void ChatWindow::connectChat()
@@ -491,7 +515,10 @@ void ChatWindow::connectChat()
     connect(chat, &ChatController::messagesReset, this, [this](const QVector<MessageItem>& messages) {
         cancelEdit();
         if (messages.isEmpty()) m_contextMeter->clear();  // a new chat
-        m_transcript->setMessages(messages);
+        // The same chat again (another version of a message): the view keeps the user's place.
+        const qint64 shown = m_chat->currentConversation();
+        m_transcript->setMessages(messages, shown != 0 && shown == m_shownConversation);
+        m_shownConversation = shown;
         selectCurrentConversation();
     });
     connect(chat, &ChatController::messageAppended, m_transcript, &TranscriptView::appendMessage);
@@ -507,10 +534,18 @@ void ChatWindow::connectChat()
     connect(chat, &ChatController::replyFinished, this, &ChatWindow::onReplyFinished);
     connect(chat, &ChatController::failed, this, [this](const QString& message) {
         m_unloadedText.clear();  // (a failed load's "unloaded ..." is not news to keep)
+        if (!m_startPath.isEmpty() && !m_chat->isModelReady() && m_startFailure.isEmpty() && m_workers->store()) {
+            // The model the window started with failed, and nothing answers: the one used last does.
+            m_startFailure = tr("%1 could not be opened: %2").arg(QFileInfo(m_startPath).fileName(), message);
+            m_awaitingLastModel = true;
+            m_status->setText(m_startFailure);
+            emit storeReadSetting(QString::fromLatin1(kLastModelKey));
+            return;
+        }
         showError(message);
         showPickedModel();  // a model that failed to load is not the one answering
     });
-    connect(chat, &ChatController::storeFailed, this, &ChatWindow::showError);
+    connect(chat, &ChatController::storeFailed, this, [this](const QString& message) { showError(message); });
     connect(chat, &ChatController::historyOpened, this, [this](const QString& note) {
         if (!note.isEmpty()) showError(note);
         emit historyOpened();
@@ -637,6 +672,7 @@ void ChatWindow::onGenerationStarted()
     m_error->hide();
     m_error->clear();
     m_prompt->clear();
+    m_bottleneck->beginReply();  // the dock shows this reply's tokens
     m_status->setText(tr("%1 — generating …").arg(m_chat->modelDescription()));
 }
 
@@ -692,6 +728,7 @@ void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
 {
     if (!m_error->property("notice").toBool()) m_error->hide();  // an earlier failure is over
     m_transcript->setContinuation(!chatTemplate);
+    m_generation->setBaseModel(!chatTemplate, ChatController::kBaseModelReplyTokens);
     showPickedModel();
     const bool remote = m_activeBackend == QLatin1String("remote");
     m_server->modelLoaded(!remote);
@@ -708,6 +745,11 @@ void ChatWindow::onModelLoaded(const QString& description, bool chatTemplate)
     m_welcome->setModel(description);
     m_status->setText(description + m_unloadedText);
     m_unloadedText.clear();
+    if (!m_startFailure.isEmpty()) {  // the model named at the start failed; this one took its place
+        showError(tr("%1 — %2 answers instead").arg(m_startFailure, QFileInfo(m_chat->modelPath()).fileName()), false);
+        m_startFailure.clear();
+    }
+    m_startPath.clear();  // from now on a failed load leaves the model before answering
     // A package below the quality bar answers, but the user hears that its text cannot be trusted.
     if (m_models)
         for (const ModelItem& m : m_models->catalog()->models())
@@ -727,13 +769,15 @@ void ChatWindow::showNotice(const QString& message)
     emit noticeShown(message);
 }
 
-void ChatWindow::showError(const QString& message)
+void ChatWindow::showError(const QString& message) { showError(message, true); }
+
+void ChatWindow::showError(const QString& message, bool inStatusLine)
 {
     m_error->setProperty("notice", false);
     m_error->setStyleSheet(colorStyle(errorColor(palette())));
     m_error->setText(tr("Error: %1").arg(message));
     m_error->show();
-    m_status->setText(tr("Error: %1").arg(message));
+    if (inStatusLine) m_status->setText(tr("Error: %1").arg(message));
     emit errorShown(message);
 }
 
@@ -741,7 +785,7 @@ void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstToken
 {
     // A reply the model did not end itself says why it ended.
     const QString ending = end == QLatin1String("context") ? tr(" — ended: the context is full")
-                           : end == QLatin1String("limit") ? tr(" — ended: the token limit (%1)").arg(m_chat->maxTokens())
+                           : end == QLatin1String("limit") ? tr(" — ended: the reply length (%1 tokens); Continue goes on").arg(m_chat->replyLimit())
                            : end == QLatin1String("stopped") ? tr(" — stopped")
                                                               : QString();
     m_status->setText(tr("%1 — %2 tokens, %3 tokens/s, first token %4 ms")
@@ -752,67 +796,9 @@ void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstToken
                       ending + m_neuronCacheText);
     m_neuronCacheText.clear();
     m_bottleneck->setRemoteReply(timeToFirstTokenMs, tokensPerSecond, tokens);  // when the model is remote
+    m_bottleneck->finishReply(tokensPerSecond, tokens);  // its header says what the status line says
     m_prompt->setFocus();
     emit replyFinished();
-}
-
-void ChatWindow::askCheckpointDetails(const QString& checkpoint, const QString& found)
-{
-    // Not modal to the app (tests and scripts fill it in); one per checkpoint.
-    auto* dialog = new QDialog(this);
-    dialog->setObjectName("checkpointDialog");
-    dialog->setWindowTitle(tr("Add a llama2.c checkpoint"));
-    dialog->setAttribute(Qt::WA_DeleteOnClose);
-    dialog->setMinimumWidth(620);
-    auto* layout = new QVBoxLayout(dialog);
-    auto* intro = new QLabel(tr("%1 is a llama2.c checkpoint. The format does not record the model's activation "
-                                "function or its tokenizer: with the wrong ones it runs, but writes gibberish.")
-                                 .arg(QFileInfo(checkpoint).fileName()),
-                             dialog);
-    intro->setWordWrap(true);
-    auto* architecture = new QComboBox(dialog);
-    architecture->setObjectName("checkpointArchitecture");
-    architecture->setAccessibleName(tr("Architecture"));
-    architecture->addItem(tr("llama: SiLU (SwiGLU) FFNs, as Karpathy's TinyStories models"), QStringLiteral("llama"));
-    architecture->addItem(tr("relu-llama: shifted-ReLU FFNs, as the thesis' sparse models"), QStringLiteral("relu-llama"));
-    auto* tokenizer = new QLineEdit(found, dialog);
-    tokenizer->setObjectName("checkpointTokenizer");
-    tokenizer->setAccessibleName(tr("Tokenizer file"));
-    tokenizer->setPlaceholderText(tr("tokenizer.bin (or a decode<vocab>.tok table)"));
-    auto* browse = new QPushButton(tr("Browse…"), dialog);
-    auto* note = new QLabel(found.isEmpty() ? tr("No tokenizer lies beside it: choose the one it was trained with.")
-                                            : tr("Found beside it; choose another if it was trained with another."),
-                            dialog);
-    note->setWordWrap(true);
-    note->setStyleSheet(colorStyle(found.isEmpty() ? noticeColor(palette()) : mutedColor(palette())));
-    auto* form = new QFormLayout;
-    form->addRow(tr("Architecture"), architecture);
-    auto* tokenizerRow = new QHBoxLayout;
-    tokenizerRow->addWidget(tokenizer, 1);
-    tokenizerRow->addWidget(browse);
-    form->addRow(tr("Tokenizer"), tokenizerRow);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, dialog);
-    buttons->button(QDialogButtonBox::Ok)->setText(tr("Add to the library"));
-    layout->addWidget(intro);
-    layout->addLayout(form);
-    layout->addWidget(note);
-    layout->addWidget(buttons);
-    auto valid = [tokenizer, buttons] {
-        buttons->button(QDialogButtonBox::Ok)->setEnabled(QFileInfo(tokenizer->text()).isFile());
-    };
-    valid();
-    connect(tokenizer, &QLineEdit::textChanged, dialog, valid);
-    connect(browse, &QPushButton::clicked, dialog, [dialog, tokenizer, checkpoint] {
-        const QString path = QFileDialog::getOpenFileName(dialog, tr("The checkpoint's tokenizer"), QFileInfo(checkpoint).path(),
-                                                          tr("Tokenizers (*.bin *.tok);;All files (*)"));
-        if (!path.isEmpty()) tokenizer->setText(path);
-    });
-    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
-    connect(buttons, &QDialogButtonBox::accepted, dialog, [this, dialog, checkpoint, architecture, tokenizer] {
-        m_models->addCheckpoint(checkpoint, architecture->currentData().toString(), tokenizer->text());
-        dialog->accept();
-    });
-    dialog->open();
 }
 
 void ChatWindow::chatWith(qint64 id)

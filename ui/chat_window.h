@@ -127,16 +127,24 @@ private:
     void buildMenus(bool withData);
     // Asks where to write, then exports the open chat (all: every chat) as Markdown or JSON.
     void exportChats(bool all, const QString& format);
+    // Asks where, then writes the Bottleneck dock's timeline as a Chrome trace or a PNG.
+    void exportTimeline(bool chromeTrace);
+    // Where file dialogs open: `name` in the user's Documents folder (else home); a chat's title
+    // as a file name (chat_window_files.cpp, with the exports and the checkpoint dialog).
+    static QString documentsFile(const QString& name);
+    static QString fileNameFor(const QString& title);
     void connectChat();
     void connectLibraryAndTuning();
     void updateButtons();
     void showError(const QString& message);
+    void showError(const QString& message, bool inStatusLine);
     void showNotice(const QString& message);
     void selectCurrentConversation();
     // Loads the model the window starts with (and puts it in the library).
     void startWith(const QString& modelPath);
     void onSetting(const QString& key, const QString& valueJson);
-    void storeTuningChoices();  // the Tuning view's choices into the settings (once restored)
+    void storeTuningChoices();
+    void keepOnScreen();  // the restored geometry inside the screen's available area  // the Tuning view's choices into the settings (once restored)
     // The architecture and tokenizer of a llama2.c checkpoint being added (a dialog, object name
     // checkpointDialog: checkpointArchitecture, checkpointTokenizer).
     void askCheckpointDetails(const QString& checkpoint, const QString& found);
@@ -183,12 +191,15 @@ private:
 
     // What the widgets show that no controller keeps.
     int m_editIndex = -1;          // the prompt being edited, or -1
+    qint64 m_shownConversation = 0;  // the chat the transcript shows (0: a new one)
     QString m_activeBackend;       // from the inference worker's deviceChanged
     QString m_deviceNote;
     QString m_neuronCacheText;  // the neuron cache's report of the reply being generated, for the status line
     bool m_welcomeSkipped = false;
     bool m_awaitingLastModel = false;  // started without a model: the store says which was used last
     QString m_fallbackModel;           // ... and this one when none was
+    QString m_startPath;     // the model the window was started with, until a model answers
+    QString m_startFailure;  // why it could not be opened, while the one used last loads instead
 
 signals:
     // The window's own settings (geometry, last model), to the chat store (queued).

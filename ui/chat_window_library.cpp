@@ -5,6 +5,7 @@
 #include "chat_window.h"
 
 #include <QComboBox>
+#include <QFileInfo>
 #include <QLabel>
 #include <QPushButton>
 
@@ -33,7 +34,12 @@ void ChatWindow::connectLibraryAndTuning()
         emit modelsListed(int(list.size()));
     });
     connect(models, &LibraryController::modelRejected, this, [this](const QString& path, const QString& message) {
-        showError(message.contains(path) ? message : path + ": " + message);
+        const QString text = message.contains(path) ? message : path + ": " + message;
+        // Where the user added it (the Models view), the error stays until the next add.
+        m_library->showError(text);
+        // The model the window started with: its failure is reported once, with what answers instead.
+        if (path == m_startPath || !m_startFailure.isEmpty()) return;
+        showError(text);
     });
     connect(panel, &LibraryPanel::addRequested, models, &LibraryController::addModel);
     connect(panel, &LibraryPanel::addEndpointRequested, models, &LibraryController::addEndpoint);
@@ -107,6 +113,13 @@ void ChatWindow::connectLibraryAndTuning()
         m_tuning->showMeasured(run);
         m_models->reloadProfile();
         if (m_models->isTuningReady()) requestPrediction();
+    }, Qt::QueuedConnection);
+    // A plan for another variant: that model answers now, and the picker and a notice say so.
+    connect(m_workers->generation(), &GenerationWorker::variantApplied, this, [this](const QString& path) {
+        m_chat->setAnsweringModel(path, m_models->catalog()->idOfPath(path));
+        showPickedModel();
+        showNotice(tr("The applied plan runs %1: it answers from now on (the model picker shows it)")
+                       .arg(QFileInfo(path).fileName()));
     }, Qt::QueuedConnection);
     connect(m_workers->generation(), &GenerationWorker::planApplied, this, [this](const QString& description) {
         m_chat->setModelDescription(description);

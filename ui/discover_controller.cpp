@@ -59,8 +59,10 @@ DiscoverController::DiscoverController(WorkerThreads* workers, LibraryController
         m_repositories = models;
         emit searched(query);
     }, Qt::QueuedConnection);
-    connect(hub, &HubWorker::searchFailed, this, [this](const QString&, const QString& message) { emit failed(message); },
-            Qt::QueuedConnection);
+    connect(hub, &HubWorker::searchFailed, this, [this](const QString& query, const QString& message) {
+        m_repositories.clear();
+        emit searchFailed(query, message);
+    }, Qt::QueuedConnection);
     connect(hub, &HubWorker::filesListed, this, &DiscoverController::onListed, Qt::QueuedConnection);
     connect(hub, &HubWorker::fileJudged, this, &DiscoverController::onJudged, Qt::QueuedConnection);
     connect(hub, &HubWorker::judged, this, [this](const QString& repo) {

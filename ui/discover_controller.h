@@ -78,7 +78,8 @@ signals:
     void searched(const QString& query);
     void modelsChanged();     // the repository's models or their verdicts
     void queueChanged();
-    void failed(const QString& message);  // a search or listing that failed, a token not kept
+    void failed(const QString& message);  // a listing that failed, a token not kept
+    void searchFailed(const QString& query, const QString& message);  // why a search found nothing
     void downloadFinished(const QString& key, const QString& path);
     // To the workers (queued).
     void searchRequested(const spillway::ui::HubAccess& access, const QString& query);

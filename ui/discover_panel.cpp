@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 
 #include "discover_controller.h"
+#include "palette_colors.h"
 #include "readable.h"
 
 namespace spillway::ui {
@@ -70,6 +71,13 @@ DiscoverPanel::DiscoverPanel(QWidget* parent) : QWidget(parent)
     top->addWidget(go);
     top->addWidget(m_token);
     layout->addLayout(top);
+    m_searchNote = new QLabel(this);
+    m_searchNote->setObjectName("discoverSearchNote");
+    m_searchNote->setAccessibleName(tr("Search result"));
+    m_searchNote->setWordWrap(true);
+    m_searchNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_searchNote->hide();
+    layout->addWidget(m_searchNote);
 
     auto* split = new QSplitter(Qt::Horizontal, this);
     m_repos = new QListWidget(split);
@@ -151,7 +159,9 @@ DiscoverPanel::DiscoverPanel(QWidget* parent) : QWidget(parent)
 
     auto search = [this] {
         if (!m_controller || m_search->text().trimmed().isEmpty()) return;
-        showMessage(tr("Searching %1 …").arg(m_controller->endpoint()), false);
+        m_searchNote->setStyleSheet(QString());
+        m_searchNote->setText(tr("Searching %1 …").arg(m_controller->endpoint()));
+        m_searchNote->show();
         m_controller->search(m_search->text());
     };
     connect(m_search, &QLineEdit::returnPressed, this, search);
@@ -189,10 +199,20 @@ void DiscoverPanel::setController(DiscoverController* controller)
     m_minSpeed->setValue(controller->minTokensPerSecond());
     connect(controller, &DiscoverController::searched, this, [this](const QString& query) {
         showRepositories();
-        showMessage(m_controller->repositories().empty()
-                        ? tr("No GGUF repositories match '%1' on %2.").arg(query, m_controller->endpoint())
-                        : QString(),
-                    false);
+        const bool none = m_controller->repositories().empty();
+        m_searchNote->setStyleSheet(QString());
+        m_searchNote->setText(none ? tr("No GGUF repositories match '%1' on %2.").arg(query, m_controller->endpoint()) : QString());
+        m_searchNote->setVisible(none);
+    });
+    // A search that found nothing because it got no answer: beside the search box, the cause and
+    // what to do; the empty list says it too.
+    connect(controller, &DiscoverController::searchFailed, this, [this](const QString& query, const QString& message) {
+        showRepositories();
+        m_searchNote->setStyleSheet(colorStyle(errorColor(palette())));
+        m_searchNote->setText(tr("The search for '%1' failed: %2").arg(query, message));
+        m_searchNote->show();
+        auto* item = new QListWidgetItem(tr("No results: the search got no answer (see above)"), m_repos);
+        item->setFlags(Qt::NoItemFlags);
     });
     connect(controller, &DiscoverController::modelsChanged, this, &DiscoverPanel::showModels);
     connect(controller, &DiscoverController::queueChanged, this, &DiscoverPanel::showQueue);
@@ -217,7 +237,7 @@ QString DiscoverPanel::selectedDownload() const
 void DiscoverPanel::showMessage(const QString& text, bool error)
 {
     m_status->setText(text);
-    m_status->setStyleSheet(error ? QStringLiteral("color: #c0392b;") : QString());
+    m_status->setStyleSheet(error ? colorStyle(errorColor(palette())) : QString());
 }
 
 void DiscoverPanel::showRepositories()

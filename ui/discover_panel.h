@@ -55,6 +55,7 @@ private:
     QPushButton* m_cancel = nullptr;
     QPushButton* m_clear = nullptr;
     QLabel* m_status = nullptr;
+    QLabel* m_searchNote = nullptr;  // beside the search box: why a search found nothing
     bool m_picked = false;  // the user chose a file row (else the selection follows the recommendation)
 };
 

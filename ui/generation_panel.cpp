@@ -10,6 +10,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "palette_colors.h"
+
 namespace spillway::ui {
 
 GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent)
@@ -65,8 +67,14 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent)
     form->addRow(tr("Min-p"), m_minP);
     form->addRow(tr("Repetition penalty"), m_repeat);
     form->addRow(tr("Seed"), m_seed);
+    m_systemNote = new QLabel(this);
+    m_systemNote->setObjectName("systemPromptNote");
+    m_systemNote->setWordWrap(true);
+    m_systemNote->setStyleSheet(colorStyle(noticeColor(palette())));
+    m_systemNote->hide();
     layout->addWidget(new QLabel(tr("System prompt"), this));
     layout->addWidget(m_system, 1);
+    layout->addWidget(m_systemNote);
     layout->addLayout(form);
     layout->addWidget(m_save);
 
@@ -84,6 +92,18 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent)
         if (ok && !name.trimmed().isEmpty()) emit savePresetRequested(name.trimmed());
     });
     setSettings(GenerationSettings{});
+}
+
+void GenerationPanel::setBaseModel(bool base, int defaultReplyTokens)
+{
+    m_systemNote->setText(base ? tr("This model has no chat template: it continues your text and does not read a "
+                                    "system prompt.")
+                               : QString());
+    m_systemNote->setVisible(base);
+    m_maxTokens->setSpecialValueText(base ? tr("%1 (a base model's default)").arg(defaultReplyTokens) : tr("until the end"));
+    m_maxTokens->setToolTip(base ? tr("0: %1 tokens, as a base model never ends a turn itself (Continue goes on)")
+                                       .arg(defaultReplyTokens)
+                                 : tr("0: until the model ends its turn or the context is full"));
 }
 
 void GenerationPanel::setSettings(const GenerationSettings& s)

@@ -10,6 +10,7 @@
 
 class QComboBox;
 class QDoubleSpinBox;
+class QLabel;
 class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
@@ -25,6 +26,10 @@ public:
     void setSettings(const GenerationSettings& settings);
     GenerationSettings settings() const;
     void setPresets(const QVector<GenerationPreset>& presets);
+    // The model answering has no chat template (a base model): it continues the text, reads no
+    // system prompt (a note under it says so), and a reply of no set length stops at
+    // `defaultReplyTokens` (shown as Max tokens' default).
+    void setBaseModel(bool base, int defaultReplyTokens);
 
 signals:
     void changed(const spillway::ui::GenerationSettings& settings);
@@ -36,6 +41,7 @@ private:
 
     QComboBox* m_preset = nullptr;
     QPlainTextEdit* m_system = nullptr;
+    QLabel* m_systemNote = nullptr;  // a base model ignores the system prompt
     QSpinBox* m_maxTokens = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;
     QSpinBox* m_topK = nullptr;

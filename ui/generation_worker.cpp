@@ -119,6 +119,7 @@ void GenerationWorker::loadModel(const QString& path)
     std::shared_ptr<const LlamaModel> previous = m_engine ? m_engine->sharedModel() : nullptr;
     const uint64_t usedBefore = m_engine ? m_engine->device().memoryStats().used : 0;
     m_conversation.reset();
+    m_contextTokens = 0;
     std::unique_ptr<gpu::Device> device = m_engine ? m_engine->takeDevice() : std::move(m_injected);
     const bool fresh = !device;
     m_engine.reset();
@@ -214,7 +215,9 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
         const double bytes = double(nc.ssdRequests ? nc.ssdBytes : nc.shippedBytes());  // what moved
         emit neuronCacheReport(nc.total.hitRate(), bytes / std::max(1.0, tokens));
     }
-    emit contextUsed(int(stats->tokens.size()), m_conversation->contextLength());
+    // What the chat holds of the context (the generator never holds more than its positions).
+    m_contextTokens = int(stats->tokens.size());
+    emit contextUsed(m_contextTokens, m_conversation->contextLength());
     if (stats->droppedMessages > 0)
         emit notice(tr("The conversation is longer than the context: its %n oldest message(s) are left out of what the "
                        "model sees (the system prompt stays).", "", stats->droppedMessages));
@@ -290,7 +293,10 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
     auto opened = engine::Engine::open(model, o, [this](const engine::Notice& n) { onNotice(n); });
     if (!opened) return emit failed(QString::fromStdString(opened.error().message));
     m_engine = std::move(*opened);
-    if (otherVariant) emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
+    if (otherVariant) {
+        emit variantApplied(variant);
+        emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
+    }
     QString cache;
     if (o.neuronCache.capacity > 0)
         cache = tr(", neuron cache %1 per layer (%2; cold neurons on the CPU in %3 of %4 layers)")
@@ -299,6 +305,8 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
                     .arg(coldOnCpu)
                     .arg(prediction.coldOnCpu.size());
     const QString description = describe(m_engine->model(), m_engine->device());
+    // The meter shows the applied context at once (the chat's tokens go in again at its next reply).
+    if (m_contextTokens > 0) emit contextUsed(std::min(m_contextTokens, m_engine->contextLength()), m_engine->contextLength());
     emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), description,
                        QString::fromStdString(m_engine->deviceChoice()));
     emit planApplied(tr("%1 — plan applied: predicted %2 tokens/s, KV cache %3%4")

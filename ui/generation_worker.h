@@ -114,6 +114,9 @@ signals:
     // into the profile's calibration (core/hw/calibration.h).
     void runMeasured(const spillway::ui::RunLanes& run);
     void planApplied(const QString& description);
+    // A plan for another compression variant loaded it: `path` answers from now on (modelLoaded
+    // follows).
+    void variantApplied(const QString& path);
     // After each reply: the tokens the conversation holds (prompt and reply) of the context's.
     void contextUsed(int tokens, int contextLength);
     // The device that computes from now on: its backend ("cpu", "cuda", "vulkan"), the model's
@@ -156,6 +159,7 @@ private:
     std::unique_ptr<gpu::Device> m_injected;  // setDevice's, until the first load
     std::unique_ptr<engine::Engine> m_engine;
     std::unique_ptr<engine::Conversation> m_conversation;  // on m_engine: declared after it
+    int m_contextTokens = 0;                 // the chat's tokens after its last reply (the meter's)
     engine::Turns m_turns;                   // the chat's and the server's turns at m_engine
     std::unique_ptr<server::Server> m_served;  // the server on m_engine: declared after it
     std::optional<ServeSettings> m_serve;    // the server asked for (kept while suspended)

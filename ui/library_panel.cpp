@@ -1,5 +1,7 @@
 #include "library_panel.h"
 
+#include <QStandardPaths>
+
 #include <QAbstractTextDocumentLayout>
 #include <QCheckBox>
 #include <QDialog>
@@ -186,16 +188,36 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent)
     actions->addWidget(m_compress);
     actions->addWidget(m_presetButton);
     actions->addWidget(m_cancel);
+    m_errorRow = new QWidget(this);
+    auto* errorLayout = new QHBoxLayout(m_errorRow);
+    errorLayout->setContentsMargins(0, 0, 0, 0);
+    m_error = new QLabel(m_errorRow);
+    m_error->setObjectName("libraryError");
+    m_error->setAccessibleName(tr("Why the model was not added"));
+    m_error->setWordWrap(true);
+    m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_error->setStyleSheet(colorStyle(errorColor(palette())));
+    auto* dismiss = new QPushButton(tr("Dismiss"), m_errorRow);
+    dismiss->setObjectName("libraryErrorDismiss");
+    errorLayout->addWidget(m_error, 1);
+    errorLayout->addWidget(dismiss, 0, Qt::AlignTop);
+    m_errorRow->hide();
+    connect(dismiss, &QPushButton::clicked, this, [this] { showError(QString()); });
     layout->addLayout(header);
+    layout->addWidget(m_errorRow);
     layout->addWidget(m_models, 1);
     layout->addLayout(actions);
     layout->addWidget(m_bar);
     layout->addWidget(m_result);
 
     connect(m_add, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, tr("Add a model"), QString(),
+        // Models are most often where the browser put them.
+        const QString path = QFileDialog::getOpenFileName(this, tr("Add a model"),
+                                                          QStandardPaths::writableLocation(QStandardPaths::DownloadLocation),
                                                           tr("Models (*.gguf manifest.json config.json *.safetensors *.bin);;All files (*)"));
-        if (!path.isEmpty()) emit addRequested(path);
+        if (path.isEmpty()) return;
+        showError(QString());
+        emit addRequested(path);
     });
     connect(m_addEndpoint, &QPushButton::clicked, this, &LibraryPanel::askEndpoint);
     connect(m_compress, &QPushButton::clicked, this, [this] {
@@ -330,6 +352,14 @@ void LibraryPanel::showProgress(double fraction, const QString& stage, qint64 by
 }
 
 void LibraryPanel::showResult(const QString& text) { m_result->setText(text); }
+
+void LibraryPanel::showError(const QString& text)
+{
+    m_error->setText(text.isEmpty() ? QString() : tr("Not added: %1").arg(text));
+    m_errorRow->setVisible(!text.isEmpty());
+}
+
+QString LibraryPanel::errorText() const { return m_errorRow->isHidden() ? QString() : m_error->text(); }
 
 void LibraryPanel::showProgressDone() { m_bar->setValue(m_bar->maximum()); }
 

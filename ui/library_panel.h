@@ -31,6 +31,10 @@ public:
     void setCompressing(bool compressing);
     void showProgress(double fraction, const QString& stage, qint64 bytesDone, qint64 bytesTotal, double eta);
     void showResult(const QString& text);
+    // A model that could not be added (Add model…, a drop): shown in red above the grid until
+    // dismissed or the next add (libraryError, libraryErrorDismiss); empty = hidden.
+    void showError(const QString& text);
+    QString errorText() const;
     void showProgressDone();  // the bar full
     void clearProgress();     // the bar empty (a cancelled or failed compression)
     // The "Add endpoint…" dialog (endpointDialog: endpointUrl, endpointKey, rememberKey).
@@ -56,6 +60,8 @@ private:
     QPushButton* m_cancel = nullptr;
     QProgressBar* m_bar = nullptr;
     QLabel* m_result = nullptr;
+    QWidget* m_errorRow = nullptr;
+    QLabel* m_error = nullptr;
     QLabel* m_selected = nullptr;  // the selected card's one-line summary, beside its actions
     bool m_compressing = false;
 };

@@ -114,6 +114,13 @@ const ModelItem* ModelCatalogModel::model(qint64 id) const
 
 qint64 ModelCatalogModel::idAt(int row) const { return row >= 0 && row < m_rows.size() ? m_rows[row].id : 0; }
 
+qint64 ModelCatalogModel::idOfPath(const QString& path) const
+{
+    for (const ModelItem& m : m_catalog)
+        if (m.path == path) return m.id;
+    return 0;
+}
+
 int ModelCatalogModel::rowOf(qint64 id) const
 {
     for (int i = 0; i < m_rows.size(); ++i)

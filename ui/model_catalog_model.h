@@ -29,6 +29,7 @@ public:
     const ModelItem* model(qint64 id) const;
     qint64 idAt(int row) const;  // 0 outside the list
     int rowOf(qint64 id) const;  // -1 when absent
+    qint64 idOfPath(const QString& path) const;  // 0 when absent
     // "Predicted here: 12.3 tokens/s (RAM 60%, SSD 40%)", shown on the model's card.
     void setPrediction(const QString& path, const QString& text, double tokensPerSecond = 0);
     QString prediction(const QString& path) const { return m_predictions.value(path); }

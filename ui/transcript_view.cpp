@@ -2,7 +2,10 @@
 
 #include <QClipboard>
 #include <QGuiApplication>
+#include <QPainter>
+#include <QPainterPath>
 #include <QRegularExpression>
+#include <QScrollBar>
 #include <QTextBlock>
 #include <QTextCursor>
 #include <QUrl>
@@ -23,12 +26,60 @@ namespace {
 
 bool isUser(const MessageItem& m) { return m.role == QLatin1String("user"); }
 
-// Links under a message: "msg://<action>/<index>[/<number>]".
-QString actionLink(const QString& action, int index, const QString& label, const QColor& color, int number = 0)
+// Links under a message: "msg://<action>/<index>[/<number>]", with a tooltip.
+QString actionLink(const QString& action, int index, const QString& label, const QColor& color, const QString& tip,
+                   int number = 0)
 {
     QString href = QStringLiteral("msg://%1/%2").arg(action).arg(index);
     if (number > 0) href += QStringLiteral("/%1").arg(number);
-    return QStringLiteral("<a href=\"%1\" style=\"color:%2; text-decoration:none\">%3</a>").arg(href, color.name(), label);
+    return QStringLiteral("<a href=\"%1\" title=\"%4\" style=\"color:%2; text-decoration:none\">%3</a>")
+        .arg(href, color.name(), label, tip.toHtmlEscaped());
+}
+
+// The actions' icons, drawn (no icon theme is needed): copy, regenerate, continue, edit.
+QImage actionIcon(const QString& action, const QColor& color, qreal ratio)
+{
+    const int side = 16;
+    QImage image(QSize(side, side) * ratio, QImage::Format_ARGB32_Premultiplied);
+    image.setDevicePixelRatio(ratio);
+    image.fill(Qt::transparent);
+    QPainter p(&image);
+    p.setRenderHint(QPainter::Antialiasing);
+    QPen pen(color, 1.4, Qt::SolidLine, Qt::RoundCap, Qt::RoundJoin);
+    p.setPen(pen);
+    if (action == QLatin1String("copy")) {
+        p.drawRoundedRect(QRectF(5.5, 5.5, 8, 8.5), 1.5, 1.5);
+        p.drawPolyline(QPolygonF({QPointF(3, 10.5), QPointF(2.5, 10.5), QPointF(2.5, 2.5), QPointF(10.5, 2.5), QPointF(10.5, 3)}));
+    } else if (action == QLatin1String("regenerate")) {
+        p.drawArc(QRectF(2.5, 2.5, 11, 11), 60 * 16, 290 * 16);
+        p.setBrush(color);
+        p.drawPolygon(QPolygonF({QPointF(9.5, 0.8), QPointF(13.8, 3.4), QPointF(9.6, 6.2)}));
+    } else if (action == QLatin1String("continue")) {
+        p.drawLine(QPointF(2.5, 8), QPointF(11, 8));
+        p.drawPolyline(QPolygonF({QPointF(7.5, 4), QPointF(11.5, 8), QPointF(7.5, 12)}));
+        p.drawLine(QPointF(14, 3.5), QPointF(14, 12.5));
+    } else if (action == QLatin1String("edit")) {
+        QPainterPath pencil;
+        pencil.moveTo(3, 13);
+        pencil.lineTo(3.8, 9.8);
+        pencil.lineTo(11, 2.6);
+        pencil.lineTo(13.4, 5);
+        pencil.lineTo(6.2, 12.2);
+        pencil.closeSubpath();
+        p.drawPath(pencil);
+        p.drawLine(QPointF(9.6, 4), QPointF(12, 6.4));
+    }
+    return image;
+}
+
+// An action as an icon link: "msg://<action>/<index>", the icon from the document's resources.
+QString iconLink(const QString& action, int index, const QString& tip)
+{
+    return QStringLiteral("<a href=\"msg://%1/%2\" title=\"%3\"><img src=\"spillway-icon:%1\" width=\"16\" "
+                          "height=\"16\" style=\"vertical-align:middle\"></a>")
+        .arg(action)
+        .arg(index)
+        .arg(tip.toHtmlEscaped());
 }
 
 }  // namespace
@@ -37,7 +88,28 @@ TranscriptView::TranscriptView(QWidget* parent) : QTextBrowser(parent)
 {
     setReadOnly(true);
     setOpenLinks(false);
+    // Links (the actions under the messages) are reached with Tab and activated with Enter.
+    setTextInteractionFlags(Qt::TextBrowserInteraction);
     connect(this, &QTextBrowser::anchorClicked, this, &TranscriptView::onAnchor);
+    // The user's own scrolling decides whether new text keeps the view at the bottom.
+    QScrollBar* bar = verticalScrollBar();
+    connect(bar, &QScrollBar::valueChanged, this, [this, bar](int value) {
+        if (!m_rendering) m_follow = value >= bar->maximum() - 4;
+    });
+    // The document lays itself out after text is inserted: once its height is known, a view
+    // that follows shows the newest text.
+    connect(bar, &QScrollBar::rangeChanged, this, [this] {
+        if (m_follow) scrollToNewest();
+    });
+}
+
+void TranscriptView::scrollToNewest()
+{
+    QScrollBar* bar = verticalScrollBar();
+    const bool rendering = m_rendering;
+    m_rendering = true;
+    bar->setValue(bar->maximum());
+    m_rendering = rendering;
 }
 
 QString TranscriptView::figures(const MessageItem& m)
@@ -55,10 +127,11 @@ void TranscriptView::setContinuation(bool continuation)
     render();
 }
 
-void TranscriptView::setMessages(const QVector<MessageItem>& messages)
+void TranscriptView::setMessages(const QVector<MessageItem>& messages, bool keepPlace)
 {
     m_messages = messages;
     m_streaming = -1;
+    if (!keepPlace) m_follow = true;
     render();
 }
 
@@ -83,6 +156,7 @@ void TranscriptView::truncate(int count)
 void TranscriptView::beginReply(int index)
 {
     m_streaming = startReplyAt(m_messages, index);
+    m_follow = true;  // a reply the user asked for: its text is what they want to see
     render();  // the reply's header (and, continuing, its prompt) is the document's end now
     QTextCursor end(document());
     end.movePosition(QTextCursor::End);
@@ -100,6 +174,7 @@ void TranscriptView::continueReply(int index)
 {
     if (index < 0 || index >= m_messages.size()) return;
     m_streaming = index;
+    m_follow = true;
     render();
     QTextCursor end(document());
     end.movePosition(QTextCursor::End);
@@ -107,7 +182,7 @@ void TranscriptView::continueReply(int index)
     QTextCharFormat format;
     format.setForeground(palette().color(QPalette::Text));
     end.insertText(m_messages[index].content, format);
-    ensureCursorVisible();
+    if (m_follow) scrollToNewest();
 }
 
 void TranscriptView::appendReplyText(const QString& text)
@@ -119,7 +194,9 @@ void TranscriptView::appendReplyText(const QString& text)
     QTextCharFormat format;
     format.setForeground(palette().color(QPalette::Text));
     cursor.insertText(text, format);
-    ensureCursorVisible();
+    // (Not ensureCursorVisible: the widget's own cursor stays where the user clicked, at the top
+    // by default, and brought the view back there at every piece of text.)
+    if (m_follow) scrollToNewest();
 }
 
 void TranscriptView::finishReply(double tokensPerSecond, double firstTokenMs, const QString& modelName)
@@ -135,8 +212,19 @@ void TranscriptView::finishReply(double tokensPerSecond, double firstTokenMs, co
 
 void TranscriptView::render()
 {
+    QScrollBar* bar = verticalScrollBar();
+    const int place = bar->value();
+    m_rendering = true;
     clear();
+    const QColor muted = mutedColor(palette());
+    const qreal ratio = devicePixelRatioF();
+    for (const char* action : {"copy", "regenerate", "continue", "edit"})
+        document()->addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("spillway-icon:") + QLatin1String(action)),
+                                actionIcon(QLatin1String(action), muted, ratio));
     for (int i = 0; i < m_messages.size(); ++i) renderMessage(i);
+    if (m_follow) scrollToNewest();
+    else bar->setValue(std::min(place, bar->maximum()));
+    m_rendering = false;
 }
 
 void TranscriptView::renderMessage(int index)
@@ -172,7 +260,7 @@ void TranscriptView::renderMessage(int index)
         cursor.insertText(m.content, plain);
     }
     const QString tip = figures(m);
-    QTextCharFormat withTip;  // the figures on hover over the reply and its actions
+    QTextCharFormat withTip;  // the figures on hover over the reply
     withTip.setToolTip(tip);
     if (!tip.isEmpty()) {
         QTextCursor span(document());
@@ -185,31 +273,30 @@ void TranscriptView::renderMessage(int index)
     const QColor muted = mutedColor(palette());
     QStringList actions;
     if (user) {
-        actions << actionLink(QStringLiteral("edit"), index, tr("Edit"), muted);
+        actions << iconLink(QStringLiteral("edit"), index, tr("Edit and resend this message"));
     } else {
-        actions << actionLink(QStringLiteral("copy"), index, tr("Copy"), muted);
+        actions << iconLink(QStringLiteral("copy"), index, tr("Copy this reply"));
         if (last) {
-            actions << actionLink(QStringLiteral("regenerate"), index, tr("Regenerate"), muted);
-            if (m_canContinue) actions << actionLink(QStringLiteral("continue"), index, tr("Continue"), muted);
+            actions << iconLink(QStringLiteral("regenerate"), index, tr("Regenerate: write this reply again"));
+            if (m_canContinue)
+                actions << iconLink(QStringLiteral("continue"), index, tr("Continue: the reply goes on from where it ended"));
         }
     }
     if (m.versionCount > 1) {
         QString versions;
-        if (m.versionNumber > 1) versions += actionLink(QStringLiteral("version"), index, QStringLiteral("&nbsp;&nbsp;‹&nbsp;&nbsp;"), muted, m.versionNumber - 1);
+        if (m.versionNumber > 1)
+            versions += actionLink(QStringLiteral("version"), index, QStringLiteral("&nbsp;&nbsp;‹&nbsp;&nbsp;"), muted,
+                                   tr("Previous version"), m.versionNumber - 1);
         versions += QStringLiteral("%1/%2").arg(m.versionNumber).arg(m.versionCount);
         if (m.versionNumber < m.versionCount)
-            versions += actionLink(QStringLiteral("version"), index, QStringLiteral("&nbsp;&nbsp;›&nbsp;&nbsp;"), muted, m.versionNumber + 1);
+            versions += actionLink(QStringLiteral("version"), index, QStringLiteral("&nbsp;&nbsp;›&nbsp;&nbsp;"), muted,
+                                   tr("Next version"), m.versionNumber + 1);
         actions << versions;
     }
     cursor.insertBlock();
-    QString footer = QStringLiteral("<span style=\"color:%1; font-size:small\">%2</span>")
-                         .arg(muted.name(), actions.join(QStringLiteral(" · ")));
-    cursor.insertHtml(footer);
-    if (!tip.isEmpty()) {
-        QTextCursor line(cursor.block());
-        line.movePosition(QTextCursor::EndOfBlock, QTextCursor::KeepAnchor);
-        line.mergeCharFormat(withTip);
-    }
+    QString footer = QStringLiteral("<span style=\"color:%1\">%2</span>")
+                         .arg(muted.name(), actions.join(QStringLiteral("&nbsp;&nbsp;&nbsp;")));
+    cursor.insertHtml(footer);  // (each action has its own tooltip; the figures are on the reply)
 }
 
 void TranscriptView::onAnchor(const QUrl& url)

@@ -1,7 +1,7 @@
 #pragma once
 // The conversation as shown: one block per message, with its actions underneath (Copy,
-// Regenerate on the last reply, Edit on prompts, ‹ n/m › between a message's versions) as links,
-// and the reply's figures (tokens/s, time to first token, model) on hover. The view keeps the
+// Regenerate and Continue on the last reply, Edit on prompts, ‹ n/m › between a message's versions)
+// as icon links with tooltips (Tab reaches them, Enter activates them), and the reply's figures (tokens/s, time to first token, model) on hover. The view keeps the
 // messages it shows; a reply streams in as plain text and is rendered (Markdown, code blocks)
 // once complete.
 
@@ -24,7 +24,9 @@ public:
     // Whether the last reply offers Continue (a remote model cannot go on with a reply).
     void setCanContinue(bool can);
 
-    void setMessages(const QVector<MessageItem>& messages);
+    // keepPlace: the same conversation shown again (another version of a message): the view stays
+    // where the user scrolled it; else (another chat) it shows the newest message.
+    void setMessages(const QVector<MessageItem>& messages, bool keepPlace = false);
     const QVector<MessageItem>& messages() const { return m_messages; }
     void appendMessage(const MessageItem& message);
     void setMessageId(int index, qint64 id);
@@ -39,6 +41,9 @@ public:
     void appendReplyText(const QString& text);
     void finishReply(double tokensPerSecond, double firstTokenMs, const QString& modelName);
     bool isStreaming() const { return m_streaming >= 0; }
+    // Whether the view keeps the newest text in sight: true until the user scrolls up, and again
+    // once they scroll back to the bottom (or a reply starts on their action).
+    bool followsNewest() const { return m_follow; }
     // The figures shown on hover over a reply ("12.3 tokens/s · first token 45.0 ms · model").
     static QString figures(const MessageItem& message);
 
@@ -50,7 +55,10 @@ signals:
     void versionRequested(int index, int number);
 
 private:
+    // Renders every message again; the view then shows the newest text where it followed it,
+    // else the place it showed before.
     void render();
+    void scrollToNewest();
     void renderMessage(int index);
     void onAnchor(const QUrl& url);
 
@@ -59,6 +67,8 @@ private:
     bool m_canContinue = true;
     int m_streaming = -1;    // index of the reply being streamed, or -1
     int m_streamStart = -1;  // its first character in the document
+    bool m_follow = true;    // at the bottom: new text keeps it there
+    bool m_rendering = false;  // scrollbar moves made by render(), not by the user
 };
 
 // True for text that uses Markdown blocks or emphasis (code fences, headings, lists, quotes,

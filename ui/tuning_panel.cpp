@@ -128,6 +128,12 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent)
     form->addRow(tr("Device budget"), m_vram);
     form->addRow(tr("RAM budget"), m_ram);
     form->addRow(tr("Context"), m_ctx);
+    m_contextNote = new QLabel(this);
+    m_contextNote->setObjectName("contextNote");
+    m_contextNote->setWordWrap(true);
+    m_contextNote->setStyleSheet(colorStyle(noticeColor(palette())));
+    m_contextNote->hide();
+    form->addRow(QString(), m_contextNote);
     form->addRow(tr("KV cache"), m_kvType);
     form->addRow(tr("Neuron cache"), m_neuronCache);
     form->addRow(tr("Neuron selection"), m_neuronMode);
@@ -230,22 +236,56 @@ QString TuningPanel::predictionText() const
 }
 void TuningPanel::setHardware(const QString& summary) { m_hardware->setText(summary); }
 
+QList<int> wholeShares(const QList<qint64>& parts)
+{
+    // Largest remainder: each share rounded down, the points left to the largest remainders.
+    qint64 total = 0;
+    for (qint64 p : parts) total += std::max<qint64>(0, p);
+    QList<int> shares(parts.size(), 0);
+    if (total <= 0) return shares;
+    QList<std::pair<double, int>> remainders;
+    int given = 0;
+    for (int i = 0; i < parts.size(); ++i) {
+        const double exact = 100.0 * double(std::max<qint64>(0, parts[i])) / double(total);
+        shares[i] = int(exact);
+        given += shares[i];
+        remainders.push_back({exact - shares[i], i});
+    }
+    std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (int k = 0; given < 100 && k < remainders.size(); ++k, ++given) ++shares[remainders[k].second];
+    return shares;
+}
+
+QString contextText(int context, int trained)
+{
+    const QLocale locale;
+    if (context > 0) return locale.toString(context);
+    const int resolved = trained > 0 ? std::min(trained, 4096) : 4096;
+    return QObject::tr("trained (%1)").arg(locale.toString(resolved));
+}
+
 void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApply)
 {
-    const qint64 ssd = std::max<qint64>(0, prediction.modelBytes - prediction.deviceBytes - prediction.ramBytes);
+    const qint64 ssd = std::max<qint64>(0, prediction.ssdBytes);
     m_tierBar->set(double(prediction.deviceBytes), double(prediction.ramBytes), double(ssd));
     const QLocale locale;
     const auto size = [&locale](qint64 bytes) { return locale.formattedDataSize(bytes); };
-    const auto share = [&](qint64 bytes) {
-        return prediction.modelBytes > 0 ? QStringLiteral("%1%").arg(int(100.0 * double(bytes) / double(prediction.modelBytes) + 0.5))
-                                         : QString();
-    };
+    // The shares of every weight the file holds: each at most 100 %, together 100 %.
+    const QList<int> shares = wholeShares({prediction.deviceBytes, prediction.ramBytes, ssd});
+    const auto share = [&](int tier) { return QStringLiteral("%1%").arg(shares[tier]); };
     m_tierLines[0]->setText(tr("%1 of the weights (%2), resident; KV cache %3")
-                                .arg(size(prediction.deviceBytes), share(prediction.deviceBytes), size(prediction.kvBytes)));
+                                .arg(size(prediction.deviceBytes), share(0), size(prediction.kvBytes)));
     m_tierLines[1]->setText(tr("%1 (%2) in pinned RAM, copied to the device as each layer runs")
-                                .arg(size(prediction.ramBytes), share(prediction.ramBytes)));
+                                .arg(size(prediction.ramBytes), share(1)));
     m_tierLines[2]->setText(tr("%1 (%2) stay on the SSD; %3 read per token")
-                                .arg(size(ssd), share(ssd), size(prediction.ssdBytesPerToken)));
+                                .arg(size(ssd), share(2), size(prediction.ssdBytesPerToken)));
+    const int trained = prediction.trainedContext;
+    const bool beyond = trained > 0 && prediction.settings.contextLength > trained;
+    m_contextNote->setText(beyond ? tr("Longer than the %1 tokens the model was trained on: replies past them tend to "
+                                       "lose the thread (the memory is planned as asked)")
+                                        .arg(locale.toString(trained))
+                                  : QString());
+    m_contextNote->setVisible(beyond);
     m_speed->setText(tr("%1 tokens/s predicted").arg(readable(prediction.tokensPerSecond)));
     m_prediction->setText(tr("device %1 · RAM %2 · SSD %3 read per token\nKV cache %4")
                               .arg(size(prediction.deviceBytes), size(prediction.ramBytes),
@@ -276,7 +316,8 @@ QString describeChange(const TuningPrediction& before, const TuningPrediction& a
     if (a.vramBudget != b.vramBudget) moved << QObject::tr("device budget %1 → %2").arg(mib(a.vramBudget), mib(b.vramBudget));
     if (a.ramBudget != b.ramBudget) moved << QObject::tr("RAM budget %1 → %2").arg(mib(a.ramBudget), mib(b.ramBudget));
     if (a.contextLength != b.contextLength)
-        moved << QObject::tr("context %1 → %2").arg(locale.toString(a.contextLength), locale.toString(b.contextLength));
+        moved << QObject::tr("context %1 → %2")
+                     .arg(contextText(a.contextLength, before.trainedContext), contextText(b.contextLength, after.trainedContext));
     if (a.kvType != b.kvType) moved << QObject::tr("KV cache %1 → %2").arg(a.kvType, b.kvType);
     if (a.neuronCache != b.neuronCache || a.neuronMode != b.neuronMode || a.coldNeurons != b.coldNeurons)
         moved << QObject::tr("neuron cache");
@@ -429,7 +470,11 @@ void TuningPanel::setVariants(const QVector<ModelItem>& catalog, const QString& 
     qint64 root = 0;
     for (const ModelItem& m : catalog)
         if (m.path == currentPath) root = m.parentId > 0 ? m.parentId : m.id;
-    const QString chosen = m_variant->currentIndex() >= 0 ? m_variant->currentData().toString() : currentPath;
+    // The user's choice stays while the same model runs; another model answering (picked above
+    // the chat) is what the view shows, so Apply never swaps the chat's model unasked.
+    const bool sameModel = currentPath == m_variantsOf;
+    m_variantsOf = currentPath;
+    const QString chosen = sameModel && m_variant->currentIndex() >= 0 ? m_variant->currentData().toString() : currentPath;
     const QSignalBlocker quiet(m_variant);
     m_variant->clear();
     bool listed = false;
@@ -438,6 +483,7 @@ void TuningPanel::setVariants(const QVector<ModelItem>& catalog, const QString& 
         QString label = QFileInfo(m.path).fileName();
         label += m.format == QLatin1String("package") ? tr(" (%1)").arg(QLocale().formattedDataSize(m.sizeBytes))
                                                       : tr(" (original, %1)").arg(QLocale().formattedDataSize(m.sizeBytes));
+        if (m.path == currentPath) label += tr(" · answers now");
         m_variant->addItem(label, m.path);
         listed |= m.path == currentPath;
     }

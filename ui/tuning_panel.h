@@ -73,11 +73,13 @@ private:
     QDoubleSpinBox* m_vram = nullptr;
     QDoubleSpinBox* m_ram = nullptr;
     QSpinBox* m_ctx = nullptr;
+    QLabel* m_contextNote = nullptr;  // a context above the model's trained one
     QComboBox* m_kvType = nullptr;
     QSpinBox* m_neuronCache = nullptr;
     QComboBox* m_neuronMode = nullptr;
     QComboBox* m_coldNeurons = nullptr;
     QComboBox* m_variant = nullptr;
+    QString m_variantsOf;  // the running model the variants were listed for
     QComboBox* m_backend = nullptr;
     QSpinBox* m_prefetch = nullptr;
     QSpinBox* m_threads = nullptr;
@@ -100,6 +102,10 @@ private:
 // tier ("Last change (context 256 → 2,048): 8.1 → 7.9 tokens/s, KV cache 1 MiB → 8 MiB"); empty
 // when no setting differs.
 QString describeChange(const TuningPrediction& before, const TuningPrediction& after);
+// Whole percentages of `parts` that add up to 100 (largest remainder), each at most 100.
+QList<int> wholeShares(const QList<qint64>& parts);
+// "2,048", or for 0 (the default) "trained (2,048)".
+QString contextText(int context, int trained);
 
 // One stacked bar: the model's weights on the device, in pinned RAM and on the SSD.
 class TierBar : public QWidget {

@@ -94,20 +94,31 @@ QString capabilitiesText(const hw::HardwareProfile& p)
     lines << QObject::tr("What this machine can run (8-bit weights, rough estimates from the measured speeds):");
     for (const SyntheticPreset& m : syntheticPresets()) {
         if (m.architecture != "llama") continue;
+        // A mixture of experts keeps all its experts (they decide what fits) and reads the chosen
+        // ones for each token (they decide the speed).
         const double kvDim = double(m.dim) * m.nKvHeads / m.nHeads;
-        const double params = 2.0 * m.vocabSize * m.dim +
-                              double(m.nLayers) * (2.0 * m.dim * m.dim + 2.0 * m.dim * kvDim + 3.0 * m.dim * m.ffnDim);
-        const double bytes = params * 34.0 / 32.0;
+        const double attention = 2.0 * m.dim * m.dim + 2.0 * m.dim * kvDim;
+        const double ffn = 3.0 * m.dim * m.ffnDim;
+        const int experts = std::max(1, m.experts), chosen = m.experts > 0 ? m.expertsUsed : 1;
+        const double router = m.experts > 0 ? double(m.dim) * m.experts : 0.0;
+        const double embeddings = 2.0 * m.vocabSize * m.dim;
+        const double params = embeddings + double(m.nLayers) * (attention + router + experts * ffn);
+        const double active = embeddings + double(m.nLayers) * (attention + router + chosen * ffn);
+        const double bytes = params * 34.0 / 32.0, readPerToken = active * 34.0 / 32.0;
         const double inRam = std::min(bytes, ramRoom), onSsd = bytes - inRam;
-        const double compute = cpu > 0 ? bytes / cpu : 0;
-        const double reads = onSsd > 0 && ssdRate > 0 ? onSsd / ssdRate : 0;
+        // The share of each token's reads that the SSD serves is the share of the model left there.
+        const double ssdRead = readPerToken * onSsd / bytes;
+        const double compute = cpu > 0 ? readPerToken / cpu : 0;
+        const double reads = ssdRead > 0 && ssdRate > 0 ? ssdRead / ssdRate : 0;
         const double seconds = std::max(compute, reads);
         QString where = onSsd <= 0 ? QObject::tr("fits in RAM")
-                                   : QObject::tr("%1 streamed from the SSD each token").arg(bytesText(onSsd));
-        lines << QObject::tr("• %1 (%2 B parameters, %3): %4, about %5 tokens/s")
-                     .arg(QString::fromStdString(m.name))
-                     .arg(params / 1e9, 0, 'f', 1)
-                     .arg(bytesText(bytes), where)
+                                   : QObject::tr("%1 streamed from the SSD each token").arg(bytesText(ssdRead));
+        const QString size = m.experts > 0 ? QObject::tr("%1 B parameters, %2 B active per token")
+                                                 .arg(params / 1e9, 0, 'f', 1)
+                                                 .arg(active / 1e9, 0, 'f', 1)
+                                           : QObject::tr("%1 B parameters").arg(params / 1e9, 0, 'f', 1);
+        lines << QObject::tr("• %1 (%2, %3): %4, about %5 tokens/s")
+                     .arg(QString::fromStdString(m.name), size, bytesText(bytes), where)
                      .arg(readable(seconds > 0 ? 1.0 / seconds : 0.0));
     }
     return lines.join('\n');
@@ -237,6 +248,13 @@ void TuningWorker::predict(const TuningSettings& settings)
     out.ramBytes = qint64(plan->hostWeightBytes);
     out.ssdBytesPerToken = qint64(plan->ssdBytes);
     out.modelBytes = qint64(planned->weightBytesPerToken());
+    // What stays on the SSD: every weight the plan placed, less what the device and RAM hold.
+    uint64_t placed = 0;
+    for (const plan::TensorPlacement& t : plan->placement.tensors) placed += t.bytes;
+    out.ssdBytes = qint64(placed > plan->deviceWeightBytes + plan->hostWeightBytes
+                              ? placed - plan->deviceWeightBytes - plan->hostWeightBytes
+                              : 0);
+    out.trainedContext = planned->config().trainedContext;
     out.kvBytes = qint64(plan->kvCacheBytes);
     if (!plan->expertLayers.empty()) {
         // A mixture of experts: where its experts are, and what the expert cache should hit.

@@ -1,5 +1,7 @@
 #include "welcome_page.h"
 
+#include <algorithm>
+
 #include "palette_colors.h"
 
 #include <QLabel>
@@ -61,23 +63,45 @@ QString WelcomePage::summaryText() const { return m_hardware->text() + "\n" + m_
 
 void WelcomePage::setProgress(double fraction, const QString& stage)
 {
-    m_progress->setValue(int(fraction * 100.0 + 0.5));
+    // The bar only goes forward while the machine is measured (a second measurement goes on
+    // from where the first stopped).
+    m_progress->setValue(std::max(m_progress->value(), int(fraction * 100.0 + 0.5)));
     m_stage->setText(fraction >= 1.0 ? tr("Measured.") : tr("Measuring: %1 …").arg(stage));
+    showModel();
 }
 
 void WelcomePage::setSummary(const QString& hardware, const QString& capabilities)
 {
+    m_measured = true;
     m_progress->setValue(100);
     m_stage->setText(tr("This machine:"));
     m_hardware->setText(hardware);
     m_capabilities->setText(capabilities);
+    showModel();
 }
 
-void WelcomePage::setModel(const QString& description) { m_model->setText(tr("Ready to chat: %1").arg(description)); }
+void WelcomePage::setModel(const QString& description)
+{
+    m_modelDescription = description;
+    showModel();
+}
+
+QString WelcomePage::modelLine() const { return m_model->text(); }
+
+void WelcomePage::showModel()
+{
+    if (m_modelDescription.isEmpty()) return m_model->clear();
+    m_model->setText(m_measured ? tr("Ready to chat: %1").arg(m_modelDescription)
+                                : tr("Loaded: %1. You can start chatting now; the measurement (%2%) goes on beside it.")
+                                      .arg(m_modelDescription)
+                                      .arg(m_progress->value()));
+}
 
 void WelcomePage::setFailed(const QString& message)
 {
+    m_measured = true;
     m_stage->setText(tr("The measurement failed: %1. Chatting works all the same; the Tuning view needs the measurement for its predictions.").arg(message));
+    showModel();
 }
 
 }  // namespace spillway::ui

@@ -19,6 +19,7 @@ public:
     QProgressBar* progressBar() const { return m_progress; }
     QPushButton* startButton() const { return m_start; }
     QString summaryText() const;
+    QString modelLine() const;  // "Ready to chat: …" once measured, else what is loaded and what is still measured
 
     void setProgress(double fraction, const QString& stage);
     void setSummary(const QString& hardware, const QString& capabilities);
@@ -35,6 +36,9 @@ private:
     QLabel* m_capabilities = nullptr;
     QLabel* m_model = nullptr;
     QPushButton* m_start = nullptr;
+    QString m_modelDescription;  // the model loaded ("" until one is)
+    bool m_measured = false;     // the summary is in (or the measurement failed)
+    void showModel();
 };
 
 }  // namespace spillway::ui

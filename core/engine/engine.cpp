@@ -7,6 +7,7 @@
 #include "core/engine/conversation.h"
 #include "core/model/llama_model.h"
 #include "core/plan/model_tensors.h"
+#include "core/plan/session_memory.h"
 #include "gpu/opaque_device.h"
 #include "gpu/registry.h"
 
@@ -319,6 +320,8 @@ Result<std::unique_ptr<LlamaSession>> Engine::continueOnCpu(const LlamaSession& 
     }
     return session;
 }
+
+int Engine::contextLength() const { return plan::resolveContext(m_model->config(), m_session.contextLength); }
 
 std::unique_ptr<Conversation> Engine::conversation() { return std::make_unique<Conversation>(*this); }
 

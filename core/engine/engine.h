@@ -150,6 +150,8 @@ public:
     // What sessions are opened with: the plan's placement, the measured I/O settings, the KV type.
     const SessionOptions& sessionOptions() const { return m_session; }
     const ChatFormat& chat() const { return m_chat; }
+    // The context sessions are opened with, resolved (0 in the options: the trained one, at most 4096).
+    int contextLength() const;
     void setChatFormat(ChatFormat format) { m_chat = std::move(format); }
     // Whether a device was lost and the CPU computes in its place.
     bool lostDevice() const { return !m_retired.empty(); }

@@ -261,13 +261,24 @@ Result<HardwareProfile> measureOnce(const ProbeOptions& o)
 
 Result<HardwareProfile> measureHardware(const ProbeOptions& o)
 {
-    auto result = measureOnce(o);
+    // The progress only goes forward: a second measurement (below) fills what the first left.
+    double reached = 0;
+    ProbeOptions first = o;
+    if (o.progress)
+        first.progress = [&o, &reached](double fraction, const std::string& stage) {
+            reached = std::max(reached, fraction);
+            o.progress(reached, stage);
+        };
+    auto result = measureOnce(first);
     if (result && !o.quick && !spreadReason(result->spreads).empty()) {
         // Too noisy: once more, and the narrower of the two is kept (a cancel ends it; another
         // failure keeps the first). Still too noisy: that is why it counts as busy.
         ProbeOptions again = o;
+        const double from = std::min(reached, 0.95);
         if (o.progress)
-            again.progress = [&o](double fraction, const std::string& stage) { o.progress(fraction, "again (noisy): " + stage); };
+            again.progress = [&o, from](double fraction, const std::string& stage) {
+                o.progress(from + (0.99 - from) * std::clamp(fraction, 0.0, 1.0), "again (the first readings varied): " + stage);
+            };
         auto second = measureOnce(again);
         if (!second && second.error().code == ErrorCode::Cancelled) return second;
         if (second && widestSpread(second->spreads) < widestSpread(result->spreads)) result = std::move(second);

@@ -84,7 +84,9 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
         if (request.firstLogits && *logits) request.firstLogits->assign(*logits, *logits + vocab);
     }
     int32_t token = stats.tokens.back();
-    for (int pos = stats.promptTokens; request.maxNewTokens > 0 && !stats.stopped;) {
+    // A token is sampled only where it has a position of its own in the context: the cache, and
+    // the tokens of the exchange, never hold more than the context's positions.
+    for (int pos = stats.promptTokens; request.maxNewTokens > 0 && !stats.stopped && pos < current->contextLength();) {
         const int32_t previous = token;
         token = sampler.sample(std::span<const float>(*logits, size_t(vocab)));
         sampler.accept(token);
@@ -104,8 +106,8 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
             stats.stopped = true;
             break;
         }
-        // The new token runs at `pos` if there is room for it and more are wanted.
-        if (stats.generatedTokens >= request.maxNewTokens || pos >= current->contextLength()) break;
+        // The new token runs at `pos` (it is in the context) if more are wanted.
+        if (stats.generatedTokens >= request.maxNewTokens) break;
         if (request.stop && request.stop->load(std::memory_order_relaxed)) {
             stats.stopped = true;
             break;

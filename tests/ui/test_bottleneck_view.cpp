@@ -393,22 +393,29 @@ void TestBottleneckView::liveRecorderKeepsLastTokens()
     QCOMPARE(view.paintedSpanCount(Lane::SsdRead), 0);
     QVERIFY2(view.headline().contains("device compute"), qPrintable(view.headline()));
 
-    // Panned far to the past while the same generation goes on: once the kept tokens have all
-    // moved out of the view, it follows them again.
+    // Panned far to the past while the same generation goes on: the view holds still where the
+    // user put it (the new spans wait, the header says so) until a double-click follows again.
     view.panByPixels(1e6);
     QVERIFY(!view.isFollowing());
+    const auto held = view.visibleRange();
     for (uint32_t token = 1; token <= 3; ++token)
         recorder.record({Lane::DeviceCompute, 0, "layer", 0, 2'000'000'000 + token * 10'000'000ull,
                          2'001'000'000 + token * 10'000'000ull, token});
     QCOMPARE(view.pollRecorder(), size_t{3});
+    QVERIFY(!view.isFollowing());
+    QCOMPARE(view.visibleRange().beginNs, held.beginNs);
+    QCOMPARE(view.spans().size(), size_t{1});
+    QVERIFY2(view.detailLine().contains("3 new span(s) waiting"), qPrintable(view.detailLine()));
+    view.fitToData();
     QVERIFY(view.isFollowing());
+    QCOMPARE(view.spans().size(), size_t{3});  // the max is 3 tokens
     view.grab();
     QCOMPARE(view.paintedSpanCount(Lane::DeviceCompute), countLane(view.spans(), Lane::DeviceCompute));
 
     view.setRecorder(nullptr);
     recorder.record({Lane::DeviceCompute, 1, "layer", 0, 2'001'000'000, 2'002'000'000, 0});
     QTest::qWait(150);
-    QCOMPARE(view.spans().size(), size_t{3});  // no longer polled (the max is 3 tokens)
+    QCOMPARE(view.spans().size(), size_t{3});  // no longer polled
 }
 
 // By default the live view keeps 64 tokens (its figures and exports cover them) and, following,
