@@ -43,6 +43,7 @@
 
 #include "bottleneck_view.h"
 #include "discover_controller.h"
+#include "eliding_label.h"
 #include "discover_panel.h"
 #include "chat_controller.h"
 #include "conversation_list_model.h"
@@ -87,6 +88,7 @@ ChatWindow::ChatWindow(const QString& modelPath, const QString& dataFolder, QWid
     if (withData) m_models = new LibraryController(m_workers, dataFolder, modelPath, this, m_keys.get());
     if (withData) m_discoverController = new DiscoverController(m_workers, m_models, m_keys.get(), dataFolder, this);
     buildWidgets(withData);
+    keepOnScreen();  // the first launch's size, on a screen smaller than it
     buildMenus(withData);
     connectChat();
     if (withData) connectLibraryAndTuning();
@@ -417,7 +419,7 @@ void ChatWindow::buildWidgets(bool withData)
     });
     connect(m_bottleneck, &BottleneckView::exportRequested, this, &ChatWindow::exportTimeline);
 
-    m_status = new QLabel(this);
+    m_status = new ElidingLabel(this);  // a long line ends in "…" (the whole of it on hover)
     m_status->setObjectName("statusLine");
     m_status->setAccessibleName(tr("Status"));
     statusBar()->addWidget(m_status, 1);
@@ -489,7 +491,10 @@ void ChatWindow::buildMenus(bool withData)
                                    QString::fromUtf8(QJsonDocument(m_server->state()).toJson(QJsonDocument::Compact)));
         });
 
-    QAction* prompt = view->addAction(tr("&Prompt"), this, [this] { m_prompt->setFocus(); });
+    QAction* prompt = view->addAction(tr("&Prompt"), this, [this] {
+        closeWelcome();  // (typing into a prompt behind the first-launch screen goes nowhere to be seen)
+        m_prompt->setFocus();
+    });
     prompt->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
     // Escape cancels an edit of a prompt, else stops a reply being written.
     auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), this);

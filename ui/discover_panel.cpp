@@ -209,7 +209,10 @@ void DiscoverPanel::setController(DiscoverController* controller)
     connect(controller, &DiscoverController::searchFailed, this, [this](const QString& query, const QString& message) {
         showRepositories();
         m_searchNote->setStyleSheet(colorStyle(errorColor(palette())));
-        m_searchNote->setText(tr("The search for '%1' failed: %2").arg(query, message));
+        // "Search for 'qwen': could not connect to huggingface.co: this computer seems to be offline, …"
+        QString text = message.contains(query) ? message : tr("The search for '%1' failed: %2").arg(query, message);
+        if (!text.isEmpty()) text[0] = text[0].toUpper();
+        m_searchNote->setText(text);
         m_searchNote->show();
         auto* item = new QListWidgetItem(tr("No results: the search got no answer (see above)"), m_repos);
         item->setFlags(Qt::NoItemFlags);

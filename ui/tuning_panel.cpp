@@ -280,6 +280,7 @@ void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApp
     m_tierLines[2]->setText(tr("%1 (%2) stay on the SSD; %3 read per token")
                                 .arg(size(ssd), share(2), size(prediction.ssdBytesPerToken)));
     const int trained = prediction.trainedContext;
+    if (trained > 0) m_ctx->setSpecialValueText(contextText(0, trained));  // "trained (2,048)"
     const bool beyond = trained > 0 && prediction.settings.contextLength > trained;
     m_contextNote->setText(beyond ? tr("Longer than the %1 tokens the model was trained on: replies past them tend to "
                                        "lose the thread (the memory is planned as asked)")

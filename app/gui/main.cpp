@@ -360,7 +360,7 @@ int main(int argc, char** argv)
     QCommandLineOption modelOption("model", "GGUF model file or model package folder (default: the bundled demo model).",
                                    "PATH", QString::fromStdString(demoModelPath()));
     QCommandLineOption screenshotOption(
-        "screenshot", "Render --scene with real content into OUT.png and exit (no display needed).",
+        "screenshot", "Render --scene with real content into OUT.png and exit (no display needed; --size sets the window's).",
         "OUT.png");
     QCommandLineOption promptOption("prompt", "Prompt for --screenshot (chat, visualizer).", "TEXT",
                                     QStringLiteral("Once upon a time"));
@@ -374,7 +374,9 @@ int main(int argc, char** argv)
                                      "Device that computes: auto (a CUDA GPU, else a Vulkan GPU, else the CPU), "
                                      "cpu, cuda or vulkan (default: auto, or $SPILLWAY_BACKEND).",
                                      "BACKEND");
-    parser.addOptions({modelOption, screenshotOption, promptOption, sceneOption, dataOption, backendOption});
+    QCommandLineOption sizeOption("size", "Window size for --screenshot, e.g. 1366x768 (default 1200x800).", "WxH",
+                                  QStringLiteral("1200x800"));
+    parser.addOptions({modelOption, screenshotOption, promptOption, sceneOption, dataOption, backendOption, sizeOption});
     parser.addPositionalArgument("files", "Models to add to the library (GGUF files, package folders); the first "
                                           "answers (instead of --model).",
                                  "[FILE...]");
@@ -436,7 +438,18 @@ int main(int argc, char** argv)
     spillway::ui::ChatWindow window(modelGiven ? modelPath : QString(), dataDir, nullptr, parser.value(modelOption));
     if (window.library())
         for (const QString& f : files) window.library()->addModel(f);
+    QSize screenshotSize(1200, 800);
     if (parser.isSet(screenshotOption)) {
+        const QStringList wh = parser.value(sizeOption).split(QLatin1Char('x'));
+        const int w = wh.size() == 2 ? wh[0].toInt() : 0, h = wh.size() == 2 ? wh[1].toInt() : 0;
+        if (w < 640 || h < 480 || w > 7680 || h > 4320) {
+            std::fprintf(stderr, "spillway: --size must be WIDTHxHEIGHT, at least 640x480\n");
+            return 2;
+        }
+        screenshotSize = QSize(w, h);
+    }
+    if (parser.isSet(screenshotOption)) {
+        window.resize(screenshotSize);  // (offscreen, the screen is 800x600: the size is the scene's own)
         window.controller()->setTemperature(0.0);
         window.controller()->setMaxTokens(96);
         driveScreenshot(window, scene, parser.value(promptOption), modelPath, parser.value(screenshotOption),

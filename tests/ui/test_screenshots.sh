@@ -9,7 +9,8 @@
 # ones read its cache), not the tests' quick one.
 # Usage: test_screenshots.sh APP [KEEP_DIR]; the fixture hub is $SPILLWAY_FIXTURE_HUB, else
 # tests/spillway-fixture-hub of APP's build folder. With KEEP_DIR (e.g. resources/screenshots, the
-# README's pictures) the PNGs are copied there once every scene has passed.
+# README's pictures) the PNGs are copied there once every scene has passed. A bad --size is a usage
+# error too.
 set -euo pipefail
 app=$1
 keep=${2:-}
@@ -30,17 +31,29 @@ for _ in $(seq 50); do [[ -s $out/hub.url ]] && break; sleep 0.1; done
 hub_url=$(cat "$out/hub.url")
 export XDG_CACHE_HOME=$out/cache  # the machine's profile (the probe's test file goes to the app's temporary data)
 unset SPILLWAY_QUICK_PROBE
-scenes=(welcome chat settings dark library tuning visualizer remote experts discover)
-for scene in "${scenes[@]}"; do
+# Each scene at 1200x800; the chat also as a laptop (1366x768) and a desktop (1600x1000) shows it,
+# light and dark (NAME@WxH).
+scenes=(welcome chat settings dark library tuning visualizer remote experts discover
+        chat@1366x768 dark@1366x768 chat@1600x1000 dark@1600x1000)
+for shot in "${scenes[@]}"; do
   started=$SECONDS
+  scene=${shot%@*}
+  size=1200x800
+  [[ $shot == *@* ]] && size=${shot#*@}
+  name=${shot/@/-}
   model=()
   [[ $scene == experts ]] && model=(--model "$moe")
   HF_ENDPOINT=$hub_url HF_TOKEN= HF_TOKEN_PATH=$out/no-token \
-    "$app" --screenshot "$out/$scene.png" --scene "$scene" "${model[@]}" >"$out/$scene.log" 2>&1 || {
-    echo "FAIL: scene $scene exited with $?"; cat "$out/$scene.log"; exit 1; }
+    "$app" --screenshot "$out/$name.png" --scene "$scene" --size "$size" "${model[@]}" >"$out/$name.log" 2>&1 || {
+    echo "FAIL: scene $shot exited with $?"; cat "$out/$name.log"; exit 1; }
+  scene=$name
   [[ -s $out/$scene.png ]] || { echo "FAIL: no $scene.png"; exit 1; }
   magic=$(head -c 8 "$out/$scene.png" | od -An -tx1 | tr -d ' \n')
   [[ $magic == 89504e470d0a1a0a ]] || { echo "FAIL: $scene.png is not a PNG ($magic)"; exit 1; }
+  want=$size
+  read -r w1 w2 w3 w4 h1 h2 h3 h4 < <(od -An -tu1 -j16 -N8 "$out/$scene.png")
+  got=$(( (w1 << 24) + (w2 << 16) + (w3 << 8) + w4 ))x$(( (h1 << 24) + (h2 << 16) + (h3 << 8) + h4 ))
+  [[ $got == "$want" || $scene == visualizer || $scene == experts ]] || { echo "FAIL: $scene.png is $got, not $want"; exit 1; }
   size=$(stat -c %s "$out/$scene.png")
   (( size > 20000 )) || { echo "FAIL: $scene.png is only $size bytes"; exit 1; }
   echo "ok: $scene.png, $size bytes, $((SECONDS - started)) s"
@@ -48,8 +61,10 @@ done
 # A scene that does not exist is a usage error.
 if "$app" --screenshot "$out/x.png" --scene nonsense >/dev/null 2>&1; then echo "FAIL: bad scene accepted"; exit 1; fi
 [[ ! -e $out/x.png ]]
+if "$app" --screenshot "$out/x.png" --scene chat --size 12x3 >/dev/null 2>&1; then echo "FAIL: bad size accepted"; exit 1; fi
+[[ ! -e $out/x.png ]]
 if [[ -n $keep ]]; then
   mkdir -p "$keep"
-  for scene in "${scenes[@]}"; do cp "$out/$scene.png" "$keep/"; done
+  for shot in "${scenes[@]}"; do cp "$out/${shot/@/-}.png" "$keep/"; done
   echo "kept the scenes in $keep"
 fi
