@@ -38,6 +38,7 @@
 #include <QToolButton>
 #include <QButtonGroup>
 #include <QStyle>
+#include <QStyledItemDelegate>
 #include <QUrl>
 #include <QVBoxLayout>
 
@@ -70,6 +71,17 @@ constexpr const char* kWindowKey = "ui.window";        // geometry and dock layo
 constexpr const char* kLastModelKey = "ui.lastModel";  // the model that answered last
 constexpr const char* kTuningKey = "ui.tuning";        // the Tuning view's choices
 constexpr const char* kServerKey = "ui.server";        // the server toggle's port, slots and state
+
+// A list's rows as wide as the list (not as their text): a long title ends in "…" instead of
+// running past the edge into a sideways scrollbar.
+class ListRowDelegate : public QStyledItemDelegate {
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+    QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override
+    {
+        return {1, QStyledItemDelegate::sizeHint(option, index).height()};
+    }
+};
 
 }  // namespace
 
@@ -223,6 +235,7 @@ void ChatWindow::buildWidgets(bool withData)
     m_conversations->setTextElideMode(Qt::ElideRight);
     m_conversations->setWordWrap(false);
     m_conversations->setUniformItemSizes(true);
+    m_conversations->setItemDelegate(new ListRowDelegate(m_conversations));
     sideLayout->addWidget(m_newChat);
     sideLayout->addWidget(m_search);
     sideLayout->addWidget(m_conversations, 1);

@@ -694,6 +694,12 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(rowsOf(*window, "conversations"), 1, 10'000);
         QCOMPARE(list->horizontalScrollBarPolicy(), Qt::ScrollBarAlwaysOff);
         QVERIFY(list->textElideMode() == Qt::ElideRight);
+        const QModelIndex first = list->model()->index(0, 0);
+        QVERIFY2(list->visualRect(first).right() <= list->viewport()->width() &&
+                     list->visualRect(first).width() >= list->viewport()->width() - 8,
+                 qPrintable(QStringLiteral("the title's row is %1 px wide in a list of %2")
+                                .arg(list->visualRect(first).width())
+                                .arg(list->viewport()->width())));
 
         // Exports carry the system prompt.
         const qint64 id = window->controller()->currentConversation();
