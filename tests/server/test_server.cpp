@@ -350,6 +350,24 @@ TEST(Server, AnswersModelsChatAndCompletionsAsTheEngineWould)
     EXPECT_NE(metrics->body.find("spillway_engine_lane_seconds_total{lane=\"SSD read\"} 0.000000\n"), std::string::npos);
 }
 
+// A reply that runs into the end of the context: usage counts what the context holds, never one
+// token past it (the generator samples a token only where it has a position of its own).
+TEST(Server, UsageNeverExceedsTheContext)
+{
+    Served s;
+    ASSERT_NE(s.port, 0);
+    httplib::Client c = s.client();
+    const json body{{"model", "stories260K.gguf"}, {"prompt", "Once upon a time"}, {"max_tokens", 1 << 16}, {"temperature", 0}};
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json reply = json::parse(r->body);
+    const int context = 2048;  // the demo model's trained context (the engine's default)
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(reply["usage"]["prompt_tokens"].get<int>() + reply["usage"]["completion_tokens"].get<int>(), context);
+    EXPECT_EQ(reply["usage"]["total_tokens"].get<int>(), context);
+}
+
 TEST(Server, RefusesBadRequestsAndStaysUp)
 {
     server::ServerOptions o;
