@@ -245,7 +245,6 @@ void BottleneckView::beginReply()
     if (m_recorder) pollRecorder();  // what came before is the last reply's
     m_replyStartNs = trace::nowNs();
     m_replyTokensPerSecond = 0;
-    m_replyTokens = 0;
     m_waiting.clear();
     m_spans.clear();
     m_follow = true;
@@ -254,11 +253,10 @@ void BottleneckView::beginReply()
     emit traceChanged();
 }
 
-void BottleneckView::finishReply(double tokensPerSecond, int tokens)
+void BottleneckView::finishReply(double tokensPerSecond)
 {
     if (m_recorder) pollRecorder();
     m_replyTokensPerSecond = tokensPerSecond;
-    m_replyTokens = tokens;
     updateHeadline();
     update();
     emit traceChanged();

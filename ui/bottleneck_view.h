@@ -68,7 +68,7 @@ public:
     void beginReply();
     // The reply ended: its decode speed as the status line counts it (the generator's own clock),
     // which the header's "overall" figure shows from then on.
-    void finishReply(double tokensPerSecond, int tokens);
+    void finishReply(double tokensPerSecond);
     // While the user zooms or pans a live view, the view holds still: new spans wait (the
     // header says so) until fitToData() (double-click) follows the reply again.
     bool isPaused() const { return m_live && !m_follow; }
@@ -192,7 +192,6 @@ private:
     std::vector<trace::Span> m_waiting;  // spans that arrived while the view was paused
     uint64_t m_replyStartNs = 0;         // live: spans before the reply began are not shown
     double m_replyTokensPerSecond = 0;   // the finished reply's decode speed (0: none yet)
-    int m_replyTokens = 0;
     QStringList m_axisLabels;
     QToolButton* m_export = nullptr;
     uint32_t m_newestToken = 0;

@@ -814,7 +814,7 @@ void ChatWindow::onReplyFinished(double tokensPerSecond, double timeToFirstToken
                       ending + m_neuronCacheText);
     m_neuronCacheText.clear();
     m_bottleneck->setRemoteReply(timeToFirstTokenMs, tokensPerSecond, tokens);  // when the model is remote
-    m_bottleneck->finishReply(tokensPerSecond, tokens);  // its header says what the status line says
+    m_bottleneck->finishReply(tokensPerSecond);  // its header says what the status line says
     m_prompt->setFocus();
     emit replyFinished();
 }

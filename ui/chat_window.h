@@ -74,6 +74,11 @@ public:
     enum class View { Chats, Models, Tuning, Discover };
     View currentView() const;
 
+    // Where file dialogs open: `name` in the user's Documents folder (else home); a chat's title
+    // as a file name (chat_window_files.cpp, with the exports and the checkpoint dialog).
+    static QString documentsFile(const QString& name);
+    static QString fileNameFor(const QString& title);
+
 public slots:
     // Sends the prompt line (or, while editing a prompt, resends it edited).
     void send();
@@ -129,10 +134,7 @@ private:
     void exportChats(bool all, const QString& format);
     // Asks where, then writes the Bottleneck dock's timeline as a Chrome trace or a PNG.
     void exportTimeline(bool chromeTrace);
-    // Where file dialogs open: `name` in the user's Documents folder (else home); a chat's title
-    // as a file name (chat_window_files.cpp, with the exports and the checkpoint dialog).
-    static QString documentsFile(const QString& name);
-    static QString fileNameFor(const QString& title);
+
     void connectChat();
     void connectLibraryAndTuning();
     void updateButtons();

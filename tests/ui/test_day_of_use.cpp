@@ -25,6 +25,9 @@
 #include <QProgressBar>
 #include <QRegularExpression>
 #include <QScreen>
+#include <QStandardPaths>
+#include <QDir>
+#include <QFileInfo>
 #include <QScrollBar>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -700,6 +703,15 @@ private slots:
                  qPrintable(QStringLiteral("the title's row is %1 px wide in a list of %2")
                                 .arg(list->visualRect(first).width())
                                 .arg(list->viewport()->width())));
+
+        // Export dialogs open in Documents (else home), named after the chat.
+        QCOMPARE(ChatWindow::fileNameFor(QStringLiteral("Once upon a time: a story / part 2")),
+                 QStringLiteral("Once upon a time a story part 2"));
+        QCOMPARE(ChatWindow::fileNameFor(QStringLiteral("???")), QStringLiteral("spillway-chat"));
+        QCOMPARE(ChatWindow::fileNameFor(QString(80, QLatin1Char('a'))).size(), 60);
+        const QString documents = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+        const QString folder = QFileInfo(ChatWindow::documentsFile(QStringLiteral("x.md"))).absolutePath();
+        QVERIFY2(folder == QFileInfo(documents).absoluteFilePath() || folder == QDir::homePath(), qPrintable(folder));
 
         // Exports carry the system prompt.
         const qint64 id = window->controller()->currentConversation();
