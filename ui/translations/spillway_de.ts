@@ -48,10 +48,6 @@
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>• %1 (%2 B parameters, %3): %4, about %5 tokens/s</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>top-1 agreement %1% (the bar: %2%)</source>
         <translation type="unfinished"></translation>
     </message>
@@ -127,6 +123,22 @@
         <source>Last change (%1): %2</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>trained (%1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 B parameters, %2 B active per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 B parameters</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>• %1 (%2, %3): %4, about %5 tokens/s</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui</name>
@@ -163,22 +175,6 @@
     <name>spillway::ui::BottleneckView</name>
     <message>
         <source>layer %1</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
-        <source>no layer</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
-        <source>%1 GB/s</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
-        <source>%1 · %2 · %3 · %4 · %5 · %6 · token %7</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
-        <source>no bytes</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
@@ -283,6 +279,69 @@
 The header shows each reply&apos;s time to first token and tokens/s over the network.</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Export</source>
+        <translation>Exportieren</translation>
+    </message>
+    <message>
+        <source>Save what the timeline shows: a Chrome trace (Perfetto, chrome://tracing) or a PNG</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Chrome trace (JSON)…</source>
+        <translation>Chrome-Trace (JSON) …</translation>
+    </message>
+    <message>
+        <source>Picture (PNG)…</source>
+        <translation>Bild (PNG) …</translation>
+    </message>
+    <message>
+        <source> · paused: double-click to follow the reply</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source> · paused (%n new span(s) waiting): double-click to follow the reply</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>whole layer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>whole prompt layer (a batch of prompt tokens)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> at %1 GB/s</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>layer %1 · its experts are not served by the cache (resident on the device or in RAM)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>layer %1 · hit rate %2% (%3 of %4 chosen experts in a slot) · %5 experts missed per token · %6 read per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>expert cache</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>hit %1% · %2 missed/tok</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>L%1 resident</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 missed</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ChatController</name>
@@ -318,11 +377,15 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>%1 is not a Spillway chat export: %2</source>
+        <source>%1: conversation %2 of %3 not imported: %4</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>%1: conversation %2 of %3 not imported: %4</source>
+        <source>%1 is not a chat export (Spillway&apos;s, or a list of messages): %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> (imported)</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -438,10 +501,6 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
     </message>
     <message>
         <source>Import chats</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
-        <source>Spillway chat export (*.json)</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
@@ -579,10 +638,6 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
     </message>
     <message>
         <source> — ended: the context is full</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
-        <source> — ended: the token limit (%1)</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
@@ -764,11 +819,351 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <source>the API key could not be kept on disk (%1); it is used until Spillway quits</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Discover</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Find models on Hugging Face, judged for this machine before you download (Ctrl+4)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Chats (*.json)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&amp;Discover</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 could not be opened: %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 — %2 answers instead</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — ended: the reply length (%1 tokens); Continue goes on</source>
+        <translation> — beendet: die Antwortlänge (%1 Tokens); „Weiter“ setzt sie fort</translation>
+    </message>
+    <message>
+        <source>Spillway timeline %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export Chrome trace</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export PNG</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Spillway chats</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The applied plan runs %1: it answers from now on (the model picker shows it)</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ConversationListModel</name>
     <message>
         <source>(untitled)</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::DiscoverController</name>
+    <message>
+        <source>Checked and added to the library</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Downloaded and checked, but not added to the library: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Checked; adding it to the library …</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>spillway::ui::DiscoverPanel</name>
+    <message>
+        <source>Search Hugging Face for GGUF models (e.g. qwen 7b, llama 3.1 8b instruct)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Search models</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Search</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Access token…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>A Hugging Face access token, for gated repositories (Meta&apos;s Llama, Google&apos;s Gemma, …)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Search result</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Repositories found</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Search, then pick a repository: each of its GGUF files is judged for this machine from its header alone, before anything is downloaded.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>File</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Device</source>
+        <translation type="unfinished">Gerät</translation>
+    </message>
+    <message>
+        <source>RAM</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>SSD</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Predicted</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Verdict</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Files with the planner&apos;s verdict</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Bytes in the computing device&apos;s memory (the GPU&apos;s; on the CPU device, RAM it computes from)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Bytes in RAM, sent to the device as they are needed</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Bytes left on the SSD (the token embedding table stays there: a token reads one row of it)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The planner&apos;s prediction for this machine, as measured</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> tokens/s</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The recommendation: the largest file predicted at least this fast here</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Speed the recommendation must reach</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Download</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Recommend the largest at or above</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Downloads&lt;/b&gt; — resumable, each file checked against its SHA-256 before it joins the library</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Progress</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Status</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Downloads</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Pause</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Resume</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation type="unfinished">Abbrechen</translation>
+    </message>
+    <message>
+        <source>Stop and delete what was downloaded of it</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Clear finished</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Discover messages</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Searching %1 …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No GGUF repositories match &apos;%1&apos; on %2.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The search for &apos;%1&apos; failed: %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No results: the search got no answer (see above)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Access token ✓</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 downloads · %2 likes</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> · gated: needs an access token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> — reading each file&apos;s header and planning it for this machine …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source> — no GGUF files (%n other file(s)): a safetensors repository converts with `spillway-cli convert` once downloaded</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source> — recommended here: &lt;b&gt;%1&lt;/b&gt;</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source> (%n parts)</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>%1 tokens/s</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Fits in memory</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Streams weights from the SSD</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>★ Recommended · </source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No verdict: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Reading its header …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Judged once the machine is measured</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 of %2</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Queued</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Downloading · %1/s · %2 s left</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Downloading …</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Paused (resumes where it stopped)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Failed: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Done</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Hugging Face access token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Gated repositories (Llama, Gemma, …) need a token of an account that accepted their terms: huggingface.co → Settings → Access Tokens (read). Without one here, the token huggingface-cli keeps is used, if any.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Token:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Remember it on this computer (readable by you alone)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The token is used for this Hub from now on.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The token is forgotten.</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -848,6 +1243,18 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
     </message>
     <message>
         <source>(this chat&apos;s own)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This model has no chat template: it continues your text and does not read a system prompt.</source>
+        <translation>Dieses Modell hat keine Chat-Vorlage: Es setzt Ihren Text fort und liest keinen Systemprompt.</translation>
+    </message>
+    <message>
+        <source>%1 (a base model&apos;s default)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>0: %1 tokens, as a base model never ends a turn itself (Continue goes on)</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -1086,6 +1493,18 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <source>Add</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Why the model was not added</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Dismiss</source>
+        <translation>Ausblenden</translation>
+    </message>
+    <message>
+        <source>Not added: %1</source>
+        <translation>Nicht hinzugefügt: %1</translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::ModelCatalogModel</name>
@@ -1207,20 +1626,28 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <translation>Modell:</translation>
     </message>
     <message>
-        <source>Edit</source>
-        <translation>Bearbeiten</translation>
+        <source>Edit and resend this message</source>
+        <translation>Diese Nachricht bearbeiten und erneut senden</translation>
     </message>
     <message>
-        <source>Copy</source>
-        <translation>Kopieren</translation>
+        <source>Copy this reply</source>
+        <translation>Diese Antwort kopieren</translation>
     </message>
     <message>
-        <source>Regenerate</source>
-        <translation>Neu erzeugen</translation>
+        <source>Regenerate: write this reply again</source>
+        <translation>Neu erzeugen: diese Antwort noch einmal schreiben</translation>
     </message>
     <message>
-        <source>Continue</source>
-        <translation>Fortsetzen</translation>
+        <source>Continue: the reply goes on from where it ended</source>
+        <translation>Weiter: Die Antwort geht dort weiter, wo sie endete</translation>
+    </message>
+    <message>
+        <source>Previous version</source>
+        <translation>Vorherige Version</translation>
+    </message>
+    <message>
+        <source>Next version</source>
+        <translation>Nächste Version</translation>
     </message>
 </context>
 <context>
@@ -1434,9 +1861,88 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <translation>%1 Token/s vorhergesagt</translation>
     </message>
     <message>
+        <source>Time per token, lane by lane</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Longer than the %1 tokens the model was trained on: replies past them tend to lose the thread (the memory is planned as asked)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
         <source>device %1 · RAM %2 · SSD %3 read per token
-KV cache %4
-%5</source>
+KV cache %4</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>SSD reads</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Host→device copies</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Decompression</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Device compute</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>CPU compute</source>
+        <translation type="unfinished">CPU-Berechnung</translation>
+    </message>
+    <message>
+        <source>Per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>probe alone</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>calibrated</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>predicted</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>last run</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> probe %1,</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> predicted %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>, last run %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Last run: %1 tokens with this placement, %2 tokens/s measured against %3 predicted then.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The last reply ran with another placement: apply this one and chat to measure it.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Measured figures appear here after a reply of 16 tokens or more with an applied plan.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source> · answers now</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -1479,10 +1985,6 @@ KV cache %4
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>per token: SSD %1 ms · host→device %2 ms · compute %3 ms · CPU %4 ms</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>Cannot plan: %1</source>
         <translation type="unfinished"></translation>
     </message>
@@ -1504,6 +2006,34 @@ KV cache %4
     </message>
     <message>
         <source>Predicted here: %1 tokens/s (%2)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Experts: on the device in %1 of %2 layers, streamed whole in the others.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Experts: on the device in %1 of %2 layers, through the expert cache in %3 (%4 slots each on the device, %5 experts in RAM in all): %6 % of the choices expected in slots, %7 % from RAM; routing %8.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 to %2 (by the routing)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Calibrated by one run of this kind on this machine; the probe&apos;s figures alone predict %1 tokens/s.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Calibrated by %1 runs of this kind on this machine; the probe&apos;s figures alone predict %2 tokens/s.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The machine was busy while it was measured (%1): it is measured again once it is quiet.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The hardware profile looks wrong: %1</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -1555,6 +2085,10 @@ KV cache %4
     </message>
     <message>
         <source>The measurement failed: %1. Chatting works all the same; the Tuning view needs the measurement for its predictions.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Loaded: %1. You can start chatting now; the measurement (%2%) goes on beside it.</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
