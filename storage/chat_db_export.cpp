@@ -321,7 +321,14 @@ Result<Json> fromMessageList(const Json& doc)
         }
         if (*role != "user" && *role != "assistant")
             return badJson(where + ".role", "\"" + *role + "\" is not user or assistant (a system message leads)");
-        if (title.empty() && *role == "user") title = content->get<std::string>().substr(0, 60);
+        if (title.empty() && *role == "user") {
+            title = content->get<std::string>();
+            if (title.size() > 60) {  // at most 60 bytes, cut where a character begins (UTF-8)
+                size_t cut = 60;
+                while (cut > 0 && (static_cast<unsigned char>(title[cut]) & 0xC0) == 0x80) --cut;
+                title.resize(cut);
+            }
+        }
         messages.push_back({{"role", *role},
                             {"created", now},
                             {"current", 0},

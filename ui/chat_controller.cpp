@@ -385,11 +385,9 @@ void ChatController::onModelLoaded(const QString& description, bool chatTemplate
     m_modelReady = true;
     m_chatTemplate = chatTemplate;
     m_modelDescription = description;
-    if (m_loading) {  // (a plan for another variant loads it too, unasked)
+    if (m_loading) {  // (a plan for another variant loads it too, unasked: setAnsweringModel)
         m_loading = false;
-        m_modelPath = m_loadingPath;
-        m_modelId = m_loadingId;
-        if (m_store && m_conversation && m_modelId) emit storeSetModel(m_conversation, m_modelId);
+        setAnsweringModel(m_loadingPath, m_loadingId);
     }
     emit modelLoaded(description, chatTemplate);
     emit stateChanged();

@@ -4,7 +4,6 @@
 #include <QPainter>
 #include <QToolTip>
 #include <QStyle>
-#include <QStyleOption>
 
 namespace spillway::ui {
 
@@ -15,8 +14,6 @@ ElidingLabel::ElidingLabel(QWidget* parent) : QLabel(parent)
 }
 
 QSize ElidingLabel::minimumSizeHint() const { return {fontMetrics().averageCharWidth() * 8, QLabel::minimumSizeHint().height()}; }
-
-QSize ElidingLabel::sizeHint() const { return {QLabel::sizeHint().width(), QLabel::sizeHint().height()}; }
 
 void ElidingLabel::paintEvent(QPaintEvent*)
 {

@@ -12,7 +12,6 @@ class ElidingLabel : public QLabel {
 public:
     explicit ElidingLabel(QWidget* parent = nullptr);
     QSize minimumSizeHint() const override;
-    QSize sizeHint() const override;
     // What the last paint showed ("" before the first).
     QString shownText() const { return m_shown; }
 

@@ -1,7 +1,5 @@
 #include "library_panel.h"
 
-#include <QStandardPaths>
-
 #include <QAbstractTextDocumentLayout>
 #include <QCheckBox>
 #include <QDialog>
@@ -20,6 +18,7 @@
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QStandardPaths>
 #include <QStyledItemDelegate>
 #include <QTextDocument>
 #include <QVBoxLayout>

@@ -256,12 +256,11 @@ QList<int> wholeShares(const QList<qint64>& parts)
     return shares;
 }
 
-QString contextText(int context, int trained)
+QString contextText(int context, int defaultContext)
 {
     const QLocale locale;
-    if (context > 0) return locale.toString(context);
-    const int resolved = trained > 0 ? std::min(trained, 4096) : 4096;
-    return QObject::tr("trained (%1)").arg(locale.toString(resolved));
+    if (context > 0 || defaultContext <= 0) return locale.toString(context);
+    return QObject::tr("trained (%1)").arg(locale.toString(defaultContext));
 }
 
 void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApply)
@@ -280,7 +279,7 @@ void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApp
     m_tierLines[2]->setText(tr("%1 (%2) stay on the SSD; %3 read per token")
                                 .arg(size(ssd), share(2), size(prediction.ssdBytesPerToken)));
     const int trained = prediction.trainedContext;
-    if (trained > 0) m_ctx->setSpecialValueText(contextText(0, trained));  // "trained (2,048)"
+    if (prediction.defaultContext > 0) m_ctx->setSpecialValueText(contextText(0, prediction.defaultContext));  // "trained (2,048)"
     const bool beyond = trained > 0 && prediction.settings.contextLength > trained;
     m_contextNote->setText(beyond ? tr("Longer than the %1 tokens the model was trained on: replies past them tend to "
                                        "lose the thread (the memory is planned as asked)")
@@ -318,7 +317,7 @@ QString describeChange(const TuningPrediction& before, const TuningPrediction& a
     if (a.ramBudget != b.ramBudget) moved << QObject::tr("RAM budget %1 → %2").arg(mib(a.ramBudget), mib(b.ramBudget));
     if (a.contextLength != b.contextLength)
         moved << QObject::tr("context %1 → %2")
-                     .arg(contextText(a.contextLength, before.trainedContext), contextText(b.contextLength, after.trainedContext));
+                     .arg(contextText(a.contextLength, before.defaultContext), contextText(b.contextLength, after.defaultContext));
     if (a.kvType != b.kvType) moved << QObject::tr("KV cache %1 → %2").arg(a.kvType, b.kvType);
     if (a.neuronCache != b.neuronCache || a.neuronMode != b.neuronMode || a.coldNeurons != b.coldNeurons)
         moved << QObject::tr("neuron cache");

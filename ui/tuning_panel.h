@@ -104,8 +104,8 @@ private:
 QString describeChange(const TuningPrediction& before, const TuningPrediction& after);
 // Whole percentages of `parts` that add up to 100 (largest remainder), each at most 100.
 QList<int> wholeShares(const QList<qint64>& parts);
-// "2,048", or for 0 (the default) "trained (2,048)".
-QString contextText(int context, int trained);
+// "2,048", or for 0 (the default) "trained (2,048)": `defaultContext`, what 0 resolves to.
+QString contextText(int context, int defaultContext);
 
 // One stacked bar: the model's weights on the device, in pinned RAM and on the SSD.
 class TierBar : public QWidget {

@@ -11,6 +11,7 @@
 #include "core/model/llama_model.h"
 #include "core/model/synthetic_model.h"
 #include "core/plan/planner.h"
+#include "core/plan/session_memory.h"
 #include "core/compress/ffn_predictor.h"
 #include "core/engine/engine.h"
 #include "core/runtime/llama_session.h"
@@ -255,6 +256,7 @@ void TuningWorker::predict(const TuningSettings& settings)
                               ? placed - plan->deviceWeightBytes - plan->hostWeightBytes
                               : 0);
     out.trainedContext = planned->config().trainedContext;
+    out.defaultContext = plan::resolveContext(planned->config(), 0);
     out.kvBytes = qint64(plan->kvCacheBytes);
     if (!plan->expertLayers.empty()) {
         // A mixture of experts: where its experts are, and what the expert cache should hit.

@@ -44,6 +44,7 @@ struct TuningPrediction {
     qint64 deviceBytes = 0, ramBytes = 0, ssdBytesPerToken = 0, modelBytes = 0;
     qint64 ssdBytes = 0;  // weights left on the SSD (device + RAM + SSD: every weight of the file)
     int trainedContext = 0;  // the model's trained context length
+    int defaultContext = 0;  // what context 0 (the default) resolves to for this model
     qint64 kvBytes = 0;  // the KV cache, on the device
     QString note;   // why a setting was not taken (a neuron cache on a SwiGLU model, ...), or empty
     // The neuron cache: per layer, whether the cost model has the CPU compute its cold neurons

@@ -413,6 +413,27 @@ TEST_F(ChatDbTest, ImportRejectsBadDocumentsAndLeavesNothing)
     EXPECT_TRUE(must(db().search("ok")).empty());
 }
 
+// A chat as a plain list of messages (spillway-cli chat's /save): imported with its messages, its
+// leading system message handed back as the system prompt, titled by its first prompt cut where a
+// character begins (a long prompt of two-byte letters), and a role it cannot store refused.
+TEST_F(ChatDbTest, ImportsAPlainMessageList)
+{
+    std::string prompt = "a";
+    for (int i = 0; i < 40; ++i) prompt += "\xc3\xa9";  // "a" and "é" x 40: 81 bytes, byte 60 inside an "é"
+    const std::string list = R"({"model":"m","messages":[{"role":"system","content":"Be brief."},)"
+                             R"({"role":"user","content":")" + prompt + R"("},{"role":"assistant","content":"Yes."}]})";
+    std::string system;
+    const int64_t id = must(db().importJson(list, &system));
+    EXPECT_EQ(system, "Be brief.");
+    const auto title = must(db().conversation(id)).title;
+    EXPECT_EQ(title, prompt.substr(0, 59));  // "a" and 29 whole letters, not half of the 30th
+    const auto messages = must(db().messages(id));
+    ASSERT_EQ(messages.size(), 2u);
+    EXPECT_EQ(messages[0].content, prompt);
+    EXPECT_EQ(messages[1].content, "Yes.");
+    EXPECT_FALSE(db().importJson(R"({"messages":[{"role":"tool","content":"x"}]})").ok());
+}
+
 TEST_F(ChatDbTest, TransactionsCommitOrRollBackTogether)
 {
     const int64_t c = must(db().createConversation("tx"));
