@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/formats/gguf.h"
+#include "core/formats/gguf_split.h"
 #include "core/formats/hf_config.h"
 #include "core/formats/safetensors.h"
 #include "core/model/llama_model.h"
@@ -23,7 +24,8 @@ namespace {
 // Keys that describe how this engine imported a file, not the model.
 bool importOnlyKey(std::string_view key)
 {
-    return key == "spillway.rope.neox" || key == "spillway.source_format" || key == "general.alignment";
+    return key == "spillway.rope.neox" || key == "spillway.source_format" || key == "general.alignment" ||
+           gguf::isSplitKey(key);  // a split model's parts: a joined or re-split output writes its own
 }
 
 // Rows of a tensor as the permutation sees them: a matrix's rows, a bias's elements.
@@ -52,11 +54,12 @@ bool needsPermutation(const LlamaModel& model, const ModelTensor& t, ConvertTarg
     return true;
 }
 
-Status writeGguf(const LlamaModel& model, const std::string& out)
+Status writeGguf(const LlamaModel& model, const std::string& out, const ConvertOptions& options)
 {
-    gguf::Writer w;
+    std::vector<gguf::KeyValue> metadata;
     for (const gguf::KeyValue& kv : model.metadata().entries())
-        if (!importOnlyKey(kv.key)) w.setValue(kv.key, kv.value);
+        if (!importOnlyKey(kv.key)) metadata.push_back(kv);
+    std::vector<gguf::TensorSource> tensors;
     for (const ModelTensor& t : model.tensors()) {
         if (gguf::ggmlFromDtype(t.type) == 0 && t.type != gpu::DType::F32)
             return makeError(ErrorCode::UnsupportedModel, model.path() + ": tensor '" + t.name + "' is " +
@@ -65,11 +68,20 @@ Status writeGguf(const LlamaModel& model, const std::string& out)
         const bool permute = needsPermutation(model, t, ConvertTarget::Gguf, &heads);
         const RowShape shape = rowShape(t);
         const ModelTensor* src = &t;
-        w.addTensor(t.name, t.type, t.dims, [src, permute, heads, shape](std::span<uint8_t> dst) {
+        tensors.push_back({t.name, t.type, t.dims, [src, permute, heads, shape](std::span<uint8_t> dst) {
             if (!permute || !permuteRopeRows(src->data, dst.data(), shape.rows, shape.rowBytes, heads, true))
                 std::memcpy(dst.data(), src->data, dst.size());
-        });
+        }});
     }
+    if (options.splitMaxBytes > 0 || options.splitMaxTensors > 0) {
+        const gguf::SplitPlan plan{options.splitMaxBytes, options.splitMaxTensors};
+        auto parts = gguf::writeSplit(metadata, tensors, splitOutputPrefix(out), plan);
+        if (!parts) return parts.error();
+        return {};
+    }
+    gguf::Writer w;
+    for (gguf::KeyValue& kv : metadata) w.setValue(std::move(kv.key), std::move(kv.value));
+    for (gguf::TensorSource& t : tensors) w.addTensor(std::move(t.name), t.type, std::move(t.dims), std::move(t.fill));
     return w.write(out);
 }
 
@@ -189,6 +201,13 @@ Status writeHfFolder(const LlamaModel& model, const fs::path& dir, uint64_t shar
 
 }  // namespace
 
+std::string splitOutputPrefix(const std::string& outPath)
+{
+    if (const auto name = gguf::parseSplitName(outPath)) return name->prefix;
+    if (outPath.size() > 5 && outPath.ends_with(".gguf")) return outPath.substr(0, outPath.size() - 5);
+    return outPath;
+}
+
 Status convertModel(const LlamaModel& model, const std::string& outPath, const ConvertOptions& options)
 {
     const LlamaConfig& c = model.config();
@@ -199,10 +218,25 @@ Status convertModel(const LlamaModel& model, const std::string& outPath, const C
     std::error_code ec;
     if (fs::exists(outPath, ec) && !options.overwrite)
         return makeError(ErrorCode::InvalidArgument, outPath + " exists already (pass --force to replace it)");
+    const bool split = options.splitMaxBytes > 0 || options.splitMaxTensors > 0;
+    if (split && options.target != ConvertTarget::Gguf)
+        return makeError(ErrorCode::InvalidArgument, "a split output (--split-max-size, --split-max-tensors) is a GGUF; "
+                                                     "a Hugging Face folder is sharded by --shard-size");
+    if (split && !options.overwrite) {
+        // Any part of an earlier split under the same name, whatever its count.
+        const std::string prefix = splitOutputPrefix(outPath);
+        const fs::path dir = fs::path(prefix).parent_path().empty() ? fs::path(".") : fs::path(prefix).parent_path();
+        for (const auto& e : fs::directory_iterator(dir, ec)) {
+            const auto name = gguf::parseSplitName((dir / e.path().filename()).string());
+            if (name && fs::path(name->prefix).filename() == fs::path(prefix).filename())
+                return makeError(ErrorCode::InvalidArgument,
+                                 e.path().string() + " exists already (pass --force to replace it)");
+        }
+    }
     if (options.target == ConvertTarget::Gguf) {
         if (fs::is_directory(outPath, ec))
             return makeError(ErrorCode::InvalidArgument, outPath + " is a folder; a GGUF output is a file");
-        return writeGguf(model, outPath);
+        return writeGguf(model, outPath, options);
     }
     // A folder: built beside the target, renamed into place when complete.
     const fs::path target = fs::absolute(outPath, ec);

@@ -28,7 +28,17 @@ struct ConvertOptions {
     // save_pretrained writes them; its default is 5 GB); a single model.safetensors when all fit.
     // A tensor bigger than the limit gets a shard of its own.
     uint64_t shardBytes = 5'000'000'000ull;
+    // GGUF: a split GGUF, as llama.cpp's llama-gguf-split writes it (OUT-00001-of-0000N.gguf ...,
+    // OUT being outPath without ".gguf"), when either is set: at most this many bytes of tensor
+    // data per part (--split-max-size), at most this many tensors per part (--split-max-tensors).
+    // A split model converted without them is joined into one file.
+    uint64_t splitMaxBytes = 0;
+    int splitMaxTensors = 0;
 };
+
+// The prefix of the parts a split GGUF output `outPath` is written as: "dir/model.gguf" and
+// "dir/model" -> "dir/model"; a part's own name ("dir/model-00001-of-00003.gguf") -> "dir/model".
+std::string splitOutputPrefix(const std::string& outPath);
 
 Status convertModel(const LlamaModel& model, const std::string& outPath, const ConvertOptions& options);
 

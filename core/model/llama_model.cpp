@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/formats/gguf.h"
+#include "core/formats/gguf_split.h"
 #include "core/model/hf_model.h"
 #include "core/formats/llama2c.h"
 #include "core/tokenizer/tokenizer.h"
@@ -354,15 +355,19 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn, 
             model->m_tensors.push_back(std::move(t));
         }
     } else {
-        auto file = gguf::File::open(path);
+        // One file, or every part of a split GGUF (any part opens them all): each tensor keeps
+        // the part it lies in as its file.
+        auto file = gguf::SplitFile::open(path);
         if (!file) return file.error();
         model->m_file = std::move(file.value());
-        const gguf::File& f = *model->m_file;
+        const gguf::SplitFile& f = *model->m_file;
         model->m_path = f.path();
-        model->m_dataFiles.push_back(f.path());
-        for (const gguf::TensorInfo& info : f.tensors())
-            model->m_tensors.push_back(ModelTensor{info.name, info.type, info.dims, info.data, info.bytes, 0,
-                                                   f.dataOffset() + info.offset});
+        model->m_dataFiles = f.partPaths();
+        for (const gguf::PartTensor& pt : f.tensors()) {
+            const gguf::TensorInfo& info = *pt.info;
+            model->m_tensors.push_back(ModelTensor{info.name, info.type, info.dims, info.data, info.bytes, pt.part,
+                                                   pt.fileOffset});
+        }
     }
     for (size_t i = 0; i < model->m_tensors.size(); ++i)
         if (!model->m_tensorIndex.emplace(model->m_tensors[i].name, i).second)

@@ -19,7 +19,7 @@
 
 namespace spillway {
 
-namespace gguf { class File; class Metadata; }
+namespace gguf { class SplitFile; class Metadata; }
 namespace storage { class Package; }
 class Tokenizer;
 
@@ -155,7 +155,9 @@ struct ModelLoadOptions {
 
 class LlamaModel {
 public:
-    // `path`: a GGUF file, a package folder (or its manifest.json), or a llama2.c checkpoint.
+    // `path`: a GGUF file (or any part of a split GGUF: the model is then all its parts, each
+    // tensor read from the part that holds it, dataFiles() the parts in order, path() the first),
+    // a package folder (or its manifest.json), or a llama2.c checkpoint.
     // Every tensor's size and layout is checked (a bitmap sparse blob in full) before any view
     // is made of it.
     static Result<std::unique_ptr<LlamaModel>> load(const std::string& path, const ModelLoadOptions& options = {});
@@ -186,7 +188,7 @@ private:
     LlamaModel() = default;
     Status bind();  // config, weights and tokenizer from the tensor table and metadata
     std::string m_path;
-    std::unique_ptr<gguf::File> m_file;           // a GGUF model
+    std::unique_ptr<gguf::SplitFile> m_file;      // a GGUF model: one file, or the parts of a split one
     std::unique_ptr<storage::Package> m_package;  // a package
     std::unique_ptr<gguf::Metadata> m_packageMeta;
     std::unique_ptr<ImportedModel> m_imported;    // another format, imported
