@@ -71,22 +71,27 @@ FileVerdict judgeFile(HubClient& hub, const std::string& repo, const HubFile& fi
                       const hw::HardwareProfile& profile, const std::string& backend, const std::string& cacheDir)
 {
     FileVerdict v = unjudged(files, file);
-    if (v.parts.size() > 1) {
-        // The engine reads single-file GGUFs; llama.cpp's gguf-split joins the parts.
-        v.why = "split into " + std::to_string(v.parts.size()) +
-                " files: Spillway reads one-file GGUFs (join the parts with llama-gguf-split --merge)";
-        return v;
-    }
     std::error_code ec;
     fs::create_directories(cacheDir, ec);
     // Keyed by the content's checksum where there is one: a changed file is fetched again.
     std::string name = repo + "--" + file.path;
     std::replace(name.begin(), name.end(), '/', '-');
     if (!file.sha256.empty()) name.append(".").append(file.sha256, 0, 16);
-    const std::string header = (fs::path(cacheDir) / name).string();
-    v.fromCache = fs::exists(header, ec) && fs::file_size(header, ec) == file.size;
-    if (!v.fromCache) {
-        auto fetched = hub.fetchHeader(repo, file, header);
+    std::string header = (fs::path(cacheDir) / name).string();
+    if (v.parts.size() > 1) {
+        // A split GGUF: every part's header under the part's own name, in a folder of the model's
+        // (the reader finds the parts by their names), so that it loads as the downloaded parts do.
+        const fs::path folder = fs::path(cacheDir) / (name + ".parts");
+        fs::create_directories(folder, ec);
+        header = (folder / fs::path(file.path).filename()).string();
+    }
+    v.fromCache = true;
+    for (const HubFile& part : v.parts) {
+        const std::string at = v.parts.size() > 1 ? (fs::path(header).parent_path() / fs::path(part.path).filename()).string()
+                                                  : header;
+        if (fs::exists(at, ec) && fs::file_size(at, ec) == part.size) continue;
+        v.fromCache = false;
+        auto fetched = hub.fetchHeader(repo, part, at);
         if (!fetched) {
             v.why = fetched.error().message;
             return v;

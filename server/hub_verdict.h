@@ -38,7 +38,9 @@ std::vector<HubFile> modelParts(const std::vector<HubFile>& files, const HubFile
 std::string defaultHeaderCacheDir();
 
 // The verdict on one model of `repo` (a file that is no later shard) for this machine.
-// `files`: the repository's files (for a sharded model's other parts).
+// `files`: the repository's files (for a sharded model's other parts). A split GGUF (parts
+// NAME-0000k-of-0000N.gguf) is judged from every part's header, each fetched by ranged requests
+// into a folder of its own under cacheDir, loaded as one model.
 FileVerdict judgeFile(HubClient& hub, const std::string& repo, const HubFile& file, const std::vector<HubFile>& files,
                       const hw::HardwareProfile& profile, const std::string& backend, const std::string& cacheDir);
 // Every GGUF model of a repository's listing, not judged yet: its file (a sharded model's first

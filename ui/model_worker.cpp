@@ -37,6 +37,11 @@ ModelItem describe(const LlamaModel& m)
     item.architecture = QString::fromStdString(m.config().architecture);
     item.parameters = qint64(m.parameterCount());
     item.sizeBytes = sizeOnDisk(m.path());
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(m.path(), ec) && m.dataFiles().size() > 1) {  // a split GGUF: every part
+        item.sizeBytes = 0;
+        for (const std::string& part : m.dataFiles()) item.sizeBytes += sizeOnDisk(part);
+    }
     return item;
 }
 

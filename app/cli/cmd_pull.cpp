@@ -91,14 +91,15 @@ void addToLibrary(const std::string& file)
         std::fprintf(stderr, "not added to the library: %s\n", db.error().message.c_str());
         return;
     }
-    auto known = db->modelByPath(path);
+    auto known = db->modelByPath((*model)->path());
     if (known && *known) return;
     storage::ModelRecord r;
-    r.path = path;
+    r.path = (*model)->path();  // a split model's first part, whichever was named
     r.format = storage::ModelFormat::Gguf;
     r.architecture = (*model)->config().architecture;
     r.parameterCount = int64_t((*model)->parameterCount());
-    r.sizeBytes = int64_t(fs::file_size(path, ec));
+    r.sizeBytes = 0;
+    for (const std::string& part : (*model)->dataFiles()) r.sizeBytes += int64_t(fs::file_size(part, ec));  // every part
     auto added = db->addModel(r);
     if (!added) std::fprintf(stderr, "not added to the library: %s\n", added.error().message.c_str());
     else std::fprintf(stderr, "added to the library (%s/spillway.db)\n", appDataFolder().c_str());

@@ -172,6 +172,59 @@ private slots:
         QVERIFY(!w->discover()->download(fileRow(w->discover(), QStringLiteral("tiny-olmoe.gguf"))));
     }
 
+    // A split GGUF (the fixture's mixtral-split-GGUF: llama-gguf-split's three parts of
+    // tiny-mixtral.gguf): one row with one verdict, made from the parts' headers; its download
+    // fetches every part (paused in the second part, then resumed), each byte for byte the
+    // repository's, and the library gets one entry: the first part, with all the parts' bytes.
+    void aSplitModelIsOneRowOneDownloadOneEntry()
+    {
+        QTemporaryDir data;
+        std::unique_ptr<ChatWindow> w;
+        openWindow(data.path(), w);
+        QVERIFY(w->library()->isTuningReady());
+        QCOMPARE(search(*w, QStringLiteral("split")), QStringList{QStringLiteral("spillway-test/mixtral-split-GGUF")});
+        pickRepository(*w, 0);
+        DiscoverController* d = w->discover();
+        QCOMPARE(int(d->models().size()), 1);
+        QCOMPARE(int(d->models().front().parts.size()), 3);
+        QCOMPARE(part<QTableWidget>(*w, "discoverFiles")->rowCount(), 1);
+        QVERIFY2(d->models().front().planned, d->models().front().why.c_str());
+        QVERIFY(d->models().front().tokensPerSecond > 0);
+        const std::vector<server::HubFile> parts = d->models().front().parts;
+
+        m_hub->setBytesPerSecond(200'000);  // about 5 s for the three parts
+        pickFile(*w, QStringLiteral("tiny-mixtral-00001-of-00003.gguf"));
+        part<QPushButton>(*w, "discoverDownload")->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!d->queue().isEmpty() && d->queue().first().done * 2 >= d->queue().first().total, 20000);
+        part<QTableWidget>(*w, "discoverQueue")->selectRow(0);
+        part<QPushButton>(*w, "discoverPause")->click();
+        QTRY_COMPARE_WITH_TIMEOUT(d->queue().first().state, DownloadEntry::State::Paused, 10000);
+        const QDir models(w->library()->modelsFolder());
+        const QString first = models.filePath(QStringLiteral("tiny-mixtral-00001-of-00003.gguf"));
+        QVERIFY(QFile::exists(first));  // the first part is whole, the second is where it paused
+        QVERIFY(QFile::exists(models.filePath(QStringLiteral("tiny-mixtral-00002-of-00003.gguf.part"))));
+        QVERIFY(!inCatalog(*w, first));
+        m_hub->setBytesPerSecond(0);
+        QSignalSpy finished(d, &DiscoverController::downloadFinished);
+        part<QPushButton>(*w, "discoverResume")->click();
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(finished.first().at(1).toString(), first);
+        for (const auto& p : parts) {
+            const QString name = QString::fromStdString(p.path);
+            QVERIFY2(bytesOf(models.filePath(name)) == bytesOf(kMoe + QStringLiteral("split/") + name), qPrintable(name));
+            QVERIFY(!QFile::exists(models.filePath(name) + QStringLiteral(".part")));
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(inCatalog(*w, first), 20000);
+        int entries = 0;
+        qint64 bytes = 0;
+        for (const auto& m : w->library()->catalog()->models())
+            if (m.path.contains(QStringLiteral("tiny-mixtral-0000"))) ++entries, bytes = m.sizeBytes;
+        QCOMPARE(entries, 1);
+        QCOMPARE(bytes, qint64(QFileInfo(models.filePath(QStringLiteral("tiny-mixtral-00001-of-00003.gguf"))).size() +
+                               QFileInfo(models.filePath(QStringLiteral("tiny-mixtral-00002-of-00003.gguf"))).size() +
+                               QFileInfo(models.filePath(QStringLiteral("tiny-mixtral-00003-of-00003.gguf"))).size()));
+    }
+
     // A paused download and one the window's exit interrupted both survive a restart and
     // resume from their .part: the hub sends at most 1.1 x the file in all.
     void theQueueSurvivesARestart()
