@@ -36,7 +36,11 @@ Result<uint64_t> parseSplitSize(const std::string& text)
     if (t.ends_with("M") || t.ends_with("MB")) scale = 1'000'000;
     if (t.ends_with("G") || t.ends_with("GB")) scale = 1'000'000'000;
     if (t.ends_with("T") || t.ends_with("TB")) scale = 1'000'000'000'000;
-    if (scale == 1) return parseBytes(text);
+    if (scale == 1) {
+        auto bytes = parseBytes(text);
+        if (!bytes) return makeError(ErrorCode::InvalidArgument, "--split-max-size: " + bytes.error().message);
+        return bytes;
+    }
     t.erase(t.find_first_of("MGT"));
     size_t used = 0;
     double value = 0;

@@ -23,6 +23,7 @@
 #include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
+#include "../common/cli_run.h"
 #include "../common/same_tensors.h"
 #include "../common/session_logits.h"
 #include "../common/temp_dir.h"
@@ -113,7 +114,7 @@ TEST(GgufSplit, NamesAreLlamaCppsPattern)
 // the part it was written to, every byte the whole file's.
 TEST(GgufSplit, AnyPartOpensTheWholeModel)
 {
-    testing_support::TempDir dir("gguf-split");
+    spillway::testing_support::TempDir dir("gguf-split");
     const std::vector<std::string> parts = writeParts(kMoe + "tiny-qwen2moe.gguf", dir / "tiny-qwen2moe", 3);
     ASSERT_EQ(parts.size(), 3u);
     EXPECT_EQ(parts[0], dir / "tiny-qwen2moe-00001-of-00003.gguf");
@@ -124,7 +125,7 @@ TEST(GgufSplit, AnyPartOpensTheWholeModel)
         ASSERT_TRUE(model) << model.error().message;
         EXPECT_EQ((*model)->path(), parts[0]) << "the first part stands for the model";
         EXPECT_EQ((*model)->dataFiles(), parts);
-        testing_support::expectSameTensors(**model, **whole);
+        spillway::testing_support::expectSameTensors(**model, **whole);
         std::vector<int> perPart(3);
         for (const ModelTensor& t : (*model)->tensors()) {
             ASSERT_LT(t.file, 3u) << t.name;
@@ -148,7 +149,7 @@ TEST(GgufSplit, AnyPartOpensTheWholeModel)
 TEST(GgufSplit, ThreePartsGiveTheWholeFilesTokensOnEveryTier)
 {
     for (const char* name : {"tiny-mixtral", "tiny-qwen2moe"}) {
-        testing_support::TempDir dir("gguf-split");
+        spillway::testing_support::TempDir dir("gguf-split");
         const std::vector<std::string> parts = writeParts(kMoe + name + ".gguf", dir / name, 3);
         ASSERT_EQ(parts.size(), 3u);
         auto whole = LlamaModel::load(kMoe + name + ".gguf");
@@ -163,7 +164,7 @@ TEST(GgufSplit, ThreePartsGiveTheWholeFilesTokensOnEveryTier)
         base.contextLength = 64;
         base.batch = 1;
         const int vocab = (*whole)->config().vocabSize;
-        const std::vector<float> reference = testing_support::sessionLogits(**whole, *device, base, prompt, 12);
+        const std::vector<float> reference = spillway::testing_support::sessionLogits(**whole, *device, base, prompt, 12);
         ASSERT_FALSE(reference.empty());
         const std::vector<int32_t> referenceIds = greedyOf(reference, vocab);
 
@@ -187,7 +188,7 @@ TEST(GgufSplit, ThreePartsGiveTheWholeFilesTokensOnEveryTier)
             if (what == "experts on the ssd") o.experts.slotsPerLayer = 2;
             auto session = LlamaSession::create(**split, *device, o);
             ASSERT_TRUE(session) << name << " " << what << ": " << session.error().message;
-            const std::vector<float> got = testing_support::sessionLogits(**session, prompt, 12);
+            const std::vector<float> got = spillway::testing_support::sessionLogits(**session, prompt, 12);
             ASSERT_EQ(got.size(), reference.size()) << name << " " << what;
             EXPECT_EQ(greedyOf(got, vocab), referenceIds) << name << " " << what;
             EXPECT_EQ(0, std::memcmp(got.data(), reference.data(), got.size() * sizeof(float))) << name << " " << what;
@@ -213,18 +214,18 @@ TEST(GgufSplit, LlamaCppsSplitReadsAsTheWholeFileAndOursMatchesIt)
     auto theirs = LlamaModel::load(dir + "tiny-mixtral-00003-of-00003.gguf");
     ASSERT_TRUE(theirs) << theirs.error().message;
     ASSERT_EQ((*theirs)->dataFiles().size(), 3u);
-    testing_support::expectSameTensors(**theirs, **whole);
+    spillway::testing_support::expectSameTensors(**theirs, **whole);
     auto device = gpu::createCpuDevice(2);
     const std::vector<int32_t> prompt = (*whole)->tokenizer().encode("Lily and Tom went to the park", true);
     SessionOptions o;
     o.contextLength = 64;
-    const std::vector<float> reference = testing_support::sessionLogits(**whole, *device, o, prompt, 8);
+    const std::vector<float> reference = spillway::testing_support::sessionLogits(**whole, *device, o, prompt, 8);
     o.placement = plan::uniformPlacement(**theirs, plan::Tier::Ssd);
-    const std::vector<float> got = testing_support::sessionLogits(**theirs, *device, o, prompt, 8);
+    const std::vector<float> got = spillway::testing_support::sessionLogits(**theirs, *device, o, prompt, 8);
     ASSERT_EQ(got.size(), reference.size());
     EXPECT_EQ(0, std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)));
 
-    testing_support::TempDir out("gguf-split");
+    spillway::testing_support::TempDir out("gguf-split");
     auto file = gguf::File::open(kMoe + "tiny-mixtral.gguf");
     ASSERT_TRUE(file) << file.error().message;
     std::vector<gguf::TensorSource> tensors;
@@ -262,7 +263,7 @@ TEST(GgufSplit, LlamaCppsSplitReadsAsTheWholeFileAndOursMatchesIt)
 
 TEST(GgufSplit, AMissingPartIsNamed)
 {
-    testing_support::TempDir dir("gguf-split");
+    spillway::testing_support::TempDir dir("gguf-split");
     const std::vector<std::string> parts = writeParts(kMoe + "tiny-mixtral.gguf", dir / "m", 3);
     ASSERT_EQ(parts.size(), 3u);
     std::filesystem::remove(parts[1]);
@@ -272,7 +273,7 @@ TEST(GgufSplit, AMissingPartIsNamed)
 
 TEST(GgufSplit, PartsOfTwoModelsAreRefused)
 {
-    testing_support::TempDir dir("gguf-split");
+    spillway::testing_support::TempDir dir("gguf-split");
     const std::vector<std::string> a = writeParts(kMoe + "tiny-mixtral.gguf", dir / "a", 3);
     const std::vector<std::string> b = writeParts(kMoe + "tiny-qwen2moe.gguf", dir / "b", 3);
     ASSERT_EQ(a.size(), 3u);
@@ -299,7 +300,7 @@ TEST(GgufSplit, PartsOfTwoModelsAreRefused)
 
 TEST(GgufSplit, APartNumberOutOfRangeIsRefused)
 {
-    testing_support::TempDir dir("gguf-split");
+    spillway::testing_support::TempDir dir("gguf-split");
     writePart(dir / "m-00002-of-00003.gguf", {{"split.no", u16(7)}, {"split.count", u16(3)}, {"split.tensors.count", i32(1)}},
               {"a"});
     expectRefused(dir / "m-00002-of-00003.gguf", dir / "m-00002-of-00003.gguf",
@@ -313,7 +314,7 @@ TEST(GgufSplit, APartNumberOutOfRangeIsRefused)
 
 TEST(GgufSplit, ATensorListedTwiceOrInNoPartIsRefused)
 {
-    testing_support::TempDir dir("gguf-split");
+    spillway::testing_support::TempDir dir("gguf-split");
     const std::vector<std::pair<std::string, gguf::Value>> first = {
         {"split.no", u16(0)}, {"split.count", u16(2)}, {"split.tensors.count", i32(3)}};
     const std::vector<std::pair<std::string, gguf::Value>> second = {
@@ -350,7 +351,7 @@ TEST(GgufSplit, ATensorListedTwiceOrInNoPartIsRefused)
 
 TEST(GgufSplit, ATruncatedPartNamesItsFileAndTensor)
 {
-    testing_support::TempDir dir("gguf-split");
+    spillway::testing_support::TempDir dir("gguf-split");
     const std::vector<std::string> parts = writeParts(kMoe + "tiny-mixtral.gguf", dir / "m", 3);
     ASSERT_EQ(parts.size(), 3u);
     auto last = gguf::File::open(parts[2]);
@@ -365,7 +366,7 @@ TEST(GgufSplit, ATruncatedPartNamesItsFileAndTensor)
 // holds no split keys; both hold the whole model's tensors byte for byte.
 TEST(GgufSplit, ConvertSplitsAndJoins)
 {
-    testing_support::TempDir dir("gguf-split");
+    spillway::testing_support::TempDir dir("gguf-split");
     auto whole = LlamaModel::load(kMoe + "tiny-olmoe.gguf");
     ASSERT_TRUE(whole) << whole.error().message;
     ConvertOptions split;
@@ -396,7 +397,7 @@ TEST(GgufSplit, ConvertSplitsAndJoins)
     EXPECT_FALSE(convertModel(**whole, dir / "olmoe.gguf", split)) << "existing parts are kept without --force";
     auto model = LlamaModel::load(gguf::splitPartPath(dir / "olmoe", 2, count));
     ASSERT_TRUE(model) << model.error().message;
-    testing_support::expectSameTensors(**model, **whole);
+    spillway::testing_support::expectSameTensors(**model, **whole);
 
     ASSERT_TRUE(convertModel(**model, dir / "joined.gguf", {}));
     auto joined = gguf::File::open(dir / "joined.gguf");
@@ -407,5 +408,53 @@ TEST(GgufSplit, ConvertSplitsAndJoins)
     auto joinedModel = LlamaModel::load(dir / "joined.gguf");
     ASSERT_TRUE(joinedModel) << joinedModel.error().message;
     EXPECT_EQ((*joinedModel)->dataFiles().size(), 1u);
-    testing_support::expectSameTensors(**joinedModel, **whole);
+    spillway::testing_support::expectSameTensors(**joinedModel, **whole);
+}
+
+// The same from the command line: convert --split-max-size with llama-gguf-split's decimal units
+// (0.4M = 400,000 bytes of tensor data at most per part), generate from a part streaming every
+// weight from the SSD gives the whole file's text, and convert of a part joins the model.
+TEST(GgufSplit, TheCliSplitsGeneratesAndJoins)
+{
+    spillway::testing_support::TempDir dir("gguf-split");
+    const std::string cli = std::string(SPILLWAY_BIN_DIR) + "/spillway-cli";
+    const std::string source = kMoe + "tiny-qwen2moe.gguf";
+    auto whole = LlamaModel::load(source);
+    ASSERT_TRUE(whole) << whole.error().message;
+    std::vector<uint64_t> bytes;
+    for (const ModelTensor& t : (*whole)->tensors()) bytes.push_back(t.bytes);
+    const int count = gguf::assignParts(bytes, {400'000, 0}).back() + 1;
+    ASSERT_GE(count, 3);
+    auto r = ::testing_support::runProgram(
+        cli, "convert -m '" + source + "' -o '" + (dir / "q.gguf") + "' --to gguf --split-max-size 0.4M", dir.path());
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.err.find("wrote " + std::to_string(count) + " parts"), std::string::npos) << r.err;
+    for (int i = 1; i <= count; ++i) {
+        const std::string part = gguf::splitPartPath(dir / "q", i, count);
+        EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+        EXPECT_TRUE(std::filesystem::exists(part)) << part;
+    }
+    const std::string env = "XDG_CACHE_HOME='" + (dir / "cache") + "' ";
+    const std::string args = " -p 'Lily and Tom' -n 12 --temp 0 --tier ssd --quick-probe";
+    const auto fromWhole = ::testing_support::runProgram(cli, "generate -m '" + source + "'" + args, dir.path(), env);
+    ASSERT_EQ(fromWhole.exitCode, 0) << fromWhole.err;
+    const auto fromParts = ::testing_support::runProgram(
+        cli, "generate -m '" + gguf::splitPartPath(dir / "q", 2, count) + "'" + args, dir.path(), env);
+    ASSERT_EQ(fromParts.exitCode, 0) << fromParts.err;
+    EXPECT_FALSE(fromWhole.out.empty());
+    EXPECT_EQ(fromParts.out, fromWhole.out);
+
+    r = ::testing_support::runProgram(
+        cli, "convert -m '" + gguf::splitPartPath(dir / "q", count, count) + "' -o '" + (dir / "joined.gguf") + "' --to gguf",
+        dir.path());
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    auto joined = LlamaModel::load(dir / "joined.gguf");
+    ASSERT_TRUE(joined) << joined.error().message;
+    EXPECT_EQ((*joined)->dataFiles().size(), 1u);
+    spillway::testing_support::expectSameTensors(**joined, **whole);
+
+    r = ::testing_support::runProgram(
+        cli, "convert -m '" + source + "' -o '" + (dir / "x.gguf") + "' --to gguf --split-max-size 12parsecs", dir.path());
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(r.err.find("--split-max-size"), std::string::npos) << r.err;
 }
