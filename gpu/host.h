@@ -22,6 +22,11 @@ namespace spillway::gpu {
 // past it (the runtime's placements are tested against such budgets).
 std::unique_ptr<Device> createCpuDevice(int threads, uint64_t memoryLimit = 0);
 
+// n values (a multiple of the type's block size) of one row stored as `type` (any dense type of
+// gpu/dtype.h, not BitmapSparse) to floats: the values the CPU device's getRow gives, which for
+// ggml's block types are the values ggml's dequantize_row_* gives, bit for bit.
+void decodeRow(DType type, const void* row, int64_t n, float* out);
+
 // Instruction-set levels of the CPU kernels, lowest first.
 enum class CpuKernelSet {
     Scalar = 0,  // baseline x86-64: runs anywhere

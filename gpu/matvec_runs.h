@@ -13,8 +13,8 @@
 
 namespace spillway::gpu {
 
-// x for float weights stays float; blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0) take x in Q8 blocks of
-// 32, the K-quants in Q8_K super-blocks of 256, the llama2.c groups (Q8_G64) in groups of 64.
+// x for float weights stays float; blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4)
+// take x in Q8 blocks of 32, the K-quants and IQ types of 256 values in Q8_K super-blocks of 256, the llama2.c groups (Q8_G64) in groups of 64.
 enum class XForm { Float, Q8, Q8K, Q8G64 };
 
 inline XForm xFormFor(DType t)
@@ -23,10 +23,23 @@ inline XForm xFormFor(DType t)
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1:
-    case DType::Q5_0: return XForm::Q8;
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::MXFP4: return XForm::Q8;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return XForm::Q8K;
+    case DType::Q6_K:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_XS:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M: return XForm::Q8K;
     case DType::Q8_G64: return XForm::Q8G64;
     default: return XForm::Float;
     }

@@ -1,10 +1,12 @@
 // spillway-cli info: what a model file holds.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <filesystem>
 #include <map>
+#include <vector>
 
 #include "cli_common.h"
 #include "core/formats/gguf.h"
@@ -155,10 +157,16 @@ int runInfo(const std::string& path, bool showMetadata, bool verify)
         params += uint64_t(t.elements());
         bytes += t.bytes;
     }
+    // By their share of the bytes, largest first: "Q3_K 61 % (9 tensors, 450.0 KiB), Q4_K 24 % ...".
+    std::vector<std::pair<std::string, std::pair<int, uint64_t>>> shares(byType.begin(), byType.end());
+    std::stable_sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
     std::string types;
-    for (const auto& [name, e] : byType)
-        types += (types.empty() ? "" : ", ") + name + " x" + std::to_string(e.first) + " (" +
-                 humanBytes(double(e.second)) + ")";
+    for (const auto& [name, e] : shares) {
+        char share[32];
+        std::snprintf(share, sizeof share, " %.0f %%", bytes ? 100.0 * double(e.second) / double(bytes) : 0.0);
+        types += (types.empty() ? "" : ", ") + name + share + " (" + std::to_string(e.first) +
+                 (e.first == 1 ? " tensor, " : " tensors, ") + humanBytes(double(e.second)) + ")";
+    }
     std::printf("file type: %s\nparameters: %.3f M, tensor data %s (%.2f bits per weight)\n",
                 types.c_str(), double(params) / 1e6, humanBytes(double(bytes)).c_str(),
                 params ? 8.0 * double(bytes) / double(params) : 0.0);
@@ -167,11 +175,11 @@ int runInfo(const std::string& path, bool showMetadata, bool verify)
         std::printf("\nmetadata:\n");
         for (const auto& kv : f.metadata()) std::printf("  %-44s %s\n", kv.key.c_str(), valueText(kv.value).c_str());
     }
-    std::printf("\n%-32s %-6s %-22s %12s %12s\n", "tensor", "type", "shape", "offset", "bytes");
+    std::printf("\n%-32s %-7s %-22s %12s %12s\n", "tensor", "type", "shape", "offset", "bytes");
     for (const auto& t : f.tensors()) {
         std::string shape;
         for (size_t i = 0; i < t.dims.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.dims[i]);
-        std::printf("%-32s %-6s %-22s %12llu %12llu\n", t.name.c_str(), gpu::dtypeName(t.type),
+        std::printf("%-32s %-7s %-22s %12llu %12llu\n", t.name.c_str(), gpu::dtypeName(t.type),
                     shape.c_str(), (unsigned long long)t.offset, (unsigned long long)t.bytes);
     }
     return ExitOk;

@@ -197,13 +197,8 @@ Status denseRowsF32(const gpu::MatrixView& v, std::vector<float>& out)
                 }
             }
             break;
-        case gpu::DType::Q4_1:
-        case gpu::DType::Q5_0:
-        case gpu::DType::Q4_K:
-        case gpu::DType::Q5_K:
-        case gpu::DType::Q6_K:
-        case gpu::DType::Q8_G64: gguf::dequantizeRow(v.type, row, v.cols, o); break;
         case gpu::DType::BitmapSparse: break;  // handled above
+        default: gguf::dequantizeRow(v.type, row, v.cols, o); break;  // ggml's other block types
         }
     }
     return {};

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "gpu/host.h"
+
 namespace spillway::gguf {
 
 namespace {
@@ -249,9 +251,27 @@ bool hasRowCodec(DType type)
     return static_cast<int>(type) < gpu::kDTypeCount && type != DType::BitmapSparse;
 }
 
+bool hasRowEncoder(DType type)
+{
+    switch (type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_G64: return true;
+    default: return false;
+    }
+}
+
 void quantizeRow(DType type, const float* x, int64_t n, uint8_t* out)
 {
-    if (!hasRowCodec(type)) return;
+    if (!hasRowEncoder(type)) return;
     const auto& traits = gpu::dtypeTraits(type);
     const int64_t blocks = n / traits.blockSize;
     for (int64_t i = 0; i < blocks; ++i) {
@@ -277,7 +297,7 @@ void quantizeRow(DType type, const float* x, int64_t n, uint8_t* out)
         case DType::Q5_K: encodeQ4_5K(v, b, 31); break;
         case DType::Q6_K: encodeQ6_K(v, b); break;
         case DType::Q8_G64: encodeQ8_G64(v, b); break;
-        case DType::BitmapSparse: break;
+        default: break;  // no encoder (hasRowEncoder)
         }
     }
 }
@@ -285,6 +305,10 @@ void quantizeRow(DType type, const float* x, int64_t n, uint8_t* out)
 void dequantizeRow(DType type, const uint8_t* in, int64_t n, float* out)
 {
     if (!hasRowCodec(type)) return;
+    if (!hasRowEncoder(type)) {  // ggml's other block types: the CPU backend's decoders
+        gpu::decodeRow(type, in, n, out);
+        return;
+    }
     const auto& traits = gpu::dtypeTraits(type);
     for (int64_t i = 0; i < n / traits.blockSize; ++i) {
         const uint8_t* b = in + i * traits.blockBytes;

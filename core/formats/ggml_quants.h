@@ -19,14 +19,19 @@
 
 namespace spillway::gguf {
 
-// True for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K and Q8_G64 (not BitmapSparse).
+// True for every dense type (not BitmapSparse): dequantizeRow decodes it.
 bool hasRowCodec(gpu::DType type);
+// True for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K and Q8_G64: quantizeRow
+// writes them. ggml's other block types (Q2_K, Q3_K, Q5_1, the IQ types, MXFP4) are read, not
+// written: their files come from llama.cpp's quantizer (the IQ types need its grid searches).
+bool hasRowEncoder(gpu::DType type);
 
 // Encodes n finite values (n a multiple of the type's block size) into gpu::rowBytes(type, n)
-// bytes at out. Does nothing for a type without a codec.
+// bytes at out. Does nothing for a type without an encoder.
 void quantizeRow(gpu::DType type, const float* x, int64_t n, uint8_t* out);
 
-// Decodes n values (n a multiple of the type's block size) of a row stored at `in`.
+// Decodes n values (n a multiple of the type's block size) of a row stored at `in` (ggml's other
+// block types through gpu::decodeRow, the CPU backend's decoders).
 void dequantizeRow(gpu::DType type, const uint8_t* in, int64_t n, float* out);
 
 }  // namespace spillway::gguf

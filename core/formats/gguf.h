@@ -125,6 +125,8 @@ const GgmlTypeInfo* ggmlTypeInfo(uint32_t ggmlType);
 // Our DType for a ggml type id, if we support it.
 std::optional<gpu::DType> dtypeFromGgml(uint32_t ggmlType);
 uint32_t ggmlFromDtype(gpu::DType t);
+// "F32, F16, BF16, Q8_0, ...": the ggml types dtypeFromGgml reads, for messages.
+std::string supportedGgmlTypeNames();
 
 // How many leading bytes of a GGUF file hold its header and tensor table (what a planner needs,
 // without the weights): `complete` with `bytes` the start of the data section (the table's end
@@ -141,9 +143,9 @@ HeaderExtent headerExtent(const uint8_t* prefix, size_t size);
 
 class File {
 public:
-    // Maps and validates the whole header and tensor table. Tensor types other than F32, F16,
-    // BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K and Q6_K give an UnsupportedModel error naming
-    // the tensor and its type.
+    // Maps and validates the whole header and tensor table. A tensor type dtypeFromGgml does not
+    // read (Q8_1, Q8_K, TQ1_0, TQ2_0, the integer types, an unknown id) gives an UnsupportedModel
+    // error naming the tensor and its type.
     static Result<std::unique_ptr<File>> open(const std::string& path);
     ~File();
     File(const File&) = delete;

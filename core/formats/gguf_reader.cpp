@@ -396,9 +396,8 @@ private:
             if (!dtype) {
                 return fail(ErrorCode::UnsupportedModel,
                             "tensor " + detail::quoted(t.name) + " has type " +
-                                ggmlTypeName(t.ggmlType) +
-                                ", which Spillway cannot run yet (supported: F32, F16, BF16, "
-                                "Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K)");
+                                ggmlTypeName(t.ggmlType) + ", which Spillway cannot run yet (supported: " +
+                                supportedGgmlTypeNames() + ")");
             }
             t.type = *dtype;
             t.data = m_data + dataStart + t.offset;

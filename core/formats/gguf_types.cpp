@@ -55,8 +55,21 @@ constexpr GgmlTypeInfo kGgmlTypes[kGgmlTypeCount] = {
     {"MXFP4", 32, 17},    // 39
 };
 
-constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ5_0 = 6,
-                   kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30;
+// ggml's type ids and the DType that reads each (gpu/dtype.h); a type with none is refused by
+// name (Q8_1 and Q8_K are only x's forms inside ggml, TQ1_0 / TQ2_0 ternary, I8 .. F64 not weights).
+struct GgmlDtype {
+    uint32_t ggml;
+    gpu::DType dtype;
+};
+constexpr GgmlDtype kGgmlDtypes[] = {
+    {0, gpu::DType::F32},      {1, gpu::DType::F16},      {30, gpu::DType::BF16},    {8, gpu::DType::Q8_0},
+    {2, gpu::DType::Q4_0},     {3, gpu::DType::Q4_1},     {6, gpu::DType::Q5_0},     {7, gpu::DType::Q5_1},
+    {10, gpu::DType::Q2_K},    {11, gpu::DType::Q3_K},    {12, gpu::DType::Q4_K},    {13, gpu::DType::Q5_K},
+    {14, gpu::DType::Q6_K},    {16, gpu::DType::IQ2_XXS}, {17, gpu::DType::IQ2_XS},  {18, gpu::DType::IQ3_XXS},
+    {19, gpu::DType::IQ1_S},   {20, gpu::DType::IQ4_NL},  {21, gpu::DType::IQ3_S},   {22, gpu::DType::IQ2_S},
+    {23, gpu::DType::IQ4_XS},  {29, gpu::DType::IQ1_M},   {39, gpu::DType::MXFP4},
+};
+constexpr uint32_t kGgmlF32 = 0;
 
 }  // namespace
 
@@ -74,37 +87,26 @@ const char* ggmlTypeName(uint32_t ggmlType)
 
 std::optional<gpu::DType> dtypeFromGgml(uint32_t ggmlType)
 {
-    switch (ggmlType) {
-    case kGgmlF32: return gpu::DType::F32;
-    case kGgmlF16: return gpu::DType::F16;
-    case kGgmlBF16: return gpu::DType::BF16;
-    case kGgmlQ8_0: return gpu::DType::Q8_0;
-    case kGgmlQ4_0: return gpu::DType::Q4_0;
-    case kGgmlQ4_1: return gpu::DType::Q4_1;
-    case kGgmlQ5_0: return gpu::DType::Q5_0;
-    case kGgmlQ4_K: return gpu::DType::Q4_K;
-    case kGgmlQ5_K: return gpu::DType::Q5_K;
-    case kGgmlQ6_K: return gpu::DType::Q6_K;
-    default: return std::nullopt;
+    for (const GgmlDtype& t : kGgmlDtypes)
+        if (t.ggml == ggmlType) return t.dtype;
+    return std::nullopt;
+}
+
+std::string supportedGgmlTypeNames()
+{
+    std::string names;
+    for (const GgmlDtype& t : kGgmlDtypes) {
+        if (!names.empty()) names += ", ";
+        names += kGgmlTypes[t.ggml].name;
     }
+    return names;
 }
 
 uint32_t ggmlFromDtype(gpu::DType t)
 {
-    switch (t) {
-    case gpu::DType::F32: return kGgmlF32;
-    case gpu::DType::F16: return kGgmlF16;
-    case gpu::DType::BF16: return kGgmlBF16;
-    case gpu::DType::Q8_0: return kGgmlQ8_0;
-    case gpu::DType::Q4_0: return kGgmlQ4_0;
-    case gpu::DType::Q4_1: return kGgmlQ4_1;
-    case gpu::DType::Q5_0: return kGgmlQ5_0;
-    case gpu::DType::Q4_K: return kGgmlQ4_K;
-    case gpu::DType::Q5_K: return kGgmlQ5_K;
-    case gpu::DType::Q6_K: return kGgmlQ6_K;
-    case gpu::DType::BitmapSparse:  // no GGML type; the writer refuses it
-    case gpu::DType::Q8_G64: break;  // llama2.c's format: no GGML type either
-    }
+    // BitmapSparse and Q8_G64 (llama2.c's format) have no GGML type: the writer refuses them.
+    for (const GgmlDtype& g : kGgmlDtypes)
+        if (g.dtype == t) return g.ggml;
     return kGgmlF32;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/hw/measure.h"
+#include "gpu/block_fields.h"
 #include "gpu/sparse_format.h"
 
 namespace spillway::hw::detail {
@@ -66,6 +67,11 @@ void fillWeights(gpu::DType type, uint8_t* data, size_t bytes, uint64_t seed)
         break;
     }
     case gpu::DType::BitmapSparse: return;  // not measured here: its speed depends on the sparsity
+    default:  // ggml's other block types: random codes, a small block scale
+        for (size_t i = 0; i < pattern; ++i) data[i] = uint8_t(rng());
+        for (size_t i = 0; i + blockBytes <= pattern; i += blockBytes)
+            gpu::setBlockScale(type, data + i, 0.001f + 0.0001f * float(rng() % 16));
+        break;
     }
     for (size_t at = pattern; at < bytes; at += pattern)
         std::memcpy(data + at, data, std::min(pattern, bytes - at));
@@ -207,8 +213,9 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick, std
         if (spreads)
             spreads->push_back(rateSpreadOf(device.info().backend + " matvec " + gpu::dtypeName(type), times, streamed));
     };
+    // One type of each family (measuredStandIn, probe.h): the others take its rate.
     for (gpu::DType type : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0,
-                            gpu::DType::Q4_0}) {
+                            gpu::DType::Q4_0, gpu::DType::Q4_K, gpu::DType::IQ2_XXS, gpu::DType::IQ4_XS}) {
         if (!device.supports(type)) continue;
         const size_t rowBytes = gpu::rowBytes(type, cols);
         const int64_t rows = int64_t(matrixBytes / rowBytes);

@@ -135,6 +135,38 @@ std::string hardwareFingerprint(const std::string& storagePath)
     return fingerprintOf(in);
 }
 
+gpu::DType measuredStandIn(gpu::DType type)
+{
+    using gpu::DType;
+    switch (type) {
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: return DType::Q4_0;
+    case DType::Q8_G64: return DType::Q8_0;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return DType::Q4_K;
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M: return DType::IQ2_XXS;
+    case DType::IQ4_NL:
+    case DType::MXFP4: return DType::IQ4_XS;
+    default: return type;
+    }
+}
+
+double matvecRate(const std::vector<FormatThroughput>& rates, gpu::DType type)
+{
+    for (gpu::DType t : {type, measuredStandIn(type)})
+        for (const FormatThroughput& f : rates)
+            if (f.type == t && f.bytesPerSecond > 0) return f.bytesPerSecond;
+    return 0;
+}
+
 std::string spreadReason(const std::vector<Spread>& spreads)
 {
     const Spread* widest = nullptr;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/formats/ggml_quants.h"
+#include "gpu/block_fields.h"
 #include "core/formats/gguf.h"
 
 namespace spillway {
@@ -92,6 +93,19 @@ uint32_t llamaFileType(gpu::DType type)
     case gpu::DType::Q5_K: return 16;  // Q5_K_S
     case gpu::DType::Q6_K: return 18;
     case gpu::DType::BF16: return 32;
+    case gpu::DType::Q5_1: return 9;
+    case gpu::DType::Q2_K: return 10;
+    case gpu::DType::Q3_K: return 11;  // Q3_K_S
+    case gpu::DType::IQ2_XXS: return 19;
+    case gpu::DType::IQ2_XS: return 20;
+    case gpu::DType::IQ3_XXS: return 23;
+    case gpu::DType::IQ1_S: return 24;
+    case gpu::DType::IQ4_NL: return 25;
+    case gpu::DType::IQ3_S: return 26;
+    case gpu::DType::IQ2_S: return 28;
+    case gpu::DType::IQ4_XS: return 30;
+    case gpu::DType::IQ1_M: return 31;
+    case gpu::DType::MXFP4: return 38;
     default: return 0;
     }
 }
@@ -196,6 +210,20 @@ void fillRandom(std::span<uint8_t> out, gpu::DType type, float amplitude, uint64
     }
     case gpu::DType::BitmapSparse:  // never asked for: the generator writes GGUF,
     case gpu::DType::Q8_G64: break;  // which holds neither
+    default: {
+        // ggml's other block types (read, not written, by gguf::quantizeRow): random codes, every
+        // grid index and sign pattern, with a block scale that keeps values near the amplitude.
+        const auto& traits = gpu::dtypeTraits(type);
+        const size_t blockBytes = size_t(traits.blockBytes);
+        for (size_t i = 0; i + blockBytes <= out.size(); i += blockBytes) {
+            for (size_t j = 0; j < blockBytes; j += 8) {
+                const uint64_t r = rng.next();
+                std::memcpy(&out[i + j], &r, std::min<size_t>(8, blockBytes - j));
+            }
+            gpu::setBlockScale(type, &out[i], amplitude / 256.0f);
+        }
+        break;
+    }
     }
 }
 

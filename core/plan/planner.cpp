@@ -49,7 +49,8 @@ Result<Hardware> hardwareFrom(const PlannerInput& in)
     h.directToDevice = dev->caps.hostPointers;
     h.deviceFree = dev->freeMemory;
     h.ramAvailable = in.profile.host.ramAvailable;
-    for (const auto& f : dev->matvec) h.matvec[f.type] = f.bytesPerSecond;
+    for (int t = 0; t < gpu::kDTypeCount; ++t)  // measured, or the family's stand-in (probe.h)
+        if (const double rate = hw::matvecRate(dev->matvec, gpu::DType(t)); rate > 0) h.matvec[gpu::DType(t)] = rate;
     h.layerOverhead = dev->layerOverheadSeconds;
     h.sharedRead = dev->sharedHostReadBytesPerSecond;
     // HeteGen's split divides dense rows: the bitmap figure (per blob byte) is not their speed.

@@ -78,14 +78,17 @@ const Kernels& kernelsFor(CpuKernelSet set)
         const CpuKernelSet best = detectKernelSet();
         fillScalarKernels(t[0]);
         fillScalarKQuantKernels(t[0]);
+        fillScalarIqKernels(t[0]);
         if (best >= CpuKernelSet::Avx2) {
             fillAvx2Kernels(t[1]);
             fillAvx2KQuantKernels(t[1]);
+            fillAvx2IqKernels(t[1]);
             t[1].gemmInt8 = cpuFeatures().avxVnni ? gemmInt8AvxVnni() : gemmInt8Avx2();
         }
         if (best >= CpuKernelSet::Avx512) {
             fillAvx512Kernels(t[2]);
             fillAvx512KQuantKernels(t[2]);
+            fillAvx512IqKernels(t[2]);
         }
         return t;
     }();

@@ -195,6 +195,15 @@ void fillScalarKQuantKernels(Kernels& k);
 void fillAvx2KQuantKernels(Kernels& k);
 void fillAvx512KQuantKernels(Kernels& k);
 
+// The rows of Q2_K, Q3_K, Q5_1, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S,
+// IQ1_M and MXFP4 (iq_expand.h), per set (kernels_iq_scalar.cpp, kernels_iq_avx2.cpp,
+// kernels_iq_avx512.cpp): matvec and dequant entries.
+void fillScalarIqKernels(Kernels& k);
+void fillAvx2IqKernels(Kernels& k);
+void fillAvx512IqKernels(Kernels& k);
+// n values (a multiple of the block size) of those types to floats, as ggml decodes them.
+void decodeIqBlocks(DType type, const uint8_t* data, int64_t n, float* out);
+
 // Values per block of Q8_0, Q4_0 and the Q8 quantization of x. Every set quantizes x with the
 // same float operations (kernels_common.h), so all sets see bit-identical QuantizedX.
 inline constexpr int kQ8Block = 32;

@@ -6,9 +6,11 @@
 #include <cstring>
 #include <limits>
 
+#include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kquant_blocks.h"
 #include "gpu/half_inline.h"
+#include "gpu/host.h"
 #include "gpu/sparse_format.h"
 
 namespace spillway::gpu::cpu {
@@ -397,6 +399,26 @@ void pointwiseOp(const PointwiseArgs& a)
     }
 }
 
+}  // namespace spillway::gpu::cpu
+
+namespace spillway::gpu {
+
+void decodeRow(DType type, const void* row, int64_t n, float* out)
+{
+    if (type == DType::BitmapSparse) return;
+    MatrixView w;
+    w.type = type;
+    w.data = row;
+    w.rows = 1;
+    w.cols = n;
+    w.rowStride = rowBytes(type, n);
+    cpu::getRowOp(w, 0, out);
+}
+
+}  // namespace spillway::gpu
+
+namespace spillway::gpu::cpu {
+
 void getRowOp(const MatrixView& w, int64_t row, float* out)
 {
     if (w.type == DType::BitmapSparse) {
@@ -453,6 +475,7 @@ void getRowOp(const MatrixView& w, int64_t row, float* out)
         for (int64_t b = 0; b < w.cols / 64; ++b) decodeQ8_G64(p + b * 68, out + b * 64);
         return;
     case DType::BitmapSparse: return;  // handled above
+    default: decodeIqBlocks(w.type, p, w.cols, out); return;  // the types of iq_blocks.h
     }
 }
 

@@ -262,19 +262,19 @@ TEST_F(GgufCorrupt, TensorInfos)
 TEST_F(GgufCorrupt, UnsupportedKnownType)
 {
     RawFile f;
-    // Q2_K (type 10), 2 rows of 84 bytes.
-    f.tensors.emplace_back("blk.0.attn_q.weight", std::vector<uint64_t>{256, 2}, 10, 128);
-    f.dataBytes = 128 + 168;
+    // TQ1_0 (type 34, ggml's ternary blocks: known, not run), 2 rows of 54 bytes.
+    f.tensors.emplace_back("blk.0.attn_q.weight", std::vector<uint64_t>{256, 2}, 34, 128);
+    f.dataBytes = 128 + 108;
     writeBytes(m_path, f.build());
     auto r = File::open(m_path);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, ErrorCode::UnsupportedModel);
     EXPECT_EQ(r.error().message,
-              m_path + ": tensor 'blk.0.attn_q.weight' has type Q2_K, which Spillway cannot run "
-                       "yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, "
-                       "Q6_K)");
+              m_path + ": tensor 'blk.0.attn_q.weight' has type TQ1_0, which Spillway cannot run "
+                       "yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+                       "Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, MXFP4)");
     // A structural problem elsewhere is reported first: the file is corrupt, not just unusual.
-    f.dataBytes = 128 + 167;
+    f.dataBytes = 128 + 107;
     writeBytes(m_path, f.build());
     EXPECT_NE(expectError(m_path, ErrorCode::ModelFileInvalid).find("truncated"),
               std::string::npos);
@@ -319,7 +319,7 @@ TEST(GgufRealCorrupt, PatchedFields)
         {embd + 29, uint64_t(1) << 62, 8, bad, "overflows"},
         {embd + 37, 77, 4, bad, "unknown tensor type id 77"},
         {embd + 37, 12, 4, bad, "not a multiple of its block size 256"},
-        {embd + 37, 7, 4, ErrorCode::UnsupportedModel, "'token_embd.weight' has type Q5_1"},
+        {embd + 37, 9, 4, ErrorCode::UnsupportedModel, "'token_embd.weight' has type Q8_1"},
         {embd + 41, 4, 8, bad, "not a multiple of the alignment 32"},
         {embd + 41, uint64_t(1) << 40, 8, bad, "past the end of the file"},
         {embd + 41, 1185376 - 14176 - 131072 + 32, 8, bad, "truncated: tensor 'token_embd"},

@@ -87,7 +87,7 @@ TEST(GgufTypes, Names)
         EXPECT_EQ(info->blockSize, gpu::dtypeTraits(t).blockSize);
         EXPECT_EQ(info->blockBytes, gpu::dtypeTraits(t).blockBytes);
     }
-    EXPECT_FALSE(dtypeFromGgml(10).has_value());  // Q2_K: not run
+    EXPECT_FALSE(dtypeFromGgml(34).has_value());  // TQ1_0: not run
     EXPECT_EQ(detail::quoted("a'\n\x01z"), "'a\\x27\\x0a\\x01z'");
     using VT = ValueType;
     EXPECT_TRUE(Value::ofUInt(VT::UInt8, 1) == Value::ofUInt(VT::UInt8, 1));

@@ -246,7 +246,7 @@ TEST(KQuantFormats, GgmlTypeIds)
         const auto type = gguf::dtypeFromGgml(id);
         EXPECT_FALSE(type && *type == DType::Q8_G64) << id;
     }
-    EXPECT_FALSE(gguf::dtypeFromGgml(10).has_value());  // Q2_K: still not run
+    EXPECT_FALSE(gguf::dtypeFromGgml(34).has_value());  // TQ1_0 (ternary): still not run
 }
 
 TEST(KQuantFormats, GgufWithKQuantTensorsOpens)

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/block_fields.h"
+
 #include "core/compress/bitmap_sparse.h"
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
@@ -96,19 +98,13 @@ inline std::vector<uint8_t> randomMatrix(DType type, int64_t rows, int64_t cols,
             }
         }
         if (type == DType::F32 || type == DType::F16 || type == DType::BF16) continue;
-        // Quantized blocks: random bytes, then small finite fp16 scales where the layout has them
-        // (gpu/dtype.h): d at 0 (and m / dmin at 2: Q4_1, Q4_K, Q5_K), Q6_K's d at 208.
+        // Quantized blocks: random bytes, then a small finite scale in the block's scale fields
+        // (gpu/block_fields.h).
         const DTypeTraits& traits = dtypeTraits(type);
         for (int64_t b = 0; b < cols / traits.blockSize; ++b) {
             uint8_t* block = row + b * traits.blockBytes;
             for (int i = 0; i < traits.blockBytes; ++i) block[i] = static_cast<uint8_t>(byte(rng));
-            std::vector<int> scales = {0};
-            if (type == DType::Q4_1 || type == DType::Q4_K || type == DType::Q5_K) scales.push_back(2);
-            if (type == DType::Q6_K) scales = {208};
-            for (int at : scales) {
-                const uint16_t d = fp32ToFp16(scale(rng));
-                std::memcpy(block + at, &d, 2);
-            }
+            setBlockScale(type, block, scale(rng));
         }
     }
     return bytes;

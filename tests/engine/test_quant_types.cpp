@@ -1,0 +1,259 @@
+// ggml's block types beyond the K-quants (Q2_K, Q3_K, Q5_1, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S,
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4) against ggml itself: blocks that llama.cpp's
+// quantizer wrote (and blocks of random bytes, which reach every grid index and sign pattern) and
+// the floats ggml's dequantize_row_* gave for them, kept in tests/data/quants (README there).
+//   - every decoder (getRow, gguf::dequantizeRow, each kernel set's prompt-path dequant) gives
+//     ggml's floats bit for bit;
+//   - each kernel set's matvec is within the quantized-x bound of the exact product with ggml's
+//     values, and every set gives the same bits as the scalar one (they compute the same int32
+//     sums and the same float operations on them);
+//   - the IQ grids are the tables their checksums name.
+
+#include <gtest/gtest.h>
+
+#include <openssl/evp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/formats/ggml_quants.h"
+#include "core/formats/gguf.h"
+#include "gpu/cpu/cpu_kernels.h"
+#include "gpu/host.h"
+#include "gpu/iq_grids.h"
+#include "gpu/matvec_runs.h"
+#include "../common/kernel_sets.h"
+
+using namespace spillway;
+using namespace spillway::gpu;
+
+namespace {
+
+const std::filesystem::path kDir = std::filesystem::path(SPILLWAY_TEST_DATA_DIR) / "quants";
+
+// One reference file: "SWQ1", ggml type, block size, block bytes, blocks, quantized blocks (the
+// rest random bytes); the blocks; ggml's floats for them.
+struct Reference {
+    std::string name;
+    uint32_t ggmlType = 0;
+    DType type = DType::F32;
+    int blockSize = 0, blockBytes = 0, blocks = 0, quantized = 0;
+    std::vector<uint8_t> bytes;
+    std::vector<float> values;
+};
+
+Reference load(const std::string& name)
+{
+    Reference r;
+    r.name = name;
+    std::ifstream in(kDir / (name + ".bin"), std::ios::binary);
+    uint32_t h[6] = {};
+    in.read(reinterpret_cast<char*>(h), sizeof h);
+    EXPECT_TRUE(in && h[0] == 0x31515753u) << name << ": not a reference file";
+    r.ggmlType = h[1];
+    r.blockSize = int(h[2]);
+    r.blockBytes = int(h[3]);
+    r.blocks = int(h[4]);
+    r.quantized = int(h[5]);
+    r.bytes.resize(size_t(r.blocks) * r.blockBytes);
+    r.values.resize(size_t(r.blocks) * r.blockSize);
+    in.read(reinterpret_cast<char*>(r.bytes.data()), std::streamsize(r.bytes.size()));
+    in.read(reinterpret_cast<char*>(r.values.data()), std::streamsize(r.values.size() * 4));
+    EXPECT_TRUE(in) << name << ": truncated";
+    const auto t = gguf::dtypeFromGgml(r.ggmlType);
+    EXPECT_TRUE(t.has_value()) << name << ": ggml type " << r.ggmlType << " is not read";
+    if (t) r.type = *t;
+    return r;
+}
+
+const char* const kTypes[] = {"Q2_K",   "Q3_K",    "Q5_1",   "IQ4_NL", "IQ4_XS", "IQ3_XXS", "IQ3_S",
+                              "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S",  "IQ1_M",  "MXFP4"};
+
+bool have(const std::string& name) { return std::filesystem::exists(kDir / (name + ".bin")); }
+
+uint32_t bits(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+std::string hexSha256(const void* data, size_t bytes)
+{
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_Digest(data, bytes, md, &len, EVP_sha256(), nullptr);
+    std::string hex;
+    char buf[3];
+    for (unsigned i = 0; i < len; ++i) {
+        std::snprintf(buf, sizeof buf, "%02x", md[i]);
+        hex += buf;
+    }
+    return hex;
+}
+
+template <class T, size_t N>
+std::string tableSha256(const T (&table)[N])
+{
+    return hexSha256(table, sizeof table);  // x86 is little-endian, as the checksums are
+}
+
+}  // namespace
+
+TEST(QuantTypes, GridsAreTheTablesTheirChecksumsName)
+{
+    EXPECT_EQ(tableSha256(kIq2xxsGrid), SPILLWAY_IQ2XXS_GRID_SHA256);
+    EXPECT_EQ(tableSha256(kIq2xsGrid), SPILLWAY_IQ2XS_GRID_SHA256);
+    EXPECT_EQ(tableSha256(kIq2sGrid), SPILLWAY_IQ2S_GRID_SHA256);
+    EXPECT_EQ(tableSha256(kIq3xxsGrid), SPILLWAY_IQ3XXS_GRID_SHA256);
+    EXPECT_EQ(tableSha256(kIq3sGrid), SPILLWAY_IQ3S_GRID_SHA256);
+    EXPECT_EQ(tableSha256(kIq1sGrid), SPILLWAY_IQ1S_GRID_SHA256);
+    // The IQ2 lattice points are 8 values of {8, 25, 43}; IQ1's of {-1, 0, 1}.
+    for (uint64_t g : kIq2xxsGrid)
+        for (int j = 0; j < 8; ++j) {
+            const int v = int((g >> (8 * j)) & 0xff);
+            ASSERT_TRUE(v == 8 || v == 25 || v == 43) << std::hex << g;
+        }
+    for (uint64_t g : kIq1sGrid)
+        for (int j = 0; j < 8; ++j) {
+            const int v = int(int8_t(g >> (8 * j)));
+            ASSERT_TRUE(v >= -1 && v <= 1) << std::hex << g;
+        }
+}
+
+TEST(QuantTypes, SignsHaveEvenParityAndKeepTheStoredBits)
+{
+    for (uint32_t s = 0; s < 128; ++s) {
+        const uint8_t full = iqSigns(s);
+        EXPECT_EQ(full & 127, int(s));
+        EXPECT_EQ(__builtin_popcount(full) % 2, 0) << s;
+    }
+    EXPECT_EQ(e8m0Half(127), 0.5f);  // 2^0 / 2
+    EXPECT_EQ(e8m0Half(128), 1.0f);
+    EXPECT_EQ(e8m0Half(1), std::ldexp(1.0f, -127));
+    EXPECT_EQ(e8m0Half(0), std::ldexp(1.0f, -128));
+}
+
+TEST(QuantTypes, EveryTypeHasItsReferenceAndItsGgmlId)
+{
+    for (const char* name : kTypes) {
+        if (std::string(name) == "MXFP4" && !have(name)) continue;  // checked below when present
+        ASSERT_TRUE(have(name)) << name;
+        const Reference r = load(name);
+        EXPECT_STREQ(dtypeName(r.type), name);
+        EXPECT_EQ(dtypeTraits(r.type).blockSize, r.blockSize) << name;
+        EXPECT_EQ(dtypeTraits(r.type).blockBytes, r.blockBytes) << name;
+        EXPECT_EQ(gguf::ggmlFromDtype(r.type), r.ggmlType) << name;
+        EXPECT_STREQ(gguf::ggmlTypeName(r.ggmlType), name);
+    }
+}
+
+// getRow, gguf::dequantizeRow and every set's dequant entry against ggml's floats, bit for bit.
+TEST(QuantTypes, DecodingEqualsGgmlBitForBit)
+{
+    for (const char* name : kTypes) {
+        if (!have(name)) continue;
+        SCOPED_TRACE(name);
+        const Reference r = load(name);
+        const int64_t n = int64_t(r.blocks) * r.blockSize;
+        std::vector<float> viaRow(static_cast<size_t>(n)), viaFormats(static_cast<size_t>(n));
+        decodeRow(r.type, r.bytes.data(), n, viaRow.data());
+        gguf::dequantizeRow(r.type, r.bytes.data(), n, viaFormats.data());
+        int wrong = 0;
+        for (int64_t i = 0; i < n && wrong < 5; ++i) {
+            if (bits(viaRow[size_t(i)]) != bits(r.values[size_t(i)]) || bits(viaFormats[size_t(i)]) != bits(r.values[size_t(i)])) {
+                ++wrong;
+                ADD_FAILURE() << "value " << i << " (block " << i / r.blockSize
+                              << (i / r.blockSize < r.quantized ? ", quantized" : ", random bytes") << "): ggml "
+                              << r.values[size_t(i)] << ", decodeRow " << viaRow[size_t(i)] << ", dequantizeRow "
+                              << viaFormats[size_t(i)];
+            }
+        }
+        // One device row of all the blocks, through each set's prompt-path dequantizer.
+        const MatrixView w{r.type, r.bytes.data(), 1, n, r.bytes.size()};
+        for (CpuKernelSet set : testing_support::kernelSetsThisCpuRuns()) {
+            const cpu::DequantRowsFn dq = cpu::kernelsFor(set).dequant[static_cast<int>(r.type)];
+            ASSERT_NE(dq, nullptr) << cpuKernelSetName(set);
+            std::vector<float> out(static_cast<size_t>(n));
+            dq(w, 0, 1, out.data());
+            EXPECT_EQ(std::memcmp(out.data(), r.values.data(), size_t(n) * 4), 0) << cpuKernelSetName(set);
+        }
+        auto device = createCpuDevice(1);
+        std::vector<float> viaDevice(static_cast<size_t>(n));
+        device->getRow(w, 0, viaDevice.data());
+        EXPECT_EQ(std::memcmp(viaDevice.data(), r.values.data(), size_t(n) * 4), 0);
+    }
+}
+
+// The matvec of each set on ggml's blocks, rows of 1024 values (several blocks each): within the
+// bound of x's quantization of the exact product with ggml's floats, and the same bits on every
+// set and thread count.
+TEST(QuantTypes, MatvecIsTheProductWithGgmlsValuesOnEverySet)
+{
+    std::mt19937_64 rng(7);
+    for (const char* name : kTypes) {
+        if (!have(name)) continue;
+        SCOPED_TRACE(name);
+        const Reference r = load(name);
+        const int64_t cols = 1024, rows = int64_t(r.blocks) * r.blockSize / cols;
+        ASSERT_GE(rows, 4);
+        const size_t stride = rowBytes(r.type, cols);
+        const MatrixView w{r.type, r.bytes.data(), rows, cols, stride};
+        const int xBlock = xFormFor(r.type) == XForm::Q8K ? 256 : 32;
+        for (int trial = 0; trial < 3; ++trial) {
+            std::vector<float> x(static_cast<size_t>(cols));
+            std::normal_distribution<float> normal;
+            for (float& v : x) v = trial == 2 ? float(int(rng() % 255) - 127) * 0.01f : normal(rng);  // trial 2: exact in Q8
+            std::vector<float> first;
+            for (CpuKernelSet set : testing_support::kernelSetsThisCpuRuns())
+                for (int threads : {1, 3}) {
+                    auto device = createCpuDevice(threads, set);
+                    std::vector<float> y(static_cast<size_t>(rows), NAN);
+                    device->matvec(w, x.data(), y.data());
+                    device->synchronize();
+                    for (int64_t row = 0; row < rows; ++row) {
+                        double ref = 0, mag = 0, bound = 0;
+                        for (int64_t c = 0; c < cols; ++c) {
+                            const double v = r.values[size_t(row * cols + c)];
+                            ref += v * x[size_t(c)];
+                            mag += std::fabs(v * x[size_t(c)]);
+                        }
+                        for (int64_t b = 0; b < cols / xBlock; ++b) {
+                            double amax = 0, wsum = 0;
+                            for (int i = 0; i < xBlock; ++i) {
+                                amax = std::max(amax, std::fabs(double(x[size_t(b * xBlock + i)])));
+                                wsum += std::fabs(double(r.values[size_t(row * cols + b * xBlock + i)]));
+                            }
+                            bound += wsum * 0.6 * amax / 127.0;
+                        }
+                        EXPECT_LE(std::fabs(y[size_t(row)] - ref), 2e-5 * mag + bound + 1e-30)
+                            << cpuKernelSetName(set) << " x" << threads << " row " << row << " trial " << trial;
+                    }
+                    if (first.empty())
+                        first = y;
+                    else
+                        EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * 4), 0)
+                            << cpuKernelSetName(set) << " x" << threads << " differs from the scalar set";
+                }
+        }
+    }
+}
+
+// A tensor of one of these types in a GGUF file opens with its type; its rows decode as ggml's.
+TEST(QuantTypes, TheirIdsMapBothWays)
+{
+    for (uint32_t id = 0; id < 40; ++id) {
+        const auto t = gguf::dtypeFromGgml(id);
+        if (!t) continue;
+        EXPECT_EQ(gguf::ggmlFromDtype(*t), id) << id;
+        EXPECT_STREQ(dtypeName(*t), gguf::ggmlTypeName(id)) << id;
+    }
+    // Still refused, by name: Q8_1 / Q8_K (x's forms inside ggml), the ternary TQ types.
+    for (uint32_t id : {9u, 15u, 34u, 35u}) EXPECT_FALSE(gguf::dtypeFromGgml(id).has_value()) << gguf::ggmlTypeName(id);
+}
