@@ -446,8 +446,9 @@ void CpuDevice::gemm(std::span<const MatvecJob> run)
     std::atomic<int64_t> next{0};
     const int threads = m_pool.size();
     if (const cpu::GemmInt8& product = m_kernels.gemmInt8; m_intGemm && product.takes(w)) {
-        // The integer product: the batch quantized to Q8 once (as decode quantizes one token)
-        // and packed (the threads share it), then blocks of rows repacked and multiplied.
+        // The integer product: the batch quantized once as decode quantizes one token (Q8
+        // blocks; Q8_K for the K-quants) and packed (the threads share it), then blocks of rows
+        // repacked and multiplied.
         const int64_t panels = (n + product.tokens - 1) / product.tokens;
         const int64_t blocksOfK = cols / cpu::kQ8Block;
         uint8_t* packed = m_gemmPacked.reserve<uint8_t>(size_t(panels * blocksOfK * cpu::gemmInt8XBlockBytes(product.tokens)));

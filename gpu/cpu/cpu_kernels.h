@@ -76,27 +76,33 @@ using PackGemmXFn = void (*)(const float* x, int64_t lda, int64_t n, int64_t col
                              int64_t p1, float* packed);
 using GemmRowsFn = void (*)(const float* packedX, int64_t n, int64_t cols, const float* w,
                             int64_t ldw, int64_t rows, float* y, int64_t ldc, float* panel);
-// The prompt path's integer product for Q4_0 and (where `q8_0`) Q8_0 weights in either layout
-// (gemm_int8_x86.h; one per instruction set: gemm_int8_avx512.cpp, gemm_int8_avxvnni.cpp,
-// gemm_int8_avx2.cpp): X quantized to Q8 blocks once per product and packed into panels of
-// `tokens` tokens (`pack`: panels [p0, p1) at packed + p * (cols / 32) * gemmInt8XBlockBytes(tokens),
-// w says the weights' type), then `rows`: rows [r0, r1) (at most rowsPerBlock) of w multiplied into
-// Y (token j's row r at y + j * ldc + r), the rows repacked into `panel`
-// ((cols / 32) * gemmInt8WBlockBytes(rowsPerBlock) bytes) first. Every one gives the same bits.
-constexpr int64_t gemmInt8XBlockBytes(int64_t tokens) { return 8 * tokens * 4 + 2 * tokens * 4; }
-constexpr int64_t gemmInt8WBlockBytes(int64_t rows) { return 8 * rows * 4 + rows * 4; }
+// The prompt path's integer product for Q4_0, the K-quants Q4_K, Q5_K and Q6_K (where `kQuants`)
+// and (where `q8_0`) Q8_0 weights in either layout (gemm_int8_x86.h; one per instruction set:
+// gemm_int8_avx512.cpp, gemm_int8_avxvnni.cpp, gemm_int8_avx2.cpp): X quantized once per product
+// as decode quantizes one token (Q8 blocks of 32; Q8_K super-blocks for the K-quants) and packed
+// into panels of `tokens` tokens (`pack`: panels [p0, p1) at packed + p * (cols / 32) *
+// gemmInt8XBlockBytes(tokens), w says the weights' type), then `rows`: rows [r0, r1) (at most
+// rowsPerBlock) of w multiplied into Y (token j's row r at y + j * ldc + r), the rows repacked into
+// `panel` ((cols / 32) * gemmInt8WBlockBytes(rowsPerBlock) bytes) first. Every one gives the same
+// bits.
+constexpr int64_t gemmInt8XBlockBytes(int64_t tokens) { return 8 * tokens * 4 + 3 * tokens * 4; }
+constexpr int64_t gemmInt8WBlockBytes(int64_t rows) { return 8 * rows * 4 + 2 * rows * 4; }
 struct GemmInt8 {
     const char* name = nullptr;
     int64_t tokens = 0;
     int64_t rowsPerBlock = 0;
     bool q8_0 = false;
+    bool kQuants = false;
     void (*pack)(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0, int64_t p1, const MatrixView& w,
                  uint8_t* packed) = nullptr;
     void (*rows)(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y,
                  int64_t ldc, uint8_t* panel) = nullptr;
     bool takes(const MatrixView& w) const
     {
-        return pack && w.cols % 32 == 0 && (w.type == DType::Q4_0 || (q8_0 && w.type == DType::Q8_0));
+        if (!pack || w.cols % 32 != 0) return false;
+        if (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K)
+            return kQuants && w.cols % 256 == 0 && w.layout == RowLayout::Stored;
+        return w.type == DType::Q4_0 || (q8_0 && w.type == DType::Q8_0);
     }
 };
 using DotFn = float (*)(const float* a, const float* b, int n);
@@ -124,8 +130,8 @@ struct Kernels {
     PackGemmXFn packGemmX = nullptr;
     GemmRowsFn gemmRows = nullptr;
     int64_t gemmPanelRows = kGemmPanelRows;  // the rows of a block gemmRows takes
-    // The integer product for Q4_0 (and Q8_0); none (pack null) where the set has none: the
-    // float product then.
+    // The integer product for Q4_0, the K-quants (and Q8_0); none (pack null) where the set has
+    // none: the float product then.
     GemmInt8 gemmInt8;
     DotFn dot = nullptr;
     AxpyFn axpy = nullptr;

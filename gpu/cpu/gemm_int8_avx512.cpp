@@ -1,10 +1,11 @@
-// The prompt path's integer product for Q8_0 and Q4_0 weights on AVX-512 VNNI (compiled with the
+// The prompt path's integer product for Q8_0, Q4_0 and K-quant weights on AVX-512 VNNI (compiled with the
 // AVX-512 flags; chosen at run time only on CPUs that have them); what it computes and the
 // layouts are in gemm_int8_x86.h. Where the float product (gemm_avx512.cpp) unpacks the weights
 // to floats and does 16 multiply-adds per instruction, this one keeps them 8-bit and does 64
 // (vpdpbusd: 16 lanes, each the sum of four u8 x s8 products), as llama.cpp's quantized products
 // do. A 6-token x 32-row tile: per block of 32 values of k, 12 zmm integer sums (8 vpdpbusd each),
-// then scaled into 12 float accumulators.
+// then scaled into 12 float accumulators (Q6_K: per half block of 16 values; Q4_K / Q5_K: and
+// their mins subtracted).
 // No std containers or out-of-line std templates here: see kernels_common.h.
 
 #include <immintrin.h>
@@ -20,46 +21,69 @@ namespace {
 constexpr int64_t kTokens = 6;
 constexpr int64_t kRows = 32;
 
-void tile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens, int64_t rows)
-{
-    // (The masked conversion: GCC 12 warns about the unmasked one's undefined pass-through.)
-    const auto toFloat = [](__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); };
-    __m512 c[kTokens][2];
-    for (int64_t t = 0; t < kTokens; ++t) c[t][0] = c[t][1] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
-        const Int8XBlock<kTokens> xb(x);
-        __m512i acc[kTokens][2];
-        for (int64_t t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = _mm512_set1_epi32(xb.start[t]);
-        for (int64_t g = 0; g < kInt8Groups; ++g) {
-            const __m512i w0 = _mm512_loadu_si512(wp + g * kRows * 4);
-            const __m512i w1 = _mm512_loadu_si512(wp + g * kRows * 4 + 64);
-            for (int64_t t = 0; t < kTokens; ++t) {
-                const __m512i xv = _mm512_set1_epi32(xb.words[g * kTokens + t]);
-                acc[t][0] = _mm512_dpbusd_epi32(acc[t][0], w0, xv);
-                acc[t][1] = _mm512_dpbusd_epi32(acc[t][1], w1, xv);
+// The tile for one kind of weights (gemm_int8_x86.h).
+struct Tiles {
+    template <Int8Kind K>
+    static void run(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens,
+                    int64_t rows)
+    {
+        // (The masked conversion: GCC 12 warns about the unmasked one's undefined pass-through.)
+        const auto toFloat = [](__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); };
+        __m512 c[kTokens][2];
+        for (int64_t t = 0; t < kTokens; ++t) c[t][0] = c[t][1] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+            const Int8XBlock<kTokens> xb(x);
+            const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
+            // Groups [g0, g1) from the starts `start`, then into c with the scales at `scale`.
+            const auto groups = [&](int64_t g0, int64_t g1, const int32_t* start, const float* scale) {
+                __m512i acc[kTokens][2];
+                for (int64_t t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = _mm512_set1_epi32(start[t]);
+                for (int64_t g = g0; g < g1; ++g) {
+                    const __m512i w0 = _mm512_loadu_si512(wp + g * kRows * 4);
+                    const __m512i w1 = _mm512_loadu_si512(wp + g * kRows * 4 + 64);
+                    for (int64_t t = 0; t < kTokens; ++t) {
+                        const __m512i xv = _mm512_set1_epi32(xb.words[g * kTokens + t]);
+                        acc[t][0] = _mm512_dpbusd_epi32(acc[t][0], w0, xv);
+                        acc[t][1] = _mm512_dpbusd_epi32(acc[t][1], w1, xv);
+                    }
+                }
+                const __m512 d0 = _mm512_loadu_ps(scale), d1 = _mm512_loadu_ps(scale + 16);
+                for (int64_t t = 0; t < kTokens; ++t) {
+                    const __m512 s = _mm512_set1_ps(xb.d[t]);
+                    c[t][0] = _mm512_fmadd_ps(toFloat(acc[t][0]), _mm512_mul_ps(d0, s), c[t][0]);
+                    c[t][1] = _mm512_fmadd_ps(toFloat(acc[t][1]), _mm512_mul_ps(d1, s), c[t][1]);
+                }
+            };
+            if constexpr (K == Int8Kind::Halves) {
+                groups(0, kInt8Groups / 2, xb.start, dw);
+                groups(kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows);
+            } else {
+                groups(0, kInt8Groups, xb.start, dw);
+            }
+            if constexpr (hasMin(K)) {
+                const __m512 m0 = _mm512_loadu_ps(dw + kRows), m1 = _mm512_loadu_ps(dw + kRows + 16);
+                for (int64_t t = 0; t < kTokens; ++t) {
+                    const __m512 s = _mm512_set1_ps(xb.msum[t]);
+                    c[t][0] = _mm512_fnmadd_ps(m0, s, c[t][0]);
+                    c[t][1] = _mm512_fnmadd_ps(m1, s, c[t][1]);
+                }
             }
         }
-        const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
-        const __m512 d0 = _mm512_loadu_ps(dw), d1 = _mm512_loadu_ps(dw + 16);
-        for (int64_t t = 0; t < kTokens; ++t) {
-            const __m512 s = _mm512_set1_ps(xb.d[t]);
-            c[t][0] = _mm512_fmadd_ps(toFloat(acc[t][0]), _mm512_mul_ps(d0, s), c[t][0]);
-            c[t][1] = _mm512_fmadd_ps(toFloat(acc[t][1]), _mm512_mul_ps(d1, s), c[t][1]);
+        const __mmask16 m0 = rows >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
+        const __mmask16 m1 =
+            rows >= 32 ? __mmask16(0xFFFF) : rows > 16 ? __mmask16((1u << (rows - 16)) - 1) : __mmask16(0);
+        for (int64_t t = 0; t < tokens; ++t) {
+            _mm512_mask_storeu_ps(y + t * ldc, m0, c[t][0]);
+            _mm512_mask_storeu_ps(y + t * ldc + 16, m1, c[t][1]);
         }
     }
-    const __mmask16 m0 = rows >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
-    const __mmask16 m1 = rows >= 32 ? __mmask16(0xFFFF) : rows > 16 ? __mmask16((1u << (rows - 16)) - 1) : __mmask16(0);
-    for (int64_t t = 0; t < tokens; ++t) {
-        _mm512_mask_storeu_ps(y + t * ldc, m0, c[t][0]);
-        _mm512_mask_storeu_ps(y + t * ldc + 16, m1, c[t][1]);
-    }
-}
+};
 
 }  // namespace
 
 GemmInt8 gemmInt8Avx512()
 {
-    return int8Product<kRows, kTokens, tile>("avx512-vnni", true);
+    return int8Product<kRows, kTokens, Tiles>("avx512-vnni", true);
 }
 
 }  // namespace spillway::gpu::cpu

@@ -1,27 +1,40 @@
 #pragma once
-// What the prompt path's integer products for Q8_0 and Q4_0 weights share (gemm_int8_avx2.cpp,
-// gemm_int8_avxvnni.cpp, gemm_int8_avx512.cpp): the batch's quantization and packing, the
-// weight rows' repacking, and the loop that runs a register tile over the token panels. AVX2
-// code (every CPU that runs one of the products has it).
+// What the prompt path's integer products (gemm_int8_avx2.cpp, gemm_int8_avxvnni.cpp,
+// gemm_int8_avx512.cpp) share: the batch's quantization and packing, the weight rows' repacking,
+// and the loop that runs a register tile over the token panels. AVX2 code (every CPU that runs
+// one of the products has it).
 //
-// Y[j, r] = sum_b dw[r, b] dx[j, b] sum_{i<32} w[r, 32 b + i] qx[j, 32 b + i], where dx, qx are
-// x quantized to Q8 blocks of 32 exactly as the decode kernels quantize one token (quantizeQ8X86)
-// and w the weights' integers (Q8_0: -128..127; Q4_0: nibble - 8). The integer part of each
-// block is exact, as in decode; only the float sum over blocks is in another order, so a prompt's
-// logits match one token at a time within kPromptIntegerTolerance (tests/common/prompt_tolerance.h).
-// Every tile adds the blocks in the same order with the same operations (c += float(sum) *
-// (dw * dx), one FMA per block), so all of them give the same bits.
+// Every weight type is taken as blocks of 32 values of k with unsigned integers q (the
+// dot-product instructions multiply unsigned by signed bytes), one float scale dw per block and
+// row, and per kind (Int8Kind):
+//   Plain  (Q8_0: q = w + 128, Q4_0: the nibble as stored):
+//     Y[j, r] = sum_b dw[r, b] dx[j, b] (sum_i q qx - s sum_i qx)            x as Q8 blocks of 32
+//   Min    (Q4_K: q 0..15, Q5_K: q 0..31; dw = d sc_b, mw = dmin m_b, both exact in float):
+//     Y[j, r] = sum_b [dw[r, b] dx[j, b] sum_i q qx - mw[r, b] (dx[j, b] sum_i qx)]   x as Q8_K
+//   Halves (Q6_K: q 0..63 for q6 - 32 + 32; two scales d sc per block, one per 16 values):
+//     Y[j, r] = sum_b sum_{h<2} dw_h[r, b] dx[j, b] (sum_{i in half h} q qx - 32 sum qx)   x as Q8_K
+// where dx, qx are x quantized exactly as the decode kernels quantize one token: Q8 blocks of 32
+// for Q8_0 / Q4_0 (quantizeQ8X86), Q8_K super-blocks of 256 (quantizeQ8K, dx then the
+// super-block's scale in each of its blocks) for the K-quants. The integer part of each block
+// (each half) is exact, as in decode; only the float sums are in another order (decode adds a
+// K-quant super-block's sub-blocks as integers times their scales and rounds once), so a
+// prompt's logits match one token at a time within kPromptIntegerTolerance
+// (tests/common/prompt_tolerance.h). Every tile adds the blocks in the same order with the same
+// operations (per block: c += float(sum) * (dw * dx), one FMA; Min then c -= mw * msum, one
+// FNMADD; Halves one FMA per half, low half first), so all of them give the same bits.
 //
-// The dot-product instructions multiply unsigned by signed bytes, so the weights go in shifted to
-// unsigned (Q8_0 + 128, Q4_0's nibbles as stored) and the shift comes back out through each
-// block's sum of x: sum w qx = sum (w + s) qx - s sum qx; that correction is where each block's
-// integer sum starts.
+// The integer shift of Plain and Halves (Q8_0's 128, Q4_0's 8, Q6_K's 32) comes back out through
+// the block's (half's) sum of x: sum w qx = sum (w + s) qx - s sum qx; that correction is where
+// each integer sum starts.
 //
 // Layouts (kTokens tokens per panel, kRows rows per block; g counts the 8 groups of 4 values of k
 // in a block of 32):
 //   packed x, panel p, block b: int32 qx words [g][t] (8 x kTokens), then float dx[t], then int32
-//     start[t] = -s sum qx (gemmInt8XBlockBytes(kTokens) in all); tokens past n are zeros;
-//   weight panel, block b: u8 words [g][row] (8 x kRows x 4 bytes), then float dw[row]
+//     start[t] (Plain: -s sum qx; Min: 0; Halves: the low half's -32 sum qx), then 4 bytes more
+//     per token (Min: float msum[t] = dx * sum qx; Halves: int32, the high half's start; Plain:
+//     0) (gemmInt8XBlockBytes(kTokens) in all); tokens past n are zeros;
+//   weight panel, block b: u8 words [g][row] (8 x kRows x 4 bytes), then float dw[row] (Halves:
+//     the low half's), then float more[row] (Min: mw; Halves: the high half's dw; Plain: 0)
 //     (gemmInt8WBlockBytes(kRows)); rows past the block's are zeros.
 // Included by files compiled for AVX2 or wider; everything here is internal to each of them.
 
@@ -34,6 +47,7 @@
 #include "gpu/cpu/gemm_x86.h"  // transpose8x8
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kernels_x86_quant.h"  // quantizeQ8X86, fp16Scalar
+#include "gpu/cpu/kquant_blocks.h"      // kScaleMin
 
 namespace spillway::gpu::cpu {
 namespace {
@@ -41,8 +55,30 @@ namespace {
 constexpr int64_t kInt8Groups = kQ8Block / 4;
 constexpr int64_t kQ4_0BlockBytes = 18, kQ8_0BlockBytes = 34;  // fp16 scale, then the values
 constexpr int64_t kRowPrefetchAhead = 512;                      // bytes ahead in each row
+constexpr int64_t kSuper = 256;                                 // values per K-quant super-block
+constexpr int64_t kQ4_KBytes = 144, kQ5_KBytes = 176, kQ6_KBytes = 210;
 
-// The weights' shift to unsigned bytes.
+// How a type's blocks enter the product (above). Q4_K and Q5_K differ only in their largest q
+// (the AVX2 tile adds fewer groups in 16-bit lanes for Q5_K).
+enum class Int8Kind { Plain, Min4, Min5, Halves };
+constexpr bool hasMin(Int8Kind k) { return k == Int8Kind::Min4 || k == Int8Kind::Min5; }
+constexpr bool isK(Int8Kind k) { return k != Int8Kind::Plain; }
+// The largest unsigned weight byte of a kind (Plain: Q4_0's; Q8_0 is never taken by the AVX2 tile).
+constexpr int maxQOf(Int8Kind k)
+{
+    return k == Int8Kind::Plain ? 15 : k == Int8Kind::Min4 ? 15 : k == Int8Kind::Min5 ? 31 : 63;
+}
+inline Int8Kind int8KindOf(const MatrixView& w)
+{
+    switch (w.type) {
+    case DType::Q4_K: return Int8Kind::Min4;
+    case DType::Q5_K: return Int8Kind::Min5;
+    case DType::Q6_K: return Int8Kind::Halves;
+    default: return Int8Kind::Plain;
+    }
+}
+
+// The weights' shift to unsigned bytes (Plain).
 inline int32_t int8ShiftOf(const MatrixView& w) { return w.type == DType::Q4_0 ? 8 : 128; }
 
 // 8 x 8 transpose of 32-bit words: v[i] word j -> v[j] word i (gemm_x86.h's, on integers).
@@ -81,7 +117,7 @@ inline __m256i int8RowBlock(const MatrixView& w, int64_t r, int64_t b, float& d)
     return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2)), flip);
 }
 
-// Rows [r0, r1) (at most kRows) of w into the weight panel.
+// Rows [r0, r1) (at most kRows) of Q4_0 / Q8_0 weights into the weight panel.
 template <int64_t kRows>
 void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
 {
@@ -90,6 +126,7 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
     for (int64_t b = 0; b < blocks; ++b) {
         uint8_t* out = panel + b * gemmInt8WBlockBytes(kRows);
         float* dw = reinterpret_cast<float*>(out + kInt8Groups * kRows * 4);
+        float* more = dw + kRows;
         for (int64_t eighth = 0; eighth < kRows / 8; ++eighth) {
             __m256i v[8];
             for (int64_t i = 0; i < 8; ++i) {
@@ -97,12 +134,109 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
                 float d = 0.0f;
                 v[i] = r < r1 ? int8RowBlock(w, r, b, d) : _mm256_setzero_si256();
                 dw[eighth * 8 + i] = d;
+                more[eighth * 8 + i] = 0.0f;
             }
             transposeWords8x8(v);  // v[g]: word g of the 8 rows
             for (int64_t g = 0; g < kInt8Groups; ++g)
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (g * kRows + eighth * 8) * 4), v[g]);
         }
     }
+}
+
+// Super-block sb of row r of a K-quant: its 8 blocks of 32 as unsigned bytes in k order (v), each
+// block's dw and its more (Min: mw; Halves: the high half's dw); layouts in kquant_blocks.h.
+template <Int8Kind K>
+inline void kRowSuperBlock(const MatrixView& w, int64_t r, int64_t sb, __m256i v[8], float dw[8], float more[8])
+{
+    constexpr int64_t bytes = K == Int8Kind::Min4 ? kQ4_KBytes : K == Int8Kind::Min5 ? kQ5_KBytes : kQ6_KBytes;
+    const uint8_t* block = rowPointer(w, r) + sb * bytes;
+    for (int64_t o = 0; o < bytes; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(block + kRowPrefetchAhead + o), _MM_HINT_T0);
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    if constexpr (K == Int8Kind::Halves) {
+        const float d = fp16Scalar(block + 208);
+        const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+        const __m256i three = _mm256_set1_epi8(3);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * h));
+            const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * h));
+            // Value 128 h + 32 part + l: nibble (low of a, low of b, high of a, high of b) | bits
+            // 2 part, 2 part + 1 of hb as bits 4-5.
+            const auto top = [&](int part) {
+                return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * part), three), 4);
+            };
+            v[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(a, low), top(0));
+            v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(b, low), top(1));
+            v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low), top(2));
+            v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low), top(3));
+        }
+        for (int j = 0; j < 8; ++j) {
+            dw[j] = d * static_cast<float>(scales[2 * j]);  // exact: 11 x 8 bits
+            more[j] = d * static_cast<float>(scales[2 * j + 1]);
+        }
+    } else {
+        const float d = fp16Scalar(block), dmin = fp16Scalar(block + 2);
+        const uint8_t* nibbles = block + (K == Int8Kind::Min5 ? 48 : 16);
+        const __m256i high = K == Int8Kind::Min5 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16))
+                                                 : _mm256_setzero_si256();
+        const __m256i one = _mm256_set1_epi8(1);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nibbles + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            if constexpr (K == Int8Kind::Min5) {  // bit 4 of value 64 c + l: bit 2 c of qh[l]; + 32: bit 2 c + 1
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * c), one), 4));
+                hi = _mm256_or_si256(hi,
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * c + 1), one), 4));
+            }
+            v[2 * c] = lo;
+            v[2 * c + 1] = hi;
+        }
+        for (int j = 0; j < 8; ++j) {
+            int sc = 0, m = 0;
+            kScaleMin(j, block + 4, sc, m);
+            dw[j] = d * static_cast<float>(sc);  // exact: 11 x 6 bits
+            more[j] = dmin * static_cast<float>(m);
+        }
+    }
+}
+
+// Rows [r0, r1) (at most kRows) of K-quant weights into the weight panel.
+template <int64_t kRows, Int8Kind K>
+void packKRows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
+{
+    static_assert(kRows % 8 == 0, "whole 8 x 8 transposes");
+    const int64_t supers = w.cols / kSuper;
+    for (int64_t sb = 0; sb < supers; ++sb)
+        for (int64_t eighth = 0; eighth < kRows / 8; ++eighth) {
+            __m256i v[8][8];  // [row][block]
+            float dw[8][8], more[8][8];
+            for (int64_t i = 0; i < 8; ++i) {
+                const int64_t r = r0 + eighth * 8 + i;
+                if (r < r1) {
+                    kRowSuperBlock<K>(w, r, sb, v[i], dw[i], more[i]);
+                } else {
+                    for (int j = 0; j < 8; ++j) {
+                        v[i][j] = _mm256_setzero_si256();
+                        dw[i][j] = more[i][j] = 0.0f;
+                    }
+                }
+            }
+            for (int64_t j = 0; j < 8; ++j) {
+                uint8_t* out = panel + (sb * 8 + j) * gemmInt8WBlockBytes(kRows);
+                float* outDw = reinterpret_cast<float*>(out + kInt8Groups * kRows * 4);
+                float* outMore = outDw + kRows;
+                __m256i t[8];
+                for (int64_t i = 0; i < 8; ++i) {
+                    t[i] = v[i][j];
+                    outDw[eighth * 8 + i] = dw[i][j];
+                    outMore[eighth * 8 + i] = more[i][j];
+                }
+                transposeWords8x8(t);  // t[g]: word g of the 8 rows
+                for (int64_t g = 0; g < kInt8Groups; ++g)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (g * kRows + eighth * 8) * 4), t[g]);
+            }
+        }
 }
 
 // The batch's token panels [p0, p1) (GemmInt8::pack).
@@ -112,26 +246,46 @@ void packInt8X(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
 {
     constexpr int64_t kBlockBytes = gemmInt8XBlockBytes(kTokens);
     const int64_t blocks = cols / kQ8Block;
+    const Int8Kind kind = int8KindOf(w);
     const int32_t shift = int8ShiftOf(w);
-    alignas(32) int8_t qs[kQ8Block];
+    alignas(32) int8_t qs[kSuper];
+    float dk = 0.0f;
+    int16_t bsums[kSuper / 16];
     for (int64_t p = p0; p < p1; ++p) {
         uint8_t* panel = packed + p * blocks * kBlockBytes;
         for (int64_t i = 0; i < kTokens; ++i) {
             const int64_t t = p * kTokens + i;
             for (int64_t b = 0; b < blocks; ++b) {
                 uint8_t* out = panel + b * kBlockBytes;
-                float d = 0.0f, sum8 = 0.0f;
-                int32_t sum = 0;
-                if (t < n) {
-                    quantizeQ8X86(x + t * lda + b * kQ8Block, kQ8Block, qs, &d, &sum8);
-                    for (int64_t k = 0; k < kQ8Block; ++k) sum += qs[k];
-                } else {
+                const int8_t* q = qs;
+                float d = 0.0f;
+                int32_t start = 0, more = 0;  // more: Min's msum as bits, or Halves' high start
+                if (t >= n) {
                     std::memset(qs, 0, sizeof qs);
+                } else if (kind == Int8Kind::Plain) {
+                    float sum8 = 0.0f;
+                    quantizeQ8X86(x + t * lda + b * kQ8Block, kQ8Block, qs, &d, &sum8);
+                    int32_t sum = 0;
+                    for (int64_t k = 0; k < kQ8Block; ++k) sum += qs[k];
+                    start = -shift * sum;
+                } else {
+                    // Q8_K, as decode quantizes one token: once per super-block.
+                    const int64_t j = b % (kSuper / kQ8Block);
+                    if (j == 0) quantizeQ8K(x + t * lda + b * kQ8Block, kSuper, qs, &dk, bsums);
+                    q = qs + j * kQ8Block;
+                    d = dk;
+                    if (kind == Int8Kind::Halves) {
+                        start = -32 * bsums[2 * j];
+                        more = -32 * bsums[2 * j + 1];
+                    } else {
+                        const float msum = d * static_cast<float>(bsums[2 * j] + bsums[2 * j + 1]);
+                        std::memcpy(&more, &msum, 4);
+                    }
                 }
-                for (int64_t g = 0; g < kInt8Groups; ++g) std::memcpy(out + (g * kTokens + i) * 4, qs + g * 4, 4);
-                const int32_t start = -shift * sum;
+                for (int64_t g = 0; g < kInt8Groups; ++g) std::memcpy(out + (g * kTokens + i) * 4, q + g * 4, 4);
                 std::memcpy(out + (kInt8Groups * kTokens + i) * 4, &d, 4);
                 std::memcpy(out + (kInt8Groups * kTokens + kTokens + i) * 4, &start, 4);
+                std::memcpy(out + (kInt8Groups * kTokens + 2 * kTokens + i) * 4, &more, 4);
             }
         }
     }
@@ -147,23 +301,34 @@ inline void storeInt8Tile(const __m256* c, float* y, int64_t ldc, int64_t tokens
 }
 
 // A tile as a product. GemmInt8::rows: rows [r0, r1) of w times the packed batch, the rows
-// repacked into `panel`, then `Tile` (x panel, weight panel, blocks, y, ldc, tokens, rows) over
-// every token panel (a template argument, so each call is direct).
-using Int8TileFn = void (*)(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc,
-                            int64_t tokens, int64_t rows);
-template <int64_t kRows, int64_t kTokens, Int8TileFn Tile>
+// repacked into `panel`, then `Tiles::run<kind>` (x panel, weight panel, blocks, y, ldc, tokens,
+// rows) over every token panel (a template, so each call is direct).
+template <int64_t kRows, int64_t kTokens, class Tiles, Int8Kind K>
+void int8RowsOf(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y,
+                int64_t ldc, uint8_t* panel)
+{
+    const int64_t blocks = w.cols / kQ8Block;
+    if constexpr (K == Int8Kind::Plain) packInt8Rows<kRows>(w, r0, r1, panel);
+    else packKRows<kRows, K>(w, r0, r1, panel);
+    for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+        const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
+        Tiles::template run<K>(packedX + t0 / kTokens * blocks * gemmInt8XBlockBytes(kTokens), panel, blocks,
+                               y + t0 * ldc + r0, ldc, tokens, r1 - r0);
+    }
+}
+template <int64_t kRows, int64_t kTokens, class Tiles>
 void int8Rows(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y, int64_t ldc,
               uint8_t* panel)
 {
-    const int64_t blocks = w.cols / kQ8Block;
-    packInt8Rows<kRows>(w, r0, r1, panel);
-    for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
-        const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
-        Tile(packedX + t0 / kTokens * blocks * gemmInt8XBlockBytes(kTokens), panel, blocks, y + t0 * ldc + r0, ldc,
-             tokens, r1 - r0);
+    switch (int8KindOf(w)) {
+    case Int8Kind::Plain: return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Plain>(packedX, n, w, r0, r1, y, ldc, panel);
+    case Int8Kind::Min4: return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Min4>(packedX, n, w, r0, r1, y, ldc, panel);
+    case Int8Kind::Min5: return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Min5>(packedX, n, w, r0, r1, y, ldc, panel);
+    case Int8Kind::Halves:
+        return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Halves>(packedX, n, w, r0, r1, y, ldc, panel);
     }
 }
-template <int64_t kRows, int64_t kTokens, Int8TileFn Tile>
+template <int64_t kRows, int64_t kTokens, class Tiles>
 GemmInt8 int8Product(const char* name, bool q8_0)
 {
     GemmInt8 g;
@@ -171,8 +336,9 @@ GemmInt8 int8Product(const char* name, bool q8_0)
     g.tokens = kTokens;
     g.rowsPerBlock = kRows;
     g.q8_0 = q8_0;
+    g.kQuants = true;
     g.pack = packInt8X<kTokens>;
-    g.rows = int8Rows<kRows, kTokens, Tile>;
+    g.rows = int8Rows<kRows, kTokens, Tiles>;
     return g;
 }
 
@@ -182,10 +348,14 @@ struct Int8XBlock {
     const int32_t* words;  // [g][t]
     const float* d;        // [t]
     const int32_t* start;  // [t]
+    const float* msum;     // [t] (Min)
+    const int32_t* startHi;  // [t] (Halves: the high half's start)
     explicit Int8XBlock(const uint8_t* x)
         : words(reinterpret_cast<const int32_t*>(x)),
           d(reinterpret_cast<const float*>(x + kInt8Groups * kTokens * 4)),
-          start(reinterpret_cast<const int32_t*>(x + kInt8Groups * kTokens * 4 + kTokens * 4))
+          start(reinterpret_cast<const int32_t*>(x + kInt8Groups * kTokens * 4 + kTokens * 4)),
+          msum(reinterpret_cast<const float*>(x + kInt8Groups * kTokens * 4 + 2 * kTokens * 4)),
+          startHi(reinterpret_cast<const int32_t*>(x + kInt8Groups * kTokens * 4 + 2 * kTokens * 4))
     {
     }
 };

@@ -27,9 +27,9 @@ inline double relativeL2(std::span<const float> got, std::span<const float> want
 // ~1e-3 from the one-token path's Q8 arithmetic). Decode (one token) stays bit for bit.
 inline constexpr double kPromptFloatTolerance = 1e-5;
 inline constexpr double kPromptQuantTolerance = 2e-2;
-// The AVX-512 set's integer product for Q8_0 and Q4_0 quantizes x to Q8 as the one-token path
-// does, so each block's integer sum is the same; only the float sum over blocks is in another
-// order.
+// The integer products (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; gpu/cpu/gemm_int8_x86.h) quantize x as the
+// one-token path does (Q8 blocks, Q8_K super-blocks), so each block's integer sum is the same;
+// only the float sums are in another order.
 inline constexpr double kPromptIntegerTolerance = 1e-5;
 // With an fp16 or int8 KV cache, the rounding differences can move a stored key or value across
 // a rounding boundary: about ten times the float tolerance (measured 1.5e-4 with fp16).

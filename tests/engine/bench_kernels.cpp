@@ -202,10 +202,11 @@ Measurement measure(Device& device, const Case& c, double minSeconds)
     return m;
 }
 
-// --products: the prompt path's matrix products on one thread, 256 tokens x a 2048 x 2048 Q4_0
-// or Q8_0 matrix (synthetic values), the best of 5: each integer product this CPU runs
-// (gemm_int8_*.cpp) and each kernel set's float product (rows unpacked to floats, then its own
-// tile), as CpuDevice::gemm calls them. In GOP/s (2 per multiply-add).
+// --products: the prompt path's matrix products on one thread, 256 tokens x a 2048 x 2048 matrix
+// of each type the prompt path multiplies as integers (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) and F16
+// (synthetic values), the best of 5: each integer product this CPU runs (gemm_int8_*.cpp) and
+// each kernel set's float product (rows unpacked to floats, then its own tile), as CpuDevice::gemm
+// calls them. In GOP/s (2 per multiply-add).
 void measureProducts()
 {
     constexpr int64_t n = 256, dim = 2048;
@@ -224,7 +225,7 @@ void measureProducts()
         return fastest;
     };
     std::printf("%-24s %-5s %10s\n", "product (1 thread)", "type", "GOP/s");
-    for (DType type : {DType::Q4_0, DType::Q8_0}) {
+    for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16}) {
         const size_t stride = rowBytes(type, dim);
         std::vector<uint8_t> bytes(stride * size_t(dim));
         for (int64_t r = 0; r < dim; ++r)

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cpu_test_util.h"
+#include "kquant_test_util.h"  // makeKMatrix: random Q4_K, Q5_K, Q6_K rows
 #include "../common/prompt_tolerance.h"
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/thread_pool.h"
@@ -319,7 +320,9 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
 // Every integer product this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2's vpmaddubsw: the device
 // takes the best of its set), called directly: the same bits as each other, and within
 // kPromptIntegerTolerance of one token at a time on the decode kernels; Q4_0, Q8_0 stored and
-// reordered; rows not a multiple of any block, depths of 8 and 33 blocks, batches of 1 to 512.
+// reordered, Q4_K, Q5_K and Q6_K (random codes: every nibble, high bit, scale and min); rows not
+// a multiple of any block, depths of 8 and 33 blocks (K-quants: 1 and 5 super-blocks), batches of
+// 1 to 512. Each K-quant type must be taken by every product (none falls back to floats unseen).
 TEST(CpuBackend, IntegerPromptProductsGiveTheSameBits)
 {
     cpu::GemmInt8 variants[3];
@@ -327,16 +330,28 @@ TEST(CpuBackend, IntegerPromptProductsGiveTheSameBits)
     if (count == 0) GTEST_SKIP() << "this CPU runs no integer product (no AVX2)";
     std::mt19937_64 rng(21);
     auto device = createCpuDevice(1, bestCpuKernelSet());
-    for (DType type : {DType::Q4_0, DType::Q8_0})
+    for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
         for (bool reordered : {false, true})
             for (int64_t rows : {int64_t{57}, int64_t{130}})
-                for (int64_t cols : {int64_t{256}, int64_t{1056}}) {
+                for (int64_t depth : {int64_t{256}, int64_t{1056}}) {
                     if (reordered && type != DType::Q8_0) continue;
-                    const TestMatrix m = makeMatrix(type, rows, cols, rng);
-                    std::vector<uint8_t> scalesLast(m.bytes.size());
-                    MatrixView view = m.view();
+                    const bool kQuant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+                    const int64_t cols = kQuant && depth > 256 ? 1280 : depth;
+                    // The bytes of the matrix (either generator) and its view.
+                    std::vector<uint8_t> bytes;
+                    MatrixView view;
+                    if (kQuant) {
+                        kquant_test::KMatrix km = kquant_test::makeKMatrix(type, rows, cols, rng);
+                        bytes = std::move(km.bytes);
+                        view = {type, bytes.data(), rows, cols, km.stride};
+                    } else {
+                        TestMatrix m = makeMatrix(type, rows, cols, rng);
+                        bytes = std::move(m.bytes);
+                        view = {type, bytes.data(), rows, cols, m.stride};
+                    }
+                    std::vector<uint8_t> scalesLast(bytes.size());
                     if (reordered) {
-                        cpu::repackQ8_0ScalesLast(m.view(), scalesLast.data(), 0, rows);
+                        cpu::repackQ8_0ScalesLast(view, scalesLast.data(), 0, rows);
                         view.data = scalesLast.data();
                         view.layout = RowLayout::Q8_0ScalesLast;
                     }
@@ -350,6 +365,7 @@ TEST(CpuBackend, IntegerPromptProductsGiveTheSameBits)
                             const cpu::GemmInt8& p = variants[v];
                             const std::string what = std::string(p.name) + " " + label(*device, type, rows, cols) +
                                                      (reordered ? " scales last" : "") + " batch " + std::to_string(n);
+                            if (kQuant) ASSERT_TRUE(p.takes(view)) << what;
                             if (!p.takes(view)) continue;
                             const int64_t panels = (n + p.tokens - 1) / p.tokens;
                             std::vector<uint8_t> packed(size_t(panels * (cols / 32) * cpu::gemmInt8XBlockBytes(p.tokens)));

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/formats/ggml_quants.h"
+#include "gpu/cpu/cpu_kernels.h"  // Kernels::gemmInt8: which types take the integer product
 #include "kquant_test_util.h"
 #include "../common/prompt_tolerance.h"
 
@@ -219,10 +220,11 @@ TEST(KQuantCpu, GetRowIsGgmlDequantization)
     }
 }
 
-// A prompt batch of 8 or more tokens goes through a float matrix product where the kernel set
-// unpacks the type (AVX2, AVX-512: rows to floats, OpenBLAS SGEMM): each job is the product
-// within the matvec's bound above (x is not quantized there: tighter) and within the prompt
-// tolerance of the same job alone (x quantized to Q8_K / Q8_0 by the matvec kernels).
+// A prompt batch of 8 or more tokens goes through a matrix product where the kernel set has one:
+// Q4_K, Q5_K and Q6_K through the integer product (gemm_int8_x86.h: x quantized to Q8_K as the
+// matvec kernels do, so within kPromptIntegerTolerance of the same job alone), the other types
+// through a float product (rows to floats; x not quantized there, so within the quantized
+// tolerance of the job alone); each job is the product within the matvec's bound above.
 TEST(KQuantCpu, PromptBatchesMultiplyMatricesWithinTheTolerance)
 {
     std::mt19937_64 rng(16);
@@ -230,6 +232,9 @@ TEST(KQuantCpu, PromptBatchesMultiplyMatricesWithinTheTolerance)
         auto device = createCpuDevice(cfg.threads, cfg.set);
         for (DType type : kNewTypes) {
             const KMatrix m = makeKMatrix(type, 130, 512, rng);
+            const bool integer = cpu::kernelsFor(cfg.set).gemmInt8.takes(m.view());
+            if (cfg.set != CpuKernelSet::Scalar && (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K))
+                EXPECT_TRUE(integer) << label(*device, type, m.rows, m.cols) << ": no integer product";
             for (int n : {7, 8, 33}) {
                 std::vector<std::vector<float>> xs, ys;
                 std::vector<MatvecJob> jobs;
@@ -249,7 +254,11 @@ TEST(KQuantCpu, PromptBatchesMultiplyMatricesWithinTheTolerance)
                     const std::vector<float> got(ys[size_t(j)].begin(), ys[size_t(j)].begin() + m.rows),
                         want(alone.begin(), alone.begin() + m.rows);
                     if (n < 8) EXPECT_EQ(got, want) << what;  // the matvec kernels, bit for bit
-                    else EXPECT_LE(testing_support::relativeL2(got, want), testing_support::kPromptQuantTolerance) << what;
+                    else
+                        EXPECT_LE(testing_support::relativeL2(got, want),
+                                  integer ? testing_support::kPromptIntegerTolerance
+                                          : testing_support::kPromptQuantTolerance)
+                            << what;
                 }
             }
         }
