@@ -467,9 +467,12 @@ void CudaDevice::matvec(std::span<const MatvecJob> jobs)
                 if (!check(e, "matvec (quantize x)")) return;
                 scratch += q8Bytes(j.w.cols, form);
             }
-            e = j.w.type == DType::Q8_0 || j.w.type == DType::Q4_0
-                    ? launchMatvecQuant(j.w, quantized[i], j.y, m_compute)
-                    : launchMatvecKQuant(j.w, quantized[i], j.y, m_compute);
+            if (j.w.type == DType::Q8_0 || j.w.type == DType::Q4_0)
+                e = launchMatvecQuant(j.w, quantized[i], j.y, m_compute);
+            else if (isIqBlockType(j.w.type))
+                e = launchMatvecIq(j.w, quantized[i], j.y, m_compute);
+            else
+                e = launchMatvecKQuant(j.w, quantized[i], j.y, m_compute);
         } else if (j.w.type == DType::BitmapSparse) {
             e = launchMatvecBitmap(j.w, j.x, j.y, m_compute);
         } else if (j.w.type == DType::F32 && m_f32Cublas && j.w.rowStride % 4 == 0) {

@@ -17,8 +17,9 @@
 
 namespace spillway::gpu::cuda {
 
-// x quantized for the integer dot products: Q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0; layout as
-// gpu/cpu/cpu_kernels.h's QuantizedX) or Q8_K super-blocks of 256 (the K-quants).
+// x quantized for the integer dot products: Q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+// MXFP4; layout as gpu/cpu/cpu_kernels.h's QuantizedX) or Q8_K super-blocks of 256 (the K-quants
+// and the IQ types of 256 values): gpu/matvec_runs.h xFormFor.
 struct QuantizedXDevice {
     const int8_t* qs = nullptr;        // (cols)
     const float* d = nullptr;          // (cols / 32), or (cols / 256) for Q8_K
@@ -41,6 +42,16 @@ cudaError_t launchQuantizeQ8K(const float* x, int64_t n, int8_t* qs, float* d, i
 // matvec_kquant.cu: Q4_1, Q5_0 (times Q8 blocks of 32) and Q4_K, Q5_K, Q6_K (times Q8_K)
 // weights in their GGUF layout, rows 2-byte aligned.
 cudaError_t launchMatvecKQuant(const MatrixView& w, const QuantizedXDevice& x, float* y, cudaStream_t stream);
+
+// matvec_iq.cu: the rest of GGUF's block types (isIqBlockType) in their GGUF layout: Q5_1,
+// IQ4_NL, MXFP4 times Q8 blocks of 32, the 256-value Q2_K, Q3_K, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ1_S, IQ1_M times Q8_K; rows 2-byte aligned (MXFP4: any), x.qs 16-byte aligned.
+cudaError_t launchMatvecIq(const MatrixView& w, const QuantizedXDevice& x, float* y, cudaStream_t stream);
+inline constexpr bool isIqBlockType(DType t)
+{
+    const int i = static_cast<int>(t);
+    return i >= static_cast<int>(DType::Q2_K) && i <= static_cast<int>(DType::MXFP4);
+}
 
 // matvec_quant.cu: Q8_0, Q4_0 weights (rows 2-byte aligned) times quantized x.
 cudaError_t launchMatvecQuant(const MatrixView& w, const QuantizedXDevice& x, float* y,

@@ -8,12 +8,17 @@
 
 #include "gpu/cuda/cuda_common.cuh"
 #include "gpu/cuda/cuda_ops.h"
+#include "gpu/cuda/iq_decode.cuh"
 
 namespace spillway::gpu::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
+
+// Types exempt from the 2-byte row alignment check: F32 (read as whole floats) and MXFP4
+// (17-byte blocks, read byte by byte); every other type reads 2-byte halves.
+bool byteAddressed(DType t) { return t == DType::F32 || t == DType::MXFP4; }
 
 // Value c of a row in the stored layout, as the CPU device's getRowOp gives it.
 __device__ float decodeValue(DType type, const uint8_t* __restrict__ row, int64_t c)
@@ -73,7 +78,9 @@ __device__ float decodeValue(DType type, const uint8_t* __restrict__ row, int64_
         const float scale = static_cast<float>(reinterpret_cast<const int8_t*>(block + 192)[v / 16]);
         return __fmul_rn(__fmul_rn(halfToFloat(u16(block + 208)), scale), static_cast<float>(q - 32));
     }
-    default: return __int_as_float(0x7fc00000);
+    // Q2_K, Q3_K, Q5_1, the IQ types and MXFP4 as gpu/cpu/iq_blocks.h decodes them (NaN for
+    // any other type).
+    default: return decodeIqRowValue(type, row, c);
     }
 }
 
@@ -116,7 +123,7 @@ __global__ void convertKernel(const float* __restrict__ x, int64_t stride, int64
 cudaError_t launchDequantizeF16(const MatrixView& w, int64_t first, int64_t rows, void* out, cudaStream_t stream)
 {
     if (rows <= 0 || w.cols <= 0) return cudaSuccess;
-    if (w.type != DType::F32 && (reinterpret_cast<uintptr_t>(w.data) % 2 || w.rowStride % 2))
+    if (!byteAddressed(w.type) && (reinterpret_cast<uintptr_t>(w.data) % 2 || w.rowStride % 2))
         return cudaErrorMisalignedAddress;
     const auto* base = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(first) * w.rowStride;
     dequantizeF16Kernel<<<gridFor(rows * w.cols, kThreads), kThreads, 0, stream>>>(
@@ -140,7 +147,7 @@ cudaError_t launchConvertX(const float* x, int64_t stride, int64_t n, int64_t co
 cudaError_t launchGetRow(const MatrixView& w, int64_t row, float* out, cudaStream_t stream)
 {
     if (w.cols <= 0) return cudaSuccess;
-    if (w.type != DType::F32 && (reinterpret_cast<uintptr_t>(w.data) % 2 || w.rowStride % 2))
+    if (!byteAddressed(w.type) && (reinterpret_cast<uintptr_t>(w.data) % 2 || w.rowStride % 2))
         return cudaErrorMisalignedAddress;
     const uint8_t* p = row >= 0 && row < w.rows
                            ? static_cast<const uint8_t*>(w.data) + static_cast<size_t>(row) * w.rowStride
