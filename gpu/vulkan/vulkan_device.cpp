@@ -193,7 +193,7 @@ bool VulkanDevice::setUp(const PhysicalCandidate& chosen, const DeviceOptions& o
     di.caps.pinnedHostMemory = true;
     di.caps.events = false;
     di.caps.emulated = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    return true;
+    return createIqTables(error);
 }
 
 VulkanDevice::~VulkanDevice()
@@ -215,6 +215,7 @@ VulkanDevice::~VulkanDevice()
         vkDeviceWaitIdle(m_device);
         destroyAllocation(m_xScratch);
         destroyAllocation(m_scoreScratch);
+        destroyAllocation(m_tables);
         destroyAllocation(m_staging);
         for (auto& [address, a] : m_allocations) destroyAllocation(a);
         for (auto& [pointer, a] : m_hostAllocations) destroyAllocation(a);
@@ -233,7 +234,8 @@ VulkanDevice::~VulkanDevice()
 const DeviceInfo& VulkanDevice::info() const { return failed() ? m_failedInfo : m_info; }
 
 // The weight types the shaders compute on: F32, F16, BF16, Q8_0, Q4_0, the GGUF types Q4_1,
-// Q5_0, Q4_K, Q5_K, Q6_K (in their file layout), and bitmap sparse blobs.
+// Q5_0, Q4_K, Q5_K, Q6_K and Q2_K, Q3_K, Q5_1, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ1_S, IQ1_M, MXFP4 (in their file layout), and bitmap sparse blobs.
 bool VulkanDevice::supports(DType type) const
 {
     switch (type) {
@@ -247,6 +249,19 @@ bool VulkanDevice::supports(DType type) const
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::MXFP4:
     case DType::BitmapSparse: return true;
     default: return false;
     }

@@ -98,6 +98,8 @@ private:
     };
 
     bool setUp(const PhysicalCandidate& chosen, const DeviceOptions& options, std::string* error);
+    // The IQ grids and levels in m_tables (vulkan_tables.cpp), once, at the end of setUp.
+    bool createIqTables(std::string* error);
     VkPipeline pipeline(Shader s);  // made on first use; null after recording an error
 
     // ---- memory (vulkan_memory.cpp) ----
@@ -162,6 +164,7 @@ private:
     uint32_t m_dispatches = 0;          // in m_recording
     std::vector<Batch> m_inFlight, m_spare;
     Allocation m_xScratch, m_scoreScratch;
+    Allocation m_tables;                // the IQ types' grids and levels (shaders/iq_tables.glsl)
     std::vector<uint64_t> m_qOffset;    // matvec: where each job's quantized x starts; grows only
     std::vector<size_t> m_run;          // matvec: each job's run of batch jobs (vulkan_ops.cpp); grows only
     // mark(): a ring of kMaxMarks timestamp queries (none where the queue cannot write

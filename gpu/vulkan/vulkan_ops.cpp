@@ -17,13 +17,14 @@ uint64_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 uint64_t groupsFor(uint64_t n, uint64_t perGroup) { return (n + perGroup - 1) / perGroup; }
 
-// The shaders read rows from 4-byte aligned words: F32 rows must be 4-byte aligned, the others
-// 2-byte aligned (Q8_0 / Q4_0 / Q5_0 blocks are 34 / 18 / 22 bytes, Q6_K 210); a BitmapSparse
-// blob 8-byte aligned.
+// The shaders read rows from 4-byte aligned words: F32 rows must be 4-byte aligned, MXFP4 rows
+// (blocks of 17 bytes, read byte by byte and in unaligned words) may start anywhere, the others
+// 2-byte aligned (Q8_0 / Q4_0 / Q5_0 blocks are 34 / 18 / 22 bytes, Q6_K 210: their fp16 fields
+// are read as aligned halves); a BitmapSparse blob 8-byte aligned.
 bool rowsAligned(const MatrixView& w)
 {
     if (w.type == DType::BitmapSparse) return reinterpret_cast<uintptr_t>(w.data) % 8 == 0;
-    const uint64_t a = w.type == DType::F32 ? 4 : 2;
+    const uint64_t a = w.type == DType::F32 ? 4 : w.type == DType::MXFP4 ? 1 : 2;
     return reinterpret_cast<uintptr_t>(w.data) % a == 0 && w.rowStride % a == 0;
 }
 
@@ -45,11 +46,11 @@ struct MatvecFloatPush {
     uint32_t rows, cols, type, rowsPerGroup;
 };
 struct MatvecQuantPush {
-    uint64_t w, qs, d, sum8, y, stride;  // K-quants: sum8 is x's sums per 16
+    uint64_t w, qs, d, sum8, y, stride, tables;  // K-quants: sum8 is x's sums per 16
     uint32_t rows, blocks, type, rowsPerGroup;
 };
 struct MatmulPush {
-    uint64_t w, x, y, stride;
+    uint64_t w, x, y, stride, tables;
     uint32_t sx, sy, rows, cols, tokens, type;
 };
 struct MatvecBitmapPush {
@@ -67,7 +68,7 @@ MatvecBitmapPush bitmapPush(const MatrixView& w, uint64_t x, uint64_t y, uint32_
 }
 
 struct GetRowPush {
-    uint64_t row, out;
+    uint64_t row, out, tables;
     uint32_t cols, type;
 };
 struct NormPush {
@@ -224,6 +225,7 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
             const uint64_t sx = uint64_t(jobs[i + 1].x - j.x), sy = uint64_t(jobs[i + 1].y - j.y);
             MatmulPush p{addr(j.w.data),           addr(j.x),
                          addr(j.y),                j.w.rowStride,
+                         m_tables.address,
                          static_cast<uint32_t>(sx), static_cast<uint32_t>(sy),
                          static_cast<uint32_t>(j.w.rows), static_cast<uint32_t>(j.w.cols),
                          static_cast<uint32_t>(run[i]), static_cast<uint32_t>(j.w.type)};
@@ -237,11 +239,14 @@ void VulkanDevice::matvec(std::span<const MatvecJob> jobs)
             const uint64_t qs = scratch + qOffset[i];
             MatvecQuantPush p{addr(j.w.data), qs, qs + static_cast<uint64_t>(j.w.cols),
                               qs + static_cast<uint64_t>(j.w.cols) + blocks * 4, addr(j.y), j.w.rowStride,
-                              static_cast<uint32_t>(j.w.rows), static_cast<uint32_t>(blocks),
+                              m_tables.address, static_cast<uint32_t>(j.w.rows), static_cast<uint32_t>(blocks),
                               static_cast<uint32_t>(j.w.type), quantRows};
-            const Shader shader = form == XForm::Q8K
-                                      ? (m_subgroups ? Shader::MatvecKQuantSubgroups : Shader::MatvecKQuant)
-                                      : (m_subgroups ? Shader::MatvecQuantSubgroups : Shader::MatvecQuant);
+            // Q4_K / Q5_K / Q6_K in matvec_kquant.comp, the other 256-value types in matvec_iq.comp.
+            const bool kquant = j.w.type == DType::Q4_K || j.w.type == DType::Q5_K || j.w.type == DType::Q6_K;
+            const Shader shader =
+                form != XForm::Q8K ? (m_subgroups ? Shader::MatvecQuantSubgroups : Shader::MatvecQuant)
+                : kquant           ? (m_subgroups ? Shader::MatvecKQuantSubgroups : Shader::MatvecKQuant)
+                                   : (m_subgroups ? Shader::MatvecIqSubgroups : Shader::MatvecIq);
             dispatch(shader, &p, pushSize(p), groupsFor(static_cast<uint64_t>(j.w.rows), quantRows), first);
         } else {
             MatvecFloatPush p{addr(j.w.data), addr(j.x), addr(j.y), j.w.rowStride, static_cast<uint32_t>(j.w.rows),
@@ -270,7 +275,8 @@ void VulkanDevice::getRow(const MatrixView& w, int64_t row, float* out)
         return;
     }
     const uint64_t rowAddress = inside ? addr(w.data) + static_cast<uint64_t>(row) * w.rowStride : 0;
-    GetRowPush p{rowAddress, addr(out), static_cast<uint32_t>(w.cols), static_cast<uint32_t>(w.type)};
+    GetRowPush p{rowAddress, addr(out), m_tables.address, static_cast<uint32_t>(w.cols),
+                 static_cast<uint32_t>(w.type)};
     dispatch(Shader::GetRow, &p, pushSize(p), groupsFor(static_cast<uint64_t>(w.cols), 64));
 }
 

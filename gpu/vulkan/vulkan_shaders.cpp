@@ -73,6 +73,12 @@ const uint32_t kMatvecKQuantSubgroups[] =
 const uint32_t kMatmul[] =
 #include "matmul.spv.inc"
     ;
+const uint32_t kMatvecIq[] =
+#include "matvec_iq.spv.inc"
+    ;
+const uint32_t kMatvecIqSubgroups[] =
+#include "matvec_iq_sg.spv.inc"
+    ;
 
 struct Entry {
     const char* name;
@@ -88,6 +94,7 @@ const Entry kShaders[kShaderCount] = {
     {"pointwise", kPointwise},    {"matvec_bitmap", kMatvecBitmap}, {"scatter_rows", kScatterRows},
     {"row_sum", kRowSum},         {"quantize_q8k", kQuantizeQ8K}, {"matvec_kquant", kMatvecKQuant},
     {"matvec_kquant_sg", kMatvecKQuantSubgroups}, {"matmul", kMatmul},
+    {"matvec_iq", kMatvecIq},     {"matvec_iq_sg", kMatvecIqSubgroups},
 };
 
 }  // namespace

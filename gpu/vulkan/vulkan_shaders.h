@@ -30,6 +30,8 @@ enum class Shader : int {
     MatvecKQuant,           // Q4_K, Q5_K, Q6_K
     MatvecKQuantSubgroups,
     Matmul,                 // prompt batches: one weight matrix times a tile of tokens
+    MatvecIq,               // Q2_K, Q3_K, IQ4_XS and the IQ3 / IQ2 / IQ1 types (x in Q8_K)
+    MatvecIqSubgroups,
     Count
 };
 inline constexpr int kShaderCount = static_cast<int>(Shader::Count);

@@ -1,13 +1,29 @@
 // Value c of a stored row (its first byte `shift` bytes past the 4-byte aligned `base`) for any
-// weight type the backend computes (gpu::DType 0..4, 6..10), exactly as the CPU device's getRowOp
-// gives it (d * q is exact in float; the GGUF types' float operations each rounded on its own, as
-// gpu/cpu/kquant_blocks.h: `precise`, no fused multiply-add). Shared by get_row.comp and the
-// prompt batches' matmul.comp. Include after common.glsl.
+// weight type the backend computes (gpu::DType 0..4, 6..10, 12..24), exactly as the CPU device's
+// getRowOp gives it (d * q is exact in float; the GGUF types' float operations each rounded on
+// its own, as gpu/cpu/kquant_blocks.h and iq_blocks.h: `precise`, no fused multiply-add). The
+// types 12..24 (decode_iq.glsl) read the IQ grids and levels from the table buffer at `tables`
+// (iq_tables.glsl). Shared by get_row.comp and the prompt batches' matmul.comp. Include after
+// common.glsl.
 
-float decodeValue(uint type, uint64_t base, uint shift, uint c)
+#include "iq_tables.glsl"
+#include "decode_iq.glsl"
+
+// Values and bytes per block of the types 12..24 (gpu/dtype.h's dtypeTraits).
+uvec2 iqBlockShape(uint type)
+{
+    const uint bytes[13] = uint[](84u, 110u, 24u, 18u, 136u, 98u, 110u, 66u, 74u, 82u, 50u, 56u, 17u);
+    const bool of32 = type == 14u || type == 15u || type == 24u;
+    return uvec2(of32 ? 32u : 256u, bytes[type - 12u]);
+}
+
+float decodeValue(uint type, uint64_t base, uint shift, uint c, uint64_t tables)
 {
     float v;
-    if (type == 0u) {
+    if (type >= 12u) {
+        const uvec2 shape = iqBlockShape(type);
+        v = decodeIqValue(type, base, uint64_t(shift) + uint64_t(c / shape.x) * shape.y, c % shape.x, tables);
+    } else if (type == 0u) {
         v = uintBitsToFloat(loadU32(base, uint64_t(shift) + 4u * uint64_t(c)));
     } else if (type == 1u) {
         v = halfToFloat(loadU16(base, shift + 2u * c));

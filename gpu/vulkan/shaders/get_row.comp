@@ -11,8 +11,9 @@ layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
     uint64_t row;   // address of the row, 0 when outside the matrix
     uint64_t dst;   // (cols) floats
+    uint64_t tables;  // the IQ grids and levels (iq_tables.glsl)
     uint cols;
-    uint type;      // gpu::DType 0..4, 6..10
+    uint type;      // gpu::DType 0..4, 6..10, 12..24
 } pc;
 
 void main()
@@ -24,5 +25,5 @@ void main()
         out_.v[c] = uintBitsToFloat(0x7fc00000u);
         return;
     }
-    out_.v[c] = decodeValue(pc.type, alignedBase(pc.row), baseShift(pc.row), c);
+    out_.v[c] = decodeValue(pc.type, alignedBase(pc.row), baseShift(pc.row), c, pc.tables);
 }

@@ -21,9 +21,10 @@ layout(push_constant) uniform Push {
     uint64_t x;       // token t's vector at x + t * sx floats
     uint64_t y;       // token t's result at y + t * sy floats
     uint64_t stride;  // bytes
+    uint64_t tables;  // the IQ grids and levels (iq_tables.glsl)
     uint sx, sy;      // floats
     uint rows, cols, tokens;
-    uint type;        // gpu::DType 0..4, 6..10
+    uint type;        // gpu::DType 0..4, 6..10, 12..24
 } pc;
 
 const uint kRows = 64u, kTokens = 16u, kStep = 32u;
@@ -51,7 +52,7 @@ void main()
         barrier();
         if (row < pc.rows)
             for (uint c = 0u; c < width; ++c) {
-                const float wv = decodeValue(pc.type, base, shift, c0 + c);
+                const float wv = decodeValue(pc.type, base, shift, c0 + c, pc.tables);
                 for (uint t = 0u; t < kTokens; ++t) acc[t] += wv * xTile[t][c];
             }
         barrier();

@@ -25,6 +25,7 @@ layout(push_constant) uniform Push {
     uint64_t bsums;    // (blocks * 16) ints
     uint64_t y;        // (rows) floats
     uint64_t stride;   // bytes
+    uint64_t tables;   // unused here (matvec_iq.comp's types read it): the push layout is shared
     uint rows;
     uint blocks;       // cols / 256
     uint type;         // 8 Q4_K, 9 Q5_K, 10 Q6_K (gpu::DType)
