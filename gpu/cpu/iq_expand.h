@@ -297,46 +297,36 @@ static void matvecExpanded32(const MatrixView& w, const MatvecInput& in, float* 
             kExpand(row + b * kBlockBytes, fp16, e);
             const int32_t dot = Dot::block32(e.v, in.q.qs + b * 32);
             // sum8 / 8 = d_x * sum(xq) exactly (a power-of-two scaling).
-            acc += rounded(static_cast<float>(dot) * (e.D * in.q.d[b])) + rounded(e.M * (in.q.sum8[b] * 0.125f));
+            // M's term with d_x * sum(xq) rounded to fp16, as llama.cpp's block_q8_1 keeps it (Q5_1).
+            const float sum = e.M != 0.0f ? fp16[fp32ToFp16(in.q.sum8[b] * 0.125f)] : 0.0f;
+            acc += rounded(static_cast<float>(dot) * (e.D * in.q.d[b])) + rounded(e.M * sum);
         }
         y[r] = acc;
     }
 }
 
-// Rows [r0, r1) to floats with the decoders of iq_blocks.h (the prompt path's weights).
-template <DType kType>
-static void dequantIqRows(const MatrixView& w, int64_t r0, int64_t r1, float* out)
-{
-    const float* fp16 = fp16Table();
-    const auto& tr = dtypeTraits(kType);
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* row = rowPointer(w, r);
-        float* o = out + (r - r0) * w.cols;
-        for (int64_t b = 0; b < w.cols / tr.blockSize; ++b) decodeIqBlock(kType, row + b * tr.blockBytes, fp16, o + b * tr.blockSize);
-    }
-}
-
-// Fills the matvec and dequant entries of the types above with Dot's sums.
+// Fills the matvec entries of the types above with Dot's sums. No dequant entries: a prompt
+// batch of these types runs the decode kernels on x quantized per token as llama.cpp's batches
+// do (its float product on unquantized x moved a quantized model's logits by up to 0.5 from
+// llama.cpp's), the jobs of one matrix grouped so that each block of rows is read from memory
+// once for the whole batch (CpuDevice::planMatvec).
 template <class Dot>
 static void fillIqKernels(Kernels& k)
 {
-    auto set = [&](DType t, MatvecRowsFn mv, DequantRowsFn dq) {
-        k.matvec[static_cast<int>(t)] = mv;
-        k.dequant[static_cast<int>(t)] = dq;
-    };
-    set(DType::Q2_K, matvecExpanded256<expandQ2_K, 84, Dot>, dequantIqRows<DType::Q2_K>);
-    set(DType::Q3_K, matvecExpanded256<expandQ3_K, 110, Dot>, dequantIqRows<DType::Q3_K>);
-    set(DType::IQ4_XS, matvecExpanded256<expandIQ4_XS, 136, Dot>, dequantIqRows<DType::IQ4_XS>);
-    set(DType::IQ3_XXS, matvecExpanded256<expandIQ3_XXS, 98, Dot>, dequantIqRows<DType::IQ3_XXS>);
-    set(DType::IQ3_S, matvecExpanded256<expandIQ3_S, 110, Dot>, dequantIqRows<DType::IQ3_S>);
-    set(DType::IQ2_XXS, matvecExpanded256<expandIQ2_XXS, 66, Dot>, dequantIqRows<DType::IQ2_XXS>);
-    set(DType::IQ2_XS, matvecExpanded256<expandIQ2_XS, 74, Dot>, dequantIqRows<DType::IQ2_XS>);
-    set(DType::IQ2_S, matvecExpanded256<expandIQ2_S, 82, Dot>, dequantIqRows<DType::IQ2_S>);
-    set(DType::IQ1_S, matvecExpanded256<expandIQ1_S, 50, Dot>, dequantIqRows<DType::IQ1_S>);
-    set(DType::IQ1_M, matvecExpanded256<expandIQ1_M, 56, Dot>, dequantIqRows<DType::IQ1_M>);
-    set(DType::Q5_1, matvecExpanded32<expandQ5_1, 24, Dot>, dequantIqRows<DType::Q5_1>);
-    set(DType::IQ4_NL, matvecExpanded32<expandIQ4_NL, 18, Dot>, dequantIqRows<DType::IQ4_NL>);
-    set(DType::MXFP4, matvecExpanded32<expandMXFP4, 17, Dot>, dequantIqRows<DType::MXFP4>);
+    auto set = [&](DType t, MatvecRowsFn mv) { k.matvec[static_cast<int>(t)] = mv; };
+    set(DType::Q2_K, matvecExpanded256<expandQ2_K, 84, Dot>);
+    set(DType::Q3_K, matvecExpanded256<expandQ3_K, 110, Dot>);
+    set(DType::IQ4_XS, matvecExpanded256<expandIQ4_XS, 136, Dot>);
+    set(DType::IQ3_XXS, matvecExpanded256<expandIQ3_XXS, 98, Dot>);
+    set(DType::IQ3_S, matvecExpanded256<expandIQ3_S, 110, Dot>);
+    set(DType::IQ2_XXS, matvecExpanded256<expandIQ2_XXS, 66, Dot>);
+    set(DType::IQ2_XS, matvecExpanded256<expandIQ2_XS, 74, Dot>);
+    set(DType::IQ2_S, matvecExpanded256<expandIQ2_S, 82, Dot>);
+    set(DType::IQ1_S, matvecExpanded256<expandIQ1_S, 50, Dot>);
+    set(DType::IQ1_M, matvecExpanded256<expandIQ1_M, 56, Dot>);
+    set(DType::Q5_1, matvecExpanded32<expandQ5_1, 24, Dot>);
+    set(DType::IQ4_NL, matvecExpanded32<expandIQ4_NL, 18, Dot>);
+    set(DType::MXFP4, matvecExpanded32<expandMXFP4, 17, Dot>);
 }
 
 }  // namespace spillway::gpu::cpu

@@ -2,8 +2,7 @@
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4) against ggml itself: blocks that llama.cpp's
 // quantizer wrote (and blocks of random bytes, which reach every grid index and sign pattern) and
 // the floats ggml's dequantize_row_* gave for them, kept in tests/data/quants (README there).
-//   - every decoder (getRow, gguf::dequantizeRow, each kernel set's prompt-path dequant) gives
-//     ggml's floats bit for bit;
+//   - every decoder (getRow, gpu::decodeRow, gguf::dequantizeRow) gives ggml's floats bit for bit;
 //   - each kernel set's matvec is within the quantized-x bound of the exact product with ggml's
 //     values, and every set gives the same bits as the scalar one (they compute the same int32
 //     sums and the same float operations on them);
@@ -175,15 +174,11 @@ TEST(QuantTypes, DecodingEqualsGgmlBitForBit)
                               << viaFormats[size_t(i)];
             }
         }
-        // One device row of all the blocks, through each set's prompt-path dequantizer.
+        // One device row of all the blocks through getRow, on each set (no set has a float
+        // dequantizer for these types: their prompts run the decode kernels).
         const MatrixView w{r.type, r.bytes.data(), 1, n, r.bytes.size()};
-        for (CpuKernelSet set : testing_support::kernelSetsThisCpuRuns()) {
-            const cpu::DequantRowsFn dq = cpu::kernelsFor(set).dequant[static_cast<int>(r.type)];
-            ASSERT_NE(dq, nullptr) << cpuKernelSetName(set);
-            std::vector<float> out(static_cast<size_t>(n));
-            dq(w, 0, 1, out.data());
-            EXPECT_EQ(std::memcmp(out.data(), r.values.data(), size_t(n) * 4), 0) << cpuKernelSetName(set);
-        }
+        for (CpuKernelSet set : testing_support::kernelSetsThisCpuRuns())
+            EXPECT_EQ(cpu::kernelsFor(set).dequant[static_cast<int>(r.type)], nullptr) << cpuKernelSetName(set);
         auto device = createCpuDevice(1);
         std::vector<float> viaDevice(static_cast<size_t>(n));
         device->getRow(w, 0, viaDevice.data());
