@@ -23,6 +23,7 @@
 
 #include "core/formats/ggml_quants.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/block_fields.h"
 #include "gpu/cpu/cpu_kernels.h"
 
 using namespace spillway::gpu;
@@ -105,6 +106,11 @@ void fillWeights(DType type, uint8_t* data, size_t bytes)
         }
         break;
     case DType::BitmapSparse: break;  // not a dense benchmark case
+    default:  // ggml's other block types: random codes, a small block scale (gpu/block_fields.h)
+        for (size_t i = 0; i < bytes; ++i) data[i] = uint8_t(i * 2654435761u >> 13);
+        for (size_t i = 0; i + size_t(dtypeTraits(type).blockBytes) <= bytes; i += size_t(dtypeTraits(type).blockBytes))
+            setBlockScale(type, data + i, 0.01f);
+        break;
     }
 }
 
@@ -304,7 +310,9 @@ int main(int argc, char** argv)
 
     std::vector<Case> cases;
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                    DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_G64})
+                    DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_G64, DType::Q2_K, DType::Q3_K,
+                    DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ2_XXS,
+                    DType::IQ2_XS, DType::IQ2_S, DType::IQ1_S, DType::IQ1_M, DType::MXFP4})
         cases.push_back({t, 4096, 11008});  // Llama-2-7B's FFN down projection
     // TinyLlama's shapes (k, v: dispatch-bound; q, o; gate, up; down; the output), each as the
     // file stores it and as the device keeps it after uploadMatrix (a decode's resident weights).
