@@ -21,52 +21,36 @@ namespace {
 constexpr int64_t kTokens = 6;
 constexpr int64_t kRows = 8;
 
-// The tile for one kind of weights (gemm_int8_x86.h). vpmaddubsw's pairs of a group are at most
-// 2 x maxQ x 127; kSpan groups add up in the 16-bit lanes below 32,767 (Q4_0, Q4_K: 8; Q5_K: 4;
-// Q6_K: 2), then one vpmaddwd widens them.
+// The integer sums of the tile (ymmTile, gemm_int8_x86.h). vpmaddubsw's pairs of a group are
+// at most 2 x maxQ x 127; kSpan groups add up in the 16-bit lanes below 32,767 (Q4_0, Q4_K: 8;
+// Q5_K: 4; Q6_K: 2), then one vpmaddwd widens them.
+struct Sums {
+    template <int64_t kTok, Int8Kind K>
+    static void block(const uint8_t* wp, const int32_t* words, int64_t g0, int64_t g1, const int32_t* start,
+                      __m256i (&sum)[kTok])
+    {
+        constexpr int64_t kSpan = 32767 / (2 * 127 * maxQOf(K)) >= 8 ? 8 : 32767 / (2 * 127 * maxQOf(K)) >= 4 ? 4 : 2;
+        static_assert(kSpan * 2 * 127 * maxQOf(K) <= 32767, "16-bit lanes that cannot saturate");
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int64_t t = 0; t < kTok; ++t) sum[t] = _mm256_set1_epi32(start[t]);
+        for (int64_t s0 = g0; s0 < g1; s0 += kSpan) {
+            __m256i acc[kTok];
+            for (int64_t t = 0; t < kTok; ++t) acc[t] = _mm256_setzero_si256();
+            for (int64_t g = s0; g < s0 + kSpan && g < g1; ++g) {
+                const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + g * kRows * 4));
+                for (int64_t t = 0; t < kTok; ++t)
+                    acc[t] = _mm256_add_epi16(acc[t], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(words[g * kTok + t])));
+            }
+            for (int64_t t = 0; t < kTok; ++t) sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(acc[t], ones));
+        }
+    }
+};
 struct Tiles {
     template <Int8Kind K>
     static void run(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens,
                     int64_t rows)
     {
-        constexpr int64_t kSpan = 32767 / (2 * 127 * maxQOf(K)) >= 8 ? 8 : 32767 / (2 * 127 * maxQOf(K)) >= 4 ? 4 : 2;
-        static_assert(kSpan * 2 * 127 * maxQOf(K) <= 32767, "16-bit lanes that cannot saturate");
-        const __m256i ones = _mm256_set1_epi16(1);
-        __m256 c[kTokens];
-        for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
-            const Int8XBlock<kTokens> xb(x);
-            const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
-            const auto groups = [&](int64_t g0, int64_t g1, const int32_t* start, const float* scale) {
-                __m256i sum[kTokens];
-                for (int64_t t = 0; t < kTokens; ++t) sum[t] = _mm256_set1_epi32(start[t]);
-                for (int64_t s0 = g0; s0 < g1; s0 += kSpan) {
-                    __m256i acc[kTokens];
-                    for (int64_t t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_si256();
-                    for (int64_t g = s0; g < s0 + kSpan && g < g1; ++g) {
-                        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + g * kRows * 4));
-                        for (int64_t t = 0; t < kTokens; ++t)
-                            acc[t] = _mm256_add_epi16(
-                                acc[t], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(xb.words[g * kTokens + t])));
-                    }
-                    for (int64_t t = 0; t < kTokens; ++t) sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(acc[t], ones));
-                }
-                const __m256 d = _mm256_loadu_ps(scale);
-                for (int64_t t = 0; t < kTokens; ++t)
-                    c[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_mul_ps(d, _mm256_set1_ps(xb.d[t])), c[t]);
-            };
-            if constexpr (K == Int8Kind::Halves) {
-                groups(0, kInt8Groups / 2, xb.start, dw);
-                groups(kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows);
-            } else {
-                groups(0, kInt8Groups, xb.start, dw);
-            }
-            if constexpr (hasMin(K)) {
-                const __m256 m = _mm256_loadu_ps(dw + kRows);
-                for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_fnmadd_ps(m, _mm256_set1_ps(xb.msum[t]), c[t]);
-            }
-        }
-        storeInt8Tile(c, y, ldc, tokens, rows);
+        ymmTile<kRows, kTokens, Sums, K>(x, wp, blocks, y, ldc, tokens, rows);
     }
 };
 

@@ -31,41 +31,61 @@ struct Tiles {
         const auto toFloat = [](__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); };
         __m512 c[kTokens][2];
         for (int64_t t = 0; t < kTokens; ++t) c[t][0] = c[t][1] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
-            const Int8XBlock<kTokens> xb(x);
-            const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
-            // Groups [g0, g1) from the starts `start`, then into c with the scales at `scale`.
-            const auto groups = [&](int64_t g0, int64_t g1, const int32_t* start, const float* scale) {
-                __m512i acc[kTokens][2];
-                for (int64_t t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = _mm512_set1_epi32(start[t]);
-                for (int64_t g = g0; g < g1; ++g) {
-                    const __m512i w0 = _mm512_loadu_si512(wp + g * kRows * 4);
-                    const __m512i w1 = _mm512_loadu_si512(wp + g * kRows * 4 + 64);
-                    for (int64_t t = 0; t < kTokens; ++t) {
-                        const __m512i xv = _mm512_set1_epi32(xb.words[g * kTokens + t]);
-                        acc[t][0] = _mm512_dpbusd_epi32(acc[t][0], w0, xv);
-                        acc[t][1] = _mm512_dpbusd_epi32(acc[t][1], w1, xv);
+        // Groups [g0, g1) of one block from the starts `start`, scaled by `scale` (times xs[t]
+        // where xs is given: Plain) and added to `into`.
+        const auto groups = [&](const uint8_t* wp, const int32_t* words, int64_t g0, int64_t g1, const int32_t* start,
+                                const float* scale, const float* xs, __m512 (&into)[kTokens][2]) {
+            __m512i acc[kTokens][2];
+            for (int64_t t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = _mm512_set1_epi32(start[t]);
+            for (int64_t g = g0; g < g1; ++g) {
+                const __m512i w0 = _mm512_loadu_si512(wp + g * kRows * 4);
+                const __m512i w1 = _mm512_loadu_si512(wp + g * kRows * 4 + 64);
+                for (int64_t t = 0; t < kTokens; ++t) {
+                    const __m512i xv = _mm512_set1_epi32(words[g * kTokens + t]);
+                    acc[t][0] = _mm512_dpbusd_epi32(acc[t][0], w0, xv);
+                    acc[t][1] = _mm512_dpbusd_epi32(acc[t][1], w1, xv);
+                }
+            }
+            const __m512 d0 = _mm512_loadu_ps(scale), d1 = _mm512_loadu_ps(scale + 16);
+            for (int64_t t = 0; t < kTokens; ++t) {
+                const __m512 s = xs ? _mm512_set1_ps(xs[t]) : _mm512_setzero_ps();
+                into[t][0] = _mm512_fmadd_ps(toFloat(acc[t][0]), xs ? _mm512_mul_ps(d0, s) : d0, into[t][0]);
+                into[t][1] = _mm512_fmadd_ps(toFloat(acc[t][1]), xs ? _mm512_mul_ps(d1, s) : d1, into[t][1]);
+            }
+        };
+        if constexpr (K == Int8Kind::Plain) {
+            for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+                const Int8XBlock<kTokens> xb(x);
+                groups(wp, xb.words, 0, kInt8Groups, xb.start, reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4),
+                       xb.d, c);
+            }
+        } else {
+            for (int64_t b0 = 0; b0 < blocks; b0 += kSuper / kQ8Block) {
+                __m512 cs[kTokens][2];
+                for (int64_t t = 0; t < kTokens; ++t) cs[t][0] = cs[t][1] = _mm512_setzero_ps();
+                const float* dx = nullptr;
+                for (int64_t b = 0; b < kSuper / kQ8Block;
+                     ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+                    const Int8XBlock<kTokens> xb(x);
+                    dx = xb.d;
+                    const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
+                    if constexpr (K == Int8Kind::Halves) {
+                        groups(wp, xb.words, 0, kInt8Groups / 2, xb.start, dw, nullptr, cs);
+                        groups(wp, xb.words, kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows, nullptr, cs);
+                    } else {
+                        groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, nullptr, cs);
+                        const __m512 m0 = _mm512_loadu_ps(dw + kRows), m1 = _mm512_loadu_ps(dw + kRows + 16);
+                        for (int64_t t = 0; t < kTokens; ++t) {
+                            const __m512 s = _mm512_set1_ps(xb.msum[t]);
+                            cs[t][0] = _mm512_fnmadd_ps(m0, s, cs[t][0]);
+                            cs[t][1] = _mm512_fnmadd_ps(m1, s, cs[t][1]);
+                        }
                     }
                 }
-                const __m512 d0 = _mm512_loadu_ps(scale), d1 = _mm512_loadu_ps(scale + 16);
                 for (int64_t t = 0; t < kTokens; ++t) {
-                    const __m512 s = _mm512_set1_ps(xb.d[t]);
-                    c[t][0] = _mm512_fmadd_ps(toFloat(acc[t][0]), _mm512_mul_ps(d0, s), c[t][0]);
-                    c[t][1] = _mm512_fmadd_ps(toFloat(acc[t][1]), _mm512_mul_ps(d1, s), c[t][1]);
-                }
-            };
-            if constexpr (K == Int8Kind::Halves) {
-                groups(0, kInt8Groups / 2, xb.start, dw);
-                groups(kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows);
-            } else {
-                groups(0, kInt8Groups, xb.start, dw);
-            }
-            if constexpr (hasMin(K)) {
-                const __m512 m0 = _mm512_loadu_ps(dw + kRows), m1 = _mm512_loadu_ps(dw + kRows + 16);
-                for (int64_t t = 0; t < kTokens; ++t) {
-                    const __m512 s = _mm512_set1_ps(xb.msum[t]);
-                    c[t][0] = _mm512_fnmadd_ps(m0, s, c[t][0]);
-                    c[t][1] = _mm512_fnmadd_ps(m1, s, c[t][1]);
+                    const __m512 s = _mm512_set1_ps(dx[t]);
+                    c[t][0] = _mm512_fmadd_ps(cs[t][0], s, c[t][0]);
+                    c[t][1] = _mm512_fmadd_ps(cs[t][1], s, c[t][1]);
                 }
             }
         }

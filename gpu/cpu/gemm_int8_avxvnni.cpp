@@ -18,41 +18,26 @@ namespace {
 constexpr int64_t kTokens = 6;
 constexpr int64_t kRows = 8;
 
-// The tile for one kind of weights (gemm_int8_x86.h).
+// The integer sums of the tile (ymmTile, gemm_int8_x86.h): vpdpbusd on 8 rows.
+struct Sums {
+    template <int64_t kTok, Int8Kind K>
+    static void block(const uint8_t* wp, const int32_t* words, int64_t g0, int64_t g1, const int32_t* start,
+                      __m256i (&acc)[kTok])
+    {
+        for (int64_t t = 0; t < kTok; ++t) acc[t] = _mm256_set1_epi32(start[t]);
+        for (int64_t g = g0; g < g1; ++g) {
+            const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + g * kRows * 4));
+            for (int64_t t = 0; t < kTok; ++t)
+                acc[t] = _mm256_dpbusd_avx_epi32(acc[t], wv, _mm256_set1_epi32(words[g * kTok + t]));
+        }
+    }
+};
 struct Tiles {
     template <Int8Kind K>
     static void run(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens,
                     int64_t rows)
     {
-        __m256 c[kTokens];
-        for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
-            const Int8XBlock<kTokens> xb(x);
-            const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
-            const auto groups = [&](int64_t g0, int64_t g1, const int32_t* start, const float* scale) {
-                __m256i acc[kTokens];
-                for (int64_t t = 0; t < kTokens; ++t) acc[t] = _mm256_set1_epi32(start[t]);
-                for (int64_t g = g0; g < g1; ++g) {
-                    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + g * kRows * 4));
-                    for (int64_t t = 0; t < kTokens; ++t)
-                        acc[t] = _mm256_dpbusd_avx_epi32(acc[t], wv, _mm256_set1_epi32(xb.words[g * kTokens + t]));
-                }
-                const __m256 d = _mm256_loadu_ps(scale);
-                for (int64_t t = 0; t < kTokens; ++t)
-                    c[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(xb.d[t])), c[t]);
-            };
-            if constexpr (K == Int8Kind::Halves) {
-                groups(0, kInt8Groups / 2, xb.start, dw);
-                groups(kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows);
-            } else {
-                groups(0, kInt8Groups, xb.start, dw);
-            }
-            if constexpr (hasMin(K)) {
-                const __m256 m = _mm256_loadu_ps(dw + kRows);
-                for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_fnmadd_ps(m, _mm256_set1_ps(xb.msum[t]), c[t]);
-            }
-        }
-        storeInt8Tile(c, y, ldc, tokens, rows);
+        ymmTile<kRows, kTokens, Sums, K>(x, wp, blocks, y, ldc, tokens, rows);
     }
 };
 

@@ -7,21 +7,23 @@
 // Every weight type is taken as blocks of 32 values of k with unsigned integers q (the
 // dot-product instructions multiply unsigned by signed bytes), one float scale dw per block and
 // row, and per kind (Int8Kind):
-//   Plain  (Q8_0: q = w + 128, Q4_0: the nibble as stored):
-//     Y[j, r] = sum_b dw[r, b] dx[j, b] (sum_i q qx - s sum_i qx)            x as Q8 blocks of 32
-//   Min    (Q4_K: q 0..15, Q5_K: q 0..31; dw = d sc_b, mw = dmin m_b, both exact in float):
-//     Y[j, r] = sum_b [dw[r, b] dx[j, b] sum_i q qx - mw[r, b] (dx[j, b] sum_i qx)]   x as Q8_K
-//   Halves (Q6_K: q 0..63 for q6 - 32 + 32; two scales d sc per block, one per 16 values):
-//     Y[j, r] = sum_b sum_{h<2} dw_h[r, b] dx[j, b] (sum_{i in half h} q qx - 32 sum qx)   x as Q8_K
+//   Plain  (Q8_0: q = w + 128, Q4_0: the nibble as stored), x as Q8 blocks of 32:
+//     Y[j, r] = sum_b dw[r, b] dx[j, b] (sum_i q qx - s sum_i qx)
+//   Min    (Q4_K: q 0..15, Q5_K: q 0..31; dw = d sc_b, mw = dmin m_b, both exact in float), x as
+//   Q8_K super-blocks B of 8 blocks with one scale dx[j, B]:
+//     Y[j, r] = sum_B dx[j, B] sum_{b in B} (dw[r, b] sum_i q qx - mw[r, b] sum_i qx)
+//   Halves (Q6_K: q 0..63 for q6 - 32 + 32; two scales d sc per block, one per 16 values), x as Q8_K:
+//     Y[j, r] = sum_B dx[j, B] sum_{b in B} sum_{h<2} dw_h[r, b] (sum_{i in half h} q qx - 32 sum qx)
 // where dx, qx are x quantized exactly as the decode kernels quantize one token: Q8 blocks of 32
-// for Q8_0 / Q4_0 (quantizeQ8X86), Q8_K super-blocks of 256 (quantizeQ8K, dx then the
-// super-block's scale in each of its blocks) for the K-quants. The integer part of each block
-// (each half) is exact, as in decode; only the float sums are in another order (decode adds a
-// K-quant super-block's sub-blocks as integers times their scales and rounds once), so a
-// prompt's logits match one token at a time within kPromptIntegerTolerance
-// (tests/common/prompt_tolerance.h). Every tile adds the blocks in the same order with the same
-// operations (per block: c += float(sum) * (dw * dx), one FMA; Min then c -= mw * msum, one
-// FNMADD; Halves one FMA per half, low half first), so all of them give the same bits.
+// for Q8_0 / Q4_0 (quantizeQ8X86), Q8_K super-blocks of 256 (quantizeQ8K) for the K-quants. The
+// integer part of each block (each half) is exact, as in decode; only the float sums are in
+// another order (decode adds a K-quant super-block's sub-blocks as integers times their scales
+// and rounds once), so a prompt's logits match one token at a time within
+// kPromptIntegerTolerance (tests/common/prompt_tolerance.h). Every tile adds the blocks in the
+// same order with the same operations, so all of them give the same bits: Plain, per block
+// c += float(sum) * (dw * dx), one FMA; the K-quants, per super-block cs = 0, then per block
+// cs += float(sum) * dw (Halves: one FMA per half, low half first; Min: then cs -= mw * sum qx,
+// one FNMADD), then c += cs * dx, one FMA.
 //
 // The integer shift of Plain and Halves (Q8_0's 128, Q4_0's 8, Q6_K's 32) comes back out through
 // the block's (half's) sum of x: sum w qx = sum (w + s) qx - s sum qx; that correction is where
@@ -31,8 +33,9 @@
 // in a block of 32):
 //   packed x, panel p, block b: int32 qx words [g][t] (8 x kTokens), then float dx[t], then int32
 //     start[t] (Plain: -s sum qx; Min: 0; Halves: the low half's -32 sum qx), then 4 bytes more
-//     per token (Min: float msum[t] = dx * sum qx; Halves: int32, the high half's start; Plain:
-//     0) (gemmInt8XBlockBytes(kTokens) in all); tokens past n are zeros;
+//     per token (Min: float msum[t] = sum qx; Halves: int32, the high half's start; Plain: 0)
+//     (gemmInt8XBlockBytes(kTokens) in all); tokens past n are zeros; a K-quant's dx is its
+//     super-block's in each of its blocks;
 //   weight panel, block b: u8 words [g][row] (8 x kRows x 4 bytes), then float dw[row] (Halves:
 //     the low half's), then float more[row] (Min: mw; Halves: the high half's dw; Plain: 0)
 //     (gemmInt8WBlockBytes(kRows)); rows past the block's are zeros.
@@ -278,7 +281,7 @@ void packInt8X(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
                         start = -32 * bsums[2 * j];
                         more = -32 * bsums[2 * j + 1];
                     } else {
-                        const float msum = d * static_cast<float>(bsums[2 * j] + bsums[2 * j + 1]);
+                        const float msum = static_cast<float>(bsums[2 * j] + bsums[2 * j + 1]);  // exact
                         std::memcpy(&more, &msum, 4);
                     }
                 }
@@ -359,6 +362,57 @@ struct Int8XBlock {
     {
     }
 };
+
+// The 6-token x 8-row tiles of the AVX2 set (gemm_int8_avxvnni.cpp, gemm_int8_avx2.cpp) for one
+// kind of weights: `Sums::block(wp, words, g0, g1, start, acc)` leaves in acc[t] token t's 8 rows'
+// integer sums of groups [g0, g1) from start[t]; the float operations are the AVX-512 tile's.
+template <int64_t kRows, int64_t kTokens, class Sums, Int8Kind K>
+void ymmTile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens, int64_t rows)
+{
+    static_assert(kRows == 8, "one ymm of rows");
+    __m256 c[kTokens];
+    for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_setzero_ps();
+    // Groups [g0, g1) of one block, scaled by `scale` (times xs[t] where xs is given: Plain) and
+    // added to `into`.
+    const auto groups = [&](const uint8_t* w, const int32_t* words, int64_t g0, int64_t g1, const int32_t* start,
+                            const float* scale, const float* xs, __m256 (&into)[kTokens]) {
+        __m256i acc[kTokens];
+        Sums::template block<kTokens, K>(w, words, g0, g1, start, acc);
+        const __m256 d = _mm256_loadu_ps(scale);
+        for (int64_t t = 0; t < kTokens; ++t)
+            into[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), xs ? _mm256_mul_ps(d, _mm256_set1_ps(xs[t])) : d,
+                                      into[t]);
+    };
+    if constexpr (K == Int8Kind::Plain) {
+        for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+            const Int8XBlock<kTokens> xb(x);
+            groups(wp, xb.words, 0, kInt8Groups, xb.start, reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4),
+                   xb.d, c);
+        }
+    } else {
+        for (int64_t b0 = 0; b0 < blocks; b0 += kSuper / kQ8Block) {
+            __m256 cs[kTokens];
+            for (int64_t t = 0; t < kTokens; ++t) cs[t] = _mm256_setzero_ps();
+            const float* dx = nullptr;
+            for (int64_t b = 0; b < kSuper / kQ8Block;
+                 ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+                const Int8XBlock<kTokens> xb(x);
+                dx = xb.d;
+                const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
+                if constexpr (K == Int8Kind::Halves) {
+                    groups(wp, xb.words, 0, kInt8Groups / 2, xb.start, dw, nullptr, cs);
+                    groups(wp, xb.words, kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows, nullptr, cs);
+                } else {
+                    groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, nullptr, cs);
+                    const __m256 m = _mm256_loadu_ps(dw + kRows);
+                    for (int64_t t = 0; t < kTokens; ++t) cs[t] = _mm256_fnmadd_ps(m, _mm256_set1_ps(xb.msum[t]), cs[t]);
+                }
+            }
+            for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_fmadd_ps(cs[t], _mm256_set1_ps(dx[t]), c[t]);
+        }
+    }
+    storeInt8Tile(c, y, ldc, tokens, rows);
+}
 
 }  // namespace
 }  // namespace spillway::gpu::cpu
