@@ -26,6 +26,7 @@
 #include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
+#include "gpu/registry.h"
 #include "../common/kernel_sets.h"
 #include "../common/temp_dir.h"
 
@@ -138,6 +139,30 @@ TEST_P(QuantModel, MatchesLlamaCppOnEveryKernelSet)
             }
         unsetenv("SPILLWAY_CPU_KERNELS");
     }
+}
+
+// The same on the Vulkan device (lavapipe in CI: its shaders, tests/gpu for the ops one by one),
+// where one is usable; the prompt one token at a time and as one batch.
+TEST_P(QuantModel, MatchesLlamaCppOnVulkan)
+{
+    for (const auto& b : gpu::backendStatus())
+        if (b.name == "vulkan" && !b.usable) GTEST_SKIP() << "no usable vulkan device: " << b.reason;
+    auto device = gpu::createDevice("vulkan", {});
+    if (!device) GTEST_SKIP() << "no vulkan device: " << device.error().message;
+    auto model = LlamaModel::load(kDir + "tiny-quant-llama-" + GetParam() + ".gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    for (const Reference& ref : readReferences(kDir + "tiny-quant-llama-" + GetParam() + ".reference.json"))
+        for (int batch : {1, 32}) {
+            const std::string what = GetParam() + " '" + ref.prompt + "' vulkan, batch " + std::to_string(batch);
+            const Outcome o = run(**model, **device, ref, batch);
+            EXPECT_TRUE(o.idsEqual) << what;
+            EXPECT_LT(o.worstLogit, kLogitTolerance) << what << ": first logits differ by up to " << o.worstLogit;
+            EXPECT_LE(o.differing, kMostTies) << what;
+            EXPECT_LT(o.untied, 0) << what << ": step " << o.untied << " chose another token where llama.cpp's top two "
+                                   << "logits were " << o.untiedMargin << " apart (tie margin " << o.tieMargin << ")";
+            std::printf("%s: first logits within %.5f, %d of 32 steps chose otherwise (all at ties under %.4f)\n",
+                        what.c_str(), o.worstLogit, o.differing, o.tieMargin);
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixes, QuantModel,
