@@ -50,14 +50,13 @@ int runSynthetic(const SyntheticCommand& c)
         if (options.ffnDensity.empty())
             return reportError(makeError(ErrorCode::InvalidArgument, c.ffnDensityFrom + ": no layer densities"));
     }
-    // Every GGUF type the engine computes on: the dtype names of gpu/dtype.h, in lower case.
-    constexpr gpu::DType kTypes[] = {gpu::DType::F32,  gpu::DType::F16,  gpu::DType::BF16,
-                                     gpu::DType::Q8_0, gpu::DType::Q4_0, gpu::DType::Q4_1,
-                                     gpu::DType::Q5_0, gpu::DType::Q4_K, gpu::DType::Q5_K,
-                                     gpu::DType::Q6_K};
+    // Every GGUF type the engine computes on: the dtype names of gpu/dtype.h, in lower case
+    // (not BitmapSparse and Q8_G64, which GGUF does not hold).
     std::string known;
     bool found = false;
-    for (gpu::DType t : kTypes) {
+    for (int i = 0; i < gpu::kDTypeCount; ++i) {
+        const gpu::DType t = gpu::DType(i);
+        if (t == gpu::DType::BitmapSparse || t == gpu::DType::Q8_G64) continue;
         std::string name = gpu::dtypeName(t);
         for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
         known += (known.empty() ? "" : ", ") + name;
@@ -89,7 +88,7 @@ void addSyntheticCommand(CLI::App& app, int& exitCode)
     auto* cmd = app.add_subcommand("make-synthetic",
                                    "Write a model with real shapes and random weights (benchmarks)");
     cmd->add_option("--preset", c->preset, presets)->required();
-    cmd->add_option("--type", c->type, "Matrix type: f16|bf16|f32|q8_0|q4_0|q4_1|q5_0|q4_k|q5_k|q6_k (norms stay f32)");
+    cmd->add_option("--type", c->type, "Matrix type: f16|bf16|f32|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_nl|iq4_xs|iq3_xxs|iq3_s|iq2_xxs|iq2_xs|iq2_s|iq1_s|iq1_m|mxfp4 (norms stay f32; the types without an encoder get random codes)");
     cmd->add_option("-o,--output", c->output, "Output GGUF file")->required();
     cmd->add_option("--layers", c->layers, "Number of layers (default: the preset's)")
         ->check(CLI::Range(1, 1024));
