@@ -133,12 +133,15 @@ template <class T> uint32_t pushSize(const T&)
 // vectors out at one stride). From kMatmulMinJobs such jobs on, shaders/matmul.comp reads the
 // matrix once per tile of 16 tokens instead of once per token (weights decoded to float, x not
 // quantized: a batch follows the one-token path to a tolerance, as CUDA's products do).
+// The types of gpu/cpu/iq_blocks.h (DType 12..24) stay matvecs, each token's x quantized as one
+// token's is: as on the CPU device and in llama.cpp's batches, whose logits the float product on
+// unquantized x moves visibly at these coarse types (matmul.comp decodes them all the same).
 constexpr size_t kMatmulMinJobs = 8;
 
 size_t VulkanDevice::matmulRun(std::span<const MatvecJob> jobs, size_t first) const
 {
     const MatvecJob& a = jobs[first];
-    if (a.w.type == DType::BitmapSparse || !supports(a.w.type)) return 1;
+    if (a.w.type == DType::BitmapSparse || !supports(a.w.type) || a.w.type >= DType::Q2_K) return 1;
     const size_t n = evenJobRun(jobs, first);
     if (n < kMatmulMinJobs) return 1;
     // The shader indexes x and y in 32-bit floats.

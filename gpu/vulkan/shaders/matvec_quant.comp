@@ -115,7 +115,9 @@ vec2 rowDot(uint row, uint lane, uint lanes)
             const float dw = mx ? e8m0Half(loadByte(base, block)) : halfToFloat(loadU16(base, block));
             precise const float scale = dw * xd.v[b];
             acc += float(sum) * scale;
-            if (q51) acc += halfToFloat(loadU16(base, block + 2u)) * (xs.v[b] * 0.125);
+            // Q5_1's m term with d_x sum(q_x) rounded to fp16, as llama.cpp's block_q8_1 keeps it
+            // (and the CPU device: iq_expand.h).
+            if (q51) acc += halfToFloat(loadU16(base, block + 2u)) * halfToFloat(floatToHalf(xs.v[b] * 0.125));
         }
     } else {
         Floats xs = Floats(pc.sum8);
