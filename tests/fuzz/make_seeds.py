@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/): small valid GGUF
-files covering every metadata value type and the tensor types the reader accepts, and the
+files covering every metadata value type and the tensor types the reader accepts (and split into
+parts, for fuzz_gguf_split), and the
 config.json texts of tests/formats_cfg/hf_configs.h (real checkpoints), alone and with a
 generation_config.json after a NUL byte, and small byte-level and SentencePiece-style
 tokenizer.json files. Standard library only; the output is deterministic, so
@@ -129,6 +130,34 @@ def gguf_seeds():
     }
 
 
+SPLIT_SEPARATOR = b"SPLITPRT"  # fuzz_gguf_split cuts its input at it into the parts
+
+
+def split_keys(no, count, tensors):
+    return [("split.no", U16, no), ("split.count", U16, count), ("split.tensors.count", I32, tensors)]
+
+
+def split_seeds():
+    """The tiny llama as a split GGUF the way llama-gguf-split writes one (the metadata in the
+    first part, the split keys in each), and a few near misses the reader must refuse."""
+    t = llama_tensors()
+    n = len(t)
+    three = [gguf_file(llama_kvs() + split_keys(0, 3, n), t[:4]),
+             gguf_file(split_keys(1, 3, n), t[4:8]),
+             gguf_file(split_keys(2, 3, n), t[8:])]
+    two_twice = [gguf_file(llama_kvs() + split_keys(0, 2, n), t[:6]),
+                 gguf_file(split_keys(1, 2, n), t[5:])]
+    no_tensor_first = [gguf_file(llama_kvs() + split_keys(0, 2, n), []),
+                       gguf_file(split_keys(1, 2, n), t)]
+    return {
+        "three_parts.bin": SPLIT_SEPARATOR.join(three),
+        "metadata_only_first_part.bin": SPLIT_SEPARATOR.join(no_tensor_first),
+        "tensor_in_two_parts.bin": SPLIT_SEPARATOR.join(two_twice),
+        "one_part_of_three.bin": three[1],
+        "not_split.bin": gguf_file(llama_kvs(), t),
+    }
+
+
 def config_seeds():
     text = (ROOT / "tests/formats_cfg/hf_configs.h").read_text()
     texts = dict(re.findall(r'inline constexpr const char\* (\w+) = R"\((.*?)\)";', text, re.S))
@@ -246,5 +275,6 @@ def write(target, files):
 
 if __name__ == "__main__":
     write("fuzz_gguf", gguf_seeds())
+    write("fuzz_gguf_split", split_seeds())
     write("fuzz_hf_config", config_seeds())
     write("fuzz_hf_tokenizer", tokenizer_seeds())
