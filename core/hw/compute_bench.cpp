@@ -215,7 +215,8 @@ std::vector<FormatThroughput> measureMatvec(gpu::Device& device, bool quick, std
     };
     // One type of each family (measuredStandIn, probe.h): the others take its rate.
     for (gpu::DType type : {gpu::DType::F32, gpu::DType::F16, gpu::DType::BF16, gpu::DType::Q8_0,
-                            gpu::DType::Q4_0, gpu::DType::Q4_K, gpu::DType::IQ2_XXS, gpu::DType::IQ4_XS}) {
+                            gpu::DType::Q4_0, gpu::DType::Q4_K, gpu::DType::Q3_K, gpu::DType::IQ2_XXS,
+                            gpu::DType::IQ4_XS}) {
         if (!device.supports(type)) continue;
         const size_t rowBytes = gpu::rowBytes(type, cols);
         const int64_t rows = int64_t(matrixBytes / rowBytes);

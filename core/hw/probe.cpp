@@ -143,10 +143,9 @@ gpu::DType measuredStandIn(gpu::DType type)
     case DType::Q5_0:
     case DType::Q5_1: return DType::Q4_0;
     case DType::Q8_G64: return DType::Q8_0;
-    case DType::Q2_K:
-    case DType::Q3_K:
     case DType::Q5_K:
     case DType::Q6_K: return DType::Q4_K;
+    case DType::Q2_K: return DType::Q3_K;
     case DType::IQ2_XS:
     case DType::IQ2_S:
     case DType::IQ3_XXS:

@@ -49,7 +49,8 @@ struct FormatThroughput {
 
 // The probe times one type of each family of block formats (compute_bench.cpp); the others take
 // the rate of the one that stands in for them: float types their own, Q8_0 and Q4_0 their own
-// (Q4_1, Q5_0, Q5_1 take Q4_0's, Q8_G64 Q8_0's), the K-quants Q4_K's, the lattice types (IQ1_*,
+// (Q4_1, Q5_0, Q5_1 take Q4_0's, Q8_G64 Q8_0's), Q5_K and Q6_K Q4_K's, Q2_K Q3_K's (the 2- and
+// 3-bit K-quants, whose kernels differ), the lattice types (IQ1_*,
 // IQ2_*, IQ3_*) IQ2_XXS's, the 16-level tables (IQ4_NL, IQ4_XS, MXFP4) IQ4_XS's.
 gpu::DType measuredStandIn(gpu::DType type);
 // The weight bytes/s of `type` in `rates`: its own figure, else its stand-in's; 0 with neither.
@@ -124,7 +125,7 @@ constexpr double kSpreadLimit = 0.30;
 std::string spreadReason(const std::vector<Spread>& spreads);
 
 struct HardwareProfile {
-    int version = 3;          // of this layout; a cache of another version is measured again (2: layerOverheadSeconds; 3: Q4_K, IQ2_XXS, IQ4_XS timed)
+    int version = 3;          // of this layout; a cache of another version is measured again (2: layerOverheadSeconds; 3: Q4_K, Q3_K, IQ2_XXS, IQ4_XS timed)
     std::string fingerprint;  // hardwareFingerprint() when measured
     std::string measuredAt;   // UTC, ISO 8601 with milliseconds
     bool quick = false;       // measured with ProbeOptions::quick (small sizes; tests only)

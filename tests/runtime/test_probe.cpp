@@ -78,19 +78,20 @@ TEST_F(ProbeTest, HostFiguresAreSane)
     EXPECT_LE(h.ramAvailable, h.ramTotal);
     EXPECT_GT(h.memoryReadBytesPerSecond, 1e8);
     EXPECT_LT(h.memoryReadBytesPerSecond, kSane);
-    // F32, F16, BF16, Q8_0, Q4_0, one type of each newer family (Q4_K, IQ2_XXS, IQ4_XS: the
+    // F32, F16, BF16, Q8_0, Q4_0, one type of each newer family (Q4_K, Q3_K, IQ2_XXS, IQ4_XS: the
     // others take their rates, hw::measuredStandIn) and a 50% bitmap sparse blob: the CPU runs
     // them all.
-    ASSERT_EQ(h.cpuMatvec.size(), 9u);
+    ASSERT_EQ(h.cpuMatvec.size(), 10u);
     std::set<gpu::DType> types;
     for (const auto& t : h.cpuMatvec) {
         types.insert(t.type);
         EXPECT_GT(t.bytesPerSecond, 1e6) << gpu::dtypeName(t.type);
         EXPECT_LT(t.bytesPerSecond, kSane) << gpu::dtypeName(t.type);
     }
-    EXPECT_EQ(types.size(), 9u);
-    EXPECT_GT(hw::matvecRate(h.cpuMatvec, gpu::DType::Q3_K), 0);  // Q4_K's
-    EXPECT_EQ(hw::matvecRate(h.cpuMatvec, gpu::DType::Q3_K), hw::matvecRate(h.cpuMatvec, gpu::DType::Q4_K));
+    EXPECT_EQ(types.size(), 10u);
+    EXPECT_GT(hw::matvecRate(h.cpuMatvec, gpu::DType::Q2_K), 0);  // Q3_K's
+    EXPECT_EQ(hw::matvecRate(h.cpuMatvec, gpu::DType::Q2_K), hw::matvecRate(h.cpuMatvec, gpu::DType::Q3_K));
+    EXPECT_EQ(hw::matvecRate(h.cpuMatvec, gpu::DType::Q6_K), hw::matvecRate(h.cpuMatvec, gpu::DType::Q4_K));
     EXPECT_EQ(hw::matvecRate(h.cpuMatvec, gpu::DType::IQ1_M), hw::matvecRate(h.cpuMatvec, gpu::DType::IQ2_XXS));
     EXPECT_EQ(hw::matvecRate(h.cpuMatvec, gpu::DType::MXFP4), hw::matvecRate(h.cpuMatvec, gpu::DType::IQ4_XS));
     EXPECT_EQ(types.count(gpu::DType::BitmapSparse), 1u);
