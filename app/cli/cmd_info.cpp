@@ -10,6 +10,7 @@
 
 #include "cli_common.h"
 #include "core/formats/gguf.h"
+#include "core/formats/gguf_split.h"
 #include "core/model/llama_model.h"
 #include "core/model/model_config.h"
 #include "storage/package.h"
@@ -120,19 +121,27 @@ int runInfo(const std::string& path, bool showMetadata, bool verify)
 {
     std::error_code ec;
     // Packages, Hugging Face folders and llama2.c checkpoints go through the engine's loader;
-    // GGUF files (by their magic) are described from the file itself.
+    // GGUF files (by their magic) are described from the file itself, a split one from all its
+    // parts (any part named): the first part's metadata, every part's tensors.
     const std::string name = std::filesystem::path(path).filename().string();
     char magic[4] = {};
     std::ifstream(path, std::ios::binary).read(magic, 4);
     if (std::filesystem::is_directory(path, ec) || name == "manifest.json" || name == "config.json" ||
         (std::memcmp(magic, "GGUF", 4) != 0 && std::filesystem::path(path).extension() != ".gguf"))
         return runPackageInfo(path, showMetadata, verify);
-    auto file = gguf::File::open(path);
+    auto file = gguf::SplitFile::open(path);
     if (!file) return reportError(file.error());
-    const gguf::File& f = **file;
+    const gguf::SplitFile& split = **file;
+    const gguf::File& f = *split.parts().front();
     std::printf("file: %s\nformat: GGUF v%u, %s, alignment %llu, %zu tensors, %zu metadata keys\n",
-                path.c_str(), f.version(), humanBytes(double(f.fileSize())).c_str(),
-                (unsigned long long)f.alignment(), f.tensors().size(), f.metadata().size());
+                split.path().c_str(), f.version(), humanBytes(double(split.totalBytes())).c_str(),
+                (unsigned long long)f.alignment(), split.tensors().size(), f.metadata().size());
+    if (split.isSplit()) {
+        std::printf("split into %zu parts:\n", split.parts().size());
+        for (const auto& part : split.parts())
+            std::printf("  %s  %s, %zu tensors\n", part->path().c_str(), humanBytes(double(part->fileSize())).c_str(),
+                        part->tensors().size());
+    }
 
     auto config = llamaConfigFromGguf(f);
     if (config) {
@@ -150,7 +159,8 @@ int runInfo(const std::string& path, bool showMetadata, bool verify)
 
     std::map<std::string, std::pair<int, uint64_t>> byType;  // type -> (tensors, bytes)
     uint64_t params = 0, bytes = 0;
-    for (const auto& t : f.tensors()) {
+    for (const gguf::PartTensor& pt : split.tensors()) {
+        const gguf::TensorInfo& t = *pt.info;
         auto& e = byType[gpu::dtypeName(t.type)];
         ++e.first;
         e.second += t.bytes;
@@ -175,12 +185,16 @@ int runInfo(const std::string& path, bool showMetadata, bool verify)
         std::printf("\nmetadata:\n");
         for (const auto& kv : f.metadata()) std::printf("  %-44s %s\n", kv.key.c_str(), valueText(kv.value).c_str());
     }
-    std::printf("\n%-32s %-7s %-22s %12s %12s\n", "tensor", "type", "shape", "offset", "bytes");
-    for (const auto& t : f.tensors()) {
+    std::printf("\n%-32s %-7s %-22s %12s %12s%s\n", "tensor", "type", "shape", "offset", "bytes",
+                split.isSplit() ? "  part" : "");
+    for (const gguf::PartTensor& pt : split.tensors()) {
+        const gguf::TensorInfo& t = *pt.info;
         std::string shape;
         for (size_t i = 0; i < t.dims.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.dims[i]);
-        std::printf("%-32s %-7s %-22s %12llu %12llu\n", t.name.c_str(), gpu::dtypeName(t.type),
-                    shape.c_str(), (unsigned long long)t.offset, (unsigned long long)t.bytes);
+        std::printf("%-32s %-7s %-22s %12llu %12llu", t.name.c_str(), gpu::dtypeName(t.type), shape.c_str(),
+                    (unsigned long long)t.offset, (unsigned long long)t.bytes);
+        if (split.isSplit()) std::printf("  %5u", pt.part + 1);
+        std::printf("\n");
     }
     return ExitOk;
 }

@@ -434,6 +434,13 @@ TEST(GgufSplit, TheCliSplitsGeneratesAndJoins)
         EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
         EXPECT_TRUE(std::filesystem::exists(part)) << part;
     }
+    // info from any part describes the model: every part, every tensor with its part.
+    r = ::testing_support::runProgram(cli, "info -m '" + gguf::splitPartPath(dir / "q", count, count) + "'", dir.path());
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("file: " + gguf::splitPartPath(dir / "q", 1, count)), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("split into " + std::to_string(count) + " parts"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::to_string((*whole)->tensors().size()) + " tensors"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("output.weight"), std::string::npos) << r.out;
     const std::string env = "XDG_CACHE_HOME='" + (dir / "cache") + "' ";
     const std::string args = " -p 'Lily and Tom' -n 12 --temp 0 --tier ssd --quick-probe";
     const auto fromWhole = ::testing_support::runProgram(cli, "generate -m '" + source + "'" + args, dir.path(), env);
