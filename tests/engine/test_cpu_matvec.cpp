@@ -317,12 +317,49 @@ TEST(CpuBackend, PromptBatchesMultiplyMatricesWithinTheTolerance)
     }
 }
 
+// The packed batch of a K-quant product holds decode's quantization of x (quantizeQ8K) bit for
+// bit: each block's qx words and the super-block's dx, and the block's start and last word
+// (Q6_K: -32 times each half's sum of qx; Q4_K / Q5_K: start 0, the sum of qx as a float).
+void checkPackedQ8K(const cpu::GemmInt8& p, DType type, const std::vector<float>& x, int64_t n, int64_t cols,
+                    const std::vector<uint8_t>& packed, const std::string& what)
+{
+    const int64_t blocks = cols / 32, tokens = p.tokens;
+    std::vector<int8_t> qs(static_cast<size_t>(cols));
+    std::vector<float> d(static_cast<size_t>(cols / 256));
+    std::vector<int16_t> bsums(static_cast<size_t>(cols / 16));
+    for (int64_t j = 0; j < n; ++j) {
+        cpu::quantizeQ8K(x.data() + j * cols, cols, qs.data(), d.data(), bsums.data());
+        const int64_t i = j % tokens;
+        for (int64_t b = 0; b < blocks; ++b) {
+            const uint8_t* block = packed.data() + size_t((j / tokens * blocks + b) * cpu::gemmInt8XBlockBytes(tokens));
+            for (int64_t g = 0; g < 8; ++g)
+                ASSERT_EQ(0, std::memcmp(block + (g * tokens + i) * 4, qs.data() + b * 32 + g * 4, 4))
+                    << what << ": token " << j << " block " << b << " group " << g << " is not quantizeQ8K's";
+            float dx;
+            int32_t start, last;
+            std::memcpy(&dx, block + (8 * tokens + i) * 4, 4);
+            std::memcpy(&start, block + (9 * tokens + i) * 4, 4);
+            std::memcpy(&last, block + (10 * tokens + i) * 4, 4);
+            ASSERT_EQ(bitsOf(dx), bitsOf(d[size_t(b / 8)])) << what << ": token " << j << " block " << b;
+            const int32_t lo = bsums[size_t(2 * b)], hi = bsums[size_t(2 * b + 1)];
+            if (type == DType::Q6_K) {
+                ASSERT_EQ(start, -32 * lo) << what << ": token " << j << " block " << b;
+                ASSERT_EQ(last, -32 * hi) << what << ": token " << j << " block " << b;
+            } else {
+                ASSERT_EQ(start, 0) << what;
+                ASSERT_EQ(bitsOf(float(lo + hi)), uint32_t(last)) << what << ": token " << j << " block " << b;
+            }
+        }
+    }
+}
+
 // Every integer product this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2's vpmaddubsw: the device
 // takes the best of its set), called directly: the same bits as each other, and within
 // kPromptIntegerTolerance of one token at a time on the decode kernels; Q4_0, Q8_0 stored and
 // reordered, Q4_K, Q5_K and Q6_K (random codes: every nibble, high bit, scale and min); rows not
 // a multiple of any block, depths of 8 and 33 blocks (K-quants: 1 and 5 super-blocks), batches of
-// 1 to 512. Each K-quant type must be taken by every product (none falls back to floats unseen).
+// 1 to 512 (the second token's values halfway between two steps). Each K-quant type must be taken
+// by every product (none falls back to floats unseen), its packed x decode's bit for bit.
 TEST(CpuBackend, IntegerPromptProductsGiveTheSameBits)
 {
     cpu::GemmInt8 variants[3];
@@ -360,6 +397,10 @@ TEST(CpuBackend, IntegerPromptProductsGiveTheSameBits)
                         const int64_t ldc = rows + 5;
                         std::vector<float> x(size_t(n * cols));
                         for (float& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+                        // Token 1: halves between two steps (max 127: a step of 1), where rounding
+                        // to nearest even and other roundings differ.
+                        for (int64_t k = 0; n > 1 && k < cols; ++k)
+                            x[size_t(cols + k)] = k % 256 == 0 ? 127.0f : float(int(k * 7 % 254) - 127) + 0.5f;
                         std::vector<float> first;
                         for (int v = 0; v < count; ++v) {
                             const cpu::GemmInt8& p = variants[v];
@@ -371,6 +412,7 @@ TEST(CpuBackend, IntegerPromptProductsGiveTheSameBits)
                             std::vector<uint8_t> packed(size_t(panels * (cols / 32) * cpu::gemmInt8XBlockBytes(p.tokens)));
                             std::vector<uint8_t> panel(size_t(cols / 32 * cpu::gemmInt8WBlockBytes(p.rowsPerBlock)));
                             p.pack(x.data(), cols, n, cols, 0, panels, view, packed.data());
+                            if (kQuant) checkPackedQ8K(p, type, x, n, cols, packed, what);
                             std::vector<float> y(size_t(n * ldc), kPoison);
                             for (int64_t r0 = 0; r0 < rows; r0 += p.rowsPerBlock)
                                 p.rows(packed.data(), n, view, r0, std::min(rows, r0 + p.rowsPerBlock), y.data(), ldc,
