@@ -82,8 +82,24 @@ static inline void iqPrefetch(const uint8_t* block)
 // part is matvecExpanded256's.
 
 struct IqSums {
-    int32_t sum = 0, msum = 0;
+    __m256i sum = _mm256_setzero_si256(), msum = _mm256_setzero_si256();  // 8 int32 lanes each
 };
+
+// [sum v0, ..., sum v7] of 8 vectors of 8 int32.
+static inline __m256i iqSum8x8(const __m256i* v)
+{
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// v, materialized: vector products through here are not contracted into FMAs (GCC's intrinsics
+// are plain vector arithmetic), as rounded() for scalars.
+static inline __m256 roundedPs(__m256 v)
+{
+    __asm__("" : "+x"(v));
+    return v;
+}
 
 template <class Isa, class T>
 static void matvecFused256(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0, int64_t r1)
@@ -93,16 +109,41 @@ static void matvecFused256(const MatrixView& w, const MatvecInput& in, float* y,
     for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = rowPointer(w, r);
         float acc = 0.0f;
-        for (int64_t b = 0; b < blocks; ++b) {
+        int64_t b = 0;
+        // 8 super-blocks at a time: their sums reduced together and the float products of all 8
+        // in one vector (each lane matvecExpanded256's operations), added to acc in order.
+        for (; b + 8 <= blocks; b += 8) {
+            __m256i sums[8], msums[8];
+            alignas(32) float D[8], Dmin[8];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                const uint8_t* block = row + (b + k) * T::kBytes;
+                iqPrefetch<T::kBytes>(block);
+                const IqSums s = T::template sums<Isa>(block, in.k.qs + (b + k) * 256, in.k.bsums + (b + k) * 16);
+                sums[k] = s.sum;
+                msums[k] = s.msum;
+                D[k] = T::scale(block, fp16);
+                if constexpr (T::kHasMin) Dmin[k] = T::minScale(block, fp16);
+            }
+            const __m256 dx = _mm256_loadu_ps(in.k.d + b);
+            __m256 term = roundedPs(_mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(D), dx), _mm256_cvtepi32_ps(iqSum8x8(sums))));
+            if constexpr (T::kHasMin)
+                term = _mm256_sub_ps(term, roundedPs(_mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(Dmin), dx),
+                                                                   _mm256_cvtepi32_ps(iqSum8x8(msums)))));
+            alignas(32) float t[8];
+            _mm256_store_ps(t, term);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) acc += t[k];
+        }
+        for (; b < blocks; ++b) {
             const uint8_t* block = row + b * T::kBytes;
-            iqPrefetch<T::kBytes>(block);
             const IqSums s = T::template sums<Isa>(block, in.k.qs + b * 256, in.k.bsums + b * 16);
             const float dx = in.k.d[b];
             const float D = T::scale(block, fp16);
-            float term = rounded((D * dx) * static_cast<float>(s.sum));
+            float term = rounded((D * dx) * static_cast<float>(iqHsum(s.sum)));
             if constexpr (T::kHasMin) {
                 const float Dmin = T::minScale(block, fp16);
-                term -= rounded((Dmin * dx) * static_cast<float>(s.msum));
+                term -= rounded((Dmin * dx) * static_cast<float>(iqHsum(s.msum)));
             }
             acc += term;
         }
@@ -140,8 +181,8 @@ struct FusedQ2_K {
             }
         }
         IqSums s;
-        s.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
-        s.msum = iqHsum(_mm256_madd_epi16(mn16, iqLoad256(bsums)));
+        s.sum = _mm256_add_epi32(acc0, acc1);
+        s.msum = _mm256_madd_epi16(mn16, iqLoad256(bsums));
         return s;
     }
 };
@@ -190,7 +231,7 @@ struct FusedQ3_K {
         }
         const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(s16, iqLoad256(bsums)), 2);
         IqSums s;
-        s.sum = iqHsum(_mm256_sub_epi32(_mm256_add_epi32(acc0, acc1), offset));
+        s.sum = _mm256_sub_epi32(_mm256_add_epi32(acc0, acc1), offset);
         return s;
     }
 };
@@ -231,7 +272,7 @@ struct FusedIQ4_XS {
             else acc1 = Isa::madd16(acc1, p, iqLane(scales, ib));
         }
         IqSums s;
-        s.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        s.sum = _mm256_add_epi32(acc0, acc1);
         return s;
     }
 };
@@ -239,14 +280,6 @@ struct FusedIQ4_XS {
 // ---- blocks of 32: Q5_1, IQ4_NL, MXFP4 --------------------------------------------------------
 // T::dot(block, xq) gives 8 int32 summing to v . xq; 8 blocks are reduced together, the float
 // part is matvecExpanded32's, block after block.
-
-// [sum v0, ..., sum v7] of 8 vectors of 8 int32.
-static inline __m256i iqSum8x8(const __m256i* v)
-{
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
 
 // The float term of one block of 32 with integer dot `dot` (matvecExpanded32's operations).
 template <class T>
@@ -278,10 +311,27 @@ static void matvecFused32(const MatrixView& w, const MatvecInput& in, float* y, 
             __m256i dots[8];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; ++k) dots[k] = T::template dot<Isa>(block + k * T::kBytes, q.qs + (b + k) * 32);
-            alignas(32) int32_t sums[8];
-            _mm256_store_si256(reinterpret_cast<__m256i*>(sums), iqSum8x8(dots));
+            // matvecExpanded32's float operations, one lane per block, added to acc in order.
+            alignas(32) float D[8], M[8];
 #pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) acc += fused32Term<T>(block + k * T::kBytes, sums[k], q, b + k, fp16);
+            for (int k = 0; k < 8; ++k) {
+                D[k] = T::scale(block + k * T::kBytes, fp16);
+                if constexpr (T::kHasMin) M[k] = fp16[loadU16(block + k * T::kBytes + 2)];
+            }
+            const __m256 product = roundedPs(
+                _mm256_mul_ps(_mm256_cvtepi32_ps(iqSum8x8(dots)), _mm256_mul_ps(_mm256_load_ps(D), _mm256_loadu_ps(q.d + b))));
+            __m256 offset = _mm256_setzero_ps();  // rounded(0 * 0) where there is no M
+            if constexpr (T::kHasMin) {
+                // d_x sum(x) through fp16 (vcvtps2ph rounds to nearest even, as fp32ToFp16), 0 where M is 0.
+                const __m256 sx = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(q.sum8 + b), _mm256_set1_ps(0.125f)), 0));
+                const __m256 m = _mm256_load_ps(M);
+                const __m256 sum = _mm256_and_ps(_mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_NEQ_UQ), sx);
+                offset = roundedPs(_mm256_mul_ps(m, sum));
+            }
+            alignas(32) float t[8];
+            _mm256_store_ps(t, _mm256_add_ps(product, offset));
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) acc += t[k];
         }
         for (; b < blocks; ++b) {
             const uint8_t* block = row + b * T::kBytes;

@@ -4,8 +4,8 @@
 // Per super-block, the sign words, scales and grid indices of all 8 sub-blocks are unpacked with
 // a few vector operations; per sub-block of 32, the grid entries are 4 (IQ3: 8) scalar loads into
 // one vector of unsigned values, x is negated where the signs say (Isa::negate), and the int16
-// pair sums are madd'ed with the sub-block's scales. IQ1's +-1/8 deltas: IQ1_S's (one per 32
-// values) come back through the 16-value sums of x, IQ1_M's (one per 8) are added to 8 g per byte.
+// pair sums are madd'ed with the sub-block's scales. IQ1: the delta's sign joins the grid index
+// into a table of 8 g + delta + 9 (unsigned), the + 9 taken back through the 16-value sums of x.
 // Same int32 sums as iq_expand.h's expansion, the same float operations: the same bits.
 
 #include "gpu/cpu/kernels_iq_fused_x86.h"
@@ -29,6 +29,14 @@ static inline __m256i iqSigns7x4(__m256i a)
     return _mm256_or_si256(f, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
 }
 
+// Makes the compiler read `words` back from memory (a mask register loads straight from there)
+// rather than pull each word out of the vector it was stored from (two or three instructions).
+template <class W>
+static inline void iqFromMemory(W& words)
+{
+    __asm__("" : "+m"(words));
+}
+
 // 32 bytes of 7 sign bits each -> with bit 7 their parity.
 static inline __m256i iqSigns7Bytes(__m256i f)
 {
@@ -38,18 +46,39 @@ static inline __m256i iqSigns7Bytes(__m256i f)
     return _mm256_or_si256(f, _mm256_slli_epi16(_mm256_and_si256(p, _mm256_set1_epi8(1)), 7));
 }
 
-static inline __m256i iqGrid64(const uint64_t* grid, int i0, int i1, int i2, int i3)
+// Grid entries straight from memory into the vector (no round trip through general registers).
+static inline __m128i iqGridPair(const uint64_t* grid, int i0, int i1)
 {
-    return _mm256_set_epi64x(static_cast<long long>(grid[i3]), static_cast<long long>(grid[i2]),
-                             static_cast<long long>(grid[i1]), static_cast<long long>(grid[i0]));
+    const __m128d lo = _mm_castsi128_pd(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(grid + i0)));
+    return _mm_castpd_si128(_mm_loadh_pd(lo, reinterpret_cast<const double*>(grid + i1)));
 }
 
+static inline __m256i iqGrid64(const uint64_t* grid, int i0, int i1, int i2, int i3)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(iqGridPair(grid, i0, i1)), iqGridPair(grid, i2, i3), 1);
+}
+
+#ifdef SPILLWAY_IQ_GATHER_GRID32  // slower than scalar loads on Zen 5 (31 vs 17 ns per 256 IQ3_XXS values)
+// 8 4-byte grid entries by one gather (indices: 8 bytes, or 8 uint16).
 static inline __m256i iqGrid32(const uint32_t* grid, const uint8_t* i)
+{
+    const __m256i index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(i)));
+    return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), index, 4);
+}
+static inline __m256i iqGrid32(const uint32_t* grid, const uint16_t* i)
+{
+    const __m256i index = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(i)));
+    return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), index, 4);
+}
+#else
+template <class I>
+static inline __m256i iqGrid32(const uint32_t* grid, const I* i)
 {
     return _mm256_setr_epi32(static_cast<int>(grid[i[0]]), static_cast<int>(grid[i[1]]), static_cast<int>(grid[i[2]]),
                              static_cast<int>(grid[i[3]]), static_cast<int>(grid[i[4]]), static_cast<int>(grid[i[5]]),
                              static_cast<int>(grid[i[6]]), static_cast<int>(grid[i[7]]));
 }
+#endif
 
 // 8 odd-numbered or 4-byte words of 64 bytes in order (IQ2_XXS's sign words: dwords 1, 3, .., 15).
 static inline __m256i iqOddWords(const uint8_t* p)
@@ -80,6 +109,7 @@ struct FusedIQ2_XXS {
         const __m256i aux = iqOddWords(b + 2);
         alignas(32) uint32_t signs[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7x4(aux));
+        iqFromMemory(signs);
         const __m256i scales =
             iqPairUp(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1)));
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
@@ -92,7 +122,7 @@ struct FusedIQ2_XXS {
             else acc1 = Isa::madd16(acc1, p, iqLane(scales, ib));
         }
         IqSums s;
-        s.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        s.sum = _mm256_add_epi32(acc0, acc1);
         return s;
     }
 };
@@ -115,6 +145,7 @@ struct FusedIQ2_XS {
         const __m256i s7 = _mm256_permute4x64_epi64(
             _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), _MM_SHUFFLE(3, 1, 2, 0));
         _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7Bytes(s7));
+        iqFromMemory(signs);
         const __m256i s16 = iqNibbleScales16(b + 66);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -126,7 +157,7 @@ struct FusedIQ2_XS {
             else acc1 = Isa::madd16(acc1, p, Isa::pairScales(s16, ib));
         }
         IqSums s;
-        s.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        s.sum = _mm256_add_epi32(acc0, acc1);
         return s;
     }
 };
@@ -165,7 +196,7 @@ struct FusedIQ2_S {
             else acc1 = Isa::madd16(acc1, p, Isa::pairScales(s16, ib));
         }
         IqSums s;
-        s.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        s.sum = _mm256_add_epi32(acc0, acc1);
         return s;
     }
 };
@@ -183,6 +214,7 @@ struct FusedIQ3_XXS {
         const __m256i aux = iqLoad256(b + 66);
         alignas(32) uint32_t signs[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7x4(aux));
+        iqFromMemory(signs);
         const __m256i scales =
             iqPairUp(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1)));
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
@@ -194,7 +226,7 @@ struct FusedIQ3_XXS {
             else acc1 = Isa::madd16(acc1, p, iqLane(scales, ib));
         }
         IqSums s;
-        s.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        s.sum = _mm256_add_epi32(acc0, acc1);
         return s;
     }
 };
@@ -231,24 +263,37 @@ struct FusedIQ3_S {
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
-            const uint16_t* i = idx + 8 * ib;
-            const __m256i u = _mm256_setr_epi32(
-                static_cast<int>(kIq3sGrid[i[0]]), static_cast<int>(kIq3sGrid[i[1]]), static_cast<int>(kIq3sGrid[i[2]]),
-                static_cast<int>(kIq3sGrid[i[3]]), static_cast<int>(kIq3sGrid[i[4]]), static_cast<int>(kIq3sGrid[i[5]]),
-                static_cast<int>(kIq3sGrid[i[6]]), static_cast<int>(kIq3sGrid[i[7]]));
+            const __m256i u = iqGrid32(kIq3sGrid, idx + 8 * ib);
             const __m256i p = _mm256_maddubs_epi16(u, Isa::negate(iqLoad256(xq + 32 * ib), loadU32(b + 74 + 4 * ib)));
             if (ib % 2 == 0) acc0 = Isa::madd16(acc0, p, iqLane(scales, ib));
             else acc1 = Isa::madd16(acc1, p, iqLane(scales, ib));
         }
         IqSums s;
-        s.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        s.sum = _mm256_add_epi32(acc0, acc1);
         return s;
     }
 };
 
-// ---- IQ1_S: v = 8 g + delta, one delta and scale per 32 values --------------------------------
-// sum_ib s_ib (8 (g . x) + delta_ib xsum_ib): the g . x by the sign trick with scale 8 s, the
-// delta term one madd of s * delta (per 16-value group) with bsums.
+// IQ1 values with their delta, offset to be unsigned: entry i (a grid index and, at bit 11, the
+// delta's sign) holds 8 g + delta + 9 (0..18) per byte for grid entry i % 2048, delta -1 where
+// bit 11 is set, else +1. The + 9 comes back as 9 sum_g scale_g bsum_g.
+struct Iq1Offset {
+    uint64_t v[4096];
+    Iq1Offset()
+    {
+        for (int i = 0; i < 4096; ++i) {
+            uint64_t e = 0;
+            for (int j = 0; j < 8; ++j)
+                e |= uint64_t(8 * gridByte(kIq1sGrid[i % 2048], j) + (i >= 2048 ? -1 : 1) + 9) << (8 * j);
+            v[i] = e;
+        }
+    }
+};
+static const Iq1Offset kIq1Offset;
+
+// ---- IQ1_S: one delta and scale per 32 values; IQ1_M: deltas per 8, scales per 16 ------------
+// Both read kIq1Offset (the delta's sign as bit 11 of the index): sum = sum_g s_g (u . x)_g -
+// 9 sum_g s_g bsum_g.
 
 struct FusedIQ1_S {
     static constexpr int kBytes = 50;
@@ -259,10 +304,10 @@ struct FusedIQ1_S {
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
     {
         const __m128i qh = iqLoad128(b + 34);  // 8 x u16
-        // Index k = 4 ib + l: qs[k] | ((qh[ib] >> 3 l) & 7) << 8.
+        // Index k = 4 ib + l: qs[k] | ((qh[ib] >> 3 l) & 7) << 8 | (qh[ib] >> 15) << 11.
         const __m256i mulLow = _mm256_setr_epi16(256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0);
         const __m256i mulHigh = _mm256_setr_epi16(0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768);
-        const __m256i m = _mm256_set1_epi16(0x700);
+        const __m256i m = _mm256_set1_epi16(0x700), sign = _mm256_set1_epi16(0x800);
         alignas(32) uint16_t idx[32];
 #pragma GCC unroll 2
         for (int v = 0; v < 2; ++v) {
@@ -273,32 +318,28 @@ struct FusedIQ1_S {
             const __m128i spread2 = _mm_add_epi8(spread, _mm_set1_epi8(4));
             const __m256i w = _mm256_set_m128i(_mm_shuffle_epi8(qh, spread2), _mm_shuffle_epi8(qh, spread));
             const __m256i high = _mm256_or_si256(_mm256_mullo_epi16(w, mulLow), _mm256_mulhi_epu16(w, mulHigh));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v),
-                               _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2 + 16 * v)), _mm256_and_si256(high, m)));
+            const __m256i bits = _mm256_or_si256(_mm256_and_si256(high, m), _mm256_and_si256(_mm256_srli_epi16(w, 4), sign));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v), _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2 + 16 * v)), bits));
         }
+        iqFromMemory(idx);
         const __m256i q32 = _mm256_cvtepu16_epi32(qh);
-        const __m256i s = _mm256_add_epi32(
-            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q32, 12), _mm256_set1_epi32(7)), 1), _mm256_set1_epi32(1));
-        const __m256i negative = _mm256_srai_epi32(_mm256_slli_epi32(q32, 16), 31);
-        const __m256i deltas = iqPairUp(_mm256_sub_epi32(_mm256_xor_si256(s, negative), negative));
-        const __m256i scales = iqPairUp(_mm256_slli_epi32(s, 3));
+        const __m256i scales = iqPairUp(_mm256_add_epi32(
+            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q32, 12), _mm256_set1_epi32(7)), 1), _mm256_set1_epi32(1)));
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
             const uint16_t* i = idx + 4 * ib;
-            const __m256i g = iqGrid64(kIq1sGrid, i[0], i[1], i[2], i[3]);
-            const __m256i p = iqSignedPairs(g, iqLoad256(xq + 32 * ib));
+            const __m256i u = iqGrid64(kIq1Offset.v, i[0], i[1], i[2], i[3]);
+            const __m256i p = _mm256_maddubs_epi16(u, iqLoad256(xq + 32 * ib));
             if (ib % 2 == 0) acc0 = Isa::madd16(acc0, p, iqLane(scales, ib));
             else acc1 = Isa::madd16(acc1, p, iqLane(scales, ib));
         }
-        acc0 = Isa::madd16(acc0, deltas, iqLoad256(bsums));
+        const __m256i offset = _mm256_madd_epi16(scales, iqLoad256(bsums));
         IqSums r;
-        r.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        r.sum = _mm256_sub_epi32(_mm256_add_epi32(acc0, acc1), _mm256_add_epi32(_mm256_slli_epi32(offset, 3), offset));
         return r;
     }
 };
-
-// ---- IQ1_M: deltas per 8 values, 3-bit scales per 16 -------------------------------------------
 
 struct FusedIQ1_M {
     static constexpr int kBytes = 56;
@@ -306,12 +347,12 @@ struct FusedIQ1_M {
     static float scale(const uint8_t* b, const float* fp16) { return fp16[iq1mScaleBits(b)] * 0.125f; }
     static float minScale(const uint8_t*, const float*) { return 0.0f; }
     template <class Isa>
-    static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t*)
+    static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
     {
         const __m128i qh = iqLoad128(b + 32);  // 16 bytes, 2 per 32 values
-        // Index k: qs[k] | (qh[k / 2] << (k even ? 8 : 4)) & 0x700.
+        // Index k: qs[k] | (qh[k / 2] << (k even ? 8 : 4)) & 0xf00 (bit 11: the delta's sign).
         const __m256i mul = _mm256_setr_epi16(256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16);
-        const __m256i m = _mm256_set1_epi16(0x700);
+        const __m256i m = _mm256_set1_epi16(0xf00);
         alignas(32) uint16_t idx[32];
 #pragma GCC unroll 2
         for (int v = 0; v < 2; ++v) {
@@ -323,6 +364,7 @@ struct FusedIQ1_M {
             _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v),
                                _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 16 * v)), _mm256_and_si256(high, m)));
         }
+        iqFromMemory(idx);
         // Scales: group k (0..15) = (word k / 4 >> 3 (k % 4)) & 7, as 2 s + 1.
         const __m128i words = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 48));
         const __m256i wv = _mm256_set_m128i(
@@ -332,22 +374,18 @@ struct FusedIQ1_M {
             _mm256_mullo_epi16(wv, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1)), 9);
         const __m256i s7 = _mm256_and_si256(sh, _mm256_set1_epi16(7));
         const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(s7, s7), _mm256_set1_epi16(1));
-        const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi8(1);
-        const __m256i deltaBits = _mm256_setr_epi64x(0x08, 0x80, 0x800, 0x8000);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
             const uint16_t* i = idx + 4 * ib;
-            const __m256i g = iqGrid64(kIq1sGrid, i[0], i[1], i[2], i[3]);
-            const __m256i d = _mm256_and_si256(_mm256_set1_epi64x(loadU16(b + 32 + 2 * ib)), deltaBits);
-            const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi64(d, deltaBits), one);  // -1 or +1 per 8
-            const __m256i v = _mm256_add_epi8(_mm256_sign_epi8(eight, g), delta);
-            const __m256i p = iqSignedPairs(v, iqLoad256(xq + 32 * ib));
+            const __m256i u = iqGrid64(kIq1Offset.v, i[0], i[1], i[2], i[3]);
+            const __m256i p = _mm256_maddubs_epi16(u, iqLoad256(xq + 32 * ib));
             if (ib % 2 == 0) acc0 = Isa::madd16(acc0, p, Isa::pairScales(s16, ib));
             else acc1 = Isa::madd16(acc1, p, Isa::pairScales(s16, ib));
         }
+        const __m256i offset = _mm256_madd_epi16(s16, iqLoad256(bsums));
         IqSums r;
-        r.sum = iqHsum(_mm256_add_epi32(acc0, acc1));
+        r.sum = _mm256_sub_epi32(_mm256_add_epi32(acc0, acc1), _mm256_add_epi32(_mm256_slli_epi32(offset, 3), offset));
         return r;
     }
 };
