@@ -144,8 +144,12 @@ int runBench(BenchCommand& b)
     // cache is overwritten.
     struct Prompt { double batched = 0, oneAtATime = 0, matrixFlops = 0; };
     const gpu::DType layerType = model->weights().layers.empty() ? gpu::DType::F32 : model->weights().layers[0].wq.type;
-    const gpu::DType boundType =
-        layerType == gpu::DType::Q8_0 || layerType == gpu::DType::Q4_0 ? layerType : gpu::DType::F32;
+    // The product the prompt path runs for the layers' type: the integer one for Q8_0, Q4_0 and
+    // the K-quants Q4_K, Q5_K, Q6_K (gemm_int8), the float one for the rest.
+    const bool integerProduct = layerType == gpu::DType::Q8_0 || layerType == gpu::DType::Q4_0 ||
+                                layerType == gpu::DType::Q4_K || layerType == gpu::DType::Q5_K ||
+                                layerType == gpu::DType::Q6_K;
+    const gpu::DType boundType = integerProduct ? layerType : gpu::DType::F32;
     Prompt prompt;
     if (b.promptTokens > 0) {
         std::vector<int32_t> tokens(size_t(b.promptTokens));

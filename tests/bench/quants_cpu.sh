@@ -20,12 +20,18 @@ llama=${LLAMA_BENCH:?set LLAMA_BENCH to a llama-bench built from source}
 ik=${IK_LLAMA_BENCH:-}
 models=${SPILLWAY_BENCH_MODELS:-$build/bench-models}
 mkdir -p "$out" "$models"
-# pp512 and tg128 tokens/s of one llama-bench run (its CSV: the last column but one is avg_ts).
+# pp512 and tg128 tokens/s of one llama-bench run, from its JSON (ik_llama.cpp's CSV has quoted
+# fields with commas in them).
 peer() {
-  "$1" -m "$2" -t 2 -p 512 -n 128 -r 2 -o csv 2>/dev/null |
-    awk -F, 'NR>1 {gsub(/"/,""); if ($0 ~ /,512,0,/ || $0 ~ /pp512/) pp=$(NF-1); else tg=$(NF-1)} END {printf "%s %s", pp, tg}'
+  "$1" -m "$2" -t 2 -p 512 -n 128 -r 2 -o json 2>/dev/null |
+    python3 -c 'import json, sys
+runs = json.load(sys.stdin)
+pp = next((r["avg_ts"] for r in runs if r.get("n_prompt", 0) > 0), "-")
+tg = next((r["avg_ts"] for r in runs if r.get("n_gen", 0) > 0), "-")
+print(pp, tg)'
 }
-rows=()
+echo "| type | Spillway decode tok/s | bandwidth bound (Spillway's share) | llama.cpp tg128 | ik_llama.cpp tg128 | Spillway prompt tok/s | llama.cpp pp512 | ik_llama.cpp pp512 |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for type in "${types[@]}"; do
   model=$models/tinyllama-1.1b-$type.gguf
   [[ -f $model ]] || "$cli" make-synthetic --preset tinyllama-1.1b --type "$type" -o "$model" >&2
@@ -39,10 +45,7 @@ for type in "${types[@]}"; do
   tg=$(awk '/^decode tokens\/s/ {print $3}' <<<"$sp")
   bound=$(awk '/^bandwidth-bound tokens\/s/ {print $3}' <<<"$sp")
   pp=$(awk '/^prompt tokens\/s/ {print $3}' <<<"$sp")
-  rows+=("$(awk -v t="$type" -v tg="$tg" -v b="$bound" -v pp="$pp" -v l1="$ltg1" -v l2="$ltg2" -v i1="$itg1" -v i2="$itg2" \
+  echo "$(awk -v t="$type" -v tg="$tg" -v b="$bound" -v pp="$pp" -v l1="$ltg1" -v l2="$ltg2" -v i1="$itg1" -v i2="$itg2" \
       -v lp1="$lpp1" -v lp2="$lpp2" -v ip1="$ipp1" -v ip2="$ipp2" 'function avg(a, c) { return (a == "-" || a == "") ? "-" : sprintf("%.2f", (a + c) / 2) }
-    BEGIN {printf "| %s | %.2f | %.2f (%.0f%%) | %s | %s | %.1f | %s | %s |", t, tg, b, 100 * tg / b, avg(l1, l2), avg(i1, i2), pp, avg(lp1, lp2), avg(ip1, ip2)}')")
+    BEGIN {printf "| %s | %.2f | %.2f (%.0f%%) | %s | %s | %.1f | %s | %s |", t, tg, b, 100 * tg / b, avg(l1, l2), avg(i1, i2), pp, avg(lp1, lp2), avg(ip1, ip2)}')"
 done
-echo "| type | Spillway decode tok/s | bandwidth bound (Spillway's share) | llama.cpp tg128 | ik_llama.cpp tg128 | Spillway prompt tok/s | llama.cpp pp512 | ik_llama.cpp pp512 |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-printf '%s\n' "${rows[@]}"
