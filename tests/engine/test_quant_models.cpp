@@ -115,6 +115,18 @@ Outcome run(const LlamaModel& model, gpu::Device& device, const Reference& ref, 
     return o;
 }
 
+// The checks of one run (kLogitTolerance's comment), and what it measured.
+void expectMatches(const Outcome& o, const std::string& what)
+{
+    EXPECT_TRUE(o.idsEqual) << what;
+    EXPECT_LT(o.worstLogit, kLogitTolerance) << what << ": first logits differ by up to " << o.worstLogit;
+    EXPECT_LE(o.differing, kMostTies) << what;
+    EXPECT_LT(o.untied, 0) << what << ": step " << o.untied << " chose another token where llama.cpp's top two "
+                           << "logits were " << o.untiedMargin << " apart (tie margin " << o.tieMargin << ")";
+    std::printf("%s: first logits within %.5f, %d of 32 steps chose otherwise (all at ties under %.4f)\n", what.c_str(),
+                o.worstLogit, o.differing, o.tieMargin);
+}
+
 class QuantModel : public ::testing::TestWithParam<std::string> {};
 
 }  // namespace
@@ -131,14 +143,7 @@ TEST_P(QuantModel, MatchesLlamaCppOnEveryKernelSet)
         for (const Reference& ref : refs)
             for (int batch : {1, 32}) {
                 const std::string what = GetParam() + " '" + ref.prompt + "' kernels " + set + ", batch " + std::to_string(batch);
-                const Outcome o = run(**model, *device, ref, batch);
-                EXPECT_TRUE(o.idsEqual) << what;
-                EXPECT_LT(o.worstLogit, kLogitTolerance) << what << ": first logits differ by up to " << o.worstLogit;
-                EXPECT_LE(o.differing, kMostTies) << what;
-                EXPECT_LT(o.untied, 0) << what << ": step " << o.untied << " chose another token where llama.cpp's top two "
-                                       << "logits were " << o.untiedMargin << " apart (tie margin " << o.tieMargin << ")";
-                std::printf("%s: first logits within %.5f, %d of 32 steps chose otherwise (all at ties under %.4f)\n",
-                            what.c_str(), o.worstLogit, o.differing, o.tieMargin);
+                expectMatches(run(**model, *device, ref, batch), what);
             }
         unsetenv("SPILLWAY_CPU_KERNELS");
     }
@@ -157,14 +162,7 @@ TEST_P(QuantModel, MatchesLlamaCppOnVulkan)
     for (const Reference& ref : readReferences(kDir + GetParam() + ".reference.json"))
         for (int batch : {1, 32}) {
             const std::string what = GetParam() + " '" + ref.prompt + "' vulkan, batch " + std::to_string(batch);
-            const Outcome o = run(**model, **device, ref, batch);
-            EXPECT_TRUE(o.idsEqual) << what;
-            EXPECT_LT(o.worstLogit, kLogitTolerance) << what << ": first logits differ by up to " << o.worstLogit;
-            EXPECT_LE(o.differing, kMostTies) << what;
-            EXPECT_LT(o.untied, 0) << what << ": step " << o.untied << " chose another token where llama.cpp's top two "
-                                   << "logits were " << o.untiedMargin << " apart (tie margin " << o.tieMargin << ")";
-            std::printf("%s: first logits within %.5f, %d of 32 steps chose otherwise (all at ties under %.4f)\n",
-                        what.c_str(), o.worstLogit, o.differing, o.tieMargin);
+            expectMatches(run(**model, **device, ref, batch), what);
         }
 }
 
