@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 
 #include "core/formats/safetensors.h"
 #include "core/model/convert_model.h"
@@ -27,6 +26,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "gpu/cpu/cpu_device.h"
 #include "../common/kernel_sets.h"
+#include "../common/llama_references.h"
 #include "../common/same_tensors.h"
 #include "../common/session_logits.h"
 #include "../common/temp_dir.h"
@@ -37,22 +37,8 @@ namespace {
 
 const std::string kMoe = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/moe/";
 
-struct Reference {
-    std::string prompt;
-    std::vector<int32_t> promptIds, greedyIds;
-    std::vector<float> firstLogits;
-};
+using Reference = testing_support::LlamaReference;
 
-std::vector<Reference> readReferences(const std::string& path)
-{
-    std::ifstream in(path);
-    const nlohmann::json j = nlohmann::json::parse(in);
-    std::vector<Reference> out;
-    for (const auto& r : j)
-        out.push_back({r.at("prompt").get<std::string>(), r.at("prompt_ids").get<std::vector<int32_t>>(),
-                       r.at("greedy_ids").get<std::vector<int32_t>>(), r.at("first_logits").get<std::vector<float>>()});
-    return out;
-}
 
 class MoeModel : public ::testing::TestWithParam<std::string> {};
 
@@ -104,7 +90,7 @@ TEST_P(MoeModel, MatchesLlamaCppOnEveryKernelSet)
     EXPECT_EQ(c.nExpertsUsed, 2);
     EXPECT_EQ(c.expertFfnDim, 32);
     EXPECT_EQ(c.sharedExpertFfnDim, GetParam() == "tiny-qwen2moe" ? 48 : 0);
-    const auto refs = readReferences(kMoe + GetParam() + ".reference.json");
+    const auto refs = testing_support::readLlamaReferences(kMoe + GetParam() + ".reference.json");
     ASSERT_EQ(refs.size(), 3u);
     for (const std::string& set : testing_support::kernelSetNamesThisCpuRuns()) {
         setenv("SPILLWAY_CPU_KERNELS", set.c_str(), 1);
@@ -145,7 +131,7 @@ TEST_P(MoeModel, MatchesLlamaCppThroughAHuggingFaceFolder)
     EXPECT_EQ(b.expertWeightsNormalized, a.expertWeightsNormalized);
     EXPECT_EQ(b.qkNormWhole, a.qkNormWhole);
     auto device = gpu::createCpuDevice(2);
-    for (const Reference& ref : readReferences(kMoe + GetParam() + ".reference.json"))
+    for (const Reference& ref : testing_support::readLlamaReferences(kMoe + GetParam() + ".reference.json"))
         for (int batch : {1, 32}) expectMatches(**hf, *device, ref, batch, GetParam() + " from HF, '" + ref.prompt + "'");
     if (GetParam() != "tiny-mixtral") {  // Mixtral's Q/K rows change order (a Llama's RoPE)
         const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 
 #include "core/formats/gguf.h"
 #include "core/model/llama_model.h"
@@ -28,6 +27,7 @@
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
 #include "../common/kernel_sets.h"
+#include "../common/llama_references.h"
 #include "../common/temp_dir.h"
 
 using namespace spillway;
@@ -36,23 +36,8 @@ namespace {
 
 const std::string kDir = std::string(SPILLWAY_TEST_DATA_DIR) + "/models/quants/";
 
-struct Reference {
-    std::string prompt;
-    std::vector<int32_t> promptIds, greedyIds;
-    std::vector<float> firstLogits, margins;
-};
+using Reference = testing_support::LlamaReference;
 
-std::vector<Reference> readReferences(const std::string& path)
-{
-    std::ifstream in(path);
-    const nlohmann::json j = nlohmann::json::parse(in);
-    std::vector<Reference> out;
-    for (const auto& r : j)
-        out.push_back({r.at("prompt").get<std::string>(), r.at("prompt_ids").get<std::vector<int32_t>>(),
-                       r.at("greedy_ids").get<std::vector<int32_t>>(), r.at("first_logits").get<std::vector<float>>(),
-                       r.at("top2_margins").get<std::vector<float>>()});
-    return out;
-}
 
 // The references were made with an f32 KV cache (as ours) and x quantized per token to Q8_K / Q8
 // (as ours, the same integer sums: tests/engine/test_quant_types.cpp), so what is left between the
@@ -79,7 +64,9 @@ struct Outcome {
     float untiedMargin = 0, tieMargin = kTieMargin;
 };
 
-Outcome run(const LlamaModel& model, gpu::Device& device, const Reference& ref, int batch)
+// kvType: the cache the reference kept (ik_llama.cpp's are fp16, llama.cpp's here f32).
+Outcome run(const LlamaModel& model, gpu::Device& device, const Reference& ref, int batch,
+            gpu::KvType kvType = gpu::KvType::F32)
 {
     Outcome o;
     const std::vector<int32_t> ids = model.tokenizer().encode(ref.prompt, true);
@@ -87,9 +74,7 @@ Outcome run(const LlamaModel& model, gpu::Device& device, const Reference& ref, 
     SessionOptions options;
     options.contextLength = 64;
     options.batch = batch;
-    // ik_llama.cpp's references keep K and V in fp16 (it takes no f32 V cache without flash
-    // attention): so does the run compared with them.
-    if (model.path().find("qwen2moe") != std::string::npos) options.kvType = gpu::KvType::F16;
+    options.kvType = kvType;
     auto session = LlamaSession::create(model, device, options);
     EXPECT_TRUE(session) << session.error().message;
     if (!session) return o;
@@ -135,7 +120,7 @@ TEST_P(QuantModel, MatchesLlamaCppOnEveryKernelSet)
 {
     auto model = LlamaModel::load(kDir + GetParam() + ".gguf");
     ASSERT_TRUE(model) << model.error().message;
-    const auto refs = readReferences(kDir + GetParam() + ".reference.json");
+    const auto refs = testing_support::readLlamaReferences(kDir + GetParam() + ".reference.json");
     ASSERT_EQ(refs.size(), 3u);
     for (const std::string& set : testing_support::kernelSetNamesThisCpuRuns()) {
         setenv("SPILLWAY_CPU_KERNELS", set.c_str(), 1);
@@ -159,7 +144,7 @@ TEST_P(QuantModel, MatchesLlamaCppOnVulkan)
     if (!device) GTEST_SKIP() << "no vulkan device: " << device.error().message;
     auto model = LlamaModel::load(kDir + GetParam() + ".gguf");
     ASSERT_TRUE(model) << model.error().message;
-    for (const Reference& ref : readReferences(kDir + GetParam() + ".reference.json"))
+    for (const Reference& ref : testing_support::readLlamaReferences(kDir + GetParam() + ".reference.json"))
         for (int batch : {1, 32}) {
             const std::string what = GetParam() + " '" + ref.prompt + "' vulkan, batch " + std::to_string(batch);
             expectMatches(run(**model, **device, ref, batch), what);
@@ -198,8 +183,8 @@ TEST(MoeMxfp4, ExpertsInMxfp4AgreeWithIkLlamaCppAsWellAsInQ8_0)
     ASSERT_TRUE(q8) << q8.error().message;
     const gpu::DType expertType = (*mx)->tensor("blk.0.ffn_up_exps.weight")->type;
     EXPECT_EQ(expertType, gpu::DType::MXFP4);
-    const auto mxRefs = readReferences(kDir + "tiny-qwen2moe-MXFP4.reference.json");
-    const auto q8Refs = readReferences(kDir + "tiny-qwen2moe-Q8_0.reference.json");
+    const auto mxRefs = testing_support::readLlamaReferences(kDir + "tiny-qwen2moe-MXFP4.reference.json");
+    const auto q8Refs = testing_support::readLlamaReferences(kDir + "tiny-qwen2moe-Q8_0.reference.json");
     ASSERT_EQ(mxRefs.size(), q8Refs.size());
     for (const std::string& set : testing_support::kernelSetNamesThisCpuRuns()) {
         setenv("SPILLWAY_CPU_KERNELS", set.c_str(), 1);
@@ -208,7 +193,8 @@ TEST(MoeMxfp4, ExpertsInMxfp4AgreeWithIkLlamaCppAsWellAsInQ8_0)
         int mxDiffer = 0, q8Differ = 0;
         for (size_t i = 0; i < mxRefs.size(); ++i)
             for (int batch : {1, 32}) {
-                const Outcome a = run(**mx, *device, mxRefs[i], batch), b = run(**q8, *device, q8Refs[i], batch);
+                const Outcome a = run(**mx, *device, mxRefs[i], batch, gpu::KvType::F16),
+                              b = run(**q8, *device, q8Refs[i], batch, gpu::KvType::F16);
                 EXPECT_TRUE(a.idsEqual && b.idsEqual);
                 mxWorst = std::max(mxWorst, a.worstLogit);
                 q8Worst = std::max(q8Worst, b.worstLogit);
@@ -246,7 +232,8 @@ TEST(MoeMxfp4, ExpertsInMxfp4AgreeWithIkLlamaCppAsWellAsInQ8_0)
         auto broken = LlamaModel::load(copy.string());
         ASSERT_TRUE(broken) << broken.error().message;
         float brokenWorst = 0;
-        for (const Reference& ref : mxRefs) brokenWorst = std::max(brokenWorst, run(**broken, *device, ref, 1).worstLogit);
+        for (const Reference& ref : mxRefs)
+            brokenWorst = std::max(brokenWorst, run(**broken, *device, ref, 1, gpu::KvType::F16).worstLogit);
         std::printf("MXFP4 experts of blk.0.ffn_up at half scale: within %.3f of ik_llama.cpp's first logits\n", brokenWorst);
         EXPECT_GT(brokenWorst, 2 * q8Worst);
     }
@@ -259,7 +246,7 @@ TEST(QuantModelBroken, AChangedMatrixPartsFromLlamaCpp)
     const std::string name = "tiny-quant-llama-IQ2_XXS";
     auto model = LlamaModel::load(kDir + name + ".gguf");
     ASSERT_TRUE(model) << model.error().message;
-    const auto refs = readReferences(kDir + name + ".reference.json");
+    const auto refs = testing_support::readLlamaReferences(kDir + name + ".reference.json");
     testing_support::TempDir dir("spillway-quant-broken");
     const std::filesystem::path copy = dir / (name + ".gguf");
     std::filesystem::copy_file(kDir + name + ".gguf", copy);
