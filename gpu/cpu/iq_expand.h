@@ -10,8 +10,10 @@
 //
 // IQ1_S / IQ1_M (grid value g in {-1, 0, 1} plus a delta of +-1/8) expand to v = 8 g +- 1 with D
 // the block scale / 8; IQ2 scales (0.5 + s) / 4 to 2 s + 1 with D = d / 8, IQ3_XXS's (0.5 + s) / 2
-// to 2 s + 1 with D = d / 4: all exact rescalings by powers of two. Every kernel set expands
-// with these same functions and differs only in how it sums v . xq (kernels_iq_*.cpp).
+// to 2 s + 1 with D = d / 4: all exact rescalings by powers of two. These are the scalar set's
+// kernels (kernels_iq_scalar.cpp) and the reference of the AVX2 / AVX-512 ones, which decode
+// straight into registers (kernels_iq_fused_x86.h, kernels_iq_lattice_x86.h) to the same int32
+// sums and float operations.
 
 #include <cstdint>
 

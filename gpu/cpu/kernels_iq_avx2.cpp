@@ -1,9 +1,8 @@
 // The AVX2 set's row kernels of the types of iq_expand.h: fused kernels (kernels_iq_fused_x86.h,
-// kernels_iq_lattice_x86.h) for every type, over the generic expanded ones.
+// kernels_iq_lattice_x86.h) for every type.
 
 #include "gpu/cpu/kernels_iq_fused_x86.h"
 #include "gpu/cpu/kernels_iq_lattice_x86.h"
-#include "gpu/cpu/kernels_iq_x86.h"
 
 namespace spillway::gpu::cpu {
 
@@ -31,7 +30,6 @@ struct Avx2IqIsa {
 
 void fillAvx2IqKernels(Kernels& k)
 {
-    fillIqKernels<Avx2Dot>(k);
     fillIqFusedX86<Avx2IqIsa>(k);
     fillIqLatticeX86<Avx2IqIsa>(k);
 }

@@ -3,7 +3,6 @@
 
 #include "gpu/cpu/kernels_iq_fused_x86.h"
 #include "gpu/cpu/kernels_iq_lattice_x86.h"
-#include "gpu/cpu/kernels_iq_x86.h"
 
 namespace spillway::gpu::cpu {
 
@@ -33,7 +32,6 @@ struct Avx512IqIsa {
 
 void fillAvx512IqKernels(Kernels& k)
 {
-    fillIqKernels<Avx512Dot>(k);
     fillIqFusedX86<Avx512IqIsa>(k);
     fillIqLatticeX86<Avx512IqIsa>(k);
 }
