@@ -409,6 +409,9 @@ bool CpuDevice::gemmable(std::span<const MatvecJob> run) const
     const MatrixView& w = run[0].w;
     if (!m_gemm || run.size() < kGemmMinJobs || w.rows <= 0 || w.cols <= 0 || !w.data) return false;
     if (w.type == DType::F32 && w.layout == RowLayout::Stored) return w.rowStride % sizeof(float) == 0;
+    // The integer product takes the types without a float dequantizer too (Q2_K, Q3_K, the IQ
+    // types, Q5_1, MXFP4): their batch is one product instead of a matvec per token.
+    if (m_intGemm && m_kernels.gemmInt8.takes(w)) return true;
     return dequantFor(m_kernels, w) != nullptr && w.cols % 32 == 0;
 }
 

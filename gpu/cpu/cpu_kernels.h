@@ -76,33 +76,31 @@ using PackGemmXFn = void (*)(const float* x, int64_t lda, int64_t n, int64_t col
                              int64_t p1, float* packed);
 using GemmRowsFn = void (*)(const float* packedX, int64_t n, int64_t cols, const float* w,
                             int64_t ldw, int64_t rows, float* y, int64_t ldc, float* panel);
-// The prompt path's integer product for Q4_0, the K-quants Q4_K, Q5_K and Q6_K (where `kQuants`)
-// and (where `q8_0`) Q8_0 weights in either layout (gemm_int8_x86.h; one per instruction set:
-// gemm_int8_avx512.cpp, gemm_int8_avxvnni.cpp, gemm_int8_avx2.cpp): X quantized once per product
-// as decode quantizes one token (Q8 blocks of 32; Q8_K super-blocks for the K-quants) and packed
-// into panels of `tokens` tokens (`pack`: panels [p0, p1) at packed + p * (cols / 32) *
-// gemmInt8XBlockBytes(tokens), w says the weights' type), then `rows`: rows [r0, r1) (at most
-// rowsPerBlock) of w multiplied into Y (token j's row r at y + j * ldc + r), the rows repacked into
-// `panel` ((cols / 32) * gemmInt8WBlockBytes(rowsPerBlock) bytes) first. Every one gives the same
-// bits.
+// The prompt path's integer product (gemm_int8_x86.h; one per instruction set:
+// gemm_int8_avx512.cpp, gemm_int8_avxvnni.cpp, gemm_int8_avx2.cpp) for the types in `types` (one
+// bit per DType: Q4_0, Q8_0 in either layout, the K-quants, the IQ types, Q5_1 and MXFP4 where the
+// set can): X quantized once per product as decode quantizes one token (Q8 blocks of 32; Q8_K
+// super-blocks for the 256-value types) and packed into panels of `tokens` tokens (`pack`: panels
+// [p0, p1) at packed + p * (cols / 32) * gemmInt8XBlockBytes(tokens), w says the weights' type),
+// then `rows`: rows [r0, r1) (at most rowsPerBlock) of w multiplied into Y (token j's row r at
+// y + j * ldc + r), the rows repacked into `panel` ((cols / 32) * gemmInt8WBlockBytes(rowsPerBlock)
+// bytes) first. Every one gives the same bits.
 constexpr int64_t gemmInt8XBlockBytes(int64_t tokens) { return 8 * tokens * 4 + 3 * tokens * 4; }
-constexpr int64_t gemmInt8WBlockBytes(int64_t rows) { return 8 * rows * 4 + 2 * rows * 4; }
+constexpr int64_t gemmInt8WBlockBytes(int64_t rows) { return 8 * rows * 4 + 4 * rows * 4; }  // the largest
 struct GemmInt8 {
     const char* name = nullptr;
     int64_t tokens = 0;
     int64_t rowsPerBlock = 0;
-    bool q8_0 = false;
-    bool kQuants = false;
+    uint32_t types = 0;  // bit i: DType i
     void (*pack)(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0, int64_t p1, const MatrixView& w,
                  uint8_t* packed) = nullptr;
     void (*rows)(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y,
                  int64_t ldc, uint8_t* panel) = nullptr;
+    bool takes(DType t) const { return pack && ((types >> static_cast<int>(t)) & 1u); }
     bool takes(const MatrixView& w) const
     {
-        if (!pack || w.cols % 32 != 0) return false;
-        if (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K)
-            return kQuants && w.cols % 256 == 0 && w.layout == RowLayout::Stored;
-        return w.type == DType::Q4_0 || (q8_0 && w.type == DType::Q8_0);
+        if (!takes(w.type) || w.cols % dtypeTraits(w.type).blockSize != 0) return false;
+        return w.layout == RowLayout::Stored || (w.type == DType::Q8_0 && w.layout == RowLayout::Q8_0ScalesLast);
     }
 };
 using DotFn = float (*)(const float* a, const float* b, int n);

@@ -1,11 +1,12 @@
-// The prompt path's integer product for Q4_0, Q4_K, Q5_K and Q6_K weights on AVX2 CPUs without
-// VNNI (compiled with -mavx2 -mfma -mf16c); what it computes and the layouts are in
-// gemm_int8_x86.h. vpmaddubsw multiplies the unsigned weight bytes by x's signed bytes and adds
-// pairs into 16-bit lanes; as many groups of a block as cannot saturate them add up there (Q4_0's
-// and Q4_K's nibbles: all 8, 16 products of at most 15 x 127 = 30,480 < 32,767; Q5_K's 0..31: 4;
-// Q6_K's 0..63: 2), and a vpmaddwd widens each such run to the same int32 sums the VNNI products
-// make. Q8_0's full-range bytes would saturate the pairs, so Q8_0 keeps the float product on this
-// set. A 6-token x 8-row tile.
+// The prompt path's integer product on AVX2 CPUs without VNNI (compiled with -mavx2 -mfma
+// -mf16c); what it computes and the layouts are in gemm_int8_x86.h. vpmaddubsw multiplies the
+// unsigned weight bytes by x's signed bytes and adds pairs into 16-bit lanes; as many groups of a
+// block as cannot saturate them add up there (avx2SpanOf: Q4_0's and Q4_K's nibbles: all 8, 16
+// products of at most 15 x 127 = 30,480 < 32,767; Q5_K's and Q5_1's 0..31: 4; Q6_K's 0..63 and
+// the other Halves types': 2; the IQ2 and IQ3_XXS bytes up to 127: 1), and a vpmaddwd widens each
+// such run to the same int32 sums the VNNI products make. Bytes that saturate one pair (Q8_0,
+// IQ4_NL, IQ4_XS) or a Plain block's 8 groups (MXFP4) keep the matvec kernels' or the float
+// product on this set (int8TypesOf). A 6-token x 8-row tile.
 // No std containers or out-of-line std templates here: see kernels_common.h.
 
 #include <immintrin.h>
@@ -29,8 +30,8 @@ struct Sums {
     static void block(const uint8_t* wp, const int32_t* words, int64_t g0, int64_t g1, const int32_t* start,
                       __m256i (&sum)[kTok])
     {
-        constexpr int64_t kSpan = 32767 / (2 * 127 * maxQOf(K)) >= 8 ? 8 : 32767 / (2 * 127 * maxQOf(K)) >= 4 ? 4 : 2;
-        static_assert(kSpan * 2 * 127 * maxQOf(K) <= 32767, "16-bit lanes that cannot saturate");
+        constexpr int64_t kSpan = avx2SpanOf(K);
+        static_assert(kSpan >= 1 && kSpan * 2 * 127 * maxQOf(K) <= 32767, "16-bit lanes that cannot saturate");
         const __m256i ones = _mm256_set1_epi16(1);
         for (int64_t t = 0; t < kTok; ++t) sum[t] = _mm256_set1_epi32(start[t]);
         for (int64_t s0 = g0; s0 < g1; s0 += kSpan) {
@@ -46,6 +47,7 @@ struct Sums {
     }
 };
 struct Tiles {
+    static constexpr bool kVnni = false;  // HalvesFull is never instantiated here
     template <Int8Kind K>
     static void run(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens,
                     int64_t rows)
@@ -58,7 +60,7 @@ struct Tiles {
 
 GemmInt8 gemmInt8Avx2()
 {
-    return int8Product<kRows, kTokens, Tiles>("avx2", false);
+    return int8Product<kRows, kTokens, Tiles>("avx2");
 }
 
 }  // namespace spillway::gpu::cpu

@@ -1,4 +1,4 @@
-// The prompt path's integer product for Q8_0, Q4_0 and K-quant weights on AVX-512 VNNI (compiled with the
+// The prompt path's integer product for Q8_0, Q4_0, the K-quants and the IQ types on AVX-512 VNNI (compiled with the
 // AVX-512 flags; chosen at run time only on CPUs that have them); what it computes and the
 // layouts are in gemm_int8_x86.h. Where the float product (gemm_avx512.cpp) unpacks the weights
 // to floats and does 16 multiply-adds per instruction, this one keeps them 8-bit and does 64
@@ -23,6 +23,7 @@ constexpr int64_t kRows = 32;
 
 // The tile for one kind of weights (gemm_int8_x86.h).
 struct Tiles {
+    static constexpr bool kVnni = true;
     template <Int8Kind K>
     static void run(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens,
                     int64_t rows)
@@ -53,33 +54,50 @@ struct Tiles {
                 into[t][1] = _mm512_fmadd_ps(toFloat(acc[t][1]), xs ? _mm512_mul_ps(d1, s) : d1, into[t][1]);
             }
         };
-        if constexpr (K == Int8Kind::Plain) {
-            for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+        constexpr int64_t kWBytes = wBlockBytesOf(K, kRows);
+        if constexpr (!isK(K)) {
+            for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += kWBytes) {
                 const Int8XBlock<kTokens> xb(x);
-                groups(wp, xb.words, 0, kInt8Groups, xb.start, reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4),
-                       xb.d, c);
+                const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
+                groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, xb.d, c);
+                if constexpr (K == Int8Kind::PlainMin) {
+                    const __m512 m0 = _mm512_loadu_ps(dw + kRows), m1 = _mm512_loadu_ps(dw + kRows + 16);
+                    for (int64_t t = 0; t < kTokens; ++t) {
+                        const __m512 s = _mm512_set1_ps(xb.msum[t]);
+                        c[t][0] = _mm512_fmadd_ps(m0, s, c[t][0]);
+                        c[t][1] = _mm512_fmadd_ps(m1, s, c[t][1]);
+                    }
+                }
             }
         } else {
+            // The mins (Min4, Min5: one per block; Min16: one per half) times x's sums.
+            const auto mins = [](const float* m, const float* sums, __m512 (&cs)[kTokens][2]) {
+                const __m512 m0 = _mm512_loadu_ps(m), m1 = _mm512_loadu_ps(m + 16);
+                for (int64_t t = 0; t < kTokens; ++t) {
+                    const __m512 s = _mm512_set1_ps(sums[t]);
+                    cs[t][0] = _mm512_fnmadd_ps(m0, s, cs[t][0]);
+                    cs[t][1] = _mm512_fnmadd_ps(m1, s, cs[t][1]);
+                }
+            };
             for (int64_t b0 = 0; b0 < blocks; b0 += kSuper / kQ8Block) {
                 __m512 cs[kTokens][2];
                 for (int64_t t = 0; t < kTokens; ++t) cs[t][0] = cs[t][1] = _mm512_setzero_ps();
                 const float* dx = nullptr;
-                for (int64_t b = 0; b < kSuper / kQ8Block;
-                     ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+                for (int64_t b = 0; b < kSuper / kQ8Block; ++b, x += gemmInt8XBlockBytes(kTokens), wp += kWBytes) {
                     const Int8XBlock<kTokens> xb(x);
                     dx = xb.d;
                     const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
-                    if constexpr (K == Int8Kind::Halves) {
+                    if constexpr (isHalves(K)) {
                         groups(wp, xb.words, 0, kInt8Groups / 2, xb.start, dw, nullptr, cs);
                         groups(wp, xb.words, kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows, nullptr, cs);
+                    } else if constexpr (K == Int8Kind::Min16) {
+                        groups(wp, xb.words, 0, kInt8Groups / 2, kZeroStarts, dw, nullptr, cs);
+                        groups(wp, xb.words, kInt8Groups / 2, kInt8Groups, kZeroStarts, dw + kRows, nullptr, cs);
+                        mins(dw + 2 * kRows, xb.bsumLo, cs);
+                        mins(dw + 3 * kRows, xb.msum, cs);
                     } else {
                         groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, nullptr, cs);
-                        const __m512 m0 = _mm512_loadu_ps(dw + kRows), m1 = _mm512_loadu_ps(dw + kRows + 16);
-                        for (int64_t t = 0; t < kTokens; ++t) {
-                            const __m512 s = _mm512_set1_ps(xb.msum[t]);
-                            cs[t][0] = _mm512_fnmadd_ps(m0, s, cs[t][0]);
-                            cs[t][1] = _mm512_fnmadd_ps(m1, s, cs[t][1]);
-                        }
+                        mins(dw + kRows, xb.msum, cs);
                     }
                 }
                 for (int64_t t = 0; t < kTokens; ++t) {
@@ -103,7 +121,7 @@ struct Tiles {
 
 GemmInt8 gemmInt8Avx512()
 {
-    return int8Product<kRows, kTokens, Tiles>("avx512-vnni", true);
+    return int8Product<kRows, kTokens, Tiles>("avx512-vnni");
 }
 
 }  // namespace spillway::gpu::cpu

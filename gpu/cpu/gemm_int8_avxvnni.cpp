@@ -1,4 +1,4 @@
-// The prompt path's integer product for Q8_0, Q4_0 and K-quant weights on AVX2 CPUs with AVX-VNNI (the
+// The prompt path's integer product for Q8_0, Q4_0, the K-quants and the IQ types on AVX2 CPUs with AVX-VNNI (the
 // 256-bit vpdpbusd of Alder Lake and later; compiled with -mavxvnni; chosen at run time only on
 // CPUs that have it); what it computes and the layouts are in gemm_int8_x86.h. A 6-token x 8-row
 // tile: per block of 32 values of k, 6 ymm integer sums (8 vpdpbusd each), then scaled into 6
@@ -33,6 +33,7 @@ struct Sums {
     }
 };
 struct Tiles {
+    static constexpr bool kVnni = true;
     template <Int8Kind K>
     static void run(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens,
                     int64_t rows)
@@ -45,7 +46,7 @@ struct Tiles {
 
 GemmInt8 gemmInt8AvxVnni()
 {
-    return int8Product<kRows, kTokens, Tiles>("avx-vnni", true);
+    return int8Product<kRows, kTokens, Tiles>("avx-vnni");
 }
 
 }  // namespace spillway::gpu::cpu

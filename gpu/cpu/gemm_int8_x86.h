@@ -49,6 +49,7 @@
 
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/gemm_x86.h"  // transpose8x8
+#include "gpu/cpu/iq_expand.h"  // the new types' expansions
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kernels_x86_quant.h"  // quantizeQ8X86, fp16Scalar
 #include "gpu/cpu/kquant_blocks.h"      // kScaleMin
@@ -62,28 +63,104 @@ constexpr int64_t kRowPrefetchAhead = 512;                      // bytes ahead i
 constexpr int64_t kSuper = 256;                                 // values per K-quant super-block
 constexpr int64_t kQ4_KBytes = 144, kQ5_KBytes = 176, kQ6_KBytes = 210;
 
-// How a type's blocks enter the product (above). Q4_K and Q5_K differ only in their largest q
-// (the AVX2 tile adds fewer groups in 16-bit lanes for Q5_K).
-enum class Int8Kind { Plain, Min4, Min5, Halves };
+// How a type's blocks enter the product (above), and the new types (iq_expand.h's expansions:
+// value = D scale_g v - Dmin min_g, v int8):
+//   Plain     also IQ4_NL (q = v + 128) and MXFP4 (q = v + 12): x as Q8 blocks of 32;
+//   PlainMin  Q5_1 (q = v, 0..31; value = D q + M): Plain plus M times d_x sum qx rounded to fp16,
+//             as llama.cpp's block_q8_1 keeps it (the x block's msum word);
+//   Halves    Q6_K, and every 256-value type without mins whose q = v + shift fits 0..63
+//             (Q3_K: shift 4, IQ3_S: 15, IQ1_S / IQ1_M: 9): two scales per block of 32 (the
+//             32-value scales of IQ3_S, IQ1_S twice); HalvesWide the same for q up to 127 (IQ2_XXS,
+//             IQ2_XS, IQ2_S: shift 43; IQ3_XXS: 62), HalvesFull for q up to 255 (IQ4_XS: 128);
+//             the kinds differ only in how many groups AVX2's 16-bit lanes can add;
+//   Min16     Q2_K (q = v, 0..3): two scales and two mins per block of 32, x's two 16-value sums
+//             as floats in the start and msum words, the integer sums starting at 0:
+//               cs += float(sum_h) dw_h - mw_h bsum_h   (h = low, high half)
+//             (its weight blocks carry 4 floats a row: dw_lo, dw_hi, mw_lo, mw_hi).
+// Q4_K and Q5_K differ only in their largest q (the AVX2 tile adds fewer groups in 16-bit lanes
+// for Q5_K).
+enum class Int8Kind { Plain, PlainMin, Min4, Min5, Halves, HalvesWide, HalvesFull, Min16 };
 constexpr bool hasMin(Int8Kind k) { return k == Int8Kind::Min4 || k == Int8Kind::Min5; }
-constexpr bool isK(Int8Kind k) { return k != Int8Kind::Plain; }
-// The largest unsigned weight byte of a kind (Plain: Q4_0's; Q8_0 is never taken by the AVX2 tile).
+constexpr bool isK(Int8Kind k) { return k != Int8Kind::Plain && k != Int8Kind::PlainMin; }
+constexpr bool isHalves(Int8Kind k)
+{
+    return k == Int8Kind::Halves || k == Int8Kind::HalvesWide || k == Int8Kind::HalvesFull;
+}
+// The largest unsigned weight byte a kind's AVX2 tile adds in its 16-bit lanes (Plain: Q4_0's).
 constexpr int maxQOf(Int8Kind k)
 {
-    return k == Int8Kind::Plain ? 15 : k == Int8Kind::Min4 ? 15 : k == Int8Kind::Min5 ? 31 : 63;
+    switch (k) {
+    case Int8Kind::Plain: return 15;
+    case Int8Kind::PlainMin: return 31;
+    case Int8Kind::Min4: return 15;
+    case Int8Kind::Min5: return 31;
+    case Int8Kind::Halves: return 63;
+    case Int8Kind::HalvesWide: return 127;
+    case Int8Kind::HalvesFull: return 255;
+    case Int8Kind::Min16: return 3;
+    }
+    return 255;
 }
-inline Int8Kind int8KindOf(const MatrixView& w)
+// Groups of a block vpmaddubsw's 16-bit lanes add without saturating (pairs of at most
+// 2 x maxQ x 127 each): 8, 4, 2, 1, or 0 where one group already can (HalvesFull: no AVX2 tile).
+constexpr int64_t avx2SpanOf(Int8Kind k)
 {
-    switch (w.type) {
-    case DType::Q4_K: return Int8Kind::Min4;
-    case DType::Q5_K: return Int8Kind::Min5;
-    case DType::Q6_K: return Int8Kind::Halves;
-    default: return Int8Kind::Plain;
+    const int64_t fit = 32767 / (2 * 127 * maxQOf(k));
+    return fit >= 8 ? 8 : fit >= 4 ? 4 : fit >= 2 ? 2 : fit;
+}
+// Floats per row of a weight block: dw, more (Min16: dw_lo, dw_hi, mw_lo, mw_hi).
+constexpr int64_t wFloatsOf(Int8Kind k) { return k == Int8Kind::Min16 ? 4 : 2; }
+constexpr int64_t wBlockBytesOf(Int8Kind k, int64_t rows) { return kInt8Groups * rows * 4 + wFloatsOf(k) * rows * 4; }
+static_assert(wBlockBytesOf(Int8Kind::Min16, 8) == gemmInt8WBlockBytes(8), "the panel holds the largest block");
+
+// Each type the products take: its kind, the shift that makes its values unsigned (q = v + shift)
+// and its largest q; taken false for the rest.
+struct Int8Type {
+    bool taken = false;
+    Int8Kind kind = Int8Kind::Plain;
+    int32_t shift = 0;
+    int32_t maxQ = 0;
+};
+constexpr Int8Type int8TypeOf(DType t)
+{
+    using K = Int8Kind;
+    switch (t) {
+    case DType::Q4_0: return {true, K::Plain, 8, 15};
+    case DType::Q8_0: return {true, K::Plain, 128, 255};
+    case DType::IQ4_NL: return {true, K::Plain, 128, 241};
+    case DType::MXFP4: return {true, K::Plain, 12, 24};
+    case DType::Q5_1: return {true, K::PlainMin, 0, 31};
+    case DType::Q4_K: return {true, K::Min4, 0, 15};
+    case DType::Q5_K: return {true, K::Min5, 0, 31};
+    case DType::Q6_K: return {true, K::Halves, 32, 63};
+    case DType::Q3_K: return {true, K::Halves, 4, 7};
+    case DType::IQ3_S: return {true, K::Halves, 15, 30};
+    case DType::IQ1_S:
+    case DType::IQ1_M: return {true, K::Halves, 9, 18};
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S: return {true, K::HalvesWide, 43, 86};
+    case DType::IQ3_XXS: return {true, K::HalvesWide, 62, 124};
+    case DType::IQ4_XS: return {true, K::HalvesFull, 128, 241};
+    case DType::Q2_K: return {true, K::Min16, 0, 3};
+    default: return {};
     }
 }
+inline Int8Kind int8KindOf(const MatrixView& w) { return int8TypeOf(w.type).kind; }
+// The weights' shift to unsigned bytes (Plain, Halves).
+inline int32_t int8ShiftOf(const MatrixView& w) { return int8TypeOf(w.type).shift; }
 
-// The weights' shift to unsigned bytes (Plain).
-inline int32_t int8ShiftOf(const MatrixView& w) { return w.type == DType::Q4_0 ? 8 : 128; }
+// The types a product takes: every one where it has VNNI; AVX2's vpmaddubsw those whose bytes
+// its kind's 16-bit lanes add without saturating.
+inline uint32_t int8TypesOf(bool vnni)
+{
+    uint32_t mask = 0;
+    for (int i = 0; i < kDTypeCount; ++i) {
+        const Int8Type t = int8TypeOf(static_cast<DType>(i));
+        if (t.taken && (vnni || (avx2SpanOf(t.kind) >= 1 && t.maxQ <= maxQOf(t.kind)))) mask |= 1u << i;
+    }
+    return mask;
+}
 
 // 8 x 8 transpose of 32-bit words: v[i] word j -> v[j] word i (gemm_x86.h's, on integers).
 inline void transposeWords8x8(__m256i v[8])
@@ -94,10 +171,25 @@ inline void transposeWords8x8(__m256i v[8])
     for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(r[i]);
 }
 
-// Row r's block b as 32 unsigned bytes in k order, and its scale.
-inline __m256i int8RowBlock(const MatrixView& w, int64_t r, int64_t b, float& d)
+// Row r's block b as 32 unsigned bytes in k order, its scale and (PlainMin) its M.
+inline __m256i int8RowBlock(const MatrixView& w, int64_t r, int64_t b, float& d, float& m)
 {
     const uint8_t* row = rowPointer(w, r);
+    m = 0.0f;
+    if (w.type != DType::Q4_0 && w.type != DType::Q8_0) {
+        // IQ4_NL, MXFP4, Q5_1: iq_expand.h's expansion, shifted to unsigned bytes.
+        const int64_t bytes = dtypeTraits(w.type).blockBytes;
+        const uint8_t* block = row + b * bytes;
+        _mm_prefetch(reinterpret_cast<const char*>(block + kRowPrefetchAhead), _MM_HINT_T0);
+        Expanded32 e;
+        if (w.type == DType::IQ4_NL) expandIQ4_NL(block, fp16Table(), e);
+        else if (w.type == DType::MXFP4) expandMXFP4(block, fp16Table(), e);
+        else expandQ5_1(block, fp16Table(), e);
+        d = e.D;
+        m = e.M;
+        return _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(e.v)),
+                               _mm256_set1_epi8(static_cast<char>(int8ShiftOf(w))));
+    }
     // The rows come from memory, many streams at once: ask for each one's bytes ahead (the block's
     // values: 18-byte Q4_0 blocks, 34-byte Q8_0 ones, or 32 values with the scales at the end).
     const int64_t stride = w.type == DType::Q4_0                   ? kQ4_0BlockBytes
@@ -121,29 +213,63 @@ inline __m256i int8RowBlock(const MatrixView& w, int64_t r, int64_t b, float& d)
     return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2)), flip);
 }
 
-// Rows [r0, r1) (at most kRows) of Q4_0 / Q8_0 weights into the weight panel.
+// Rows [r0, r1) (at most kRows) of Plain / PlainMin weights into the weight panel.
 template <int64_t kRows>
 void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
 {
     static_assert(kRows % 8 == 0, "whole 8 x 8 transposes");
     const int64_t blocks = w.cols / kQ8Block;
     for (int64_t b = 0; b < blocks; ++b) {
-        uint8_t* out = panel + b * gemmInt8WBlockBytes(kRows);
+        uint8_t* out = panel + b * wBlockBytesOf(Int8Kind::Plain, kRows);
         float* dw = reinterpret_cast<float*>(out + kInt8Groups * kRows * 4);
         float* more = dw + kRows;
         for (int64_t eighth = 0; eighth < kRows / 8; ++eighth) {
             __m256i v[8];
             for (int64_t i = 0; i < 8; ++i) {
                 const int64_t r = r0 + eighth * 8 + i;
-                float d = 0.0f;
-                v[i] = r < r1 ? int8RowBlock(w, r, b, d) : _mm256_setzero_si256();
+                float d = 0.0f, m = 0.0f;
+                v[i] = r < r1 ? int8RowBlock(w, r, b, d, m) : _mm256_setzero_si256();
                 dw[eighth * 8 + i] = d;
-                more[eighth * 8 + i] = 0.0f;
+                more[eighth * 8 + i] = m;
             }
             transposeWords8x8(v);  // v[g]: word g of the 8 rows
             for (int64_t g = 0; g < kInt8Groups; ++g)
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (g * kRows + eighth * 8) * 4), v[g]);
         }
+    }
+}
+
+// Super-block sb of row r of a 256-value type read through iq_expand.h's expansion: its 8 blocks
+// of 32 as unsigned bytes q = v + shift, and per block f[0] = D scale of the low half, f[1] = of
+// the high half, f[2], f[3] = Dmin min of each half (Min16). Every product D scale is exact in
+// float (an fp16 times at most 6 bits; IQ2 / IQ3_XXS / IQ1 D's power-of-two factor).
+inline void expandedSuperBlock(const MatrixView& w, int64_t r, int64_t sb, __m256i v[8], float f[4][8])
+{
+    const int64_t bytes = dtypeTraits(w.type).blockBytes;
+    const uint8_t* block = rowPointer(w, r) + sb * bytes;
+    for (int64_t o = 0; o < bytes; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(block + kRowPrefetchAhead + o), _MM_HINT_T0);
+    Expanded256 e;
+    const float* fp16 = fp16Table();
+    switch (w.type) {
+    case DType::Q2_K: expandQ2_K(block, fp16, e); break;
+    case DType::Q3_K: expandQ3_K(block, fp16, e); break;
+    case DType::IQ4_XS: expandIQ4_XS(block, fp16, e); break;
+    case DType::IQ3_XXS: expandIQ3_XXS(block, fp16, e); break;
+    case DType::IQ3_S: expandIQ3_S(block, fp16, e); break;
+    case DType::IQ2_XXS: expandIQ2_XXS(block, fp16, e); break;
+    case DType::IQ2_XS: expandIQ2_XS(block, fp16, e); break;
+    case DType::IQ2_S: expandIQ2_S(block, fp16, e); break;
+    case DType::IQ1_S: expandIQ1_S(block, fp16, e); break;
+    default: expandIQ1_M(block, fp16, e); break;
+    }
+    const __m256i shift = _mm256_set1_epi8(static_cast<char>(int8ShiftOf(w)));
+    for (int j = 0; j < 8; ++j) {
+        v[j] = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(e.v + 32 * j)), shift);
+        f[0][j] = e.D * static_cast<float>(e.scale[2 * j]);
+        f[1][j] = e.D * static_cast<float>(e.scale[2 * j + 1]);
+        f[2][j] = e.hasMin ? e.Dmin * static_cast<float>(e.min[2 * j]) : 0.0f;
+        f[3][j] = e.hasMin ? e.Dmin * static_cast<float>(e.min[2 * j + 1]) : 0.0f;
     }
 }
 
@@ -205,36 +331,40 @@ inline void kRowSuperBlock(const MatrixView& w, int64_t r, int64_t sb, __m256i v
     }
 }
 
-// Rows [r0, r1) (at most kRows) of K-quant weights into the weight panel.
+// Rows [r0, r1) (at most kRows) of 256-value weights into the weight panel: Q4_K, Q5_K and Q6_K
+// decoded here (kRowSuperBlock), the new types through their expansion (expandedSuperBlock).
 template <int64_t kRows, Int8Kind K>
 void packKRows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
 {
     static_assert(kRows % 8 == 0, "whole 8 x 8 transposes");
+    constexpr int64_t kFloats = wFloatsOf(K);
+    const bool own = K == Int8Kind::Min4 || K == Int8Kind::Min5 || w.type == DType::Q6_K;
     const int64_t supers = w.cols / kSuper;
     for (int64_t sb = 0; sb < supers; ++sb)
         for (int64_t eighth = 0; eighth < kRows / 8; ++eighth) {
             __m256i v[8][8];  // [row][block]
-            float dw[8][8], more[8][8];
+            float f[8][4][8];  // [row][float of the block][block]
             for (int64_t i = 0; i < 8; ++i) {
                 const int64_t r = r0 + eighth * 8 + i;
-                if (r < r1) {
-                    kRowSuperBlock<K>(w, r, sb, v[i], dw[i], more[i]);
-                } else {
+                if (r >= r1) {
                     for (int j = 0; j < 8; ++j) {
                         v[i][j] = _mm256_setzero_si256();
-                        dw[i][j] = more[i][j] = 0.0f;
+                        for (int k = 0; k < 4; ++k) f[i][k][j] = 0.0f;
                     }
+                } else if (own) {
+                    if constexpr (K == Int8Kind::Min4 || K == Int8Kind::Min5 || K == Int8Kind::Halves)
+                        kRowSuperBlock<K>(w, r, sb, v[i], f[i][0], f[i][1]);
+                } else {
+                    expandedSuperBlock(w, r, sb, v[i], f[i]);
                 }
             }
             for (int64_t j = 0; j < 8; ++j) {
-                uint8_t* out = panel + (sb * 8 + j) * gemmInt8WBlockBytes(kRows);
-                float* outDw = reinterpret_cast<float*>(out + kInt8Groups * kRows * 4);
-                float* outMore = outDw + kRows;
+                uint8_t* out = panel + (sb * 8 + j) * wBlockBytesOf(K, kRows);
+                float* outF = reinterpret_cast<float*>(out + kInt8Groups * kRows * 4);
                 __m256i t[8];
                 for (int64_t i = 0; i < 8; ++i) {
                     t[i] = v[i][j];
-                    outDw[eighth * 8 + i] = dw[i][j];
-                    outMore[eighth * 8 + i] = more[i][j];
+                    for (int64_t k = 0; k < kFloats; ++k) outF[k * kRows + eighth * 8 + i] = f[i][k][j];
                 }
                 transposeWords8x8(t);  // t[g]: word g of the 8 rows
                 for (int64_t g = 0; g < kInt8Groups; ++g)
@@ -297,21 +427,31 @@ void packInt8X(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
                 int32_t start = 0, more = 0;  // more: Min's msum as bits, or Halves' high start
                 if (t >= n) {
                     std::memset(qs, 0, sizeof qs);
-                } else if (kind == Int8Kind::Plain) {
+                } else if (!isK(kind)) {
                     float sum8 = 0.0f;
                     quantizeQ8X86(x + t * lda + b * kQ8Block, kQ8Block, qs, &d, &sum8);
                     int32_t sum = 0;
                     for (int64_t k = 0; k < kQ8Block; ++k) sum += qs[k];
                     start = -shift * sum;
+                    if (kind == Int8Kind::PlainMin) {
+                        // d_x sum(qx) (sum8 / 8, exact) rounded to fp16, as the decode kernels
+                        // (llama.cpp's block_q8_1) keep it.
+                        const float s = _cvtsh_ss(_cvtss_sh(sum8 * 0.125f, _MM_FROUND_TO_NEAREST_INT));
+                        std::memcpy(&more, &s, 4);
+                    }
                 } else {
                     // Q8_K, as decode quantizes one token: once per super-block.
                     const int64_t j = b % (kSuper / kQ8Block);
                     if (j == 0) quantizeQ8KBlockX86(x + t * lda + b * kQ8Block, qs, &dk, bsums);
                     q = qs + j * kQ8Block;
                     d = dk;
-                    if (kind == Int8Kind::Halves) {
-                        start = -32 * bsums[2 * j];
-                        more = -32 * bsums[2 * j + 1];
+                    if (isHalves(kind)) {
+                        start = -shift * bsums[2 * j];
+                        more = -shift * bsums[2 * j + 1];
+                    } else if (kind == Int8Kind::Min16) {
+                        const float lo = static_cast<float>(bsums[2 * j]), hi = static_cast<float>(bsums[2 * j + 1]);
+                        std::memcpy(&start, &lo, 4);
+                        std::memcpy(&more, &hi, 4);
                     } else {
                         const float msum = static_cast<float>(bsums[2 * j] + bsums[2 * j + 1]);  // exact
                         std::memcpy(&more, &msum, 4);
@@ -343,7 +483,7 @@ void int8RowsOf(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t 
                 int64_t ldc, uint8_t* panel)
 {
     const int64_t blocks = w.cols / kQ8Block;
-    if constexpr (K == Int8Kind::Plain) packInt8Rows<kRows>(w, r0, r1, panel);
+    if constexpr (!isK(K)) packInt8Rows<kRows>(w, r0, r1, panel);
     else packKRows<kRows, K>(w, r0, r1, panel);
     for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
         const int64_t tokens = n - t0 < kTokens ? n - t0 : kTokens;
@@ -355,27 +495,38 @@ template <int64_t kRows, int64_t kTokens, class Tiles>
 void int8Rows(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0, int64_t r1, float* y, int64_t ldc,
               uint8_t* panel)
 {
+    using K = Int8Kind;
+#define SPILLWAY_INT8_KIND(kind) return int8RowsOf<kRows, kTokens, Tiles, K::kind>(packedX, n, w, r0, r1, y, ldc, panel)
     switch (int8KindOf(w)) {
-    case Int8Kind::Plain: return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Plain>(packedX, n, w, r0, r1, y, ldc, panel);
-    case Int8Kind::Min4: return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Min4>(packedX, n, w, r0, r1, y, ldc, panel);
-    case Int8Kind::Min5: return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Min5>(packedX, n, w, r0, r1, y, ldc, panel);
-    case Int8Kind::Halves:
-        return int8RowsOf<kRows, kTokens, Tiles, Int8Kind::Halves>(packedX, n, w, r0, r1, y, ldc, panel);
+    case K::Plain: SPILLWAY_INT8_KIND(Plain);
+    case K::PlainMin: SPILLWAY_INT8_KIND(PlainMin);
+    case K::Min4: SPILLWAY_INT8_KIND(Min4);
+    case K::Min5: SPILLWAY_INT8_KIND(Min5);
+    case K::Halves: SPILLWAY_INT8_KIND(Halves);
+    case K::HalvesWide: SPILLWAY_INT8_KIND(HalvesWide);
+    case K::HalvesFull:
+        if constexpr (Tiles::kVnni) SPILLWAY_INT8_KIND(HalvesFull);
+        else return;  // never taken (int8TypesOf)
+    case K::Min16: SPILLWAY_INT8_KIND(Min16);
     }
+#undef SPILLWAY_INT8_KIND
 }
 template <int64_t kRows, int64_t kTokens, class Tiles>
-GemmInt8 int8Product(const char* name, bool q8_0)
+GemmInt8 int8Product(const char* name)
 {
+    static_assert(kDTypeCount <= 32, "one bit a type");
     GemmInt8 g;
     g.name = name;
     g.tokens = kTokens;
     g.rowsPerBlock = kRows;
-    g.q8_0 = q8_0;
-    g.kQuants = true;
+    g.types = int8TypesOf(Tiles::kVnni);
     g.pack = packInt8X<kTokens>;
     g.rows = int8Rows<kRows, kTokens, Tiles>;
     return g;
 }
+
+// Integer sums that start at 0 (Min16, whose x words there are floats).
+alignas(64) inline constexpr int32_t kZeroStarts[16] = {};
 
 // The tile's view of one block of a token panel.
 template <int64_t kTokens>
@@ -383,14 +534,16 @@ struct Int8XBlock {
     const int32_t* words;  // [g][t]
     const float* d;        // [t]
     const int32_t* start;  // [t]
-    const float* msum;     // [t] (Min)
+    const float* msum;     // [t] (Min, PlainMin; Min16: the high half's sum of qx)
     const int32_t* startHi;  // [t] (Halves: the high half's start)
+    const float* bsumLo;     // [t] (Min16: the low half's sum of qx)
     explicit Int8XBlock(const uint8_t* x)
         : words(reinterpret_cast<const int32_t*>(x)),
           d(reinterpret_cast<const float*>(x + kInt8Groups * kTokens * 4)),
           start(reinterpret_cast<const int32_t*>(x + kInt8Groups * kTokens * 4 + kTokens * 4)),
           msum(reinterpret_cast<const float*>(x + kInt8Groups * kTokens * 4 + 2 * kTokens * 4)),
-          startHi(reinterpret_cast<const int32_t*>(x + kInt8Groups * kTokens * 4 + 2 * kTokens * 4))
+          startHi(reinterpret_cast<const int32_t*>(x + kInt8Groups * kTokens * 4 + 2 * kTokens * 4)),
+          bsumLo(reinterpret_cast<const float*>(x + kInt8Groups * kTokens * 4 + kTokens * 4))
     {
     }
 };
@@ -415,25 +568,37 @@ void ymmTile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int6
             into[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), xs ? _mm256_mul_ps(d, _mm256_set1_ps(xs[t])) : d,
                                       into[t]);
     };
-    if constexpr (K == Int8Kind::Plain) {
-        for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+    constexpr int64_t kWBytes = wBlockBytesOf(K, kRows);
+    if constexpr (!isK(K)) {
+        for (int64_t b = 0; b < blocks; ++b, x += gemmInt8XBlockBytes(kTokens), wp += kWBytes) {
             const Int8XBlock<kTokens> xb(x);
-            groups(wp, xb.words, 0, kInt8Groups, xb.start, reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4),
-                   xb.d, c);
+            const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
+            groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, xb.d, c);
+            if constexpr (K == Int8Kind::PlainMin) {
+                const __m256 m = _mm256_loadu_ps(dw + kRows);
+                for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(xb.msum[t]), c[t]);
+            }
         }
     } else {
         for (int64_t b0 = 0; b0 < blocks; b0 += kSuper / kQ8Block) {
             __m256 cs[kTokens];
             for (int64_t t = 0; t < kTokens; ++t) cs[t] = _mm256_setzero_ps();
             const float* dx = nullptr;
-            for (int64_t b = 0; b < kSuper / kQ8Block;
-                 ++b, x += gemmInt8XBlockBytes(kTokens), wp += gemmInt8WBlockBytes(kRows)) {
+            for (int64_t b = 0; b < kSuper / kQ8Block; ++b, x += gemmInt8XBlockBytes(kTokens), wp += kWBytes) {
                 const Int8XBlock<kTokens> xb(x);
                 dx = xb.d;
                 const float* dw = reinterpret_cast<const float*>(wp + kInt8Groups * kRows * 4);
-                if constexpr (K == Int8Kind::Halves) {
+                if constexpr (isHalves(K)) {
                     groups(wp, xb.words, 0, kInt8Groups / 2, xb.start, dw, nullptr, cs);
                     groups(wp, xb.words, kInt8Groups / 2, kInt8Groups, xb.startHi, dw + kRows, nullptr, cs);
+                } else if constexpr (K == Int8Kind::Min16) {
+                    groups(wp, xb.words, 0, kInt8Groups / 2, kZeroStarts, dw, nullptr, cs);
+                    groups(wp, xb.words, kInt8Groups / 2, kInt8Groups, kZeroStarts, dw + kRows, nullptr, cs);
+                    const __m256 mLo = _mm256_loadu_ps(dw + 2 * kRows), mHi = _mm256_loadu_ps(dw + 3 * kRows);
+                    for (int64_t t = 0; t < kTokens; ++t) {
+                        cs[t] = _mm256_fnmadd_ps(mLo, _mm256_set1_ps(xb.bsumLo[t]), cs[t]);
+                        cs[t] = _mm256_fnmadd_ps(mHi, _mm256_set1_ps(xb.msum[t]), cs[t]);
+                    }
                 } else {
                     groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, nullptr, cs);
                     const __m256 m = _mm256_loadu_ps(dw + kRows);

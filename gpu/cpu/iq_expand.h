@@ -308,10 +308,12 @@ static void matvecExpanded32(const MatrixView& w, const MatvecInput& in, float* 
 }
 
 // Fills the matvec entries of the types above with Dot's sums. No dequant entries: a prompt
-// batch of these types runs the decode kernels on x quantized per token as llama.cpp's batches
-// do (its float product on unquantized x moved a quantized model's logits by up to 0.5 from
-// llama.cpp's), the jobs of one matrix grouped so that each block of rows is read from memory
-// once for the whole batch (CpuDevice::planMatvec).
+// batch of these types is the integer product (gemm_int8_x86.h, x quantized per token as
+// llama.cpp's batches do; its float product on unquantized x moved a quantized model's logits by
+// up to 0.5 from llama.cpp's), or, where the set has none that takes the type (the scalar set;
+// IQ4_NL, IQ4_XS and MXFP4 on AVX2 without VNNI), the decode kernels, the jobs of one matrix
+// grouped so that each block of rows is read from memory once for the whole batch
+// (CpuDevice::planMatvec).
 template <class Dot>
 static void fillIqKernels(Kernels& k)
 {

@@ -210,8 +210,8 @@ Measurement measure(Device& device, const Case& c, double minSeconds)
 }
 
 // --products: the prompt path's matrix products on one thread, 256 tokens x a 2048 x 2048 matrix
-// of each type the prompt path multiplies as integers (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) and F16
-// (synthetic values), the best of 5: each integer product this CPU runs (gemm_int8_*.cpp) and
+// of each type the prompt path multiplies as integers (Q4_0, Q8_0, the K-quants, the IQ types,
+// Q5_1, MXFP4: synthetic values, or random codes where there is no encoder) and F16, the best of 5: each integer product this CPU runs (gemm_int8_*.cpp) and
 // each kernel set's float product (rows unpacked to floats, then its own tile), as CpuDevice::gemm
 // calls them. In GOP/s (2 per multiply-add), by the wall clock and by the thread's CPU time.
 void measureProducts()
@@ -247,11 +247,17 @@ void measureProducts()
         return fastest;
     };
     std::printf("%-24s %-5s %10s %10s\n", "product (1 thread)", "type", "GOP/s", "GOP/s cpu");
-    for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16}) {
+    for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::Q2_K,
+                       DType::Q3_K, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S,
+                       DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ1_S, DType::IQ1_M, DType::MXFP4}) {
         const size_t stride = rowBytes(type, dim);
         std::vector<uint8_t> bytes(stride * size_t(dim));
-        for (int64_t r = 0; r < dim; ++r)
-            spillway::gguf::quantizeRow(type, values.data() + r * dim, dim, bytes.data() + size_t(r) * stride);
+        if (spillway::gguf::hasRowEncoder(type)) {
+            for (int64_t r = 0; r < dim; ++r)
+                spillway::gguf::quantizeRow(type, values.data() + r * dim, dim, bytes.data() + size_t(r) * stride);
+        } else {
+            fillWeights(type, bytes.data(), bytes.size());  // random codes (no encoder)
+        }
         const MatrixView w{type, bytes.data(), dim, dim, stride};
         cpu::GemmInt8 variants[3];
         const int count = cpu::gemmInt8Variants(variants);

@@ -6,6 +6,8 @@
 //   - each kernel set's matvec is within the quantized-x bound of the exact product with ggml's
 //     values, and every set gives the same bits as the scalar one (they compute the same int32
 //     sums and the same float operations on them);
+//   - a prompt batch is one integer product (gemm_int8_x86.h) on every instruction set that can
+//     take the type, within kPromptIntegerTolerance of one token at a time;
 //   - the IQ grids are the tables their checksums name.
 
 #include <gtest/gtest.h>
@@ -28,6 +30,7 @@
 #include "gpu/iq_grids.h"
 #include "gpu/matvec_runs.h"
 #include "../common/kernel_sets.h"
+#include "../common/prompt_tolerance.h"
 
 using namespace spillway;
 using namespace spillway::gpu;
@@ -250,4 +253,97 @@ TEST(QuantTypes, TheirIdsMapBothWays)
     }
     // Still refused, by name: Q8_1 / Q8_K (x's forms inside ggml), the ternary TQ types.
     for (uint32_t id : {9u, 15u, 34u, 35u}) EXPECT_FALSE(gguf::dtypeFromGgml(id).has_value()) << gguf::ggmlTypeName(id);
+}
+
+namespace {
+
+// A rows x cols matrix of ggml's quantized blocks of the reference (drawn with replacement).
+std::vector<uint8_t> matrixOfBlocks(const Reference& r, int64_t rows, int64_t cols, std::mt19937_64& rng)
+{
+    const int64_t perRow = cols / r.blockSize;
+    std::vector<uint8_t> bytes(size_t(rows * perRow * r.blockBytes));
+    for (int64_t i = 0; i < rows * perRow; ++i) {
+        const size_t from = size_t(rng() % uint64_t(r.quantized)) * size_t(r.blockBytes);
+        std::memcpy(bytes.data() + size_t(i) * size_t(r.blockBytes), r.bytes.data() + from, size_t(r.blockBytes));
+    }
+    return bytes;
+}
+
+}  // namespace
+
+// Every integer product this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2), called directly on ggml's
+// blocks: each type taken by every VNNI product (and by AVX2's wherever its bytes cannot saturate
+// vpmaddubsw's pairs: all but IQ4_NL, IQ4_XS and MXFP4), the same bits from each, and each token
+// within kPromptIntegerTolerance of the decode kernels on it alone; rows not a multiple of any
+// tile, depths of 1 and 5 super-blocks (blocks of 32: 8 and 40), batches of 1 to 130. Then the
+// device: a batch of 33 jobs goes through the product, within the same tolerance.
+TEST(QuantTypes, PromptBatchesAreOneIntegerProduct)
+{
+    gpu::cpu::GemmInt8 variants[3];
+    const int count = gpu::cpu::gemmInt8Variants(variants);
+    if (count == 0) GTEST_SKIP() << "this CPU runs no integer product (no AVX2)";
+    std::mt19937_64 rng(29);
+    auto device = createCpuDevice(1, bestCpuKernelSet());
+    for (const char* name : kTypes) {
+        ASSERT_TRUE(have(name)) << name;
+        SCOPED_TRACE(name);
+        const Reference r = load(name);
+        const bool wide = r.type == DType::IQ4_NL || r.type == DType::IQ4_XS || r.type == DType::MXFP4;
+        for (int64_t rows : {int64_t{57}, int64_t{130}})
+            for (int64_t cols : {int64_t{256}, int64_t{1280}}) {
+                const std::vector<uint8_t> bytes = matrixOfBlocks(r, rows, cols, rng);
+                const MatrixView view{r.type, bytes.data(), rows, cols, rowBytes(r.type, cols)};
+                for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{33}, int64_t{130}}) {
+                    if (cols > 256 && n > 33) continue;
+                    const int64_t ldc = rows + 3;
+                    std::vector<float> x(size_t(n * cols));
+                    std::normal_distribution<float> normal;
+                    for (float& v : x) v = normal(rng);
+                    std::vector<float> first;
+                    for (int v = 0; v < count; ++v) {
+                        const gpu::cpu::GemmInt8& p = variants[v];
+                        const std::string what = std::string(p.name) + " " + std::to_string(rows) + " x " +
+                                                 std::to_string(cols) + " batch " + std::to_string(n);
+                        const bool vnni = std::string(p.name) != "avx2";
+                        ASSERT_EQ(p.takes(view), vnni || !wide) << what;
+                        if (!p.takes(view)) continue;
+                        const int64_t panels = (n + p.tokens - 1) / p.tokens;
+                        std::vector<uint8_t> packed(size_t(panels * (cols / 32) * gpu::cpu::gemmInt8XBlockBytes(p.tokens)));
+                        std::vector<uint8_t> panel(size_t(cols / 32 * gpu::cpu::gemmInt8WBlockBytes(p.rowsPerBlock)));
+                        p.pack(x.data(), cols, n, cols, 0, panels, view, packed.data());
+                        std::vector<float> y(size_t(n * ldc), NAN);
+                        for (int64_t r0 = 0; r0 < rows; r0 += p.rowsPerBlock)
+                            p.rows(packed.data(), n, view, r0, std::min(rows, r0 + p.rowsPerBlock), y.data(), ldc,
+                                   panel.data());
+                        for (int64_t j = 0; j < n; ++j) {
+                            ASSERT_TRUE(std::isnan(y[size_t(j * ldc + rows)])) << what << ": wrote past the rows";
+                            std::vector<float> alone(size_t(rows), NAN);
+                            device->matvec(view, x.data() + j * cols, alone.data());
+                            const std::vector<float> got(y.begin() + j * ldc, y.begin() + j * ldc + rows);
+                            EXPECT_LE(testing_support::relativeL2(got, alone), testing_support::kPromptIntegerTolerance)
+                                << what << " token " << j;
+                        }
+                        if (first.empty()) first = y;
+                        else ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << what;
+                    }
+                }
+                // Through the device: 33 jobs of one matrix, one product.
+                const int64_t n = 33;
+                std::vector<float> x(size_t(n * cols)), y(size_t(n * rows), NAN);
+                std::normal_distribution<float> normal;
+                for (float& v : x) v = normal(rng);
+                std::vector<MatvecJob> jobs;
+                for (int64_t j = 0; j < n; ++j) jobs.push_back({view, x.data() + j * cols, y.data() + j * rows});
+                auto batch = createCpuDevice(2, bestCpuKernelSet());
+                batch->matvec(jobs);
+                batch->synchronize();
+                for (int64_t j = 0; j < n; ++j) {
+                    std::vector<float> alone(size_t(rows), NAN);
+                    device->matvec(view, x.data() + j * cols, alone.data());
+                    const std::vector<float> got(y.begin() + j * rows, y.begin() + (j + 1) * rows);
+                    EXPECT_LE(testing_support::relativeL2(got, alone), testing_support::kPromptIntegerTolerance)
+                        << "device batch, job " << j;
+                }
+            }
+    }
 }
