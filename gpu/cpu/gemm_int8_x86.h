@@ -171,20 +171,18 @@ inline void transposeWords8x8(__m256i v[8])
     for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(r[i]);
 }
 
-// Row r's block b as 32 unsigned bytes in k order, its scale and (PlainMin) its M.
-inline __m256i int8RowBlock(const MatrixView& w, int64_t r, int64_t b, float& d, float& m)
+// Row r's block b as 32 unsigned bytes in k order, its scale and (PlainMin) its M; `expand` is
+// the type's expansion (expand32Of: IQ4_NL, MXFP4, Q5_1), null for Q4_0 and Q8_0.
+inline __m256i int8RowBlock(const MatrixView& w, Expand32Fn expand, int64_t r, int64_t b, float& d, float& m)
 {
     const uint8_t* row = rowPointer(w, r);
     m = 0.0f;
-    if (w.type != DType::Q4_0 && w.type != DType::Q8_0) {
-        // IQ4_NL, MXFP4, Q5_1: iq_expand.h's expansion, shifted to unsigned bytes.
+    if (expand) {
         const int64_t bytes = dtypeTraits(w.type).blockBytes;
         const uint8_t* block = row + b * bytes;
         _mm_prefetch(reinterpret_cast<const char*>(block + kRowPrefetchAhead), _MM_HINT_T0);
         Expanded32 e;
-        if (w.type == DType::IQ4_NL) expandIQ4_NL(block, fp16Table(), e);
-        else if (w.type == DType::MXFP4) expandMXFP4(block, fp16Table(), e);
-        else expandQ5_1(block, fp16Table(), e);
+        expand(block, fp16Table(), e);
         d = e.D;
         m = e.M;
         return _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(e.v)),
@@ -219,6 +217,7 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
 {
     static_assert(kRows % 8 == 0, "whole 8 x 8 transposes");
     const int64_t blocks = w.cols / kQ8Block;
+    const Expand32Fn expand = expand32Of(w.type);
     for (int64_t b = 0; b < blocks; ++b) {
         uint8_t* out = panel + b * wBlockBytesOf(Int8Kind::Plain, kRows);
         float* dw = reinterpret_cast<float*>(out + kInt8Groups * kRows * 4);
@@ -228,7 +227,7 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
             for (int64_t i = 0; i < 8; ++i) {
                 const int64_t r = r0 + eighth * 8 + i;
                 float d = 0.0f, m = 0.0f;
-                v[i] = r < r1 ? int8RowBlock(w, r, b, d, m) : _mm256_setzero_si256();
+                v[i] = r < r1 ? int8RowBlock(w, expand, r, b, d, m) : _mm256_setzero_si256();
                 dw[eighth * 8 + i] = d;
                 more[eighth * 8 + i] = m;
             }
@@ -239,30 +238,20 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
     }
 }
 
-// Super-block sb of row r of a 256-value type read through iq_expand.h's expansion: its 8 blocks
-// of 32 as unsigned bytes q = v + shift, and per block f[0] = D scale of the low half, f[1] = of
-// the high half, f[2], f[3] = Dmin min of each half (Min16). Every product D scale is exact in
-// float (an fp16 times at most 6 bits; IQ2 / IQ3_XXS / IQ1 D's power-of-two factor).
-inline void expandedSuperBlock(const MatrixView& w, int64_t r, int64_t sb, __m256i v[8], float f[4][8])
+// Super-block sb of row r of a 256-value type read through its iq_expand.h expansion `expand`
+// (expand256Of): its 8 blocks of 32 as unsigned bytes q = v + shift, and per block f[0] = D scale
+// of the low half, f[1] = of the high half, f[2], f[3] = Dmin min of each half (Min16). Every
+// product D scale is exact in float (an fp16 times at most 6 bits; IQ2 / IQ3_XXS / IQ1 D's
+// power-of-two factor).
+inline void expandedSuperBlock(const MatrixView& w, Expand256Fn expand, int64_t r, int64_t sb, __m256i v[8],
+                               float f[4][8])
 {
     const int64_t bytes = dtypeTraits(w.type).blockBytes;
     const uint8_t* block = rowPointer(w, r) + sb * bytes;
     for (int64_t o = 0; o < bytes; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(block + kRowPrefetchAhead + o), _MM_HINT_T0);
     Expanded256 e;
-    const float* fp16 = fp16Table();
-    switch (w.type) {
-    case DType::Q2_K: expandQ2_K(block, fp16, e); break;
-    case DType::Q3_K: expandQ3_K(block, fp16, e); break;
-    case DType::IQ4_XS: expandIQ4_XS(block, fp16, e); break;
-    case DType::IQ3_XXS: expandIQ3_XXS(block, fp16, e); break;
-    case DType::IQ3_S: expandIQ3_S(block, fp16, e); break;
-    case DType::IQ2_XXS: expandIQ2_XXS(block, fp16, e); break;
-    case DType::IQ2_XS: expandIQ2_XS(block, fp16, e); break;
-    case DType::IQ2_S: expandIQ2_S(block, fp16, e); break;
-    case DType::IQ1_S: expandIQ1_S(block, fp16, e); break;
-    default: expandIQ1_M(block, fp16, e); break;
-    }
+    expand(block, fp16Table(), e);
     const __m256i shift = _mm256_set1_epi8(static_cast<char>(int8ShiftOf(w)));
     for (int j = 0; j < 8; ++j) {
         v[j] = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(e.v + 32 * j)), shift);
@@ -338,7 +327,8 @@ void packKRows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
 {
     static_assert(kRows % 8 == 0, "whole 8 x 8 transposes");
     constexpr int64_t kFloats = wFloatsOf(K);
-    const bool own = K == Int8Kind::Min4 || K == Int8Kind::Min5 || w.type == DType::Q6_K;
+    // Null for Q4_K, Q5_K and Q6_K, which kRowSuperBlock decodes.
+    const Expand256Fn expand = expand256Of(w.type);
     const int64_t supers = w.cols / kSuper;
     for (int64_t sb = 0; sb < supers; ++sb)
         for (int64_t eighth = 0; eighth < kRows / 8; ++eighth) {
@@ -351,11 +341,10 @@ void packKRows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
                         v[i][j] = _mm256_setzero_si256();
                         for (int k = 0; k < 4; ++k) f[i][k][j] = 0.0f;
                     }
-                } else if (own) {
-                    if constexpr (K == Int8Kind::Min4 || K == Int8Kind::Min5 || K == Int8Kind::Halves)
-                        kRowSuperBlock<K>(w, r, sb, v[i], f[i][0], f[i][1]);
-                } else {
-                    expandedSuperBlock(w, r, sb, v[i], f[i]);
+                } else if (expand) {
+                    expandedSuperBlock(w, expand, r, sb, v[i], f[i]);
+                } else if constexpr (K == Int8Kind::Min4 || K == Int8Kind::Min5 || K == Int8Kind::Halves) {
+                    kRowSuperBlock<K>(w, r, sb, v[i], f[i][0], f[i][1]);
                 }
             }
             for (int64_t j = 0; j < 8; ++j) {

@@ -256,6 +256,34 @@ static inline void expandMXFP4(const uint8_t* b, const float*, Expanded32& e)
 using Expand256Fn = void (*)(const uint8_t*, const float*, Expanded256&);
 using Expand32Fn = void (*)(const uint8_t*, const float*, Expanded32&);
 
+// The expansion of a type, for callers that pick it at run time (the prompt path's repacking,
+// gemm_int8_x86.h); null for the types above that are not of that size, and for every other type.
+static inline Expand256Fn expand256Of(DType t)
+{
+    switch (t) {
+    case DType::Q2_K: return expandQ2_K;
+    case DType::Q3_K: return expandQ3_K;
+    case DType::IQ4_XS: return expandIQ4_XS;
+    case DType::IQ3_XXS: return expandIQ3_XXS;
+    case DType::IQ3_S: return expandIQ3_S;
+    case DType::IQ2_XXS: return expandIQ2_XXS;
+    case DType::IQ2_XS: return expandIQ2_XS;
+    case DType::IQ2_S: return expandIQ2_S;
+    case DType::IQ1_S: return expandIQ1_S;
+    case DType::IQ1_M: return expandIQ1_M;
+    default: return nullptr;
+    }
+}
+static inline Expand32Fn expand32Of(DType t)
+{
+    switch (t) {
+    case DType::Q5_1: return expandQ5_1;
+    case DType::IQ4_NL: return expandIQ4_NL;
+    case DType::MXFP4: return expandMXFP4;
+    default: return nullptr;
+    }
+}
+
 // The row kernels, generic over the expansion and over the set's int8 dot products:
 // Dot::scaled(v, xq, scale) returns sum_g scale[g] * (v . xq over values 16 g .. 16 g + 15) of a
 // super-block, Dot::block32(v, xq) the dot product of 32 values.

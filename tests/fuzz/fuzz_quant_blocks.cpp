@@ -37,33 +37,6 @@ constexpr DType kTypes[] = {DType::Q2_K,    DType::Q3_K,   DType::IQ4_XS, DType:
                             DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,  DType::IQ1_S,   DType::IQ1_M,
                             DType::Q5_1,    DType::IQ4_NL, DType::MXFP4};
 
-Expand256Fn expand256(DType t)
-{
-    switch (t) {
-    case DType::Q2_K: return expandQ2_K;
-    case DType::Q3_K: return expandQ3_K;
-    case DType::IQ4_XS: return expandIQ4_XS;
-    case DType::IQ3_XXS: return expandIQ3_XXS;
-    case DType::IQ3_S: return expandIQ3_S;
-    case DType::IQ2_XXS: return expandIQ2_XXS;
-    case DType::IQ2_XS: return expandIQ2_XS;
-    case DType::IQ2_S: return expandIQ2_S;
-    case DType::IQ1_S: return expandIQ1_S;
-    case DType::IQ1_M: return expandIQ1_M;
-    default: return nullptr;
-    }
-}
-
-Expand32Fn expand32(DType t)
-{
-    switch (t) {
-    case DType::Q5_1: return expandQ5_1;
-    case DType::IQ4_NL: return expandIQ4_NL;
-    case DType::MXFP4: return expandMXFP4;
-    default: return nullptr;
-    }
-}
-
 void check(bool ok, DType t, int i, double want, double got)
 {
     if (ok) return;
@@ -86,14 +59,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     for (size_t at = 1; at + size_t(tr.blockBytes) <= size; at += size_t(tr.blockBytes)) {
         const uint8_t* b = data + at;
         if (!decodeIqBlock(type, b, fp16, out)) std::abort();
-        if (Expand256Fn f = expand256(type)) {
+        if (Expand256Fn f = expand256Of(type)) {
             Expanded256 e;
             f(b, fp16, e);
             for (int i = 0; i < 256; ++i) {
                 const double v = double(e.D) * e.scale[i / 16] * e.v[i] - (e.hasMin ? double(e.Dmin) * e.min[i / 16] : 0.0);
                 if (std::isfinite(out[i]) && std::isfinite(e.D) && std::isfinite(e.Dmin)) check(close(out[i], v), type, i, out[i], v);
             }
-        } else if (Expand32Fn g = expand32(type)) {
+        } else if (Expand32Fn g = expand32Of(type)) {
             Expanded32 e;
             g(b, fp16, e);
             for (int i = 0; i < 32; ++i) {
