@@ -29,6 +29,7 @@
 #include "gpu/host.h"
 #include "gpu/iq_grids.h"
 #include "gpu/matvec_runs.h"
+#include "../common/int8_product.h"
 #include "../common/kernel_sets.h"
 #include "../common/prompt_tolerance.h"
 
@@ -307,22 +308,8 @@ TEST(QuantTypes, PromptBatchesAreOneIntegerProduct)
                         const bool vnni = std::string(p.name) != "avx2";
                         ASSERT_EQ(p.takes(view), vnni || !wide) << what;
                         if (!p.takes(view)) continue;
-                        const int64_t panels = (n + p.tokens - 1) / p.tokens;
-                        std::vector<uint8_t> packed(size_t(panels * (cols / 32) * gpu::cpu::gemmInt8XBlockBytes(p.tokens)));
-                        std::vector<uint8_t> panel(size_t(cols / 32 * gpu::cpu::gemmInt8WBlockBytes(p.rowsPerBlock)));
-                        p.pack(x.data(), cols, n, cols, 0, panels, view, packed.data());
-                        std::vector<float> y(size_t(n * ldc), NAN);
-                        for (int64_t r0 = 0; r0 < rows; r0 += p.rowsPerBlock)
-                            p.rows(packed.data(), n, view, r0, std::min(rows, r0 + p.rowsPerBlock), y.data(), ldc,
-                                   panel.data());
-                        for (int64_t j = 0; j < n; ++j) {
-                            ASSERT_TRUE(std::isnan(y[size_t(j * ldc + rows)])) << what << ": wrote past the rows";
-                            std::vector<float> alone(size_t(rows), NAN);
-                            device->matvec(view, x.data() + j * cols, alone.data());
-                            const std::vector<float> got(y.begin() + j * ldc, y.begin() + j * ldc + rows);
-                            EXPECT_LE(testing_support::relativeL2(got, alone), testing_support::kPromptIntegerTolerance)
-                                << what << " token " << j;
-                        }
+                        const std::vector<float> y = testing_support::runInt8Product(p, view, x.data(), n, ldc, NAN).y;
+                        testing_support::expectTokensNearDecode(*device, view, x.data(), y, n, ldc, NAN, what);
                         if (first.empty()) first = y;
                         else ASSERT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << what;
                     }
