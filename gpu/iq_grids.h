@@ -17,6 +17,7 @@
 // - MXFP4: the 16 FP4 E2M1 values (OCP Microscaling spec v1.0) times 2, kMxfp4Values, with the
 //   block's E8M0 exponent halved to make up for it (e8m0Half).
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -48,12 +49,10 @@ constexpr uint8_t iqSigns(uint32_t seven)
 
 // An E8M0 exponent e as the float 2^(e - 127) / 2 (MXFP4's scale, halved because its values are
 // stored doubled); e = 0 and 1 give the subnormals 2^-128 and 2^-127.
-inline float e8m0Half(uint8_t e)
+constexpr float e8m0Half(uint8_t e)
 {
     const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    return std::bit_cast<float>(bits);
 }
 
 }  // namespace spillway::gpu

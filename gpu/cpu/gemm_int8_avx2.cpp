@@ -3,7 +3,7 @@
 // unsigned weight bytes by x's signed bytes and adds pairs into 16-bit lanes; as many groups of a
 // block as cannot saturate them add up there (avx2SpanOf: Q4_0's and Q4_K's nibbles: all 8, 16
 // products of at most 15 x 127 = 30,480 < 32,767; Q5_K's and Q5_1's 0..31: 4; Q6_K's 0..63 and
-// the other Halves types': 2; the IQ2 and IQ3_XXS bytes up to 127: 1), and a vpmaddwd widens each
+// the other Halves and Single types': 2; the IQ2 and IQ3_XXS bytes up to 127: 1), and a vpmaddwd widens each
 // such run to the same int32 sums the VNNI products make. Bytes that saturate one pair (Q8_0,
 // IQ4_NL, IQ4_XS) or a Plain block's 8 groups (MXFP4) keep the matvec kernels' or the float
 // product on this set (int8TypesOf). A 6-token x 8-row tile.
@@ -47,7 +47,7 @@ struct Sums {
     }
 };
 struct Tiles {
-    static constexpr bool kVnni = false;  // HalvesFull is never instantiated here
+    static constexpr bool kVnni = false;  // SingleFull is never instantiated here
     template <Int8Kind K>
     static void run(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int64_t ldc, int64_t tokens,
                     int64_t rows)

@@ -97,7 +97,7 @@ struct Tiles {
                         mins(dw + 3 * kRows, xb.msum, cs);
                     } else {
                         groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, nullptr, cs);
-                        mins(dw + kRows, xb.msum, cs);
+                        if constexpr (hasMin(K)) mins(dw + kRows, xb.msum, cs);
                     }
                 }
                 for (int64_t t = 0; t < kTokens; ++t) {

@@ -33,12 +33,14 @@
 // Layouts (kTokens tokens per panel, kRows rows per block; g counts the 8 groups of 4 values of k
 // in a block of 32):
 //   packed x, panel p, block b: int32 qx words [g][t] (8 x kTokens), then float dx[t], then int32
-//     start[t] (Plain: -s sum qx; Min: 0; Halves: the low half's -32 sum qx), then 4 bytes more
-//     per token (Min: float msum[t] = sum qx; Halves: int32, the high half's start; Plain: 0)
+//     start[t] (Plain, Single: -s sum qx; Min: 0; Halves: the low half's -s sum qx), then 4 bytes
+//     more per token (Min: float msum[t] = sum qx; Halves: int32, the high half's start; Plain,
+//     Single: 0)
 //     (gemmInt8XBlockBytes(kTokens) in all); tokens past n are zeros; a K-quant's dx is its
 //     super-block's in each of its blocks;
 //   weight panel, block b: u8 words [g][row] (8 x kRows x 4 bytes), then float dw[row] (Halves:
-//     the low half's), then float more[row] (Min: mw; Halves: the high half's dw; Plain: 0)
+//     the low half's), then float more[row] (Min: mw; Halves: the high half's dw; Single: the
+//     same dw again, unread; Plain: 0)
 //     (gemmInt8WBlockBytes(kRows)); rows past the block's are zeros.
 // Included by files compiled for AVX2 or wider; everything here is internal to each of them.
 
@@ -49,7 +51,7 @@
 
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/gemm_x86.h"  // transpose8x8
-#include "gpu/cpu/iq_expand.h"  // the new types' expansions
+#include "gpu/cpu/int8_unpack_x86.h"  // the new types' blocks as unsigned bytes
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kernels_x86_quant.h"  // quantizeQ8X86, fp16Scalar
 #include "gpu/cpu/kquant_blocks.h"      // kScaleMin
@@ -68,23 +70,27 @@ constexpr int64_t kQ4_KBytes = 144, kQ5_KBytes = 176, kQ6_KBytes = 210;
 //   Plain     also IQ4_NL (q = v + 128) and MXFP4 (q = v + 12): x as Q8 blocks of 32;
 //   PlainMin  Q5_1 (q = v, 0..31; value = D q + M): Plain plus M times d_x sum qx rounded to fp16,
 //             as llama.cpp's block_q8_1 keeps it (the x block's msum word);
-//   Halves    Q6_K, and every 256-value type without mins whose q = v + shift fits 0..63
-//             (Q3_K: shift 4, IQ3_S: 15, IQ1_S / IQ1_M: 9): two scales per block of 32 (the
-//             32-value scales of IQ3_S, IQ1_S twice); HalvesWide the same for q up to 127 (IQ2_XXS,
-//             IQ2_XS, IQ2_S: shift 43; IQ3_XXS: 62), HalvesFull for q up to 255 (IQ4_XS: 128);
-//             the kinds differ only in how many groups AVX2's 16-bit lanes can add;
+//   Halves    Q6_K, and the 256-value types without mins with a scale per 16 values whose
+//             q = v + shift fits 0..63 (Q3_K: shift 4, IQ1_M: 9): two scales per block of 32;
+//             HalvesWide the same for q up to 127 (IQ2_XS, IQ2_S: shift 43);
+//   Single    the 256-value types with one scale per 32 values, q up to 63 (IQ3_S: shift 15,
+//             IQ1_S: 9): Min4's sums without the min, the start -shift sum qx over the block;
+//             SingleWide the same for q up to 127 (IQ2_XXS: 43, IQ3_XXS: 62), SingleFull up to
+//             255 (IQ4_XS: 128); the kinds of a pair differ only in how many groups AVX2's 16-bit
+//             lanes can add (SingleFull: none, no AVX2 tile);
 //   Min16     Q2_K (q = v, 0..3): two scales and two mins per block of 32, x's two 16-value sums
 //             as floats in the start and msum words, the integer sums starting at 0:
 //               cs += float(sum_h) dw_h - mw_h bsum_h   (h = low, high half)
 //             (its weight blocks carry 4 floats a row: dw_lo, dw_hi, mw_lo, mw_hi).
 // Q4_K and Q5_K differ only in their largest q (the AVX2 tile adds fewer groups in 16-bit lanes
 // for Q5_K).
-enum class Int8Kind { Plain, PlainMin, Min4, Min5, Halves, HalvesWide, HalvesFull, Min16 };
+enum class Int8Kind { Plain, PlainMin, Min4, Min5, Halves, HalvesWide, Single, SingleWide, SingleFull, Min16 };
 constexpr bool hasMin(Int8Kind k) { return k == Int8Kind::Min4 || k == Int8Kind::Min5; }
 constexpr bool isK(Int8Kind k) { return k != Int8Kind::Plain && k != Int8Kind::PlainMin; }
-constexpr bool isHalves(Int8Kind k)
+constexpr bool isHalves(Int8Kind k) { return k == Int8Kind::Halves || k == Int8Kind::HalvesWide; }
+constexpr bool isSingle(Int8Kind k)
 {
-    return k == Int8Kind::Halves || k == Int8Kind::HalvesWide || k == Int8Kind::HalvesFull;
+    return k == Int8Kind::Single || k == Int8Kind::SingleWide || k == Int8Kind::SingleFull;
 }
 // The largest unsigned weight byte a kind's AVX2 tile adds in its 16-bit lanes (Plain: Q4_0's).
 constexpr int maxQOf(Int8Kind k)
@@ -96,13 +102,15 @@ constexpr int maxQOf(Int8Kind k)
     case Int8Kind::Min5: return 31;
     case Int8Kind::Halves: return 63;
     case Int8Kind::HalvesWide: return 127;
-    case Int8Kind::HalvesFull: return 255;
+    case Int8Kind::Single: return 63;
+    case Int8Kind::SingleWide: return 127;
+    case Int8Kind::SingleFull: return 255;
     case Int8Kind::Min16: return 3;
     }
     return 255;
 }
 // Groups of a block vpmaddubsw's 16-bit lanes add without saturating (pairs of at most
-// 2 x maxQ x 127 each): 8, 4, 2, 1, or 0 where one group already can (HalvesFull: no AVX2 tile).
+// 2 x maxQ x 127 each): 8, 4, 2, 1, or 0 where one group already can (SingleFull: no AVX2 tile).
 constexpr int64_t avx2SpanOf(Int8Kind k)
 {
     const int64_t fit = 32767 / (2 * 127 * maxQOf(k));
@@ -134,14 +142,14 @@ constexpr Int8Type int8TypeOf(DType t)
     case DType::Q5_K: return {true, K::Min5, 0, 31};
     case DType::Q6_K: return {true, K::Halves, 32, 63};
     case DType::Q3_K: return {true, K::Halves, 4, 7};
-    case DType::IQ3_S: return {true, K::Halves, 15, 30};
-    case DType::IQ1_S:
     case DType::IQ1_M: return {true, K::Halves, 9, 18};
-    case DType::IQ2_XXS:
     case DType::IQ2_XS:
     case DType::IQ2_S: return {true, K::HalvesWide, 43, 86};
-    case DType::IQ3_XXS: return {true, K::HalvesWide, 62, 124};
-    case DType::IQ4_XS: return {true, K::HalvesFull, 128, 241};
+    case DType::IQ3_S: return {true, K::Single, 15, 30};
+    case DType::IQ1_S: return {true, K::Single, 9, 18};
+    case DType::IQ2_XXS: return {true, K::SingleWide, 43, 86};
+    case DType::IQ3_XXS: return {true, K::SingleWide, 62, 124};
+    case DType::IQ4_XS: return {true, K::SingleFull, 128, 241};
     case DType::Q2_K: return {true, K::Min16, 0, 3};
     default: return {};
     }
@@ -171,22 +179,16 @@ inline void transposeWords8x8(__m256i v[8])
     for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(r[i]);
 }
 
-// Row r's block b as 32 unsigned bytes in k order, its scale and (PlainMin) its M; `expand` is
-// the type's expansion (expand32Of: IQ4_NL, MXFP4, Q5_1), null for Q4_0 and Q8_0.
-inline __m256i int8RowBlock(const MatrixView& w, Expand32Fn expand, int64_t r, int64_t b, float& d, float& m)
+// Row r's block b as 32 unsigned bytes in k order, its scale and (PlainMin) its M; `unpack` is
+// the type's (int8_unpack_x86.h: IQ4_NL, MXFP4, Q5_1), null for Q4_0 and Q8_0.
+inline __m256i int8RowBlock(const MatrixView& w, Unpack32Fn unpack, int64_t r, int64_t b, float& d, float& m)
 {
     const uint8_t* row = rowPointer(w, r);
     m = 0.0f;
-    if (expand) {
-        const int64_t bytes = dtypeTraits(w.type).blockBytes;
-        const uint8_t* block = row + b * bytes;
+    if (unpack) {
+        const uint8_t* block = row + b * dtypeTraits(w.type).blockBytes;
         _mm_prefetch(reinterpret_cast<const char*>(block + kRowPrefetchAhead), _MM_HINT_T0);
-        Expanded32 e;
-        expand(block, fp16Table(), e);
-        d = e.D;
-        m = e.M;
-        return _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(e.v)),
-                               _mm256_set1_epi8(static_cast<char>(int8ShiftOf(w))));
+        return unpack(block, fp16Table(), d, m);
     }
     // The rows come from memory, many streams at once: ask for each one's bytes ahead (the block's
     // values: 18-byte Q4_0 blocks, 34-byte Q8_0 ones, or 32 values with the scales at the end).
@@ -217,7 +219,7 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
 {
     static_assert(kRows % 8 == 0, "whole 8 x 8 transposes");
     const int64_t blocks = w.cols / kQ8Block;
-    const Expand32Fn expand = expand32Of(w.type);
+    const Unpack32Fn unpack = unpack32Of(w.type);
     for (int64_t b = 0; b < blocks; ++b) {
         uint8_t* out = panel + b * wBlockBytesOf(Int8Kind::Plain, kRows);
         float* dw = reinterpret_cast<float*>(out + kInt8Groups * kRows * 4);
@@ -227,7 +229,7 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
             for (int64_t i = 0; i < 8; ++i) {
                 const int64_t r = r0 + eighth * 8 + i;
                 float d = 0.0f, m = 0.0f;
-                v[i] = r < r1 ? int8RowBlock(w, expand, r, b, d, m) : _mm256_setzero_si256();
+                v[i] = r < r1 ? int8RowBlock(w, unpack, r, b, d, m) : _mm256_setzero_si256();
                 dw[eighth * 8 + i] = d;
                 more[eighth * 8 + i] = m;
             }
@@ -238,28 +240,18 @@ void packInt8Rows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
     }
 }
 
-// Super-block sb of row r of a 256-value type read through its iq_expand.h expansion `expand`
-// (expand256Of): its 8 blocks of 32 as unsigned bytes q = v + shift, and per block f[0] = D scale
-// of the low half, f[1] = of the high half, f[2], f[3] = Dmin min of each half (Min16). Every
-// product D scale is exact in float (an fp16 times at most 6 bits; IQ2 / IQ3_XXS / IQ1 D's
-// power-of-two factor).
-inline void expandedSuperBlock(const MatrixView& w, Expand256Fn expand, int64_t r, int64_t sb, __m256i v[8],
+// Super-block sb of row r of a 256-value type through its unpacking `unpack` (unpack256Of): its 8
+// blocks of 32 as unsigned bytes q = v + shift, and per block f[0] = D scale of the low half,
+// f[1] = of the high half, f[2], f[3] = Dmin min of each half (Min16). Every product D scale is
+// exact in float (an fp16 times at most 6 bits; IQ2 / IQ3_XXS / IQ1 D's power-of-two factor).
+inline void unpackedSuperBlock(const MatrixView& w, Unpack256Fn unpack, int64_t r, int64_t sb, __m256i v[8],
                                float f[4][8])
 {
     const int64_t bytes = dtypeTraits(w.type).blockBytes;
     const uint8_t* block = rowPointer(w, r) + sb * bytes;
     for (int64_t o = 0; o < bytes; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(block + kRowPrefetchAhead + o), _MM_HINT_T0);
-    Expanded256 e;
-    expand(block, fp16Table(), e);
-    const __m256i shift = _mm256_set1_epi8(static_cast<char>(int8ShiftOf(w)));
-    for (int j = 0; j < 8; ++j) {
-        v[j] = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(e.v + 32 * j)), shift);
-        f[0][j] = e.D * static_cast<float>(e.scale[2 * j]);
-        f[1][j] = e.D * static_cast<float>(e.scale[2 * j + 1]);
-        f[2][j] = e.hasMin ? e.Dmin * static_cast<float>(e.min[2 * j]) : 0.0f;
-        f[3][j] = e.hasMin ? e.Dmin * static_cast<float>(e.min[2 * j + 1]) : 0.0f;
-    }
+    unpack(block, fp16Table(), v, f);
 }
 
 // Super-block sb of row r of a K-quant: its 8 blocks of 32 as unsigned bytes in k order (v), each
@@ -321,14 +313,14 @@ inline void kRowSuperBlock(const MatrixView& w, int64_t r, int64_t sb, __m256i v
 }
 
 // Rows [r0, r1) (at most kRows) of 256-value weights into the weight panel: Q4_K, Q5_K and Q6_K
-// decoded here (kRowSuperBlock), the new types through their expansion (expandedSuperBlock).
+// decoded here (kRowSuperBlock), the new types through their unpacking (unpackedSuperBlock).
 template <int64_t kRows, Int8Kind K>
 void packKRows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
 {
     static_assert(kRows % 8 == 0, "whole 8 x 8 transposes");
     constexpr int64_t kFloats = wFloatsOf(K);
     // Null for Q4_K, Q5_K and Q6_K, which kRowSuperBlock decodes.
-    const Expand256Fn expand = expand256Of(w.type);
+    const Unpack256Fn unpack = unpack256Of(w.type);
     const int64_t supers = w.cols / kSuper;
     for (int64_t sb = 0; sb < supers; ++sb)
         for (int64_t eighth = 0; eighth < kRows / 8; ++eighth) {
@@ -341,8 +333,8 @@ void packKRows(const MatrixView& w, int64_t r0, int64_t r1, uint8_t* panel)
                         v[i][j] = _mm256_setzero_si256();
                         for (int k = 0; k < 4; ++k) f[i][k][j] = 0.0f;
                     }
-                } else if (expand) {
-                    expandedSuperBlock(w, expand, r, sb, v[i], f[i]);
+                } else if (unpack) {
+                    unpackedSuperBlock(w, unpack, r, sb, v[i], f[i]);
                 } else if constexpr (K == Int8Kind::Min4 || K == Int8Kind::Min5 || K == Int8Kind::Halves) {
                     kRowSuperBlock<K>(w, r, sb, v[i], f[i][0], f[i][1]);
                 }
@@ -437,6 +429,8 @@ void packInt8X(const float* x, int64_t lda, int64_t n, int64_t cols, int64_t p0,
                     if (isHalves(kind)) {
                         start = -shift * bsums[2 * j];
                         more = -shift * bsums[2 * j + 1];
+                    } else if (isSingle(kind)) {
+                        start = -shift * (bsums[2 * j] + bsums[2 * j + 1]);
                     } else if (kind == Int8Kind::Min16) {
                         const float lo = static_cast<float>(bsums[2 * j]), hi = static_cast<float>(bsums[2 * j + 1]);
                         std::memcpy(&start, &lo, 4);
@@ -493,8 +487,10 @@ void int8Rows(const uint8_t* packedX, int64_t n, const MatrixView& w, int64_t r0
     case K::Min5: SPILLWAY_INT8_KIND(Min5);
     case K::Halves: SPILLWAY_INT8_KIND(Halves);
     case K::HalvesWide: SPILLWAY_INT8_KIND(HalvesWide);
-    case K::HalvesFull:
-        if constexpr (Tiles::kVnni) SPILLWAY_INT8_KIND(HalvesFull);
+    case K::Single: SPILLWAY_INT8_KIND(Single);
+    case K::SingleWide: SPILLWAY_INT8_KIND(SingleWide);
+    case K::SingleFull:
+        if constexpr (Tiles::kVnni) SPILLWAY_INT8_KIND(SingleFull);
         else return;  // never taken (int8TypesOf)
     case K::Min16: SPILLWAY_INT8_KIND(Min16);
     }
@@ -590,8 +586,11 @@ void ymmTile(const uint8_t* x, const uint8_t* wp, int64_t blocks, float* y, int6
                     }
                 } else {
                     groups(wp, xb.words, 0, kInt8Groups, xb.start, dw, nullptr, cs);
-                    const __m256 m = _mm256_loadu_ps(dw + kRows);
-                    for (int64_t t = 0; t < kTokens; ++t) cs[t] = _mm256_fnmadd_ps(m, _mm256_set1_ps(xb.msum[t]), cs[t]);
+                    if constexpr (hasMin(K)) {
+                        const __m256 m = _mm256_loadu_ps(dw + kRows);
+                        for (int64_t t = 0; t < kTokens; ++t)
+                            cs[t] = _mm256_fnmadd_ps(m, _mm256_set1_ps(xb.msum[t]), cs[t]);
+                    }
                 }
             }
             for (int64_t t = 0; t < kTokens; ++t) c[t] = _mm256_fmadd_ps(cs[t], _mm256_set1_ps(dx[t]), c[t]);

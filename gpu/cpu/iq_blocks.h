@@ -41,7 +41,7 @@ static inline uint32_t loadU32(const void* p)
     return v;
 }
 
-static inline int8_t gridByte(uint64_t entry, int j) { return static_cast<int8_t>(entry >> (8 * j)); }
+static constexpr int8_t gridByte(uint64_t entry, int j) { return static_cast<int8_t>(entry >> (8 * j)); }
 
 static inline void decodeQ2_K(const uint8_t* b, const float* fp16, float* out)
 {

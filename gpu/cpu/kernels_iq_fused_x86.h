@@ -247,6 +247,17 @@ static inline __m256i iqNibbles32(const uint8_t* p)
 
 static inline __m256i iqTable16(const int8_t* t) { return _mm256_broadcastsi128_si256(iqLoad128(t)); }
 
+// The 8 scales - 32 of an IQ4_XS super-block (int32, one per 32 values).
+static inline __m256i iq4xsScales(const uint8_t* b)
+{
+    const __m256i low = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(loadU32(b + 4))),
+                                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    const __m256i high = _mm256_srlv_epi32(_mm256_set1_epi32(loadU16(b + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    return _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(0xf)),
+                                            _mm256_slli_epi32(_mm256_and_si256(high, _mm256_set1_epi32(3)), 4)),
+                            _mm256_set1_epi32(32));
+}
+
 struct FusedIQ4_XS {
     static constexpr int kBytes = 136;
     static constexpr bool kHasMin = false;
@@ -255,13 +266,7 @@ struct FusedIQ4_XS {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t*)
     {
-        const __m256i low = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(loadU32(b + 4))),
-                                              _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
-        const __m256i high = _mm256_srlv_epi32(_mm256_set1_epi32(loadU16(b + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-        const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(0xf)),
-                                                            _mm256_slli_epi32(_mm256_and_si256(high, _mm256_set1_epi32(3)), 4)),
-                                            _mm256_set1_epi32(32));
-        const __m256i scales = iqPairUp(sc);
+        const __m256i scales = iqPairUp(iq4xsScales(b));
         const __m256i table = iqTable16(kIq4nlValues);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -365,15 +370,15 @@ struct FusedIQ4_NL {
     }
 };
 
-// e8m0Half of every exponent byte.
+// e8m0Half of every exponent byte (at compile time, as kIq1Offset).
 struct E8m0Table {
     float v[256];
-    E8m0Table()
+    constexpr E8m0Table() : v()
     {
         for (int e = 0; e < 256; ++e) v[e] = e8m0Half(static_cast<uint8_t>(e));
     }
 };
-static const E8m0Table kE8m0Table;
+inline constexpr E8m0Table kE8m0Table;
 
 struct FusedMXFP4 {
     static constexpr int kBytes = 17;

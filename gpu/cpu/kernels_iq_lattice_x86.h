@@ -96,6 +96,68 @@ static inline __m256i iqNibbleScales16(const uint8_t* p)
     return _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1)));
 }
 
+// ---- the indices, signs and scales of a super-block, shared with the prompt product's unpacking
+// (int8_unpack_x86.h) -----------------------------------------------------------------------------
+
+// IQ2_XXS / IQ3_XXS: 8 words of 4 x 7 signs and a 4-bit scale s -> the 8 sign words (bit j for
+// value j of the 32) and the scales 2 s + 1 (int32, one per 32 values).
+static inline void iqAuxSignsScales(__m256i aux, uint32_t signs[8], __m256i& scales)
+{
+    _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7x4(aux));
+    scales = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1));
+}
+
+// IQ2_XS: the 32 9-bit grid indices and the 8 sign words.
+static inline void iq2xsIndicesSigns(const uint8_t* b, uint16_t idx[32], uint32_t signs[8])
+{
+    const __m256i q0 = iqLoad256(b + 2), q1 = iqLoad256(b + 34);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx), _mm256_and_si256(q0, _mm256_set1_epi16(511)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16), _mm256_and_si256(q1, _mm256_set1_epi16(511)));
+    const __m256i s7 = _mm256_permute4x64_epi64(
+        _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7Bytes(s7));
+}
+
+// IQ2_S: the 32 10-bit grid indices, k = 4 ib + l: qs[k] | ((qh[ib] << (8 - 2 l)) & 0x300).
+static inline void iq2sIndices(const uint8_t* b, uint16_t idx[32])
+{
+    const __m128i qh = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 66));
+    const __m256i shifts = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
+    const __m256i high0 = _mm256_mullo_epi16(
+        _mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3))), shifts);
+    const __m256i high1 = _mm256_mullo_epi16(
+        _mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7))), shifts);
+    const __m256i m = _mm256_set1_epi16(0x300);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx),
+                       _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2)), _mm256_and_si256(high0, m)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16),
+                       _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 18)), _mm256_and_si256(high1, m)));
+}
+
+// IQ3_S: the 64 9-bit grid indices, k = qs[k] | bit k % 8 of qh[k / 8] << 8, and the scales
+// 1 + 2 s (nibble ib % 2 of byte 106 + ib / 2; int32, one per 32 values).
+static inline void iq3sIndices(const uint8_t* b, uint16_t idx[64])
+{
+    const __m128i qh = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 66));
+    const __m256i bitsel = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {  // indices 16 v .. 16 v + 15: qh bytes 2 v, 2 v + 1
+        const char lo = char(2 * v), hi = char(2 * v + 1);
+        const __m256i h = _mm256_cvtepu8_epi16(
+            _mm_shuffle_epi8(qh, _mm_setr_epi8(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi)));
+        const __m256i bit8 = _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(h, bitsel), bitsel), _mm256_set1_epi16(256));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v),
+                           _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2 + 16 * v)), bit8));
+    }
+}
+static inline __m256i iq3sScales(const uint8_t* b)
+{
+    const __m256i sc = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(loadU32(b + 106))), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(0xf));
+    return _mm256_add_epi32(_mm256_add_epi32(sc, sc), _mm256_set1_epi32(1));
+}
+
 // ---- IQ2_XXS: per 32 values 4 grid bytes and a word of 4 x 7 signs and a 4-bit scale ----------
 
 struct FusedIQ2_XXS {
@@ -106,12 +168,11 @@ struct FusedIQ2_XXS {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t*)
     {
-        const __m256i aux = iqOddWords(b + 2);
         alignas(32) uint32_t signs[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7x4(aux));
+        __m256i s32;
+        iqAuxSignsScales(iqOddWords(b + 2), signs, s32);
         iqFromMemory(signs);
-        const __m256i scales =
-            iqPairUp(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1)));
+        const __m256i scales = iqPairUp(s32);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
@@ -137,14 +198,9 @@ struct FusedIQ2_XS {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t*)
     {
-        const __m256i q0 = iqLoad256(b + 2), q1 = iqLoad256(b + 34);
         alignas(32) uint16_t idx[32];
         alignas(32) uint32_t signs[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(idx), _mm256_and_si256(q0, _mm256_set1_epi16(511)));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16), _mm256_and_si256(q1, _mm256_set1_epi16(511)));
-        const __m256i s7 = _mm256_permute4x64_epi64(
-            _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), _MM_SHUFFLE(3, 1, 2, 0));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7Bytes(s7));
+        iq2xsIndicesSigns(b, idx, signs);
         iqFromMemory(signs);
         const __m256i s16 = iqNibbleScales16(b + 66);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
@@ -172,19 +228,8 @@ struct FusedIQ2_S {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t*)
     {
-        // Index k = 4 ib + l: qs[k] | ((qh[ib] << (8 - 2 l)) & 0x300).
-        const __m128i qh = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 66));
-        const __m256i shifts = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
-        const __m256i high0 = _mm256_mullo_epi16(
-            _mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3))), shifts);
-        const __m256i high1 = _mm256_mullo_epi16(
-            _mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7))), shifts);
-        const __m256i m = _mm256_set1_epi16(0x300);
         alignas(32) uint16_t idx[32];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(idx),
-                           _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2)), _mm256_and_si256(high0, m)));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16),
-                           _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 18)), _mm256_and_si256(high1, m)));
+        iq2sIndices(b, idx);
         const __m256i s16 = iqNibbleScales16(b + 74);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -211,12 +256,11 @@ struct FusedIQ3_XXS {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t*)
     {
-        const __m256i aux = iqLoad256(b + 66);
         alignas(32) uint32_t signs[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iqSigns7x4(aux));
+        __m256i s32;
+        iqAuxSignsScales(iqLoad256(b + 66), signs, s32);
         iqFromMemory(signs);
-        const __m256i scales =
-            iqPairUp(_mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1)));
+        const __m256i scales = iqPairUp(s32);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
@@ -241,25 +285,9 @@ struct FusedIQ3_S {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t*)
     {
-        // Index k (0..63) = qs[k] | bit k % 8 of qh[k / 8] << 8.
-        const __m128i qh = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 66));
-        const __m256i bitsel = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
         alignas(32) uint16_t idx[64];
-#pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) {  // indices 16 v .. 16 v + 15: qh bytes 2 v, 2 v + 1
-            const __m256i h = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-                qh, _mm_setr_epi8(char(2 * v), char(2 * v), char(2 * v), char(2 * v), char(2 * v), char(2 * v), char(2 * v),
-                                  char(2 * v), char(2 * v + 1), char(2 * v + 1), char(2 * v + 1), char(2 * v + 1),
-                                  char(2 * v + 1), char(2 * v + 1), char(2 * v + 1), char(2 * v + 1))));
-            const __m256i bit8 = _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(h, bitsel), bitsel), _mm256_set1_epi16(256));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v),
-                               _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2 + 16 * v)), bit8));
-        }
-        // Scales 1 + 2 s: nibble ib % 2 of byte 106 + ib / 2.
-        const __m256i sc = _mm256_and_si256(
-            _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(loadU32(b + 106))), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-            _mm256_set1_epi32(0xf));
-        const __m256i scales = iqPairUp(_mm256_add_epi32(_mm256_add_epi32(sc, sc), _mm256_set1_epi32(1)));
+        iq3sIndices(b, idx);
+        const __m256i scales = iqPairUp(iq3sScales(b));
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
@@ -277,9 +305,11 @@ struct FusedIQ3_S {
 // IQ1 values with their delta, offset to be unsigned: entry i (a grid index and, at bit 11, the
 // delta's sign) holds 8 g + delta + 9 (0..18) per byte for grid entry i % 2048, delta -1 where
 // bit 11 is set, else +1. The + 9 comes back as 9 sum_g scale_g bsum_g.
+// Built at compile time: a constructor run at start-up would be compiled with the file's wider
+// instruction set (AVX-512 for kernels_iq_avx512.cpp) and run on every CPU.
 struct Iq1Offset {
     uint64_t v[4096];
-    Iq1Offset()
+    constexpr Iq1Offset() : v()
     {
         for (int i = 0; i < 4096; ++i) {
             uint64_t e = 0;
@@ -289,7 +319,65 @@ struct Iq1Offset {
         }
     }
 };
-static const Iq1Offset kIq1Offset;
+inline constexpr Iq1Offset kIq1Offset;
+
+// IQ1_S: the 32 grid indices into kIq1Offset, k = 4 ib + l: qs[k] | ((qh[ib] >> 3 l) & 7) << 8 |
+// (qh[ib] >> 15) << 11, and the scales 2 s + 1 (int32, one per 32 values).
+static inline void iq1sIndices(const uint8_t* b, uint16_t idx[32])
+{
+    const __m128i qh = iqLoad128(b + 34);  // 8 x u16
+    const __m256i mulLow = _mm256_setr_epi16(256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0);
+    const __m256i mulHigh = _mm256_setr_epi16(0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768);
+    const __m256i m = _mm256_set1_epi16(0x700), sign = _mm256_set1_epi16(0x800);
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+        const char a = char(8 * v), c = char(8 * v + 1), e = char(8 * v + 2), g = char(8 * v + 3);
+        const __m128i spread = _mm_setr_epi8(a, c, a, c, a, c, a, c, e, g, e, g, e, g, e, g);
+        const __m128i spread2 = _mm_add_epi8(spread, _mm_set1_epi8(4));
+        const __m256i w = _mm256_set_m128i(_mm_shuffle_epi8(qh, spread2), _mm_shuffle_epi8(qh, spread));
+        const __m256i high = _mm256_or_si256(_mm256_mullo_epi16(w, mulLow), _mm256_mulhi_epu16(w, mulHigh));
+        const __m256i bits = _mm256_or_si256(_mm256_and_si256(high, m), _mm256_and_si256(_mm256_srli_epi16(w, 4), sign));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v),
+                           _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2 + 16 * v)), bits));
+    }
+}
+static inline __m256i iq1sScales(const uint8_t* b)
+{
+    const __m256i q32 = _mm256_cvtepu16_epi32(iqLoad128(b + 34));
+    return _mm256_add_epi32(_mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q32, 12), _mm256_set1_epi32(7)), 1),
+                            _mm256_set1_epi32(1));
+}
+
+// IQ1_M: the 32 grid indices into kIq1Offset, k: qs[k] | (qh[k / 2] << (k even ? 8 : 4)) & 0xf00
+// (bit 11: the delta's sign), and the scales of the 16 groups, 2 s + 1 with s = (word k / 4 >>
+// 3 (k % 4)) & 7 (int16).
+static inline void iq1mIndices(const uint8_t* b, uint16_t idx[32])
+{
+    const __m128i qh = iqLoad128(b + 32);  // 16 bytes, 2 per 32 values
+    const __m256i mul = _mm256_setr_epi16(256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16);
+    const __m256i m = _mm256_set1_epi16(0xf00);
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+        const char c0 = char(8 * v);
+        const __m128i spread = _mm_setr_epi8(c0, c0, char(c0 + 1), char(c0 + 1), char(c0 + 2), char(c0 + 2), char(c0 + 3),
+                                             char(c0 + 3), char(c0 + 4), char(c0 + 4), char(c0 + 5), char(c0 + 5),
+                                             char(c0 + 6), char(c0 + 6), char(c0 + 7), char(c0 + 7));
+        const __m256i high = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, spread)), mul);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v),
+                           _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 16 * v)), _mm256_and_si256(high, m)));
+    }
+}
+static inline __m256i iq1mScales16(const uint8_t* b)
+{
+    const __m128i words = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 48));
+    const __m256i wv = _mm256_set_m128i(
+        _mm_shuffle_epi8(words, _mm_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7)),
+        _mm_shuffle_epi8(words, _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3)));
+    const __m256i sh = _mm256_srli_epi16(
+        _mm256_mullo_epi16(wv, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1)), 9);
+    const __m256i s7 = _mm256_and_si256(sh, _mm256_set1_epi16(7));
+    return _mm256_add_epi16(_mm256_add_epi16(s7, s7), _mm256_set1_epi16(1));
+}
 
 // ---- IQ1_S: one delta and scale per 32 values; IQ1_M: deltas per 8, scales per 16 ------------
 // Both read kIq1Offset (the delta's sign as bit 11 of the index): sum = sum_g s_g (u . x)_g -
@@ -303,28 +391,10 @@ struct FusedIQ1_S {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
     {
-        const __m128i qh = iqLoad128(b + 34);  // 8 x u16
-        // Index k = 4 ib + l: qs[k] | ((qh[ib] >> 3 l) & 7) << 8 | (qh[ib] >> 15) << 11.
-        const __m256i mulLow = _mm256_setr_epi16(256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0, 256, 32, 4, 0);
-        const __m256i mulHigh = _mm256_setr_epi16(0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768, 0, 0, 0, -32768);
-        const __m256i m = _mm256_set1_epi16(0x700), sign = _mm256_set1_epi16(0x800);
         alignas(32) uint16_t idx[32];
-#pragma GCC unroll 2
-        for (int v = 0; v < 2; ++v) {
-            const __m128i spread = _mm_setr_epi8(char(8 * v), char(8 * v + 1), char(8 * v), char(8 * v + 1), char(8 * v),
-                                                 char(8 * v + 1), char(8 * v), char(8 * v + 1), char(8 * v + 2),
-                                                 char(8 * v + 3), char(8 * v + 2), char(8 * v + 3), char(8 * v + 2),
-                                                 char(8 * v + 3), char(8 * v + 2), char(8 * v + 3));
-            const __m128i spread2 = _mm_add_epi8(spread, _mm_set1_epi8(4));
-            const __m256i w = _mm256_set_m128i(_mm_shuffle_epi8(qh, spread2), _mm_shuffle_epi8(qh, spread));
-            const __m256i high = _mm256_or_si256(_mm256_mullo_epi16(w, mulLow), _mm256_mulhi_epu16(w, mulHigh));
-            const __m256i bits = _mm256_or_si256(_mm256_and_si256(high, m), _mm256_and_si256(_mm256_srli_epi16(w, 4), sign));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v), _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 2 + 16 * v)), bits));
-        }
+        iq1sIndices(b, idx);
         iqFromMemory(idx);
-        const __m256i q32 = _mm256_cvtepu16_epi32(qh);
-        const __m256i scales = iqPairUp(_mm256_add_epi32(
-            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q32, 12), _mm256_set1_epi32(7)), 1), _mm256_set1_epi32(1)));
+        const __m256i scales = iqPairUp(iq1sScales(b));
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
@@ -349,31 +419,10 @@ struct FusedIQ1_M {
     template <class Isa>
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
     {
-        const __m128i qh = iqLoad128(b + 32);  // 16 bytes, 2 per 32 values
-        // Index k: qs[k] | (qh[k / 2] << (k even ? 8 : 4)) & 0xf00 (bit 11: the delta's sign).
-        const __m256i mul = _mm256_setr_epi16(256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16);
-        const __m256i m = _mm256_set1_epi16(0xf00);
         alignas(32) uint16_t idx[32];
-#pragma GCC unroll 2
-        for (int v = 0; v < 2; ++v) {
-            const __m128i spread = _mm_setr_epi8(char(8 * v), char(8 * v), char(8 * v + 1), char(8 * v + 1), char(8 * v + 2),
-                                                 char(8 * v + 2), char(8 * v + 3), char(8 * v + 3), char(8 * v + 4),
-                                                 char(8 * v + 4), char(8 * v + 5), char(8 * v + 5), char(8 * v + 6),
-                                                 char(8 * v + 6), char(8 * v + 7), char(8 * v + 7));
-            const __m256i high = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, spread)), mul);
-            _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v),
-                               _mm256_or_si256(_mm256_cvtepu8_epi16(iqLoad128(b + 16 * v)), _mm256_and_si256(high, m)));
-        }
+        iq1mIndices(b, idx);
         iqFromMemory(idx);
-        // Scales: group k (0..15) = (word k / 4 >> 3 (k % 4)) & 7, as 2 s + 1.
-        const __m128i words = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 48));
-        const __m256i wv = _mm256_set_m128i(
-            _mm_shuffle_epi8(words, _mm_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7)),
-            _mm_shuffle_epi8(words, _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3)));
-        const __m256i sh = _mm256_srli_epi16(
-            _mm256_mullo_epi16(wv, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1)), 9);
-        const __m256i s7 = _mm256_and_si256(sh, _mm256_set1_epi16(7));
-        const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(s7, s7), _mm256_set1_epi16(1));
+        const __m256i s16 = iq1mScales16(b);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {

@@ -7,7 +7,8 @@
 //     values, and every set gives the same bits as the scalar one (they compute the same int32
 //     sums and the same float operations on them);
 //   - a prompt batch is one integer product (gemm_int8_x86.h) on every instruction set that can
-//     take the type, within kPromptIntegerTolerance of one token at a time;
+//     take the type, within kPromptIntegerTolerance of one token at a time, its AVX2 unpacking
+//     of each block (int8_unpack_x86.h) the scalar expansion's bytes and scales bit for bit;
 //   - the IQ grids are the tables their checksums name.
 
 #include <gtest/gtest.h>
@@ -32,6 +33,7 @@
 #include "../common/int8_product.h"
 #include "../common/kernel_sets.h"
 #include "../common/prompt_tolerance.h"
+#include "int8_unpack_check.h"
 
 using namespace spillway;
 using namespace spillway::gpu;
@@ -332,5 +334,29 @@ TEST(QuantTypes, PromptBatchesAreOneIntegerProduct)
                         << "device batch, job " << j;
                 }
             }
+    }
+}
+
+// The product's weight rows are unpacked by AVX2 code of each type's own (int8_unpack_x86.h): on
+// ggml's blocks and random ones (every grid index, sign and scale pattern), every byte and every
+// float scale must be what iq_expand.h's scalar expansion gives.
+TEST(QuantTypes, UnpackingForTheProductIsTheExpansion)
+{
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        GTEST_SKIP() << "this CPU has no AVX2: the product and its unpacking do not run here";
+    std::mt19937_64 rng(31);
+    for (const char* name : kTypes) {
+        ASSERT_TRUE(have(name)) << name;
+        const Reference r = load(name);
+        std::vector<uint8_t> blocks = r.bytes;
+        // Random blocks beside ggml's (NaN scales among them: a NaN times a scale is the same NaN
+        // however it is computed).
+        const size_t random = 4096;
+        blocks.resize(blocks.size() + random * r.blockBytes);
+        for (size_t i = r.bytes.size(); i < blocks.size(); ++i) blocks[i] = uint8_t(rng());
+        char what[256] = {};
+        const int bad = testing_support::int8UnpackMismatches(r.type, blocks.data(), int(blocks.size() / r.blockBytes),
+                                                              what, int(sizeof what));
+        EXPECT_EQ(bad, 0) << name << ": " << what;
     }
 }
