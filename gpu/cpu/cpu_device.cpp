@@ -184,7 +184,7 @@ public:
     void attentionBatch(const AttentionArgs& a, int queries, size_t rowStride) override;
     void swiglu(const float* gate, const float* up, float* out, int n) override
     {
-        cpu::swigluOp(gate, up, out, n, m_pool);
+        cpu::swigluOp(gate, up, out, n, m_pool, m_kernels);
     }
     void add(float* y, const float* x, int n) override { cpu::addOp(y, x, n); }
     void pointwise(const PointwiseArgs& a) override { cpu::pointwiseOp(a); }
@@ -518,7 +518,7 @@ void CpuDevice::attentionBatch(const AttentionArgs& a, int queries, size_t rowSt
         Device::attentionBatch(a, queries, rowStride);
         return;
     }
-    cpu::attentionBatchOp(a, queries, rowStride, m_pool, m_gemmScratch.get());
+    cpu::attentionBatchOp(a, queries, rowStride, m_pool, m_gemmScratch.get(), m_kernels);
 }
 
 void CpuDevice::matvec(std::span<const MatvecJob> jobs)

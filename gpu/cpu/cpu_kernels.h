@@ -109,6 +109,11 @@ using AxpyFn = void (*)(float a, const float* x, float* y, int n);
 // Reads `bytes` (a multiple of 256) at 64-byte aligned `data` and returns a value depending on
 // all of it, so the loads cannot be dropped.
 using ReadAllFn = uint64_t (*)(const void* data, size_t bytes);
+// x[i] = exp(x[i] - shift) for i < n, and the sum of the results in double (a softmax's
+// exponentials, as ggml sums them; 0 where exp underflows).
+using ExpSumFn = double (*)(float* x, int n, float shift);
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
+using SwigluFn = void (*)(const float* gate, const float* up, float* out, int n);
 
 struct Kernels {
     CpuKernelSet set = CpuKernelSet::Scalar;
@@ -134,6 +139,9 @@ struct Kernels {
     DotFn dot = nullptr;
     AxpyFn axpy = nullptr;
     ReadAllFn readAll = nullptr;
+    // Scalar: glibc's expf; AVX2 / AVX-512: exp_x86.h's (within 2 ulp of it).
+    ExpSumFn expSum = nullptr;
+    SwigluFn swiglu = nullptr;
 };
 
 // The widest set this CPU runs.

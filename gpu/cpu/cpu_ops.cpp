@@ -64,10 +64,6 @@ namespace {
 // through the kernel set's dot / axpy (any head dimension works; common ones fit one chunk).
 constexpr int kKvChunk = 256;
 
-// exp(x) for a softmax's x <= 0: 0 below -104, where expf's result is 0 anyway, without calling
-// it (glibc's expf takes a slow path that sets errno for every result that underflows: ~6 % of a
-// long random-weight prompt's time went there).
-inline float softmaxExp(float x) { return x < -104.0f ? 0.0f : std::exp(x); }
 
 // values[0, n) of one cached vector as floats (Q8: q, without the scale).
 void loadKvChunk(KvType type, const void* base, size_t first, int n, float* out)
@@ -130,11 +126,7 @@ void attentionHead(const AttentionArgs& a, int h, const Kernels& k)
         maxScore = std::max(maxScore, scores[t]);
     }
     // Softmax as ggml's: exponentials in float, their sum in double, then one float scale.
-    double sum = 0.0;
-    for (int t = 0; t < a.nPos; ++t) {
-        scores[t] = softmaxExp(scores[t] - maxScore);
-        sum += scores[t];
-    }
+    const double sum = k.expSum(scores, a.nPos, maxScore);
     const float inverse = static_cast<float>(1.0 / sum);
     std::fill(out, out + a.headDim, 0.0f);
     for (int t = 0; t < a.nPos; ++t) {
@@ -229,7 +221,8 @@ void unpackKvHead(const AttentionArgs& a, const void* cache, const float* scales
 }  // namespace
 
 // A prompt batch's attention as matrix products (Device::attentionBatch on the CPU).
-void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, ThreadPool& pool, Scratch* perThread)
+void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, ThreadPool& pool, Scratch* perThread,
+                      const Kernels& kernels)
 {
     const size_t kvDim = static_cast<size_t>(a.nKvHeads) * a.headDim;
     if (a.kNew && a.vNew)
@@ -263,28 +256,30 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
                 unpackKvHead(a, a.kCache, a.kScales, nPos, kvHead, keys);
                 unpackKvHead(a, a.vCache, a.vScales, nPos, kvHead, values);
             }
-            // S = scale * Q K^T (queries x nPos), then each row's softmax over the positions it
-            // may see (as attentionOp: exponentials in float, their sum in double), the rest 0.
-            const float* q = a.q + static_cast<size_t>(h) * headDim;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, queries, nPos, headDim, a.scale, q,
-                        static_cast<blasint>(rowStride), k, static_cast<blasint>(ld), 0.0f, scores, nPos);
-            for (int i = 0; i < queries; ++i) {
-                float* row = scores + static_cast<size_t>(i) * nPos;
-                const int visible = firstPos + i + 1;
-                const float maxScore = *std::max_element(row, row + visible);
-                double sum = 0.0;
-                for (int t = 0; t < visible; ++t) {
-                    row[t] = softmaxExp(row[t] - maxScore);
-                    sum += row[t];
+            // Per chunk of queries, against the positions the chunk's last query sees (no
+            // products past the causal mask but for a chunk's own triangle): S = scale * Q K^T,
+            // each row's softmax over the positions it may see (as attentionOp: exponentials in
+            // float, their sum in double), the rest 0, then O = P V straight into the queries'
+            // output rows.
+            for (int i0 = 0; i0 < queries; i0 += kBatchQueryChunk) {
+                const int rowsOf = std::min(kBatchQueryChunk, queries - i0);
+                const int width = firstPos + i0 + rowsOf;  // <= nPos
+                const float* q = a.q + static_cast<size_t>(i0) * rowStride + static_cast<size_t>(h) * headDim;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rowsOf, width, headDim, a.scale, q,
+                            static_cast<blasint>(rowStride), k, static_cast<blasint>(ld), 0.0f, scores, width);
+                for (int i = 0; i < rowsOf; ++i) {
+                    float* row = scores + static_cast<size_t>(i) * width;
+                    const int visible = firstPos + i0 + i + 1;
+                    const float maxScore = *std::max_element(row, row + visible);
+                    const float inverse = static_cast<float>(1.0 / kernels.expSum(row, visible, maxScore));
+                    for (int t = 0; t < visible; ++t) row[t] *= inverse;
+                    std::fill(row + visible, row + width, 0.0f);
                 }
-                const float inverse = static_cast<float>(1.0 / sum);
-                for (int t = 0; t < visible; ++t) row[t] *= inverse;
-                std::fill(row + visible, row + nPos, 0.0f);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rowsOf, headDim, width, 1.0f, scores, width, v,
+                            static_cast<blasint>(ld), 0.0f,
+                            a.out + static_cast<size_t>(i0) * rowStride + static_cast<size_t>(h) * headDim,
+                            static_cast<blasint>(rowStride));
             }
-            // O = P V (queries x headDim), straight into the queries' output rows.
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, queries, headDim, nPos, 1.0f, scores, nPos, v,
-                        static_cast<blasint>(ld), 0.0f, a.out + static_cast<size_t>(h) * headDim,
-                        static_cast<blasint>(rowStride));
         }
     };
     const BlasOnThisThread single;
@@ -292,15 +287,12 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
 }
 
 
-void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool& pool)
+void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool& pool, const Kernels& k)
 {
-    auto work = [=](int thread, int threads) {
+    auto work = [=, &k](int thread, int threads) {
         const int begin = static_cast<int>(static_cast<int64_t>(n) * thread / threads);
         const int end = static_cast<int>(static_cast<int64_t>(n) * (thread + 1) / threads);
-        for (int i = begin; i < end; ++i) {
-            const float g = gate[i];
-            out[i] = g / (1.0f + std::exp(-g)) * up[i];  // silu as ggml_silu_f32
-        }
+        k.swiglu(gate + begin, up + begin, out + begin, end - begin);
     };
     if (n < 4096)
         work(0, 1);

@@ -19,18 +19,22 @@ void ropeOp(float* x, int nHeads, int headDim, int pos, const RopeParams& p, flo
 // a.vNew set, stores them first (storeKvOp).
 void attentionOp(const AttentionArgs& a, ThreadPool& pool, const Kernels& k);
 
-// Device::attentionBatch as matrix products: per head, S = scale * Q K^T for
-// the batch's queries against every cached position, a causal softmax per row, then O = P V,
-// through OpenBLAS on the pool's threads (one head at a time each). F16 and Q8 caches are
-// unpacked to floats per head first. perThread: one scratch per pool thread. Not bit for bit
-// attentionOp's sums (tests/common/prompt_tolerance.h holds the difference).
-void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, ThreadPool& pool, Scratch* perThread);
+// Device::attentionBatch as matrix products: per head and chunk of kBatchQueryChunk queries,
+// S = scale * Q K^T against the cached positions the chunk's last query sees, a causal softmax per
+// row (the kernel set's expSum), then O = P V, through OpenBLAS on the pool's threads (one head at
+// a time each). F16 and Q8 caches are unpacked to floats per head first. perThread: one scratch
+// per pool thread. Not bit for bit attentionOp's sums (tests/common/prompt_tolerance.h holds the
+// difference).
+inline constexpr int kBatchQueryChunk = 64;
+void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, ThreadPool& pool, Scratch* perThread,
+                      const Kernels& kernels);
 
 // Writes a.kNew / a.vNew, converted to a.kvType, at position nPos - 1 of the caches (and, for
 // Q8, their scales). The reference the CUDA store kernel matches bit for bit.
 void storeKvOp(const AttentionArgs& a);
 
-void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool& pool);
+// The kernel set's swiglu, the values split across the pool.
+void swigluOp(const float* gate, const float* up, float* out, int n, ThreadPool& pool, const Kernels& k);
 
 void addOp(float* y, const float* x, int n);
 void pointwiseOp(const PointwiseArgs& a);

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/exp_x86.h"
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kernels_x86_quant.h"
 #include "gpu/cpu/kquant_blocks.h"
@@ -403,6 +404,8 @@ void fillAvx2Kernels(Kernels& k)
     k.dot = dotAvx2;
     k.axpy = axpyAvx2;
     k.readAll = readAllAvx2;
+    k.expSum = [](float* x, int n, float shift) { return expSumAvx2(x, n, shift); };
+    k.swiglu = [](const float* g, const float* u, float* o, int n) { swigluAvx2(g, u, o, n); };
     k.packGemmX = packGemmXAvx2;
     k.gemmRows = gemmRowsAvx2;
 }

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "gpu/cpu/cpu_kernels.h"
+#include "gpu/cpu/exp_x86.h"
 #include "gpu/cpu/kernels_common.h"
 #include "gpu/cpu/kernels_x86_quant.h"  // hsum256, quantizeQ8X86
 
@@ -195,6 +196,8 @@ void fillAvx512Kernels(Kernels& k)
     k.dot = dotAvx512;
     k.axpy = axpyAvx512;
     k.readAll = readAllAvx512;
+    k.expSum = [](float* x, int n, float shift) { return expSumAvx512(x, n, shift); };
+    k.swiglu = [](const float* g, const float* u, float* o, int n) { swigluAvx512(g, u, o, n); };
     k.packGemmX = packGemmXAvx2;
     k.gemmRows = gemmRowsAvx512;
     k.gemmPanelRows = kGemmPanelRowsAvx512;

@@ -151,6 +151,28 @@ uint64_t readAllScalar(const void* data, size_t bytes)
     return s0 ^ s1 ^ s2 ^ s3;
 }
 
+// exp(x) for a softmax's x <= 0: 0 below -104, where expf's result is 0 anyway, without calling
+// it (glibc's expf takes a slow path that sets errno for every result that underflows: ~6 % of a
+// long random-weight prompt's time went there).
+double expSumScalar(float* x, int n, float shift)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) {
+        const float v = x[i] - shift;
+        x[i] = v < -104.0f ? 0.0f : std::exp(v);
+        sum += x[i];
+    }
+    return sum;
+}
+
+void swigluScalar(const float* gate, const float* up, float* out, int n)
+{
+    for (int i = 0; i < n; ++i) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + std::exp(-g)) * up[i];  // silu as ggml_silu_f32
+    }
+}
+
 }  // namespace
 
 void matvecQ8_0ScalesLastScalar(const MatrixView& w, const MatvecInput& in, float* y, int64_t r0,
@@ -186,6 +208,8 @@ void fillScalarKernels(Kernels& k)
     k.dot = dotScalar;
     k.axpy = axpyScalar;
     k.readAll = readAllScalar;
+    k.expSum = expSumScalar;
+    k.swiglu = swigluScalar;
 }
 
 }  // namespace spillway::gpu::cpu

@@ -1,4 +1,5 @@
-// Conformance of the CPU ops other than matvec (getRow, rmsnorm, rope, attention, swiglu, add)
+// Conformance of the CPU ops other than matvec (getRow, rmsnorm, rope, attention, swiglu, add,
+// the kernel sets' exponentials)
 // against double-precision references written here. Tolerances: getRow exact; the others about
 // 1e-6 relative (attention 2e-6 absolute).
 
@@ -11,6 +12,7 @@
 
 #include "cpu_test_util.h"
 #include "../common/prompt_tolerance.h"
+#include "gpu/cpu/cpu_kernels.h"
 
 using namespace spillway;
 using namespace spillway::gpu;
@@ -312,6 +314,65 @@ TEST(CpuBackend, RowSumAndScatterRows)
                 const float want = at != index.end() && k < 3 ? src[size_t(at - index.begin()) * 3 + size_t(k)] : 0.5f;
                 ASSERT_EQ(dst[size_t(slot * 4 + k)], want) << slot << " " << k;
             }
+        }
+    }
+}
+
+// The softmax's exponentials and SiLU of every kernel set (Kernels::expSum, Kernels::swiglu; the
+// vector sets' own exp, exp_x86.h) against double precision: within 2 ulp of exp wherever the
+// result is a normal float, 0 (or expf's subnormal) below, +inf above, NaN kept; the sum is the
+// results' sum; SiLU's tails (exp overflowing or underflowing) stay finite and right.
+TEST(CpuBackend, ExponentialsOnEveryKernelSet)
+{
+    std::vector<float> xs;
+    for (float x = -120.0f; x <= 89.0f; x += 0.01953125f) xs.push_back(x);  // every residue class of ln2
+    for (float x : {-0.0f, 0.0f, 1e-30f, -1e-30f, -87.3f, -87.4f, 88.7f, 88.75f, 1000.0f, -1000.0f}) xs.push_back(x);
+    std::mt19937_64 rng(77);
+    std::uniform_real_distribution<float> wide(-100.0f, 90.0f);
+    for (int i = 0; i < 20000; ++i) xs.push_back(wide(rng));
+    for (CpuKernelSet set : testing_support::kernelSetsThisCpuRuns()) {
+        const cpu::Kernels& k = cpu::kernelsFor(set);
+        const std::string name = cpuKernelSetName(set);
+        for (size_t n : {size_t{1}, size_t{7}, size_t{17}, xs.size()}) {  // vector tails
+            std::vector<float> y(xs.begin(), xs.begin() + std::ptrdiff_t(n));
+            const double sum = k.expSum(y.data(), int(n), 0.0f);
+            double want = 0.0;
+            for (size_t i = 0; i < n; ++i) {
+                const double e = std::exp(double(xs[i]));
+                if (e < 1.1754943508222875e-38) {
+                    ASSERT_LE(y[i], 1.2e-38f) << name << " exp(" << xs[i] << ")";
+                } else if (e > 3.4028234663852886e38) {
+                    ASSERT_TRUE(std::isinf(y[i]) && y[i] > 0) << name << " exp(" << xs[i] << ") = " << y[i];
+                } else {
+                    ASSERT_LE(std::fabs(y[i] - e), 2.0 * e * 0x1p-24) << name << " exp(" << xs[i] << ")";
+                }
+                want += y[i];
+            }
+            if (std::isfinite(want)) {
+                EXPECT_NEAR(sum, want, 1e-12 * want) << name << " n " << n;
+            } else {
+                EXPECT_TRUE(std::isinf(sum)) << name;
+            }
+        }
+        // A shift, as a softmax subtracts its maximum, and a NaN.
+        std::vector<float> s = {3.0f, 1.0f, NAN, -200.0f};
+        k.expSum(s.data(), 4, 3.0f);
+        EXPECT_EQ(s[0], 1.0f) << name;
+        EXPECT_NEAR(s[1], std::exp(-2.0), 2.0 * std::exp(-2.0) * 0x1p-24) << name;
+        EXPECT_TRUE(std::isnan(s[2])) << name << ": a NaN score stays a NaN";
+        EXPECT_EQ(s[3], 0.0f) << name;
+        // SiLU across the range and at its tails.
+        std::vector<float> g, u;
+        for (float x = -120.0f; x <= 120.0f; x += 0.37f) {
+            g.push_back(x);
+            u.push_back(0.5f + 0.001f * x);
+        }
+        std::vector<float> out(g.size(), kPoison);
+        k.swiglu(g.data(), u.data(), out.data(), int(g.size()));
+        for (size_t i = 0; i < g.size(); ++i) {
+            const double want = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
+            ASSERT_TRUE(std::isfinite(out[i])) << name << " silu(" << g[i] << ")";
+            ASSERT_NEAR(out[i], want, 4e-7 * std::fabs(want) + 1e-30) << name << " silu(" << g[i] << ")";
         }
     }
 }
