@@ -25,9 +25,11 @@ namespace {
 
 // Multiply-adds per second (2 flops each) of a prompt-sized matrix product on `device`: 256
 // vectors through one 2048 x 2048 matrix in one matvec call (the CPU device multiplies the
-// matrices: CpuDevice::gemm), the best of `repeats` (at least 3) runs. The matrix is fp32, or
-// Q8_0 / Q4_0 for models of those types (the CPU multiplies those as integers where it has VNNI,
-// faster than any float product: the float rate would not bound them).
+// matrices: CpuDevice::gemm), the best of `repeats` (at least 3) runs. The matrix is of the
+// model's own type, the product its prompts run (the CPU multiplies the quantized types as
+// integers, faster than any float product: the float rate would not bound them); a type Spillway
+// reads but does not write (Q2_K, Q3_K, the IQ types, MXFP4) gets random blocks with finite
+// scales, which the integer product takes as long as real ones.
 double matrixProductFlops(gpu::Device& device, int repeats, gpu::DType type)
 {
     constexpr int64_t n = 256, dim = 2048;
@@ -39,7 +41,13 @@ double matrixProductFlops(gpu::Device& device, int repeats, gpu::DType type)
     const void* data = w.data();
     if (type != gpu::DType::F32) {
         encoded.resize(rowStride * size_t(dim));
-        for (int64_t r = 0; r < dim; ++r) gguf::quantizeRow(type, w.data() + r * dim, dim, encoded.data() + r * rowStride);
+        if (gguf::hasRowEncoder(type)) {
+            for (int64_t r = 0; r < dim; ++r)
+                gguf::quantizeRow(type, w.data() + r * dim, dim, encoded.data() + r * rowStride);
+        } else {
+            // Bytes below 0x30: every fp16 among them (a scale) is finite and small, every code valid.
+            for (size_t i = 0; i < encoded.size(); ++i) encoded[i] = uint8_t((i * 2654435761u) >> 24) % 0x30;
+        }
         data = encoded.data();
     }
     const gpu::MatrixView view{type, data, dim, dim, rowStride};
@@ -144,12 +152,9 @@ int runBench(BenchCommand& b)
     // cache is overwritten.
     struct Prompt { double batched = 0, oneAtATime = 0, matrixFlops = 0; };
     const gpu::DType layerType = model->weights().layers.empty() ? gpu::DType::F32 : model->weights().layers[0].wq.type;
-    // The product the prompt path runs for the layers' type: the integer one for Q8_0, Q4_0 and
-    // the K-quants Q4_K, Q5_K, Q6_K (gemm_int8), the float one for the rest.
-    const bool integerProduct = layerType == gpu::DType::Q8_0 || layerType == gpu::DType::Q4_0 ||
-                                layerType == gpu::DType::Q4_K || layerType == gpu::DType::Q5_K ||
-                                layerType == gpu::DType::Q6_K;
-    const gpu::DType boundType = integerProduct ? layerType : gpu::DType::F32;
+    // The product the prompt path runs for the layers' type (the integer one for the quantized
+    // types the CPU set takes, the float one after conversion for the rest).
+    const gpu::DType boundType = gguf::hasRowCodec(layerType) ? layerType : gpu::DType::F32;
     Prompt prompt;
     if (b.promptTokens > 0) {
         std::vector<int32_t> tokens(size_t(b.promptTokens));

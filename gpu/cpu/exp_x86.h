@@ -121,7 +121,7 @@ static inline double expSumAvx512(float* x, int n, float shift)
         const __m512 y = _mm512_maskz_mov_ps(m, expPs512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
         _mm512_mask_storeu_ps(x + i, m, y);
         sum0 = _mm512_add_pd(sum0, _mm512_cvtps_pd(_mm512_castps512_ps256(y)));
-        sum1 = _mm512_add_pd(sum1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(y), 1))));
+        sum1 = _mm512_add_pd(sum1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xF), _mm512_castps_pd(y), 1))));
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(sum0, sum1));
 }
