@@ -64,7 +64,6 @@ namespace {
 // through the kernel set's dot / axpy (any head dimension works; common ones fit one chunk).
 constexpr int kKvChunk = 256;
 
-
 // values[0, n) of one cached vector as floats (Q8: q, without the scale).
 void loadKvChunk(KvType type, const void* base, size_t first, int n, float* out)
 {

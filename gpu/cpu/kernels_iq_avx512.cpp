@@ -1,5 +1,6 @@
 // The AVX-512 set's row kernels of the types of iq_expand.h: fused kernels (kernels_iq_fused_x86.h,
-// kernels_iq_lattice_x86.h) for every type, with VNNI's vpdpwssd and AVX-512 BW masks for signs.
+// kernels_iq_lattice_x86.h) for every type, with VNNI's vpdpwssd and AVX-512 BW masks for signs;
+// IQ4_XS, Q3_K and Q2_K on 512-bit vectors of their own (below).
 
 #include "gpu/cpu/kernels_iq_fused_x86.h"
 #include "gpu/cpu/kernels_iq_lattice_x86.h"
@@ -73,6 +74,83 @@ struct FusedIQ4_XS512 {
     }
 };
 
+// Q2_K and Q3_K on 512-bit vectors, two chunks of 32 (same 32 bytes of quants, the next bit
+// pair) at a time: their 2-bit values (Q3_K: | 4 from the hmask, 0..7 unsigned) through
+// vpdpbusd, each group of 16's int32 sums times its scale; Q3_K's - 4 and Q2_K's mins through
+// the 16-value sums of x, as FusedQ3_K / FusedQ2_K. The same int32 sums, fewer instructions.
+template <bool kQ3>
+static inline __m512i lowBitsSums512(const uint8_t* quants, const uint8_t* hmask, const __m512i scales32, const int8_t* xq)
+{
+    const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+        const __m512i q = _mm512_maskz_broadcast_i64x4(__mmask8(0xFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 32 * h)));
+#pragma GCC unroll 2
+        for (int j = 0; j < 4; j += 2) {
+            const int c = 4 * h + j;  // chunks c (low half of the vector) and c + 1 (high half)
+            const __m512i shift = _mm512_setr_epi64(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 2, 2 * j + 2, 2 * j + 2, 2 * j + 2);
+            __m512i u = _mm512_and_si512(_mm512_maskz_srlv_epi64(__mmask8(0xFF), q, shift), three);
+            if constexpr (kQ3) {
+                const __m512i hm = _mm512_maskz_broadcast_i64x4(__mmask8(0xFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
+                const __m512i hs = _mm512_setr_epi64(c, c, c, c, c + 1, c + 1, c + 1, c + 1);
+                const __m512i bit = _mm512_and_si512(_mm512_maskz_srlv_epi64(__mmask8(0xFF), hm, hs), one);
+                u = _mm512_or_si512(u, _mm512_slli_epi16(bit, 2));
+            }
+            const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(xq + 32 * c));
+            // int32 lanes 4 g .. 4 g + 3 hold group 2 c + g's sums.
+            const int g = 2 * c;
+            const __m512i s = _mm512_maskz_permutexvar_epi32(
+                __mmask16(0xFFFF),
+                _mm512_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1, g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3, g + 3),
+                scales32);
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dot, s));
+        }
+    }
+    return acc;
+}
+
+static inline __m256i halvesAdded(__m512i v)
+{
+    return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 0),
+                            _mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 1));
+}
+
+struct FusedQ3_K512 {
+    static constexpr int kBytes = FusedQ3_K::kBytes;
+    static constexpr bool kHasMin = false;
+    static float scale(const uint8_t* b, const float* fp16) { return FusedQ3_K::scale(b, fp16); }
+    static float minScale(const uint8_t*, const float*) { return 0.0f; }
+    template <class Isa>
+    static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
+    {
+        const __m256i s16 = FusedQ3_K::scales16(b + 96);
+        const __m512i acc = lowBitsSums512<true>(b + 32, b, _mm512_maskz_cvtepi16_epi32(__mmask16(0xFFFF), s16), xq);
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(s16, iqLoad256(bsums)), 2);
+        IqSums r;
+        r.sum = _mm256_sub_epi32(halvesAdded(acc), offset);
+        return r;
+    }
+};
+
+struct FusedQ2_K512 {
+    static constexpr int kBytes = FusedQ2_K::kBytes;
+    static constexpr bool kHasMin = true;
+    static float scale(const uint8_t* b, const float* fp16) { return FusedQ2_K::scale(b, fp16); }
+    static float minScale(const uint8_t* b, const float* fp16) { return FusedQ2_K::minScale(b, fp16); }
+    template <class Isa>
+    static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
+    {
+        const __m128i sm = iqLoad128(b), low4 = _mm_set1_epi8(0x0f);
+        const __m512i sc32 = _mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), _mm_and_si128(sm, low4));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), low4));
+        IqSums r;
+        r.sum = halvesAdded(lowBitsSums512<false>(b + 16, nullptr, sc32, xq));
+        r.msum = _mm256_madd_epi16(mn16, iqLoad256(bsums));
+        return r;
+    }
+};
+
 }  // namespace
 
 void fillAvx512IqKernels(Kernels& k)
@@ -80,6 +158,8 @@ void fillAvx512IqKernels(Kernels& k)
     fillIqFusedX86<Avx512IqIsa>(k);
     fillIqLatticeX86<Avx512IqIsa>(k);
     k.matvec[static_cast<int>(DType::IQ4_XS)] = matvecFused256<Avx512IqIsa, FusedIQ4_XS512>;
+    k.matvec[static_cast<int>(DType::Q3_K)] = matvecFused256<Avx512IqIsa, FusedQ3_K512>;
+    k.matvec[static_cast<int>(DType::Q2_K)] = matvecFused256<Avx512IqIsa, FusedQ2_K512>;
 }
 
 }  // namespace spillway::gpu::cpu
