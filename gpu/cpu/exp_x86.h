@@ -13,24 +13,25 @@ namespace spillway::gpu::cpu {
 
 inline constexpr float kExpLow = -87.33654f;   // ln(FLT_MIN)
 inline constexpr float kExpHigh = 88.72283f;   // ln(FLT_MAX)
+// x = n ln2 + r with ln2 = kLn2Hi + kLn2Lo (kLn2Hi exact in few bits, so n kLn2Hi is exact).
+inline constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+// e^r's Taylor coefficients, highest first (Horner): 1 / 7!, ..., 1 / 1!, 1 / 0!.
+inline constexpr int kExpTerms = 8;
+inline constexpr float kExpTaylor[kExpTerms] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
+                                                1.0f / 6.0f,    0.5f,           1.0f,           1.0f};
 
 static inline __m256 expPs256(__m256 x)
 {
-    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-    const __m256 ln2hi = _mm256_set1_ps(0.693359375f), ln2lo = _mm256_set1_ps(-2.12194440e-4f);
+    const __m256 log2e = _mm256_set1_ps(kLog2e);
+    const __m256 ln2hi = _mm256_set1_ps(kLn2Hi), ln2lo = _mm256_set1_ps(kLn2Lo);
     // min / max with x second: a NaN x passes through.
     const __m256 c = _mm256_max_ps(_mm256_set1_ps(kExpLow), _mm256_min_ps(_mm256_set1_ps(kExpHigh), x));
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(c, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, ln2hi, c);
     r = _mm256_fnmadd_ps(n, ln2lo, r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 p = _mm256_set1_ps(kExpTaylor[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < kExpTerms; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpTaylor[i]));
     // 2^n for n in [-126, 128]: n = 128 (x near kExpHigh) as 2 * 2^127.
     const __m256i ni = _mm256_cvtps_epi32(n);
     const __m256i top = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));
@@ -93,18 +94,13 @@ static inline void swigluAvx2(const float* gate, const float* up, float* out, in
 static inline __m512 expPs512(__m512 x)
 {
     const __m512 c = _mm512_max_ps(_mm512_set1_ps(kExpLow), _mm512_min_ps(_mm512_set1_ps(kExpHigh), x));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(kLog2e)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), c);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(kExpTaylor[0]);
+#pragma GCC unroll 8
+    for (int i = 1; i < kExpTerms; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpTaylor[i]));
     // p * 2^n, exact for n in [-126, 128] (vscalefps).
     __m512 y = _mm512_scalef_ps(p, n);
     y = _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLow), _CMP_LT_OQ), y);

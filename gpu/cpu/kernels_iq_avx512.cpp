@@ -29,6 +29,13 @@ struct Avx512IqIsa {
     }
 };
 
+// The sum of a vector's two 256-bit halves, int32 lanes.
+static inline __m256i halvesAdded(__m512i v)
+{
+    return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 0),
+                            _mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 1));
+}
+
 // IQ4_XS on 512-bit vectors, two sub-blocks of 32 at a time: the levels + 128 as unsigned bytes
 // (one vpshufb of 64 nibbles), vpdpbusd against x's bytes (no pairs to saturate), each
 // sub-block's int32 sums times its scale, the + 128 taken back as 128 sum_g scale_g bsum_g. The
@@ -69,7 +76,7 @@ struct FusedIQ4_XS512 {
         // 128 sum_g scale_g bsum_g: the scales as int16 pairs (one per 16 values) against bsums.
         const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(iqPairUp(sc), iqLoad256(bsums)), 7);
         IqSums r;
-        r.sum = _mm256_sub_epi32(_mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), acc, 0), _mm512_maskz_extracti64x4_epi64(__mmask8(0xF), acc, 1)), offset);
+        r.sum = _mm256_sub_epi32(halvesAdded(acc), offset);
         return r;
     }
 };
@@ -82,6 +89,8 @@ template <bool kQ3>
 static inline __m512i lowBitsSums512(const uint8_t* quants, const uint8_t* hmask, const __m512i scales32, const int8_t* xq)
 {
     const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    __m512i hm = _mm512_setzero_si512();
+    if constexpr (kQ3) hm = _mm512_maskz_broadcast_i64x4(__mmask8(0xFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
     __m512i acc = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -92,7 +101,6 @@ static inline __m512i lowBitsSums512(const uint8_t* quants, const uint8_t* hmask
             const __m512i shift = _mm512_setr_epi64(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 2, 2 * j + 2, 2 * j + 2, 2 * j + 2);
             __m512i u = _mm512_and_si512(_mm512_maskz_srlv_epi64(__mmask8(0xFF), q, shift), three);
             if constexpr (kQ3) {
-                const __m512i hm = _mm512_maskz_broadcast_i64x4(__mmask8(0xFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
                 const __m512i hs = _mm512_setr_epi64(c, c, c, c, c + 1, c + 1, c + 1, c + 1);
                 const __m512i bit = _mm512_and_si512(_mm512_maskz_srlv_epi64(__mmask8(0xFF), hm, hs), one);
                 u = _mm512_or_si512(u, _mm512_slli_epi16(bit, 2));
@@ -108,12 +116,6 @@ static inline __m512i lowBitsSums512(const uint8_t* quants, const uint8_t* hmask
         }
     }
     return acc;
-}
-
-static inline __m256i halvesAdded(__m512i v)
-{
-    return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 0),
-                            _mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 1));
 }
 
 struct FusedQ3_K512 {
