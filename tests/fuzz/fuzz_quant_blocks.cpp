@@ -4,6 +4,8 @@
 // to the matvec form (gpu/cpu/iq_expand.h); wherever the decoded value and the block's scales are
 // finite, the expansion must give the same value (D * scale * v - Dmin * min) to float rounding,
 // so an index or shift that reads the wrong bits is a finding, not only one that reads outside.
+// SPILLWAY_FUZZ_QUANT_TYPE=<name> (e.g. IQ2_XXS) fixes the type, so that one run gives one decoder
+// all its time (tests/fuzz/RUNS.md records 10 minutes per type); the first byte is then ignored.
 // run_fuzz: -max_len=4096
 
 #include <cmath>
@@ -45,6 +47,20 @@ void check(bool ok, DType t, int i, double want, double got)
     std::abort();
 }
 
+// The type fixed by SPILLWAY_FUZZ_QUANT_TYPE, or -1: the first byte picks it.
+int fixedType()
+{
+    static const int fixed = [] {
+        const char* name = std::getenv("SPILLWAY_FUZZ_QUANT_TYPE");
+        if (!name || !*name) return -1;
+        for (size_t i = 0; i < sizeof kTypes / sizeof kTypes[0]; ++i)
+            if (std::strcmp(dtypeName(kTypes[i]), name) == 0) return int(i);
+        std::fprintf(stderr, "fuzz_quant_blocks: SPILLWAY_FUZZ_QUANT_TYPE=%s is not one of the new block types\n", name);
+        std::exit(2);
+    }();
+    return fixed;
+}
+
 bool close(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(std::fabs(a), std::fabs(b)) + 1e-30; }
 
 }  // namespace
@@ -52,7 +68,8 @@ bool close(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(std:
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     if (size < 1) return 0;
-    const DType type = kTypes[data[0] % (sizeof kTypes / sizeof kTypes[0])];
+    const int fixed = fixedType();
+    const DType type = kTypes[fixed >= 0 ? size_t(fixed) : data[0] % (sizeof kTypes / sizeof kTypes[0])];
     const DTypeTraits& tr = dtypeTraits(type);
     const float* fp16 = fp16Table();
     float out[256];
