@@ -83,39 +83,53 @@ struct FusedIQ4_XS512 {
 
 // Q2_K and Q3_K on 512-bit vectors, two chunks of 32 (same 32 bytes of quants, the next bit
 // pair) at a time: their 2-bit values (Q3_K: | 4 from the hmask, 0..7 unsigned) through
-// vpdpbusd, each group of 16's int32 sums times its scale; Q3_K's - 4 and Q2_K's mins through
-// the 16-value sums of x, as FusedQ3_K / FusedQ2_K. The same int32 sums, fewer instructions.
+// vpdpbusd into int32 sums of 4 values, two such vectors packed to int16 and multiplied by their
+// groups' scales in one vpdpwssd (the packed sums are at most 4 * 7 * 127 in magnitude: no
+// saturation); Q3_K's - 4 and Q2_K's mins through the 16-value sums of x, as FusedQ3_K /
+// FusedQ2_K. The same int32 sums, fewer instructions.
+//
+// Vector (h, j) holds chunks c = 4 h + j (low half) and c + 1 (high half), j = 0 or 2, so its
+// 128-bit lane L has group 2 c + L's sums of 4. Packed, (h, 0) with (h, 2), lane L holds groups
+// 8 h + L and 8 h + 4 + L, four int16 each: the scale vectors below are laid out so.
 template <bool kQ3>
-static inline __m512i lowBitsSums512(const uint8_t* quants, const uint8_t* hmask, const __m512i scales32, const int8_t* xq)
+static inline __m256i lowBitsSums512(const uint8_t* quants, const uint8_t* hmask, const __m256i scales16, const int8_t* xq)
 {
-    const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    const __m512i three = _mm512_set1_epi8(3), seven = _mm512_set1_epi8(7);
+    const __m512i s512 = _mm512_castsi256_si512(scales16);
+    // int16 lane k of scale[h]: group 8 h + 4 ((k / 4) % 2) + k / 8 (GCC 12 has no _mm512_setr_epi16).
+    alignas(64) static constexpr int16_t kIndex[2][32] = {
+        {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5, 2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7},
+        {8, 8, 8, 8, 12, 12, 12, 12, 9, 9, 9, 9, 13, 13, 13, 13, 10, 10, 10, 10, 14, 14, 14, 14, 11, 11, 11, 11, 15, 15, 15, 15}};
+    const __m512i scale[2] = {
+        _mm512_maskz_permutexvar_epi16(__mmask32(0xFFFFFFFF), _mm512_load_si512(kIndex[0]), s512),
+        _mm512_maskz_permutexvar_epi16(__mmask32(0xFFFFFFFF), _mm512_load_si512(kIndex[1]), s512)};
     __m512i hm = _mm512_setzero_si512();
     if constexpr (kQ3) hm = _mm512_maskz_broadcast_i64x4(__mmask8(0xFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)));
     __m512i acc = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
         const __m512i q = _mm512_maskz_broadcast_i64x4(__mmask8(0xFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 32 * h)));
+        __m512i dot[2];
 #pragma GCC unroll 2
         for (int j = 0; j < 4; j += 2) {
             const int c = 4 * h + j;  // chunks c (low half of the vector) and c + 1 (high half)
             const __m512i shift = _mm512_setr_epi64(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 2, 2 * j + 2, 2 * j + 2, 2 * j + 2);
-            __m512i u = _mm512_and_si512(_mm512_maskz_srlv_epi64(__mmask8(0xFF), q, shift), three);
+            __m512i u = _mm512_maskz_srlv_epi64(__mmask8(0xFF), q, shift);
             if constexpr (kQ3) {
-                const __m512i hs = _mm512_setr_epi64(c, c, c, c, c + 1, c + 1, c + 1, c + 1);
-                const __m512i bit = _mm512_and_si512(_mm512_maskz_srlv_epi64(__mmask8(0xFF), hm, hs), one);
-                u = _mm512_or_si512(u, _mm512_slli_epi16(bit, 2));
+                // Bit c (low half) and c + 1 (high half) of each hmask byte moved to bit 2; bits
+                // 0 and 1 from the quants (vpternlog 0xCA: three ? u : hs), then & 7.
+                const __m512i hs = c == 0 ? _mm512_maskz_sllv_epi64(__mmask8(0xFF), hm, _mm512_setr_epi64(2, 2, 2, 2, 1, 1, 1, 1))
+                                          : _mm512_maskz_srlv_epi64(__mmask8(0xFF), hm,
+                                                                    _mm512_setr_epi64(c - 2, c - 2, c - 2, c - 2, c - 1, c - 1, c - 1, c - 1));
+                u = _mm512_and_si512(_mm512_ternarylogic_epi64(three, u, hs, 0xCA), seven);
+            } else {
+                u = _mm512_and_si512(u, three);
             }
-            const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(xq + 32 * c));
-            // int32 lanes 4 g .. 4 g + 3 hold group 2 c + g's sums.
-            const int g = 2 * c;
-            const __m512i s = _mm512_maskz_permutexvar_epi32(
-                __mmask16(0xFFFF),
-                _mm512_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1, g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3, g + 3),
-                scales32);
-            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dot, s));
+            dot[j / 2] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(xq + 32 * c));
         }
+        acc = _mm512_dpwssd_epi32(acc, scale[h], _mm512_maskz_packs_epi32(__mmask32(0xFFFFFFFF), dot[0], dot[1]));
     }
-    return acc;
+    return halvesAdded(acc);
 }
 
 struct FusedQ3_K512 {
@@ -127,10 +141,9 @@ struct FusedQ3_K512 {
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
     {
         const __m256i s16 = FusedQ3_K::scales16(b + 96);
-        const __m512i acc = lowBitsSums512<true>(b + 32, b, _mm512_maskz_cvtepi16_epi32(__mmask16(0xFFFF), s16), xq);
         const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(s16, iqLoad256(bsums)), 2);
         IqSums r;
-        r.sum = _mm256_sub_epi32(halvesAdded(acc), offset);
+        r.sum = _mm256_sub_epi32(lowBitsSums512<true>(b + 32, b, s16, xq), offset);
         return r;
     }
 };
@@ -144,10 +157,10 @@ struct FusedQ2_K512 {
     static IqSums sums(const uint8_t* b, const int8_t* xq, const int16_t* bsums)
     {
         const __m128i sm = iqLoad128(b), low4 = _mm_set1_epi8(0x0f);
-        const __m512i sc32 = _mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), _mm_and_si128(sm, low4));
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sm, low4));
         const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), low4));
         IqSums r;
-        r.sum = halvesAdded(lowBitsSums512<false>(b + 16, nullptr, sc32, xq));
+        r.sum = lowBitsSums512<false>(b + 16, nullptr, sc16, xq);
         r.msum = _mm256_madd_epi16(mn16, iqLoad256(bsums));
         return r;
     }
