@@ -31,6 +31,18 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
     R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// GPT-4o's o200k (gpt-oss, Llama 4): words split at case changes, a contraction kept on its word,
+// digits in threes. llama.cpp spells the letter classes with lookaheads (a letter not a-z, a
+// letter not A-Z) where tokenizer.json has \p{Lu}... and \p{Ll}...: we follow llama.cpp in
+// GGUF and take tokenizer.json's own for the Hugging Face form.
+constexpr const char* kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|)"
+    R"('[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|)"
+    R"('[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt4oHf =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Hugging Face's Digits pre-tokenizer with individual_digits, run before the GPT-2 pattern.
 constexpr const char* kEachDigit = R"(\p{N})";
 // Llama 3 and Qwen 2 as their tokenizer.json files spell them (Split, Isolated).
@@ -61,6 +73,7 @@ PreTokenizerSpec specFor(std::string_view name)
     if (in({"smaug-bpe", "dbrx"})) return {{kLlama3}, false, {kLlama3Hf}};
     if (in({"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"}))
         return {{kQwen2}, false, {kQwen2Hf}};
+    if (in({"gpt-4o", "llama4", "kanana2", "minimax-m2"})) return {{kGpt4o}, false, {kGpt4oHf}};
     if (in({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"}))
         return {{kEachDigit, kGpt2}, false, {kEachDigit, kGpt2}};
     // "default", "gpt2", "gpt-2", "mpt", "olmo", ... and every name we do not know.
@@ -111,7 +124,7 @@ std::string PreTokenizer::nameForHfPatterns(const std::vector<std::string>& patt
                                             bool ignoreMerges)
 {
     // One representative name per family, as llama.cpp's converter would write it.
-    for (const char* name : {"gpt2", "smollm", "llama-bpe", "smaug-bpe", "qwen2"}) {
+    for (const char* name : {"gpt2", "smollm", "llama-bpe", "smaug-bpe", "qwen2", "gpt-4o"}) {
         const PreTokenizerSpec spec = specFor(name);
         if (spec.ignoreMerges == ignoreMerges &&
             std::equal(patterns.begin(), patterns.end(), spec.hfPatterns.begin(),

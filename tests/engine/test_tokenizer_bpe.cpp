@@ -337,6 +337,25 @@ TEST(PreTokenizer, Llama3PatternByHand)
               (std::vector<std::string_view>{"it", "'s", " ", " ok"}));
 }
 
+// GPT-4o's o200k pattern (gpt-oss): words cut where the case turns, contractions kept on their
+// word, digits in threes, punctuation taking the newlines after it; the GGUF name (llama.cpp's
+// spelling of the classes) and tokenizer.json's agree on ASCII text.
+TEST(PreTokenizer, Gpt4oPatternByHand)
+{
+    auto pre = PreTokenizer::create("gpt-4o");
+    ASSERT_TRUE(pre.ok()) << pre.error().message;
+    EXPECT_FALSE(pre->ignoresMerges());
+    const std::string text = "HelloWorld don't 12345 <a>\n\nx";
+    const std::vector<std::string_view> expected = {"Hello", "World", " don't", " ", "123", "45", " <", "a", ">\n\n", "x"};
+    EXPECT_EQ(pre->split(text), expected);
+    const auto hf = PreTokenizer::hfPatternsFor("gpt-4o");
+    ASSERT_TRUE(hf);
+    EXPECT_EQ(PreTokenizer::nameForHfPatterns(hf->patterns, hf->ignoreMerges), "gpt-4o");
+    auto fromHf = PreTokenizer::create(PreTokenizer::explicitName(hf->patterns, hf->ignoreMerges));
+    ASSERT_TRUE(fromHf.ok()) << fromHf.error().message;
+    EXPECT_EQ(fromHf->split(text), expected);
+}
+
 TEST(GgufVocabulary, ByteLevelBpeRoundTripsThroughGguf)
 {
     const Vocabulary json = loadSmolLm2();
