@@ -23,6 +23,12 @@ struct DeviceCapabilities {
     bool pinnedHostMemory = false;
     bool events = false;
     bool emulated = false;  // a GPU API that runs on the host's CPU (Mesa's lavapipe): "auto" skips it
+    // Ops beyond Llama's that a backend may not have yet (the engine checks a model's needs
+    // against these before it runs the model there): AttentionArgs::sinks and ::window, and
+    // PointwiseOp::ClampedSwiglu.
+    bool attentionSinks = false;
+    bool slidingWindow = false;
+    bool clampedSwiglu = false;
 };
 
 struct DeviceInfo {
@@ -191,6 +197,14 @@ struct AttentionArgs {
     // directly by the K/V projections).
     const float* kNew = nullptr;
     const float* vNew = nullptr;
+    // Learned attention sinks (gpt-oss): one logit per head (nHeads floats), which joins each
+    // softmax's maximum and denominator and carries no value. Null: none. Devices whose caps
+    // lack attentionSinks ignore it (the engine does not give them such a model).
+    const float* sinks = nullptr;
+    // Sliding-window attention: a query at position p sees the cached positions t with
+    // p - t < window (its own included), 0: every position before it. Devices whose caps lack
+    // slidingWindow ignore it.
+    int window = 0;
 };
 
 // Elementwise ops of the architectures beyond Llama's SwiGLU (one entry point, so that a
@@ -202,6 +216,8 @@ enum class PointwiseOp : uint8_t {
                      // zero (an int8 cache with one fixed scale: lo -128, hi 127)
     Scale,           // out[i] = x[i] * factor                  (a mixture of experts' weights:
     ScaledAdd,       // out[i] = (x[i] * factor) + y[i]          the product rounded, then added)
+    ClampedSwiglu,   // gpt-oss's experts: g = min(x[i], hi), u = clamp(y[i], -hi, hi),
+                     // out[i] = g / (1 + exp(-factor g)) * (u + 1)   (factor: alpha, hi: limit)
 };
 
 struct PointwiseArgs {
@@ -213,7 +229,7 @@ struct PointwiseArgs {
     float shift = 0.0f;
     float step = 1.0f;
     float lo = -128.0f, hi = 127.0f;
-    float factor = 1.0f;  // Scale, ScaledAdd
+    float factor = 1.0f;  // Scale, ScaledAdd; ClampedSwiglu's alpha
 };
 
 // The neuron cache's copy (sparse_ffn.cpp): the bundles that arrived in one upload go to their

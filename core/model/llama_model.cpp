@@ -45,11 +45,13 @@ public:
     }
 
     // A vector of n values as F32 (converted once at load when stored otherwise).
-    Result<const float*> vector(const std::string& name, int64_t n)
+    // inner > 0: a 2-D tensor {inner, n / inner} (one row per expert), read as n values.
+    Result<const float*> vector(const std::string& name, int64_t n, int64_t inner = 0)
     {
         const ModelTensor* t = m_model.tensor(name);
         if (!t) return missing(name);
-        if (t->dims.size() != 1 || t->dims[0] != n) return wrongShape(*t, {n});
+        const std::vector<int64_t> dims = inner > 0 ? std::vector<int64_t>{inner, n / inner} : std::vector<int64_t>{n};
+        if (t->dims != dims || (inner > 0 && n % inner != 0)) return wrongShape(*t, dims);
         if (t->type == gpu::DType::F32) {
             if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) return reinterpret_cast<const float*>(t->data);
             auto& out = m_owned.emplace_back(static_cast<size_t>(n));  // misaligned (safetensors): a copy
@@ -168,9 +170,10 @@ std::optional<std::pair<gpu::DType, BundleColumn>> bundleTypesOfFormat(std::stri
     return std::make_pair(*rows, *column);
 }
 
-const LayerVectorMember kLayerVectors[12] = {
+const LayerVectorMember kLayerVectors[17] = {
     {&LlamaLayerWeights::attnNorm, "attn_norm.weight", [](const LlamaConfig& c) { return c.dim; }},
-    {&LlamaLayerWeights::ffnNorm, "ffn_norm.weight", [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::ffnNorm, "ffn_norm.weight", [](const LlamaConfig& c) { return c.dim; },
+     "post_attention_norm.weight"},
     {&LlamaLayerWeights::qBias, "attn_q.bias", [](const LlamaConfig& c) { return c.qDim(); }},
     {&LlamaLayerWeights::kBias, "attn_k.bias", [](const LlamaConfig& c) { return c.kvDim(); }},
     {&LlamaLayerWeights::vBias, "attn_v.bias", [](const LlamaConfig& c) { return c.kvDim(); }},
@@ -181,6 +184,14 @@ const LayerVectorMember kLayerVectors[12] = {
     {&LlamaLayerWeights::ffnNormBias, "ffn_norm.bias", [](const LlamaConfig& c) { return c.dim; }},
     {&LlamaLayerWeights::upBias, "ffn_up.bias", [](const LlamaConfig& c) { return c.ffnDim; }},
     {&LlamaLayerWeights::downBias, "ffn_down.bias", [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::attnSinks, "attn_sinks.weight", [](const LlamaConfig& c) { return c.nHeads; }},
+    {&LlamaLayerWeights::routerBias, "ffn_gate_inp.bias", [](const LlamaConfig& c) { return c.nExperts; }},
+    {&LlamaLayerWeights::expertGateBias, "ffn_gate_exps.bias", [](const LlamaConfig& c) { return c.nExperts * c.expertFfnDim; },
+     nullptr, [](const LlamaConfig& c) { return c.expertFfnDim; }},
+    {&LlamaLayerWeights::expertUpBias, "ffn_up_exps.bias", [](const LlamaConfig& c) { return c.nExperts * c.expertFfnDim; },
+     nullptr, [](const LlamaConfig& c) { return c.expertFfnDim; }},
+    {&LlamaLayerWeights::expertDownBias, "ffn_down_exps.bias", [](const LlamaConfig& c) { return c.nExperts * c.dim; },
+     nullptr, [](const LlamaConfig& c) { return c.dim; }},
 };
 
 const LayerMatrixMember kLayerMatrices[15] = {
@@ -402,8 +413,8 @@ Status LlamaModel::bind()
         dst = *m;
         return {};
     };
-    auto assignVector = [&](const float*& dst, const std::string& n, int64_t len) -> Status {
-        auto v = bind.vector(n, len);
+    auto assignVector = [&](const float*& dst, const std::string& n, int64_t len, int64_t inner = 0) -> Status {
+        auto v = bind.vector(n, len, inner);
         if (!v) return v.error();
         dst = *v;
         return {};
@@ -471,9 +482,15 @@ Status LlamaModel::bind()
             SPILLWAY_TRY(assignMatrix(L.up, b + "ffn_up.weight", ffn, dim));
             SPILLWAY_TRY(assignMatrix(L.down, b + "ffn_down.weight", dim, ffn));
         }
-        for (const LayerVectorMember& v : kLayerVectors)
-            if (required(v.suffix) || tensor(b + v.suffix))
-                SPILLWAY_TRY(assignVector(L.*(v.member), b + v.suffix, v.length(c)));
+        for (const LayerVectorMember& v : kLayerVectors) {
+            // A vector under its other name where the file has that one instead (gpt-oss's FFN norm).
+            const std::string name = v.alias && !tensor(b + v.suffix) && tensor(b + v.alias) ? v.alias : v.suffix;
+            if (required(v.suffix) || tensor(b + name))
+                SPILLWAY_TRY(assignVector(L.*(v.member), b + name, v.length(c), v.inner ? v.inner(c) : 0));
+        }
+        if (c.attentionSinks && !L.attnSinks)
+            return makeError(ErrorCode::ModelFileInvalid, path + ": missing tensor '" + b + "attn_sinks.weight' (" +
+                                                              c.architecture + " attends with sinks)");
     }
     if (!c.postNorm) {  // post-norm blocks end normed: no final norm
         SPILLWAY_TRY(assignVector(w.outputNorm, "output_norm.weight", dim));

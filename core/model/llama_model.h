@@ -50,6 +50,13 @@ struct LlamaLayerWeights {
     const float* ffnNormBias = nullptr;  // (dim)
     const float* upBias = nullptr;       // (ffnDim) OPT fc1
     const float* downBias = nullptr;     // (dim)    OPT fc2
+    const float* attnSinks = nullptr;    // (nHeads) gpt-oss: each head's sink logit
+    // Mixture-of-experts biases (gpt-oss): the router's, and each expert's rows' (stacked as the
+    // matrices: expert e's at [e * rows, (e + 1) * rows)).
+    const float* routerBias = nullptr;      // (nExperts)
+    const float* expertGateBias = nullptr;  // (nExperts * expertFfnDim)
+    const float* expertUpBias = nullptr;    // (nExperts * expertFfnDim)
+    const float* expertDownBias = nullptr;  // (nExperts * dim)
     // Mixture of experts (LlamaConfig::moe(); gate, up and down are then absent): the router and
     // the experts' matrices stacked, expert e's rows at [e * rows, (e + 1) * rows) of each
     // (expertMatrix cuts one out), as GGUF stores them (one 3-D tensor each).
@@ -88,8 +95,11 @@ struct LayerVectorMember {
     const float* LlamaLayerWeights::*member;
     const char* suffix;
     int (*length)(const LlamaConfig& c);
+    const char* alias = nullptr;  // the name some families give it (gpt-oss: post_attention_norm)
+    // Stacked per expert (a 2-D GGUF tensor {inner, length / inner}); null: 1-D.
+    int (*inner)(const LlamaConfig& c) = nullptr;
 };
-extern const LayerVectorMember kLayerVectors[12];
+extern const LayerVectorMember kLayerVectors[17];
 
 struct LlamaWeights {
     gpu::MatrixView tokenEmbedding;   // (vocab, embeddingDim)

@@ -5,12 +5,22 @@
 #include <iterator>
 
 #include "core/formats/gguf.h"
+#include "core/model/families/family.h"
 
 namespace spillway {
 
 const char* supportedArchitectures()
 {
-    return "llama (Mixtral's experts included), mistral, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, opt, relu-llama";
+    static const std::string names = [] {
+        std::string list;
+        for (const Family& f : families()) {
+            if (!list.empty()) list += ", ";
+            list += f.architecture;
+            if (std::string_view(f.architecture) == "llama") list += " (Mixtral's experts included)";
+        }
+        return list;
+    }();
+    return names.c_str();
 }
 
 int LlamaConfig::expertSlots(int requested) const
@@ -52,8 +62,8 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
     const auto arch = f.getString("general.architecture");
     if (!arch) return invalid(f, "missing metadata key 'general.architecture'");
     c.architecture = *arch;
-    static const char* const kKnown[] = {"llama", "mistral", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmoe", "opt", "relu-llama"};
-    if (std::find(std::begin(kKnown), std::end(kKnown), c.architecture) == std::end(kKnown)) {
+    const Family* family = familyOf(c.architecture);
+    if (!family) {
         return makeError(ErrorCode::UnsupportedModel,
                          f.source() + ": architecture '" + c.architecture +
                              "' is not supported (supported: " + supportedArchitectures() + ")");
@@ -120,11 +130,27 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
         c.ropeOriginalContext = int(f.getInt(p + "rope.scaling.original_context_length").value_or(8192));
         if (!(c.ropeLowFreqFactor > 0.0f && c.ropeHighFreqFactor > c.ropeLowFreqFactor) || c.ropeOriginalContext < 1)
             return invalid(f, "Llama 3 RoPE scaling factors out of range");
+    } else if (scaling && *scaling == "yarn") {
+        // YaRN (gpt-oss; as ggml's rope with ext_factor 1): the factor extends the original
+        // context; the magnitude correction 1 + 0.1 ln(factor), times rope.scaling.attn_factor.
+        const auto factor = f.getFloat(p + "rope.scaling.factor");
+        if (!factor || !(*factor >= 1.0 && *factor <= 1024.0))
+            return invalid(f, "rope.scaling.factor missing or out of range");
+        c.yarn = true;
+        c.ropeFactor = float(*factor);
+        c.ropeOriginalContext = int(f.getInt(p + "rope.scaling.original_context_length").value_or(c.trainedContext));
+        c.yarnBetaFast = float(f.getFloat(p + "rope.scaling.yarn_beta_fast").value_or(32.0));
+        c.yarnBetaSlow = float(f.getFloat(p + "rope.scaling.yarn_beta_slow").value_or(1.0));
+        const double attn = f.getFloat(p + "rope.scaling.attn_factor").value_or(1.0);
+        c.yarnAttnFactor = float(attn * (1.0 + 0.1 * std::log(double(c.ropeFactor))));
+        if (c.ropeOriginalContext < 1 || !(c.yarnBetaFast > 0.0f && c.yarnBetaSlow > 0.0f) ||
+            !(c.yarnAttnFactor > 0.0f && c.yarnAttnFactor < 100.0f))
+            return invalid(f, "YaRN RoPE scaling parameters out of range");
     } else if (scaling && *scaling != "none") {
         if (*scaling != "linear")
             return makeError(ErrorCode::UnsupportedModel,
                              f.source() + ": RoPE scaling '" + *scaling + "' is not supported yet "
-                                        "(supported: none, linear, llama3)");
+                                        "(supported: none, linear, llama3, yarn)");
         const auto factor = f.getFloat(p + "rope.scaling.factor");
         if (!factor || !(*factor >= 1.0 && *factor <= 1024.0))
             return invalid(f, "rope.scaling.factor missing or out of range");
@@ -133,12 +159,6 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
         if (!(*factor >= 1.0 && *factor <= 1024.0)) return invalid(f, "rope.scale_linear out of range");
         c.ropeFreqScale = float(1.0 / *factor);
     }
-    // GGUF stores Qwen's Q/K rows in their Hugging Face order and rotates halves (NeoX style).
-    if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "qwen2moe" ||
-        c.architecture == "qwen3moe" || c.architecture == "olmoe")
-        c.ropeNeox = true;
-    // A Hugging Face Llama imported as it is: Q/K rows in rotate-half order (core/model/hf_model.h).
-    if (auto neox = f.getBool("spillway.rope.neox")) c.ropeNeox = *neox;
     if (f.find(p + "expert_count")) {
         // Mixture of experts: the experts' FFN width is expert_feed_forward_length where the
         // file has it (qwen2moe, qwen3moe: feed_forward_length is then a dense width the experts
@@ -160,46 +180,15 @@ Result<LlamaConfig> llamaConfigFromMetadata(const gguf::Metadata& f)
             if (!width) return width.error();
             c.sharedExpertFfnDim = *width;
         }
-        // As llama.cpp weighs them: Mixtral and Qwen3-MoE renormalize the chosen experts'
-        // probabilities (norm_topk_prob), Qwen2-MoE and OLMoE use them as they are.
-        c.expertWeightsNormalized = c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "qwen3moe";
-        if (auto norm = f.getBool(p + "expert_weights_norm")) c.expertWeightsNormalized = *norm;
-        c.qkNormWhole = c.architecture == "olmoe";
-    } else if (c.architecture == "qwen2moe" || c.architecture == "qwen3moe" || c.architecture == "olmoe") {
+    } else if (family->requiresExperts) {
         return invalid(f, "missing metadata key '" + p + "expert_count' (a mixture-of-experts architecture)");
     }
-    if (c.architecture == "opt") {
-        c.layerNorm = true;
-        c.learnedPositions = true;
-        c.positionOffset = 2;
-        c.ffnGated = false;
-        c.ffnRelu = true;
-        c.ffnReluShift = 0.0f;
-        if (!f.getFloat(p + "attention.layer_norm_epsilon")) c.normEps = 1e-5f;
-        c.postNorm = f.getBool("spillway.post_norm").value_or(false);
-        if (auto proj = f.getInt("spillway.word_embed_proj_dim"); proj && *proj != c.dim) {
-            if (*proj < 1 || *proj > (1 << 16)) return invalid(f, "spillway.word_embed_proj_dim out of range");
-            c.embedDim = int(*proj);
-        }
-    }
-    if (c.architecture == "relu-llama") {
-        // Defaults are the thesis' values (tests/data/README.md); files may say otherwise.
-        auto shift = [&](const std::string& key, double fallback, double hi) -> Result<float> {
-            const double v = f.getFloat(p + key).value_or(fallback);
-            if (!(v >= 0.0 && v <= hi)) return invalid(f, key + " out of range");
-            return float(v);
-        };
-        auto norm = shift("norm_relu_shift", 1.0, 1e3);
-        if (!norm) return norm.error();
-        auto ffn = shift("ffn_relu_shift", 0.25, 1e3);
-        if (!ffn) return ffn.error();
-        auto step = shift("kv_cache_step", 8.0 / 127.0, 1e3);
-        if (!step) return step.error();
-        c.normReluShift = *norm;
-        c.ffnRelu = true;
-        c.ffnReluShift = *ffn;
-        c.kvCacheStep = *step;
-    }
+    // The family's own rules and keys, then what a file may say against its defaults.
+    if (Status read = family->read(f, p, c); !read) return read.error();
+    // A Hugging Face Llama imported as it is: Q/K rows in rotate-half order (core/model/hf_model.h).
+    if (auto neox = f.getBool("spillway.rope.neox")) c.ropeNeox = *neox;
+    if (c.moe())
+        if (auto norm = f.getBool(p + "expert_weights_norm")) c.expertWeightsNormalized = *norm;
     return c;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -69,6 +70,34 @@ struct LlamaConfig {
     bool expertWeightsNormalized = false;
     // OLMoE: q and k are RMS-normed over the whole projection (qDim, kvDim values), not per head.
     bool qkNormWhole = false;
+
+    // How a mixture's router weighs the experts it chose: Softmax, the probabilities of a softmax
+    // over every expert's logit (renormalized where expertWeightsNormalized); SoftmaxOfChosen,
+    // a softmax over the chosen experts' logits only (gpt-oss: top k logits first).
+    enum class RouterWeights : uint8_t { Softmax, SoftmaxOfChosen };
+    RouterWeights routerWeights = RouterWeights::Softmax;
+    // The experts' activation: SwiGLU, or gpt-oss's clamped one (PointwiseOp::ClampedSwiglu:
+    // gate clamped above at swigluLimit, up to +-swigluLimit, silu with swigluAlpha, times up + 1).
+    bool clampedSwiglu = false;
+    float swigluAlpha = 1.702f, swigluLimit = 7.0f;
+
+    // Attention kinds, per layer: Full (every position before), or SlidingWindow (the last
+    // slidingWindow positions). Empty: every layer Full. attentionSinks: each layer's softmax
+    // takes a learned logit per head (attn_sinks) that carries no value (gpt-oss).
+    enum class AttentionKind : uint8_t { Full, SlidingWindow };
+    std::vector<AttentionKind> attentionKinds;
+    int slidingWindow = 0;
+    bool attentionSinks = false;
+    AttentionKind attentionKind(int layer) const
+    {
+        return attentionKinds.empty() ? AttentionKind::Full : attentionKinds[size_t(layer)];
+    }
+    // YaRN RoPE scaling (rope.scaling.type "yarn"): ropeFactor is the context's extension factor,
+    // ropeOriginalContext the trained one; the low frequencies are interpolated, the high ones
+    // kept, a ramp between dims set by yarnBetaFast / yarnBetaSlow; attention logits times
+    // yarnAttnFactor^2 (its magnitude correction, 1 + 0.1 ln(factor) unless the file says).
+    bool yarn = false;
+    float yarnBetaFast = 32.0f, yarnBetaSlow = 1.0f, yarnAttnFactor = 1.0f;
 
     bool moe() const { return nExperts > 0; }
     // Floats per token of the FFN's working vectors (LayerStep's hb and hb2): the dense FFN's

@@ -13,6 +13,21 @@
 
 namespace spillway {
 
+namespace {
+
+SyntheticPreset gptOss(const char* name, int layers, int experts)
+{
+    SyntheticPreset p{name, "gpt-oss", 2880, layers, 64, 8, 2880, 201088, 131072, 150000.0f, 64, experts, 4};
+    p.slidingWindow = 128;
+    p.biases = p.sinks = true;
+    p.yarnFactor = 32.0f;
+    p.yarnOriginalContext = 4096;
+    p.ffnNormName = "post_attention_norm";
+    return p;
+}
+
+}  // namespace
+
 const std::vector<SyntheticPreset>& syntheticPresets()
 {
     // Shapes from the models' published configurations.
@@ -31,6 +46,11 @@ const std::vector<SyntheticPreset>& syntheticPresets()
         {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 768, 151936, 40960, 1000000.0f, 128, 128, 8},
         {"mixtral-8x7b", "llama", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f, 0, 8, 2},
         {"olmoe-1b-7b", "olmoe", 2048, 16, 16, 16, 1024, 50304, 4096, 10000.0f, 0, 64, 8},
+        // gpt-oss-20b and -120b (head_dim 64: q 4096 wide on a 2880 stream; sinks, a window of
+        // 128 on every other layer, YaRN 32 over 4096, biases everywhere; their real files keep
+        // the experts in MXFP4: make them with --type MXFP4).
+        gptOss("gpt-oss-20b", 24, 32),
+        gptOss("gpt-oss-120b", 36, 128),
     };
     return presets;
 }
@@ -294,6 +314,12 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
         w.setFloat32(arch + ".rope.freq_base", preset->ropeBase);
         w.setUInt32(arch + ".rope.dimension_count", uint32_t(headDim));
     }
+    if (preset->slidingWindow > 0) w.setUInt32(arch + ".attention.sliding_window", uint32_t(preset->slidingWindow));
+    if (preset->yarnFactor > 0.0f) {
+        w.setString(arch + ".rope.scaling.type", "yarn");
+        w.setFloat32(arch + ".rope.scaling.factor", preset->yarnFactor);
+        w.setUInt32(arch + ".rope.scaling.original_context_length", uint32_t(preset->yarnOriginalContext));
+    }
     auto vocabulary = makeSyntheticVocabulary(int(vocab));
     w.setString("tokenizer.ggml.model", "llama");
     w.setStringArray("tokenizer.ggml.tokens", std::move(vocabulary.tokens));
@@ -342,11 +368,14 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
             vector(b + "attn_q_norm.weight", qDim, 1.0f);
             vector(b + "attn_k_norm.weight", kvDim, 1.0f);
         }
-        if (opt) {
-            for (const char* bias : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})
-                vector(b + bias, bias[5] == 'k' || bias[5] == 'v' ? kvDim : dim, 0.0f);
+        if (opt || preset->biases) {
+            vector(b + "attn_q.bias", opt ? dim : qDim, 0.0f);
+            vector(b + "attn_k.bias", kvDim, 0.0f);
+            vector(b + "attn_v.bias", kvDim, 0.0f);
+            vector(b + "attn_output.bias", dim, 0.0f);
         }
-        vector(b + "ffn_norm.weight", dim, 1.0f);
+        if (preset->sinks) vector(b + "attn_sinks.weight", preset->nHeads, 0.0f);
+        vector(b + preset->ffnNormName + ".weight", dim, 1.0f);
         if (opt) vector(b + "ffn_norm.bias", dim, 0.0f);
         if (experts > 0) {
             // The router stays F32 (llama.cpp's quantize leaves ffn_gate_inp as it is); the
@@ -355,6 +384,12 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
             stacked(b + "ffn_gate_exps.weight", experts, ffn, dim);
             stacked(b + "ffn_up_exps.weight", experts, ffn, dim);
             stacked(b + "ffn_down_exps.weight", experts, dim, ffn);
+            if (preset->biases) {  // one row per expert, as the stacks
+                weights(b + "ffn_gate_inp.bias", {experts}, gpu::DType::F32);
+                weights(b + "ffn_gate_exps.bias", {ffn, experts}, gpu::DType::F32);
+                weights(b + "ffn_up_exps.bias", {ffn, experts}, gpu::DType::F32);
+                weights(b + "ffn_down_exps.bias", {dim, experts}, gpu::DType::F32);
+            }
             continue;
         }
         if (!opt) matrix(b + "ffn_gate.weight", ffn, dim);

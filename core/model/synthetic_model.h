@@ -14,12 +14,20 @@ namespace spillway {
 
 struct SyntheticPreset {
     std::string name;          // "tinyllama-1.1b"
-    std::string architecture;  // "llama", "opt", "qwen3moe" or "olmoe"
+    std::string architecture;  // "llama", "opt", "qwen3moe", "olmoe" or "gpt-oss"
     int dim, nLayers, nHeads, nKvHeads, ffnDim, vocabSize, context;
     float ropeBase;
     int headDim = 0;  // 0: dim / nHeads
     // Mixtures of experts: experts of ffnDim each, expertsUsed per token (0: a dense model).
     int experts = 0, expertsUsed = 0;
+    // gpt-oss's parts: attention.sliding_window (0: none; the file's family decides which layers
+    // slide), q/k/v/o, router and expert biases, attention sinks, YaRN RoPE of this factor over
+    // yarnOriginalContext (0: none), the FFN norm named post_attention_norm.
+    int slidingWindow = 0;
+    bool biases = false, sinks = false;
+    float yarnFactor = 0.0f;
+    int yarnOriginalContext = 0;
+    const char* ffnNormName = "ffn_norm";
 };
 
 const std::vector<SyntheticPreset>& syntheticPresets();

@@ -108,7 +108,10 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
         a.nKvHeads = c.nKvHeads;
         a.headDim = c.headDim;
         a.nPos = pos + n;
-        a.scale = 1.0f / std::sqrt(float(c.headDim));
+        // YaRN's magnitude correction scales q and k alike: their product by its square.
+        a.scale = c.yarnAttnFactor * c.yarnAttnFactor / std::sqrt(float(c.headDim));
+        a.sinks = L.attnSinks;
+        if (c.attentionKind(layer) == LlamaConfig::AttentionKind::SlidingWindow) a.window = c.slidingWindow;
         if (n == 1)
             d.attention(a);
         else
@@ -197,6 +200,8 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
     m_matvec.run(jobs);
     const size_t logitsPerToken = size_t(experts) + (shared ? 1 : 0);
     m_routerLogits.resize(size_t(n) * logitsPerToken);
+    if (L.routerBias)  // gpt-oss: the router's bias, added on the device as the matrices' others
+        for (int i = 0; i < n; ++i) d.add(hb2Of(i), L.routerBias, experts);
     for (int i = 0; i < n; ++i)
         d.download(m_routerLogits.data() + size_t(i) * logitsPerToken, hb2Of(i), logitsPerToken * sizeof(float));
 
@@ -207,17 +212,23 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
     std::vector<int>& order = m_order;
     probs.resize(size_t(experts));
     order.resize(size_t(experts));
+    const bool ofChosen = c.routerWeights == LlamaConfig::RouterWeights::SoftmaxOfChosen;
     for (int i = 0; i < n; ++i) {
         const float* logits = m_routerLogits.data() + size_t(i) * logitsPerToken;
-        // Softmax as ggml's: exp(l - max), summed in double, times 1 / sum.
-        const float top = *std::max_element(logits, logits + experts);
-        double sum = 0.0;
-        for (int e = 0; e < experts; ++e) {
-            probs[size_t(e)] = std::exp(logits[e] - top);
-            sum += probs[size_t(e)];
+        if (ofChosen) {
+            // gpt-oss: the top k by logit, then a softmax over those k (below).
+            std::copy(logits, logits + experts, probs.begin());
+        } else {
+            // Softmax as ggml's: exp(l - max), summed in double, times 1 / sum.
+            const float top = *std::max_element(logits, logits + experts);
+            double sum = 0.0;
+            for (int e = 0; e < experts; ++e) {
+                probs[size_t(e)] = std::exp(logits[e] - top);
+                sum += probs[size_t(e)];
+            }
+            const float inv = float(1.0 / sum);
+            for (int e = 0; e < experts; ++e) probs[size_t(e)] *= inv;
         }
-        const float inv = float(1.0 / sum);
-        for (int e = 0; e < experts; ++e) probs[size_t(e)] *= inv;
         // The top `used` in order of probability (ties: the lower index first), or `used` drawn.
         const auto likelier = [&](int a, int b) {
             return probs[size_t(a)] > probs[size_t(b)] || (probs[size_t(a)] == probs[size_t(b)] && a < b);
@@ -237,8 +248,19 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
             chosen += probs[size_t(e)];
             ++m_expertCounts[size_t(layer) * size_t(experts) + size_t(e)];
         }
-        if (c.expertWeightsNormalized)
+        if (ofChosen) {
+            float* w = m_weight.data() + size_t(i * used);
+            const float top = *std::max_element(w, w + used);
+            double sum = 0.0;
+            for (int j = 0; j < used; ++j) {
+                w[j] = std::exp(w[j] - top);
+                sum += w[j];
+            }
+            const float inv = float(1.0 / sum);
+            for (int j = 0; j < used; ++j) w[j] *= inv;
+        } else if (c.expertWeightsNormalized) {
             for (int j = 0; j < used; ++j) m_weight[size_t(i * used + j)] /= chosen;
+        }
         if (shared) m_sharedWeight[size_t(i)] = 1.0f / (1.0f + std::exp(-logits[experts]));
     }
 
@@ -301,18 +323,27 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
             for (int i = 0; i < n; ++i) jobs.push_back({L.sharedUp, xbOf(i), hb2Of(i) + sharedAt});
         }
         m_matvec.run(jobs);
-        if (whole) {  // one SwiGLU over all of a token's experts
-            for (int i = 0; i < n; ++i) d.swiglu(hbOf(i), hb2Of(i), hbOf(i), int(sharedAt) + shared);
-        } else {
+        // Each chosen expert's bias rows on its gate and up values (gpt-oss).
+        const auto eachChoice = [&](auto&& f) {
             for (size_t k = g0; k < g1; ++k)
                 for (int i = 0; i < n; ++i)
                     for (int j = 0; j < used; ++j)
-                        if (m_choice[size_t(i * used + j)] == m_distinct[k]) {
-                            float* h = hbOf(i) + size_t(j) * size_t(width);
-                            d.swiglu(h, hb2Of(i) + size_t(j) * size_t(width), h, width);
-                        }
+                        if (m_choice[size_t(i * used + j)] == m_distinct[k]) f(m_distinct[k], i, j);
+        };
+        if (L.expertGateBias || L.expertUpBias)
+            eachChoice([&](int e, int i, int j) {
+                const size_t at = size_t(j) * size_t(width), row = size_t(e) * size_t(width);
+                if (L.expertGateBias) d.add(hbOf(i) + at, L.expertGateBias + row, width);
+                if (L.expertUpBias) d.add(hb2Of(i) + at, L.expertUpBias + row, width);
+            });
+        if (whole) {  // one activation over all of a token's experts
+            for (int i = 0; i < n; ++i) activate(hbOf(i), hb2Of(i), int(sharedAt) + shared);
+        } else {
+            eachChoice([&](int, int i, int j) {
+                activate(hbOf(i) + size_t(j) * size_t(width), hb2Of(i) + size_t(j) * size_t(width), width);
+            });
             if (shared && first)
-                for (int i = 0; i < n; ++i) d.swiglu(hbOf(i) + sharedAt, hb2Of(i) + sharedAt, hbOf(i) + sharedAt, shared);
+                for (int i = 0; i < n; ++i) activate(hbOf(i) + sharedAt, hb2Of(i) + sharedAt, shared);
         }
         // Down into hb2 past the up values (a later group's are still to come): routed outputs
         // at outAt + j * dim, the shared one's at outAt + used * dim.
@@ -324,6 +355,10 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
             for (int i = 0; i < n; ++i)
                 jobs.push_back({L.sharedDown, hbOf(i) + sharedAt, hb2Of(i) + outAt + size_t(used) * dim});
         m_matvec.run(jobs);
+        if (L.expertDownBias)
+            eachChoice([&](int e, int i, int j) {
+                d.add(hb2Of(i) + outAt + size_t(j) * dim, L.expertDownBias + size_t(e) * dim, c.dim);
+            });
     }
     if (!failed) return failed;
 
@@ -347,6 +382,23 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
         d.add(x + size_t(i) * dim, xbOf(i), c.dim);
     }
     return {};
+}
+
+void LayerStep::activate(float* gate, const float* up, int n)
+{
+    if (!m_c.clampedSwiglu) {
+        m_device.swiglu(gate, up, gate, n);
+        return;
+    }
+    gpu::PointwiseArgs a;
+    a.op = gpu::PointwiseOp::ClampedSwiglu;
+    a.x = gate;
+    a.y = up;
+    a.out = gate;
+    a.n = n;
+    a.factor = m_c.swigluAlpha;
+    a.hi = m_c.swigluLimit;
+    m_device.pointwise(a);
 }
 
 void LayerStep::norm(const float* x, const float* weight, const float* bias, float* out)

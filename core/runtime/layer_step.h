@@ -68,6 +68,8 @@ public:
     const std::vector<int>& lastChoice() const { return m_choice; }
 
 private:
+    // gate = act(gate) * up over n values: SwiGLU, or the architecture's clamped one.
+    void activate(float* gate, const float* up, int n);
     Status experts(const LlamaLayerWeights& L, int layer, float* x, int n);
 
     const LlamaConfig& m_c;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
+#include "core/model/rope_scaling.h"
 #include "core/plan/model_tensors.h"
 #include "core/plan/session_memory.h"
 #include "core/trace/trace.h"
@@ -51,6 +53,16 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
                                  device.info().backend + " device cannot compute on (run it on the CPU backend, or "
                                  "compress the model for this one: spillway-cli compress --backend " +
                                  device.info().backend + ")");
+    // The ops beyond Llama's that the architecture needs, against what this backend has.
+    const gpu::DeviceCapabilities& caps = device.info().caps;
+    for (auto [needed, has, what] : {std::tuple{c.attentionSinks, caps.attentionSinks, "attention sinks"},
+                                     std::tuple{c.slidingWindow > 0, caps.slidingWindow, "sliding-window attention"},
+                                     std::tuple{c.clampedSwiglu, caps.clampedSwiglu, "the clamped SwiGLU"}})
+        if (needed && !has)
+            return makeError(ErrorCode::UnsupportedModel,
+                             model.path() + ": " + c.architecture + " needs " + what + ", which the " +
+                                 device.info().backend + " device does not have yet (run it on the CPU backend: "
+                                 "--backend cpu)");
     if (c.moe() && options.neuronCache.capacity > 0)
         return makeError(ErrorCode::UnsupportedModel,
                          model.path() + ": the neuron cache (activation-sparse FFN) does not take a mixture of "
@@ -75,25 +87,8 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         device.upload(b->data(), ropeFreqs->data, size_t(pairs) * sizeof(float));
         s->m_ropeFactors = std::move(b.value());
         s->m_rope.freqFactors = s->m_ropeFactors.as<float>();
-    } else if (c.ropeFactor > 0.0f) {
-        // Llama 3: wavelengths longer than original_context / low_freq_factor are slowed by
-        // the factor, shorter than original_context / high_freq_factor kept, a ramp between
-        // (as transformers' _compute_llama3_parameters and llama.cpp's rope_freqs).
-        const int pairs = c.ropeDims / 2;
-        std::vector<float> factors(size_t(std::max(pairs, 1)), 1.0f);
-        const double lowWavelen = c.ropeOriginalContext / double(c.ropeLowFreqFactor);
-        const double highWavelen = c.ropeOriginalContext / double(c.ropeHighFreqFactor);
-        for (int i = 0; i < pairs; ++i) {
-            const double freq = std::pow(double(c.ropeBase), -2.0 * i / c.ropeDims);
-            const double wavelen = 2.0 * M_PI / freq;
-            if (wavelen > lowWavelen) {
-                factors[size_t(i)] = c.ropeFactor;
-            } else if (wavelen >= highWavelen) {
-                const double smooth = (c.ropeOriginalContext / wavelen - c.ropeLowFreqFactor) /
-                                      (c.ropeHighFreqFactor - c.ropeLowFreqFactor);
-                factors[size_t(i)] = float(1.0 / ((1.0 - smooth) / c.ropeFactor + smooth));
-            }
-        }
+    } else if (std::vector<float> factors = ropeFrequencyFactors(c); !factors.empty()) {
+        // Llama 3's or YaRN's scaling (core/model/rope_scaling.h).
         auto b = device.allocate(factors.size() * sizeof(float));
         if (!b) return b.error();
         device.upload(b->data(), factors.data(), factors.size() * sizeof(float));

@@ -91,6 +91,7 @@ public:
         m_info.totalMemory = memoryLimit ? std::min<uint64_t>(memoryLimit, mem.total) : mem.total;
         m_info.freeMemory = std::min<uint64_t>(m_info.totalMemory, mem.available);
         m_info.caps.hostPointers = true;
+        m_info.caps.attentionSinks = m_info.caps.slidingWindow = m_info.caps.clampedSwiglu = true;
         m_plans.reserve(8);
         m_cursors = std::make_unique<ChunkCursor[]>(static_cast<size_t>(m_pool.size()));
         m_gemmScratch = std::make_unique<Scratch[]>(static_cast<size_t>(m_pool.size()));

@@ -118,17 +118,23 @@ void attentionHead(const AttentionArgs& a, int h, const Kernels& k)
     auto first = [&](int t) { return t * kvStride + static_cast<size_t>(kvHead) * a.headDim; };
     auto scaleIndex = [&](int t) { return static_cast<size_t>(t) * a.nKvHeads + kvHead; };
 
+    // A sliding window sees the last `window` positions only.
+    const int start = a.window > 0 ? std::max(0, a.nPos - a.window) : 0;
     float maxScore = -std::numeric_limits<float>::infinity();
-    for (int t = 0; t < a.nPos; ++t) {
+    for (int t = start; t < a.nPos; ++t) {
         const float dot = f32 ? k.dot(q, kf + first(t), a.headDim) : dotKv(a, q, first(t), scaleIndex(t), k);
         scores[t] = dot * a.scale;
         maxScore = std::max(maxScore, scores[t]);
     }
-    // Softmax as ggml's: exponentials in float, their sum in double, then one float scale.
-    const double sum = k.expSum(scores, a.nPos, maxScore);
+    // Softmax as ggml's: exponentials in float, their sum in double, then one float scale; a
+    // sink joins the maximum and the sum.
+    const float sink = a.sinks ? a.sinks[h] : -std::numeric_limits<float>::infinity();
+    if (a.sinks) maxScore = std::max(maxScore, sink);
+    double sum = k.expSum(scores + start, a.nPos - start, maxScore);
+    if (a.sinks) sum += static_cast<double>(std::exp(sink - maxScore));
     const float inverse = static_cast<float>(1.0 / sum);
     std::fill(out, out + a.headDim, 0.0f);
-    for (int t = 0; t < a.nPos; ++t) {
+    for (int t = start; t < a.nPos; ++t) {
         if (f32)
             k.axpy(scores[t] * inverse, vf + first(t), out, a.headDim);
         else
@@ -262,20 +268,30 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
             // output rows.
             for (int i0 = 0; i0 < queries; i0 += kBatchQueryChunk) {
                 const int rowsOf = std::min(kBatchQueryChunk, queries - i0);
-                const int width = firstPos + i0 + rowsOf;  // <= nPos
+                const int end = firstPos + i0 + rowsOf;  // <= nPos
+                // A sliding window: nothing before the chunk's first query's window.
+                const int lo = a.window > 0 ? std::max(0, firstPos + i0 + 1 - a.window) : 0;
+                const int width = end - lo;
                 const float* q = a.q + static_cast<size_t>(i0) * rowStride + static_cast<size_t>(h) * headDim;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rowsOf, width, headDim, a.scale, q,
-                            static_cast<blasint>(rowStride), k, static_cast<blasint>(ld), 0.0f, scores, width);
+                            static_cast<blasint>(rowStride), k + static_cast<size_t>(lo) * ld, static_cast<blasint>(ld),
+                            0.0f, scores, width);
                 for (int i = 0; i < rowsOf; ++i) {
-                    float* row = scores + static_cast<size_t>(i) * width;
+                    float* row = scores + static_cast<size_t>(i) * width;  // positions lo ..
                     const int visible = firstPos + i0 + i + 1;
-                    const float maxScore = *std::max_element(row, row + visible);
-                    const float inverse = static_cast<float>(1.0 / kernels.expSum(row, visible, maxScore));
-                    for (int t = 0; t < visible; ++t) row[t] *= inverse;
-                    std::fill(row + visible, row + width, 0.0f);
+                    const int start = (a.window > 0 ? std::max(0, visible - a.window) : 0) - lo;
+                    const int stop = visible - lo;
+                    float maxScore = *std::max_element(row + start, row + stop);
+                    if (a.sinks) maxScore = std::max(maxScore, a.sinks[h]);
+                    double sum = kernels.expSum(row + start, stop - start, maxScore);
+                    if (a.sinks) sum += static_cast<double>(std::exp(a.sinks[h] - maxScore));
+                    const float inverse = static_cast<float>(1.0 / sum);
+                    std::fill(row, row + start, 0.0f);
+                    for (int t = start; t < stop; ++t) row[t] *= inverse;
+                    std::fill(row + stop, row + width, 0.0f);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rowsOf, headDim, width, 1.0f, scores, width, v,
-                            static_cast<blasint>(ld), 0.0f,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rowsOf, headDim, width, 1.0f, scores, width,
+                            v + static_cast<size_t>(lo) * ld, static_cast<blasint>(ld), 0.0f,
                             a.out + static_cast<size_t>(i0) * rowStride + static_cast<size_t>(h) * headDim,
                             static_cast<blasint>(rowStride));
             }
@@ -385,6 +401,13 @@ void pointwiseOp(const PointwiseArgs& a)
         for (int i = 0; i < a.n; ++i) {
             const float product = a.x[i] * a.factor;
             a.out[i] = product + a.y[i];
+        }
+        return;
+    case PointwiseOp::ClampedSwiglu:
+        for (int i = 0; i < a.n; ++i) {
+            const float g = std::min(a.x[i], a.hi);
+            const float u = std::clamp(a.y[i], -a.hi, a.hi);
+            a.out[i] = g / (1.0f + std::exp(-a.factor * g)) * (u + 1.0f);
         }
         return;
     }

@@ -25,6 +25,12 @@ __global__ void pointwiseKernel(PointwiseOp op, const float* x, const float* y, 
     }
     case PointwiseOp::Scale: out[i] = __fmul_rn(v, factor); break;
     case PointwiseOp::ScaledAdd: out[i] = __fadd_rn(__fmul_rn(v, factor), y[i]); break;
+    case PointwiseOp::ClampedSwiglu: {
+        const float g = fminf(v, hi);
+        const float u = fminf(fmaxf(y[i], -hi), hi);
+        out[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(__fmul_rn(-factor, g)))), __fadd_rn(u, 1.0f));
+        break;
+    }
     }
 }
 

@@ -193,6 +193,7 @@ bool VulkanDevice::setUp(const PhysicalCandidate& chosen, const DeviceOptions& o
     di.caps.pinnedHostMemory = true;
     di.caps.events = false;
     di.caps.emulated = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    di.caps.clampedSwiglu = true;  // pointwise.comp op 5 (attention sinks and windows: not yet)
     return createIqTables(error);
 }
 

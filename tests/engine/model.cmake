@@ -19,3 +19,5 @@ spillway_test(test_engine_fallbacks LABELS engine conversation SOURCES ${CMAKE_C
 add_dependencies(test_engine_fallbacks spillway-cli)
 spillway_test(test_moe LABELS engine moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe.cpp LIBS spillway_core nlohmann_json::nlohmann_json)
 spillway_test(test_moe_routing LABELS engine moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_routing.cpp LIBS spillway_core)
+# The architecture families (core/model/families) against ik_llama.cpp (tests/data/models/families).
+spillway_test(test_families LABELS engine families moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_families.cpp LIBS spillway_core nlohmann_json::nlohmann_json)

@@ -6,6 +6,7 @@
 //                     NaN becomes 0)
 //   3 Scale           out = x * factor
 //   4 ScaledAdd       out = (x * factor) + y (the product rounded first)
+//   5 ClampedSwiglu   g = min(x, hi), u = clamp(y, -hi, hi): out = g / (1 + exp(-factor g)) * (u + 1)
 // out may alias x or y.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -44,6 +45,10 @@ void main()
         precise const float product = v * pc.factor;
         precise const float s = product + Floats(pc.y).v[i];
         result = s;
+    } else if (pc.op == 5u) {
+        const float g = min(v, pc.hi);
+        const float u = clamp(Floats(pc.y).v[i], -pc.hi, pc.hi);
+        result = g / (1.0 + exp(-pc.factor * g)) * (u + 1.0);
     } else {
         precise const float scaled = divCorrect(v, pc.step);
         const float r = roundHalfAway(scaled);

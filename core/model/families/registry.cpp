@@ -1,0 +1,40 @@
+#include "core/model/families/family.h"
+
+#include <iterator>
+
+#include "core/formats/gguf.h"
+
+namespace spillway {
+
+namespace {
+
+const Family kFamilies[] = {
+    {"llama", readLlamaFamily},      // Mixtral's experts included
+    {"mistral", readLlamaFamily},
+    {"qwen2", readQwenFamily},
+    {"qwen3", readQwenFamily},
+    {"qwen2moe", readQwenFamily, true},
+    {"qwen3moe", readQwenFamily, true},
+    {"olmoe", readOlmoeFamily, true},
+    {"opt", readOptFamily},
+    {"relu-llama", readReluLlamaFamily},
+    {"gpt-oss", readGptOssFamily, true},
+};
+
+}  // namespace
+
+std::span<const Family> families() { return kFamilies; }
+
+const Family* familyOf(std::string_view architecture)
+{
+    for (const Family& f : kFamilies)
+        if (architecture == f.architecture) return &f;
+    return nullptr;
+}
+
+Error familyKeyError(const gguf::Metadata& f, const std::string& what)
+{
+    return makeError(ErrorCode::ModelFileInvalid, f.source() + ": " + what);
+}
+
+}  // namespace spillway
