@@ -220,13 +220,15 @@ json usageJson(const Usage& usage)
 
 std::string completionResponse(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const char* finishReason,
-                               const Usage& usage)
+                               const Usage& usage, const std::string& reasoning)
 {
     json choice = {{"index", 0}, {"finish_reason", finishReason}, {"logprobs", nullptr}};
-    if (r.chat)
+    if (r.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else
+        if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
+    } else {
         choice["text"] = text;
+    }
     json j = envelope(r, id, created, model, false);
     j["choices"] = json::array({choice});
     j["usage"] = usageJson(usage);
@@ -234,13 +236,15 @@ std::string completionResponse(const CompletionRequest& r, const std::string& id
 }
 
 std::string completionChunk(const CompletionRequest& r, const std::string& id, int64_t created,
-                            const std::string& model, std::string_view text, bool first, const char* finishReason)
+                            const std::string& model, std::string_view text, bool first, const char* finishReason,
+                            std::string_view reasoning)
 {
     json choice = {{"index", 0}, {"finish_reason", finishReason ? json(finishReason) : json(nullptr)}, {"logprobs", nullptr}};
     if (r.chat) {
         json delta = json::object();
         if (first) delta["role"] = "assistant";
         if (!text.empty() || (first && !finishReason)) delta["content"] = std::string(text);
+        if (!reasoning.empty()) delta["reasoning_content"] = std::string(reasoning);
         choice["delta"] = delta;
     } else {
         choice["text"] = std::string(text);

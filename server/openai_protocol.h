@@ -56,14 +56,17 @@ struct Usage {
     int completionTokens = 0;
 };
 
-// The non-streamed response.
+// The non-streamed response. A chat's reasoning, where the model gave some, is the message's
+// reasoning_content beside its content (as llama-server, vLLM and DeepSeek's API give it).
 std::string completionResponse(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const char* finishReason,
-                               const Usage& usage);
+                               const Usage& usage, const std::string& reasoning = {});
 // One streamed chunk's JSON (without "data: "): the first carries the role (chat), the last the
-// finish_reason; `text` may be empty. With include_usage, every chunk carries "usage": null.
+// finish_reason; `text` may be empty; a chat's `reasoning` piece goes in delta.reasoning_content.
+// With include_usage, every chunk carries "usage": null.
 std::string completionChunk(const CompletionRequest& r, const std::string& id, int64_t created,
-                            const std::string& model, std::string_view text, bool first, const char* finishReason);
+                            const std::string& model, std::string_view text, bool first, const char* finishReason,
+                            std::string_view reasoning = {});
 // The usage chunk at the end of a stream with include_usage: empty choices.
 std::string usageChunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
                        const Usage& usage);

@@ -240,25 +240,34 @@ struct Server::Impl {
         slotFreed.notify_one();
     }
 
-    // Runs the request on `slot`: `emit` gets the text safe to send (stop sequences held back)
-    // and returns false when the client is gone. The finish reason, or null when stopped.
+    // Runs the request on `slot`: `emit` gets the text safe to send (stop sequences held back),
+    // the answer's and the reasoning's apart, and returns false when the client is gone. The
+    // finish reason, or null when stopped.
+    using Emit = std::function<bool(engine::ReplyPart part, const std::string& text)>;
     struct Outcome {
-        std::string text;
+        std::string text;       // the answer (a chat's tool calls too, as text, until they are parsed)
+        std::string reasoning;  // a chat's reasoning (the model's thinking), apart
         const char* finish = nullptr;
         Usage usage;
         Status error;
     };
-    Outcome generate(int slot, const CompletionRequest& r, const std::function<bool(const std::string&)>& emit,
-                     Clock::time_point start)
+    Outcome generate(int slot, const CompletionRequest& r, const Emit& emit, Clock::time_point start)
     {
         Outcome out;
-        TextGate gate(r.stop);
+        TextGate gate(r.stop), thoughts({});  // stop sequences end the answer, not the thinking
         bool clientGone = false, first = true;
         engine::ReplyOptions reply;
         reply.maxNewTokens = r.maxTokens;
         reply.sampling = r.sampling;
         if (!r.seeded) reply.sampling.seed = std::random_device{}();
         reply.stop = &stopping;
+        auto send = [&](engine::ReplyPart part, std::string_view piece) {
+            const bool thinking = part == engine::ReplyPart::Reasoning;
+            const std::string ready = (thinking ? thoughts : gate).feed(piece);
+            (thinking ? out.reasoning : out.text) += ready;
+            if (!ready.empty() && !emit(thinking ? part : engine::ReplyPart::Content, ready)) clientGone = true;
+            return !clientGone && !gate.stopped();
+        };
         reply.onToken = [&](std::string_view piece, int32_t) {
             if (first) {
                 first = false;
@@ -266,13 +275,12 @@ struct Server::Impl {
                 ttftSum += std::chrono::duration<double>(Clock::now() - start).count();
                 ++ttftCount;
             }
-            const std::string ready = gate.feed(piece);
-            out.text += ready;
-            if (!ready.empty() && !emit(ready)) clientGone = true;
-            if (clientGone || gate.stopped()) return false;
+            if (!r.chat && !send(engine::ReplyPart::Content, piece)) return false;
             turns.yield();
             return !stopping.load();
         };
+        // A chat's reply by parts: the reasoning apart from the answer (reasoning_content).
+        if (r.chat) reply.onPart = send;
         engine::Conversation& conversation = *slots[size_t(slot)].conversation;
         Result<engine::ReplyStats> stats = Error{ErrorCode::Internal, "not run"};
         {
@@ -284,9 +292,12 @@ struct Server::Impl {
             return out;
         }
         if (!gate.stopped() && !clientGone) {
+            const std::string thought = thoughts.flush();
+            out.reasoning += thought;
+            if (!thought.empty() && !emit(engine::ReplyPart::Reasoning, thought)) clientGone = true;
             const std::string rest = gate.flush();
             out.text += rest;
-            if (!rest.empty() && !emit(rest)) clientGone = true;
+            if (!clientGone && !rest.empty() && !emit(engine::ReplyPart::Content, rest)) clientGone = true;
         }
         out.usage = {stats->promptTokens, stats->generatedTokens};
         {
@@ -338,7 +349,7 @@ struct Server::Impl {
             const int fd = connectionSocket(req);
             Outcome o;
             try {
-                o = generate(slot, *request, [fd](const std::string&) { return fd < 0 || !peerGone(fd); }, start);
+                o = generate(slot, *request, [fd](engine::ReplyPart, const std::string&) { return fd < 0 || !peerGone(fd); }, start);
             } catch (...) {
                 release(slot, *request, {}, false);  // the slot is free again; the 500 is the handler's
                 throw;
@@ -356,7 +367,8 @@ struct Server::Impl {
                 return;
             }
             const std::string text = request->echo ? request->prompt + o.text : o.text;
-            res.set_content(completionResponse(*request, id, created, model, text, o.finish ? o.finish : "stop", o.usage),
+            res.set_content(completionResponse(*request, id, created, model, text, o.finish ? o.finish : "stop", o.usage,
+                                               o.reasoning),
                             "application/json");
             count(endpoint, 200);
             return;
@@ -393,8 +405,10 @@ struct Server::Impl {
                 Outcome o;
                 if (alive)
                     o = generate(held->slot, r,
-                                 [&](const std::string& text) {
-                                     return event(completionChunk(r, id, created, model, text, false, nullptr));
+                                 [&](engine::ReplyPart part, const std::string& text) {
+                                     const bool thought = part == engine::ReplyPart::Reasoning;
+                                     return event(completionChunk(r, id, created, model, thought ? "" : text, false,
+                                                                  nullptr, thought ? text : ""));
                                  },
                                  start);
                 held->release(o.text, alive && o.error.ok() && o.finish);

@@ -32,6 +32,7 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
         emit stateChanged();
     }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::tokens, this, &ChatController::onTokens, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::reasoningText, this, &ChatController::onReasoning, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::finished, this, &ChatController::onFinished, Qt::QueuedConnection);
     if (!store) return;
     connect(this, &ChatController::storeOpen, store, &ChatStore::open, Qt::QueuedConnection);
@@ -398,6 +399,13 @@ void ChatController::onTokens(const QString& text)
     if (!m_generating || m_replyIndex < 0 || m_replyIndex >= m_messages.size()) return;
     m_messages[m_replyIndex].content += text;
     emit replyText(text);
+}
+
+void ChatController::onReasoning(const QString& text)
+{
+    if (!m_generating || m_replyIndex < 0 || m_replyIndex >= m_messages.size()) return;
+    m_messages[m_replyIndex].reasoning += text;
+    emit replyReasoning(text);
 }
 
 void ChatController::onFailed(const QString& message)

@@ -110,6 +110,7 @@ signals:
     void replyStarted(int index);  // the reply at `index` (the last message) streams in
     void replyContinued(int index);  // the reply at `index` streams on after its text
     void replyText(const QString& text);
+    void replyReasoning(const QString& text);
     void replyEnded(double tokensPerSecond, double firstTokenMs, const QString& modelName);
     // Its state.
     void stateChanged();  // model ready, generating
@@ -161,6 +162,7 @@ private:
     GenerationSettings replySettings() const;  // m_settings with replyLimit()
     void onModelLoaded(const QString& description, bool chatTemplate);
     void onTokens(const QString& text);
+    void onReasoning(const QString& text);
     void onFinished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);
     void onFailed(const QString& message);
     void onListed(const QString& query, const QVector<spillway::ui::ConversationItem>& items);

@@ -20,6 +20,7 @@ int startReplyAt(QVector<MessageItem>& messages, int index)
     if (index < messages.size()) {
         messages.resize(index + 1);
         messages[index].content.clear();
+        messages[index].reasoning.clear();
         messages[index].tokensPerSecond = messages[index].firstTokenMs = 0;
         return index;
     }
@@ -115,7 +116,7 @@ void ChatStore::load(qint64 conversation)
     for (const auto& m : *messages)
         items.push_back({m.id, QString::fromUtf8(storage::roleName(m.role)), QString::fromStdString(m.content),
                          m.generation.tokensPerSecond.value_or(0.0), m.generation.firstTokenMs.value_or(0.0),
-                         QString::fromStdString(m.generation.modelName), 1, m.versionCount});
+                         QString::fromStdString(m.generation.modelName), 1, m.versionCount, {}});
     for (MessageItem& item : items) {  // which version is current, for "‹ 2/3 ›"
         if (item.versionCount < 2) continue;
         auto versions = m_db->versions(item.id);

@@ -32,6 +32,9 @@ struct MessageItem {
     QString modelName;
     int versionNumber = 1;  // which of its versions (edits, regenerations) is shown
     int versionCount = 1;
+    // A reply's reasoning (the model's thinking, where its template marks it), shown apart from
+    // the answer and never sent back to the model; held while the chat is open, not stored yet.
+    QString reasoning;
 };
 
 // A reply about to stream in at `index`: the message there is emptied (its figures too) and what

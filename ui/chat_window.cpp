@@ -545,6 +545,7 @@ void ChatWindow::connectChat()
     connect(chat, &ChatController::replyStarted, m_transcript, &TranscriptView::beginReply);
     connect(chat, &ChatController::replyContinued, m_transcript, &TranscriptView::continueReply);
     connect(chat, &ChatController::replyText, m_transcript, &TranscriptView::appendReplyText);
+    connect(chat, &ChatController::replyReasoning, m_transcript, &TranscriptView::appendReplyReasoning);
     connect(chat, &ChatController::replyEnded, m_transcript, &TranscriptView::finishReply);
     connect(chat, &ChatController::stateChanged, this, &ChatWindow::updateButtons);
     connect(chat, &ChatController::modelLoaded, this, &ChatWindow::onModelLoaded);

@@ -187,15 +187,25 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
     if (!m_conversation) m_conversation = m_engine->conversation();
 
     TextBatcher text([this](const QString& t) { emit tokens(t); });
+    TextBatcher thought([this](const QString& t) { emit reasoningText(t); });
     engine::ReplyOptions options;
     options.maxNewTokens = settings.maxTokens;
     options.continueLast = continueLast;
     options.sampling = settings.sampler(std::random_device{}());
     options.stop = &m_stop;
     options.onPrompt = [this](const std::string& prompt) { emit promptPrepared(QString::fromStdString(prompt)); };
-    options.onToken = [&](std::string_view piece, int32_t) {
-        text.add(piece);
+    options.onToken = [&](std::string_view, int32_t) {
         m_turns.yield();  // a server beside the chat gets its turn between tokens
+        return true;
+    };
+    // The answer and the reasoning apart, in the order they came (a batch is sent before the
+    // other part's text).
+    engine::ReplyPart last = engine::ReplyPart::Content;
+    options.onPart = [&](engine::ReplyPart part, std::string_view piece) {
+        const bool thinking = part == engine::ReplyPart::Reasoning;
+        if (part != last) (thinking ? text : thought).flush();
+        last = part;
+        (thinking ? thought : text).add(piece);
         return true;
     };
     Result<engine::ReplyStats> stats = Error{ErrorCode::Internal, "not run"};
@@ -203,6 +213,7 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
         engine::Turns::Held turn(m_turns);
         stats = m_conversation->reply(messages, options);
     }
+    thought.flush();
     text.flush();
     if (!stats) {
         emit failed(QString::fromStdString(stats.error().message));

@@ -104,6 +104,8 @@ signals:
     void failed(const QString& message);
     // Text of new tokens, batched about every 16 ms; always whole UTF-8 characters.
     void tokens(const QString& text);
+    // The reply's reasoning as it streams, apart from its answer (tokens()).
+    void reasoningText(const QString& text);
     // end: why the reply ended: "turn" (the model ended it), "limit" (max tokens), "context" (the
     // context is full) or "stopped" (Stop).
     void finished(double tokensPerSecond, double timeToFirstTokenMs, int tokens, const QString& end);

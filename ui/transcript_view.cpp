@@ -131,7 +131,10 @@ void TranscriptView::setMessages(const QVector<MessageItem>& messages, bool keep
 {
     m_messages = messages;
     m_streaming = -1;
-    if (!keepPlace) m_follow = true;
+    if (!keepPlace) {
+        m_follow = true;
+        m_openReasoning.clear();
+    }
     render();
 }
 
@@ -188,14 +191,29 @@ void TranscriptView::continueReply(int index)
 void TranscriptView::appendReplyText(const QString& text)
 {
     if (m_streaming < 0) return;
-    m_messages[m_streaming].content += text;
+    MessageItem& m = m_messages[m_streaming];
     QTextCursor cursor(document());
     cursor.movePosition(QTextCursor::End);
+    if (!m.reasoning.isEmpty() && m.content.isEmpty()) cursor.insertBlock();  // the answer under the reasoning
+    m.content += text;
     QTextCharFormat format;
     format.setForeground(palette().color(QPalette::Text));
     cursor.insertText(text, format);
     // (Not ensureCursorVisible: the widget's own cursor stays where the user clicked, at the top
     // by default, and brought the view back there at every piece of text.)
+    if (m_follow) scrollToNewest();
+}
+
+void TranscriptView::appendReplyReasoning(const QString& text)
+{
+    if (m_streaming < 0) return;
+    m_messages[m_streaming].reasoning += text;
+    QTextCursor cursor(document());
+    cursor.movePosition(QTextCursor::End);
+    QTextCharFormat format;
+    format.setForeground(mutedColor(palette()));
+    format.setFontItalic(true);
+    cursor.insertText(text, format);
     if (m_follow) scrollToNewest();
 }
 
@@ -252,6 +270,24 @@ void TranscriptView::renderMessage(int index)
     }
     if (index == m_streaming) return;  // the text streams in after this point
 
+    if (!user && !m.reasoning.isEmpty()) {
+        // The reasoning folded into one line above the answer; a click opens it.
+        const bool open = m_openReasoning.contains(index);
+        const QColor faint = mutedColor(palette());
+        const int words = int(m.reasoning.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts).size());
+        cursor.insertHtml(actionLink(QStringLiteral("reasoning"), index,
+                                     (open ? QStringLiteral("▾ ") : QStringLiteral("▸ ")) +
+                                         (words == 1 ? tr("Reasoning · 1 word") : tr("Reasoning · %1 words").arg(words)),
+                                     faint, open ? tr("Hide the model's reasoning") : tr("Show the model's reasoning")));
+        if (open) {
+            cursor.insertBlock();
+            QTextCharFormat thought = plain;
+            thought.setForeground(faint);
+            thought.setFontItalic(true);
+            cursor.insertText(m.reasoning, thought);
+        }
+        cursor.insertBlock();
+    }
     const int start = cursor.position();
     if (!user && looksLikeMarkdown(m.content)) {
         cursor.insertBlock();
@@ -317,6 +353,9 @@ void TranscriptView::onAnchor(const QUrl& url)
         emit regenerateRequested(index);
     } else if (action == QLatin1String("continue")) {
         emit continueRequested(index);
+    } else if (action == QLatin1String("reasoning")) {
+        if (!m_openReasoning.remove(index)) m_openReasoning.insert(index);
+        render();
     } else if (action == QLatin1String("version") && parts.size() == 2) {
         const int number = parts[1].toInt(&ok);
         if (ok) emit versionRequested(index, number);

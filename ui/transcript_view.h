@@ -5,6 +5,7 @@
 // messages it shows; a reply streams in as plain text and is rendered (Markdown, code blocks)
 // once complete.
 
+#include <QSet>
 #include <QTextBrowser>
 #include <QVector>
 
@@ -39,6 +40,9 @@ public:
     // The reply at `index` streams on after the text it has (Continue).
     void continueReply(int index);
     void appendReplyText(const QString& text);
+    // The reply's reasoning, streamed dimmed before its answer; once the reply is finished it
+    // folds into one line ("Reasoning · 120 words") that opens and closes it.
+    void appendReplyReasoning(const QString& text);
     void finishReply(double tokensPerSecond, double firstTokenMs, const QString& modelName);
     bool isStreaming() const { return m_streaming >= 0; }
     // Whether the view keeps the newest text in sight: true until the user scrolls up, and again
@@ -69,6 +73,7 @@ private:
     int m_streamStart = -1;  // its first character in the document
     bool m_follow = true;    // at the bottom: new text keeps it there
     bool m_rendering = false;  // scrollbar moves made by render(), not by the user
+    QSet<int> m_openReasoning;  // replies whose reasoning is unfolded
 };
 
 // True for text that uses Markdown blocks or emphasis (code fences, headings, lists, quotes,

@@ -54,15 +54,19 @@ struct ChatOptions {
 
 // One reply, local or remote, as the loop sees it.
 struct Turn {
-    std::string text;
+    std::string text;       // the answer
+    std::string reasoning;  // the model's thinking, apart (where its template marks it)
     std::string finish;  // "stop", "length", "" when stopped
     int promptTokens = 0, completionTokens = 0;
     double firstTokenMs = 0, tokensPerSecond = 0;
     bool remote = false;
 };
 
+// Gets the reply as it comes, by parts (reasoning, answer).
+using OnText = std::function<bool(engine::ReplyPart, std::string_view)>;
+
 struct Backend {
-    std::function<Result<Turn>(const std::vector<engine::Message>&, const std::function<bool(std::string_view)>&)> reply;
+    std::function<Result<Turn>(const std::vector<engine::Message>&, const OnText&)> reply;
     std::function<void()> reset;
 };
 
@@ -110,11 +114,12 @@ int runChat(ChatOptions o)
         if (!o.json)
             std::fprintf(stderr, "spillway-cli: chatting with %s at %s (remote: the compute is on that machine)\n",
                          modelName.c_str(), o.endpoint.c_str());
-        backend.reply = [&](const std::vector<engine::Message>& history,
-                            const std::function<bool(std::string_view)>& onText) -> Result<Turn> {
-            auto r = remote->chat(history, o.sampling, o.tokens, onText, &g_stopReply);
+        backend.reply = [&](const std::vector<engine::Message>& history, const OnText& onText) -> Result<Turn> {
+            auto r = remote->chat(
+                history, o.sampling, o.tokens,
+                [&](std::string_view text) { return onText(engine::ReplyPart::Content, text); }, &g_stopReply);
             if (!r) return r.error();
-            return Turn{r->text, r->finishReason, r->promptTokens, r->completionTokens, r->timeToFirstToken * 1e3,
+            return Turn{r->text, {}, r->finishReason, r->promptTokens, r->completionTokens, r->timeToFirstToken * 1e3,
                         r->tokensPerSecond(), true};
         };
         backend.reset = [] {};
@@ -130,19 +135,17 @@ int runChat(ChatOptions o)
         if (!o.json && !local->engine->chat().chatting())
             std::fprintf(stderr, "spillway-cli: %s has no chat template: each reply continues your last message\n",
                          o.model.c_str());
-        backend.reply = [&](const std::vector<engine::Message>& history,
-                            const std::function<bool(std::string_view)>& onText) -> Result<Turn> {
+        backend.reply = [&](const std::vector<engine::Message>& history, const OnText& onText) -> Result<Turn> {
             engine::ReplyOptions r;
             r.maxNewTokens = o.tokens;
             r.sampling = o.sampling;
             r.stop = &g_stopReply;
             Turn t;
-            r.onToken = [&](std::string_view text, int32_t) {
-                t.text += text;
-                return onText(text);
-            };
+            r.onPart = onText;
             auto s = conversation->reply(history, r);
             if (!s) return s.error();
+            t.text = s->content;
+            t.reasoning = s->reasoning;
             t.finish = s->end == engine::ReplyStats::End::Stopped ? ""
                        : s->end == engine::ReplyStats::End::Turn  ? "stop"
                                                                   : "length";
@@ -228,15 +231,23 @@ int runChat(ChatOptions o)
         history.push_back({"user", message});
         g_stopReply.store(false);
         g_replying.store(true);
-        auto turn = backend.reply(history, [&](std::string_view text) {
+        // The reasoning streams apart from the answer: dimmed before it on a terminal, on stderr
+        // when stdout is a pipe (which then holds the answer alone), as "reasoning" events in JSON.
+        bool thinking = false;
+        auto turn = backend.reply(history, [&](engine::ReplyPart part, std::string_view text) {
+            const bool thought = part == engine::ReplyPart::Reasoning;
             if (o.json) {
-                emitJson({{"type", "token"}, {"text", std::string(text)}});
-            } else {
-                std::fwrite(text.data(), 1, text.size(), stdout);
-                std::fflush(stdout);
+                emitJson({{"type", thought ? "reasoning" : "token"}, {"text", std::string(text)}});
+                return true;
             }
+            FILE* out = thought && !pretty ? stderr : stdout;
+            if (pretty && thought != thinking) std::fputs(thought ? "\x1b[2m" : "\x1b[0m\n\n", stdout);
+            thinking = thought;
+            std::fwrite(text.data(), 1, text.size(), out);
+            std::fflush(out);
             return true;
         });
+        if (pretty && thinking) std::fputs("\x1b[0m", stdout);
         g_replying.store(false);
         if (!turn) {
             history.pop_back();
@@ -250,6 +261,7 @@ int runChat(ChatOptions o)
         if (o.json) {
             emitJson({{"type", "reply"},
                       {"text", turn->text},
+                      {"reasoning", turn->reasoning},
                       {"finish_reason", turn->finish.empty() ? json(nullptr) : json(turn->finish)},
                       {"prompt_tokens", turn->promptTokens},
                       {"completion_tokens", turn->completionTokens},

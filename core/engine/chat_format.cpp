@@ -35,6 +35,7 @@ Result<ChatFormat> ChatFormat::fromSource(std::string_view source, std::string b
     f.m_template = std::make_shared<const chat::ChatTemplate>(std::move(*parsed));
     f.m_bosText = std::move(bosText);
     f.m_eosText = std::move(eosText);
+    f.m_markup = replyMarkupOf(source);
     return f;
 }
 
@@ -64,7 +65,7 @@ Result<RenderedPrompt> ChatFormat::render(std::span<const Message> messages) con
 
 bool ChatFormat::endsTurn(std::string_view text) const
 {
-    if (!m_template) return false;
+    if (!m_template || m_markup == ReplyMarkup::Harmony) return false;
     static constexpr std::string_view kEnds[] = {"<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>",
                                                  "<|endoftext|>", "<|end_of_text|>", "</s>"};
     for (std::string_view e : kEnds)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "core/engine/reply_parser.h"
 
 namespace spillway {
 class LlamaModel;
@@ -48,13 +49,17 @@ public:
     // user message, to continue). InvalidArgument when there is nothing to reply to or the
     // template raises.
     Result<RenderedPrompt> render(std::span<const Message> messages) const;
-    // Whether a generated token's text ends the assistant's turn: the model's EOS text and the
-    // end-of-turn markers of the common template families (only while chatting).
+    // Whether a generated token's text (a control token's: its vocabulary text) ends the
+    // assistant's turn: the model's EOS text and the end-of-turn markers of the common template
+    // families (only while chatting). A Harmony reply ends where its ReplyParser says instead.
     bool endsTurn(std::string_view tokenText) const;
+    // How the template marks a reply's reasoning and tool calls (Plain for a base model).
+    ReplyMarkup markup() const { return m_markup; }
 
 private:
     std::shared_ptr<const chat::ChatTemplate> m_template;
     std::string m_bosText, m_eosText, m_note;
+    ReplyMarkup m_markup = ReplyMarkup::Plain;
 };
 
 }  // namespace spillway::engine

@@ -78,6 +78,8 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> all, const Reply
     if (options.continueLast && !all.empty() && all.back().role == "assistant") {
         partial = all.back().content;
         messages = all.first(all.size() - 1);
+        // A Harmony reply goes on inside its final message.
+        if (format.markup() == ReplyMarkup::Harmony) partial = "<|channel|>final<|message|>" + partial;
     }
     auto render = [&](std::span<const Message> kept) -> Result<RenderedPrompt> {
         auto prompt = format.render(kept);
@@ -167,10 +169,41 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
     request.cachedTokens = int(common);
     // No limit: the generator stops when the context is full.
     request.maxNewTokens = options.maxNewTokens > 0 ? options.maxNewTokens : m_session->contextLength();
-    request.onToken = options.onToken;
     request.stop = options.stop;
     request.firstLogits = options.firstLogits;
-    if (chatting) request.endsTurn = [this](std::string_view t) { return m_engine.chat().endsTurn(t); };
+    // The reply's parts: each token's text through the parser; what it makes ready goes out after
+    // the token's own text.
+    const ChatFormat& format = m_engine.chat();
+    const ReplyMarkup markup = chatting ? format.markup() : ReplyMarkup::Plain;
+    ReplyParser parser(markup, text, options.continueLast);
+    std::vector<std::pair<ReplyPart, std::string>> ready;
+    const ReplyParser::Sink collect = [&](ReplyPart part, std::string_view piece) {
+        ready.emplace_back(part, std::string(piece));
+        return true;
+    };
+    auto deliver = [&] {
+        bool more = true;
+        for (const auto& [part, piece] : ready)
+            if (more && options.onPart) more = options.onPart(part, piece);
+        ready.clear();
+        return more;
+    };
+    const Vocabulary& vocab = m_engine.model().tokenizer().vocabulary();
+    request.endsTurn = [&](std::string_view t, int32_t token) {
+        // A control token's text is its markup ("<|end|>", "<|channel|>").
+        std::string_view marked = t;
+        if (t.empty() && token >= 0 && size_t(token) < vocab.tokens.size() &&
+            vocab.types[size_t(token)] == TokenType::Control)
+            marked = vocab.tokens[size_t(token)];
+        if (chatting && format.endsTurn(marked)) return true;
+        const bool markupToken = markup == ReplyMarkup::Harmony || marked == "<think>" || marked == "</think>";
+        parser.feed(markupToken ? marked : t, collect);
+        return parser.turnEnded();
+    };
+    request.onToken = [&](std::string_view t, int32_t token) {
+        if (options.onToken && !options.onToken(t, token)) return false;
+        return deliver();
+    };
     std::unique_ptr<LlamaSession> fallback;
     request.onDeviceLost = [&](const Error& why) -> LlamaSession* {
         auto cpu = m_engine.continueOnCpu(*m_session, why);
@@ -182,6 +215,10 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
     Sampler sampler(m_engine.model().config().vocabSize, options.sampling);
     auto stats = generate(*m_session, sampler, request);
     if (fallback) m_session = std::move(fallback);  // the CPU's session goes on from here
+    if (stats && !stats->stopped) {
+        parser.finish(collect);
+        deliver();
+    }
     if (!stats) {
         reset();  // what the cache holds is not known
         return stats.error();
@@ -197,6 +234,9 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
     ReplyStats out;
     static_cast<GenerationStats&>(out) = std::move(*stats);
     out.prompt = text;
+    out.content = parser.content();
+    out.reasoning = parser.reasoning();
+    out.toolCalls = parser.toolCalls();
     out.end = out.endOfText  ? ReplyStats::End::Turn
               : out.stopped  ? ReplyStats::End::Stopped
               : options.maxNewTokens > 0 && out.generatedTokens >= options.maxNewTokens ? ReplyStats::End::Limit

@@ -38,6 +38,11 @@ struct ReplyOptions {
     SamplerSettings sampling;
     // Each new token's text (possibly part of a UTF-8 character); return false to stop.
     std::function<bool(std::string_view text, int32_t token)> onToken;
+    // The reply by parts, as the chat format's markup separates them (ReplyParser): the model's
+    // reasoning, its answer and its tool calls, the markup left out; everything is Content for a
+    // template without markup and for complete(). Called after onToken with what that token
+    // made ready (text held back for a marker comes later). Return false to stop.
+    std::function<bool(ReplyPart part, std::string_view text)> onPart;
     const std::atomic<bool>* stop = nullptr;  // polled between batches and tokens
     // Called once with the text given to the model (after any dropped turns), before it runs.
     std::function<void(const std::string& prompt)> onPrompt;
@@ -53,6 +58,9 @@ struct ReplyStats : GenerationStats {
     enum class End { Turn, Limit, Context, Stopped };
     End end = End::Turn;
     std::string prompt;       // the text given to the model (after any dropped turns)
+    // The reply's parts, whole (what onPart gave, and any text held back till the end).
+    std::string content, reasoning;
+    std::vector<ToolCallText> toolCalls;
     int droppedMessages = 0;  // oldest messages left out to fit the context
 };
 

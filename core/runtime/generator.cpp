@@ -96,7 +96,7 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
             break;
         }
         std::string text = tokenizer.decodeToken(previous, token);
-        if (request.endsTurn && request.endsTurn(text)) {
+        if (request.endsTurn && request.endsTurn(text, token)) {
             stats.endOfText = true;
             break;
         }

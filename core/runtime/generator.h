@@ -45,9 +45,10 @@ struct GenerationRequest {
     // on the same session (a conversation's earlier turns): only the rest is evaluated. At most
     // the prompt's length - 1 is used (the last token's logits are needed).
     int cachedTokens = 0;
-    // A sampled token whose text this accepts ends the reply as EOS does (not kept, not shown):
-    // the end-of-turn markers of chat templates.
-    std::function<bool(std::string_view text)> endsTurn;
+    // A sampled token (its text, "" for a control token, and its id) that this accepts ends the
+    // reply as EOS does (not kept, not shown): the end-of-turn markers of chat templates. Called
+    // for every sampled token but EOS, before onToken.
+    std::function<bool(std::string_view text, int32_t token)> endsTurn;
     // Where set: the logits the first new token is sampled from (vocabSize floats), copied.
     std::vector<float>* firstLogits = nullptr;
     // Called with each new token's text (possibly a partial UTF-8 sequence); return false to stop.

@@ -138,6 +138,8 @@ TOKENS = {
     "gemma2-it": ("<bos>", "<eos>"),
     "gemma3-it": ("<bos>", "<eos>"),
     "zephyr": ("<s>", "</s>"),
+    # openai/gpt-oss-20b's chat_template.jinja at its commit cbf31f6 (2025-08-08): the harmony format.
+    "gpt-oss": ("<|startoftext|>", "<|return|>"),
 }
 
 # Cases particular to one template: (template, case name, messages, add_generation_prompt, extra).
@@ -203,6 +205,19 @@ SPECIAL = [
       {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "  Describe this.  "}]},
       {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
       msg("user", "Thanks")], True, {}),
+    ("gpt-oss", "reasoning_effort_high",
+     [SYSTEM, msg("user", "What is 2+2?")], True, {"reasoning_effort": "high"}),
+    ("gpt-oss", "thinking_dropped_from_history",
+     [msg("user", "Hi"), msg("assistant", "Hello!", thinking="The user greets me."),
+      msg("user", "What is 2+2?")], True, {}),
+    ("gpt-oss", "thinking_kept_in_last_turn",
+     [msg("user", "Why?"), msg("assistant", "Because.", thinking="Think hard.")], False, {}),
+    ("gpt-oss", "tools_and_call",
+     [SYSTEM, msg("user", "Weather in Paris?"),
+      {"role": "assistant", "thinking": "I should call the tool.", "tool_calls": [WEATHER_CALL]},
+      msg("tool", '{"temperature": 18}')], True, {"tools": [WEATHER_TOOL]}),
+    ("gpt-oss", "channel_tags_in_content",
+     [msg("user", "Hi"), msg("assistant", "<|channel|>final<|message|>Hello")], True, {}),
     ("gemma3-it", "invalid_content",
      [msg("user", 5)], True, {}),
 ]

@@ -21,3 +21,5 @@ spillway_test(test_moe LABELS engine moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tes
 spillway_test(test_moe_routing LABELS engine moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_routing.cpp LIBS spillway_core)
 # The architecture families (core/model/families) against ik_llama.cpp (tests/data/models/families).
 spillway_test(test_families LABELS engine families moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_families.cpp LIBS spillway_core nlohmann_json::nlohmann_json)
+# A reply's parts: reasoning, answer, tool calls (core/engine/reply_parser.h).
+spillway_test(test_reply_parser LABELS engine conversation chat SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_reply_parser.cpp LIBS spillway_core)

@@ -149,6 +149,7 @@ json chatBody(const std::string& user, int tokens, bool stream)
 
 struct Streamed {
     std::string text;
+    std::string reasoning;  // the deltas' reasoning_content
     std::string finish;
     std::vector<json> chunks;
     bool done = false;
@@ -183,6 +184,8 @@ Streamed parseStream(const std::string& body, bool chat)
         const json& c = j["choices"][0];
         if (s.chunks.size() == 1) s.roleFirst = chat && c["delta"].value("role", "") == "assistant";
         if (chat && c["delta"].contains("content")) s.text += c["delta"]["content"].get<std::string>();
+        if (chat && c["delta"].contains("reasoning_content"))
+            s.reasoning += c["delta"]["reasoning_content"].get<std::string>();
         if (!chat) s.text += c["text"].get<std::string>();
         if (!c["finish_reason"].is_null()) s.finish = c["finish_reason"];
     }
@@ -348,6 +351,50 @@ TEST(Server, AnswersModelsChatAndCompletionsAsTheEngineWould)
     ASSERT_NE(at, std::string::npos) << metrics->body;
     EXPECT_GT(std::stod(metrics->body.substr(at + compute.size())), 0.0) << metrics->body.substr(at, 80);
     EXPECT_NE(metrics->body.find("spillway_engine_lane_seconds_total{lane=\"SSD read\"} 0.000000\n"), std::string::npos);
+}
+
+// A thinking model's reply: its reasoning apart from its answer, as reasoning_content in the
+// message and in the stream's deltas. The template opens the thinking and stories260K never
+// closes it, so the whole reply is reasoning; a template that does not open it gives an answer.
+TEST(Server, ReasoningComesApartFromTheAnswer)
+{
+    Served s;
+    ASSERT_GT(s.port, 0);
+    for (const bool thinking : {true, false}) {
+        const std::string source = std::string(kTemplate) + (thinking ? "<think>" : "") + "{# </think> #}";
+        auto format = engine::ChatFormat::fromSource(source, "", "");
+        ASSERT_TRUE(format) << format.error().message;
+        s.engine->setChatFormat(*format);
+        // What the engine gives by parts, on an engine of its own.
+        auto e = openEngine();
+        ASSERT_TRUE(e);
+        e->setChatFormat(*format);
+        engine::ReplyOptions o;
+        o.maxNewTokens = 24;
+        o.sampling.temperature = 0;
+        auto want = e->conversation()->reply(std::vector<engine::Message>{{"user", "Once upon a time"}}, o);
+        ASSERT_TRUE(want) << want.error().message;
+        ASSERT_FALSE((thinking ? want->reasoning : want->content).empty());
+        EXPECT_TRUE((thinking ? want->content : want->reasoning).empty());
+
+        auto c = s.client();
+        auto plain = c.Post("/v1/chat/completions", chatBody("Once upon a time", 24, false).dump(), "application/json");
+        ASSERT_TRUE(plain);
+        ASSERT_EQ(plain->status, 200) << plain->body;
+        const json message = json::parse(plain->body)["choices"][0]["message"];
+        EXPECT_EQ(message["content"], want->content);
+        if (thinking)
+            EXPECT_EQ(message["reasoning_content"], want->reasoning);
+        else
+            EXPECT_FALSE(message.contains("reasoning_content")) << message.dump();
+
+        auto events = c.Post("/v1/chat/completions", chatBody("Once upon a time", 24, true).dump(), "application/json");
+        ASSERT_TRUE(events);
+        const Streamed st = parseStream(events->body, true);
+        EXPECT_EQ(st.text, want->content);
+        EXPECT_EQ(st.reasoning, want->reasoning);
+        EXPECT_TRUE(st.done);
+    }
 }
 
 // A reply that runs into the end of the context: usage counts what the context holds, never one

@@ -131,6 +131,43 @@ private slots:
         qputenv("XDG_CACHE_HOME", m_cache.path().toUtf8());
     }
 
+    // A thinking model's reply: its reasoning streams dimmed before the answer, then folds into
+    // one line above it that opens and closes it; the answer alone is what Copy takes.
+    void reasoningStreamsThenFoldsAboveTheAnswer()
+    {
+        TranscriptView view;
+        view.resize(500, 300);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        MessageItem question;
+        question.role = QStringLiteral("user");
+        question.content = QStringLiteral("What is 2+2?");
+        view.setContinuation(false);  // a chat model answers (a base model's prompt would show before)
+        view.setMessages({question});
+        view.beginReply(1);
+        view.appendReplyReasoning(QStringLiteral("The user asks a sum. "));
+        view.appendReplyReasoning(QStringLiteral("Two and two make four."));
+        view.appendReplyText(QStringLiteral("It is 4."));
+        QString text = view.toPlainText();
+        QVERIFY2(text.contains(QStringLiteral("Two and two make four.\nIt is 4.")), qPrintable(text));
+        view.finishReply(10, 5, QStringLiteral("demo"));
+        QCOMPARE(view.messages()[1].reasoning, QStringLiteral("The user asks a sum. Two and two make four."));
+        QCOMPARE(view.messages()[1].content, QStringLiteral("It is 4."));
+        text = view.toPlainText();
+        QVERIFY2(text.contains(QStringLiteral("Reasoning · 10 words")) && !text.contains(QStringLiteral("make four")) &&
+                     text.contains(QStringLiteral("It is 4.")),
+                 qPrintable(text));
+        emit view.anchorClicked(QUrl(QStringLiteral("msg://reasoning/1")));
+        text = view.toPlainText();
+        QVERIFY2(text.contains(QStringLiteral("Two and two make four.")), qPrintable(text));
+        emit view.anchorClicked(QUrl(QStringLiteral("msg://reasoning/1")));
+        QVERIFY(!view.toPlainText().contains(QStringLiteral("make four")));
+        QSignalSpy copied(&view, &TranscriptView::copied);
+        emit view.anchorClicked(QUrl(QStringLiteral("msg://copy/1")));
+        QCOMPARE(copied.count(), 1);
+        QCOMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("It is 4."));
+    }
+
     // The transcript shows the newest text while a reply streams, stays where the user scrolled
     // up to, and keeps the user's place when another version of the same chat is shown. (The
     // view used to call ensureCursorVisible() at every piece of text: the widget's own cursor sat

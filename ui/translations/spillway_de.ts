@@ -1634,6 +1634,22 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <translation>Diese Antwort kopieren</translation>
     </message>
     <message>
+        <source>Reasoning · 1 word</source>
+        <translation>Überlegung · 1 Wort</translation>
+    </message>
+    <message>
+        <source>Reasoning · %1 words</source>
+        <translation>Überlegung · %1 Wörter</translation>
+    </message>
+    <message>
+        <source>Hide the model&apos;s reasoning</source>
+        <translation>Die Überlegung des Modells ausblenden</translation>
+    </message>
+    <message>
+        <source>Show the model&apos;s reasoning</source>
+        <translation>Die Überlegung des Modells zeigen</translation>
+    </message>
+    <message>
         <source>Regenerate: write this reply again</source>
         <translation>Neu erzeugen: diese Antwort noch einmal schreiben</translation>
     </message>
