@@ -16,7 +16,7 @@ const char* supportedArchitectures()
         for (const Family& f : families()) {
             if (!list.empty()) list += ", ";
             list += f.architecture;
-            if (std::string_view(f.architecture) == "llama") list += " (Mixtral's experts included)";
+            if (f.note) list += std::string(" (") + f.note + ")";
         }
         return list;
     }();

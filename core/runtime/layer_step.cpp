@@ -8,6 +8,24 @@
 
 namespace spillway {
 
+namespace {
+
+// Softmax in place as ggml's: exp(v - max), summed in double, times 1 / sum.
+void softmax(float* v, int n)
+{
+    const float top = *std::max_element(v, v + n);
+    double sum = 0.0;
+    for (int k = 0; k < n; ++k) {
+        v[k] = std::exp(v[k] - top);
+        sum += v[k];
+    }
+    const float inv = float(1.0 / sum);
+    for (int k = 0; k < n; ++k) v[k] *= inv;
+}
+
+}  // namespace
+
+
 LayerStep::LayerStep(const LlamaConfig& config, gpu::Device& device, const Buffers& buffers, const KvCache& kv,
                      const gpu::RopeParams& rope, RowSplit& matvec, SparseFfn* sparse)
     : m_c(config), m_device(device), m_buf(buffers), m_kv(kv), m_rope(rope), m_matvec(matvec), m_sparse(sparse)
@@ -215,20 +233,9 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
     const bool ofChosen = c.routerWeights == LlamaConfig::RouterWeights::SoftmaxOfChosen;
     for (int i = 0; i < n; ++i) {
         const float* logits = m_routerLogits.data() + size_t(i) * logitsPerToken;
-        if (ofChosen) {
-            // gpt-oss: the top k by logit, then a softmax over those k (below).
-            std::copy(logits, logits + experts, probs.begin());
-        } else {
-            // Softmax as ggml's: exp(l - max), summed in double, times 1 / sum.
-            const float top = *std::max_element(logits, logits + experts);
-            double sum = 0.0;
-            for (int e = 0; e < experts; ++e) {
-                probs[size_t(e)] = std::exp(logits[e] - top);
-                sum += probs[size_t(e)];
-            }
-            const float inv = float(1.0 / sum);
-            for (int e = 0; e < experts; ++e) probs[size_t(e)] *= inv;
-        }
+        // The probabilities (gpt-oss: the logits; its top k are softmaxed below).
+        std::copy(logits, logits + experts, probs.begin());
+        if (!ofChosen) softmax(probs.data(), experts);
         // The top `used` in order of probability (ties: the lower index first), or `used` drawn.
         const auto likelier = [&](int a, int b) {
             return probs[size_t(a)] > probs[size_t(b)] || (probs[size_t(a)] == probs[size_t(b)] && a < b);
@@ -249,15 +256,7 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
             ++m_expertCounts[size_t(layer) * size_t(experts) + size_t(e)];
         }
         if (ofChosen) {
-            float* w = m_weight.data() + size_t(i * used);
-            const float top = *std::max_element(w, w + used);
-            double sum = 0.0;
-            for (int j = 0; j < used; ++j) {
-                w[j] = std::exp(w[j] - top);
-                sum += w[j];
-            }
-            const float inv = float(1.0 / sum);
-            for (int j = 0; j < used; ++j) w[j] *= inv;
+            softmax(m_weight.data() + size_t(i * used), used);
         } else if (c.expertWeightsNormalized) {
             for (int j = 0; j < used; ++j) m_weight[size_t(i * used + j)] /= chosen;
         }

@@ -24,6 +24,8 @@ struct Family {
     Status (*read)(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
     // A mixture-of-experts architecture: a file without expert_count is refused.
     bool requiresExperts = false;
+    // Said after the name in supportedArchitectures() ("Mixtral's experts included"), or null.
+    const char* note = nullptr;
 };
 
 // Every family this engine runs, in the order `supportedArchitectures()` lists them.
@@ -33,6 +35,7 @@ const Family* familyOf(std::string_view architecture);
 // The families' readers (one file each).
 Status readLlamaFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
 Status readQwenFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
+Status readQwen3MoeFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
 Status readOlmoeFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
 Status readOptFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
 Status readReluLlamaFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);

@@ -10,7 +10,14 @@ namespace spillway {
 Status readQwenFamily(const gguf::Metadata&, const std::string&, LlamaConfig& c)
 {
     c.ropeNeox = true;
-    c.expertWeightsNormalized = c.architecture == "qwen3moe";
+    c.expertWeightsNormalized = false;
+    return {};
+}
+
+Status readQwen3MoeFamily(const gguf::Metadata& f, const std::string& p, LlamaConfig& c)
+{
+    if (Status s = readQwenFamily(f, p, c); !s) return s;
+    c.expertWeightsNormalized = true;  // norm_topk_prob
     return {};
 }
 

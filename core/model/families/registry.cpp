@@ -9,12 +9,12 @@ namespace spillway {
 namespace {
 
 const Family kFamilies[] = {
-    {"llama", readLlamaFamily},      // Mixtral's experts included
+    {"llama", readLlamaFamily, false, "Mixtral's experts included"},
     {"mistral", readLlamaFamily},
     {"qwen2", readQwenFamily},
     {"qwen3", readQwenFamily},
     {"qwen2moe", readQwenFamily, true},
-    {"qwen3moe", readQwenFamily, true},
+    {"qwen3moe", readQwen3MoeFamily, true},
     {"olmoe", readOlmoeFamily, true},
     {"opt", readOptFamily},
     {"relu-llama", readReluLlamaFamily},
