@@ -29,6 +29,9 @@ struct DeviceCapabilities {
     bool attentionSinks = false;
     bool slidingWindow = false;
     bool clampedSwiglu = false;
+    // Device::deltaNet (Gated DeltaNet layers) and PointwiseOp::SigmoidMul (gated attention).
+    bool deltaNet = false;
+    bool sigmoidGate = false;
 };
 
 struct DeviceInfo {
@@ -218,6 +221,7 @@ enum class PointwiseOp : uint8_t {
     ScaledAdd,       // out[i] = (x[i] * factor) + y[i]          the product rounded, then added)
     ClampedSwiglu,   // gpt-oss's experts: g = min(x[i], hi), u = clamp(y[i], -hi, hi),
                      // out[i] = g / (1 + exp(-factor g)) * (u + 1)   (factor: alpha, hi: limit)
+    SigmoidMul,      // out[i] = x[i] * (1 / (1 + exp(-y[i])))  (an attention's output gate)
 };
 
 struct PointwiseArgs {
@@ -230,6 +234,37 @@ struct PointwiseArgs {
     float step = 1.0f;
     float lo = -128.0f, hi = 127.0f;
     float factor = 1.0f;  // Scale, ScaledAdd; ClampedSwiglu's alpha
+};
+
+// One token through a Gated DeltaNet mixer (LlamaConfig's ssm* fields say the shapes), as
+// ik_llama.cpp's delta_net computes it. The projections come in as the matrices gave them:
+//   unfused: qkv = [q (kHeads x stateDim) | k (same) | v (vHeads x headVDim)], z (vHeads x
+//            headVDim), beta and alpha (vHeads each);
+//   fused:   qkv = per key head [q | k | v (r x headVDim) | z (r x headVDim)] (r = vHeads /
+//            kHeads), beta = per key head [beta (r) | alpha (r)]; z and alpha null.
+// Then: the causal convolution of each channel of [q | k | v] over its last `kernel` inputs
+// (convState's kernel - 1 and this one; convState then moves on by one), SiLU; q and k L2-normed
+// per head (over max(norm, eps)), q times 1 / sqrt(stateDim); per value head h, with its key
+// head kh (h % kHeads where tiled, h / r otherwise), decay g = exp(min(softplus(alpha_h + dtBias_h)
+// * a_h, 50)) and b = sigmoid(beta_h), on its state S (headVDim x stateDim, row-major):
+//   S = g S;  u = b (v_h - S k);  S += u k^T (each value clamped to +-1e6);  o_h = S q
+// and out_h = rmsnorm(o_h, eps) * normWeight * silu(z_h). All pointers are device memory; the
+// states are read and written in place.
+struct DeltaNetArgs {
+    const float* qkv = nullptr;
+    const float* z = nullptr;
+    const float* beta = nullptr;
+    const float* alpha = nullptr;
+    const float* convWeight = nullptr;  // (convDim, kernel) taps, oldest input first
+    const float* dtBias = nullptr;      // (vHeads)
+    const float* a = nullptr;           // (vHeads)
+    const float* normWeight = nullptr;  // (headVDim)
+    float* convState = nullptr;         // (kernel - 1, convDim): the last inputs, oldest first
+    float* state = nullptr;             // (vHeads, headVDim, stateDim)
+    float* out = nullptr;               // (vHeads x headVDim)
+    int kHeads = 0, vHeads = 0, stateDim = 0, headVDim = 0, kernel = 0;
+    bool fused = false, tiled = false;
+    float eps = 1e-6f;
 };
 
 // The neuron cache's copy (sparse_ffn.cpp): the bundles that arrived in one upload go to their
@@ -365,6 +400,9 @@ public:
     // y[i] += x[i]
     virtual void add(float* y, const float* x, int n) = 0;
     virtual void pointwise(const PointwiseArgs& a) = 0;
+    // One token through a Gated DeltaNet mixer (DeltaNetArgs). Devices whose caps lack deltaNet
+    // do nothing (the engine does not give them such a model).
+    virtual void deltaNet(const DeltaNetArgs& a) { (void)a; }
     // The neuron cache's ops (ScatterRowsArgs, RowSumArgs above).
     virtual void scatterRows(const ScatterRowsArgs& a) = 0;
     virtual void rowSum(const RowSumArgs& a) = 0;

@@ -64,6 +64,7 @@ public:
     }
     void add(float* y, const float* x, int n) override { m_inner.add(y, x, n); }
     void pointwise(const PointwiseArgs& a) override { m_inner.pointwise(a); }
+    void deltaNet(const DeltaNetArgs& a) override { m_inner.deltaNet(a); }
     void scatterRows(const ScatterRowsArgs& a) override { m_inner.scatterRows(a); }
     void rowSum(const RowSumArgs& a) override { m_inner.rowSum(a); }
 

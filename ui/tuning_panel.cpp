@@ -290,6 +290,10 @@ void TuningPanel::showPrediction(const TuningPrediction& prediction, bool canApp
     m_prediction->setText(tr("device %1 · RAM %2 · SSD %3 read per token\nKV cache %4")
                               .arg(size(prediction.deviceBytes), size(prediction.ramBytes),
                                    size(prediction.ssdBytesPerToken), size(prediction.kvBytes)) +
+                          (prediction.stateBytes > 0
+                               ? tr(" · recurrent state %1 (linear-attention layers: the same at any context length)")
+                                     .arg(size(prediction.stateBytes))
+                               : QString()) +
                           (prediction.note.isEmpty() ? QString() : QStringLiteral("\n") + prediction.note));
     m_shown = prediction;
     showLanes();

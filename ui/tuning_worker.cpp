@@ -258,6 +258,7 @@ void TuningWorker::predict(const TuningSettings& settings)
     out.trainedContext = planned->config().trainedContext;
     out.defaultContext = plan::resolveContext(planned->config(), 0);
     out.kvBytes = qint64(plan->kvCacheBytes);
+    out.stateBytes = qint64(plan->recurrentStateBytes);
     if (!plan->expertLayers.empty()) {
         // A mixture of experts: where its experts are, and what the expert cache should hit.
         int cached = 0, resident = 0, inRam = 0, fewest = 0, most = 0;

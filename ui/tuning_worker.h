@@ -46,6 +46,7 @@ struct TuningPrediction {
     int trainedContext = 0;  // the model's trained context length
     int defaultContext = 0;  // what context 0 (the default) resolves to for this model
     qint64 kvBytes = 0;  // the KV cache, on the device
+    qint64 stateBytes = 0;  // a hybrid model's recurrent state, on the device (fixed per layer)
     QString note;   // why a setting was not taken (a neuron cache on a SwiGLU model, ...), or empty
     // The neuron cache: per layer, whether the cost model has the CPU compute its cold neurons
     // (else they are shipped to the device's slots); empty when the cache is off.

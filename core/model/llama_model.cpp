@@ -170,7 +170,7 @@ std::optional<std::pair<gpu::DType, BundleColumn>> bundleTypesOfFormat(std::stri
     return std::make_pair(*rows, *column);
 }
 
-const LayerVectorMember kLayerVectors[17] = {
+const LayerVectorMember kLayerVectors[21] = {
     {&LlamaLayerWeights::attnNorm, "attn_norm.weight", [](const LlamaConfig& c) { return c.dim; }},
     {&LlamaLayerWeights::ffnNorm, "ffn_norm.weight", [](const LlamaConfig& c) { return c.dim; },
      "post_attention_norm.weight"},
@@ -192,9 +192,14 @@ const LayerVectorMember kLayerVectors[17] = {
      nullptr, [](const LlamaConfig& c) { return c.expertFfnDim; }},
     {&LlamaLayerWeights::expertDownBias, "ffn_down_exps.bias", [](const LlamaConfig& c) { return c.nExperts * c.dim; },
      nullptr, [](const LlamaConfig& c) { return c.dim; }},
+    {&LlamaLayerWeights::ssmConv, "ssm_conv1d.weight", [](const LlamaConfig& c) { return c.ssmConvDim() * c.ssmConvKernel; },
+     nullptr, [](const LlamaConfig& c) { return c.ssmConvKernel; }},
+    {&LlamaLayerWeights::ssmDtBias, "ssm_dt.bias", [](const LlamaConfig& c) { return c.ssmVHeads; }},
+    {&LlamaLayerWeights::ssmA, "ssm_a", [](const LlamaConfig& c) { return c.ssmVHeads; }},
+    {&LlamaLayerWeights::ssmNorm, "ssm_norm.weight", [](const LlamaConfig& c) { return c.ssmHeadVDim; }},
 };
 
-const LayerMatrixMember kLayerMatrices[15] = {
+const LayerMatrixMember kLayerMatrices[20] = {
     {&LlamaLayerWeights::wq, "attn_q.weight"},
     {&LlamaLayerWeights::wk, "attn_k.weight"},
     {&LlamaLayerWeights::wv, "attn_v.weight"},
@@ -210,6 +215,11 @@ const LayerMatrixMember kLayerMatrices[15] = {
     {&LlamaLayerWeights::sharedUp, "ffn_up_shexp.weight", true},
     {&LlamaLayerWeights::sharedDown, "ffn_down_shexp.weight", true},
     {&LlamaLayerWeights::sharedRouter, "ffn_gate_inp_shexp.weight", true},
+    {&LlamaLayerWeights::ssmQkv, "attn_qkv.weight", false, "ssm_in.weight"},
+    {&LlamaLayerWeights::ssmGate, "attn_gate.weight"},
+    {&LlamaLayerWeights::ssmBeta, "ssm_beta.weight", false, "ssm_ba.weight"},
+    {&LlamaLayerWeights::ssmAlpha, "ssm_alpha.weight"},
+    {&LlamaLayerWeights::ssmOut, "ssm_out.weight"},
 };
 
 LlamaModel::~LlamaModel() = default;
@@ -223,6 +233,12 @@ const ModelTensor* LlamaModel::tensor(std::string_view name) const
 {
     const auto it = m_tensorIndex.find(name);
     return it == m_tensorIndex.end() ? nullptr : &m_tensors[it->second];
+}
+
+std::string LlamaModel::matrixName(int layer, const LayerMatrixMember& m) const
+{
+    const std::string b = "blk." + std::to_string(layer) + ".";
+    return m.alias && !tensor(b + m.suffix) && tensor(b + m.alias) ? b + m.alias : b + m.suffix;
 }
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& pathIn, const ModelLoadOptions& options)
@@ -471,10 +487,27 @@ Status LlamaModel::bind()
     for (int l = 0; l < c.nLayers; ++l) {
         auto& L = w.layers[static_cast<size_t>(l)];
         const std::string b = "blk." + std::to_string(l) + ".";
-        SPILLWAY_TRY(assignMatrix(L.wq, b + "attn_q.weight", q, dim));
-        SPILLWAY_TRY(assignMatrix(L.wk, b + "attn_k.weight", kv, dim));
-        SPILLWAY_TRY(assignMatrix(L.wv, b + "attn_v.weight", kv, dim));
-        SPILLWAY_TRY(assignMatrix(L.wo, b + "attn_output.weight", dim, q));
+        const bool linear = c.linearLayer(l);
+        if (linear) {
+            // Gated DeltaNet: its projections, fused (ssm_in, ssm_ba) or apart.
+            const int64_t conv = c.ssmConvDim(), value = c.ssmValueDim(), vHeads = c.ssmVHeads;
+            if (c.ssmFusedInput) {
+                SPILLWAY_TRY(assignMatrix(L.ssmQkv, b + "ssm_in.weight", conv + value, dim));
+                SPILLWAY_TRY(assignMatrix(L.ssmBeta, b + "ssm_ba.weight", 2 * vHeads, dim));
+            } else {
+                SPILLWAY_TRY(assignMatrix(L.ssmQkv, b + "attn_qkv.weight", conv, dim));
+                SPILLWAY_TRY(assignMatrix(L.ssmGate, b + "attn_gate.weight", value, dim));
+                SPILLWAY_TRY(assignMatrix(L.ssmBeta, b + "ssm_beta.weight", vHeads, dim));
+                SPILLWAY_TRY(assignMatrix(L.ssmAlpha, b + "ssm_alpha.weight", vHeads, dim));
+            }
+            SPILLWAY_TRY(assignMatrix(L.ssmOut, b + "ssm_out.weight", dim, value));
+        } else {
+            // A gated attention's q rows hold each head's q and its output gate.
+            SPILLWAY_TRY(assignMatrix(L.wq, b + "attn_q.weight", c.attentionOutputGate ? 2 * q : q, dim));
+            SPILLWAY_TRY(assignMatrix(L.wk, b + "attn_k.weight", kv, dim));
+            SPILLWAY_TRY(assignMatrix(L.wv, b + "attn_v.weight", kv, dim));
+            SPILLWAY_TRY(assignMatrix(L.wo, b + "attn_output.weight", dim, q));
+        }
         if (c.moe()) {
             SPILLWAY_TRY(bindExperts(L, b));
         } else {
@@ -485,7 +518,10 @@ Status LlamaModel::bind()
         for (const LayerVectorMember& v : kLayerVectors) {
             // A vector under its other name where the file has that one instead (gpt-oss's FFN norm).
             const std::string name = v.alias && !tensor(b + v.suffix) && tensor(b + v.alias) ? v.alias : v.suffix;
-            if (required(v.suffix) || tensor(b + name))
+            // A linear layer's own vectors are required there (and nowhere else).
+            const bool ssm = std::string_view(v.suffix).substr(0, 4) == "ssm_";
+            if (ssm && !linear) continue;
+            if (required(v.suffix) || ssm || tensor(b + name))
                 SPILLWAY_TRY(assignVector(L.*(v.member), b + name, v.length(c), v.inner ? v.inner(c) : 0));
         }
         if (c.attentionSinks && !L.attnSinks)
@@ -574,6 +610,8 @@ uint64_t LlamaModel::weightBytesPerToken() const
         total += gpu::matrixBytes(m_weights.projectIn) + gpu::matrixBytes(m_weights.projectOut);
     const LlamaConfig& c = m_config;
     for (const auto& L : m_weights.layers) {
+        total += gpu::matrixBytes(L.ssmQkv) + gpu::matrixBytes(L.ssmGate) + gpu::matrixBytes(L.ssmBeta) +
+                 gpu::matrixBytes(L.ssmAlpha) + gpu::matrixBytes(L.ssmOut);
         total += gpu::matrixBytes(L.wq) + gpu::matrixBytes(L.wk) + gpu::matrixBytes(L.wv) + gpu::matrixBytes(L.wo) +
                  gpu::matrixBytes(L.gate) + gpu::matrixBytes(L.up) + gpu::matrixBytes(L.down) +
                  2 * sizeof(float) * uint64_t(c.dim);

@@ -69,6 +69,20 @@ struct LlamaLayerWeights {
     gpu::MatrixView sharedUp;      // (sharedExpertFfnDim, dim)        ffn_up_shexp
     gpu::MatrixView sharedDown;    // (dim, sharedExpertFfnDim)        ffn_down_shexp
     gpu::MatrixView sharedRouter;  // (1, dim)                         ffn_gate_inp_shexp
+    // A linear-attention layer (LlamaConfig::AttentionKind::Linear: Gated DeltaNet; wq, wk, wv
+    // and wo are then absent). Unfused (Qwen3.5): ssmQkv the convolution's channels [q | k | v],
+    // ssmGate z, ssmBeta and ssmAlpha one row per value head. Fused (Qwen3-Next): ssmQkv is
+    // ssm_in, per key head [q | k | v | z], and ssmBeta is ssm_ba, per key head [beta | alpha];
+    // ssmGate and ssmAlpha absent.
+    gpu::MatrixView ssmQkv;    // (convDim, dim) attn_qkv, or (convDim + valueDim, dim) ssm_in
+    gpu::MatrixView ssmGate;   // (valueDim, dim)   attn_gate
+    gpu::MatrixView ssmBeta;   // (vHeads, dim)     ssm_beta, or (2 vHeads, dim) ssm_ba
+    gpu::MatrixView ssmAlpha;  // (vHeads, dim)     ssm_alpha
+    gpu::MatrixView ssmOut;    // (dim, valueDim)   ssm_out
+    const float* ssmConv = nullptr;    // (convDim, kernel) ssm_conv1d: each channel's taps, oldest first
+    const float* ssmDtBias = nullptr;  // (vHeads) ssm_dt.bias
+    const float* ssmA = nullptr;       // (vHeads) ssm_a: -exp(A_log), the decay's rate
+    const float* ssmNorm = nullptr;    // (headVDim) ssm_norm: the output's per-head RMSNorm
 };
 
 // Expert e's rows of a stacked expert matrix (LlamaLayerWeights::expertGate, ...).
@@ -86,8 +100,9 @@ struct LayerMatrixMember {
     gpu::MatrixView LlamaLayerWeights::*member;
     const char* suffix;
     bool moe = false;  // a mixture of experts' only (router, expert stacks, shared expert)
+    const char* alias = nullptr;  // the name a file may give it instead (Qwen3-Next: ssm_in.weight)
 };
-extern const LayerMatrixMember kLayerMatrices[15];
+extern const LayerMatrixMember kLayerMatrices[20];
 
 // Every float vector of a layer, with its GGUF name suffix and length: what the weight streamer
 // keeps resident on the device, and what the loader binds.
@@ -99,7 +114,7 @@ struct LayerVectorMember {
     // Stacked per expert (a 2-D GGUF tensor {inner, length / inner}); null: 1-D.
     int (*inner)(const LlamaConfig& c) = nullptr;
 };
-extern const LayerVectorMember kLayerVectors[17];
+extern const LayerVectorMember kLayerVectors[21];
 
 struct LlamaWeights {
     gpu::MatrixView tokenEmbedding;   // (vocab, embeddingDim)
@@ -185,6 +200,9 @@ public:
     const std::vector<std::string>& dataFiles() const { return m_dataFiles; }
     const std::vector<ModelTensor>& tensors() const { return m_tensors; }
     const ModelTensor* tensor(std::string_view name) const;  // nullptr when absent
+    // The tensor name of matrix m in layer `layer`: "blk.<layer>.<suffix>", or its alias where
+    // the file has that name instead.
+    std::string matrixName(int layer, const LayerMatrixMember& m) const;
     // Row-column bundles of every FFN layer (a package written with bundles), or empty.
     const std::vector<FfnBundles>& ffnBundles() const { return m_bundles; }
     // The output head shares the embedding (no output.weight).

@@ -30,11 +30,17 @@ int LlamaConfig::expertSlots(int requested) const
 
 int LlamaConfig::hiddenFloats() const
 {
-    if (!moe()) return ffnDim;
+    // A linear-attention layer's mixer works in hb and hb2 too (layer_step.cpp): hb holds the
+    // convolution's input (and, fused, z), hb2 z (unfused), beta, alpha and the mixer's output.
+    // A gated attention's q projection ([q_h | gate_h] per head) lands in hb before its halves
+    // are parted (the gates to hb2).
+    const int linear = std::max(hybrid() ? std::max(ssmConvDim() + ssmValueDim(), 2 * ssmValueDim() + 2 * ssmVHeads) : 0,
+                                attentionOutputGate ? 2 * qDim() : 0);
+    if (!moe()) return std::max(ffnDim, linear);
     // hb2: the up values, then (past them: an expert cache's groups fill both in turns) the outputs.
     const int routed = nExpertsUsed * expertFfnDim + sharedExpertFfnDim;
     const int outputs = (nExpertsUsed + 1) * dim;
-    return std::max({ffnDim, routed + outputs, nExperts + 1});
+    return std::max({ffnDim, routed + outputs, nExperts + 1, linear});
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #pragma once
 // Hyper-parameters of a Llama-family model, read from GGUF metadata and checked for sense.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -84,7 +85,9 @@ struct LlamaConfig {
     // Attention kinds, per layer: Full (every position before), or SlidingWindow (the last
     // slidingWindow positions). Empty: every layer Full. attentionSinks: each layer's softmax
     // takes a learned logit per head (attn_sinks) that carries no value (gpt-oss).
-    enum class AttentionKind : uint8_t { Full, SlidingWindow };
+    // Linear: no attention and no KV cache, a Gated DeltaNet mixer with a recurrent state of
+    // fixed size (Qwen3.5, Qwen3-Next; the `ssm*` fields below).
+    enum class AttentionKind : uint8_t { Full, SlidingWindow, Linear };
     std::vector<AttentionKind> attentionKinds;
     int slidingWindow = 0;
     bool attentionSinks = false;
@@ -98,6 +101,53 @@ struct LlamaConfig {
     // yarnAttnFactor^2 (its magnitude correction, 1 + 0.1 ln(factor) unless the file says).
     bool yarn = false;
     float yarnBetaFast = 32.0f, yarnBetaSlow = 1.0f, yarnAttnFactor = 1.0f;
+
+    // Gated DeltaNet (AttentionKind::Linear layers), as ik_llama.cpp's delta_net computes it:
+    // x -> [q k v] (ssmKHeads key heads of ssmStateDim, ssmVHeads value heads of ssmHeadVDim),
+    // a causal convolution of ssmConvKernel taps per channel and SiLU, q and k L2-normed, then
+    // per value head the delta rule on a (headVDim x stateDim) state with the decay
+    // exp(softplus(alpha + dt_bias) * a) and the write strength sigmoid(beta); the output
+    // RMS-normed per head and times silu(z); ssm_out back to dim. ssmFusedInput: q, k, v and z
+    // come from one ssm_in (and beta, alpha from one ssm_ba) grouped per key head (Qwen3-Next);
+    // else from attn_qkv, attn_gate, ssm_beta and ssm_alpha (Qwen3.5). A key head serves
+    // ssmVHeads / ssmKHeads value heads: value head h reads key head h % ssmKHeads where
+    // ssmTiledHeads (Qwen3.5), h / (ssmVHeads / ssmKHeads) otherwise (Qwen3-Next).
+    int ssmConvKernel = 0, ssmKHeads = 0, ssmVHeads = 0, ssmStateDim = 0, ssmHeadVDim = 0;
+    bool ssmFusedInput = false, ssmTiledHeads = false;
+    int ssmKeyDim() const { return ssmKHeads * ssmStateDim; }
+    int ssmValueDim() const { return ssmVHeads * ssmHeadVDim; }
+    int ssmConvDim() const { return 2 * ssmKeyDim() + ssmValueDim(); }
+    // Floats of one linear layer's recurrent state: the convolution's last kernel - 1 inputs per
+    // channel, then each value head's (headVDim x stateDim) matrix. Fixed, whatever the context.
+    uint64_t recurrentStateFloats() const
+    {
+        return uint64_t(std::max(ssmConvKernel - 1, 0)) * uint64_t(ssmConvDim()) +
+               uint64_t(ssmVHeads) * uint64_t(ssmHeadVDim) * uint64_t(ssmStateDim);
+    }
+    bool linearLayer(int layer) const { return attentionKind(layer) == AttentionKind::Linear; }
+    int linearLayers() const
+    {
+        return int(std::count(attentionKinds.begin(), attentionKinds.end(), AttentionKind::Linear));
+    }
+    bool hybrid() const { return linearLayers() > 0; }
+    // Layers with a KV cache (all but the linear ones), and layer l's place among them.
+    int kvLayers() const { return nLayers - linearLayers(); }
+    int kvSlot(int layer) const
+    {
+        int slot = 0;
+        for (int l = 0; l < layer; ++l) slot += linearLayer(l) ? 0 : 1;
+        return slot;
+    }
+    // Full-attention layers whose q projection carries an output gate: per head [q_h | gate_h]
+    // (2 * qDim rows), the attention's output times sigmoid(gate) before wo (Qwen3.5, Qwen3-Next).
+    bool attentionOutputGate = false;
+    // Multi-section RoPE (rope.dimension_sections, Qwen3.5's interleaved kind): rotated pair i
+    // takes the position of section (t, h, w or e) its index falls in. A text token's t, h and w
+    // are its position and e is 0, so a pair of the e section does not rotate. All zero: none.
+    int ropeSections[4] = {0, 0, 0, 0};
+    // Multi-token-prediction layers after the main ones (nextn_predict_layers): in the file and
+    // its tensor table (for speculative decoding), not among nLayers, not run.
+    int nextnLayers = 0;
 
     bool moe() const { return nExperts > 0; }
     // Floats per token of the FFN's working vectors (LayerStep's hb and hb2): the dense FFN's

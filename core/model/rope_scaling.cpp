@@ -2,10 +2,46 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace spillway {
 
+namespace {
+
+// Interleaved multi-section RoPE (ggml's IMROPE) for text: pair i's sector is i mod the
+// sections' sum; sectors 3k, 3k+1 and 3k+2 below three times the t, h and w sections take the
+// position (a text token's t = h = w), any other the e section's 0: its angle is 0, which an
+// infinite divisor gives.
+void applyTextSections(const LlamaConfig& c, std::vector<float>& factors)
+{
+    const int* s = c.ropeSections;
+    const int total = s[0] + s[1] + s[2] + s[3];
+    for (size_t i = 0; i < factors.size(); ++i) {
+        const int sector = int(i) % total;
+        const bool positioned = (sector % 3 == 1 && sector < 3 * s[1]) || (sector % 3 == 2 && sector < 3 * s[2]) ||
+                                (sector % 3 == 0 && sector < 3 * s[0]);
+        if (!positioned) factors[i] = std::numeric_limits<float>::infinity();
+    }
+}
+
+std::vector<float> scalingFactors(const LlamaConfig& c);
+
+}  // namespace
+
 std::vector<float> ropeFrequencyFactors(const LlamaConfig& c)
+{
+    std::vector<float> factors = scalingFactors(c);
+    const int pairs = c.ropeDims / 2;
+    if (pairs >= 1 && c.ropeSections[0] + c.ropeSections[1] + c.ropeSections[2] + c.ropeSections[3] > 0) {
+        if (factors.empty()) factors.assign(size_t(pairs), 1.0f);
+        applyTextSections(c, factors);
+    }
+    return factors;
+}
+
+namespace {
+
+std::vector<float> scalingFactors(const LlamaConfig& c)
 {
     const int pairs = c.ropeDims / 2;
     if (pairs < 1 || c.ropeFactor <= 0.0f) return {};
@@ -42,5 +78,7 @@ std::vector<float> ropeFrequencyFactors(const LlamaConfig& c)
     }
     return factors;
 }
+
+}  // namespace
 
 }  // namespace spillway

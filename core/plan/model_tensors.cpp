@@ -22,7 +22,7 @@ std::vector<TensorPlacement> modelTensors(const LlamaModel& model)
     const bool moe = model.config().moe();
     for (int l = 0; l < layers; ++l)
         for (const LayerMatrixMember& m : kLayerMatrices)
-            if (moe || !m.moe) add("blk." + std::to_string(l) + "." + m.suffix, l);
+            if (moe || !m.moe) add(model.matrixName(l, m), l);
     if (!tied) add("output.weight", layers);
     return list;
 }

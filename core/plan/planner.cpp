@@ -574,6 +574,7 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
     r.deviceWorkingBytes = s.fixed;
     r.kvType = in.kvType;
     r.kvCacheBytes = kvCacheBytes(in.model->config(), in.contextLength, in.kvType);
+    r.recurrentStateBytes = recurrentStateBytes(in.model->config());
     r.hostWeightBytes = e.hostBytes;
     r.stagingBytes = e.stagingBytes;
     r.ssdBytes = e.ssdBytes;

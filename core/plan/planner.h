@@ -86,6 +86,7 @@ struct PlanResult {
     int slotCount = 0;                     // streaming slots (named so: Qt defines `slots`)
     uint64_t deviceWorkingBytes = 0;       // KV cache, activations, embedding row
     uint64_t kvCacheBytes = 0;             // the KV cache's part of deviceWorkingBytes
+    uint64_t recurrentStateBytes = 0;      // hybrid models' linear layers: fixed, whatever the context
     gpu::KvType kvType = gpu::KvType::F32;
     uint64_t hostWeightBytes = 0;          // RAM-tier weights
     uint64_t stagingBytes = 0;

@@ -43,6 +43,9 @@ std::string planText(const PlanResult& r, bool perTensor)
                   mibOf(r.deviceTotal()), mibOf(r.deviceWeightBytes), r.slotCount, mibOf(r.deviceSlotBytes),
                   mibOf(r.deviceWorkingBytes), mibOf(r.vramBudget));
     out += format("          KV cache %.1f MiB (%s)\n", mibOf(r.kvCacheBytes), gpu::kvTypeName(r.kvType));
+    if (r.recurrentStateBytes > 0)
+        out += format("          recurrent state %.1f MiB (linear-attention layers: the same at every context length)\n",
+                      mibOf(r.recurrentStateBytes));
     out += format("  RAM     %10.1f MiB = weights %.1f + staging %.1f  (budget %.1f)\n", mibOf(r.hostTotal()),
                   mibOf(r.hostWeightBytes), mibOf(r.stagingBytes), mibOf(r.ramBudget));
     out += format("  SSD     %10.1f MiB read per token\n", mibOf(r.ssdBytes));
@@ -135,6 +138,7 @@ std::string planJson(const PlanResult& r)
           {"slots", r.slotCount},
           {"device_working_bytes", r.deviceWorkingBytes},
           {"kv_cache_bytes", r.kvCacheBytes},
+          {"recurrent_state_bytes", r.recurrentStateBytes},
           {"kv_type", gpu::kvTypeName(r.kvType)},
           {"device_total_bytes", r.deviceTotal()},
           {"ram_weight_bytes", r.hostWeightBytes},

@@ -11,7 +11,7 @@ int resolveContext(const LlamaConfig& c, int contextLength)
 
 SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, bool everyLogits)
 {
-    const uint64_t vectors = uint64_t(c.nLayers) * uint64_t(ctx) * uint64_t(c.nKvHeads);
+    const uint64_t vectors = uint64_t(c.kvLayers()) * uint64_t(ctx) * uint64_t(c.nKvHeads);
     const uint64_t kvBytes = vectors * uint64_t(c.headDim) * gpu::kvElementBytes(kv);
     const uint64_t scaleBytes = kv == gpu::KvType::Q8 ? vectors * sizeof(float) : 0;
     // Per token in flight: a prompt batch goes through each matrix in one dispatch.
@@ -35,6 +35,7 @@ SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvT
         scaleBytes,                                        // value scales
         newBytes,                                          // the new positions' K
         newBytes,                                          // the new positions' V
+        recurrentStateBytes(c),                            // the linear layers' state
     };
 }
 
@@ -49,7 +50,12 @@ uint64_t sessionWorkingBytes(const LlamaConfig& c, int contextLength, int batch,
 uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType)
 {
     const uint64_t ctx = uint64_t(std::max(0, resolveContext(c, contextLength)));
-    return ctx * uint64_t(c.nLayers) * 2 * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kvType, c.headDim);
+    return ctx * uint64_t(c.kvLayers()) * 2 * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kvType, c.headDim);
+}
+
+uint64_t recurrentStateBytes(const LlamaConfig& c)
+{
+    return uint64_t(c.linearLayers()) * c.recurrentStateFloats() * sizeof(float);
 }
 
 }  // namespace spillway::plan

@@ -15,16 +15,21 @@ namespace spillway::plan {
 int resolveContext(const LlamaConfig& c, int contextLength);
 
 // The session's device buffers in LlamaSession's order (x, xb, q, att, scores, hb, hb2, logits,
-// keys, values, key scales, value scales, the new positions' K and V), in bytes; 0 where a buffer
-// is not needed (the F32 cache has no scales and is written by the K/V projections directly).
-// `ctx` is resolved already; `batch` tokens in flight.
-using SessionBuffers = std::array<uint64_t, 14>;
+// keys, values, key scales, value scales, the new positions' K and V, the recurrent state), in
+// bytes; 0 where a buffer is not needed (the F32 cache has no scales and is written by the K/V
+// projections directly; a model without linear-attention layers has no recurrent state). The
+// KV cache is the attention layers' alone; the recurrent state a fixed size per linear layer,
+// whatever the context. `ctx` is resolved already; `batch` tokens in flight.
+using SessionBuffers = std::array<uint64_t, 15>;
 SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, bool everyLogits);
 
 // All of them together, for a context length as SessionOptions takes it.
 uint64_t sessionWorkingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType,
                              bool everyLogits = false);
-// The KV cache alone: contextLength times layers * 2 * kvHeads * kvVectorBytes(kvType, headDim).
+// The KV cache alone: contextLength times attention layers (LlamaConfig::kvLayers) * 2 * kvHeads
+// * kvVectorBytes(kvType, headDim).
 uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType);
+// The linear-attention layers' recurrent state (fp32), the same at every context length.
+uint64_t recurrentStateBytes(const LlamaConfig& c);
 
 }  // namespace spillway::plan

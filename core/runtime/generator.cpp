@@ -76,6 +76,9 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
         return feed(*current, stats.tokens, 0, request.stop, &stats.stopped, &stats.evaluated);
     };
     Result<const float*> logits = static_cast<const float*>(nullptr);
+    // A hybrid model keeps its recurrent state where the prompt's last token starts: Regenerate
+    // and the next turn (whose prompt repeats this one) go back no further than there.
+    current->keepStateAt(stats.promptTokens - 1);
     if (request.maxNewTokens > 0) {
         logits = feed(*current, stats.tokens, size_t(stats.cachedTokens), request.stop, &stats.stopped,
                       &stats.evaluated);

@@ -12,6 +12,8 @@ KvCache::KvCache(const LlamaConfig& c, int ctx, gpu::KvType type, Buffers buffer
       m_layerBytes(size_t(ctx) * size_t(c.kvDim()) * gpu::kvElementBytes(type)),
       m_layerVectors(size_t(ctx) * size_t(c.nKvHeads))
 {
+    m_slots.resize(size_t(c.nLayers));
+    for (int l = 0; l < c.nLayers; ++l) m_slots[size_t(l)] = c.kvSlot(l);
 }
 
 void KvCache::describe(gpu::AttentionArgs& a, int layer, int pos, int i) const
@@ -20,8 +22,8 @@ void KvCache::describe(gpu::AttentionArgs& a, int layer, int pos, int i) const
     a.vCache = layerBase(m_buffers.values, layer);
     a.kvType = m_type;
     if (m_type == gpu::KvType::Q8) {
-        a.kScales = m_buffers.keyScales.as<float>() + size_t(layer) * m_layerVectors;
-        a.vScales = m_buffers.valueScales.as<float>() + size_t(layer) * m_layerVectors;
+        a.kScales = m_buffers.keyScales.as<float>() + size_t(m_slots[size_t(layer)]) * m_layerVectors;
+        a.vScales = m_buffers.valueScales.as<float>() + size_t(m_slots[size_t(layer)]) * m_layerVectors;
     }
     if (!direct()) {
         a.kNew = newKey(layer, pos, i);

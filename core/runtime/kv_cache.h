@@ -1,13 +1,16 @@
 #pragma once
-// One session's keys and values on its device: (layer, ctx, kvDim) values of the session's
+// One session's keys and values on its device: (attention layer, ctx, kvDim) values of the session's
 // KvType, the Q8 scales (one float per position and KV head), and, for every type but F32, the
 // fp32 scratch where the tokens in flight wait for the attention op to convert their K and V into
 // the cache (an F32 cache takes them straight from the projections). Allocated once, with the
 // session's other buffers (plan::sessionBuffers sizes them); a position is written when its token
 // runs, so a conversation that goes back to an earlier position (an edited turn) writes over it.
+// Linear-attention layers (LlamaConfig::AttentionKind::Linear) have no place in it: a layer's
+// keys are at its slot among the attention layers (LlamaConfig::kvSlot).
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/model/llama_model.h"
 #include "gpu/device.h"
@@ -47,7 +50,10 @@ public:
     void describe(gpu::AttentionArgs& a, int layer, int pos, int i) const;
 
 private:
-    uint8_t* layerBase(const gpu::Buffer& b, int layer) const { return b.as<uint8_t>() + size_t(layer) * m_layerBytes; }
+    uint8_t* layerBase(const gpu::Buffer& b, int layer) const
+    {
+        return b.as<uint8_t>() + size_t(m_slots[size_t(layer)]) * m_layerBytes;
+    }
 
     Buffers m_buffers;
     gpu::KvType m_type = gpu::KvType::F32;
@@ -55,6 +61,7 @@ private:
     size_t m_kvDim = 0;
     size_t m_layerBytes = 0;    // one layer's keys (or values)
     size_t m_layerVectors = 0;  // one layer's positions x KV heads (Q8 scales)
+    std::vector<int> m_slots;   // per layer: its place among the attention layers
 };
 
 }  // namespace spillway

@@ -74,74 +74,92 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
         }
     };
 
-    // Attention.
+    // Attention, or a linear layer's mixer.
     normInputs(L.attnNorm, L.attnNormBias);
-    jobs.clear();
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wq, inputOf(i), qOf(i)});
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wk, inputOf(i), kOf(i)});
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wv, inputOf(i), vOf(i)});
-    m_matvec.run(jobs);
-    // A neuron cache whose predictors read the attention's input starts this layer's reads now.
-    if (m_sparse) failed = m_sparse->startFetch(layer, inputOf(0));
-    for (int i = 0; i < n; ++i) {
-        float* q = qOf(i);
-        float* k = kOf(i);
-        float* v = vOf(i);
-        if (L.qBias) d.add(q, L.qBias, c.qDim());
-        if (L.kBias) d.add(k, L.kBias, c.kvDim());
-        if (L.vBias) d.add(v, L.vBias, c.kvDim());
-        if (L.qNorm && c.qkNormWhole) {  // OLMoE: the whole projection normalized
-            d.rmsnorm(q, L.qNorm, q, c.qDim(), c.normEps);
-            d.rmsnorm(k, L.kNorm, k, c.kvDim(), c.normEps);
-        } else if (L.qNorm) {  // Qwen3: each head normalized on its own
-            for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
-            if (L.kNorm)
-                for (int h = 0; h < c.nKvHeads; ++h)
-                    d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
+    if (c.linearLayer(layer)) {
+        if (m_sparse) failed = m_sparse->startFetch(layer, inputOf(0));
+        linearAttention(L, layer, x, n, pos);
+    } else {
+        jobs.clear();
+        // A gated attention's q projection holds each head's gate beside it: into hb, then parted.
+        for (int i = 0; i < n; ++i) jobs.push_back({L.wq, inputOf(i), c.attentionOutputGate ? hbOf(i) : qOf(i)});
+        for (int i = 0; i < n; ++i) jobs.push_back({L.wk, inputOf(i), kOf(i)});
+        for (int i = 0; i < n; ++i) jobs.push_back({L.wv, inputOf(i), vOf(i)});
+        m_matvec.run(jobs);
+        // A neuron cache whose predictors read the attention's input starts this layer's reads now.
+        if (m_sparse) failed = m_sparse->startFetch(layer, inputOf(0));
+        if (c.attentionOutputGate)
+            for (int i = 0; i < n; ++i) splitGatedQuery(hbOf(i), qOf(i), hb2Of(i));
+        for (int i = 0; i < n; ++i) {
+            float* q = qOf(i);
+            float* k = kOf(i);
+            float* v = vOf(i);
+            if (L.qBias) d.add(q, L.qBias, c.qDim());
+            if (L.kBias) d.add(k, L.kBias, c.kvDim());
+            if (L.vBias) d.add(v, L.vBias, c.kvDim());
+            if (L.qNorm && c.qkNormWhole) {  // OLMoE: the whole projection normalized
+                d.rmsnorm(q, L.qNorm, q, c.qDim(), c.normEps);
+                d.rmsnorm(k, L.kNorm, k, c.kvDim(), c.normEps);
+            } else if (L.qNorm) {  // Qwen3: each head normalized on its own
+                for (int h = 0; h < c.nHeads; ++h) d.rmsnorm(q + h * c.headDim, L.qNorm, q + h * c.headDim, c.headDim, c.normEps);
+                if (L.kNorm)
+                    for (int h = 0; h < c.nKvHeads; ++h)
+                        d.rmsnorm(k + h * c.headDim, L.kNorm, k + h * c.headDim, c.headDim, c.normEps);
+            }
+            if (!c.learnedPositions) {
+                d.rope(q, c.nHeads, c.headDim, pos + i, m_rope);
+                d.rope(k, c.nKvHeads, c.headDim, pos + i, m_rope);
+            }
+            if (c.kvCacheStep > 0.0f) {
+                // An int8 cache with one fixed scale: the values it could hold, kept as floats.
+                gpu::PointwiseArgs snap;
+                snap.op = gpu::PointwiseOp::SnapToGrid;
+                snap.n = c.kvDim();
+                snap.step = c.kvCacheStep;
+                snap.x = snap.out = k;
+                d.pointwise(snap);
+                snap.x = snap.out = v;
+                d.pointwise(snap);
+            }
         }
-        if (!c.learnedPositions) {
-            d.rope(q, c.nHeads, c.headDim, pos + i, m_rope);
-            d.rope(k, c.nKvHeads, c.headDim, pos + i, m_rope);
+        {
+            // The batch's queries at once (causal: token i sees positions up to pos + i).
+            gpu::AttentionArgs a;
+            m_kv.describe(a, layer, pos, 0);
+            a.q = qOf(0);
+            a.out = attOf(0);
+            a.scores = m_buf.scores;
+            a.nHeads = c.nHeads;
+            a.nKvHeads = c.nKvHeads;
+            a.headDim = c.headDim;
+            a.nPos = pos + n;
+            // YaRN's magnitude correction scales q and k alike: their product by its square.
+            a.scale = c.yarnAttnFactor * c.yarnAttnFactor / std::sqrt(float(c.headDim));
+            a.sinks = L.attnSinks;
+            if (c.attentionKind(layer) == LlamaConfig::AttentionKind::SlidingWindow) a.window = c.slidingWindow;
+            if (n == 1)
+                d.attention(a);
+            else
+                d.attentionBatch(a, n, qDim);
         }
-        if (c.kvCacheStep > 0.0f) {
-            // An int8 cache with one fixed scale: the values it could hold, kept as floats.
-            gpu::PointwiseArgs snap;
-            snap.op = gpu::PointwiseOp::SnapToGrid;
-            snap.n = c.kvDim();
-            snap.step = c.kvCacheStep;
-            snap.x = snap.out = k;
-            d.pointwise(snap);
-            snap.x = snap.out = v;
-            d.pointwise(snap);
+        if (c.attentionOutputGate)  // the output times sigmoid(gate), before wo
+            for (int i = 0; i < n; ++i) {
+                gpu::PointwiseArgs gate;
+                gate.op = gpu::PointwiseOp::SigmoidMul;
+                gate.x = attOf(i);
+                gate.y = hb2Of(i);
+                gate.out = attOf(i);
+                gate.n = c.qDim();
+                d.pointwise(gate);
+            }
+        jobs.clear();
+        for (int i = 0; i < n; ++i) jobs.push_back({L.wo, attOf(i), xbOf(i)});
+        m_matvec.run(jobs);
+        for (int i = 0; i < n; ++i) {
+            if (L.oBias) d.add(xbOf(i), L.oBias, c.dim);
+            d.add(xOf(i), xbOf(i), c.dim);
+            if (c.postNorm) norm(xOf(i), L.attnNorm, L.attnNormBias, xOf(i));
         }
-    }
-    {
-        // The batch's queries at once (causal: token i sees positions up to pos + i).
-        gpu::AttentionArgs a;
-        m_kv.describe(a, layer, pos, 0);
-        a.q = qOf(0);
-        a.out = attOf(0);
-        a.scores = m_buf.scores;
-        a.nHeads = c.nHeads;
-        a.nKvHeads = c.nKvHeads;
-        a.headDim = c.headDim;
-        a.nPos = pos + n;
-        // YaRN's magnitude correction scales q and k alike: their product by its square.
-        a.scale = c.yarnAttnFactor * c.yarnAttnFactor / std::sqrt(float(c.headDim));
-        a.sinks = L.attnSinks;
-        if (c.attentionKind(layer) == LlamaConfig::AttentionKind::SlidingWindow) a.window = c.slidingWindow;
-        if (n == 1)
-            d.attention(a);
-        else
-            d.attentionBatch(a, n, qDim);
-    }
-    jobs.clear();
-    for (int i = 0; i < n; ++i) jobs.push_back({L.wo, attOf(i), xbOf(i)});
-    m_matvec.run(jobs);
-    for (int i = 0; i < n; ++i) {
-        if (L.oBias) d.add(xbOf(i), L.oBias, c.dim);
-        d.add(xOf(i), xbOf(i), c.dim);
-        if (c.postNorm) norm(xOf(i), L.attnNorm, L.attnNormBias, xOf(i));
     }
 
     // FFN.
@@ -381,6 +399,77 @@ Status LayerStep::experts(const LlamaLayerWeights& L, int layer, float* x, int n
         d.add(x + size_t(i) * dim, xbOf(i), c.dim);
     }
     return {};
+}
+
+void LayerStep::splitGatedQuery(const float* projected, float* q, float* gates)
+{
+    const int hd = m_c.headDim;
+    gpu::PointwiseArgs copy;  // x * 1: an exact copy on every device
+    copy.op = gpu::PointwiseOp::Scale;
+    copy.factor = 1.0f;
+    copy.n = hd;
+    for (int h = 0; h < m_c.nHeads; ++h) {
+        copy.x = projected + size_t(2 * h) * hd;
+        copy.out = q + size_t(h) * hd;
+        m_device.pointwise(copy);
+        copy.x = projected + size_t(2 * h + 1) * hd;
+        copy.out = gates + size_t(h) * hd;
+        m_device.pointwise(copy);
+    }
+}
+
+// A Gated DeltaNet mixer for n tokens (LlamaConfig's ssm* fields; gpu::DeltaNetArgs says the
+// math). Per token, in hb the projection the convolution reads ([q | k | v], or Qwen3-Next's
+// ssm_in with z inside), in hb2 z (unfused), then beta and alpha (or ssm_ba's pairs), then the
+// mixer's output; the state steps token by token in order (a snapshot the recurrent state wants
+// is taken after the token that reaches it), then ssm_out for all and the residual add.
+void LayerStep::linearAttention(const LlamaLayerWeights& L, int layer, float* x, int n, int pos)
+{
+    const LlamaConfig& c = m_c;
+    gpu::Device& d = m_device;
+    const size_t hidden = size_t(c.hiddenFloats()), xbStride = size_t(xbFloats(c));
+    const size_t value = size_t(c.ssmValueDim()), heads = size_t(c.ssmVHeads);
+    auto xbOf = [&](int i) { return m_buf.xb + size_t(i) * xbStride; };
+    auto hbOf = [&](int i) { return m_buf.hb + size_t(i) * hidden; };
+    auto hb2Of = [&](int i) { return m_buf.hb2 + size_t(i) * hidden; };
+    auto outOf = [&](int i) { return hb2Of(i) + value + 2 * heads; };
+    std::vector<gpu::MatvecJob>& jobs = m_jobs;
+    jobs.clear();
+    for (int i = 0; i < n; ++i) jobs.push_back({L.ssmQkv, xbOf(i), hbOf(i)});
+    if (!c.ssmFusedInput)
+        for (int i = 0; i < n; ++i) jobs.push_back({L.ssmGate, xbOf(i), hb2Of(i)});
+    for (int i = 0; i < n; ++i) jobs.push_back({L.ssmBeta, xbOf(i), hb2Of(i) + value});
+    if (!c.ssmFusedInput)
+        for (int i = 0; i < n; ++i) jobs.push_back({L.ssmAlpha, xbOf(i), hb2Of(i) + value + heads});
+    m_matvec.run(jobs);
+    gpu::DeltaNetArgs a;
+    a.convWeight = L.ssmConv;
+    a.dtBias = L.ssmDtBias;
+    a.a = L.ssmA;
+    a.normWeight = L.ssmNorm;
+    a.convState = m_state->convState(layer);
+    a.state = m_state->ssmState(layer);
+    a.kHeads = c.ssmKHeads;
+    a.vHeads = c.ssmVHeads;
+    a.stateDim = c.ssmStateDim;
+    a.headVDim = c.ssmHeadVDim;
+    a.kernel = c.ssmConvKernel;
+    a.fused = c.ssmFusedInput;
+    a.tiled = c.ssmTiledHeads;
+    a.eps = c.normEps;
+    for (int i = 0; i < n; ++i) {
+        a.qkv = hbOf(i);
+        a.z = c.ssmFusedInput ? nullptr : hb2Of(i);
+        a.beta = hb2Of(i) + value;
+        a.alpha = c.ssmFusedInput ? nullptr : hb2Of(i) + value + heads;
+        a.out = outOf(i);
+        d.deltaNet(a);
+        m_state->tokenDone(layer, pos + i + 1);
+    }
+    jobs.clear();
+    for (int i = 0; i < n; ++i) jobs.push_back({L.ssmOut, outOf(i), xbOf(i)});
+    m_matvec.run(jobs);
+    for (int i = 0; i < n; ++i) d.add(x + size_t(i) * size_t(c.dim), xbOf(i), c.dim);
 }
 
 void LayerStep::activate(float* gate, const float* up, int n)

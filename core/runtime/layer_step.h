@@ -2,7 +2,8 @@
 // One transformer block on the device, for the tokens of one pass: attention (with the session's
 // KV cache) and the FFN, dense or through the activation-sparse FFN. LlamaSession runs the
 // embedding, one LayerStep per layer and the head; the step owns no memory, it works in the
-// session's activation buffers.
+// session's activation buffers. A linear-attention layer (hybrid models) runs a Gated DeltaNet
+// mixer on its recurrent state (recurrent_state.h) where attention would be.
 //   x += wo · attention(rope(wq·n), rope(wk·n), wv·n), n = norm(x)    (pre-norm; post-norm
 //   x += down · (act(gate·n) ⊙ up·n), n = norm(x)                      norms after the adds)
 
@@ -14,6 +15,7 @@
 #include "core/plan/routing_profile.h"
 #include "core/runtime/expert_cache.h"
 #include "core/runtime/kv_cache.h"
+#include "core/runtime/recurrent_state.h"
 #include "gpu/device.h"
 
 namespace spillway {
@@ -53,6 +55,8 @@ public:
 
     // The cache that brings in the experts of the layers it serves (set by the session).
     void setExpertCache(ExpertCache* cache) { m_experts = cache; }
+    // The linear-attention layers' state (set by the session of a hybrid model).
+    void setRecurrentState(RecurrentState* state) { m_state = state; }
     // Each token's experts drawn at `profile`'s rates from now on instead of the router's top k
     // (plan::RoutingDraw: a benchmark's synthetic routing; the weights are still the router's
     // probabilities of the drawn experts).
@@ -71,6 +75,12 @@ private:
     // gate = act(gate) * up over n values: SwiGLU, or the architecture's clamped one.
     void activate(float* gate, const float* up, int n);
     Status experts(const LlamaLayerWeights& L, int layer, float* x, int n);
+    // A Gated DeltaNet mixer (linear-attention layer) in place of attention: its projections for
+    // the n tokens in one dispatch each, then the state stepped token by token (layer_step.cpp).
+    void linearAttention(const LlamaLayerWeights& L, int layer, float* x, int n, int pos);
+    // Parts the q projection of a gated attention (per head [q_h | gate_h], in hb) into q and
+    // the gates (hb2).
+    void splitGatedQuery(const float* projected, float* q, float* gates);
 
     const LlamaConfig& m_c;
     gpu::Device& m_device;
@@ -86,6 +96,7 @@ private:
     std::vector<char> m_picked;  // per expert: chosen by a token of the pass
     std::vector<ExpertViews> m_views;
     ExpertCache* m_experts = nullptr;  // the experts the placement leaves on the SSD (null: none)
+    RecurrentState* m_state = nullptr;  // hybrid models' linear layers (null: none)
     std::vector<uint64_t> m_expertCounts;
     std::unique_ptr<plan::RoutingDraw> m_draw;  // null: the router chooses
 };

@@ -57,7 +57,9 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     const gpu::DeviceCapabilities& caps = device.info().caps;
     for (auto [needed, has, what] : {std::tuple{c.attentionSinks, caps.attentionSinks, "attention sinks"},
                                      std::tuple{c.slidingWindow > 0, caps.slidingWindow, "sliding-window attention"},
-                                     std::tuple{c.clampedSwiglu, caps.clampedSwiglu, "the clamped SwiGLU"}})
+                                     std::tuple{c.clampedSwiglu, caps.clampedSwiglu, "the clamped SwiGLU"},
+                                     std::tuple{c.hybrid(), caps.deltaNet, "Gated DeltaNet (linear attention)"},
+                                     std::tuple{c.attentionOutputGate, caps.sigmoidGate, "gated attention"}})
         if (needed && !has)
             return makeError(ErrorCode::UnsupportedModel,
                              model.path() + ": " + c.architecture + " needs " + what + ", which the " +
@@ -100,7 +102,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     gpu::Buffer* buffers[] = {&s->m_x,         &s->m_xb,      &s->m_q,      &s->m_att,
                               &s->m_scores,    &s->m_hb,      &s->m_hb2,    &s->m_logits,
                               &kv.keys,        &kv.values,    &kv.keyScales, &kv.valueScales,
-                              &kv.newKeys,     &kv.newValues};
+                              &kv.newKeys,     &kv.newValues, &s->m_stateBuffer};
     const plan::SessionBuffers needs = plan::sessionBuffers(c, ctx, s->m_batch, options.kvType, options.everyLogits);
     for (size_t i = 0; i < needs.size(); ++i) {
         if (needs[i] == 0) continue;
@@ -109,6 +111,15 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         *buffers[i] = std::move(b.value());
     }
     s->m_kv = KvCache(c, ctx, options.kvType, std::move(kv));
+    if (c.hybrid()) {
+        if (options.stateSnapshotInterval < 1)
+            return makeError(ErrorCode::InvalidArgument, "the recurrent state's snapshot interval must be positive");
+        const uint64_t stateBytes = plan::recurrentStateBytes(c);
+        const int fit = int(std::min<uint64_t>((uint64_t(1) << 30) / std::max<uint64_t>(stateBytes, 1), 64));
+        const int snapshots = std::clamp(std::min(options.stateSnapshots, fit), std::min(2, options.stateSnapshots), 64);
+        s->m_state = RecurrentState(c, device, std::move(s->m_stateBuffer), snapshots);
+        s->m_history.assign(size_t(ctx), 0);
+    }
 
     plan::Placement placement;
     if (options.placement) {
@@ -160,6 +171,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
     step.hb2 = s->m_hb2.as<float>();
     step.scores = s->m_scores.as<float>();
     s->m_step = std::make_unique<LayerStep>(c, device, step, s->m_kv, s->m_rope, *s->m_split, s->m_sparse.get());
+    if (s->m_state.active()) s->m_step->setRecurrentState(&s->m_state);
     if (options.drawnRouting) {
         if (!options.drawnRouting->fits(c) || options.drawnRouting->empty())
             return makeError(ErrorCode::InvalidArgument,
@@ -198,6 +210,29 @@ Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int 
         return makeError(ErrorCode::InvalidArgument, "forward: every token's logits are kept for at most " +
                                                          std::to_string(m_batch) + " tokens per call, not " +
                                                          std::to_string(tokens.size()));
+    if (m_state.active()) {
+        // The recurrent state holds [0, position()): go back to pos from a snapshot where it is
+        // past it (or lost), then run the ids between again.
+        if (pos > m_state.position() && m_state.position() >= 0)
+            return makeError(ErrorCode::InvalidArgument,
+                             "forward: position " + std::to_string(pos) + " follows positions not run yet (the "
+                             "recurrent state holds " + std::to_string(m_state.position()) + " tokens)");
+        if (pos != m_state.position()) {
+            const int from = m_state.restoreAtOrBefore(pos);
+            for (int done = from; done < pos;) {
+                const int n = std::min(pos - done, m_batch);
+                auto rerun = forwardBatch({m_history.data() + done, size_t(n)}, done);
+                if (!rerun) return rerun;
+                done += n;
+                m_rerunTokens += uint64_t(n);
+            }
+        }
+        m_state.dropAfter(pos);
+        std::copy(tokens.begin(), tokens.end(), m_history.begin() + pos);
+        // A long prompt leaves a snapshot every stateSnapshotInterval positions (the newest kept).
+        const int every = m_options.stateSnapshotInterval, end = pos + int(tokens.size());
+        for (int at = (pos / every + 1) * every; at <= end; at += every) m_state.want(at);
+    }
     const float* last = nullptr;  // (no error value built up front: decoding allocates nothing)
     for (size_t done = 0; done < tokens.size();) {
         const size_t n = std::min(tokens.size() - done, size_t(m_batch));
@@ -210,6 +245,16 @@ Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int 
 }
 
 Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens, int pos)
+{
+    if (!m_state.active()) return runBatch(tokens, pos);
+    // A failed pass leaves the recurrent state part-way: unknown until put back from a snapshot.
+    auto logits = runBatch(tokens, pos);
+    m_state.finishPass(bool(logits));
+    m_state.setPosition(logits ? pos + int(tokens.size()) : -1);
+    return logits;
+}
+
+Result<const float*> LlamaSession::runBatch(std::span<const int32_t> tokens, int pos)
 {
     const LlamaConfig& c = m_model.config();
     gpu::Device& d = m_device;

@@ -18,6 +18,7 @@
 #include "core/runtime/expert_cache.h"
 #include "core/runtime/kv_cache.h"
 #include "core/runtime/layer_step.h"
+#include "core/runtime/recurrent_state.h"
 #include "core/runtime/row_split.h"
 #include "core/runtime/sparse_ffn.h"
 #include "core/runtime/weight_streamer.h"
@@ -47,6 +48,11 @@ struct SessionOptions {
     // instead of the router's choice (plan::RoutingDraw, the same seed every session: runs draw
     // alike): a known routing skew on a random-weight model. The outputs are not the model's.
     std::shared_ptr<const plan::RoutingProfile> drawnRouting;
+    // Hybrid models (linear-attention layers): how many snapshots of the recurrent state are
+    // kept in host memory (recurrent_state.h; at most 1 GiB of them, at least 2), and every how
+    // many positions a prompt leaves one besides those the generator asks for (keepStateAt).
+    int stateSnapshots = 8;
+    int stateSnapshotInterval = 1024;
 };
 
 class LlamaSession {
@@ -86,12 +92,27 @@ public:
     // this session; all must be < contextLength()) and returns the logits of the last token
     // (vocabSize floats, host-readable, valid until the next call). Prompt tokens go through
     // the layers `batch` at a time, so streamed weights are brought in once per batch.
+    // A hybrid model's recurrent state cannot go back: forward() at a position before the one
+    // it has reached puts back the latest snapshot at or before it and runs the tokens between
+    // again (the session keeps the ids it ran), so any pos up to the end of what was run is
+    // right, at the cost of those tokens.
     Result<const float*> forward(std::span<const int32_t> tokens, int pos);
     Result<const float*> forward(int32_t token, int pos) { return forward({&token, 1}, pos); }
+    // Asks a hybrid model's session to keep a snapshot of its recurrent state when it reaches
+    // `position` (the generator: the prompt's end less one token, where Regenerate and the next
+    // turn go back to). Nothing for other models.
+    void keepStateAt(int position) { m_state.want(position); }
+    // The positions of the snapshots kept (hybrid models; empty otherwise).
+    std::vector<int> stateSnapshots() const { return m_state.snapshotPositions(); }
+    // Device bytes of the recurrent state (0 without linear-attention layers).
+    uint64_t recurrentStateBytes() const { return m_state.bytes(); }
+    // Tokens run again to bring the recurrent state back to an earlier position, since creation.
+    uint64_t rerunTokens() const { return m_rerunTokens; }
 
 private:
     LlamaSession(const LlamaModel& model, gpu::Device& device);
     Result<const float*> forwardBatch(std::span<const int32_t> tokens, int pos);
+    Result<const float*> runBatch(std::span<const int32_t> tokens, int pos);  // forwardBatch's pass
     // The DeviceCompute spans of the pass just synchronized, from the device's marks.
     void recordDeviceSpans(const char* layerName, uint32_t pass);
     void matvec(std::span<const gpu::MatvecJob> jobs) { m_split->run(jobs); }
@@ -118,6 +139,10 @@ private:
     gpu::Buffer m_scores;  // (nHeads, ctx)
     gpu::Buffer m_logits;  // (vocab), or (batch, vocab) with everyLogits
     KvCache m_kv;          // keys and values (kv_cache.h)
+    gpu::Buffer m_stateBuffer;  // the linear layers' recurrent state
+    RecurrentState m_state;     // (recurrent_state.h)
+    std::vector<int32_t> m_history;  // hybrid models: the ids run at each position
+    uint64_t m_rerunTokens = 0;
     std::vector<gpu::MatvecJob> m_batchJobs;  // the head's, reused
     std::unique_ptr<float[]> m_hostLogits;  // for devices whose memory the host cannot read
     std::unique_ptr<RowSplit> m_split;    // HeteGen's CPU/GPU row split (row_split.h)

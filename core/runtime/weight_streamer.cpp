@@ -84,7 +84,7 @@ Result<std::unique_ptr<WeightStreamer>> WeightStreamer::create(const LlamaModel&
         im.units[size_t(l)].layer = L;
         for (const auto& m : kMembers) {
             if (!(L.*(m.member)).data) continue;  // absent (an ungated FFN's gate)
-            const std::string name = "blk." + std::to_string(l) + "." + m.suffix;
+            const std::string name = model.matrixName(l, m);
             if (std::find(options.notStreamed.begin(), options.notStreamed.end(), name) != options.notStreamed.end()) {
                 im.units[size_t(l)].layer.*(m.member) = gpu::MatrixView{};
                 continue;

@@ -11,6 +11,7 @@
 #include "gpu/cpu/cpu_kernels.h"
 #include "gpu/cpu/cpu_memory.h"
 #include "gpu/cpu/cpu_ops.h"
+#include "gpu/cpu/delta_net.h"
 #include "gpu/cpu/scratch.h"
 #include "gpu/cpu/thread_pool.h"
 #include "gpu/memory_accounting.h"
@@ -92,6 +93,7 @@ public:
         m_info.freeMemory = std::min<uint64_t>(m_info.totalMemory, mem.available);
         m_info.caps.hostPointers = true;
         m_info.caps.attentionSinks = m_info.caps.slidingWindow = m_info.caps.clampedSwiglu = true;
+        m_info.caps.deltaNet = m_info.caps.sigmoidGate = true;
         m_plans.reserve(8);
         m_cursors = std::make_unique<ChunkCursor[]>(static_cast<size_t>(m_pool.size()));
         m_gemmScratch = std::make_unique<Scratch[]>(static_cast<size_t>(m_pool.size()));
@@ -189,6 +191,7 @@ public:
     }
     void add(float* y, const float* x, int n) override { cpu::addOp(y, x, n); }
     void pointwise(const PointwiseArgs& a) override { cpu::pointwiseOp(a); }
+    void deltaNet(const DeltaNetArgs& a) override { cpu::deltaNetOp(a, m_pool, m_kernels, m_deltaScratch); }
     void scatterRows(const ScatterRowsArgs& a) override { cpu::scatterRowsOp(a); }
     void rowSum(const RowSumArgs& a) override { cpu::rowSumOp(a, m_pool); }
     void layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps) override
@@ -222,6 +225,7 @@ private:
 
     Scratch m_xScratch;             // per distinct x: its Q8 form, or an aligned copy
     Scratch m_ropeScratch;          // (rotaryDims) cos, sin
+    std::vector<float> m_deltaScratch;  // deltaNet's convolved input
     Scratch m_scoreScratch;         // (nHeads, nPos) when the caller gives no scores scratch
     int64_t m_totalChunks = 0;
     std::unique_ptr<ChunkCursor[]> m_cursors;  // (threads)

@@ -410,6 +410,9 @@ void pointwiseOp(const PointwiseArgs& a)
             a.out[i] = g / (1.0f + std::exp(-a.factor * g)) * (u + 1.0f);
         }
         return;
+    case PointwiseOp::SigmoidMul:
+        for (int i = 0; i < a.n; ++i) a.out[i] = a.x[i] * (1.0f / (1.0f + std::exp(-a.y[i])));
+        return;
     }
 }
 

@@ -18,6 +18,8 @@
 
 #include "core/model/llama_model.h"
 #include "core/plan/model_tensors.h"
+#include "core/plan/session_memory.h"
+#include "core/runtime/generator.h"
 #include "core/runtime/llama_session.h"
 #include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
@@ -111,8 +113,9 @@ size_t valueAt(const std::vector<char>& bytes, const std::string& key)
     return size_t(at - bytes.begin()) + key.size() + 4;
 }
 
-// Every float of each tensor named `suffix` in every layer set to `value`.
-void fillTensors(const LlamaModel& model, std::vector<char>& bytes, const std::string& suffix, float value)
+// Every float of each tensor named `suffix` in every layer (or `layers` of them) set to `value`.
+void fillTensors(const LlamaModel& model, std::vector<char>& bytes, const std::string& suffix, float value,
+                 int layers = -1)
 {
     int found = 0;
     for (const ModelTensor& t : model.tensors()) {
@@ -122,7 +125,29 @@ void fillTensors(const LlamaModel& model, std::vector<char>& bytes, const std::s
         for (uint64_t i = 0; i < t.bytes / 4; ++i) std::memcpy(&bytes[t.fileOffset + 4 * i], &value, 4);
         ++found;
     }
-    EXPECT_EQ(found, model.config().nLayers) << suffix;
+    EXPECT_EQ(found, layers < 0 ? model.config().nLayers : layers) << suffix;
+}
+
+// A part of an architecture broken in a copy of the file: its name and the patch of the bytes.
+struct Break {
+    const char* what;
+    std::function<void(std::vector<char>&)> patch;
+};
+
+// Each break, applied to a copy of `original` in `dir`, parts the greedy ids from the peer's: so
+// matching the peer checks that part.
+void expectEachBreakPartsFromThePeer(const std::filesystem::path& dir, const std::string& original,
+                                     const std::vector<Reference>& refs, const std::vector<Break>& breaks)
+{
+    auto device = gpu::createCpuDevice(2);
+    for (const Break& br : breaks) {
+        const std::string path = patchedCopy(dir, original, "broken.gguf", br.patch);
+        auto broken = LlamaModel::load(path);
+        ASSERT_TRUE(broken) << br.what << ": " << broken.error().message;
+        int partings = 0;
+        for (const Reference& ref : refs) partings += runAgainst(**broken, *device, ref, {}).partings;
+        EXPECT_GT(partings, 0) << br.what << " gives the peer's tokens: the test would not see it broken";
+    }
 }
 
 }  // namespace
@@ -205,10 +230,6 @@ TEST(GptOss, BreakingAnyPartChangesTheTokens)
     ASSERT_TRUE(model) << model.error().message;
     const auto refs = testing_support::readLlamaReferences(kFamilies + "tiny-gpt-oss.reference.json");
     testing_support::TempDir dir("spillway-gpt-oss-broken");
-    struct Break {
-        const char* what;
-        std::function<void(std::vector<char>&)> patch;
-    };
     const LlamaModel& m = **model;
     const std::vector<Break> breaks = {
         {"no sinks", [&](std::vector<char>& b) { fillTensors(m, b, ".attn_sinks.weight", -1e4f); }},
@@ -227,15 +248,7 @@ TEST(GptOss, BreakingAnyPartChangesTheTokens)
         {"no expert up bias", [&](std::vector<char>& b) { fillTensors(m, b, ".ffn_up_exps.bias", 0.0f); }},
         {"no expert down bias", [&](std::vector<char>& b) { fillTensors(m, b, ".ffn_down_exps.bias", 0.0f); }},
     };
-    auto device = gpu::createCpuDevice(2);
-    for (const Break& br : breaks) {
-        const std::string path = patchedCopy(dir.path(), original, "broken.gguf", br.patch);
-        auto broken = LlamaModel::load(path);
-        ASSERT_TRUE(broken) << br.what << ": " << broken.error().message;
-        int partings = 0;
-        for (const Reference& ref : refs) partings += runAgainst(**broken, *device, ref, {}).partings;
-        EXPECT_GT(partings, 0) << br.what << " gives the peer's tokens: the test would not see it broken";
-    }
+    expectEachBreakPartsFromThePeer(dir.path(), original, refs, breaks);
 }
 
 // A session on a backend without the ops gpt-oss needs is refused with the reason (the engine
@@ -261,6 +274,260 @@ TEST(GptOss, DevicesWithoutItsOpsSayWhatTheyLack)
     ASSERT_FALSE(session);
     EXPECT_EQ(session.error().code, ErrorCode::UnsupportedModel);
     EXPECT_NE(session.error().message.find("gpt-oss needs attention sinks, which the lacking device does not have"),
+              std::string::npos)
+        << session.error().message;
+}
+
+// ---- Qwen3.5 / Qwen3-Next: Gated DeltaNet layers beside gated attention ------------------------
+
+namespace {
+
+const char* const kHybrids[] = {"tiny-qwen35moe", "tiny-qwen35", "tiny-qwen3next"};
+
+std::unique_ptr<LlamaModel> loadHybrid(const std::string& name)
+{
+    auto model = LlamaModel::load(kFamilies + name + ".gguf");
+    EXPECT_TRUE(model) << (model ? "" : model.error().message);
+    return model ? std::move(*model) : nullptr;
+}
+
+}  // namespace
+
+TEST(Qwen35, ReadsItsLayerKinds)
+{
+    using Kind = LlamaConfig::AttentionKind;
+    auto moe = loadHybrid("tiny-qwen35moe");
+    ASSERT_TRUE(moe);
+    const LlamaConfig& c = moe->config();
+    EXPECT_EQ(c.architecture, "qwen35moe");
+    EXPECT_EQ(c.nLayers, 4);      // the multi-token-prediction layer (blk.4) is not run...
+    EXPECT_EQ(c.nextnLayers, 1);  // ...but kept in the file's tensor table
+    EXPECT_NE(moe->tensor("blk.4.nextn.eh_proj.weight"), nullptr);
+    EXPECT_EQ(c.attentionKinds, (std::vector<Kind>{Kind::Linear, Kind::Full, Kind::Linear, Kind::Full}));
+    EXPECT_EQ(c.kvLayers(), 2);
+    EXPECT_EQ(c.kvSlot(3), 1);
+    EXPECT_TRUE(c.attentionOutputGate && c.ropeNeox && c.ssmTiledHeads && !c.ssmFusedInput);
+    EXPECT_EQ(c.ropeDims, 8);
+    EXPECT_EQ(std::vector<int>(c.ropeSections, c.ropeSections + 4), (std::vector<int>{2, 1, 1, 0}));
+    EXPECT_EQ(c.ssmConvKernel, 4);
+    EXPECT_EQ(c.ssmKHeads, 2);
+    EXPECT_EQ(c.ssmVHeads, 4);
+    EXPECT_EQ(c.ssmStateDim, 64);
+    EXPECT_EQ(c.ssmHeadVDim, 64);
+    // A linear layer's state: 3 inputs of the 512 convolved channels, 4 heads of 64 x 64.
+    EXPECT_EQ(c.recurrentStateFloats(), uint64_t(3 * 512 + 4 * 64 * 64));
+    EXPECT_EQ(c.sharedExpertFfnDim, 32);
+    EXPECT_TRUE(c.expertWeightsNormalized);
+    const LlamaLayerWeights& linear = moe->weights().layers[0];
+    EXPECT_TRUE(linear.ssmQkv.data && linear.ssmGate.data && linear.ssmBeta.data && linear.ssmAlpha.data &&
+                linear.ssmOut.data && linear.ssmConv && linear.ssmDtBias && linear.ssmA && linear.ssmNorm);
+    EXPECT_FALSE(linear.wq.data);
+    const LlamaLayerWeights& full = moe->weights().layers[1];
+    EXPECT_EQ(full.wq.rows, 2 * c.qDim());  // each head's q and its gate
+    EXPECT_TRUE(full.qNorm && full.kNorm && full.sharedRouter.data);
+
+    auto next = loadHybrid("tiny-qwen3next");
+    ASSERT_TRUE(next);
+    const LlamaConfig& n = next->config();
+    EXPECT_EQ(n.attentionKinds, (std::vector<Kind>{Kind::Linear, Kind::Linear, Kind::Linear, Kind::Full}));
+    EXPECT_TRUE(n.ssmFusedInput && !n.ssmTiledHeads);
+    EXPECT_EQ(next->weights().layers[0].ssmQkv.rows, n.ssmConvDim() + n.ssmValueDim());  // ssm_in: q k v z
+    EXPECT_EQ(next->weights().layers[0].ssmBeta.rows, 2 * n.ssmVHeads);                 // ssm_ba
+    EXPECT_EQ(next->matrixName(0, kLayerMatrices[15]), "blk.0.ssm_in.weight");
+}
+
+// The ids, first logits and greedy ids of ik_llama.cpp, on every kernel set, the prompt in one
+// batch and one token at a time.
+TEST(Qwen35, MatchesIkLlamaCppOnEveryKernelSet)
+{
+    for (const char* name : kHybrids) {
+        auto model = loadHybrid(name);
+        ASSERT_TRUE(model);
+        const auto refs = testing_support::readLlamaReferences(kFamilies + name + ".reference.json");
+        ASSERT_EQ(refs.size(), 3u);
+        for (const std::string& set : testing_support::kernelSetNamesThisCpuRuns()) {
+            setenv("SPILLWAY_CPU_KERNELS", set.c_str(), 1);
+            auto device = gpu::createCpuDevice(2);
+            for (const Reference& ref : refs)
+                for (int batch : {1, 32}) {
+                    SessionOptions o;
+                    o.batch = batch;
+                    expectMatches(*model, *device, ref, o,
+                                  std::string(name) + " '" + ref.prompt + "' kernels " + set + ", batch " +
+                                      std::to_string(batch));
+                }
+            unsetenv("SPILLWAY_CPU_KERNELS");
+        }
+    }
+}
+
+// The experts on the SSD, two slots per layer of the eight: the same tokens.
+TEST(Qwen35, MatchesWithAQuarterOfTheExpertsCached)
+{
+    for (const char* name : {"tiny-qwen35moe", "tiny-qwen3next"}) {
+        auto model = loadHybrid(name);
+        ASSERT_TRUE(model);
+        plan::Placement placement = plan::uniformPlacement(*model, plan::Tier::Device);
+        for (auto& t : placement.tensors)
+            if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+        auto device = gpu::createCpuDevice(2);
+        for (const Reference& ref : testing_support::readLlamaReferences(kFamilies + name + ".reference.json")) {
+            SessionOptions o;
+            o.batch = 32;
+            o.placement = placement;
+            o.experts.slotsPerLayer = 2;
+            expectMatches(*model, *device, ref, o, std::string(name) + " '" + ref.prompt + "' experts cached");
+        }
+    }
+}
+
+// Each part of the mixer and of the gated attention, broken in a copy of the file, moves the greedy
+// tokens away from the peer's.
+TEST(Qwen35, BreakingAnyPartChangesTheTokens)
+{
+    const std::string original = kFamilies + "tiny-qwen35moe.gguf";
+    auto model = loadHybrid("tiny-qwen35moe");
+    ASSERT_TRUE(model);
+    const auto refs = testing_support::readLlamaReferences(kFamilies + "tiny-qwen35moe.reference.json");
+    testing_support::TempDir dir("spillway-qwen35-broken");
+    const LlamaModel& m = *model;
+    const std::vector<Break> breaks = {
+        {"no convolution", [&](std::vector<char>& b) { fillTensors(m, b, ".ssm_conv1d.weight", 0.25f, 2); }},
+        {"no decay", [&](std::vector<char>& b) { fillTensors(m, b, ".ssm_a", 0.0f, 2); }},
+        {"no dt bias", [&](std::vector<char>& b) { fillTensors(m, b, ".ssm_dt.bias", 0.0f, 2); }},
+        {"no output norm weight", [&](std::vector<char>& b) { fillTensors(m, b, ".ssm_norm.weight", 1.0f, 2); }},
+        {"no QK norm weights", [&](std::vector<char>& b) { fillTensors(m, b, ".attn_q_norm.weight", 1.0f, 3); }},
+        {"no shared expert", [&](std::vector<char>& b) { fillTensors(m, b, ".ffn_gate_inp_shexp.weight", 0.0f, 5); }},
+        {"no rotated sections",
+         [&](std::vector<char>& b) {
+             // [2, 1, 1, 0] -> [0, 0, 0, 4]: every pair in the e section, which text does not rotate.
+             const size_t at = valueAt(b, "qwen35moe.rope.dimension_sections") + 4 + 8;
+             const int32_t none[4] = {0, 0, 0, 4};
+             std::memcpy(&b[at], none, sizeof(none));
+         }},
+    };
+    expectEachBreakPartsFromThePeer(dir.path(), original, refs, breaks);
+}
+
+// A recurrent state cannot be cut back: going back to an earlier position (an edited or
+// regenerated turn) puts back the latest snapshot before it and runs the ids between again. The
+// logits then equal those of a session that ran the new sequence from the start, with
+// snapshots and without any (everything run again).
+TEST(Qwen35, GoingBackRestoresTheStateFromASnapshot)
+{
+    auto model = loadHybrid("tiny-qwen35moe");
+    ASSERT_TRUE(model);
+    const auto refs = testing_support::readLlamaReferences(kFamilies + "tiny-qwen35moe.reference.json");
+    std::vector<int32_t> tokens = refs[2].promptIds;
+    tokens.insert(tokens.end(), refs[2].greedyIds.begin(), refs[2].greedyIds.end());
+    const int back = int(refs[2].promptIds.size()) + 5;  // an edit inside the reply
+    std::vector<int32_t> edited(tokens.begin(), tokens.begin() + back);
+    edited.push_back(tokens[size_t(back)] == 7 ? 8 : 7);
+    edited.insert(edited.end(), tokens.begin() + back + 1, tokens.end());
+    const size_t vocab = size_t(model->config().vocabSize);
+    auto device = gpu::createCpuDevice(2);
+    auto logitsOf = [&](LlamaSession& s, std::span<const int32_t> t, int pos) {
+        auto l = s.forward(t, pos);
+        EXPECT_TRUE(l) << (l ? "" : l.error().message);
+        return l ? std::vector<float>(*l, *l + vocab) : std::vector<float>{};
+    };
+    SessionOptions fresh;
+    fresh.contextLength = 256;
+    auto reference = LlamaSession::create(*model, *device, fresh);
+    ASSERT_TRUE(reference) << reference.error().message;
+    const std::vector<float> expected = logitsOf(**reference, edited, 0);
+    for (int snapshots : {8, 0}) {
+        SessionOptions o;
+        o.contextLength = 256;
+        o.stateSnapshots = snapshots;
+        o.stateSnapshotInterval = 16;
+        auto session = LlamaSession::create(*model, *device, o);
+        ASSERT_TRUE(session) << session.error().message;
+        logitsOf(**session, tokens, 0);
+        if (snapshots > 0) {
+            const std::vector<int> kept = (*session)->stateSnapshots();
+            ASSERT_FALSE(kept.empty());
+            EXPECT_EQ(kept.back(), int(tokens.size()) / 16 * 16);
+        }
+        // Back to `back`, with the rest of the edited sequence.
+        const std::vector<float> got = logitsOf(**session, std::span(edited).subspan(size_t(back)), back);
+        ASSERT_EQ(got.size(), expected.size());
+        float off = 0.0f;
+        for (size_t i = 0; i < got.size(); ++i) off = std::max(off, std::fabs(got[i] - expected[i]));
+        EXPECT_LT(off, 1e-3f) << snapshots << " snapshots";
+        // From the snapshot at or before `back` (a multiple of 16), or from the start.
+        EXPECT_EQ((*session)->rerunTokens(), uint64_t(snapshots > 0 ? back % 16 : back)) << snapshots << " snapshots";
+        // A position past what the state holds is refused, not guessed.
+        auto ahead = (*session)->forward(int32_t(1), int(edited.size()) + 3);
+        ASSERT_FALSE(ahead);
+        EXPECT_EQ(ahead.error().code, ErrorCode::InvalidArgument);
+    }
+}
+
+// Regenerate: the same prompt again goes back to the snapshot the generator asked for at its last
+// token, so nothing is run again, and greedy decoding gives the same reply.
+TEST(Qwen35, RegenerateRunsNothingAgain)
+{
+    auto model = loadHybrid("tiny-qwen3next");
+    ASSERT_TRUE(model);
+    auto device = gpu::createCpuDevice(2);
+    auto session = LlamaSession::create(*model, *device, 256);
+    ASSERT_TRUE(session) << session.error().message;
+    SamplerSettings greedy;
+    greedy.temperature = 0.0f;
+    Sampler sampler(model->config().vocabSize, greedy);
+    GenerationRequest request;
+    request.prompt = "Once upon a time";
+    request.maxNewTokens = 12;
+    auto first = generate(**session, sampler, request);
+    ASSERT_TRUE(first) << first.error().message;
+    request.cachedTokens = first->promptTokens;
+    Sampler again(model->config().vocabSize, greedy);
+    auto second = generate(**session, again, request);
+    ASSERT_TRUE(second) << second.error().message;
+    EXPECT_EQ(second->tokens, first->tokens);
+    EXPECT_EQ(second->cachedTokens, first->promptTokens - 1);
+    EXPECT_EQ((*session)->rerunTokens(), 0u);
+}
+
+// The planner's memory: the KV cache of the attention layers alone, and the recurrent state a
+// fixed cost per linear layer, the same at every context length.
+TEST(Qwen35, SessionMemoryCountsTheStateOnceAndTheKvCacheOfAttentionLayers)
+{
+    auto model = loadHybrid("tiny-qwen35moe");
+    ASSERT_TRUE(model);
+    const LlamaConfig& c = model->config();
+    const uint64_t perPosition = uint64_t(2) * 2 * uint64_t(c.kvDim()) * 2;  // 2 attention layers, K and V, f16
+    EXPECT_EQ(plan::kvCacheBytes(c, 128, gpu::KvType::F16), perPosition * 128);
+    EXPECT_EQ(plan::recurrentStateBytes(c), uint64_t(2) * c.recurrentStateFloats() * 4);
+    EXPECT_EQ(plan::sessionBuffers(c, 128, 1, gpu::KvType::F16, false).back(), plan::recurrentStateBytes(c));
+    EXPECT_EQ(plan::sessionBuffers(c, 4096, 1, gpu::KvType::F16, false).back(), plan::recurrentStateBytes(c));
+    auto device = gpu::createCpuDevice(1);
+    auto session = LlamaSession::create(*model, *device, 128);
+    ASSERT_TRUE(session) << session.error().message;
+    EXPECT_EQ((*session)->recurrentStateBytes(), plan::recurrentStateBytes(c));
+}
+
+// A backend without the delta net or the attention gate is refused with the reason.
+TEST(Qwen35, DevicesWithoutItsOpsSayWhatTheyLack)
+{
+    auto model = loadHybrid("tiny-qwen35");
+    ASSERT_TRUE(model);
+    auto cpu = gpu::createCpuDevice(1);
+    EXPECT_TRUE(cpu->info().caps.deltaNet && cpu->info().caps.sigmoidGate);
+    struct Lacking : gpu::ForwardingDevice {
+        explicit Lacking(gpu::Device& inner) : ForwardingDevice(inner), m_info(inner.info())
+        {
+            m_info.backend = "lacking";
+            m_info.caps.deltaNet = false;
+        }
+        const gpu::DeviceInfo& info() const override { return m_info; }
+        gpu::DeviceInfo m_info;
+    } lacking(*cpu);
+    auto session = LlamaSession::create(*model, lacking, 64);
+    ASSERT_FALSE(session);
+    EXPECT_EQ(session.error().code, ErrorCode::UnsupportedModel);
+    EXPECT_NE(session.error().message.find("qwen35 needs Gated DeltaNet (linear attention), which the lacking device"),
               std::string::npos)
         << session.error().message;
 }

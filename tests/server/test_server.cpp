@@ -26,6 +26,7 @@
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
 #include "core/trace/trace.h"
+#include "server/openai_protocol.h"
 #include "server/server.h"
 
 using namespace spillway;
@@ -38,9 +39,9 @@ const char* const kTemplate =
     "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n{% endfor %}"
     "{% if add_generation_prompt %}<assistant>{% endif %}";
 
-std::unique_ptr<engine::Engine> openEngine(trace::Recorder* recorder = nullptr)
+std::unique_ptr<engine::Engine> openEngine(trace::Recorder* recorder = nullptr, const std::string& path = kModel)
 {
-    auto model = LlamaModel::load(kModel);
+    auto model = LlamaModel::load(path);
     if (!model) {
         ADD_FAILURE() << model.error().message;
         return nullptr;
@@ -66,9 +67,9 @@ std::unique_ptr<engine::Engine> openEngine(trace::Recorder* recorder = nullptr)
 
 // The engine's own greedy reply: what the server must send (a chat's reply, or a completion's text).
 std::string expectedText(const std::function<Result<engine::ReplyStats>(engine::Conversation&, const engine::ReplyOptions&)>& run,
-                         int tokens)
+                         int tokens, const std::string& path = kModel)
 {
-    auto e = openEngine();
+    auto e = openEngine(nullptr, path);
     if (!e) return {};
     auto c = e->conversation();
     engine::ReplyOptions o;
@@ -83,9 +84,10 @@ std::string expectedText(const std::function<Result<engine::ReplyStats>(engine::
     return text;
 }
 
-std::string expectedChat(const std::vector<engine::Message>& messages, int tokens)
+std::string expectedChat(const std::vector<engine::Message>& messages, int tokens, const std::string& path = kModel)
 {
-    return expectedText([&](engine::Conversation& c, const engine::ReplyOptions& o) { return c.reply(messages, o); }, tokens);
+    return expectedText([&](engine::Conversation& c, const engine::ReplyOptions& o) { return c.reply(messages, o); }, tokens,
+                        path);
 }
 
 std::string expectedCompletion(const std::string& prompt, int tokens)
@@ -95,9 +97,9 @@ std::string expectedCompletion(const std::string& prompt, int tokens)
 }
 
 struct Served {
-    explicit Served(server::ServerOptions o = {})
+    explicit Served(server::ServerOptions o = {}, const std::string& path = kModel)
     {
-        engine = openEngine(&recorder);
+        engine = openEngine(&recorder, path);
         if (!engine) return;
         o.trace = &recorder;
         o.port = 0;
@@ -493,6 +495,60 @@ TEST(Server, EightStreamingClientsOnTwoSlotsAllGetTheirText)
     EXPECT_EQ(s.health()["slots_processing"], 0);
 }
 
+// A hybrid model (Qwen3.5's Gated DeltaNet layers, a recurrent state per slot): two
+// conversations of three turns on two slots, their requests interleaved and then side by side,
+// each reply the one the engine's own Conversation gives when it holds that conversation alone
+// (turn after turn, as a slot does: its cache, and its state's snapshots, carried over).
+TEST(Server, TwoConversationsInterleavedOnAHybridModelGetTheirOwnReplies)
+{
+    const std::string hybrid = SPILLWAY_TEST_DATA_DIR "/models/families/tiny-qwen35moe.gguf";
+    server::ServerOptions o;
+    o.parallel = 2;
+    Served s(o, hybrid);
+    ASSERT_GT(s.port, 0);
+    std::unique_ptr<engine::Engine> alone[2] = {openEngine(nullptr, hybrid), openEngine(nullptr, hybrid)};
+    ASSERT_TRUE(alone[0] && alone[1]);
+    std::unique_ptr<engine::Conversation> own[2] = {alone[0]->conversation(), alone[1]->conversation()};
+    std::vector<std::vector<engine::Message>> chats(2);
+    auto ask = [&](int who) {
+        chats[size_t(who)].push_back({"user", std::string(who == 0 ? "Tom" : "Lily") + " turn " +
+                                                  std::to_string(chats[size_t(who)].size() / 2 + 1)});
+        json messages = json::array();
+        for (const engine::Message& m : chats[size_t(who)]) messages.push_back({{"role", m.role}, {"content", m.content}});
+        json body{{"model", "tiny"}, {"messages", messages}, {"max_tokens", 8}, {"temperature", 0}};
+        auto r = s.client().Post("/v1/chat/completions", body.dump(), "application/json");
+        EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+        return r && r->status == 200 ? json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>()
+                                     : std::string();
+    };
+    auto check = [&](int who, const std::string& got) {
+        engine::ReplyOptions greedy;
+        greedy.maxNewTokens = 8;
+        greedy.sampling.temperature = 0;
+        std::string text;
+        greedy.onToken = [&](std::string_view t, int32_t) {
+            text += t;
+            return true;
+        };
+        auto expected = own[who]->reply(chats[size_t(who)], greedy);
+        ASSERT_TRUE(expected.ok()) << expected.error().message;
+        // A reply of random weights holds bytes that are not UTF-8: JSON carries them as U+FFFD
+        // (and the client sends them back so, to the engine as well).
+        EXPECT_EQ(got, server::validUtf8(text)) << "conversation " << who << ", turn " << chats[size_t(who)].size() / 2 + 1;
+        chats[size_t(who)].push_back({"assistant", got});
+    };
+    for (int turn = 0; turn < 2; ++turn)
+        for (int who : {0, 1}) check(who, ask(who));
+    std::string got[2];
+    std::thread a([&] { got[0] = ask(0); }), b([&] { got[1] = ask(1); });
+    a.join();
+    b.join();
+    check(0, got[0]);
+    check(1, got[1]);
+    own[0].reset();
+    own[1].reset();
+}
+
 TEST(Server, ClientsThatHangUpMidStreamFreeTheirSlots)
 {
     server::ServerOptions o;
@@ -739,3 +795,4 @@ TEST(Server, TerminalChatLocallyAndThroughAnEndpoint)
     runChat("--endpoint ftp://127.0.0.1/v1", "", &code);
     EXPECT_EQ(code, 2);
 }
+

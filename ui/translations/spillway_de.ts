@@ -1890,6 +1890,10 @@ KV cache %4</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
+        <source> · recurrent state %1 (linear-attention layers: the same at any context length)</source>
+        <translation> · rekurrenter Zustand %1 (Schichten mit linearer Attention: bei jeder Kontextlänge gleich)</translation>
+    </message>
+    <message>
         <source>SSD reads</source>
         <translation type="unfinished"></translation>
     </message>

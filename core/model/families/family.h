@@ -40,6 +40,8 @@ Status readOlmoeFamily(const gguf::Metadata& f, const std::string& prefix, Llama
 Status readOptFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
 Status readReluLlamaFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
 Status readGptOssFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
+Status readQwen35Family(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
+Status readQwen3NextFamily(const gguf::Metadata& f, const std::string& prefix, LlamaConfig& c);
 
 // "<file>: <what>", ErrorCode::ModelFileInvalid: a family's message about a key.
 Error familyKeyError(const gguf::Metadata& f, const std::string& what);

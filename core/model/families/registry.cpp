@@ -19,6 +19,9 @@ const Family kFamilies[] = {
     {"opt", readOptFamily},
     {"relu-llama", readReluLlamaFamily},
     {"gpt-oss", readGptOssFamily, true},
+    {"qwen35", readQwen35Family, false, "Qwen3.5's dense models"},
+    {"qwen35moe", readQwen35Family, true},
+    {"qwen3next", readQwen3NextFamily, true},
 };
 
 }  // namespace
