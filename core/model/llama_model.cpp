@@ -193,10 +193,11 @@ const LayerVectorMember kLayerVectors[21] = {
     {&LlamaLayerWeights::expertDownBias, "ffn_down_exps.bias", [](const LlamaConfig& c) { return c.nExperts * c.dim; },
      nullptr, [](const LlamaConfig& c) { return c.dim; }},
     {&LlamaLayerWeights::ssmConv, "ssm_conv1d.weight", [](const LlamaConfig& c) { return c.ssmConvDim() * c.ssmConvKernel; },
-     nullptr, [](const LlamaConfig& c) { return c.ssmConvKernel; }},
-    {&LlamaLayerWeights::ssmDtBias, "ssm_dt.bias", [](const LlamaConfig& c) { return c.ssmVHeads; }},
-    {&LlamaLayerWeights::ssmA, "ssm_a", [](const LlamaConfig& c) { return c.ssmVHeads; }},
-    {&LlamaLayerWeights::ssmNorm, "ssm_norm.weight", [](const LlamaConfig& c) { return c.ssmHeadVDim; }},
+     nullptr, [](const LlamaConfig& c) { return c.ssmConvKernel; }, true},
+    {&LlamaLayerWeights::ssmDtBias, "ssm_dt.bias", [](const LlamaConfig& c) { return c.ssmVHeads; }, nullptr, nullptr, true},
+    {&LlamaLayerWeights::ssmA, "ssm_a", [](const LlamaConfig& c) { return c.ssmVHeads; }, nullptr, nullptr, true},
+    {&LlamaLayerWeights::ssmNorm, "ssm_norm.weight", [](const LlamaConfig& c) { return c.ssmHeadVDim; }, nullptr, nullptr,
+     true},
 };
 
 const LayerMatrixMember kLayerMatrices[20] = {
@@ -519,9 +520,8 @@ Status LlamaModel::bind()
             // A vector under its other name where the file has that one instead (gpt-oss's FFN norm).
             const std::string name = v.alias && !tensor(b + v.suffix) && tensor(b + v.alias) ? v.alias : v.suffix;
             // A linear layer's own vectors are required there (and nowhere else).
-            const bool ssm = std::string_view(v.suffix).substr(0, 4) == "ssm_";
-            if (ssm && !linear) continue;
-            if (required(v.suffix) || ssm || tensor(b + name))
+            if (v.linear && !linear) continue;
+            if (required(v.suffix) || v.linear || tensor(b + name))
                 SPILLWAY_TRY(assignVector(L.*(v.member), b + name, v.length(c), v.inner ? v.inner(c) : 0));
         }
         if (c.attentionSinks && !L.attnSinks)

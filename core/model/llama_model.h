@@ -113,6 +113,8 @@ struct LayerVectorMember {
     const char* alias = nullptr;  // the name some families give it (gpt-oss: post_attention_norm)
     // Stacked per expert (a 2-D GGUF tensor {inner, length / inner}); null: 1-D.
     int (*inner)(const LlamaConfig& c) = nullptr;
+    // A linear-attention layer's own: required there, not bound in attention layers.
+    bool linear = false;
 };
 extern const LayerVectorMember kLayerVectors[21];
 

@@ -50,15 +50,6 @@ Error invalid(const gguf::Metadata& f, const std::string& what)
     return makeError(ErrorCode::ModelFileInvalid, f.source() + ": " + what);
 }
 
-// Reads a required positive integer key within [1, maxValue].
-Result<int> positiveKey(const gguf::Metadata& f, const std::string& key, int64_t maxValue)
-{
-    const auto v = f.getInt(key);
-    if (!v) return invalid(f, "missing or non-integer metadata key '" + key + "'");
-    if (*v < 1 || *v > maxValue)
-        return invalid(f, "metadata '" + key + "' = " + std::to_string(*v) + " is out of range");
-    return static_cast<int>(*v);
-}
 
 }  // namespace
 

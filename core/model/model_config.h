@@ -129,7 +129,9 @@ struct LlamaConfig {
     {
         return int(std::count(attentionKinds.begin(), attentionKinds.end(), AttentionKind::Linear));
     }
-    bool hybrid() const { return linearLayers() > 0; }
+    // A family with linear layers sets their shapes (ssm*), and only such a family: O(1) for the
+    // passes' buffer arithmetic (hiddenFloats).
+    bool hybrid() const { return ssmVHeads > 0; }
     // Layers with a KV cache (all but the linear ones), and layer l's place among them.
     int kvLayers() const { return nLayers - linearLayers(); }
     int kvSlot(int layer) const

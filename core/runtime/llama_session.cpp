@@ -116,7 +116,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
             return makeError(ErrorCode::InvalidArgument, "the recurrent state's snapshot interval must be positive");
         const uint64_t stateBytes = plan::recurrentStateBytes(c);
         const int fit = int(std::min<uint64_t>((uint64_t(1) << 30) / std::max<uint64_t>(stateBytes, 1), 64));
-        const int snapshots = std::clamp(std::min(options.stateSnapshots, fit), std::min(2, options.stateSnapshots), 64);
+        const int snapshots = std::max(std::min(options.stateSnapshots, fit), std::min(options.stateSnapshots, 2));
         s->m_state = RecurrentState(c, device, std::move(s->m_stateBuffer), snapshots);
         s->m_history.assign(size_t(ctx), 0);
     }

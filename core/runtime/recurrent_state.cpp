@@ -95,7 +95,6 @@ int RecurrentState::restoreAtOrBefore(int position)
 void RecurrentState::dropAfter(int position)
 {
     std::erase_if(m_snapshots, [&](const Snapshot& s) { return s.position > position; });
-    std::erase_if(m_pending, [&](const Snapshot& s) { return s.position > position && !s.data.empty(); });
 }
 
 std::vector<int> RecurrentState::snapshotPositions() const

@@ -48,7 +48,8 @@ public:
     // The latest snapshot at or before `position` put back (position() is then its position),
     // or, without one, the empty state (position 0). Returns the position reached.
     int restoreAtOrBefore(int position);
-    // Snapshots after `position` belong to tokens that are being replaced: dropped.
+    // Snapshots after `position` belong to tokens that are being replaced: dropped (wanted ones
+    // stay wanted: they are taken of whatever tokens then reach them).
     void dropAfter(int position);
 
     std::vector<int> snapshotPositions() const;

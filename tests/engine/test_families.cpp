@@ -128,6 +128,15 @@ void fillTensors(const LlamaModel& model, std::vector<char>& bytes, const std::s
     EXPECT_EQ(found, layers < 0 ? model.config().nLayers : layers) << suffix;
 }
 
+// Everything on the device but the experts' stacks, which are on the SSD (behind the expert cache).
+plan::Placement expertsOnTheSsd(const LlamaModel& model)
+{
+    plan::Placement placement = plan::uniformPlacement(model, plan::Tier::Device);
+    for (auto& t : placement.tensors)
+        if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+    return placement;
+}
+
 // A part of an architecture broken in a copy of the file: its name and the patch of the bytes.
 struct Break {
     const char* what;
@@ -207,9 +216,7 @@ TEST(GptOss, MatchesWithAQuarterOfTheExpertsCached)
 {
     auto model = LlamaModel::load(kFamilies + "tiny-gpt-oss.gguf");
     ASSERT_TRUE(model) << model.error().message;
-    plan::Placement placement = plan::uniformPlacement(**model, plan::Tier::Device);
-    for (auto& t : placement.tensors)
-        if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+    const plan::Placement placement = expertsOnTheSsd(**model);
     auto device = gpu::createCpuDevice(2);
     for (const Reference& ref : testing_support::readLlamaReferences(kFamilies + "tiny-gpt-oss.reference.json"))
         for (int batch : {1, 32}) {
@@ -367,9 +374,7 @@ TEST(Qwen35, MatchesWithAQuarterOfTheExpertsCached)
     for (const char* name : {"tiny-qwen35moe", "tiny-qwen3next"}) {
         auto model = loadHybrid(name);
         ASSERT_TRUE(model);
-        plan::Placement placement = plan::uniformPlacement(*model, plan::Tier::Device);
-        for (auto& t : placement.tensors)
-            if (t.name.find("_exps") != std::string::npos) t.tier = plan::Tier::Ssd;
+        const plan::Placement placement = expertsOnTheSsd(*model);
         auto device = gpu::createCpuDevice(2);
         for (const Reference& ref : testing_support::readLlamaReferences(kFamilies + name + ".reference.json")) {
             SessionOptions o;

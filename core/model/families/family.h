@@ -45,5 +45,7 @@ Status readQwen3NextFamily(const gguf::Metadata& f, const std::string& prefix, L
 
 // "<file>: <what>", ErrorCode::ModelFileInvalid: a family's message about a key.
 Error familyKeyError(const gguf::Metadata& f, const std::string& what);
+// A required positive integer key within [1, maxValue] (the shared reader's and the families').
+Result<int> positiveKey(const gguf::Metadata& f, const std::string& key, int64_t maxValue);
 
 }  // namespace spillway

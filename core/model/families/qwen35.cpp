@@ -17,26 +17,18 @@ namespace spillway {
 
 namespace {
 
-Result<int> positive(const gguf::Metadata& f, const std::string& key, int64_t maxValue)
-{
-    const auto v = f.getInt(key);
-    if (!v) return familyKeyError(f, "missing or non-integer metadata key '" + key + "'");
-    if (*v < 1 || *v > maxValue) return familyKeyError(f, "metadata '" + key + "' is out of range");
-    return int(*v);
-}
-
 // What the three share: the delta net's shapes, the layer kinds, attention's gate and norms.
 Status readHybridQwen(const gguf::Metadata& f, const std::string& p, LlamaConfig& c, int interval)
 {
-    auto kernel = positive(f, p + "ssm.conv_kernel", 64);
+    auto kernel = positiveKey(f, p + "ssm.conv_kernel", 64);
     if (!kernel) return kernel.error();
-    auto inner = positive(f, p + "ssm.inner_size", 1 << 20);
+    auto inner = positiveKey(f, p + "ssm.inner_size", 1 << 20);
     if (!inner) return inner.error();
-    auto state = positive(f, p + "ssm.state_size", 1024);
+    auto state = positiveKey(f, p + "ssm.state_size", 1024);
     if (!state) return state.error();
-    auto vHeads = positive(f, p + "ssm.time_step_rank", 4096);
+    auto vHeads = positiveKey(f, p + "ssm.time_step_rank", 4096);
     if (!vHeads) return vHeads.error();
-    auto kHeads = positive(f, p + "ssm.group_count", 4096);
+    auto kHeads = positiveKey(f, p + "ssm.group_count", 4096);
     if (!kHeads) return kHeads.error();
     if (*inner % *vHeads != 0 || *vHeads % *kHeads != 0 || *inner / *vHeads != *state)
         return familyKeyError(f, "ssm.inner_size " + std::to_string(*inner) + ", ssm.time_step_rank " +
@@ -64,7 +56,7 @@ Status readQwen35Family(const gguf::Metadata& f, const std::string& p, LlamaConf
 {
     int interval = 4;
     if (f.find(p + "full_attention_interval")) {
-        auto v = positive(f, p + "full_attention_interval", 1024);
+        auto v = positiveKey(f, p + "full_attention_interval", 1024);
         if (!v) return v.error();
         interval = *v;
     }

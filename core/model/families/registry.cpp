@@ -40,4 +40,13 @@ Error familyKeyError(const gguf::Metadata& f, const std::string& what)
     return makeError(ErrorCode::ModelFileInvalid, f.source() + ": " + what);
 }
 
+Result<int> positiveKey(const gguf::Metadata& f, const std::string& key, int64_t maxValue)
+{
+    const auto v = f.getInt(key);
+    if (!v) return familyKeyError(f, "missing or non-integer metadata key '" + key + "'");
+    if (*v < 1 || *v > maxValue)
+        return familyKeyError(f, "metadata '" + key + "' = " + std::to_string(*v) + " is out of range");
+    return static_cast<int>(*v);
+}
+
 }  // namespace spillway
