@@ -295,8 +295,10 @@ static void matvecExpanded256(const MatrixView& w, const MatvecInput& in, float*
     Expanded256 e;
     for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = rowPointer(w, r);
-        float acc = 0.0f;
+        const int64_t laned = blocks - blocks % 8;  // laneTree8's order
+        float lane[8] = {}, acc = 0.0f;
         for (int64_t b = 0; b < blocks; ++b) {
+            if (b == laned) acc = laneTree8(lane);
             kExpand(row + b * kBlockBytes, fp16, e);
             const int32_t sum = Dot::scaled(e.v, in.k.qs + b * 256, e.scale);
             const float dx = in.k.d[b];
@@ -308,9 +310,10 @@ static void matvecExpanded256(const MatrixView& w, const MatvecInput& in, float*
                 for (int g = 0; g < 16; ++g) msum += int32_t(e.min[g]) * bsums[g];
                 term -= rounded((e.Dmin * dx) * static_cast<float>(msum));
             }
-            acc += term;
+            if (b < laned) lane[b % 8] += term;
+            else acc += term;
         }
-        y[r] = acc;
+        y[r] = laned == blocks ? laneTree8(lane) : acc;
     }
 }
 
@@ -322,16 +325,20 @@ static void matvecExpanded32(const MatrixView& w, const MatvecInput& in, float* 
     Expanded32 e;
     for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = rowPointer(w, r);
-        float acc = 0.0f;
+        const int64_t laned = blocks - blocks % 8;  // laneTree8's order
+        float lane[8] = {}, acc = 0.0f;
         for (int64_t b = 0; b < blocks; ++b) {
+            if (b == laned) acc = laneTree8(lane);
             kExpand(row + b * kBlockBytes, fp16, e);
             const int32_t dot = Dot::block32(e.v, in.q.qs + b * 32);
             // sum8 / 8 = d_x * sum(xq) exactly (a power-of-two scaling).
             // M's term with d_x * sum(xq) rounded to fp16, as llama.cpp's block_q8_1 keeps it (Q5_1).
             const float sum = e.M != 0.0f ? fp16[fp32ToFp16(in.q.sum8[b] * 0.125f)] : 0.0f;
-            acc += rounded(static_cast<float>(dot) * (e.D * in.q.d[b])) + rounded(e.M * sum);
+            const float term = rounded(static_cast<float>(dot) * (e.D * in.q.d[b])) + rounded(e.M * sum);
+            if (b < laned) lane[b % 8] += term;
+            else acc += term;
         }
-        y[r] = acc;
+        y[r] = laned == blocks ? laneTree8(lane) : acc;
     }
 }
 

@@ -37,6 +37,16 @@ static inline float rounded(float v)
     return v;
 }
 
+// The block-term order of the super-block row kernels (iq_expand.h, kernels_iq_fused_x86.h),
+// the same in every kernel set: the terms of the first blocks - blocks % 8 blocks summed in 8
+// lanes (block b into lane b % 8, in order), the lanes added as a tree, then the remaining
+// blocks in order. The vector kernels keep the lanes in one register across the row (no serial
+// chain of 8 scalar adds per 8 blocks), and the scalar kernels reproduce their bits.
+static inline float laneTree8(const float* lane)
+{
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 // The Q8 scale of one block of x (see QuantizedX): d = max|x| / 127; values are multiplied by
 // 1 / d and rounded to nearest even; d is kept rounded through fp16, as llama.cpp's block_q8_0
 // stores it. Every kernel set computes these exact float operations, so all agree bit for bit.

@@ -108,10 +108,11 @@ static void matvecFused256(const MatrixView& w, const MatvecInput& in, float* y,
     const int64_t blocks = w.cols / 256;
     for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = rowPointer(w, r);
-        float acc = 0.0f;
+        __m256 lanes = _mm256_setzero_ps();
         int64_t b = 0;
         // 8 super-blocks at a time: their sums reduced together and the float products of all 8
-        // in one vector (each lane matvecExpanded256's operations), added to acc in order.
+        // in one vector (each lane matvecExpanded256's operations), added to the lanes
+        // (laneTree8's order).
         for (; b + 8 <= blocks; b += 8) {
             __m256i sums[8], msums[8];
             alignas(32) float D[8], Dmin[8];
@@ -130,11 +131,11 @@ static void matvecFused256(const MatrixView& w, const MatvecInput& in, float* y,
             if constexpr (T::kHasMin)
                 term = _mm256_sub_ps(term, roundedPs(_mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(Dmin), dx),
                                                                    _mm256_cvtepi32_ps(iqSum8x8(msums)))));
-            alignas(32) float t[8];
-            _mm256_store_ps(t, term);
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) acc += t[k];
+            lanes = _mm256_add_ps(lanes, term);
         }
+        alignas(32) float lane[8];
+        _mm256_store_ps(lane, lanes);
+        float acc = laneTree8(lane);
         for (; b < blocks; ++b) {
             const uint8_t* block = row + b * T::kBytes;
             const IqSums s = T::template sums<Isa>(block, in.k.qs + b * 256, in.k.bsums + b * 16);
@@ -308,7 +309,7 @@ static void matvecFused32(const MatrixView& w, const MatvecInput& in, float* y, 
     const QuantizedX& q = in.q;
     for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = rowPointer(w, r);
-        float acc = 0.0f;
+        __m256 lanes = _mm256_setzero_ps();
         int64_t b = 0;
         for (; b + 8 <= blocks; b += 8) {
             const uint8_t* block = row + b * T::kBytes;
@@ -316,7 +317,7 @@ static void matvecFused32(const MatrixView& w, const MatvecInput& in, float* y, 
             __m256i dots[8];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; ++k) dots[k] = T::template dot<Isa>(block + k * T::kBytes, q.qs + (b + k) * 32);
-            // matvecExpanded32's float operations, one lane per block, added to acc in order.
+            // matvecExpanded32's float operations, one lane per block, added to the lanes.
             alignas(32) float D[8], M[8];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; ++k) {
@@ -333,11 +334,11 @@ static void matvecFused32(const MatrixView& w, const MatvecInput& in, float* y, 
                 const __m256 sum = _mm256_and_ps(_mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_NEQ_UQ), sx);
                 offset = roundedPs(_mm256_mul_ps(m, sum));
             }
-            alignas(32) float t[8];
-            _mm256_store_ps(t, _mm256_add_ps(product, offset));
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) acc += t[k];
+            lanes = _mm256_add_ps(lanes, _mm256_add_ps(product, offset));
         }
+        alignas(32) float lane[8];
+        _mm256_store_ps(lane, lanes);
+        float acc = laneTree8(lane);
         for (; b < blocks; ++b) {
             const uint8_t* block = row + b * T::kBytes;
             acc += fused32Term<T>(block, iqHsum(T::template dot<Isa>(block, q.qs + b * 32)), q, b, fp16);
