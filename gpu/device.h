@@ -208,6 +208,10 @@ struct AttentionArgs {
     // p - t < window (its own included), 0: every position before it. Devices whose caps lack
     // slidingWindow ignore it.
     int window = 0;
+    // A sliding-window layer's cache as a ring (LlamaConfig::kvPositions): position t's vector
+    // (and scale) at row t % ring of kCache / vCache. 0: at row t. Devices whose caps lack
+    // slidingWindow are given no ring.
+    int ring = 0;
 };
 
 // Elementwise ops of the architectures beyond Llama's SwiGLU (one entry point, so that a

@@ -140,6 +140,23 @@ struct LlamaConfig {
         for (int l = 0; l < layer; ++l) slot += linearLayer(l) ? 0 : 1;
         return slot;
     }
+    // The positions layer l's KV cache keeps for a context of ctx and passes of `batch` tokens:
+    // ctx, or for a sliding-window layer a ring of slidingWindow + batch - 1 rows where that is
+    // fewer (position t at row t % rows; a pass stores its batch's keys before its queries
+    // attend, so the batch's first query still finds its window). 0 for a linear layer.
+    int kvPositions(int layer, int ctx, int batch) const
+    {
+        if (linearLayer(layer)) return 0;
+        if (attentionKind(layer) != AttentionKind::SlidingWindow || slidingWindow <= 0) return ctx;
+        return int(std::min<int64_t>(ctx, int64_t(slidingWindow) + std::max(batch, 1) - 1));
+    }
+    // The sum over the layers of kvPositions: what the KV cache holds, in positions.
+    uint64_t kvPositionsTotal(int ctx, int batch) const
+    {
+        uint64_t total = 0;
+        for (int l = 0; l < nLayers; ++l) total += uint64_t(kvPositions(l, ctx, batch));
+        return total;
+    }
     // Full-attention layers whose q projection carries an output gate: per head [q_h | gate_h]
     // (2 * qDim rows), the attention's output times sigmoid(gate) before wo (Qwen3.5, Qwen3-Next).
     bool attentionOutputGate = false;

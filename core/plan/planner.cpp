@@ -133,9 +133,10 @@ struct UnitExtra {
 
 class CostModel {
 public:
-    CostModel(const Hardware& hw, std::vector<Tensor> tensors, int units, uint64_t fixedDevice,
+    CostModel(const Hardware& hw, std::vector<Tensor> tensors, int units, uint64_t fixedDevice, uint64_t fixedHost,
               std::vector<UnitExtra> extra = {})
-        : m_hw(hw), m_tensors(std::move(tensors)), m_units(units), m_fixed(fixedDevice), m_extra(std::move(extra)) {}
+        : m_hw(hw), m_tensors(std::move(tensors)), m_units(units), m_fixed(fixedDevice), m_fixedHost(fixedHost),
+          m_extra(std::move(extra)) {}
 
     Evaluation evaluate(const std::vector<Tier>& tiers, int slots) const
     {
@@ -268,7 +269,7 @@ public:
     }
 
     uint64_t deviceTotal(const Evaluation& e) const { return m_fixed + e.residentBytes + e.slotBytes * uint64_t(e.slots); }
-    uint64_t hostTotal(const Evaluation& e) const { return e.hostBytes + e.stagingBytes; }
+    uint64_t hostTotal(const Evaluation& e) const { return m_fixedHost + e.hostBytes + e.stagingBytes; }
     const std::vector<Tensor>& tensors() const { return m_tensors; }
     // An expert stack's bytes in the device's slots.
     void setExpertSlots(size_t i, uint64_t cacheBytes) { m_tensors[i].cacheBytes = cacheBytes; }
@@ -314,6 +315,7 @@ private:
     std::vector<Tensor> m_tensors;
     int m_units;
     uint64_t m_fixed;
+    uint64_t m_fixedHost;  // the state snapshots (PlacementResult::stateSnapshotBytes)
     std::vector<UnitExtra> m_extra;
 };
 
@@ -327,7 +329,7 @@ struct Setup {
     Hardware hw;
     std::vector<TensorPlacement> list;
     std::unique_ptr<CostModel> model;
-    uint64_t vram = 0, ram = 0, fixed = 0;
+    uint64_t vram = 0, ram = 0, fixed = 0, fixedHost = 0;
     // Mixtures of experts, per layer: each expert's choice rate per token (measured, or uniform),
     // the expert cache's slots and each expert's expected misses per token in them.
     std::vector<std::vector<double>> expertRates, expertMisses;
@@ -420,6 +422,7 @@ Result<Setup> setUp(const PlannerInput& in)
     for (uint64_t bytes : residentExtraAllocations(m)) vectors += alignUp(bytes);
     s.fixed = sessionWorkingBytes(c, in.contextLength, in.batch, in.kvType) + vectors + kAlign * 16 +
               alignUp(in.reservedDeviceBytes);
+    s.fixedHost = stateSnapshotBytes(c, in.contextLength, in.batch, in.kvType);
     s.vram = in.vramBudget ? in.vramBudget : s.hw.deviceFree;
     s.ram = in.ramBudget ? in.ramBudget : s.hw.ramAvailable / 2;
     std::vector<UnitExtra> extra;
@@ -440,7 +443,7 @@ Result<Setup> setUp(const PlannerInput& in)
         }
         extra.push_back(x);
     }
-    s.model = std::make_unique<CostModel>(s.hw, std::move(tensors), c.nLayers + 1, s.fixed, std::move(extra));
+    s.model = std::make_unique<CostModel>(s.hw, std::move(tensors), c.nLayers + 1, s.fixed, s.fixedHost, std::move(extra));
     return s;
 }
 
@@ -573,8 +576,9 @@ PlanResult finish(const Setup& s, const PlannerInput& in, std::vector<TensorPlac
     r.deviceSlotBytes = e.slotBytes * uint64_t(e.slots);
     r.deviceWorkingBytes = s.fixed;
     r.kvType = in.kvType;
-    r.kvCacheBytes = kvCacheBytes(in.model->config(), in.contextLength, in.kvType);
+    r.kvCacheBytes = kvCacheBytes(in.model->config(), in.contextLength, in.kvType, in.batch);
     r.recurrentStateBytes = recurrentStateBytes(in.model->config());
+    r.stateSnapshotBytes = s.fixedHost;
     r.hostWeightBytes = e.hostBytes;
     r.stagingBytes = e.stagingBytes;
     r.ssdBytes = e.ssdBytes;

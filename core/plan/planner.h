@@ -87,12 +87,13 @@ struct PlanResult {
     uint64_t deviceWorkingBytes = 0;       // KV cache, activations, embedding row
     uint64_t kvCacheBytes = 0;             // the KV cache's part of deviceWorkingBytes
     uint64_t recurrentStateBytes = 0;      // hybrid models' linear layers: fixed, whatever the context
+    uint64_t stateSnapshotBytes = 0;       // their snapshots and the rings' windows, in RAM (session_memory.h)
     gpu::KvType kvType = gpu::KvType::F32;
     uint64_t hostWeightBytes = 0;          // RAM-tier weights
     uint64_t stagingBytes = 0;
     uint64_t ssdBytes = 0;                 // read from the SSD per token
     uint64_t deviceTotal() const { return deviceWeightBytes + deviceSlotBytes + deviceWorkingBytes; }
-    uint64_t hostTotal() const { return hostWeightBytes + stagingBytes; }
+    uint64_t hostTotal() const { return hostWeightBytes + stagingBytes + stateSnapshotBytes; }
     // Prediction.
     // Calibrated by earlier runs on this machine where there are any (core/hw/calibration.h):
     // probeLanes and probeSecondsPerToken are the figures from the probe's measurements alone.

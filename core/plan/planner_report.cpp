@@ -46,8 +46,10 @@ std::string planText(const PlanResult& r, bool perTensor)
     if (r.recurrentStateBytes > 0)
         out += format("          recurrent state %.1f MiB (linear-attention layers: the same at every context length)\n",
                       mibOf(r.recurrentStateBytes));
-    out += format("  RAM     %10.1f MiB = weights %.1f + staging %.1f  (budget %.1f)\n", mibOf(r.hostTotal()),
-                  mibOf(r.hostWeightBytes), mibOf(r.stagingBytes), mibOf(r.ramBudget));
+    out += format("  RAM     %10.1f MiB = weights %.1f + staging %.1f", mibOf(r.hostTotal()), mibOf(r.hostWeightBytes),
+                  mibOf(r.stagingBytes));
+    if (r.stateSnapshotBytes > 0) out += format(" + state snapshots %.1f", mibOf(r.stateSnapshotBytes));
+    out += format("  (budget %.1f)\n", mibOf(r.ramBudget));
     out += format("  SSD     %10.1f MiB read per token\n", mibOf(r.ssdBytes));
     out += format("prefetch depth %d%s\n", r.placement.prefetchDepth,
                   r.placement.prefetchDepth == 0 ? " (naive: each unit loaded right before use)" : "");
@@ -139,6 +141,7 @@ std::string planJson(const PlanResult& r)
           {"device_working_bytes", r.deviceWorkingBytes},
           {"kv_cache_bytes", r.kvCacheBytes},
           {"recurrent_state_bytes", r.recurrentStateBytes},
+          {"state_snapshot_bytes", r.stateSnapshotBytes},
           {"kv_type", gpu::kvTypeName(r.kvType)},
           {"device_total_bytes", r.deviceTotal()},
           {"ram_weight_bytes", r.hostWeightBytes},

@@ -11,7 +11,7 @@ int resolveContext(const LlamaConfig& c, int contextLength)
 
 SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, bool everyLogits)
 {
-    const uint64_t vectors = uint64_t(c.kvLayers()) * uint64_t(ctx) * uint64_t(c.nKvHeads);
+    const uint64_t vectors = c.kvPositionsTotal(ctx, batch) * uint64_t(c.nKvHeads);
     const uint64_t kvBytes = vectors * uint64_t(c.headDim) * gpu::kvElementBytes(kv);
     const uint64_t scaleBytes = kv == gpu::KvType::Q8 ? vectors * sizeof(float) : 0;
     // Per token in flight: a prompt batch goes through each matrix in one dispatch.
@@ -47,15 +47,40 @@ uint64_t sessionWorkingBytes(const LlamaConfig& c, int contextLength, int batch,
     return total;
 }
 
-uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType)
+uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType, int batch)
 {
-    const uint64_t ctx = uint64_t(std::max(0, resolveContext(c, contextLength)));
-    return ctx * uint64_t(c.kvLayers()) * 2 * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kvType, c.headDim);
+    const int ctx = std::max(0, resolveContext(c, contextLength));
+    return c.kvPositionsTotal(ctx, batch) * 2 * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kvType, c.headDim);
 }
 
 uint64_t recurrentStateBytes(const LlamaConfig& c)
 {
     return uint64_t(c.linearLayers()) * c.recurrentStateFloats() * sizeof(float);
+}
+
+uint64_t stateSnapshotEach(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv)
+{
+    uint64_t rings = 0;
+    for (int l = 0; l < c.nLayers; ++l) {
+        const int kept = c.kvPositions(l, ctx, batch);
+        if (kept > 0 && kept < ctx) ++rings;
+    }
+    // A ring layer's window before a position: window - 1 keys and values (KvCache::windowBytes).
+    const uint64_t window = 2 * uint64_t(std::max(c.slidingWindow - 1, 0)) * uint64_t(c.nKvHeads) *
+                            gpu::kvVectorBytes(kv, c.headDim);
+    return recurrentStateBytes(c) + rings * window;
+}
+
+int stateSnapshotCount(uint64_t each, int requested)
+{
+    const int fit = int(std::min<uint64_t>((uint64_t(1) << 30) / std::max<uint64_t>(each, 1), 64));
+    return std::max(std::min(requested, fit), std::min(requested, 2));
+}
+
+uint64_t stateSnapshotBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kv, int requested)
+{
+    const uint64_t each = stateSnapshotEach(c, resolveContext(c, contextLength), std::max(1, batch), kv);
+    return each == 0 ? 0 : uint64_t(std::max(stateSnapshotCount(each, requested), 0)) * each;
 }
 
 }  // namespace spillway::plan

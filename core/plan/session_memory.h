@@ -18,7 +18,8 @@ int resolveContext(const LlamaConfig& c, int contextLength);
 // keys, values, key scales, value scales, the new positions' K and V, the recurrent state), in
 // bytes; 0 where a buffer is not needed (the F32 cache has no scales and is written by the K/V
 // projections directly; a model without linear-attention layers has no recurrent state). The
-// KV cache is the attention layers' alone; the recurrent state a fixed size per linear layer,
+// KV cache is the attention layers' alone (a sliding-window layer's a ring: kvCacheBytes); the
+// recurrent state a fixed size per linear layer,
 // whatever the context. `ctx` is resolved already; `batch` tokens in flight.
 using SessionBuffers = std::array<uint64_t, 15>;
 SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv, bool everyLogits);
@@ -26,10 +27,22 @@ SessionBuffers sessionBuffers(const LlamaConfig& c, int ctx, int batch, gpu::KvT
 // All of them together, for a context length as SessionOptions takes it.
 uint64_t sessionWorkingBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kvType,
                              bool everyLogits = false);
-// The KV cache alone: contextLength times attention layers (LlamaConfig::kvLayers) * 2 * kvHeads
-// * kvVectorBytes(kvType, headDim).
-uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType);
+// The KV cache alone: the positions its layers keep (LlamaConfig::kvPositionsTotal: contextLength
+// per full-attention layer, a sliding-window layer's ring where that is fewer, for passes of
+// `batch` tokens) * 2 * kvHeads * kvVectorBytes(kvType, headDim).
+uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType, int batch);
 // The linear-attention layers' recurrent state (fp32), the same at every context length.
 uint64_t recurrentStateBytes(const LlamaConfig& c);
+
+// State that cannot be cut back (linear layers' states, sliding-window rings) is kept in
+// snapshots in host memory (core/runtime/recurrent_state.h): one snapshot's bytes (every linear
+// layer's state, the window of every ring layer), 0 for a model with neither; how many a session
+// keeps when `requested` are asked for (at most 1 GiB of them and 64, at least 2 where asked);
+// and all of them, the RAM the planner sets aside.
+constexpr int kStateSnapshots = 8;
+uint64_t stateSnapshotEach(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv);
+int stateSnapshotCount(uint64_t each, int requested);
+uint64_t stateSnapshotBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kv,
+                            int requested = kStateSnapshots);
 
 }  // namespace spillway::plan

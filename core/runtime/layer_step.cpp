@@ -141,6 +141,9 @@ Status LayerStep::run(const LlamaLayerWeights& L, int layer, float* x, int n, in
                 d.attention(a);
             else
                 d.attentionBatch(a, n, qDim);
+            // A ring's window before each position of the batch is in it now (snapshots wanted).
+            if (m_state && m_state->ringLayer(layer))
+                for (int i = 0; i < n; ++i) m_state->tokenDone(layer, pos + i + 1);
         }
         if (c.attentionOutputGate)  // the output times sigmoid(gate), before wo
             for (int i = 0; i < n; ++i) {

@@ -22,9 +22,9 @@ uint64_t LlamaSession::workingBytes(const LlamaConfig& c, int contextLength, int
     return plan::sessionWorkingBytes(c, contextLength, batch, kvType, everyLogits);
 }
 
-uint64_t LlamaSession::kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType)
+uint64_t LlamaSession::kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType, int batch)
 {
-    return plan::kvCacheBytes(c, contextLength, kvType);
+    return plan::kvCacheBytes(c, contextLength, kvType, batch);
 }
 
 Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& model, gpu::Device& device,
@@ -110,14 +110,14 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::create(const LlamaModel& mod
         if (!b) return b.error();
         *buffers[i] = std::move(b.value());
     }
-    s->m_kv = KvCache(c, ctx, options.kvType, std::move(kv));
-    if (c.hybrid()) {
+    s->m_kv = KvCache(c, ctx, s->m_batch, options.kvType, std::move(kv));
+    if (c.hybrid() || s->m_kv.rings()) {
+        // Linear layers' states and sliding-window rings: state that cannot be cut back.
         if (options.stateSnapshotInterval < 1)
             return makeError(ErrorCode::InvalidArgument, "the recurrent state's snapshot interval must be positive");
-        const uint64_t stateBytes = plan::recurrentStateBytes(c);
-        const int fit = int(std::min<uint64_t>((uint64_t(1) << 30) / std::max<uint64_t>(stateBytes, 1), 64));
-        const int snapshots = std::max(std::min(options.stateSnapshots, fit), std::min(options.stateSnapshots, 2));
-        s->m_state = RecurrentState(c, device, std::move(s->m_stateBuffer), snapshots);
+        const int snapshots =
+            plan::stateSnapshotCount(plan::stateSnapshotEach(c, ctx, s->m_batch, options.kvType), options.stateSnapshots);
+        s->m_state = RecurrentState(c, device, std::move(s->m_stateBuffer), snapshots, &s->m_kv);
         s->m_history.assign(size_t(ctx), 0);
     }
 
@@ -217,7 +217,9 @@ Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int 
             return makeError(ErrorCode::InvalidArgument,
                              "forward: position " + std::to_string(pos) + " follows positions not run yet (the "
                              "recurrent state holds " + std::to_string(m_state.position()) + " tokens)");
-        if (pos != m_state.position()) {
+        if (pos != m_state.position() && m_state.resumableAt(pos)) {
+            m_state.resumeAt(pos);  // a ring that still holds the window before pos
+        } else if (pos != m_state.position()) {
             const int from = m_state.restoreAtOrBefore(pos);
             for (int done = from; done < pos;) {
                 const int n = std::min(pos - done, m_batch);
@@ -250,7 +252,7 @@ Result<const float*> LlamaSession::forwardBatch(std::span<const int32_t> tokens,
     // A failed pass leaves the recurrent state part-way: unknown until put back from a snapshot.
     auto logits = runBatch(tokens, pos);
     m_state.finishPass(bool(logits));
-    m_state.setPosition(logits ? pos + int(tokens.size()) : -1);
+    m_state.passRan(pos, int(tokens.size()), bool(logits));
     return logits;
 }
 

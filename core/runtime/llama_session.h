@@ -15,6 +15,7 @@
 #include "base/result.h"
 #include "core/model/llama_model.h"
 #include "core/plan/placement.h"
+#include "core/plan/session_memory.h"
 #include "core/runtime/expert_cache.h"
 #include "core/runtime/kv_cache.h"
 #include "core/runtime/layer_step.h"
@@ -51,7 +52,7 @@ struct SessionOptions {
     // Hybrid models (linear-attention layers): how many snapshots of the recurrent state are
     // kept in host memory (recurrent_state.h; at most 1 GiB of them, at least 2), and every how
     // many positions a prompt leaves one besides those the generator asks for (keepStateAt).
-    int stateSnapshots = 8;
+    int stateSnapshots = plan::kStateSnapshots;
     int stateSnapshotInterval = 1024;
 };
 
@@ -69,7 +70,7 @@ public:
     int batch() const { return m_batch; }
     gpu::KvType kvType() const { return m_options.kvType; }
     // Device bytes of this session's KV cache (keys, values and Q8 scales).
-    uint64_t kvCacheBytes() const { return kvCacheBytes(m_model.config(), m_ctx, m_options.kvType); }
+    uint64_t kvCacheBytes() const { return kvCacheBytes(m_model.config(), m_ctx, m_options.kvType, m_batch); }
     const LlamaModel& model() const { return m_model; }
     // The device this session computes on (the engine's, or the CPU after a fallback).
     const gpu::Device& device() const { return m_device; }
@@ -84,9 +85,9 @@ public:
     // Device bytes a session of this shape allocates besides the weights (KV cache, activations).
     static uint64_t workingBytes(const LlamaConfig& c, int contextLength, int batch,
                                  gpu::KvType kvType = gpu::KvType::F32, bool everyLogits = false);
-    // Device bytes of the KV cache alone: contextLength (resolved as in SessionOptions) times
-    // layers * 2 * kvHeads * kvVectorBytes(kvType, headDim).
-    static uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType);
+    // Device bytes of the KV cache alone, for passes of `batch` tokens (plan::kvCacheBytes: the
+    // positions every attention layer keeps, a sliding-window layer's ring where that is fewer).
+    static uint64_t kvCacheBytes(const LlamaConfig& c, int contextLength, gpu::KvType kvType, int batch);
 
     // Runs `tokens` at positions pos, pos+1, ... (positions before pos must have been run in
     // this session; all must be < contextLength()) and returns the logits of the last token

@@ -102,6 +102,9 @@ void axpyKv(const AttentionArgs& a, float p, size_t first, size_t scaleIndex, fl
     }
 }
 
+// The cache row of position t (AttentionArgs::ring).
+int kvRow(const AttentionArgs& a, int t) { return a.ring > 0 ? t % a.ring : t; }
+
 void attentionHead(const AttentionArgs& a, int h, const Kernels& k)
 {
     const int group = a.nHeads / a.nKvHeads;
@@ -113,10 +116,10 @@ void attentionHead(const AttentionArgs& a, int h, const Kernels& k)
     const bool f32 = a.kvType == KvType::F32;
     const float* kf = static_cast<const float*>(a.kCache);
     const float* vf = static_cast<const float*>(a.vCache);
-    // Cached vector t of this head: values from t * kvStride + kvHead * headDim, scale index
-    // t * nKvHeads + kvHead.
-    auto first = [&](int t) { return t * kvStride + static_cast<size_t>(kvHead) * a.headDim; };
-    auto scaleIndex = [&](int t) { return static_cast<size_t>(t) * a.nKvHeads + kvHead; };
+    // Cached vector t of this head: values from row(t) * kvStride + kvHead * headDim, scale
+    // index row(t) * nKvHeads + kvHead (row(t): t, or t % ring).
+    auto first = [&](int t) { return size_t(kvRow(a, t)) * kvStride + static_cast<size_t>(kvHead) * a.headDim; };
+    auto scaleIndex = [&](int t) { return static_cast<size_t>(kvRow(a, t)) * a.nKvHeads + kvHead; };
 
     // A sliding window sees the last `window` positions only.
     const int start = a.window > 0 ? std::max(0, a.nPos - a.window) : 0;
@@ -175,7 +178,7 @@ void storeKvVector(KvType type, const float* x, int headDim, void* dst, float* s
 
 void storeKvOp(const AttentionArgs& a)
 {
-    const int pos = a.nPos - 1;
+    const int pos = kvRow(a, a.nPos - 1);
     const size_t elementBytes = kvElementBytes(a.kvType);
     for (int h = 0; h < a.nKvHeads; ++h) {
         const size_t vector = static_cast<size_t>(pos) * a.nKvHeads + h;
@@ -209,15 +212,23 @@ void attentionOp(const AttentionArgs& a, ThreadPool& pool, const Kernels& k)
 
 namespace {
 
-// Cached rows [0, nPos) of one KV head as floats (Q8: times each row's scale), headDim apart.
-void unpackKvHead(const AttentionArgs& a, const void* cache, const float* scales, int nPos, int kvHead, float* out)
+// Cached positions [from, nPos) of one KV head as floats (Q8: times each row's scale), headDim
+// apart from out (a ring's rows in position order).
+void unpackKvHead(const AttentionArgs& a, const void* cache, const float* scales, int from, int nPos, int kvHead,
+                  float* out)
 {
     const size_t kvStride = static_cast<size_t>(a.nKvHeads) * a.headDim;
-    for (int t = 0; t < nPos; ++t) {
-        float* row = out + static_cast<size_t>(t) * a.headDim;
-        loadKvChunk(a.kvType, cache, t * kvStride + static_cast<size_t>(kvHead) * a.headDim, a.headDim, row);
+    for (int t = from; t < nPos; ++t) {
+        float* row = out + static_cast<size_t>(t - from) * a.headDim;
+        const size_t r = size_t(kvRow(a, t));
+        const size_t first = r * kvStride + static_cast<size_t>(kvHead) * a.headDim;
+        if (a.kvType == KvType::F32) {
+            std::memcpy(row, static_cast<const float*>(cache) + first, size_t(a.headDim) * sizeof(float));
+            continue;
+        }
+        loadKvChunk(a.kvType, cache, first, a.headDim, row);
         if (a.kvType == KvType::Q8) {
-            const float d = scales[static_cast<size_t>(t) * a.nKvHeads + kvHead];
+            const float d = scales[r * a.nKvHeads + kvHead];
             for (int c = 0; c < a.headDim; ++c) row[c] *= d;
         }
     }
@@ -240,11 +251,14 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
         }
     const int firstPos = a.nPos - queries;  // query 0's position
     const int nPos = a.nPos, headDim = a.headDim, group = a.nHeads / a.nKvHeads;
-    const bool f32 = a.kvType == KvType::F32;
+    // An F32 cache is read in place, but for a ring; the others' rows (and a ring's) are unpacked
+    // in position order, from the first query's window on (base) for a sliding window.
+    const bool f32 = a.kvType == KvType::F32 && a.ring == 0;
+    const int base = !f32 && a.window > 0 ? std::max(0, firstPos + 1 - a.window) : 0;
     std::atomic<int> next{0};
     auto work = [&](int thread, int) {
         const size_t scoreFloats = static_cast<size_t>(queries) * nPos;
-        const size_t headFloats = f32 ? 0 : static_cast<size_t>(nPos) * headDim;
+        const size_t headFloats = f32 ? 0 : static_cast<size_t>(nPos - base) * headDim;
         float* scores = perThread[thread].reserve<float>(scoreFloats + 2 * headFloats);
         float* keys = scores + scoreFloats;
         float* values = keys + headFloats;
@@ -258,8 +272,8 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
                 v = static_cast<const float*>(a.vCache) + static_cast<size_t>(kvHead) * headDim;
                 ld = kvDim;
             } else {
-                unpackKvHead(a, a.kCache, a.kScales, nPos, kvHead, keys);
-                unpackKvHead(a, a.vCache, a.vScales, nPos, kvHead, values);
+                unpackKvHead(a, a.kCache, a.kScales, base, nPos, kvHead, keys);
+                unpackKvHead(a, a.vCache, a.vScales, base, nPos, kvHead, values);
             }
             // Per chunk of queries, against the positions the chunk's last query sees (no
             // products past the causal mask but for a chunk's own triangle): S = scale * Q K^T,
@@ -274,7 +288,7 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
                 const int width = end - lo;
                 const float* q = a.q + static_cast<size_t>(i0) * rowStride + static_cast<size_t>(h) * headDim;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rowsOf, width, headDim, a.scale, q,
-                            static_cast<blasint>(rowStride), k + static_cast<size_t>(lo) * ld, static_cast<blasint>(ld),
+                            static_cast<blasint>(rowStride), k + static_cast<size_t>(lo - base) * ld, static_cast<blasint>(ld),
                             0.0f, scores, width);
                 for (int i = 0; i < rowsOf; ++i) {
                     float* row = scores + static_cast<size_t>(i) * width;  // positions lo ..
@@ -291,7 +305,7 @@ void attentionBatchOp(const AttentionArgs& a, int queries, size_t rowStride, Thr
                     std::fill(row + stop, row + width, 0.0f);
                 }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rowsOf, headDim, width, 1.0f, scores, width,
-                            v + static_cast<size_t>(lo) * ld, static_cast<blasint>(ld), 0.0f,
+                            v + static_cast<size_t>(lo - base) * ld, static_cast<blasint>(ld), 0.0f,
                             a.out + static_cast<size_t>(i0) * rowStride + static_cast<size_t>(h) * headDim,
                             static_cast<blasint>(rowStride));
             }

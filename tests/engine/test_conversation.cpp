@@ -54,7 +54,7 @@ public:
 };
 
 struct Rig {
-    explicit Rig(int context = 0, const std::string& path = kModel)
+    explicit Rig(int context = 0, const std::string& path = kModel, int batch = 0)
     {
         auto model = LlamaModel::load(path);
         if (!model) {
@@ -71,6 +71,7 @@ struct Rig {
         device = counting.get();
         engine::EngineOptions options;
         options.contextLength = context;
+        options.batch = batch;
         auto opened = engine::Engine::open(std::move(*model), options, {}, std::move(counting));
         if (!opened) {
             ADD_FAILURE() << opened.error().message;
@@ -355,6 +356,9 @@ TEST(Conversation, ContinuingACutReplyGoesOnWhereItStopped)
 namespace {
 
 const std::string kHybrid = SPILLWAY_TEST_DATA_DIR "/models/families/tiny-qwen35moe.gguf";
+// gpt-oss's sliding-window layers keep rings (window 8, + the batch): state that cannot be cut
+// back either, kept in the same snapshots.
+const std::string kWindowed = SPILLWAY_TEST_DATA_DIR "/models/families/tiny-gpt-oss.gguf";
 // Tokens per reply; the context (2048, past the model's 256) holds all ten turns, so no turn is
 // dropped (a drop re-evaluates from the cut: the other tests' subject).
 constexpr int kHybridReply = 8;
@@ -380,62 +384,71 @@ std::vector<int32_t> freshGreedy(const LlamaModel& model, const std::vector<int3
 
 // Ten turns: each runs only its new tokens (the recurrent state goes on from where the last
 // reply left it, nothing is run again from a snapshot), and each reply is the one an
-// uninterrupted run of the whole history gives.
+// uninterrupted run of the whole history gives. The same with sliding-window rings.
 TEST(HybridConversation, TenTurnsEachEvaluateOnlyTheirNewTokens)
 {
-    Rig rig(2048, kHybrid);
-    ASSERT_TRUE(rig.conversation);
-    std::vector<engine::Message> messages{{"system", "You tell short stories."}};
-    for (int turn = 0; turn < 10; ++turn) {
-        SCOPED_TRACE("turn " + std::to_string(turn + 1));
-        messages.push_back({"user", kUserTurns[turn]});
-        std::string reply;
-        auto stats = rig.conversation->reply(messages, greedyInto(&reply, kHybridReply));
-        ASSERT_TRUE(stats.ok()) << stats.error().message;
-        const uint64_t ran = rig.tokensRun();
-        EXPECT_EQ(ran, uint64_t(stats->promptTokens - stats->cachedTokens) + uint64_t(std::max(0, stats->generatedTokens - 1)));
-        if (turn > 0) EXPECT_GT(stats->cachedTokens, stats->promptTokens / 2);
-        EXPECT_EQ(rig.conversation->session()->rerunTokens(), 0u);
-        const std::vector<int32_t> prompt(stats->tokens.begin(), stats->tokens.begin() + stats->promptTokens);
-        EXPECT_EQ(freshGreedy(rig.engine->model(), prompt, stats->generatedTokens, rig.conversation->contextLength()),
-                  stats->tokens);
-        messages.push_back({"assistant", reply});
+    for (const std::string& path : {kHybrid, kWindowed}) {
+        SCOPED_TRACE(path);
+        Rig rig(2048, path);
+        ASSERT_TRUE(rig.conversation);
+        std::vector<engine::Message> messages{{"system", "You tell short stories."}};
+        for (int turn = 0; turn < 10; ++turn) {
+            SCOPED_TRACE("turn " + std::to_string(turn + 1));
+            messages.push_back({"user", kUserTurns[turn]});
+            std::string reply;
+            auto stats = rig.conversation->reply(messages, greedyInto(&reply, kHybridReply));
+            ASSERT_TRUE(stats.ok()) << stats.error().message;
+            const uint64_t ran = rig.tokensRun();
+            EXPECT_EQ(ran, uint64_t(stats->promptTokens - stats->cachedTokens) + uint64_t(std::max(0, stats->generatedTokens - 1)));
+            if (turn > 0) {
+                EXPECT_GT(stats->cachedTokens, stats->promptTokens / 2);
+            }
+            EXPECT_EQ(rig.conversation->session()->rerunTokens(), 0u);
+            const std::vector<int32_t> prompt(stats->tokens.begin(), stats->tokens.begin() + stats->promptTokens);
+            EXPECT_EQ(freshGreedy(rig.engine->model(), prompt, stats->generatedTokens, rig.conversation->contextLength()),
+                      stats->tokens);
+            messages.push_back({"assistant", reply});
+        }
     }
 }
 
 // Edit turn 3, then Regenerate: the recurrent state goes back to the snapshot the generator kept
 // at the end of turn 2's prompt (no run from the start), and both replies are the ones a fresh
-// run of the edited history gives.
+// run of the edited history gives. The same with sliding-window rings, in passes of 4 tokens
+// (rings of window + 3: the edit is further back than they reach).
 TEST(HybridConversation, EditAndRegenerateGoBackToASnapshot)
 {
-    Rig rig(2048, kHybrid);
-    ASSERT_TRUE(rig.conversation);
-    std::vector<engine::Message> messages{{"system", "You tell short stories."}};
-    for (int turn = 0; turn < 5; ++turn) {
-        messages.push_back({"user", kUserTurns[turn]});
-        std::string reply;
-        auto stats = rig.conversation->reply(messages, greedyInto(&reply, kHybridReply));
-        ASSERT_TRUE(stats.ok()) << stats.error().message;
-        messages.push_back({"assistant", reply});
-    }
-    rig.tokensRun();
-    messages.resize(6);  // system, then turns 1 and 2, and turn 3's user message edited
-    messages[5].content = "A duck found it.";
-    auto edited = rig.conversation->reply(messages, greedy(kHybridReply));
-    ASSERT_TRUE(edited.ok()) << edited.error().message;
-    const LlamaSession* session = rig.conversation->session();
-    const uint64_t rerun = session->rerunTokens();
-    EXPECT_GT(rerun, 0u);  // from a snapshot before the edit...
-    EXPECT_LT(rerun, uint64_t(edited->cachedTokens));  // ...not from the start
-    std::vector<int32_t> prompt(edited->tokens.begin(), edited->tokens.begin() + edited->promptTokens);
-    const std::vector<int32_t> fresh = freshGreedy(rig.engine->model(), prompt, kHybridReply, rig.conversation->contextLength());
-    EXPECT_EQ(fresh, edited->tokens);
+    for (const std::string& path : {kHybrid, kWindowed}) {
+        SCOPED_TRACE(path);
+        Rig rig(2048, path, path == kWindowed ? 4 : 0);
+        ASSERT_TRUE(rig.conversation);
+        std::vector<engine::Message> messages{{"system", "You tell short stories."}};
+        for (int turn = 0; turn < 5; ++turn) {
+            messages.push_back({"user", kUserTurns[turn]});
+            std::string reply;
+            auto stats = rig.conversation->reply(messages, greedyInto(&reply, kHybridReply));
+            ASSERT_TRUE(stats.ok()) << stats.error().message;
+            messages.push_back({"assistant", reply});
+        }
+        rig.tokensRun();
+        messages.resize(6);  // system, then turns 1 and 2, and turn 3's user message edited
+        messages[5].content = "A duck found it.";
+        auto edited = rig.conversation->reply(messages, greedy(kHybridReply));
+        ASSERT_TRUE(edited.ok()) << edited.error().message;
+        const LlamaSession* session = rig.conversation->session();
+        const uint64_t rerun = session->rerunTokens();
+        EXPECT_GT(rerun, 0u);  // from a snapshot before the edit...
+        EXPECT_LT(rerun, uint64_t(edited->cachedTokens));  // ...not from the start
+        std::vector<int32_t> prompt(edited->tokens.begin(), edited->tokens.begin() + edited->promptTokens);
+        const std::vector<int32_t> fresh = freshGreedy(rig.engine->model(), prompt, kHybridReply, rig.conversation->contextLength());
+        EXPECT_EQ(fresh, edited->tokens);
 
-    // Regenerate: back to the snapshot at the prompt's last token, nothing run again.
-    auto again = rig.conversation->reply(messages, greedy(kHybridReply));
-    ASSERT_TRUE(again.ok()) << again.error().message;
-    EXPECT_EQ(again->cachedTokens, again->promptTokens - 1);
-    EXPECT_EQ(session->rerunTokens(), rerun);
-    EXPECT_EQ(again->tokens, edited->tokens);
+        // Regenerate: back to the snapshot at the prompt's last token, nothing run again.
+        auto again = rig.conversation->reply(messages, greedy(kHybridReply));
+        ASSERT_TRUE(again.ok()) << again.error().message;
+        EXPECT_EQ(again->cachedTokens, again->promptTokens - 1);
+        EXPECT_EQ(session->rerunTokens(), rerun);
+        EXPECT_EQ(again->tokens, edited->tokens);
+    }
 }
 

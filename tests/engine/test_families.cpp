@@ -228,6 +228,89 @@ TEST(GptOss, MatchesWithAQuarterOfTheExpertsCached)
         }
 }
 
+// A sliding-window layer's cache is a ring of window + batch - 1 positions (never more than the
+// context): the planner, the session and the device's memory count that, not the context.
+TEST(GptOss, SlidingWindowLayersKeepOnlyARingOfTheirWindow)
+{
+    auto model = LlamaModel::load(kFamilies + "tiny-gpt-oss.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const LlamaConfig& c = (*model)->config();
+    const uint64_t perPosition = uint64_t(2) * uint64_t(c.kvDim()) * 2;  // K and V, f16
+    const int ring = c.slidingWindow + 32 - 1;
+    EXPECT_EQ(c.kvPositions(0, 4096, 32), ring);
+    EXPECT_EQ(c.kvPositions(1, 4096, 32), 4096);
+    EXPECT_EQ(c.kvPositions(0, 4096, 1), c.slidingWindow);
+    EXPECT_EQ(c.kvPositions(0, 16, 32), 16);  // a context shorter than the ring: no ring
+    EXPECT_EQ(plan::kvCacheBytes(c, 4096, gpu::KvType::F16, 32), (2 * 4096 + 2 * uint64_t(ring)) * perPosition);
+    EXPECT_EQ(plan::kvCacheBytes(c, 16, gpu::KvType::F16, 32), 4 * 16 * perPosition);
+    // The snapshots keep each ring layer's window before their position (window - 1 positions),
+    // eight of them by default, in the RAM the planner sets aside; no ring, no snapshots.
+    EXPECT_EQ(plan::stateSnapshotEach(c, 4096, 32, gpu::KvType::F16), 2 * uint64_t(c.slidingWindow - 1) * perPosition);
+    EXPECT_EQ(plan::stateSnapshotBytes(c, 4096, 32, gpu::KvType::F16), 8 * 2 * uint64_t(c.slidingWindow - 1) * perPosition);
+    EXPECT_EQ(plan::stateSnapshotBytes(c, 16, 32, gpu::KvType::F16), 0u);
+    auto device = gpu::createCpuDevice(1);
+    SessionOptions o;
+    o.contextLength = 4096;
+    o.kvType = gpu::KvType::F16;
+    auto session = LlamaSession::create(**model, *device, o);
+    ASSERT_TRUE(session) << session.error().message;
+    EXPECT_EQ((*session)->kvCacheBytes(), (2 * 4096 + 2 * uint64_t(ring)) * perPosition);
+    EXPECT_EQ(plan::sessionBuffers(c, 4096, 32, gpu::KvType::F16, false)[8], (2 * 4096 + 2 * uint64_t(ring)) * perPosition / 2);
+}
+
+// Going back to an earlier position: while the rings still hold the window before it, the
+// session goes on from there (nothing run again); further back, it puts back the latest snapshot
+// of the windows before it (or starts over) and runs the ids between again. The logits equal
+// those of a session that ran the new sequence from the start.
+TEST(GptOss, GoingBackPastTheRingRestoresTheWindowFromASnapshot)
+{
+    auto model = LlamaModel::load(kFamilies + "tiny-gpt-oss.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    const auto refs = testing_support::readLlamaReferences(kFamilies + "tiny-gpt-oss.reference.json");
+    std::vector<int32_t> tokens = refs[2].promptIds;
+    tokens.insert(tokens.end(), refs[2].greedyIds.begin(), refs[2].greedyIds.end());
+    const int back = int(refs[2].promptIds.size()) + 5;  // an edit inside the reply
+    std::vector<int32_t> edited(tokens.begin(), tokens.begin() + back);
+    edited.push_back(tokens[size_t(back)] == 7 ? 8 : 7);
+    edited.insert(edited.end(), tokens.begin() + back + 1, tokens.end());
+    const size_t vocab = size_t((*model)->config().vocabSize);
+    auto device = gpu::createCpuDevice(2);
+    auto logitsOf = [&](LlamaSession& s, std::span<const int32_t> t, int pos) {
+        auto l = s.forward(t, pos);
+        EXPECT_TRUE(l) << (l ? "" : l.error().message);
+        return l ? std::vector<float>(*l, *l + vocab) : std::vector<float>{};
+    };
+    // A context of 4096: full-attention layers keep every position, so only the rings differ.
+    SessionOptions fresh;
+    fresh.contextLength = 4096;
+    auto reference = LlamaSession::create(**model, *device, fresh);
+    ASSERT_TRUE(reference) << reference.error().message;
+    const std::vector<float> expected = logitsOf(**reference, edited, 0);
+    const int window = (*model)->config().slidingWindow;
+    for (int batch : {1, 32})
+        for (int snapshots : {8, 0}) {
+            SCOPED_TRACE("batch " + std::to_string(batch) + ", " + std::to_string(snapshots) + " snapshots");
+            SessionOptions o;
+            o.contextLength = 4096;
+            o.batch = batch;
+            o.stateSnapshots = snapshots;
+            o.stateSnapshotInterval = 16;
+            auto session = LlamaSession::create(**model, *device, o);
+            ASSERT_TRUE(session) << session.error().message;
+            logitsOf(**session, tokens, 0);
+            const std::vector<float> got = logitsOf(**session, std::span(edited).subspan(size_t(back)), back);
+            ASSERT_EQ(got.size(), expected.size());
+            float off = 0.0f;
+            for (size_t i = 0; i < got.size(); ++i) off = std::max(off, std::fabs(got[i] - expected[i]));
+            EXPECT_LT(off, 1e-3f);
+            // Batches of 32 leave rings of window + 31 rows: the window before `back` is still in
+            // them. A ring of the window alone (batch 1) has gone round since.
+            const bool inRing = int(tokens.size()) - back <= batch;
+            ASSERT_EQ(inRing, batch == 32) << "the test's sequence is " << tokens.size() << " long, window " << window;
+            EXPECT_EQ((*session)->rerunTokens(), uint64_t(inRing ? 0 : snapshots > 0 ? back % 16 : back));
+        }
+}
+
 // Each part of the architecture, broken in a copy of the file, moves the greedy tokens away from
 // the peer's: so matching the peer checks that part.
 TEST(GptOss, BreakingAnyPartChangesTheTokens)
@@ -503,7 +586,7 @@ TEST(Qwen35, SessionMemoryCountsTheStateOnceAndTheKvCacheOfAttentionLayers)
     ASSERT_TRUE(model);
     const LlamaConfig& c = model->config();
     const uint64_t perPosition = uint64_t(2) * 2 * uint64_t(c.kvDim()) * 2;  // 2 attention layers, K and V, f16
-    EXPECT_EQ(plan::kvCacheBytes(c, 128, gpu::KvType::F16), perPosition * 128);
+    EXPECT_EQ(plan::kvCacheBytes(c, 128, gpu::KvType::F16, 1), perPosition * 128);
     EXPECT_EQ(plan::recurrentStateBytes(c), uint64_t(2) * c.recurrentStateFloats() * 4);
     EXPECT_EQ(plan::sessionBuffers(c, 128, 1, gpu::KvType::F16, false).back(), plan::recurrentStateBytes(c));
     EXPECT_EQ(plan::sessionBuffers(c, 4096, 1, gpu::KvType::F16, false).back(), plan::recurrentStateBytes(c));

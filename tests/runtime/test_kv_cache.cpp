@@ -337,7 +337,7 @@ TEST(KvSession, CacheBytesFollowTheTypeAndTheFormula)
         const uint64_t perPosition =
             uint64_t(c.nLayers) * 2 * c.nKvHeads * (uint64_t(c.headDim) * elementBytes + scaleBytes);
         EXPECT_EQ((*session)->kvCacheBytes(), perPosition * ctx) << gpu::kvTypeName(type);
-        EXPECT_EQ(LlamaSession::kvCacheBytes(c, ctx, type), perPosition * ctx);
+        EXPECT_EQ(LlamaSession::kvCacheBytes(c, ctx, type, 32), perPosition * ctx);
         // The device holds exactly the difference (an f16/q8 session adds two kvDim scratch
         // vectors per token of a prompt batch, for their K and V before conversion).
         const uint64_t used = device->memoryStats().used;
@@ -345,10 +345,10 @@ TEST(KvSession, CacheBytesFollowTheTypeAndTheFormula)
             usedF32 = used;
         } else {
             const uint64_t scratch = 2 * uint64_t(c.kvDim()) * sizeof(float) * uint64_t((*session)->batch());
-            EXPECT_EQ(used + LlamaSession::kvCacheBytes(c, ctx, KvType::F32),
+            EXPECT_EQ(used + LlamaSession::kvCacheBytes(c, ctx, KvType::F32, 32),
                       usedF32 + perPosition * ctx + scratch)
                 << gpu::kvTypeName(type);
-            EXPECT_EQ(LlamaSession::workingBytes(c, ctx, 32, type) + LlamaSession::kvCacheBytes(c, ctx, KvType::F32),
+            EXPECT_EQ(LlamaSession::workingBytes(c, ctx, 32, type) + LlamaSession::kvCacheBytes(c, ctx, KvType::F32, 32),
                       LlamaSession::workingBytes(c, ctx, 32) + perPosition * ctx + scratch);
         }
         ASSERT_TRUE((*session)->forward(1, 0));
@@ -515,7 +515,7 @@ TEST(KvPlanner, SmallerCacheLeavesMoreDeviceMemoryForWeights)
         ASSERT_TRUE(r) << r.error().message;
         EXPECT_LE(r->deviceTotal(), budget);
         EXPECT_EQ(r->kvType, type);
-        EXPECT_EQ(r->kvCacheBytes, LlamaSession::kvCacheBytes(c, ctx, type));
+        EXPECT_EQ(r->kvCacheBytes, LlamaSession::kvCacheBytes(c, ctx, type, 4));
         EXPECT_NE(plan::planText(*r, false).find(std::string("KV cache ")), std::string::npos);
         EXPECT_NE(plan::planJson(*r).find(std::string("\"kv_type\": \"") + gpu::kvTypeName(type)), std::string::npos);
         plans[int(type)] = std::move(r.value());
