@@ -159,6 +159,33 @@ void expectEachBreakPartsFromThePeer(const std::filesystem::path& dir, const std
     }
 }
 
+// A reference's prompt and greedy ids (`tokens`), and the same with one id changed at `back`, five
+// ids into the reply (`edited`): an edit that goes back into a reply.
+struct EditedSequence {
+    std::vector<int32_t> tokens, edited;
+    int back = 0;
+};
+EditedSequence editInsideTheReply(const Reference& ref)
+{
+    EditedSequence e;
+    e.tokens = ref.promptIds;
+    e.tokens.insert(e.tokens.end(), ref.greedyIds.begin(), ref.greedyIds.end());
+    e.back = int(ref.promptIds.size()) + 5;
+    e.edited.assign(e.tokens.begin(), e.tokens.begin() + e.back);
+    e.edited.push_back(e.tokens[size_t(e.back)] == 7 ? 8 : 7);
+    e.edited.insert(e.edited.end(), e.tokens.begin() + e.back + 1, e.tokens.end());
+    return e;
+}
+
+// The last logits of running `t` from `pos` (empty, and a failure, on an error).
+std::vector<float> logitsOf(LlamaSession& s, std::span<const int32_t> t, int pos)
+{
+    auto l = s.forward(t, pos);
+    EXPECT_TRUE(l) << (l ? "" : l.error().message);
+    const size_t vocab = size_t(s.model().config().vocabSize);
+    return l ? std::vector<float>(*l, *l + vocab) : std::vector<float>{};
+}
+
 }  // namespace
 
 TEST(GptOss, ReadsItsLayerKinds)
@@ -267,19 +294,8 @@ TEST(GptOss, GoingBackPastTheRingRestoresTheWindowFromASnapshot)
     auto model = LlamaModel::load(kFamilies + "tiny-gpt-oss.gguf");
     ASSERT_TRUE(model) << model.error().message;
     const auto refs = testing_support::readLlamaReferences(kFamilies + "tiny-gpt-oss.reference.json");
-    std::vector<int32_t> tokens = refs[2].promptIds;
-    tokens.insert(tokens.end(), refs[2].greedyIds.begin(), refs[2].greedyIds.end());
-    const int back = int(refs[2].promptIds.size()) + 5;  // an edit inside the reply
-    std::vector<int32_t> edited(tokens.begin(), tokens.begin() + back);
-    edited.push_back(tokens[size_t(back)] == 7 ? 8 : 7);
-    edited.insert(edited.end(), tokens.begin() + back + 1, tokens.end());
-    const size_t vocab = size_t((*model)->config().vocabSize);
+    const auto [tokens, edited, back] = editInsideTheReply(refs[2]);
     auto device = gpu::createCpuDevice(2);
-    auto logitsOf = [&](LlamaSession& s, std::span<const int32_t> t, int pos) {
-        auto l = s.forward(t, pos);
-        EXPECT_TRUE(l) << (l ? "" : l.error().message);
-        return l ? std::vector<float>(*l, *l + vocab) : std::vector<float>{};
-    };
     // A context of 4096: full-attention layers keep every position, so only the rings differ.
     SessionOptions fresh;
     fresh.contextLength = 4096;
@@ -506,19 +522,8 @@ TEST(Qwen35, GoingBackRestoresTheStateFromASnapshot)
     auto model = loadHybrid("tiny-qwen35moe");
     ASSERT_TRUE(model);
     const auto refs = testing_support::readLlamaReferences(kFamilies + "tiny-qwen35moe.reference.json");
-    std::vector<int32_t> tokens = refs[2].promptIds;
-    tokens.insert(tokens.end(), refs[2].greedyIds.begin(), refs[2].greedyIds.end());
-    const int back = int(refs[2].promptIds.size()) + 5;  // an edit inside the reply
-    std::vector<int32_t> edited(tokens.begin(), tokens.begin() + back);
-    edited.push_back(tokens[size_t(back)] == 7 ? 8 : 7);
-    edited.insert(edited.end(), tokens.begin() + back + 1, tokens.end());
-    const size_t vocab = size_t(model->config().vocabSize);
+    const auto [tokens, edited, back] = editInsideTheReply(refs[2]);
     auto device = gpu::createCpuDevice(2);
-    auto logitsOf = [&](LlamaSession& s, std::span<const int32_t> t, int pos) {
-        auto l = s.forward(t, pos);
-        EXPECT_TRUE(l) << (l ? "" : l.error().message);
-        return l ? std::vector<float>(*l, *l + vocab) : std::vector<float>{};
-    };
     SessionOptions fresh;
     fresh.contextLength = 256;
     auto reference = LlamaSession::create(*model, *device, fresh);
