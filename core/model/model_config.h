@@ -150,6 +150,12 @@ struct LlamaConfig {
         if (attentionKind(layer) != AttentionKind::SlidingWindow || slidingWindow <= 0) return ctx;
         return int(std::min<int64_t>(ctx, int64_t(slidingWindow) + std::max(batch, 1) - 1));
     }
+    // Layer l's ring size where its cache is a ring (kvPositions fewer than ctx), else 0.
+    int kvRing(int layer, int ctx, int batch) const
+    {
+        const int kept = kvPositions(layer, ctx, batch);
+        return kept > 0 && kept < ctx ? kept : 0;
+    }
     // The sum over the layers of kvPositions: what the KV cache holds, in positions.
     uint64_t kvPositionsTotal(int ctx, int batch) const
     {

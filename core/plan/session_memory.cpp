@@ -58,17 +58,16 @@ uint64_t recurrentStateBytes(const LlamaConfig& c)
     return uint64_t(c.linearLayers()) * c.recurrentStateFloats() * sizeof(float);
 }
 
+uint64_t ringWindowBytes(const LlamaConfig& c, gpu::KvType kv)
+{
+    return 2 * uint64_t(std::max(c.slidingWindow - 1, 0)) * uint64_t(c.nKvHeads) * gpu::kvVectorBytes(kv, c.headDim);
+}
+
 uint64_t stateSnapshotEach(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv)
 {
     uint64_t rings = 0;
-    for (int l = 0; l < c.nLayers; ++l) {
-        const int kept = c.kvPositions(l, ctx, batch);
-        if (kept > 0 && kept < ctx) ++rings;
-    }
-    // A ring layer's window before a position: window - 1 keys and values (KvCache::windowBytes).
-    const uint64_t window = 2 * uint64_t(std::max(c.slidingWindow - 1, 0)) * uint64_t(c.nKvHeads) *
-                            gpu::kvVectorBytes(kv, c.headDim);
-    return recurrentStateBytes(c) + rings * window;
+    for (int l = 0; l < c.nLayers; ++l) rings += c.kvRing(l, ctx, batch) > 0 ? 1 : 0;
+    return recurrentStateBytes(c) + rings * ringWindowBytes(c, kv);
 }
 
 int stateSnapshotCount(uint64_t each, int requested)

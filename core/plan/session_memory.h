@@ -40,6 +40,8 @@ uint64_t recurrentStateBytes(const LlamaConfig& c);
 // keeps when `requested` are asked for (at most 1 GiB of them and 64, at least 2 where asked);
 // and all of them, the RAM the planner sets aside.
 constexpr int kStateSnapshots = 8;
+// One ring layer's window in a snapshot: window - 1 keys and values of kvVectorBytes per KV head.
+uint64_t ringWindowBytes(const LlamaConfig& c, gpu::KvType kv);
 uint64_t stateSnapshotEach(const LlamaConfig& c, int ctx, int batch, gpu::KvType kv);
 int stateSnapshotCount(uint64_t each, int requested);
 uint64_t stateSnapshotBytes(const LlamaConfig& c, int contextLength, int batch, gpu::KvType kv,

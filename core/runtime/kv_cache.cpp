@@ -1,5 +1,7 @@
 #include "core/runtime/kv_cache.h"
 
+#include "core/plan/session_memory.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -19,13 +21,11 @@ KvCache::KvCache(const LlamaConfig& c, int ctx, int batch, gpu::KvType type, Buf
     size_t rows = 0;
     for (int l = 0; l < c.nLayers; ++l) {
         m_first[size_t(l)] = rows;
-        const int kept = c.kvPositions(l, ctx, batch);
-        rows += size_t(kept);
-        if (kept > 0 && kept < ctx) {
-            m_ring[size_t(l)] = kept;
-            m_rings = true;
-        }
+        rows += size_t(c.kvPositions(l, ctx, batch));
+        m_ring[size_t(l)] = c.kvRing(l, ctx, batch);
+        m_rings = m_rings || m_ring[size_t(l)] > 0;
     }
+    m_windowBytes = m_rings ? plan::ringWindowBytes(c, type) : 0;
 }
 
 void KvCache::describe(gpu::AttentionArgs& a, int layer, int pos, int i) const
@@ -42,14 +42,6 @@ void KvCache::describe(gpu::AttentionArgs& a, int layer, int pos, int i) const
         a.kNew = newKey(layer, pos, i);
         a.vNew = newValue(layer, pos, i);
     }
-}
-
-uint64_t KvCache::windowBytes() const
-{
-    if (!m_rings) return 0;
-    const uint64_t rows = uint64_t(std::max(m_window - 1, 0));
-    const uint64_t scales = m_type == gpu::KvType::Q8 ? m_rowScales * sizeof(float) : 0;
-    return 2 * rows * (m_rowBytes + scales);
 }
 
 void KvCache::copyWindow(gpu::Device& device, int layer, int position, uint8_t* host, bool save) const

@@ -60,7 +60,7 @@ public:
     // A ring layer's window before `position` (positions [position - window + 1, position), the
     // ones the query at `position` sees besides its own; fewer at the start) to host memory, and
     // back: windowBytes() each, keys, values and (Q8) their scales.
-    uint64_t windowBytes() const;
+    uint64_t windowBytes() const { return m_windowBytes; }  // plan::ringWindowBytes, 0 without rings
     void saveWindow(gpu::Device& device, int layer, int position, uint8_t* out) const;
     void restoreWindow(gpu::Device& device, int layer, int position, const uint8_t* in) const;
 
@@ -91,6 +91,7 @@ private:
     std::vector<size_t> m_first;  // per layer: its first row among all layers' rows
     std::vector<int> m_ring;      // per layer: its ring's rows, 0 for none
     bool m_rings = false;
+    uint64_t m_windowBytes = 0;
 };
 
 }  // namespace spillway

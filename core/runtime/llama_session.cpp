@@ -218,8 +218,8 @@ Result<const float*> LlamaSession::forward(std::span<const int32_t> tokens, int 
                              "forward: position " + std::to_string(pos) + " follows positions not run yet (the "
                              "recurrent state holds " + std::to_string(m_state.position()) + " tokens)");
         if (pos != m_state.position() && m_state.resumableAt(pos)) {
-            m_state.resumeAt(pos);  // a ring that still holds the window before pos
-        } else if (pos != m_state.position()) {
+            m_state.resumeAt(pos);  // rings that still hold the window before pos
+        } else if (pos != m_state.position()) {  // from a snapshot
             const int from = m_state.restoreAtOrBefore(pos);
             for (int done = from; done < pos;) {
                 const int n = std::min(pos - done, m_batch);

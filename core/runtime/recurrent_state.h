@@ -36,8 +36,6 @@ public:
                    const KvCache* kv = nullptr);
 
     bool active() const { return m_stateFloats > 0 || m_windowLayers > 0; }
-    // Host bytes of one snapshot (every linear layer's state, every ring layer's window).
-    uint64_t snapshotEach() const { return m_stateFloats * sizeof(float) + uint64_t(m_windowLayers) * m_windowBytes; }
     // Layer `layer`'s convolution inputs and state matrices (a linear layer's only).
     float* convState(int layer) const { return base(layer); }
     float* ssmState(int layer) const { return base(layer) + m_convFloats; }
@@ -73,7 +71,6 @@ public:
 
     std::vector<int> snapshotPositions() const;
     uint64_t bytes() const { return m_stateFloats * sizeof(float); }  // the device's part
-    uint64_t snapshotBytes() const { return uint64_t(m_snapshots.size()) * snapshotEach(); }
 
 private:
     struct Snapshot {

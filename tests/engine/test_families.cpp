@@ -93,6 +93,23 @@ void expectMatches(const LlamaModel& model, gpu::Device& device, const Reference
     EXPECT_EQ(r.partings, 0) << what << ": greedy ids part from the peer's away from ties";
 }
 
+// expectMatches on every kernel set this CPU runs, the prompt in one batch and one token at a time.
+void expectMatchesOnEveryKernelSet(const LlamaModel& model, const std::vector<Reference>& refs, const std::string& name)
+{
+    for (const std::string& set : testing_support::kernelSetNamesThisCpuRuns()) {
+        setenv("SPILLWAY_CPU_KERNELS", set.c_str(), 1);
+        auto device = gpu::createCpuDevice(2);
+        for (const Reference& ref : refs)
+            for (int batch : {1, 32}) {
+                SessionOptions o;
+                o.batch = batch;
+                expectMatches(model, *device, ref, o,
+                              name + " '" + ref.prompt + "' kernels " + set + ", batch " + std::to_string(batch));
+            }
+        unsetenv("SPILLWAY_CPU_KERNELS");
+    }
+}
+
 // A copy of `from` in `dir` with `patch` applied to its bytes.
 std::string patchedCopy(const std::filesystem::path& dir, const std::string& from, const std::string& name,
                         const std::function<void(std::vector<char>&)>& patch)
@@ -224,18 +241,7 @@ TEST(GptOss, MatchesIkLlamaCppOnEveryKernelSet)
     const auto refs = testing_support::readLlamaReferences(kFamilies + "tiny-gpt-oss.reference.json");
     ASSERT_EQ(refs.size(), 3u);
     ASSERT_GT(refs[2].promptIds.size(), size_t((*model)->config().slidingWindow));
-    for (const std::string& set : testing_support::kernelSetNamesThisCpuRuns()) {
-        setenv("SPILLWAY_CPU_KERNELS", set.c_str(), 1);
-        auto device = gpu::createCpuDevice(2);
-        for (const Reference& ref : refs)
-            for (int batch : {1, 32}) {
-                SessionOptions o;
-                o.batch = batch;
-                expectMatches(**model, *device, ref, o,
-                              "'" + ref.prompt + "' kernels " + set + ", batch " + std::to_string(batch));
-            }
-        unsetenv("SPILLWAY_CPU_KERNELS");
-    }
+    expectMatchesOnEveryKernelSet(**model, refs, "gpt-oss");
 }
 
 // The experts on the SSD, two slots per layer of the eight (a quarter): the same tokens.
@@ -451,19 +457,7 @@ TEST(Qwen35, MatchesIkLlamaCppOnEveryKernelSet)
         ASSERT_TRUE(model);
         const auto refs = testing_support::readLlamaReferences(kFamilies + name + ".reference.json");
         ASSERT_EQ(refs.size(), 3u);
-        for (const std::string& set : testing_support::kernelSetNamesThisCpuRuns()) {
-            setenv("SPILLWAY_CPU_KERNELS", set.c_str(), 1);
-            auto device = gpu::createCpuDevice(2);
-            for (const Reference& ref : refs)
-                for (int batch : {1, 32}) {
-                    SessionOptions o;
-                    o.batch = batch;
-                    expectMatches(*model, *device, ref, o,
-                                  std::string(name) + " '" + ref.prompt + "' kernels " + set + ", batch " +
-                                      std::to_string(batch));
-                }
-            unsetenv("SPILLWAY_CPU_KERNELS");
-        }
+        expectMatchesOnEveryKernelSet(*model, refs, name);
     }
 }
 
