@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +81,109 @@ std::optional<ApiError> readContent(const json& content, size_t index, std::stri
     return std::nullopt;
 }
 
+// An assistant message's tool_calls and reasoning (reasoning_content, or `reasoning` as
+// OpenRouter and vLLM name it).
+std::optional<ApiError> readAssistantParts(const json& m, const std::string& param, engine::Message& message)
+{
+    for (const char* key : {"reasoning_content", "reasoning"})
+        if (auto it = m.find(key); it != m.end() && !it->is_null()) {
+            if (!it->is_string()) return invalid(param + "." + key, std::string("'") + key + "' must be a string");
+            if (message.reasoning.empty()) message.reasoning = it->get<std::string>();
+        }
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || calls->is_null()) return std::nullopt;
+    if (message.role != "assistant") return invalid(param + ".tool_calls", "only an assistant message has 'tool_calls'");
+    if (!calls->is_array()) return invalid(param + ".tool_calls", "'tool_calls' must be an array");
+    for (size_t k = 0; k < calls->size(); ++k) {
+        const json& c = (*calls)[k];
+        const std::string at = param + ".tool_calls[" + std::to_string(k) + "]";
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+            return invalid(at, "each tool call must be an object with a 'function'");
+        const json& f = c["function"];
+        if (!f.contains("name") || !f["name"].is_string()) return invalid(at + ".function.name", "a tool call needs a function 'name'");
+        engine::ToolCall call;
+        call.name = f["name"].get<std::string>();
+        if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+        if (auto a = f.find("arguments"); a != f.end() && !a->is_null()) {
+            if (a->is_string()) call.arguments = a->get<std::string>();
+            else if (a->is_object()) call.arguments = toText(*a);
+            else return invalid(at + ".function.arguments", "'arguments' must be a string of JSON");
+        } else {
+            call.arguments = "{}";
+        }
+        message.toolCalls.push_back(std::move(call));
+    }
+    return std::nullopt;
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}], kept as
+// JSON text for the template; tool_choice and parallel_tool_calls.
+std::optional<ApiError> readTools(const json& body, CompletionRequest& r)
+{
+    std::set<std::string> names;
+    if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+        if (!it->is_array()) return invalid("tools", "'tools' must be an array");
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json& t = (*it)[i];
+            const std::string param = "tools[" + std::to_string(i) + "]";
+            if (!t.is_object() || t.value("type", std::string()) != "function" || !t.contains("function") ||
+                !t["function"].is_object())
+                return invalid(param, "each tool must be {\"type\": \"function\", \"function\": {...}}");
+            const json& f = t["function"];
+            if (!f.contains("name") || !f["name"].is_string()) return invalid(param + ".function.name", "a function needs a 'name'");
+            const std::string name = f["name"].get<std::string>();
+            const bool valid = !name.empty() && name.size() <= 64 &&
+                               std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.'; });
+            if (!valid) return invalid(param + ".function.name", "a function's name is 1 to 64 letters, digits, '_', '-' or '.'");
+            if (!names.insert(name).second) return invalid(param + ".function.name", "two tools are named '" + name + "'");
+            if (f.contains("parameters") && !f["parameters"].is_object())
+                return invalid(param + ".function.parameters", "'parameters' must be a JSON Schema object");
+        }
+        if (!it->empty()) r.promptOptions.tools = toText(*it);
+    }
+    if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
+        using C = CompletionRequest::ToolChoice;
+        if (it->is_string() && *it == "auto") r.toolChoice = C::Auto;
+        else if (it->is_string() && *it == "none") r.toolChoice = C::None;
+        else if (it->is_string() && *it == "required") r.toolChoice = C::Required;
+        else if (it->is_object() && it->contains("function") && (*it)["function"].is_object() &&
+                 (*it)["function"].contains("name") && (*it)["function"]["name"].is_string()) {
+            r.toolChoice = C::Function;
+            r.forcedTool = (*it)["function"]["name"].get<std::string>();
+            if (!names.contains(r.forcedTool))
+                return invalid("tool_choice", "tool_choice names '" + r.forcedTool + "', which is not in 'tools'");
+        } else {
+            return invalid("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        }
+        if ((r.toolChoice == C::Required || r.toolChoice == C::Function) && names.empty())
+            return invalid("tool_choice", "tool_choice asks for a call, but no 'tools' were given");
+        if (r.toolChoice == C::None) r.promptOptions.tools.clear();
+    }
+    if (auto e = readBool(body, "parallel_tool_calls", r.parallelToolCalls)) return *e;
+    return std::nullopt;
+}
+
+// reasoning_effort (OpenAI's; gpt-oss's template takes low, medium, high) and the thinking switch
+// (chat_template_kwargs.enable_thinking, as vLLM and llama-server take it; `think` too).
+std::optional<ApiError> readReasoning(const json& body, CompletionRequest& r)
+{
+    if (auto it = body.find("reasoning_effort"); it != body.end() && !it->is_null()) {
+        const std::string effort = it->is_string() ? it->get<std::string>() : std::string();
+        if (effort != "minimal" && effort != "low" && effort != "medium" && effort != "high")
+            return invalid("reasoning_effort", "'reasoning_effort' must be \"minimal\", \"low\", \"medium\" or \"high\"");
+        r.promptOptions.reasoningEffort = effort == "minimal" ? "low" : effort;
+    }
+    if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) return invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        if (auto t = it->find("enable_thinking"); t != it->end() && !t->is_null()) {
+            if (!t->is_boolean()) return invalid("chat_template_kwargs.enable_thinking", "'enable_thinking' must be a boolean");
+            r.promptOptions.thinking = t->get<bool>();
+        }
+        if (auto t = it->find("reasoning_effort"); t != it->end() && t->is_string()) r.promptOptions.reasoningEffort = t->get<std::string>();
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::string errorBody(const ApiError& e)
@@ -116,11 +221,18 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
             if (role == m.end() || !role->is_string()) return invalid(param + ".role", "each message needs a 'role' string");
             std::string name = role->get<std::string>();
             if (name == "developer") name = "system";
-            if (name != "system" && name != "user" && name != "assistant")
-                return invalid(param + ".role", "role '" + name + "' is not supported (system, developer, user, assistant)");
+            if (name != "system" && name != "user" && name != "assistant" && name != "tool")
+                return invalid(param + ".role", "role '" + name + "' is not supported (system, developer, user, assistant, tool)");
             engine::Message message{name, {}};
             if (auto content = m.find("content"); content != m.end())
                 if (auto e = readContent(*content, i, message.content)) return *e;
+            if (auto e = readAssistantParts(m, param, message)) return *e;
+            if (name == "tool") {
+                auto id = m.find("tool_call_id");
+                if (id == m.end() || !id->is_string())
+                    return invalid(param + ".tool_call_id", "a tool message needs the 'tool_call_id' of the call it answers");
+                message.toolCallId = id->get<std::string>();
+            }
             r.messages.push_back(std::move(message));
         }
     } else {
@@ -133,6 +245,10 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
         } else {
             return invalid("prompt", "'prompt' must be a string (or an array of one string)");
         }
+    }
+    if (chat) {
+        if (auto e = readTools(body, r)) return *e;
+        if (auto e = readReasoning(body, r)) return *e;
     }
     int64_t n = 1;
     bool given = false;
@@ -220,12 +336,19 @@ json usageJson(const Usage& usage)
 
 std::string completionResponse(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const char* finishReason,
-                               const Usage& usage, const std::string& reasoning)
+                               const Usage& usage, const std::string& reasoning,
+                               const std::vector<engine::ToolCall>& toolCalls)
 {
     json choice = {{"index", 0}, {"finish_reason", finishReason}, {"logprobs", nullptr}};
     if (r.chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
+        choice["message"] = {{"role", "assistant"}, {"content", text.empty() && !toolCalls.empty() ? json(nullptr) : json(text)}};
         if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
+        if (!toolCalls.empty()) {
+            json calls = json::array();
+            for (const engine::ToolCall& c : toolCalls)
+                calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+            choice["message"]["tool_calls"] = calls;
+        }
     } else {
         choice["text"] = text;
     }
@@ -237,7 +360,7 @@ std::string completionResponse(const CompletionRequest& r, const std::string& id
 
 std::string completionChunk(const CompletionRequest& r, const std::string& id, int64_t created,
                             const std::string& model, std::string_view text, bool first, const char* finishReason,
-                            std::string_view reasoning)
+                            std::string_view reasoning, const ToolCallDelta* toolCall)
 {
     json choice = {{"index", 0}, {"finish_reason", finishReason ? json(finishReason) : json(nullptr)}, {"logprobs", nullptr}};
     if (r.chat) {
@@ -245,6 +368,17 @@ std::string completionChunk(const CompletionRequest& r, const std::string& id, i
         if (first) delta["role"] = "assistant";
         if (!text.empty() || (first && !finishReason)) delta["content"] = std::string(text);
         if (!reasoning.empty()) delta["reasoning_content"] = std::string(reasoning);
+        if (toolCall) {
+            json call = {{"index", toolCall->index}};
+            if (!toolCall->id.empty()) {
+                call["id"] = toolCall->id;
+                call["type"] = "function";
+                call["function"] = {{"name", toolCall->name}, {"arguments", toolCall->arguments}};
+            } else {
+                call["function"] = {{"arguments", toolCall->arguments}};
+            }
+            delta["tool_calls"] = json::array({call});
+        }
         choice["delta"] = delta;
     } else {
         choice["text"] = std::string(text);

@@ -38,6 +38,15 @@ struct CompletionRequest {
     bool stream = false;
     bool includeUsage = false;             // stream_options.include_usage
     bool echo = false;                     // completions: the prompt before the text
+    // Chat: tools (OpenAI's list, as JSON text, "" = none), thinking (chat_template_kwargs'
+    // enable_thinking) and reasoning_effort, for the template.
+    engine::PromptOptions promptOptions;
+    // tool_choice: auto (the model decides), none (no tools offered), required (a call must
+    // come), or a function named in `forcedTool`.
+    enum class ToolChoice { Auto, None, Required, Function };
+    ToolChoice toolChoice = ToolChoice::Auto;
+    std::string forcedTool;
+    bool parallelToolCalls = true;
 };
 
 struct Limits {
@@ -57,16 +66,25 @@ struct Usage {
 };
 
 // The non-streamed response. A chat's reasoning, where the model gave some, is the message's
-// reasoning_content beside its content (as llama-server, vLLM and DeepSeek's API give it).
+// reasoning_content beside its content (as llama-server, vLLM and DeepSeek's API give it); its
+// tool calls are the message's tool_calls (content null when there is no text).
 std::string completionResponse(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const char* finishReason,
-                               const Usage& usage, const std::string& reasoning = {});
+                               const Usage& usage, const std::string& reasoning = {},
+                               const std::vector<engine::ToolCall>& toolCalls = {});
+// A streamed piece of a tool call: the first of call `index` carries its id, type and name (with
+// arguments ""), the next pieces of its arguments.
+struct ToolCallDelta {
+    int index = 0;
+    std::string id, name;  // set on the call's first piece
+    std::string arguments;
+};
 // One streamed chunk's JSON (without "data: "): the first carries the role (chat), the last the
 // finish_reason; `text` may be empty; a chat's `reasoning` piece goes in delta.reasoning_content.
 // With include_usage, every chunk carries "usage": null.
 std::string completionChunk(const CompletionRequest& r, const std::string& id, int64_t created,
                             const std::string& model, std::string_view text, bool first, const char* finishReason,
-                            std::string_view reasoning = {});
+                            std::string_view reasoning = {}, const ToolCallDelta* toolCall = nullptr);
 // The usage chunk at the end of a stream with include_usage: empty choices.
 std::string usageChunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
                        const Usage& usage);

@@ -224,15 +224,17 @@ struct Server::Impl {
         return slot;
     }
 
-    void release(int slot, const CompletionRequest& r, const std::string& text, bool complete)
+    // `reply`: the assistant's message (a chat's), or the text (a completion's) in its content.
+    void release(int slot, const CompletionRequest& r, const engine::Message& reply, bool complete)
     {
+        const std::string& text = reply.content;
         {
             std::lock_guard l(slotsMutex);
             Slot& s = slots[size_t(slot)];
             s.busy = false;
             if (r.chat) {
                 s.history = r.messages;
-                if (complete) s.history.push_back({"assistant", text});
+                if (complete) s.history.push_back(reply);
             } else {
                 s.completionText = r.prompt + text;
             }
@@ -241,15 +243,18 @@ struct Server::Impl {
     }
 
     // Runs the request on `slot`: `emit` gets the text safe to send (stop sequences held back),
-    // the answer's and the reasoning's apart, and returns false when the client is gone. The
-    // finish reason, or null when stopped.
-    using Emit = std::function<bool(engine::ReplyPart part, const std::string& text)>;
+    // the answer's and the reasoning's apart, and each tool call's pieces (ToolName with its
+    // first, ToolCall with its arguments), and returns false when the client is gone. The finish
+    // reason, or null when stopped.
+    using Emit = std::function<bool(engine::ReplyPart part, const std::string& text, const ToolCallDelta* call)>;
     struct Outcome {
-        std::string text;       // the answer (a chat's tool calls too, as text, until they are parsed)
+        std::string text;       // the answer
         std::string reasoning;  // a chat's reasoning (the model's thinking), apart
+        std::vector<engine::ToolCall> toolCalls;
         const char* finish = nullptr;
         Usage usage;
         Status error;
+        engine::Message message() const { return {"assistant", text, reasoning, toolCalls, {}}; }
     };
     Outcome generate(int slot, const CompletionRequest& r, const Emit& emit, Clock::time_point start)
     {
@@ -261,11 +266,26 @@ struct Server::Impl {
         reply.sampling = r.sampling;
         if (!r.seeded) reply.sampling.seed = std::random_device{}();
         reply.stop = &stopping;
+        reply.prompt = r.promptOptions;
         auto send = [&](engine::ReplyPart part, std::string_view piece) {
+            if (part == engine::ReplyPart::ToolName || part == engine::ReplyPart::ToolCall) {
+                ToolCallDelta delta;
+                if (part == engine::ReplyPart::ToolName) {
+                    out.toolCalls.push_back({newId("call"), std::string(piece), {}});
+                    delta.id = out.toolCalls.back().id;
+                    delta.name = out.toolCalls.back().name;
+                } else if (!out.toolCalls.empty()) {
+                    out.toolCalls.back().arguments += piece;
+                    delta.arguments = std::string(piece);
+                }
+                delta.index = int(out.toolCalls.size()) - 1;
+                if (!out.toolCalls.empty() && !emit(part, {}, &delta)) clientGone = true;
+                return !clientGone;
+            }
             const bool thinking = part == engine::ReplyPart::Reasoning;
             const std::string ready = (thinking ? thoughts : gate).feed(piece);
             (thinking ? out.reasoning : out.text) += ready;
-            if (!ready.empty() && !emit(thinking ? part : engine::ReplyPart::Content, ready)) clientGone = true;
+            if (!ready.empty() && !emit(thinking ? part : engine::ReplyPart::Content, ready, nullptr)) clientGone = true;
             return !clientGone && !gate.stopped();
         };
         reply.onToken = [&](std::string_view piece, int32_t) {
@@ -294,10 +314,10 @@ struct Server::Impl {
         if (!gate.stopped() && !clientGone) {
             const std::string thought = thoughts.flush();
             out.reasoning += thought;
-            if (!thought.empty() && !emit(engine::ReplyPart::Reasoning, thought)) clientGone = true;
+            if (!thought.empty() && !emit(engine::ReplyPart::Reasoning, thought, nullptr)) clientGone = true;
             const std::string rest = gate.flush();
             out.text += rest;
-            if (!clientGone && !rest.empty() && !emit(engine::ReplyPart::Content, rest)) clientGone = true;
+            if (!clientGone && !rest.empty() && !emit(engine::ReplyPart::Content, rest, nullptr)) clientGone = true;
         }
         out.usage = {stats->promptTokens, stats->generatedTokens};
         {
@@ -313,6 +333,8 @@ struct Server::Impl {
             drainTrace();
         }
         if (!clientGone && !(stats->stopped && !gate.stopped())) out.finish = finishReason(*stats, gate.stopped());
+        // A turn that ended with calls waits for their results.
+        if (out.finish && !out.toolCalls.empty() && stats->end == engine::ReplyStats::End::Turn) out.finish = "tool_calls";
         return out;
     }
 
@@ -349,12 +371,14 @@ struct Server::Impl {
             const int fd = connectionSocket(req);
             Outcome o;
             try {
-                o = generate(slot, *request, [fd](engine::ReplyPart, const std::string&) { return fd < 0 || !peerGone(fd); }, start);
+                o = generate(slot, *request, [fd](engine::ReplyPart, const std::string&, const ToolCallDelta*) {
+                    return fd < 0 || !peerGone(fd);
+                }, start);
             } catch (...) {
                 release(slot, *request, {}, false);  // the slot is free again; the 500 is the handler's
                 throw;
             }
-            release(slot, *request, o.text, o.error.ok() && o.finish);
+            release(slot, *request, o.message(), o.error.ok() && o.finish);
             if (o.error.ok() && !o.finish) {
                 count(endpoint, 499);  // the client went away (or the server is stopping)
                 res.status = 499;
@@ -368,7 +392,7 @@ struct Server::Impl {
             }
             const std::string text = request->echo ? request->prompt + o.text : o.text;
             res.set_content(completionResponse(*request, id, created, model, text, o.finish ? o.finish : "stop", o.usage,
-                                               o.reasoning),
+                                               o.reasoning, o.toolCalls),
                             "application/json");
             count(endpoint, 200);
             return;
@@ -380,11 +404,11 @@ struct Server::Impl {
             int slot;
             std::shared_ptr<CompletionRequest> request;
             bool released = false;
-            void release(const std::string& text, bool complete)
+            void release(const engine::Message& reply, bool complete)
             {
                 if (released) return;
                 released = true;
-                impl->release(slot, *request, text, complete);
+                impl->release(slot, *request, reply, complete);
             }
             ~Held() { release({}, false); }
         };
@@ -405,13 +429,13 @@ struct Server::Impl {
                 Outcome o;
                 if (alive)
                     o = generate(held->slot, r,
-                                 [&](engine::ReplyPart part, const std::string& text) {
+                                 [&](engine::ReplyPart part, const std::string& text, const ToolCallDelta* call) {
                                      const bool thought = part == engine::ReplyPart::Reasoning;
                                      return event(completionChunk(r, id, created, model, thought ? "" : text, false,
-                                                                  nullptr, thought ? text : ""));
+                                                                  nullptr, thought ? text : "", call));
                                  },
                                  start);
-                held->release(o.text, alive && o.error.ok() && o.finish);
+                held->release(o.message(), alive && o.error.ok() && o.finish);
                 if (!alive || (o.error.ok() && !o.finish)) {
                     count(endpoint, 499);  // the client went away (or the server is stopping)
                     return false;

@@ -4,6 +4,7 @@
 // it continues the last user message.
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,8 +21,19 @@ namespace chat { class ChatTemplate; }
 namespace spillway::engine {
 
 struct Message {
-    std::string role;  // "system", "user", "assistant"
+    std::string role;  // "system", "user", "assistant", "tool"
     std::string content;
+    std::string reasoning;            // an assistant's thinking (reasoning_content), for templates that keep it
+    std::vector<ToolCall> toolCalls;  // an assistant's calls
+    std::string toolCallId;           // a tool's result: the call it answers
+    bool operator==(const Message&) const = default;
+};
+
+// What a request asks of the prompt beside its messages.
+struct PromptOptions {
+    std::string tools;              // OpenAI's tools list, JSON text ("" = none)
+    std::optional<bool> thinking;   // enable_thinking, for templates that take it
+    std::string reasoningEffort;    // reasoning_effort ("low", "medium", "high"), "" = the template's default
 };
 
 struct RenderedPrompt {
@@ -48,7 +60,12 @@ public:
     // The text of the conversation with the assistant's next turn opened (a base model: the last
     // user message, to continue). InvalidArgument when there is nothing to reply to or the
     // template raises.
-    Result<RenderedPrompt> render(std::span<const Message> messages) const;
+    // With tools, a template that knows none is given them in the system prompt, its tool
+    // results as user turns and its calls as text, in the generic Tag syntax (toolInstructions).
+    Result<RenderedPrompt> render(std::span<const Message> messages, const PromptOptions& prompt = {}) const;
+    // How the model writes tool calls, with the request's tools (ToolSyntax::None for a base model
+    // or no tools).
+    ToolSet tools(std::string_view toolsJson) const;
     // Whether a generated token's text (a control token's: its vocabulary text) ends the
     // assistant's turn: the model's EOS text and the end-of-turn markers of the common template
     // families (only while chatting). A Harmony reply ends where its ReplyParser says instead.
@@ -60,6 +77,9 @@ private:
     std::shared_ptr<const chat::ChatTemplate> m_template;
     std::string m_bosText, m_eosText, m_note;
     ReplyMarkup m_markup = ReplyMarkup::Plain;
+    ToolSyntax m_toolSyntax = ToolSyntax::None;
+    bool m_knowsTools = false;  // the template renders `tools` itself
+    bool m_knowsCalls = false;  // and the assistant's tool_calls and the tools' results
 };
 
 }  // namespace spillway::engine

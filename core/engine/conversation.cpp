@@ -82,7 +82,7 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> all, const Reply
         if (format.markup() == ReplyMarkup::Harmony) partial = "<|channel|>final<|message|>" + partial;
     }
     auto render = [&](std::span<const Message> kept) -> Result<RenderedPrompt> {
-        auto prompt = format.render(kept);
+        auto prompt = format.render(kept, options.prompt);
         if (prompt) prompt->text += partial;
         return prompt;
     };
@@ -109,8 +109,8 @@ Result<ReplyStats> Conversation::reply(std::span<const Message> all, const Reply
         Cut c{std::vector<Message>(messages.begin(), messages.end())};
         for (int k = 0; k < oldest && c.kept.size() - first > 1; ++k, ++c.removed)
             c.kept.erase(c.kept.begin() + ptrdiff_t(first));
-        while (c.removed > 0 && c.kept.size() - first > 1 && c.kept[first].role == "assistant") {
-            c.kept.erase(c.kept.begin() + ptrdiff_t(first));  // a reply does not lead
+        while (c.removed > 0 && c.kept.size() - first > 1 && (c.kept[first].role == "assistant" || c.kept[first].role == "tool")) {
+            c.kept.erase(c.kept.begin() + ptrdiff_t(first));  // a reply (or a tool's result) does not lead
             ++c.removed;
         }
         c.last = c.kept.size() - first <= 1;
@@ -175,7 +175,7 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
     // the token's own text.
     const ChatFormat& format = m_engine.chat();
     const ReplyMarkup markup = chatting ? format.markup() : ReplyMarkup::Plain;
-    ReplyParser parser(markup, text, options.continueLast);
+    ReplyParser parser(markup, text, options.continueLast, chatting ? format.tools(options.prompt.tools) : ToolSet{});
     std::vector<std::pair<ReplyPart, std::string>> ready;
     const ReplyParser::Sink collect = [&](ReplyPart part, std::string_view piece) {
         ready.emplace_back(part, std::string(piece));

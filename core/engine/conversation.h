@@ -39,7 +39,8 @@ struct ReplyOptions {
     // Each new token's text (possibly part of a UTF-8 character); return false to stop.
     std::function<bool(std::string_view text, int32_t token)> onToken;
     // The reply by parts, as the chat format's markup separates them (ReplyParser): the model's
-    // reasoning, its answer and its tool calls, the markup left out; everything is Content for a
+    // reasoning, its answer and its tool calls (a ToolName part opens each, ToolCall parts hold its
+    // arguments), the markup left out; everything is Content for a
     // template without markup and for complete(). Called after onToken with what that token
     // made ready (text held back for a marker comes later). Return false to stop.
     std::function<bool(ReplyPart part, std::string_view text)> onPart;
@@ -50,6 +51,9 @@ struct ReplyOptions {
     // The last message is the assistant's reply so far (a stopped or cut one): the model goes on
     // from its end instead of starting a new turn; the new text continues it.
     bool continueLast = false;
+    // Tools, thinking and reasoning effort for the template (reply() only); with tools the
+    // answer's calls come apart as ToolName and ToolCall parts.
+    PromptOptions prompt;
 };
 
 struct ReplyStats : GenerationStats {
@@ -60,7 +64,7 @@ struct ReplyStats : GenerationStats {
     std::string prompt;       // the text given to the model (after any dropped turns)
     // The reply's parts, whole (what onPart gave, and any text held back till the end).
     std::string content, reasoning;
-    std::vector<ToolCallText> toolCalls;
+    std::vector<ToolCall> toolCalls;
     int droppedMessages = 0;  // oldest messages left out to fit the context
 };
 

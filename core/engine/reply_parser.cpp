@@ -65,6 +65,7 @@ const char* partName(ReplyPart part)
     case ReplyPart::Content: return "content";
     case ReplyPart::Reasoning: return "reasoning";
     case ReplyPart::ToolCall: return "tool_call";
+    case ReplyPart::ToolName: return "tool_name";
     }
     return "content";
 }
@@ -77,7 +78,8 @@ ReplyMarkup replyMarkupOf(std::string_view source)
     return ReplyMarkup::Plain;
 }
 
-ReplyParser::ReplyParser(ReplyMarkup markup, std::string_view prompt, bool continuing) : m_markup(markup)
+ReplyParser::ReplyParser(ReplyMarkup markup, std::string_view prompt, bool continuing, ToolSet tools)
+    : m_markup(markup), m_scanner(std::move(tools))
 {
     if (markup == ReplyMarkup::ThinkTags && continuing) {
         m_atStart = false;
@@ -101,18 +103,33 @@ ReplyParser::ReplyParser(ReplyMarkup markup, std::string_view prompt, bool conti
     }
 }
 
+// The answer goes through the tool-call scanner; the rest straight out.
 bool ReplyParser::give(ReplyPart part, std::string_view text, const Sink& sink)
 {
-    if (text.empty()) return true;
-    switch (part) {
-    case ReplyPart::Content: m_content += text; break;
-    case ReplyPart::Reasoning: m_reasoning += text; break;
-    case ReplyPart::ToolCall:
-        if (m_toolCalls.empty()) m_toolCalls.push_back({});
-        m_toolCalls.back().arguments += text;
-        break;
+    if (part == ReplyPart::ToolCall && !m_harmonyNameSent) {  // even a call without arguments has its name
+        m_harmonyNameSent = true;
+        if (!record(ReplyPart::ToolName, m_toolCalls.back().name, sink)) return false;
     }
+    if (text.empty()) return true;
+    if (part == ReplyPart::Content)
+        return m_scanner.feed(text, [&](ReplyPart p, std::string_view t) { return record(p, t, sink); });
+    if (part == ReplyPart::ToolCall) m_toolCalls.back().arguments += text;
+    return record(part, text, sink);
+}
+
+bool ReplyParser::record(ReplyPart part, std::string_view text, const Sink& sink)
+{
+    if (text.empty()) return true;
+    if (part == ReplyPart::Content) m_content += text;
+    if (part == ReplyPart::Reasoning) m_reasoning += text;
     return !sink || sink(part, text);
+}
+
+std::vector<ToolCall> ReplyParser::toolCalls() const
+{
+    std::vector<ToolCall> calls = m_toolCalls;
+    calls.insert(calls.end(), m_scanner.calls().begin(), m_scanner.calls().end());
+    return calls;
 }
 
 bool ReplyParser::feed(std::string_view text, const Sink& sink)
@@ -183,7 +200,10 @@ void ReplyParser::openHarmonyMessage(std::string_view header)
         m_part = ReplyPart::Reasoning;
     } else if (!m_recipient.empty() && m_recipient != "user" && m_recipient != "all") {
         m_part = ReplyPart::ToolCall;
-        m_toolCalls.push_back({m_recipient, {}});
+        std::string name = m_recipient;
+        if (name.starts_with("functions.")) name.erase(0, 10);
+        m_toolCalls.push_back({{}, std::move(name), {}});
+        m_harmonyNameSent = false;  // sent with the first piece of its arguments
     } else {
         m_part = ReplyPart::Content;  // final, and commentary the user is meant to see
     }
@@ -242,6 +262,12 @@ bool ReplyParser::feedHarmony(const Sink& sink)
 }
 
 bool ReplyParser::finish(const Sink& sink)
+{
+    if (!finishMarkup(sink)) return false;
+    return m_scanner.finish([&](ReplyPart p, std::string_view t) { return record(p, t, sink); });
+}
+
+bool ReplyParser::finishMarkup(const Sink& sink)
 {
     std::string rest = std::move(m_pending);
     m_pending.clear();

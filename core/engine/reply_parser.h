@@ -8,6 +8,8 @@
 //    addressed `to=functions.NAME` a tool call, commentary to no one (a preamble) answer. The
 //    turn ends at `<|return|>`, `<|call|>`, or `<|end|>` after a final message (an `<|end|>`
 //    after analysis does not end it, as the template's own comment says).
+// The answer's tool calls in the other templates' syntaxes are read by a ToolCallScanner
+// (tool_calls.h) when the request offered tools.
 // Tokens are fed one at a time by their text, control tokens by their vocabulary text ("<|end|>").
 // A marker cut across tokens is held back until it is whole or cannot be one.
 
@@ -17,20 +19,19 @@
 #include <string_view>
 #include <vector>
 
+#include "core/engine/tool_calls.h"
+
 namespace spillway::engine {
 
-enum class ReplyPart : uint8_t { Content, Reasoning, ToolCall };
-const char* partName(ReplyPart part);  // "content", "reasoning", "tool_call"
+// A tool call comes as a ToolName part (the function's name: a new call opens) and ToolCall parts
+// (pieces of its arguments' JSON).
+enum class ReplyPart : uint8_t { Content, Reasoning, ToolCall, ToolName };
+const char* partName(ReplyPart part);  // "content", "reasoning", "tool_call", "tool_name"
 
 enum class ReplyMarkup : uint8_t { Plain, ThinkTags, Harmony };
 // From the chat template's text: Harmony where it writes `<|channel|>`, ThinkTags where it
 // knows `</think>`, Plain otherwise (and for base models).
 ReplyMarkup replyMarkupOf(std::string_view templateSource);
-
-struct ToolCallText {
-    std::string recipient;  // "functions.get_weather"
-    std::string arguments;  // the message as the model wrote it (JSON, by the template's ask)
-};
 
 class ReplyParser {
 public:
@@ -39,8 +40,9 @@ public:
 
     // `prompt`: the text the reply goes on from (its end says where the reply starts: inside a
     // thinking block the template opened, or a Harmony message being continued). `continuing`:
-    // the prompt ends in the answer of a reply being continued.
-    ReplyParser(ReplyMarkup markup, std::string_view prompt, bool continuing = false);
+    // the prompt ends in the answer of a reply being continued. `tools`: what the request
+    // offered (no syntax: the answer is all Content).
+    ReplyParser(ReplyMarkup markup, std::string_view prompt, bool continuing = false, ToolSet tools = {});
 
     // The next token's text. Returns what the sink returned (true when nothing was given it).
     bool feed(std::string_view text, const Sink& sink);
@@ -51,10 +53,13 @@ public:
 
     const std::string& content() const { return m_content; }
     const std::string& reasoning() const { return m_reasoning; }
-    const std::vector<ToolCallText>& toolCalls() const { return m_toolCalls; }
+    // Harmony's calls (their arguments as the model wrote them) and then the scanner's.
+    std::vector<ToolCall> toolCalls() const;
 
 private:
     bool give(ReplyPart part, std::string_view text, const Sink& sink);
+    bool record(ReplyPart part, std::string_view text, const Sink& sink);
+    bool finishMarkup(const Sink& sink);
     bool feedThink(const Sink& sink);
     bool feedHarmony(const Sink& sink);
     void openHarmonyMessage(std::string_view header);
@@ -74,7 +79,9 @@ private:
     std::string m_recipient;
 
     std::string m_content, m_reasoning;
-    std::vector<ToolCallText> m_toolCalls;
+    std::vector<ToolCall> m_toolCalls;  // Harmony's
+    ToolCallScanner m_scanner;          // the answer's calls in other syntaxes
+    bool m_harmonyNameSent = true;
 };
 
 }  // namespace spillway::engine

@@ -23,3 +23,5 @@ spillway_test(test_moe_routing LABELS engine moe SOURCES ${CMAKE_CURRENT_SOURCE_
 spillway_test(test_families LABELS engine families moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_families.cpp LIBS spillway_core nlohmann_json::nlohmann_json)
 # A reply's parts: reasoning, answer, tool calls (core/engine/reply_parser.h).
 spillway_test(test_reply_parser LABELS engine conversation chat SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_reply_parser.cpp LIBS spillway_core)
+# Tool calls in each family's syntax, on the families' real chat templates (core/engine/tool_calls.h).
+spillway_test(test_tool_calls LABELS engine chat server SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tool_calls.cpp LIBS spillway_core nlohmann_json::nlohmann_json)

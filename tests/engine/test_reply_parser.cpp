@@ -103,12 +103,13 @@ TEST(ReplyParser, HarmonyToolCallIsItsOwnPartWithItsRecipient)
         "<|message|>", "{\"city\"", ":\"Paris\"}", "<|call|>"};
     EXPECT_EQ(feedAll(p, tokens, out), 20);
     ASSERT_EQ(p.toolCalls().size(), 1u);
-    EXPECT_EQ(p.toolCalls()[0].recipient, "functions.get_weather");
+    EXPECT_EQ(p.toolCalls()[0].name, "get_weather");
     EXPECT_EQ(p.toolCalls()[0].arguments, "{\"city\":\"Paris\"}");
     EXPECT_EQ(p.reasoning(), "Need weather.");
     EXPECT_EQ(p.content(), "");
-    ASSERT_EQ(out.pieces.size(), 2u);
-    EXPECT_EQ(out.pieces[1].first, ReplyPart::ToolCall);
+    ASSERT_EQ(out.pieces.size(), 3u);
+    EXPECT_EQ(out.pieces[1], std::make_pair(ReplyPart::ToolName, std::string("get_weather")));
+    EXPECT_EQ(out.pieces[2].first, ReplyPart::ToolCall);
 }
 
 TEST(ReplyParser, HarmonyCommentaryToNobodyIsShownAsAnswer)

@@ -54,6 +54,57 @@ TEST(OpenAiProtocol, ReadsAChatRequest)
     EXPECT_EQ(c.sampling.temperature, SamplerSettings{}.temperature);
 }
 
+// A tool round trip's request: tools and tool_choice, the assistant's calls, the tool's result;
+// and the response's tool_calls, whole and as streamed deltas.
+TEST(OpenAiProtocol, ToolsCallsAndResults)
+{
+    const CompletionRequest r = requestOf(R"({"messages":[{"role":"user","content":"Weather?"},
+        {"role":"assistant","content":null,"reasoning_content":"Call it.","tool_calls":[{"id":"call_1","type":"function",
+          "function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+        {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
+        "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],
+        "tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false,
+        "reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":false}})");
+    ASSERT_EQ(r.messages.size(), 3u);
+    EXPECT_EQ(r.messages[1].content, "");
+    EXPECT_EQ(r.messages[1].reasoning, "Call it.");
+    ASSERT_EQ(r.messages[1].toolCalls.size(), 1u);
+    EXPECT_EQ(r.messages[1].toolCalls[0].id, "call_1");
+    EXPECT_EQ(r.messages[1].toolCalls[0].name, "get_weather");
+    EXPECT_EQ(r.messages[1].toolCalls[0].arguments, R"({"city":"Oslo"})");
+    EXPECT_EQ(r.messages[2].role, "tool");
+    EXPECT_EQ(r.messages[2].toolCallId, "call_1");
+    EXPECT_EQ(nlohmann::json::parse(r.promptOptions.tools)[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(r.toolChoice, CompletionRequest::ToolChoice::Function);
+    EXPECT_EQ(r.forcedTool, "get_weather");
+    EXPECT_FALSE(r.parallelToolCalls);
+    EXPECT_EQ(r.promptOptions.reasoningEffort, "high");
+    EXPECT_EQ(r.promptOptions.thinking, std::optional<bool>(false));
+    // tool_choice none offers no tools.
+    const CompletionRequest none = requestOf(R"({"messages":[{"role":"user","content":"x"}],
+        "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"})");
+    EXPECT_EQ(none.promptOptions.tools, "");
+
+    const std::vector<engine::ToolCall> calls = {{"call_a", "get_weather", R"({"city":"Oslo"})"}};
+    const auto whole = nlohmann::json::parse(completionResponse(r, "id", 1, "m", "", "tool_calls", {3, 4}, "", calls));
+    const auto& message = whole["choices"][0]["message"];
+    EXPECT_TRUE(message["content"].is_null());
+    EXPECT_EQ(message["tool_calls"][0]["id"], "call_a");
+    EXPECT_EQ(message["tool_calls"][0]["type"], "function");
+    EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], R"({"city":"Oslo"})");
+    EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+    const ToolCallDelta opens{0, "call_a", "get_weather", ""}, piece{0, "", "", "{\"ci"};
+    const auto first = nlohmann::json::parse(completionChunk(r, "id", 1, "m", "", false, nullptr, "", &opens));
+    const auto& call = first["choices"][0]["delta"]["tool_calls"][0];
+    EXPECT_EQ(call["index"], 0);
+    EXPECT_EQ(call["id"], "call_a");
+    EXPECT_EQ(call["function"]["name"], "get_weather");
+    EXPECT_EQ(call["function"]["arguments"], "");
+    const auto next = nlohmann::json::parse(completionChunk(r, "id", 1, "m", "", false, nullptr, "", &piece));
+    EXPECT_FALSE(next["choices"][0]["delta"]["tool_calls"][0].contains("id"));
+    EXPECT_EQ(next["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{\"ci");
+}
+
 TEST(OpenAiProtocol, NamesWhatIsWrong)
 {
     struct Case { const char* body; bool chat; const char* param; };
@@ -63,7 +114,13 @@ TEST(OpenAiProtocol, NamesWhatIsWrong)
         {R"({"messages":[]})", true, "messages"},
         {R"({"messages":"hi"})", true, "messages"},
         {R"({"messages":[{"content":"x"}]})", true, "messages[0].role"},
-        {R"({"messages":[{"role":"tool","content":"x"}]})", true, "messages[0].role"},
+        {R"({"messages":[{"role":"function","content":"x"}]})", true, "messages[0].role"},
+        {R"({"messages":[{"role":"tool","content":"x"}]})", true, "messages[0].tool_call_id"},
+        {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"a b"}}]})", true, "tools[0].function.name"},
+        {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", true, "tool_choice"},
+        {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", true, "tool_choice"},
+        {R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"max"})", true, "reasoning_effort"},
+        {R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})", true, "messages[0].tool_calls"},
         {R"({"messages":[{"role":"user","content":5}]})", true, "messages[0].content"},
         {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})", true, "messages[0].content"},
         {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", true, "temperature"},
