@@ -184,6 +184,38 @@ std::optional<ApiError> readReasoning(const json& body, CompletionRequest& r)
     return std::nullopt;
 }
 
+// response_format {type: text | json_object | json_schema {schema, strict}}; the top-level
+// json_schema llama-server takes; its GBNF `grammar` is refused by name.
+std::optional<ApiError> readResponseFormat(const json& body, CompletionRequest& r)
+{
+    auto compile = [&](const std::string& schema, bool strict, const char* param) -> std::optional<ApiError> {
+        auto g = engine::jsonGrammar(schema, strict);
+        if (!g) return invalid(param, g.error().message);
+        r.grammar = *g;
+        return std::nullopt;
+    };
+    if (auto it = body.find("grammar"); it != body.end() && !it->is_null())
+        return invalid("grammar", "GBNF grammars are not supported: give a JSON Schema in 'response_format'");
+    if (auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) return invalid("json_schema", "'json_schema' must be a JSON Schema object");
+        if (auto e = compile(toText(*it), true, "json_schema")) return e;
+    }
+    auto it = body.find("response_format");
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+        return invalid("response_format", "'response_format' must be an object with a 'type'");
+    const std::string type = (*it)["type"].get<std::string>();
+    if (type == "text") return std::nullopt;
+    if (type == "json_object") return compile("", true, "response_format");
+    if (type != "json_schema")
+        return invalid("response_format.type", "response_format type '" + type + "' is not supported (text, json_object, json_schema)");
+    const json* spec = it->contains("json_schema") && (*it)["json_schema"].is_object() ? &(*it)["json_schema"] : nullptr;
+    if (!spec || !spec->contains("schema") || !(*spec)["schema"].is_object())
+        return invalid("response_format.json_schema.schema", "a json_schema response format needs its 'schema' object");
+    const bool strict = !spec->contains("strict") || !(*spec)["strict"].is_boolean() || (*spec)["strict"].get<bool>();
+    return compile(toText((*spec)["schema"]), strict, "response_format.json_schema.schema");
+}
+
 }  // namespace
 
 std::string errorBody(const ApiError& e)
@@ -250,6 +282,7 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
         if (auto e = readTools(body, r)) return *e;
         if (auto e = readReasoning(body, r)) return *e;
     }
+    if (auto e = readResponseFormat(body, r)) return *e;
     int64_t n = 1;
     bool given = false;
     if (auto e = readInteger(body, "n", 1, 1, n, given)) return ApiError{400, "only n = 1 is supported", "invalid_request_error", "n", {}};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/engine/chat_format.h"
+#include "core/engine/constraints.h"
 #include "core/runtime/sampler.h"
 
 namespace spillway::server {
@@ -47,6 +48,9 @@ struct CompletionRequest {
     ToolChoice toolChoice = ToolChoice::Auto;
     std::string forcedTool;
     bool parallelToolCalls = true;
+    // response_format (json_object, or json_schema's schema) and llama-server's json_schema,
+    // compiled: the answer is constrained to it (engine::jsonGrammar).
+    engine::GrammarPtr grammar;
 };
 
 struct Limits {

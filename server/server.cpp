@@ -267,6 +267,7 @@ struct Server::Impl {
         if (!r.seeded) reply.sampling.seed = std::random_device{}();
         reply.stop = &stopping;
         reply.prompt = r.promptOptions;
+        reply.grammar = r.grammar;
         auto send = [&](engine::ReplyPart part, std::string_view piece) {
             if (part == engine::ReplyPart::ToolName || part == engine::ReplyPart::ToolCall) {
                 ToolCallDelta delta;
@@ -354,6 +355,23 @@ struct Server::Impl {
             sendError(res, {400, "this model has no chat template: the last message must be the user's text to continue", "invalid_request_error", "messages", {}});
             count(endpoint, 400);
             return;
+        }
+        // A call required (tool_choice required or a named function): the answer is constrained
+        // to one in the template's syntax. gpt-oss's calls are not constrained yet: asked, not forced.
+        using Choice = CompletionRequest::ToolChoice;
+        if ((request->toolChoice == Choice::Required || request->toolChoice == Choice::Function) &&
+            engine.chat().chatting()) {
+            const engine::ToolSet tools = engine.chat().tools(request->promptOptions.tools);
+            if (tools.syntax != engine::ToolSyntax::Harmony) {
+                auto g = engine::toolCallGrammar(tools, request->promptOptions.tools, request->forcedTool,
+                                                 request->parallelToolCalls);
+                if (!g) {
+                    sendError(res, {400, g.error().message, "invalid_request_error", "tools", {}});
+                    count(endpoint, 400);
+                    return;
+                }
+                request->grammar = *g;
+            }
         }
         const int slot = acquire(*request);
         if (slot < 0) {

@@ -56,58 +56,83 @@ using json = nlohmann::ordered_json;  // key order kept, as the client and the m
 
 // A call's arguments as templates read them: the object (they iterate its items or dump it),
 // or the text where it is not one.
-json argumentsValue(const std::string& arguments)
+jinja::Value argumentsValue(const std::string& arguments)
 {
-    json j = json::parse(arguments, nullptr, false);
-    return j.is_object() ? j : json(arguments);
+    const json j = json::parse(arguments, nullptr, false);
+    if (j.is_object())
+        if (auto v = jinja::Value::fromJson(arguments)) return std::move(*v);
+    return jinja::Value(arguments);
+}
+
+std::string argumentsText(const std::string& arguments)
+{
+    const json j = json::parse(arguments, nullptr, false);
+    return j.is_object() ? j.dump() : json(arguments).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // The messages as the template sees them (transformers' shape: tool_calls with their function,
 // tool results with their tool_call_id, reasoning as reasoning_content and as gpt-oss's
 // thinking). A template that does not list tools gets them in the system prompt, and one that
-// does not write calls gets them, and their results, as text.
-json messagesJson(std::span<const Message> messages, bool knowsTools, bool knowsCalls, ToolSyntax syntax,
-                  const std::string& tools)
+// does not write calls gets them, and their results, as text. Built as template values, not
+// JSON: a message's bytes go to the template as they are (a reply cut inside a character too).
+jinja::Value messageValues(std::span<const Message> messages, bool knowsTools, bool knowsCalls, ToolSyntax syntax,
+                           const std::string& tools)
 {
-    json list = json::array();
+    jinja::Value list = jinja::Value::list();
+    auto message = [](const std::string& role, const std::string& content) {
+        jinja::Value m = jinja::Value::dict();
+        m.set("role", role);
+        m.set("content", content);  // "" where a client sent null: templates print None
+        return m;
+    };
     const bool instruct = !tools.empty() && !knowsTools;
     if (instruct && (messages.empty() || messages.front().role != "system"))
-        list.push_back({{"role", "system"}, {"content", toolInstructions(syntax, tools)}});
+        list.push(message("system", toolInstructions(syntax, tools)));
     for (size_t i = 0; i < messages.size(); ++i) {
         const Message& m = messages[i];
-        json j = {{"role", m.role}, {"content", m.content}};  // "" where a client sent null: templates print None
-        if (instruct && i == 0 && m.role == "system") j["content"] = m.content + "\n\n" + toolInstructions(syntax, tools);
-        if (!m.reasoning.empty()) {
-            j["reasoning_content"] = m.reasoning;
-            j["thinking"] = m.reasoning;
-        }
-        if (!m.toolCalls.empty() && !knowsCalls) {
-            std::string text = m.content;
-            for (const ToolCall& c : m.toolCalls) {
-                if (!text.empty()) text += '\n';
-                text += "<tool_call>\n";
-                text += "{\"name\": " + json(c.name).dump() + ", \"arguments\": " + argumentsValue(c.arguments).dump() + "}";
-                text += "\n</tool_call>";
-            }
-            j["content"] = text;
-        } else if (!m.toolCalls.empty()) {
-            json calls = json::array();
-            for (const ToolCall& c : m.toolCalls)
-                calls.push_back({{"id", c.id},
-                                 {"type", "function"},
-                                 {"function", {{"name", c.name}, {"arguments", argumentsValue(c.arguments)}}}});
-            j["tool_calls"] = calls;
-        }
         if (m.role == "tool" && !knowsCalls) {
-            j = {{"role", "user"}, {"content", "<tool_response>\n" + m.content + "\n</tool_response>"}};
-        } else if (m.role == "tool") {
-            j["tool_call_id"] = m.toolCallId;
-            // The function's name, from the call it answers (some templates print it).
-            for (size_t k = i; k-- > 0 && !j.contains("name");)
-                for (const ToolCall& c : messages[k].toolCalls)
-                    if (c.id == m.toolCallId) j["name"] = c.name;
+            list.push(message("user", "<tool_response>\n" + m.content + "\n</tool_response>"));
+            continue;
         }
-        list.push_back(std::move(j));
+        std::string content = m.content;
+        if (instruct && i == 0 && m.role == "system") content += "\n\n" + toolInstructions(syntax, tools);
+        if (!m.toolCalls.empty() && !knowsCalls)
+            for (const ToolCall& c : m.toolCalls) {
+                if (!content.empty()) content += '\n';
+                content += "<tool_call>\n{\"name\": " + json(c.name).dump() + ", \"arguments\": " + argumentsText(c.arguments) +
+                           "}\n</tool_call>";
+            }
+        jinja::Value j = message(m.role, content);
+        if (!m.reasoning.empty()) {
+            j.set("reasoning_content", m.reasoning);
+            j.set("thinking", m.reasoning);
+        }
+        if (!m.toolCalls.empty() && knowsCalls) {
+            jinja::Value calls = jinja::Value::list();
+            for (const ToolCall& c : m.toolCalls) {
+                jinja::Value function = jinja::Value::dict();
+                function.set("name", c.name);
+                function.set("arguments", argumentsValue(c.arguments));
+                jinja::Value call = jinja::Value::dict();
+                call.set("id", c.id);
+                call.set("type", "function");
+                call.set("function", std::move(function));
+                calls.push(std::move(call));
+            }
+            j.set("tool_calls", std::move(calls));
+        }
+        if (m.role == "tool") {
+            j.set("tool_call_id", m.toolCallId);
+            // The function's name, from the call it answers (some templates print it).
+            bool named = false;
+            for (size_t k = i; k-- > 0 && !named;)
+                for (const ToolCall& c : messages[k].toolCalls)
+                    if (c.id == m.toolCallId && !named) {
+                        j.set("name", c.name);
+                        named = true;
+                    }
+        }
+        list.push(std::move(j));
     }
     return list;
 }
@@ -123,8 +148,7 @@ Result<RenderedPrompt> ChatFormat::render(std::span<const Message> messages, con
         if (out.text.empty()) return makeError(ErrorCode::InvalidArgument, "there is no prompt to reply to");
         return out;
     }
-    auto list = jinja::Value::fromJson(messagesJson(messages, m_knowsTools, m_knowsCalls, m_toolSyntax, prompt.tools).dump());
-    if (!list) return makeError(ErrorCode::InvalidArgument, "the messages: " + list.error().message);
+    const jinja::Value list = messageValues(messages, m_knowsTools, m_knowsCalls, m_toolSyntax, prompt.tools);
     chat::ChatTemplateOptions options;
     options.bosToken = m_bosText;
     options.eosToken = m_eosText;
@@ -137,7 +161,7 @@ Result<RenderedPrompt> ChatFormat::render(std::span<const Message> messages, con
     }
     if (prompt.thinking) options.extraVariables.set("enable_thinking", *prompt.thinking);
     if (!prompt.reasoningEffort.empty()) options.extraVariables.set("reasoning_effort", prompt.reasoningEffort);
-    auto text = m_template->render(*list, options);
+    auto text = m_template->render(list, options);
     if (!text) return makeError(ErrorCode::InvalidArgument, "the model's chat template: " + text.error().message);
     // Templates that write the BOS text themselves get no second one.
     out.addBos = m_bosText.empty() || text->rfind(m_bosText, 0) != 0;

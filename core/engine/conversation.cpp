@@ -189,14 +189,16 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
         return more;
     };
     const Vocabulary& vocab = m_engine.model().tokenizer().vocabulary();
+    const ToolSyntax toolSyntax = chatting ? format.tools(options.prompt.tools).syntax : ToolSyntax::None;
     request.endsTurn = [&](std::string_view t, int32_t token) {
-        // A control token's text is its markup ("<|end|>", "<|channel|>").
+        // A control token's text is its markup ("<|end|>", "<|channel|>", "[TOOL_CALLS]").
         std::string_view marked = t;
         if (t.empty() && token >= 0 && size_t(token) < vocab.tokens.size() &&
             vocab.types[size_t(token)] == TokenType::Control)
             marked = vocab.tokens[size_t(token)];
         if (chatting && format.endsTurn(marked)) return true;
-        const bool markupToken = markup == ReplyMarkup::Harmony || marked == "<think>" || marked == "</think>";
+        const bool markupToken = markup == ReplyMarkup::Harmony || marked == "<think>" || marked == "</think>" ||
+                                 (t.empty() && isToolMarker(toolSyntax, marked));
         parser.feed(markupToken ? marked : t, collect);
         return parser.turnEnded();
     };
@@ -211,6 +213,13 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
         fallback = std::move(*cpu);
         return fallback.get();
     };
+    std::unique_ptr<TokenConstraint> constraint;
+    if (options.grammar) {
+        if (!m_vocabularyBytes)
+            m_vocabularyBytes = std::make_shared<const VocabularyBytes>(vocabularyBytes(m_engine.model().tokenizer(), format));
+        constraint = answerConstraint(options.grammar, m_vocabularyBytes, parser);
+        request.constraint = constraint.get();
+    }
     if (options.onPrompt) options.onPrompt(text);
     Sampler sampler(m_engine.model().config().vocabSize, options.sampling);
     auto stats = generate(*m_session, sampler, request);

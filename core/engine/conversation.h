@@ -22,6 +22,7 @@
 
 #include "base/result.h"
 #include "core/engine/chat_format.h"
+#include "core/engine/constraints.h"
 #include "core/runtime/generator.h"
 #include "core/runtime/sampler.h"
 
@@ -54,6 +55,9 @@ struct ReplyOptions {
     // Tools, thinking and reasoning effort for the template (reply() only); with tools the
     // answer's calls come apart as ToolName and ToolCall parts.
     PromptOptions prompt;
+    // Constrained decoding (constraints.h): the answer is a text of this grammar (a thinking
+    // model's reasoning before it is free), and the turn ends where the grammar's text is whole.
+    GrammarPtr grammar;
 };
 
 struct ReplyStats : GenerationStats {
@@ -110,6 +114,7 @@ private:
     bool m_textBos = true;          // m_tokens began with BOS
     int m_evaluated = 0;            // leading m_tokens in the session's KV cache
     int m_droppedTurns = 0;         // oldest turns the last reply() left out (reply's cut)
+    std::shared_ptr<const VocabularyBytes> m_vocabularyBytes;  // for constrained replies, made once
 };
 
 }  // namespace spillway::engine

@@ -125,6 +125,16 @@ bool ReplyParser::record(ReplyPart part, std::string_view text, const Sink& sink
     return !sink || sink(part, text);
 }
 
+bool ReplyParser::inAnswer() const
+{
+    switch (m_markup) {
+    case ReplyMarkup::Plain: return true;
+    case ReplyMarkup::ThinkTags: return !m_thinking;
+    case ReplyMarkup::Harmony: return !m_inHeader && m_part == ReplyPart::Content && m_finalChannel;
+    }
+    return true;
+}
+
 std::vector<ToolCall> ReplyParser::toolCalls() const
 {
     std::vector<ToolCall> calls = m_toolCalls;

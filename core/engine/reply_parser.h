@@ -50,6 +50,11 @@ public:
     bool finish(const Sink& sink);
     // The token fed last ended the assistant's turn (Harmony's end markers).
     bool turnEnded() const { return m_ended; }
+    // Whether the next token is the answer's (not the reasoning, not Harmony's markup or other
+    // channels): where constrained decoding applies.
+    bool inAnswer() const;
+    // Whether a `<think>` may still open the reasoning (a ThinkTags reply that has not begun).
+    bool mayOpenThinking() const { return m_markup == ReplyMarkup::ThinkTags && m_atStart && !m_thinking; }
 
     const std::string& content() const { return m_content; }
     const std::string& reasoning() const { return m_reasoning; }

@@ -330,6 +330,17 @@ ToolSyntax toolSyntaxOf(std::string_view source)
     return ToolSyntax::Tag;
 }
 
+bool isToolMarker(ToolSyntax syntax, std::string_view text)
+{
+    if (syntax == ToolSyntax::Llama3Json) return text == kPythonTag;
+    if (syntax == ToolSyntax::Mistral) return text == kMistralOpen || text == kMistralArgs || text == kMistralCallId;
+    if (syntax == ToolSyntax::Tag) return text == kTagOpen || text == kTagClose;
+    if (syntax == ToolSyntax::DeepSeek)
+        return text == kDeepSeekOpen || text == kDeepSeekClose || text == kDeepSeekCallOpen || text == kDeepSeekCallClose ||
+               text == kDeepSeekSep;
+    return false;
+}
+
 bool templateKnowsTools(std::string_view source) { return source.find("tools") != std::string_view::npos; }
 
 ToolSet toolSetOf(ToolSyntax syntax, std::string_view toolsJson)

@@ -31,6 +31,9 @@ const char* toolSyntaxName(ToolSyntax syntax);  // "none", "tag", "llama3-json",
 // The syntax a chat template asks its model to call tools in; Tag (with Spillway's own
 // instructions, toolInstructions) for a template that names no tools.
 ToolSyntax toolSyntaxOf(std::string_view templateSource);
+// Whether a control token's vocabulary text is markup of `syntax` (`[TOOL_CALLS]`,
+// `<|python_tag|>`...), which the reply parser must see.
+bool isToolMarker(ToolSyntax syntax, std::string_view text);
 // Whether the template renders the `tools` it is given itself.
 bool templateKnowsTools(std::string_view templateSource);
 

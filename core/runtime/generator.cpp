@@ -87,11 +87,21 @@ Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const 
         if (request.firstLogits && *logits) request.firstLogits->assign(*logits, *logits + vocab);
     }
     int32_t token = stats.tokens.back();
+    std::vector<float> masked;  // the logits with what the constraint does not allow masked
     // A token is sampled only where it has a position of its own in the context: the cache, and
     // the tokens of the exchange, never hold more than the context's positions.
     for (int pos = stats.promptTokens; request.maxNewTokens > 0 && !stats.stopped && pos < current->contextLength();) {
         const int32_t previous = token;
         token = sampler.sample(std::span<const float>(*logits, size_t(vocab)));
+        if (request.constraint && !request.constraint->allows(token)) {
+            masked.assign(*logits, *logits + vocab);
+            if (!request.constraint->mask(masked)) {  // nothing may come: the text is as whole as it gets
+                stats.endOfText = true;
+                break;
+            }
+            token = sampler.sample(masked);
+        }
+        if (request.constraint) request.constraint->accept(token);
         sampler.accept(token);
         if (stats.generatedTokens == 0) firstTokenAt = Clock::now();
         if (tokenizer.isEndOfGeneration(token)) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,19 @@ struct GenerationStats {
     }
 };
 
+// What may be generated (constrained decoding: a grammar's tokens). A sampled token it does not
+// allow is drawn again from the logits with every token it does not allow masked, which gives
+// the masked distribution exactly; the mask is made only when the first draw fails.
+class TokenConstraint {
+public:
+    virtual ~TokenConstraint() = default;
+    virtual bool allows(int32_t token) = 0;
+    // Sets every token it does not allow to -infinity; false when it allows none.
+    virtual bool mask(std::span<float> logits) = 0;
+    // The token was chosen (one it allows).
+    virtual void accept(int32_t token) = 0;
+};
+
 struct GenerationRequest {
     std::string prompt;
     int maxNewTokens = 128;
@@ -60,6 +74,8 @@ struct GenerationRequest {
     // and generation goes on there; the text comes out as it would have (greedy decoding gives
     // the same tokens, up to the devices' rounding).
     std::function<LlamaSession*(const Error& why)> onDeviceLost;
+    // Where set, only what it allows is generated (EOS included: it decides when the text may end).
+    TokenConstraint* constraint = nullptr;
 };
 
 Result<GenerationStats> generate(LlamaSession& session, Sampler& sampler, const GenerationRequest& request);

@@ -25,3 +25,5 @@ spillway_test(test_families LABELS engine families moe SOURCES ${CMAKE_CURRENT_S
 spillway_test(test_reply_parser LABELS engine conversation chat SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_reply_parser.cpp LIBS spillway_core)
 # Tool calls in each family's syntax, on the families' real chat templates (core/engine/tool_calls.h).
 spillway_test(test_tool_calls LABELS engine chat server SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tool_calls.cpp LIBS spillway_core nlohmann_json::nlohmann_json)
+# Constrained decoding: JSON Schema grammars, the cached token mask, replies under a schema and a forced call.
+spillway_test(test_grammar LABELS engine server SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_grammar.cpp LIBS spillway_core nlohmann_json::nlohmann_json)

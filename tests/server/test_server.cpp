@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <httplib.h>
@@ -397,6 +398,107 @@ TEST(Server, ReasoningComesApartFromTheAnswer)
         EXPECT_EQ(st.reasoning, want->reasoning);
         EXPECT_TRUE(st.done);
     }
+}
+
+// A tool round trip over HTTP: tool_choice required gives a call (constrained), whole and as
+// streamed deltas that reassemble to it, with finish_reason tool_calls; the tool's result goes
+// back and the model answers. response_format's schema gives JSON that parses, and a schema
+// asking what is not supported is a 400 that names it.
+TEST(Server, ToolCallsAndStructuredOutput)
+{
+    Served s;
+    ASSERT_GT(s.port, 0);
+    auto format = engine::ChatFormat::fromSource(
+        "{# tools: <tool_call> #}{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n{% endfor %}<assistant>",
+        "", "");
+    ASSERT_TRUE(format);
+    s.engine->setChatFormat(*format);
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}}}])");
+    json body = chatBody("Weather in Oslo?", 200, false);
+    body["temperature"] = 1.0;
+    body["seed"] = 3;
+    body["tools"] = tools;
+    body["tool_choice"] = "required";
+    body["parallel_tool_calls"] = false;
+    auto c = s.client();
+    auto whole = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(whole);
+    ASSERT_EQ(whole->status, 200) << whole->body;
+    const json choice = json::parse(whole->body)["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << whole->body;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << whole->body;
+    const json call = choice["message"]["tool_calls"][0];
+    EXPECT_EQ(call["type"], "function");
+    EXPECT_EQ(call["function"]["name"], "get_weather");
+    EXPECT_TRUE(json::parse(call["function"]["arguments"].get<std::string>())["city"].is_string());
+    EXPECT_TRUE(choice["message"]["content"].is_null());
+    EXPECT_TRUE(call["id"].get<std::string>().starts_with("call-"));
+
+    body["stream"] = true;
+    auto events = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(events);
+    const Streamed st = parseStream(events->body, true);
+    std::string name, arguments, id;
+    for (const json& chunk : st.chunks)
+        if (!chunk["choices"].empty() && chunk["choices"][0]["delta"].contains("tool_calls")) {
+            const json& d = chunk["choices"][0]["delta"]["tool_calls"][0];
+            EXPECT_EQ(d["index"], 0);
+            if (d.contains("id")) id = d["id"];
+            if (d["function"].contains("name")) name += d["function"]["name"].get<std::string>();
+            arguments += d["function"]["arguments"].get<std::string>();
+        }
+    EXPECT_EQ(st.finish, "tool_calls");
+    EXPECT_EQ(name, "get_weather");
+    EXPECT_EQ(arguments, call["function"]["arguments"]);  // the same seed, the same call
+    EXPECT_FALSE(id.empty());
+    EXPECT_EQ(st.text, "");
+
+    // Parallel calls: a story model goes on calling, each call whole but a last one the token
+    // limit cut.
+    body["stream"] = false;
+    body["parallel_tool_calls"] = true;
+    auto parallel = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(parallel);
+    const json calls = json::parse(parallel->body)["choices"][0]["message"]["tool_calls"];
+    EXPECT_GE(calls.size(), 2u) << parallel->body;
+    std::set<std::string> ids;
+    for (const json& k : calls) {
+        EXPECT_TRUE(json::parse(k["function"]["arguments"].get<std::string>()).is_object());
+        ids.insert(k["id"].get<std::string>());
+    }
+    EXPECT_EQ(ids.size(), calls.size());
+
+    // The result goes back; with tool_choice auto the model (a story model) answers in text.
+    json next = chatBody("Weather in Oslo?", 16, false);
+    next["tools"] = tools;
+    next["messages"].push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+    next["messages"].push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}});
+    auto answer = c.Post("/v1/chat/completions", next.dump(), "application/json");
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200) << answer->body;
+    EXPECT_FALSE(json::parse(answer->body)["choices"][0]["message"]["content"].get<std::string>().empty());
+
+    // Structured output.
+    json structured = chatBody("Once upon a time", 300, false);
+    structured["temperature"] = 1.0;
+    structured["seed"] = 5;
+    structured["response_format"] = {{"type", "json_schema"},
+                                     {"json_schema", {{"name", "story"}, {"strict", true},
+                                                      {"schema", json::parse(R"({"type": "object", "properties": {
+                                                          "hero": {"type": "string", "maxLength": 16},
+                                                          "happy": {"type": "boolean"}}, "required": ["hero", "happy"]})")}}}};
+    auto out = c.Post("/v1/chat/completions", structured.dump(), "application/json");
+    ASSERT_TRUE(out);
+    ASSERT_EQ(out->status, 200) << out->body;
+    const json v = json::parse(json::parse(out->body)["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(v.is_object()) << out->body;
+    EXPECT_TRUE(v["hero"].is_string() && v["happy"].is_boolean()) << v.dump();
+    structured["response_format"]["json_schema"]["schema"]["properties"]["hero"]["pattern"] = "^[A-Z]";
+    auto refused = c.Post("/v1/chat/completions", structured.dump(), "application/json");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 400);
+    EXPECT_NE(refused->body.find("'pattern' at /properties/hero"), std::string::npos) << refused->body;
 }
 
 // A reply that runs into the end of the context: usage counts what the context holds, never one
