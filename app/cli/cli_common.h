@@ -28,6 +28,9 @@ void addModelOptions(CLI::App* cmd, std::string& model, std::string& architectur
 // An API key from the first line of `path` (trailing spaces and CR dropped), with a warning on
 // stderr when other users can read the file. Io when it cannot be read; InvalidArgument when empty.
 Result<std::string> readApiKeyFile(const std::string& path);
+// A small text file whole (a JSON Schema, a chat template): Io when it cannot be read,
+// InvalidArgument when it is larger than `limit`.
+Result<std::string> readTextFile(const std::string& path, size_t limit = 1u << 20);
 
 void addGenerateCommand(CLI::App& app, int& exitCode);
 void addInfoCommand(CLI::App& app, int& exitCode);

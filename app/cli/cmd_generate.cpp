@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli_common.h"
+#include "core/engine/constraints.h"
 #include "core/engine/conversation.h"
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
@@ -31,6 +32,7 @@ struct GenerateOptions {
     SamplerSettings sampling;
     int64_t seed = -1;
     OffloadOptions offload;
+    std::string jsonSchemaFile;  // constrain the text to JSON of this schema ("-": any object)
 };
 
 int runGenerate(const GenerateOptions& o)
@@ -49,6 +51,17 @@ int runGenerate(const GenerateOptions& o)
     reply.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
     reply.maxNewTokens = o.tokens;
     reply.stop = &g_interrupted;
+    if (!o.jsonSchemaFile.empty()) {
+        std::string schema;
+        if (o.jsonSchemaFile != "-") {
+            auto text = readTextFile(o.jsonSchemaFile);
+            if (!text) return reportError(text.error());
+            schema = std::move(*text);
+        }
+        auto grammar = engine::jsonGrammar(schema);
+        if (!grammar) return reportError(grammar.error());
+        reply.grammar = *grammar;
+    }
     reply.onToken = [](std::string_view text, int32_t) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
@@ -174,6 +187,8 @@ void addGenerateCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--repeat-last-n", o->sampling.repeatLastN, "Tokens the penalty looks back at")
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--seed", o->seed, "Random seed (default: random; printed on stderr)");
+    cmd->add_option("--json-schema", o->jsonSchemaFile,
+                    "Constrain the text to JSON that validates against this JSON Schema file ('-': any JSON object)");
     cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per core)")
         ->check(CLI::Range(0, 1024));
     cmd->add_option("-c,--ctx", o->context, "Context length (default: trained, at most 4096)")

@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "core/engine/engine.h"
 #include "core/model/llama_model.h"
+#include "core/tokenizer/tokenizer.h"
 #include "offload.h"
 #include "server/server.h"
 
@@ -25,6 +26,7 @@ struct ServeOptions {
     ModelLoadOptions load;
     server::ServerOptions server;
     std::string apiKeyFile;
+    std::string chatTemplateFile;  // a template of the user's own in place of the model's
     int threads = 0;
     int context = 0;
     std::string backend = "cpu";
@@ -47,6 +49,15 @@ int runServe(ServeOptions o)
     auto run = prepareOffload(model, o.backend, o.threads, o.context, o.offload, true);
     if (!run) return reportError(run.error());
     o.server.trace = run->recorder.get();
+    if (!o.chatTemplateFile.empty()) {
+        auto source = readTextFile(o.chatTemplateFile);
+        if (!source) return reportError(source.error());
+        const Vocabulary& v = run->engine->model().tokenizer().vocabulary();
+        auto text = [&](int32_t id) { return id >= 0 && size_t(id) < v.tokens.size() ? v.tokens[size_t(id)] : std::string(); };
+        auto format = engine::ChatFormat::fromSource(*source, text(v.bos), text(v.eos));
+        if (!format) return reportError(format.error());
+        run->engine->setChatFormat(std::move(*format));
+    }
     if (o.server.modelId.empty()) o.server.modelId = std::filesystem::path(o.model).filename().string();
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-reply is an error on its socket, no more
     std::optional<server::Server> serving;
@@ -88,6 +99,9 @@ void addServeCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--port", o->server.port, "Port (0: any free one, printed on stdout)")->check(CLI::Range(0, 65535));
     cmd->add_option("--api-key", o->server.apiKey, "Require 'Authorization: Bearer KEY'");
     cmd->add_option("--api-key-file", o->apiKeyFile, "Read the API key from this file's first line")->check(CLI::ExistingFile);
+    cmd->add_option("--chat-template-file", o->chatTemplateFile,
+                    "A Jinja chat template to use in place of the model's own (tokenizer.chat_template)")
+        ->check(CLI::ExistingFile);
     cmd->add_option("--parallel", o->server.parallel, "Conversation slots (each its own KV cache; default 1)")
         ->check(CLI::Range(1, 64));
     cmd->add_option("--queue", o->server.maxQueue, "Requests that may wait for a slot; more get 503 (default 16)")

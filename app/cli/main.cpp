@@ -70,6 +70,17 @@ Result<std::string> readApiKeyFile(const std::string& path)
     return key;
 }
 
+Result<std::string> readTextFile(const std::string& path, size_t limit)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Error{ErrorCode::Io, "cannot read " + path};
+    std::string text(limit + 1, '\0');
+    in.read(text.data(), std::streamsize(text.size()));
+    text.resize(size_t(in.gcount()));
+    if (text.size() > limit) return Error{ErrorCode::InvalidArgument, path + " is larger than " + std::to_string(limit) + " bytes"};
+    return text;
+}
+
 }  // namespace spillway::cli
 
 int main(int argc, char** argv)

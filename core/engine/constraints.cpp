@@ -159,7 +159,7 @@ public:
     AnswerConstraint(GrammarPtr g, std::shared_ptr<const VocabularyBytes> v, const ReplyParser& parser)
         : m_vocabulary(std::move(v)),
           m_masker(g, m_vocabulary->bytes, m_vocabulary->ends),
-          m_state(grammar::GrammarState::start(*g)),
+          m_state(m_masker.idOf(grammar::GrammarState::start(*g))),
           m_parser(parser)
     {
     }
@@ -187,7 +187,7 @@ public:
     void accept(int32_t token) override
     {
         if (!m_parser.inAnswer() || opensThinking(token)) return;
-        m_masker.accept(m_state, token);
+        if (const int32_t next = m_masker.after(m_state, token); next >= 0) m_state = next;
     }
 
 private:
@@ -201,7 +201,7 @@ private:
 
     std::shared_ptr<const VocabularyBytes> m_vocabulary;
     grammar::TokenMasker m_masker;
-    grammar::GrammarState m_state;
+    int32_t m_state;  // interned in the masker
     const ReplyParser& m_parser;
 };
 

@@ -123,6 +123,19 @@ bool GrammarState::advance(const Grammar& g, uint8_t byte)
     return true;
 }
 
+std::string GrammarState::key() const
+{
+    std::string k;
+    k += char(m_topOnly);
+    k += char(m_leftTop);
+    for (const Stack& s : m_stacks) {
+        const uint32_t n = uint32_t(s.size());
+        k.append(reinterpret_cast<const char*>(&n), sizeof n);
+        k.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(uint32_t));
+    }
+    return k;
+}
+
 bool GrammarState::accepting() const
 {
     return std::any_of(m_stacks.begin(), m_stacks.end(), [](const Stack& s) { return s.empty(); });
@@ -166,29 +179,67 @@ bool TokenMasker::accept(GrammarState& state, int32_t token) const
     return true;
 }
 
-bool TokenMasker::allows(const GrammarState& state, int32_t token) const
+int32_t TokenMasker::intern(GrammarState state)
 {
-    GrammarState copy = state;
-    return accept(copy, token);
+    std::string key = state.key();
+    if (auto it = m_ids.find(key); it != m_ids.end()) return it->second;
+    const int32_t id = int32_t(m_states.size());
+    Interned in{std::move(state), {}};
+    in.next.fill(kUnknown);
+    m_states.push_back(std::move(in));
+    m_ids.emplace(std::move(key), id);
+    return id;
 }
 
-void TokenMasker::walk(uint32_t node, const GrammarState& s, TopSets& out) const
+int32_t TokenMasker::next(int32_t id, uint8_t byte)
 {
-    for (const auto& [byte, child] : m_trie[node].children) {
-        GrammarState next = s;
-        if (!next.advance(*m_grammar, byte)) continue;
-        if (next.leftTop()) {  // the top's rule is done: the rest of the stack decides
+    int32_t n = m_states[size_t(id)].next[byte];
+    if (n != kUnknown) return n;
+    // Most bytes fit no stack's top: no copy for those.
+    const GrammarState& current = m_states[size_t(id)].state;
+    const bool fits = std::any_of(current.stacks().begin(), current.stacks().end(), [&](const Stack& st) {
+        return !st.empty() && m_grammar->byteClass(m_grammar->flat()[st.back()].symbol.index).has(byte);
+    });
+    if (!fits) return m_states[size_t(id)].next[byte] = kDead;
+    GrammarState s = current;
+    n = s.advance(*m_grammar, byte) ? intern(std::move(s)) : kDead;
+    m_states[size_t(id)].next[byte] = n;  // after intern: m_states may have moved
+    return n;
+}
+
+bool TokenMasker::allowsFrom(int32_t id, int32_t token)
+{
+    const std::string& bytes = m_bytes[size_t(token)];
+    if (bytes.empty()) return m_end[size_t(token)] && m_states[size_t(id)].state.accepting();
+    for (char c : bytes)
+        if ((id = next(id, uint8_t(c))) < 0) return false;
+    return true;
+}
+
+bool TokenMasker::allows(const GrammarState& state, int32_t token)
+{
+    if (token < 0 || size_t(token) >= m_bytes.size()) return false;
+    return allowsFrom(intern(state), token);
+}
+
+void TokenMasker::walk(uint32_t node, int32_t state, TopSets& out)
+{
+    for (size_t k = 0; k < m_trie[node].children.size(); ++k) {
+        const auto [byte, child] = m_trie[node].children[k];
+        const int32_t n = next(state, byte);
+        if (n < 0) continue;
+        if (m_states[size_t(n)].state.leftTop()) {  // the top's rule is done: the rest of the stack decides
             std::vector<uint32_t> todo{child};
             while (!todo.empty()) {
-                const uint32_t n = todo.back();
+                const uint32_t t = todo.back();
                 todo.pop_back();
-                out.undecided.insert(out.undecided.end(), m_trie[n].tokens.begin(), m_trie[n].tokens.end());
-                for (const auto& k : m_trie[n].children) todo.push_back(k.second);
+                out.undecided.insert(out.undecided.end(), m_trie[t].tokens.begin(), m_trie[t].tokens.end());
+                for (const auto& c : m_trie[t].children) todo.push_back(c.second);
             }
             continue;
         }
         for (int32_t t : m_trie[child].tokens) setBit(out.accepted, t);
-        walk(child, next, out);
+        walk(child, n, out);
     }
 }
 
@@ -198,12 +249,25 @@ const TokenMasker::TopSets& TokenMasker::topSets(uint32_t top)
     if (it != m_tops.end()) return it->second;
     TopSets sets;
     sets.accepted.assign((m_bytes.size() + 63) / 64, 0);
-    walk(0, GrammarState::ofTop(*m_grammar, top), sets);
+    walk(0, intern(GrammarState::ofTop(*m_grammar, top)), sets);
     return m_tops.emplace(top, std::move(sets)).first->second;
 }
 
-std::vector<uint64_t> TokenMasker::mask(const GrammarState& state)
+int32_t TokenMasker::after(int32_t id, int32_t token)
 {
+    if (token < 0 || size_t(token) >= m_bytes.size()) return kDead;
+    const std::string& bytes = m_bytes[size_t(token)];
+    if (bytes.empty()) return m_end[size_t(token)] && accepting(id) ? id : kDead;
+    for (char c : bytes)
+        if ((id = next(id, uint8_t(c))) < 0) return kDead;
+    return id;
+}
+
+std::vector<uint64_t> TokenMasker::mask(const GrammarState& state) { return mask(intern(state)); }
+
+std::vector<uint64_t> TokenMasker::mask(int32_t id)
+{
+    const GrammarState state = m_states[size_t(id)].state;  // a copy: interning below may move m_states
     std::vector<uint64_t> bits((m_bytes.size() + 63) / 64, 0);
     std::vector<uint32_t> tops;
     for (const Stack& s : state.stacks())
@@ -216,10 +280,8 @@ std::vector<uint64_t> TokenMasker::mask(const GrammarState& state)
         for (size_t w = 0; w < bits.size(); ++w) bits[w] |= sets.accepted[w];
         undecided.insert(undecided.end(), sets.undecided.begin(), sets.undecided.end());
     }
-    std::sort(undecided.begin(), undecided.end());
-    undecided.erase(std::unique(undecided.begin(), undecided.end()), undecided.end());
     for (int32_t t : undecided)
-        if (!((bits[size_t(t) >> 6] >> (t & 63)) & 1) && allows(state, t)) setBit(bits, t);
+        if (!((bits[size_t(t) >> 6] >> (t & 63)) & 1) && allowsFrom(id, t)) setBit(bits, t);
     if (state.accepting())
         for (size_t t = 0; t < m_end.size(); ++t)
             if (m_end[t]) setBit(bits, int32_t(t));

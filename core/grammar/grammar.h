@@ -111,6 +111,8 @@ public:
     // A stack of ofTop() that finished its rule (then the rest of the real stack decides).
     bool leftTop() const { return m_leftTop; }
     const std::vector<Stack>& stacks() const { return m_stacks; }
+    // The stacks and flags as bytes: equal for equal states (the masker's interning key).
+    std::string key() const;
 
 private:
     void expand(const Grammar& g, Stack s, std::vector<Stack>& out, int depth);
@@ -121,18 +123,30 @@ private:
 
 // The tokens a grammar allows next, for a vocabulary given by each token's bytes ("" for a
 // token that ends the reply, which the grammar allows where the text may end).
+//
+// The states it meets are interned, each with its transitions by byte filled as they are first
+// taken, so that walking the vocabulary's trie, or a token's bytes, is a table lookup per byte
+// once a state has been seen (a string's characters lead back to the same state).
 class TokenMasker {
 public:
     TokenMasker(std::shared_ptr<const Grammar> grammar, std::vector<std::string> tokenBytes, std::vector<bool> endTokens);
 
     // Whether `token` may come in `state`.
-    bool allows(const GrammarState& state, int32_t token) const;
+    bool allows(const GrammarState& state, int32_t token);
     // Every token `state` allows, as a bit per token.
     std::vector<uint64_t> mask(const GrammarState& state);
+    // The same on interned states (what a decoder keeps between tokens): the state's id, the
+    // id after a token (-1 where it is not allowed), a token allowed, the mask.
+    int32_t idOf(const GrammarState& state) { return intern(state); }
+    int32_t after(int32_t id, int32_t token);
+    bool allows(int32_t id, int32_t token) { return token >= 0 && size_t(token) < m_bytes.size() && allowsFrom(id, token); }
+    std::vector<uint64_t> mask(int32_t id);
+    bool accepting(int32_t id) const { return m_states[size_t(id)].state.accepting(); }
     // Advances `state` by the token's bytes; false where it does not allow it.
     bool accept(GrammarState& state, int32_t token) const;
     const Grammar& grammar() const { return *m_grammar; }
     size_t cachedTops() const { return m_tops.size(); }
+    size_t internedStates() const { return m_states.size(); }
 
 private:
     struct TrieNode {
@@ -143,14 +157,24 @@ private:
         std::vector<uint64_t> accepted;  // decided by the top alone: allowed
         std::vector<int32_t> undecided;  // finish the top's rule: checked against the whole state
     };
+    static constexpr int32_t kUnknown = -2, kDead = -1;
+    struct Interned {
+        GrammarState state;
+        std::array<int32_t, 256> next;
+    };
+    int32_t intern(GrammarState state);
+    int32_t next(int32_t id, uint8_t byte);
+    bool allowsFrom(int32_t id, int32_t token);
     const TopSets& topSets(uint32_t top);
-    void walk(uint32_t node, const GrammarState& s, TopSets& out) const;
+    void walk(uint32_t node, int32_t state, TopSets& out);
 
     std::shared_ptr<const Grammar> m_grammar;
     std::vector<std::string> m_bytes;
     std::vector<bool> m_end;
     std::vector<TrieNode> m_trie;
     std::unordered_map<uint32_t, TopSets> m_tops;
+    std::vector<Interned> m_states;
+    std::unordered_map<std::string, int32_t> m_ids;
 };
 
 }  // namespace spillway::grammar

@@ -91,6 +91,22 @@ SyntheticVocabulary makeSyntheticVocabulary(int size)
                 add(std::string{a, b, c}, score -= 1.0f, 1);
                 add(space + a + b + c, score -= 1.0f, 1);
             }
+    // Vocabularies of Qwen's and gpt-oss's size (150k and more): JSON's punctuation after two
+    // letters (about 3 % of the tokens hold a quote, as in Qwen's), then four letters with and
+    // without the space, so that every token is text (a constrained decoder's mask has as many
+    // tokens to judge as a real vocabulary's).
+    for (char a : letters)
+        for (char b : letters)
+            for (const char* p : {"\",", "\":", "\"}", ",\"", "\",\n", "\"]"})
+                add(std::string{a, b} + p, score -= 1.0f, 1);
+    for (char a : letters)
+        for (char b : letters)
+            for (char c : letters)
+                for (char d : letters) {
+                    if (int(v.tokens.size()) >= size) break;
+                    add(std::string{a, b, c, d}, score -= 1.0f, 1);
+                    add(space + a + b + c + d, score -= 1.0f, 1);
+                }
     for (int i = 0; int(v.tokens.size()) < size; ++i)  // only for sizes past what is above
         add("<extra_" + std::to_string(i) + ">", score -= 1.0f, 5);
     return v;
