@@ -24,3 +24,15 @@ for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
 port=$(head -1 "$work/port")
 [[ -n $port ]] || { echo "the server did not start:"; cat "$work/log"; exit 1; }
 node "$here/openai_client.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")" "$generated"
+kill "$server" 2>/dev/null || true
+wait "$server" 2>/dev/null || true
+
+# Tools, structured output and reasoning, with Qwen3.5's own chat template on the demo model.
+: >"$work/port"
+"$bin/spillway-cli" serve -m "$model" --port 0 --chat-template-file "$here/../chat/templates/qwen3.5.jinja" \
+  >"$work/port" 2>"$work/log" &
+server=$!
+for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
+port=$(head -1 "$work/port")
+[[ -n $port ]] || { echo "the server did not start:"; cat "$work/log"; exit 1; }
+node "$here/openai_tools.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")"
