@@ -1,5 +1,7 @@
 #include "server/openai_protocol.h"
 
+#include "server/dialect.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cctype>
@@ -502,6 +504,60 @@ std::string validUtf8(std::string_view text)
         }
     }
     return out;
+}
+
+namespace {
+
+class OpenAi final : public Dialect {
+public:
+    OpenAi(bool chat, std::string id, int64_t created, std::string model)
+        : m_chat(chat), m_id(std::move(id)), m_created(created), m_model(std::move(model))
+    {
+    }
+    std::variant<CompletionRequest, ApiError> parse(std::string_view body) override { return parseCompletionRequest(body, m_chat); }
+    std::string errorBody(const ApiError& e) const override { return server::errorBody(e); }
+    const char* streamType() const override { return "text/event-stream"; }
+    std::vector<std::string> opening(const CompletionRequest& r) override
+    {
+        // A chat stream opens with the role; a completion with the prompt when echoed.
+        std::vector<std::string> out;
+        if (r.chat) out.push_back(event(completionChunk(r, m_id, m_created, m_model, "", true, nullptr)));
+        if (r.echo) out.push_back(event(completionChunk(r, m_id, m_created, m_model, validUtf8(r.prompt), false, nullptr)));
+        return out;
+    }
+    std::string piece(const CompletionRequest& r, engine::ReplyPart part, const std::string& text,
+                      const ToolCallDelta* call) override
+    {
+        const bool thought = part == engine::ReplyPart::Reasoning;
+        return event(completionChunk(r, m_id, m_created, m_model, thought ? "" : text, false, nullptr, thought ? text : "", call));
+    }
+    std::vector<std::string> closing(const CompletionRequest& r, const Finished& f) override
+    {
+        std::vector<std::string> out = {event(completionChunk(r, m_id, m_created, m_model, "", false, f.finish))};
+        if (r.includeUsage) out.push_back(event(usageChunk(r, m_id, m_created, m_model, f.usage)));
+        return out;
+    }
+    std::string streamError(const ApiError& e) const override { return event(server::errorBody(e)); }
+    std::string end() const override { return "data: [DONE]\n\n"; }
+    std::string whole(const CompletionRequest& r, const Finished& f) const override
+    {
+        const std::string text = r.echo ? r.prompt + f.text : f.text;
+        return completionResponse(r, m_id, m_created, m_model, text, f.finish, f.usage, f.reasoning, f.toolCalls);
+    }
+
+private:
+    static std::string event(const std::string& data) { return "data: " + data + "\n\n"; }
+    bool m_chat;
+    std::string m_id;
+    int64_t m_created;
+    std::string m_model;
+};
+
+}  // namespace
+
+std::unique_ptr<Dialect> openAiDialect(bool chat, std::string id, int64_t created, std::string model)
+{
+    return std::make_unique<OpenAi>(chat, std::move(id), created, std::move(model));
 }
 
 }  // namespace spillway::server

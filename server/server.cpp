@@ -23,6 +23,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/turns.h"
 #include "core/trace/trace.h"
+#include "server/dialect.h"
 #include "server/openai_protocol.h"
 
 namespace spillway::server {
@@ -253,6 +254,7 @@ struct Server::Impl {
         std::vector<engine::ToolCall> toolCalls;
         const char* finish = nullptr;
         Usage usage;
+        double promptSeconds = 0, decodeSeconds = 0;
         Status error;
         engine::Message message() const { return {"assistant", text, reasoning, toolCalls, {}}; }
     };
@@ -321,6 +323,8 @@ struct Server::Impl {
             if (!clientGone && !rest.empty() && !emit(engine::ReplyPart::Content, rest, nullptr)) clientGone = true;
         }
         out.usage = {stats->promptTokens, stats->generatedTokens};
+        out.promptSeconds = stats->promptSeconds;
+        out.decodeSeconds = stats->decodeSeconds;
         {
             std::lock_guard l(metricsMutex);
             promptTokens += uint64_t(std::max(0, stats->promptTokens - stats->cachedTokens));
@@ -339,20 +343,28 @@ struct Server::Impl {
         return out;
     }
 
-    void handleCompletion(const httplib::Request& req, httplib::Response& res, bool chat)
+    void sendError(httplib::Response& res, const Dialect& d, const ApiError& e)
     {
-        const std::string endpoint = chat ? "chat" : "completions";
+        res.status = e.status;
+        res.set_content(d.errorBody(e), "application/json");
+    }
+
+    // A completion in `dialect` (OpenAI's chat or completions, Ollama's chat or generate):
+    // parsed, run on a slot, written whole or streamed.
+    void handle(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Dialect> dialect,
+                const std::string& endpoint)
+    {
         const auto start = Clock::now();
         if (!authorized(req, res, endpoint.c_str())) return;
-        auto parsed = parseCompletionRequest(req.body, chat);
+        auto parsed = dialect->parse(req.body);
         if (auto* e = std::get_if<ApiError>(&parsed)) {
-            sendError(res, *e);
+            sendError(res, *dialect, *e);
             count(endpoint, e->status);
             return;
         }
         auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
-        if (chat && !engine.chat().chatting() && request->messages.back().role != "user") {
-            sendError(res, {400, "this model has no chat template: the last message must be the user's text to continue", "invalid_request_error", "messages", {}});
+        if (request->chat && !engine.chat().chatting() && request->messages.back().role != "user") {
+            sendError(res, *dialect, {400, "this model has no chat template: the last message must be the user's text to continue", "invalid_request_error", "messages", {}});
             count(endpoint, 400);
             return;
         }
@@ -366,7 +378,7 @@ struct Server::Impl {
                 auto g = engine::toolCallGrammar(tools, request->promptOptions.tools, request->forcedTool,
                                                  request->parallelToolCalls);
                 if (!g) {
-                    sendError(res, {400, g.error().message, "invalid_request_error", "tools", {}});
+                    sendError(res, *dialect, {400, g.error().message, "invalid_request_error", "tools", {}});
                     count(endpoint, 400);
                     return;
                 }
@@ -376,14 +388,16 @@ struct Server::Impl {
         const int slot = acquire(*request);
         if (slot < 0) {
             res.set_header("Retry-After", "2");
-            sendError(res, {503, stopping ? "the server is stopping" : "the server is busy: every slot and the queue are taken; try again shortly",
-                            "server_error", {}, "overloaded"});
+            sendError(res, *dialect, {503, stopping ? "the server is stopping" : "the server is busy: every slot and the queue are taken; try again shortly",
+                                      "server_error", {}, "overloaded"});
             count(endpoint, 503);
             return;
         }
-        const std::string id = newId(chat ? "chatcmpl" : "cmpl");
-        const int64_t created = unixNow();
-        const std::string model = options.modelId;
+        auto finished = [start](const Outcome& o) {
+            Finished f{o.text, o.reasoning, o.toolCalls, o.finish ? o.finish : "stop", o.usage, o.promptSeconds, o.decodeSeconds,
+                       std::chrono::duration<double>(Clock::now() - start).count()};
+            return f;
+        };
         if (!request->stream) {
             // A client that hangs up stops its reply at the next token, as a stream's does.
             const int fd = connectionSocket(req);
@@ -404,14 +418,11 @@ struct Server::Impl {
             }
             if (!o.error.ok()) {
                 const bool bad = o.error.error().code == ErrorCode::InvalidArgument;
-                sendError(res, {bad ? 400 : 500, o.error.error().message, bad ? "invalid_request_error" : "server_error", {}, {}});
+                sendError(res, *dialect, {bad ? 400 : 500, o.error.error().message, bad ? "invalid_request_error" : "server_error", {}, {}});
                 count(endpoint, bad ? 400 : 500);
                 return;
             }
-            const std::string text = request->echo ? request->prompt + o.text : o.text;
-            res.set_content(completionResponse(*request, id, created, model, text, o.finish ? o.finish : "stop", o.usage,
-                                               o.reasoning, o.toolCalls),
-                            "application/json");
+            res.set_content(dialect->whole(*request, finished(o)), "application/json");
             count(endpoint, 200);
             return;
         }
@@ -433,24 +444,17 @@ struct Server::Impl {
         std::shared_ptr<Held> held(new Held{this, slot, request});  // no temporary: its destructor would release
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
-            "text/event-stream",
-            [this, held, id, created, model, start, endpoint](size_t, httplib::DataSink& sink) {
+            dialect->streamType(),
+            [this, held, dialect, start, endpoint, finished](size_t, httplib::DataSink& sink) {
                 const CompletionRequest& r = *held->request;
-                auto event = [&](const std::string& data) {
-                    const std::string line = "data: " + data + "\n\n";
-                    return sink.write(line.data(), line.size());
-                };
-                // A chat stream opens with the role; a completion with the prompt when echoed.
+                auto write = [&](const std::string& data) { return data.empty() || sink.write(data.data(), data.size()); };
                 bool alive = true;
-                if (r.chat) alive = event(completionChunk(r, id, created, model, "", true, nullptr));
-                if (r.echo) alive = event(completionChunk(r, id, created, model, validUtf8(r.prompt), false, nullptr));
+                for (const std::string& e : dialect->opening(r)) alive = alive && write(e);
                 Outcome o;
                 if (alive)
                     o = generate(held->slot, r,
                                  [&](engine::ReplyPart part, const std::string& text, const ToolCallDelta* call) {
-                                     const bool thought = part == engine::ReplyPart::Reasoning;
-                                     return event(completionChunk(r, id, created, model, thought ? "" : text, false,
-                                                                  nullptr, thought ? text : "", call));
+                                     return write(dialect->piece(r, part, text, call));
                                  },
                                  start);
                 held->release(o.message(), alive && o.error.ok() && o.finish);
@@ -459,17 +463,21 @@ struct Server::Impl {
                     return false;
                 }
                 if (!o.error.ok()) {
-                    event(errorBody({500, o.error.error().message, "server_error", {}, {}}));
+                    write(dialect->streamError({500, o.error.error().message, "server_error", {}, {}}));
                 } else {
-                    event(completionChunk(r, id, created, model, "", false, o.finish));
-                    if (r.includeUsage) event(usageChunk(r, id, created, model, o.usage));
+                    for (const std::string& e : dialect->closing(r, finished(o))) write(e);
                 }
                 count(endpoint, o.error.ok() ? 200 : 500);  // before the end: a client that then reads /metrics sees it
-                const std::string done = "data: [DONE]\n\n";
-                sink.write(done.data(), done.size());
+                write(dialect->end());
                 sink.done();
                 return true;
             });
+    }
+
+    void handleCompletion(const httplib::Request& req, httplib::Response& res, bool chat)
+    {
+        handle(req, res, openAiDialect(chat, newId(chat ? "chatcmpl" : "cmpl"), unixNow(), options.modelId),
+               chat ? "chat" : "completions");
     }
 
     void routes()
