@@ -22,8 +22,10 @@
 #include "core/engine/conversation.h"
 #include "core/engine/engine.h"
 #include "core/engine/turns.h"
+#include "core/model/llama_model.h"
 #include "core/trace/trace.h"
 #include "server/dialect.h"
+#include "server/ollama_protocol.h"
 #include "server/openai_protocol.h"
 
 namespace spillway::server {
@@ -474,6 +476,36 @@ struct Server::Impl {
             });
     }
 
+    // What Ollama's listings say of the model (its template as it is now: the app may set one).
+    ModelCard card() const
+    {
+        const LlamaModel& m = engine.model();
+        ModelCard c;
+        c.name = options.modelId;
+        c.architecture = m.config().architecture;
+        c.parameters = m.parameterCount();
+        c.contextLength = m.config().trainedContext;
+        std::map<std::string, uint64_t> byType;
+        for (const ModelTensor& t : m.tensors()) {
+            c.bytes += t.bytes;
+            byType[gpu::dtypeName(t.type)] += t.bytes;
+        }
+        for (const auto& [type, bytes] : byType)
+            if (c.quantization.empty() || bytes > byType[c.quantization]) c.quantization = type;
+        const engine::ChatFormat& f = engine.chat();
+        c.chatTemplate = f.source();
+        c.capabilities = {"completion"};
+        if (f.chatting() && engine::templateKnowsTools(f.source())) c.capabilities.push_back("tools");
+        if (f.markup() != engine::ReplyMarkup::Plain) c.capabilities.push_back("thinking");
+        c.modified = created;
+        return c;
+    }
+
+    void handleOllama(const httplib::Request& req, httplib::Response& res, bool chat)
+    {
+        handle(req, res, ollamaDialect(chat, engine.chat().chatting(), options.modelId), chat ? "api_chat" : "api_generate");
+    }
+
     void handleCompletion(const httplib::Request& req, httplib::Response& res, bool chat)
     {
         handle(req, res, openAiDialect(chat, newId(chat ? "chatcmpl" : "cmpl"), unixNow(), options.modelId),
@@ -503,6 +535,28 @@ struct Server::Impl {
                   [this](const httplib::Request& req, httplib::Response& res) { handleCompletion(req, res, true); });
         http.Post("/v1/completions",
                   [this](const httplib::Request& req, httplib::Response& res) { handleCompletion(req, res, false); });
+        // Ollama's API, for tools that speak only it.
+        http.Post("/api/chat", [this](const httplib::Request& req, httplib::Response& res) { handleOllama(req, res, true); });
+        http.Post("/api/generate", [this](const httplib::Request& req, httplib::Response& res) { handleOllama(req, res, false); });
+        http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(ollamaVersion(), "application/json");
+        });
+        for (const char* path : {"/api/tags", "/api/ps"})
+            http.Get(path, [this, path](const httplib::Request& req, httplib::Response& res) {
+                if (!authorized(req, res, "api_tags")) return;
+                const ModelCard c = card();
+                res.set_content(std::string(path) == "/api/tags" ? ollamaTags(c) : ollamaPs(c), "application/json");
+            });
+        http.Post("/api/show", [this](const httplib::Request& req, httplib::Response& res) {
+            if (!authorized(req, res, "api_show")) return;
+            const std::string name = ollamaShowModel(req.body);
+            if (name != options.modelId && name + ":latest" != options.modelId && name != options.modelId + ":latest") {
+                res.status = 404;
+                res.set_content(ollamaError("model '" + name + "' not found"), "application/json");
+                return;
+            }
+            res.set_content(ollamaShow(card()), "application/json");
+        });
         if (!options.cors.empty()) {
             http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
             http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {

@@ -38,6 +38,7 @@ Result<ChatFormat> ChatFormat::fromSource(std::string_view source, std::string b
     f.m_bosText = std::move(bosText);
     f.m_eosText = std::move(eosText);
     f.m_markup = replyMarkupOf(source);
+    f.m_source = std::string(source);
     f.m_toolSyntax = toolSyntaxOf(source);
     f.m_knowsTools = templateKnowsTools(source);
     f.m_knowsCalls = source.find("tool_calls") != std::string_view::npos;

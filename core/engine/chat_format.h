@@ -55,6 +55,8 @@ public:
     static Result<ChatFormat> fromSource(std::string_view source, std::string bosText, std::string eosText);
 
     bool chatting() const { return m_template != nullptr; }
+    // The template's text ("" for a base model).
+    const std::string& source() const { return m_source; }
     // Why the model's template is not used ("" when it is, or there is none).
     const std::string& note() const { return m_note; }
     // The text of the conversation with the assistant's next turn opened (a base model: the last
@@ -75,7 +77,7 @@ public:
 
 private:
     std::shared_ptr<const chat::ChatTemplate> m_template;
-    std::string m_bosText, m_eosText, m_note;
+    std::string m_bosText, m_eosText, m_note, m_source;
     ReplyMarkup m_markup = ReplyMarkup::Plain;
     ToolSyntax m_toolSyntax = ToolSyntax::None;
     bool m_knowsTools = false;  // the template renders `tools` itself

@@ -6,8 +6,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$1
 model=$2
-if ! command -v node >/dev/null || [[ ! -d $here/node_modules/openai ]]; then
-  echo "skipped: the openai npm package is not installed (packaging/quickstart.sh test installs it into tests/server)"
+if ! command -v node >/dev/null || [[ ! -d $here/node_modules/openai || ! -d $here/node_modules/ollama || ! -d $here/node_modules/ajv ]]; then
+  echo "skipped: the openai, ollama and ajv npm packages are not installed (packaging/quickstart.sh test installs them into tests/server)"
   exit 77
 fi
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$(mktemp -d)}
@@ -36,3 +36,4 @@ for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
 port=$(head -1 "$work/port")
 [[ -n $port ]] || { echo "the server did not start:"; cat "$work/log"; exit 1; }
 node "$here/openai_tools.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")"
+node "$here/ollama_client.mjs" "http://127.0.0.1:$port" "$(basename "$model")"

@@ -501,6 +501,61 @@ TEST(Server, ToolCallsAndStructuredOutput)
     EXPECT_NE(refused->body.find("'pattern' at /properties/hero"), std::string::npos) << refused->body;
 }
 
+// Ollama's API on the same port: /api/chat streamed as NDJSON gives the same greedy text as the
+// OpenAI endpoint; /api/tags and /api/show describe the model; an unknown model is a 404.
+TEST(Server, OllamasApiBesideOpenAis)
+{
+    Served s;
+    ASSERT_GT(s.port, 0);
+    auto c = s.client();
+    auto openai = c.Post("/v1/chat/completions", chatBody("Once upon a time", 16, false).dump(), "application/json");
+    ASSERT_TRUE(openai);
+    const std::string want = json::parse(openai->body)["choices"][0]["message"]["content"];
+    const json body = {{"model", "stories260K.gguf"},
+                       {"messages", json::array({json{{"role", "user"}, {"content", "Once upon a time"}}})},
+                       {"options", {{"temperature", 0}, {"num_predict", 16}}}};
+    auto stream = c.Post("/api/chat", body.dump(), "application/json");
+    ASSERT_TRUE(stream);
+    ASSERT_EQ(stream->status, 200) << stream->body;
+    EXPECT_EQ(stream->get_header_value("Content-Type"), "application/x-ndjson");
+    std::string text;
+    json last;
+    size_t at = 0;
+    int lines = 0;
+    while (at < stream->body.size()) {
+        const size_t end = stream->body.find('\n', at);
+        ASSERT_NE(end, std::string::npos) << "every record ends its line";
+        last = json::parse(stream->body.substr(at, end - at));
+        text += last["message"]["content"].get<std::string>();
+        at = end + 1;
+        ++lines;
+    }
+    EXPECT_GT(lines, 2);
+    EXPECT_EQ(text, want);
+    EXPECT_EQ(last["done"], true);
+    EXPECT_EQ(last["eval_count"], 16);
+    EXPECT_EQ(last["done_reason"], "length");
+    json whole = body;
+    whole["stream"] = false;
+    auto one = c.Post("/api/chat", whole.dump(), "application/json");
+    ASSERT_TRUE(one);
+    EXPECT_EQ(json::parse(one->body)["message"]["content"], want);
+    auto tags = c.Get("/api/tags");
+    ASSERT_TRUE(tags);
+    EXPECT_EQ(json::parse(tags->body)["models"][0]["name"], "stories260K.gguf");
+    auto show = c.Post("/api/show", R"({"model": "stories260K.gguf"})", "application/json");
+    ASSERT_TRUE(show);
+    EXPECT_EQ(json::parse(show->body)["template"], kTemplate);
+    auto missing = c.Post("/api/show", R"({"model": "llama9"})", "application/json");
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+    EXPECT_NE(json::parse(missing->body)["error"].get<std::string>().find("llama9"), std::string::npos);
+    auto bad = c.Post("/api/chat", R"({"messages": [{"role": "user", "content": "x"}], "format": 5})", "application/json");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400);
+    EXPECT_TRUE(json::parse(bad->body).contains("error"));
+}
+
 // A reply that runs into the end of the context: usage counts what the context holds, never one
 // token past it (the generator samples a token only where it has a position of its own).
 TEST(Server, UsageNeverExceedsTheContext)
