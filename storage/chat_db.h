@@ -35,7 +35,7 @@ namespace sql {
 class Connection;
 }
 
-inline constexpr int kChatSchemaVersion = 4;  // PRAGMA user_version this code writes
+inline constexpr int kChatSchemaVersion = 5;  // PRAGMA user_version this code writes
 inline constexpr const char* kChatDbFileName = "spillway.db";
 
 // Values stored on disk as text ('system', 'user', 'assistant'): never rename one.
@@ -61,6 +61,10 @@ struct Generation {
     std::optional<double> tokensPerSecond;  // decode speed, tokens/s
     std::optional<double> firstTokenMs;     // time to first token, ms
     std::string placementJson;              // the placement plan used (JSON text), or ""
+    // A thinking model's reasoning before its answer (kept apart from the content: the app
+    // folds it, templates leave it out of later turns), and how long it took.
+    std::string reasoning;
+    std::optional<double> reasoningMs;
 };
 
 struct Conversation {

@@ -9,7 +9,8 @@
 //        "versions": [{"kind": "original", "content": "...", "created": <ms>,
 //                      "model": "<name>", "modelPath": "<catalog path>" | null,
 //                      "tokensPerSecond": 12.5 | null, "firstTokenMs": 340 | null,
-//                      "placement": {...} | null}, ...]}, ...]
+//                      "placement": {...} | null,
+//                      "reasoning": "..." (absent when none), "reasoningMs": 1200 | null}, ...]}, ...]
 //   }
 // Model ids are local to one database, so models travel as catalog paths and are looked up
 // again on import (left empty when this catalog lacks them).
@@ -213,7 +214,21 @@ Result<std::string> ChatDatabase::exportMarkdown(int64_t conversationId, const s
             details += buf;
         }
         if (!details.empty()) md += " (" + details + ")";
-        md += " · " + formatTime(m.createdMs) + "\n\n" + m.content + "\n";
+        md += " · " + formatTime(m.createdMs) + "\n\n";
+        // The reasoning as a quote above the answer, with how long it took.
+        if (!g.reasoning.empty()) {
+            char took[64] = "";
+            if (g.reasoningMs) std::snprintf(took, sizeof took, " for %.0f s", *g.reasoningMs / 1000.0);
+            md += std::string("> **Thought") + took + "**\n>\n";
+            size_t at = 0;
+            while (at <= g.reasoning.size()) {
+                const size_t end = std::min(g.reasoning.find('\n', at), g.reasoning.size());
+                md += "> " + g.reasoning.substr(at, end - at) + "\n";
+                at = end + 1;
+            }
+            md += "\n";
+        }
+        md += m.content + "\n";
     }
     return md;
 }
@@ -275,6 +290,8 @@ Result<std::string> ChatDatabase::exportJson(int64_t conversationId, const std::
                 if (placement.is_discarded()) placement = v.generation.placementJson;
             }
             e["placement"] = std::move(placement);
+            if (!v.generation.reasoning.empty()) e["reasoning"] = v.generation.reasoning;
+            e["reasoningMs"] = v.generation.reasoningMs ? Json(*v.generation.reasoningMs) : Json(nullptr);
             jv.push_back(std::move(e));
         }
         Json entry;
@@ -460,6 +477,12 @@ Result<int64_t> ChatDatabase::importJson(const std::string& text, std::string* s
                 v.generation.placementJson =
                     placement->is_string() ? placement->get<std::string>() : placement->dump();
             }
+            auto reasoning = getString(jv, "reasoning", vw, true);
+            if (!reasoning) return reasoning.error();
+            v.generation.reasoning = *reasoning;
+            auto took = getOptNumber(jv, "reasoningMs", vw);
+            if (!took) return took.error();
+            v.generation.reasoningMs = *took;
             versionList.push_back(std::move(v));
         }
         auto id = insertMessage(db(), conversationId, *role, *messageCreated, versionList,

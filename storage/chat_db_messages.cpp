@@ -33,8 +33,8 @@ Status makeCurrent(sql::Connection& db, int64_t messageId, int64_t versionId)
 {
     auto s = db.prepare(
         "UPDATE messages SET (content, model_id, model_name, tokens_per_second, first_token_ms, "
-        "placement_json) = (SELECT content, model_id, model_name, tokens_per_second, "
-        "first_token_ms, placement_json FROM message_versions WHERE id = ?2), "
+        "placement_json, reasoning, reasoning_ms) = (SELECT content, model_id, model_name, tokens_per_second, "
+        "first_token_ms, placement_json, reasoning, reasoning_ms FROM message_versions WHERE id = ?2), "
         "current_version_id = ?2 "
         "WHERE id = ?1 AND EXISTS (SELECT 1 FROM message_versions WHERE id = ?2 AND message_id = "
         "?1)");
@@ -65,12 +65,13 @@ Result<int64_t> insertVersion(sql::Connection& db, int64_t messageId, int number
 {
     auto s = db.prepare(
         "INSERT INTO message_versions (message_id, number, kind, content, created_ms, model_id, "
-        "model_name, tokens_per_second, first_token_ms, placement_json) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+        "model_name, tokens_per_second, first_token_ms, placement_json, reasoning, reasoning_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
     if (!s) return s.error();
     s->bind(1, messageId).bind(2, number).bind(3, versionKindName(v.kind)).bind(4, v.content);
     s->bind(5, v.createdMs);
     bindGeneration(*s, 6, v.generation);
+    s->bind(11, v.generation.reasoning).bind(12, v.generation.reasoningMs);
     SPILLWAY_TRY(s->run());
     return db.lastInsertRowid();
 }
@@ -99,6 +100,8 @@ Message readMessage(const sql::Statement& row)
     m.generation = readGeneration(row, 5);
     m.currentVersionId = row.int64(10);
     m.versionCount = int(row.int64(11));
+    m.generation.reasoning = row.text(12);
+    m.generation.reasoningMs = row.optReal(13);
     return m;
 }
 
@@ -112,6 +115,8 @@ MessageVersion readVersion(const sql::Statement& row, int64_t currentVersionId)
     v.content = row.text(4);
     v.createdMs = row.int64(5);
     v.generation = readGeneration(row, 6);
+    v.generation.reasoning = row.text(11);
+    v.generation.reasoningMs = row.optReal(12);
     v.current = v.id == currentVersionId;
     return v;
 }
@@ -130,12 +135,13 @@ Result<int64_t> insertMessage(sql::Connection& db, int64_t conversationId, Role 
     SPILLWAY_TRY(touchConversation(db, conversationId, latest));
 
     auto s = db.prepare("INSERT INTO messages (conversation_id, role, content, created_ms, "
-                        "model_id, model_name, tokens_per_second, first_token_ms, placement_json) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+                        "model_id, model_name, tokens_per_second, first_token_ms, placement_json, "
+                        "reasoning, reasoning_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
     if (!s) return s.error();
     const MessageVersion& shown = versions[current];
     s->bind(1, conversationId).bind(2, roleName(role)).bind(3, shown.content).bind(4, createdMs);
     bindGeneration(*s, 5, shown.generation);
+    s->bind(10, shown.generation.reasoning).bind(11, shown.generation.reasoningMs);
     SPILLWAY_TRY(s->run());
     const int64_t messageId = db.lastInsertRowid();
 
@@ -250,7 +256,7 @@ Result<std::vector<MessageVersion>> ChatDatabase::versions(int64_t messageId)
         auto row = s->step();
         if (!row) return row.error();
         if (!*row) break;
-        out.push_back(readVersion(*s, s->int64(11)));
+        out.push_back(readVersion(*s, s->int64(13)));
     }
     if (out.empty()) return notFound("message", messageId);
     return out;

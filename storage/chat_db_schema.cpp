@@ -166,12 +166,21 @@ ALTER TABLE models_v4 RENAME TO models;
 CREATE INDEX models_by_parent ON models(parent_id);
 )sql";
 
+// Version 5: a reply's reasoning (a thinking model's thought before its answer) and how long it
+// took, beside the content, in the messages row and in each version. Existing replies have none.
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE message_versions ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';
+ALTER TABLE message_versions ADD COLUMN reasoning_ms REAL;
+ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN reasoning_ms REAL;
+)sql";
+
 }  // namespace
 
 const std::vector<const char*>& chatSchemaSteps()
 {
-    static const std::vector<const char*> steps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
-    static_assert(kChatSchemaVersion == 4, "add the new step to the list");
+    static const std::vector<const char*> steps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
+    static_assert(kChatSchemaVersion == 5, "add the new step to the list");
     return steps;
 }
 

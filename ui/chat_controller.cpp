@@ -259,7 +259,7 @@ void ChatController::storeLastPrompt()
     if (!m_store || !m_conversation || index < 0) return;
     ++m_pendingStores;
     m_storeTargets.push_back(index);
-    emit storeAppend(m_conversation, QStringLiteral("user"), m_messages[index].content, 0, 0, QString());
+    emit storeAppend(m_conversation, QStringLiteral("user"), m_messages[index].content, 0, 0, QString(), QString());
 }
 
 void ChatController::requestGeneration()
@@ -312,7 +312,7 @@ bool ChatController::editAndResend(int index, const QString& text)
         if (!lastExchange) emit storeTruncate(m_conversation, promptId);
         ++m_pendingStores;
         m_storeTargets.push_back(-1);
-        emit storeVersion(m_conversation, promptId, QStringLiteral("edit"), text, 0, 0, QString());
+        emit storeVersion(m_conversation, promptId, QStringLiteral("edit"), text, 0, 0, QString(), QString());
         edited.versionCount += 1;
         edited.versionNumber = edited.versionCount;
     }
@@ -453,16 +453,17 @@ void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenM
     }
     emit replyEnded(tokensPerSecond, timeToFirstTokenMs, m_modelDescription);
     const QString reply = m_messages.value(m_replyIndex).content;
+    const QString reasoning = m_messages.value(m_replyIndex).reasoning;
     if (m_store && m_conversation) {
         ++m_pendingStores;
         if (m_replacesMessage) {
             m_storeTargets.push_back(-1);
             emit storeVersion(m_conversation, m_replacesMessage, QStringLiteral("regeneration"), reply, tokensPerSecond,
-                              timeToFirstTokenMs, m_modelDescription);  // (a continued reply too)
+                              timeToFirstTokenMs, m_modelDescription, reasoning);  // (a continued reply too)
         } else {
             m_storeTargets.push_back(m_replyIndex);
             emit storeAppend(m_conversation, QStringLiteral("assistant"), reply, tokensPerSecond, timeToFirstTokenMs,
-                             m_modelDescription);
+                             m_modelDescription, reasoning);
         }
     }
     emit stateChanged();

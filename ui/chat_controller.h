@@ -145,10 +145,10 @@ signals:
     void storeSetModel(qint64 conversation, qint64 modelId);
     void storeLoad(qint64 conversation);
     void storeAppend(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
-                     double firstTokenMs, const QString& modelName);
+                     double firstTokenMs, const QString& modelName, const QString& reasoning);
     void storeRename(qint64 conversation, const QString& title);
     void storeVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
-                      double tokensPerSecond, double firstTokenMs, const QString& modelName);
+                      double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning);
     void storeSelectVersion(qint64 conversation, qint64 message, int number);
     void storeTruncate(qint64 conversation, qint64 message);
     void storeRemove(qint64 conversation);

@@ -33,7 +33,8 @@ struct MessageItem {
     int versionNumber = 1;  // which of its versions (edits, regenerations) is shown
     int versionCount = 1;
     // A reply's reasoning (the model's thinking, where its template marks it), shown apart from
-    // the answer and never sent back to the model; held while the chat is open, not stored yet.
+    // the answer and never sent back to the model; stored with the reply (the chat database's
+    // reasoning column) and loaded with it.
     QString reasoning;
 };
 
@@ -58,12 +59,13 @@ public slots:
     void load(qint64 conversation);
     // The conversation talks to catalog model `modelId` from now on.
     void setConversationModel(qint64 conversation, qint64 modelId);
+    // `reasoning`: a reply's thinking, stored apart from its content.
     void append(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
-                double firstTokenMs, const QString& modelName);
+                double firstTokenMs, const QString& modelName, const QString& reasoning = {});
     // A new version of a stored message (kind "edit" or "regeneration"), made current; answered
     // by stored(conversation, message).
     void addVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
-                    double tokensPerSecond, double firstTokenMs, const QString& modelName);
+                    double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning = {});
     // Shows version `number` (1-based) of a message from now on; then loads the conversation.
     void selectVersion(qint64 conversation, qint64 message, int number);
     // Removes every message of the conversation after `message` (edit-and-resend of an earlier

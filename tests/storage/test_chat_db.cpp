@@ -464,3 +464,41 @@ TEST_F(ChatDbTest, MovedDatabaseStillWorks)
     EXPECT_EQ(must(moved.messages(c)).size(), 1u);
     EXPECT_EQ(moved.path(), (m_dir / "spillway.db").string());
 }
+
+// A thinking model's reasoning is stored apart from its answer, in each version (a regenerated
+// reply has its own), follows the current version, and travels in both exports.
+TEST_F(ChatDbTest, ReasoningIsKeptApartAndExported)
+{
+    const int64_t c = must(db().createConversation("thinking"));
+    must(db().appendMessage(c, Role::User, "What is 2+2?"));
+    Generation g;
+    g.reasoning = "Two and two.\nThat is four.";
+    g.reasoningMs = 1500;
+    const int64_t m = must(db().appendMessage(c, Role::Assistant, "4", g));
+    Generation other;
+    other.reasoning = "Quick sum.";
+    const int64_t v2 = must(db().addVersion(m, VersionKind::Regeneration, "Four.", other));
+    auto msg = must(db().message(m));
+    EXPECT_EQ(msg.content, "Four.");
+    EXPECT_EQ(msg.generation.reasoning, "Quick sum.");
+    EXPECT_FALSE(msg.generation.reasoningMs);
+    const auto vs = must(db().versions(m));
+    ASSERT_EQ(vs.size(), 2u);
+    must(db().setCurrentVersion(m, vs[0].id));
+    msg = must(db().message(m));
+    EXPECT_EQ(msg.content, "4");
+    EXPECT_EQ(msg.generation.reasoning, "Two and two.\nThat is four.");
+    EXPECT_EQ(msg.generation.reasoningMs, std::optional<double>(1500));
+    EXPECT_NE(v2, vs[0].id);
+
+    const std::string md = must(db().exportMarkdown(c));
+    EXPECT_NE(md.find("> **Thought for 2 s**\n>\n> Two and two.\n> That is four.\n\n4\n"), std::string::npos) << md;
+    const std::string json = must(db().exportJson(c));
+    const int64_t copy = must(db().importJson(json));
+    const auto copied = must(db().messages(copy));
+    ASSERT_EQ(copied.size(), 2u);
+    EXPECT_EQ(copied[1].generation.reasoning, "Two and two.\nThat is four.");
+    EXPECT_EQ(copied[1].generation.reasoningMs, std::optional<double>(1500));
+    EXPECT_EQ(must(db().versions(copied[1].id))[1].generation.reasoning, "Quick sum.");
+    EXPECT_EQ(copied[0].generation.reasoning, "");  // the user's message has none
+}

@@ -221,6 +221,10 @@ TEST(ChatDbOpen, MigratesARealVersion1File)
     EXPECT_EQ((*vs)[0].content, "volcanoes erupt");
     EXPECT_EQ((*vs)[0].generation.modelName, "a");
     EXPECT_EQ((*list)[1].currentVersionId, (*vs)[0].id);
+    // Old replies have no reasoning (schema step 5), and a new one keeps its own.
+    EXPECT_EQ((*list)[1].generation.reasoning, "");
+    EXPECT_FALSE((*list)[1].generation.reasoningMs);
+    EXPECT_EQ(rawQuery(file, "PRAGMA user_version"), std::to_string(kChatSchemaVersion));
     auto hits = db->search("volcano");
     ASSERT_TRUE(hits.ok()) << hits.error().message;
     EXPECT_EQ(hits->size(), 2u);

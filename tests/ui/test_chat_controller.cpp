@@ -20,6 +20,7 @@
 #include "ui/readable.h"
 #include "ui/worker_threads.h"
 #include "ui_test_util.h"
+#include "../common/chat_template_model.h"
 
 using spillway::ui::ChatController;
 using spillway::ui::LibraryController;
@@ -44,6 +45,7 @@ private slots:
     void librarySurvivesBadInputCompressesAndPlans();
     void numbersAreReadable();
     void continueExtendsACutReply();
+    void reasoningIsStoredApartAndComesBack();
 
 private:
     QTemporaryDir m_cache;  // the probe's cached profile, not the user's
@@ -284,6 +286,49 @@ void TestChatController::continueExtendsACutReply()
     const auto rows = storedMessages(data.path(), chat.currentConversation());
     QCOMPARE(int(rows.size()), 2);
     QCOMPARE(QString::fromStdString(rows[1].content), whole);
+}
+
+
+// A thinking model's reply: its reasoning is stored apart from its answer (the chat database's
+// reasoning column) and comes back when the chat is opened again.
+void TestChatController::reasoningIsStoredApartAndComesBack()
+{
+    QTemporaryDir data;
+    QVERIFY(data.isValid());
+    const QString model = data.filePath(QStringLiteral("thinking.gguf"));
+    // The template opens the thinking; the story model never closes it, so all it writes is reasoning.
+    QVERIFY(spillway::testing_support::writeWithChatTemplate(
+        kModel.toStdString(), model.toStdString(),
+        spillway::testing_support::kChatMlTemplate + "{% if add_generation_prompt %}<think>\n{% endif %}{# </think> #}"));
+    spillway::trace::Recorder recorder(1024);
+    WorkerThreads workers(/*withData=*/true, &recorder, QStringLiteral("cpu"));
+    ChatController chat(workers.generation(), workers.store());
+    chat.setTemperature(0.0);
+    chat.setMaxTokens(12);
+    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
+    QSignalSpy failed(&chat, &ChatController::failed);
+    QSignalSpy stored(&chat, &ChatController::replyStored);
+    chat.openHistory(data.path());
+    chat.loadModel(model);
+    QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1 || failed.count() > 0, 30'000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+    QVERIFY(chat.send(QStringLiteral("Once upon a time")));
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 1, 30'000);
+    const qint64 conversation = chat.currentConversation();
+    const QString reasoning = chat.messages()[1].reasoning;
+    QVERIFY(!reasoning.isEmpty());
+    QCOMPARE(chat.messages()[1].content, QString());
+    const auto rows = storedMessages(data.path(), conversation);
+    QCOMPARE(int(rows.size()), 2);
+    QCOMPARE(QString::fromStdString(rows[1].generation.reasoning), reasoning);
+    QCOMPARE(QString::fromStdString(rows[1].content), QString());
+
+    chat.newConversation();
+    QSignalSpy shown(&chat, &ChatController::conversationShown);
+    chat.openConversation(conversation);
+    QTRY_COMPARE_WITH_TIMEOUT(shown.count(), 1, 5'000);
+    QCOMPARE(chat.messages()[1].reasoning, reasoning);
+    QVERIFY(failed.isEmpty());
 }
 
 QTEST_GUILESS_MAIN(TestChatController)
