@@ -29,21 +29,6 @@ size_t trailingSpace(std::string_view s)
     return n;
 }
 
-// The length of the longest end of `text` that begins one of `markers` (text that may still
-// become a marker when the next token comes).
-template <size_t N>
-size_t partialMarker(std::string_view text, const std::array<std::string_view, N>& markers)
-{
-    size_t keep = 0;
-    for (std::string_view m : markers)
-        for (size_t n = std::min(text.size(), m.size() - 1); n > keep; --n)
-            if (text.substr(text.size() - n) == m.substr(0, n)) {
-                keep = n;
-                break;
-            }
-    return keep;
-}
-
 // The word after `key` in a Harmony header ("analysis" after "<|channel|>", the recipient after
 // "to="), "" without one.
 std::string headerWord(std::string_view header, std::string_view key)

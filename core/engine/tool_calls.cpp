@@ -288,8 +288,9 @@ Markers markersOf(ToolSyntax syntax)
     return {};
 }
 
-// The length of the longest end of `text` that begins one of `markers`.
-size_t partialMarker(std::string_view text, const std::vector<std::string_view>& markers)
+}  // namespace
+
+size_t partialMarker(std::string_view text, std::span<const std::string_view> markers)
 {
     size_t keep = 0;
     for (std::string_view m : markers)
@@ -300,8 +301,6 @@ size_t partialMarker(std::string_view text, const std::vector<std::string_view>&
             }
     return keep;
 }
-
-}  // namespace
 
 const char* toolSyntaxName(ToolSyntax syntax)
 {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,10 @@ ToolSet toolSetOf(ToolSyntax syntax, std::string_view toolsJson);
 // calls asked for in `syntax` (DeepSeek's as its model card writes them; Tag with a JSON body
 // for every other).
 std::string toolInstructions(ToolSyntax syntax, std::string_view toolsJson);
+
+// The length of the longest end of `text` that begins one of `markers` (text held back: it may
+// still become a marker when the next token comes). The reply parser's too.
+size_t partialMarker(std::string_view text, std::span<const std::string_view> markers);
 
 // The body of one call in each syntax, parsed; empty when it is not one (exposed for tests and
 // fuzzing). Tag: what lies between `<tool_call>` and `</tool_call>`.
