@@ -203,7 +203,7 @@ int32_t TokenMasker::next(int32_t id, uint8_t byte)
     if (!fits) return m_states[size_t(id)].next[byte] = kDead;
     GrammarState s = current;
     n = s.advance(*m_grammar, byte) ? intern(std::move(s)) : kDead;
-    m_states[size_t(id)].next[byte] = n;  // after intern: m_states may have moved
+    m_states[size_t(id)].next[byte] = n;
     return n;
 }
 
@@ -267,7 +267,7 @@ std::vector<uint64_t> TokenMasker::mask(const GrammarState& state) { return mask
 
 std::vector<uint64_t> TokenMasker::mask(int32_t id)
 {
-    const GrammarState state = m_states[size_t(id)].state;  // a copy: interning below may move m_states
+    const GrammarState& state = m_states[size_t(id)].state;  // (interning below does not move it: a deque)
     std::vector<uint64_t> bits((m_bytes.size() + 63) / 64, 0);
     std::vector<uint32_t> tops;
     for (const Stack& s : state.stacks())

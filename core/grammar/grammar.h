@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -173,7 +174,7 @@ private:
     std::vector<bool> m_end;
     std::vector<TrieNode> m_trie;
     std::unordered_map<uint32_t, TopSets> m_tops;
-    std::vector<Interned> m_states;
+    std::deque<Interned> m_states;  // a deque: a state stays where it is as more come (no moves, no copies)
     std::unordered_map<std::string, int32_t> m_ids;
 };
 
