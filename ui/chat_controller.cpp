@@ -33,6 +33,15 @@ ChatController::ChatController(GenerationWorker* worker, ChatStore* store, QObje
     }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::tokens, this, &ChatController::onTokens, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::reasoningText, this, &ChatController::onReasoning, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::reasoningTimed, this, [this](double ms) {
+        if (!m_generating || m_replyIndex < 0 || m_replyIndex >= m_messages.size()) return;
+        m_messages[m_replyIndex].reasoningMs += ms;  // a continued reply's adds to it
+        emit replyReasoningTimed(m_messages[m_replyIndex].reasoningMs);
+    }, Qt::QueuedConnection);
+    connect(worker, &GenerationWorker::thinkingOffered, this, [this](const ThinkingOptions& options) {
+        m_thinking = options;
+        emit thinkingOffered(options);
+    }, Qt::QueuedConnection);
     connect(worker, &GenerationWorker::finished, this, &ChatController::onFinished, Qt::QueuedConnection);
     if (!store) return;
     connect(this, &ChatController::storeOpen, store, &ChatStore::open, Qt::QueuedConnection);
@@ -120,16 +129,17 @@ GenerationSettings ChatController::replySettings() const
 
 void ChatController::saveSettings()
 {
-    if (m_store && m_conversation)
-        emit storeWriteSetting(chatSettingsKey(m_conversation),
-                               QString::fromUtf8(QJsonDocument(m_settings.toJson()).toJson(QJsonDocument::Compact)));
+    if (!m_store) return;
+    const QString json = QString::fromUtf8(QJsonDocument(m_settings.toJson()).toJson(QJsonDocument::Compact));
+    if (m_conversation) emit storeWriteSetting(chatSettingsKey(m_conversation), json);
+    emit storeWriteSetting(QString::fromLatin1(kNewChatKey), json);
 }
 
 bool ChatController::applyPreset(const QString& name)
 {
     for (const GenerationPreset& p : m_presets) {
         if (p.name != name) continue;
-        GenerationSettings s = p.settings;
+        GenerationSettings s = p.settings.withThinkingOf(m_settings);
         if (s.systemPrompt.isEmpty()) s.systemPrompt = m_settings.systemPrompt;
         setSettings(s);
         return true;
@@ -170,8 +180,10 @@ void ChatController::onSetting(const QString& key, const QString& valueJson)
         emit presetsChanged();
         return;
     }
-    // A chat's own settings, as it opens (none stored: it keeps what is set now).
-    if (key == chatSettingsKey(m_conversation) && !valueJson.isEmpty() && !m_generating) {
+    // A chat's own settings, as it opens (none stored: it keeps what is set now); the new chat a
+    // session starts with takes those set last.
+    const bool newChat = key == QLatin1String(kNewChatKey) && m_conversation == 0 && m_messages.isEmpty();
+    if ((newChat || key == chatSettingsKey(m_conversation)) && !valueJson.isEmpty() && !m_generating) {
         const GenerationSettings stored = GenerationSettings::fromJson(QJsonDocument::fromJson(valueJson.toUtf8()).object());
         if (!(stored == m_settings)) {
             m_settings = stored;
@@ -215,6 +227,7 @@ void ChatController::openHistory(const QString& folder)
     if (!m_store) return;
     emit storeOpen(folder);
     emit storeReadSetting(QString::fromLatin1(kPresetsKey));
+    emit storeReadSetting(QString::fromLatin1(kNewChatKey));
 }
 
 bool ChatController::send(const QString& prompt)
@@ -259,7 +272,7 @@ void ChatController::storeLastPrompt()
     if (!m_store || !m_conversation || index < 0) return;
     ++m_pendingStores;
     m_storeTargets.push_back(index);
-    emit storeAppend(m_conversation, QStringLiteral("user"), m_messages[index].content, 0, 0, QString(), QString());
+    emit storeAppend(m_conversation, QStringLiteral("user"), m_messages[index].content, 0, 0, QString(), QString(), 0);
 }
 
 void ChatController::requestGeneration()
@@ -312,7 +325,7 @@ bool ChatController::editAndResend(int index, const QString& text)
         if (!lastExchange) emit storeTruncate(m_conversation, promptId);
         ++m_pendingStores;
         m_storeTargets.push_back(-1);
-        emit storeVersion(m_conversation, promptId, QStringLiteral("edit"), text, 0, 0, QString(), QString());
+        emit storeVersion(m_conversation, promptId, QStringLiteral("edit"), text, 0, 0, QString(), QString(), 0);
         edited.versionCount += 1;
         edited.versionNumber = edited.versionCount;
     }
@@ -454,16 +467,17 @@ void ChatController::onFinished(double tokensPerSecond, double timeToFirstTokenM
     emit replyEnded(tokensPerSecond, timeToFirstTokenMs, m_modelDescription);
     const QString reply = m_messages.value(m_replyIndex).content;
     const QString reasoning = m_messages.value(m_replyIndex).reasoning;
+    const double reasoningMs = m_messages.value(m_replyIndex).reasoningMs;
     if (m_store && m_conversation) {
         ++m_pendingStores;
         if (m_replacesMessage) {
             m_storeTargets.push_back(-1);
             emit storeVersion(m_conversation, m_replacesMessage, QStringLiteral("regeneration"), reply, tokensPerSecond,
-                              timeToFirstTokenMs, m_modelDescription, reasoning);  // (a continued reply too)
+                              timeToFirstTokenMs, m_modelDescription, reasoning, reasoningMs);  // (a continued reply too)
         } else {
             m_storeTargets.push_back(m_replyIndex);
             emit storeAppend(m_conversation, QStringLiteral("assistant"), reply, tokensPerSecond, timeToFirstTokenMs,
-                             m_modelDescription, reasoning);
+                             m_modelDescription, reasoning, reasoningMs);
         }
     }
     emit stateChanged();

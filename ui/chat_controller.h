@@ -59,6 +59,7 @@ public:
     int replyLimit() const;
     static constexpr int kBaseModelReplyTokens = 512;
     bool chatTemplate() const { return m_chatTemplate; }  // whether the model answering has one
+    const ThinkingOptions& thinkingOptions() const { return m_thinking; }  // what its template offers
     // The built-in presets, then the user's.
     const QVector<GenerationPreset>& presets() const { return m_presets; }
     // The preset's settings for this chat (its system prompt stays when the preset has none).
@@ -111,6 +112,7 @@ signals:
     void replyContinued(int index);  // the reply at `index` streams on after its text
     void replyText(const QString& text);
     void replyReasoning(const QString& text);
+    void replyReasoningTimed(double milliseconds);  // before replyEnded, for a reply that reasoned
     void replyEnded(double tokensPerSecond, double firstTokenMs, const QString& modelName);
     // Its state.
     void stateChanged();  // model ready, generating
@@ -131,6 +133,8 @@ signals:
     // The conversation just opened talks to another catalog model than the one loaded.
     void conversationModelWanted(qint64 modelId);
     void settingsChanged(const spillway::ui::GenerationSettings& settings);
+    // What the model answering offers of thinking (its template's switch, effort, budget).
+    void thinkingOffered(const spillway::ui::ThinkingOptions& options);
     void exported(const QString& path, int count);
     void imported(int count, qint64 lastConversation);
     void presetsChanged();
@@ -145,10 +149,11 @@ signals:
     void storeSetModel(qint64 conversation, qint64 modelId);
     void storeLoad(qint64 conversation);
     void storeAppend(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
-                     double firstTokenMs, const QString& modelName, const QString& reasoning);
+                     double firstTokenMs, const QString& modelName, const QString& reasoning, double reasoningMs);
     void storeRename(qint64 conversation, const QString& title);
     void storeVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
-                      double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning);
+                      double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning,
+                      double reasoningMs);
     void storeSelectVersion(qint64 conversation, qint64 message, int number);
     void storeTruncate(qint64 conversation, qint64 message);
     void storeRemove(qint64 conversation);
@@ -203,6 +208,7 @@ private:
     QVector<GenerationPreset> m_presets;
     bool m_modelReady = false;
     bool m_chatTemplate = false;  // the model answering formats a conversation (else it continues)
+    ThinkingOptions m_thinking;   // what its template offers
     bool m_generating = false;
 };
 

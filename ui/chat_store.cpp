@@ -21,6 +21,7 @@ int startReplyAt(QVector<MessageItem>& messages, int index)
         messages.resize(index + 1);
         messages[index].content.clear();
         messages[index].reasoning.clear();
+        messages[index].reasoningMs = 0;
         messages[index].tokensPerSecond = messages[index].firstTokenMs = 0;
         return index;
     }
@@ -34,10 +35,11 @@ namespace {
 
 // How a reply was made; zero figures are unknown.
 storage::Generation generationOf(double tokensPerSecond, double firstTokenMs, const QString& modelName,
-                                 const QString& reasoning = {})
+                                 const QString& reasoning = {}, double reasoningMs = 0)
 {
     storage::Generation g;
     g.reasoning = reasoning.toStdString();
+    if (reasoningMs > 0) g.reasoningMs = reasoningMs;
     g.modelName = modelName.toStdString();
     if (tokensPerSecond > 0) g.tokensPerSecond = tokensPerSecond;
     if (firstTokenMs > 0) g.firstTokenMs = firstTokenMs;
@@ -119,7 +121,7 @@ void ChatStore::load(qint64 conversation)
         items.push_back({m.id, QString::fromUtf8(storage::roleName(m.role)), QString::fromStdString(m.content),
                          m.generation.tokensPerSecond.value_or(0.0), m.generation.firstTokenMs.value_or(0.0),
                          QString::fromStdString(m.generation.modelName), 1, m.versionCount,
-                         QString::fromStdString(m.generation.reasoning)});
+                         QString::fromStdString(m.generation.reasoning), m.generation.reasoningMs.value_or(0.0)});
     for (MessageItem& item : items) {  // which version is current, for "‹ 2/3 ›"
         if (item.versionCount < 2) continue;
         auto versions = m_db->versions(item.id);
@@ -131,24 +133,25 @@ void ChatStore::load(qint64 conversation)
 }
 
 void ChatStore::append(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
-                       double firstTokenMs, const QString& modelName, const QString& reasoning)
+                       double firstTokenMs, const QString& modelName, const QString& reasoning, double reasoningMs)
 {
     if (!ready()) return;
     const auto r = storage::parseRole(role.toStdString());
     if (!r) return emit failed(tr("unknown message role '%1'").arg(role));
-    const storage::Generation g = generationOf(tokensPerSecond, firstTokenMs, modelName, reasoning);
+    const storage::Generation g = generationOf(tokensPerSecond, firstTokenMs, modelName, reasoning, reasoningMs);
     auto id = m_db->appendMessage(conversation, *r, content.toStdString(), g);
     if (!id) return emit failed(QString::fromStdString(id.error().message));
     emit stored(conversation, *id);
 }
 
 void ChatStore::addVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
-                           double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning)
+                           double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning,
+                           double reasoningMs)
 {
     if (!ready()) return;
     const auto k = storage::parseVersionKind(kind.toStdString());
     if (!k) return emit failed(tr("unknown version kind '%1'").arg(kind));
-    const storage::Generation g = generationOf(tokensPerSecond, firstTokenMs, modelName, reasoning);
+    const storage::Generation g = generationOf(tokensPerSecond, firstTokenMs, modelName, reasoning, reasoningMs);
     auto id = m_db->addVersion(message, *k, content.toStdString(), g);
     if (!id) return emit failed(QString::fromStdString(id.error().message));
     emit stored(conversation, message);

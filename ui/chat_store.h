@@ -36,6 +36,7 @@ struct MessageItem {
     // the answer and never sent back to the model; stored with the reply (the chat database's
     // reasoning column) and loaded with it.
     QString reasoning;
+    double reasoningMs = 0;  // how long it reasoned; 0 when unknown
 };
 
 // A reply about to stream in at `index`: the message there is emptied (its figures too) and what
@@ -59,13 +60,14 @@ public slots:
     void load(qint64 conversation);
     // The conversation talks to catalog model `modelId` from now on.
     void setConversationModel(qint64 conversation, qint64 modelId);
-    // `reasoning`: a reply's thinking, stored apart from its content.
+    // `reasoning`: a reply's thinking, stored apart from its content; `reasoningMs` its time (0: unknown).
     void append(qint64 conversation, const QString& role, const QString& content, double tokensPerSecond,
-                double firstTokenMs, const QString& modelName, const QString& reasoning = {});
+                double firstTokenMs, const QString& modelName, const QString& reasoning = {}, double reasoningMs = 0);
     // A new version of a stored message (kind "edit" or "regeneration"), made current; answered
     // by stored(conversation, message).
     void addVersion(qint64 conversation, qint64 message, const QString& kind, const QString& content,
-                    double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning = {});
+                    double tokensPerSecond, double firstTokenMs, const QString& modelName, const QString& reasoning = {},
+                    double reasoningMs = 0);
     // Shows version `number` (1-based) of a message from now on; then loads the conversation.
     void selectVersion(qint64 conversation, qint64 message, int number);
     // Removes every message of the conversation after `message` (edit-and-resend of an earlier

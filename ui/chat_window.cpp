@@ -546,6 +546,7 @@ void ChatWindow::connectChat()
     connect(chat, &ChatController::replyContinued, m_transcript, &TranscriptView::continueReply);
     connect(chat, &ChatController::replyText, m_transcript, &TranscriptView::appendReplyText);
     connect(chat, &ChatController::replyReasoning, m_transcript, &TranscriptView::appendReplyReasoning);
+    connect(chat, &ChatController::replyReasoningTimed, m_transcript, &TranscriptView::setReplyReasoningTime);
     connect(chat, &ChatController::replyEnded, m_transcript, &TranscriptView::finishReply);
     connect(chat, &ChatController::stateChanged, this, &ChatWindow::updateButtons);
     connect(chat, &ChatController::modelLoaded, this, &ChatWindow::onModelLoaded);
@@ -605,6 +606,7 @@ void ChatWindow::connectChat()
     m_generation->setPresets(chat->presets());
     m_generation->setSettings(chat->settings());
     connect(chat, &ChatController::settingsChanged, m_generation, &GenerationPanel::setSettings);
+    connect(chat, &ChatController::thinkingOffered, m_generation, &GenerationPanel::setThinkingOptions);
     connect(chat, &ChatController::presetsChanged, this, [this] { m_generation->setPresets(m_chat->presets()); });
     connect(m_generation, &GenerationPanel::changed, chat, &ChatController::setSettings);
     connect(m_generation, &GenerationPanel::presetChosen, chat, &ChatController::applyPreset);

@@ -1,5 +1,6 @@
 #include "generation_panel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -55,10 +56,26 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent)
     m_repeat = real("repeatPenalty", tr("Repetition penalty"), 0.5, 3, 0.05, 2);
     m_seed = spin("seed", tr("Seed"), -1, 2147483647, -1);
     m_seed->setSpecialValueText(tr("random"));
+    m_thinking = new QCheckBox(tr("Think before answering"), this);
+    m_thinking->setObjectName("thinking");
+    m_thinking->setToolTip(tr("The model's template takes a thinking switch (enable_thinking)"));
+    m_effort = new QComboBox(this);
+    m_effort->setObjectName("reasoningEffort");
+    m_effort->setAccessibleName(tr("Reasoning effort"));
+    m_effort->addItem(tr("the model's default"), QString());
+    m_effort->addItem(tr("low"), QStringLiteral("low"));
+    m_effort->addItem(tr("medium"), QStringLiteral("medium"));
+    m_effort->addItem(tr("high"), QStringLiteral("high"));
+    m_effort->setToolTip(tr("How hard the model reasons (its template's reasoning_effort)"));
+    m_budget = spin("reasoningBudget", tr("Thinking budget"), -1, 1 << 20, -1);
+    m_budget->setSpecialValueText(tr("no limit"));
+    m_budget->setSuffix(tr(" tokens"));
+    m_budget->setToolTip(tr("The most tokens the model thinks for; then its thinking is closed and it answers "
+                            "(0: it answers at once)"));
     m_save = new QPushButton(tr("Save as preset…"), this);
     m_save->setObjectName("savePreset");
 
-    auto* form = new QFormLayout;
+    auto* form = m_form = new QFormLayout;
     form->addRow(tr("Preset"), m_preset);
     form->addRow(tr("Max tokens"), m_maxTokens);
     form->addRow(tr("Temperature"), m_temperature);
@@ -67,6 +84,9 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent)
     form->addRow(tr("Min-p"), m_minP);
     form->addRow(tr("Repetition penalty"), m_repeat);
     form->addRow(tr("Seed"), m_seed);
+    form->addRow(tr("Thinking"), m_thinking);
+    form->addRow(tr("Reasoning effort"), m_effort);
+    form->addRow(tr("Thinking budget"), m_budget);
     m_systemNote = new QLabel(this);
     m_systemNote->setObjectName("systemPromptNote");
     m_systemNote->setWordWrap(true);
@@ -83,6 +103,12 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent)
         connect(box, &QSpinBox::valueChanged, this, &GenerationPanel::emitChanged);
     for (QDoubleSpinBox* box : {m_temperature, m_topP, m_minP, m_repeat})
         connect(box, &QDoubleSpinBox::valueChanged, this, &GenerationPanel::emitChanged);
+    connect(m_budget, &QSpinBox::valueChanged, this, &GenerationPanel::emitChanged);
+    connect(m_thinking, &QCheckBox::toggled, this, [this](bool on) {
+        m_budget->setEnabled(on);
+        emitChanged();
+    });
+    connect(m_effort, &QComboBox::currentIndexChanged, this, &GenerationPanel::emitChanged);
     connect(m_preset, &QComboBox::activated, this, [this](int index) {
         if (index > 0) emit presetChosen(m_preset->itemText(index));
     });
@@ -92,6 +118,14 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent)
         if (ok && !name.trimmed().isEmpty()) emit savePresetRequested(name.trimmed());
     });
     setSettings(GenerationSettings{});
+    setThinkingOptions({});
+}
+
+void GenerationPanel::setThinkingOptions(const ThinkingOptions& options)
+{
+    m_form->setRowVisible(m_thinking, options.switchable);
+    m_form->setRowVisible(m_effort, options.effort);
+    m_form->setRowVisible(m_budget, options.budget);
 }
 
 void GenerationPanel::setBaseModel(bool base, int defaultReplyTokens)
@@ -117,10 +151,14 @@ void GenerationPanel::setSettings(const GenerationSettings& s)
     m_minP->setValue(s.minP);
     m_repeat->setValue(s.repeatPenalty);
     m_seed->setValue(int(std::min<qint64>(s.seed, 2147483647)));
+    m_thinking->setChecked(s.thinking);
+    m_budget->setEnabled(s.thinking);
+    m_effort->setCurrentIndex(std::max(0, m_effort->findData(s.reasoningEffort)));
+    m_budget->setValue(s.reasoningBudget);
     // The preset these settings are (its system prompt aside), else "this chat's own".
     int shown = 0;
     for (int i = 0; i < m_presets.size(); ++i) {
-        GenerationSettings p = m_presets[i].settings;
+        GenerationSettings p = m_presets[i].settings.withThinkingOf(s);
         p.systemPrompt = s.systemPrompt;
         if (p == s) {
             shown = i + 1;
@@ -142,6 +180,9 @@ GenerationSettings GenerationPanel::settings() const
     s.minP = m_minP->value();
     s.repeatPenalty = m_repeat->value();
     s.seed = m_seed->value();
+    s.thinking = m_thinking->isChecked();
+    s.reasoningEffort = m_effort->currentData().toString();
+    s.reasoningBudget = m_budget->value();
     return s;
 }
 

@@ -1,14 +1,17 @@
 #pragma once
 // The chat's generation settings beside the transcript (a side sheet the Settings button shows):
 // a preset (Precise, Balanced, Creative, the user's), the system prompt, the reply's length limit,
-// temperature, top-k, top-p, min-p, repetition penalty and seed, and "Save as preset…". It shows
-// and collects; ChatController keeps the settings with the chat.
+// temperature, top-k, top-p, min-p, repetition penalty and seed, and "Save as preset…"; where the
+// model's template offers them, its thinking switch, reasoning effort and thinking budget. It
+// shows and collects; ChatController keeps the settings with the chat.
 
 #include <QWidget>
 
 #include "generation_settings.h"
 
+class QCheckBox;
 class QComboBox;
+class QFormLayout;
 class QDoubleSpinBox;
 class QLabel;
 class QPlainTextEdit;
@@ -30,6 +33,8 @@ public:
     // system prompt (a note under it says so), and a reply of no set length stops at
     // `defaultReplyTokens` (shown as Max tokens' default).
     void setBaseModel(bool base, int defaultReplyTokens);
+    // Shows the thinking rows the model's template offers (none: hidden).
+    void setThinkingOptions(const ThinkingOptions& options);
 
 signals:
     void changed(const spillway::ui::GenerationSettings& settings);
@@ -49,6 +54,10 @@ private:
     QDoubleSpinBox* m_minP = nullptr;
     QDoubleSpinBox* m_repeat = nullptr;
     QSpinBox* m_seed = nullptr;
+    QCheckBox* m_thinking = nullptr;
+    QComboBox* m_effort = nullptr;
+    QSpinBox* m_budget = nullptr;
+    QFormLayout* m_form = nullptr;
     QPushButton* m_save = nullptr;
     QVector<GenerationPreset> m_presets;
     bool m_showing = false;  // setSettings is filling the fields

@@ -8,7 +8,8 @@ QJsonObject GenerationSettings::toJson() const
 {
     return QJsonObject{{"systemPrompt", systemPrompt}, {"maxTokens", maxTokens}, {"temperature", temperature},
                        {"topK", topK},   {"topP", topP},     {"minP", minP},
-                       {"repeatPenalty", repeatPenalty}, {"seed", seed}};
+                       {"repeatPenalty", repeatPenalty}, {"seed", seed}, {"thinking", thinking},
+                       {"reasoningEffort", reasoningEffort}, {"reasoningBudget", reasoningBudget}};
 }
 
 GenerationSettings GenerationSettings::fromJson(const QJsonObject& json)
@@ -22,6 +23,20 @@ GenerationSettings GenerationSettings::fromJson(const QJsonObject& json)
     s.minP = std::clamp(json.value("minP").toDouble(s.minP), 0.0, 1.0);
     s.repeatPenalty = std::clamp(json.value("repeatPenalty").toDouble(s.repeatPenalty), 0.5, 3.0);
     s.seed = std::max<qint64>(-1, qint64(json.value("seed").toDouble(double(s.seed))));
+    s.thinking = json.value("thinking").toBool(s.thinking);
+    const QString effort = json.value("reasoningEffort").toString();
+    if (effort == QLatin1String("low") || effort == QLatin1String("medium") || effort == QLatin1String("high"))
+        s.reasoningEffort = effort;
+    s.reasoningBudget = std::clamp(json.value("reasoningBudget").toInt(s.reasoningBudget), -1, 1 << 20);
+    return s;
+}
+
+GenerationSettings GenerationSettings::withThinkingOf(const GenerationSettings& other) const
+{
+    GenerationSettings s = *this;
+    s.thinking = other.thinking;
+    s.reasoningEffort = other.reasoningEffort;
+    s.reasoningBudget = other.reasoningBudget;
     return s;
 }
 

@@ -140,6 +140,7 @@ void GenerationWorker::loadModel(const QString& path)
             if (fresh || previous)
                 emit deviceChanged(QString::fromStdString(m_engine->device().info().backend), loadedDescription(),
                                    QString::fromStdString(m_engine->deviceChoice()));
+            emit thinkingOffered(thinkingOptions());
             emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
             return;
         } else {
@@ -182,7 +183,13 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
     std::vector<engine::Message> messages;
     messages.reserve(size_t(conversation.size()) + 1);
     if (!settings.systemPrompt.trimmed().isEmpty()) messages.push_back({"system", settings.systemPrompt.toStdString()});
-    for (const MessageItem& m : conversation) messages.push_back({m.role.toStdString(), m.content.toStdString()});
+    for (const MessageItem& m : conversation) {
+        // A reply's reasoning goes to the template, which keeps it out of later turns where the
+        // model's makers say so (Qwen3's and DeepSeek's templates drop it before the last prompt).
+        engine::Message message{m.role.toStdString(), m.content.toStdString()};
+        message.reasoning = m.reasoning.toStdString();
+        messages.push_back(std::move(message));
+    }
     if (m_remote) return generateRemote(messages, settings, continueLast);
     if (!m_conversation) m_conversation = m_engine->conversation();
 
@@ -193,6 +200,9 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
     options.continueLast = continueLast;
     options.sampling = settings.sampler(std::random_device{}());
     options.stop = &m_stop;
+    options.prompt.thinking = settings.thinking;
+    options.prompt.reasoningEffort = settings.reasoningEffort.toStdString();
+    options.reasoningBudget = settings.thinking ? settings.reasoningBudget : -1;
     options.onPrompt = [this](const std::string& prompt) { emit promptPrepared(QString::fromStdString(prompt)); };
     options.onToken = [&](std::string_view, int32_t) {
         m_turns.yield();  // a server beside the chat gets its turn between tokens
@@ -201,8 +211,13 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
     // The answer and the reasoning apart, in the order they came (a batch is sent before the
     // other part's text).
     engine::ReplyPart last = engine::ReplyPart::Content;
+    // The reasoning's time: from its first piece to the answer's first (or the reply's end).
+    using Clock = std::chrono::steady_clock;
+    std::optional<Clock::time_point> thoughtFrom, thoughtTo;
     options.onPart = [&](engine::ReplyPart part, std::string_view piece) {
         const bool thinking = part == engine::ReplyPart::Reasoning;
+        if (thinking && !thoughtFrom) thoughtFrom = Clock::now();
+        if (!thinking && thoughtFrom && !thoughtTo && !piece.empty()) thoughtTo = Clock::now();
         if (part != last) (thinking ? text : thought).flush();
         last = part;
         (thinking ? thought : text).add(piece);
@@ -219,6 +234,8 @@ void GenerationWorker::generateWith(const QVector<MessageItem>& conversation, co
         emit failed(QString::fromStdString(stats.error().message));
         return;
     }
+    if (thoughtFrom)
+        emit reasoningTimed(std::chrono::duration<double, std::milli>(thoughtTo.value_or(Clock::now()) - *thoughtFrom).count());
     // Over the conversation so far: its session's cache lives as long as it does.
     const NeuronCacheReport nc = m_conversation->session()->neuronCacheReport();
     if (nc.total.tokens > 0) {
@@ -264,6 +281,13 @@ void GenerationWorker::calibrateFrom(const engine::ReplyStats& stats, uint64_t e
     emit runMeasured(run);
 }
 
+ThinkingOptions GenerationWorker::thinkingOptions() const
+{
+    const engine::ChatFormat& format = m_engine->chat();
+    return {format.mentions("enable_thinking"), format.mentions("reasoning_effort"),
+            format.markup() == engine::ReplyMarkup::ThinkTags};
+}
+
 QString GenerationWorker::loadedDescription() const
 {
     QString d = describe(m_engine->model(), m_engine->device());
@@ -306,6 +330,7 @@ void GenerationWorker::applyPlan(const TuningPrediction& prediction)
     m_engine = std::move(*opened);
     if (otherVariant) {
         emit variantApplied(variant);
+        emit thinkingOffered(thinkingOptions());
         emit modelLoaded(loadedDescription(), m_engine->chat().chatting());
     }
     QString cache;

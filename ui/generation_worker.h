@@ -99,8 +99,14 @@ signals:
     // The model before was unloaded to make room for the next: its name and the device memory
     // that freed (the device's own accounting).
     void unloaded(const QString& name, qint64 freedDeviceBytes);
+    // Before modelLoaded (and after a plan loaded another variant): what the model's template
+    // offers of thinking (all false for a remote model: its server decides).
+    void thinkingOffered(const spillway::ui::ThinkingOptions& options);
     // The exact text given to the model for the latest request.
     void promptPrepared(const QString& prompt);
+    // Before finished(), after a reply that reasoned: how long its reasoning took, from its
+    // first token to the answer's (or the reply's end).
+    void reasoningTimed(double milliseconds);
     void failed(const QString& message);
     // Text of new tokens, batched about every 16 ms; always whole UTF-8 characters.
     void tokens(const QString& text);
@@ -154,6 +160,7 @@ private:
         ServerPause& operator=(const ServerPause&) = delete;
     };
     QString loadedDescription() const;
+    ThinkingOptions thinkingOptions() const;
     // Engine notices as signals (a lost device also changes the device).
     void onNotice(const engine::Notice& notice);
     engine::EngineOptions baseOptions();

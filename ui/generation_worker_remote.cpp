@@ -15,7 +15,11 @@
 
 namespace spillway::ui {
 
-GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent) { qRegisterMetaType<RunLanes>(); }
+GenerationWorker::GenerationWorker(QObject* parent) : QObject(parent)
+{
+    qRegisterMetaType<RunLanes>();
+    qRegisterMetaType<ThinkingOptions>();
+}
 
 // The server goes first: its slots hold conversations on the engine.
 GenerationWorker::~GenerationWorker() { m_served.reset(); }
@@ -51,6 +55,7 @@ void GenerationWorker::loadEndpoint(const QString& path)
     m_remote = std::move(*client);
     m_remoteDescription = tr("%1 (remote, %2)").arg(ref->model, ref->url);
     emit deviceChanged(QStringLiteral("remote"), m_remoteDescription, QString());
+    emit thinkingOffered({});
     emit modelLoaded(m_remoteDescription, true);
     resumeServer();
 }

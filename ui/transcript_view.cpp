@@ -207,15 +207,46 @@ void TranscriptView::appendReplyText(const QString& text)
 void TranscriptView::appendReplyReasoning(const QString& text)
 {
     if (m_streaming < 0) return;
+    const bool first = m_messages[m_streaming].reasoning.isEmpty();
     m_messages[m_streaming].reasoning += text;
     QTextCursor cursor(document());
     cursor.movePosition(QTextCursor::End);
+    if (first) {  // what streams is the model's thinking, not its answer
+        QTextCharFormat label;
+        label.setForeground(mutedColor(palette()));
+        label.setFontWeight(QFont::Bold);
+        cursor.insertText(tr("Thinking…"), label);
+        cursor.insertBlock();
+    }
     QTextCharFormat format;
     format.setForeground(mutedColor(palette()));
     format.setFontItalic(true);
     cursor.insertText(text, format);
     if (m_follow) scrollToNewest();
 }
+
+void TranscriptView::setReplyReasoningTime(double milliseconds)
+{
+    if (m_streaming >= 0) m_messages[m_streaming].reasoningMs = milliseconds;
+}
+
+namespace {
+
+// The reasoning's fold: "Thought for 12 s · 340 words" ("Reasoning · 340 words" untimed).
+QString reasoningFold(const MessageItem& m)
+{
+    const int words = int(m.reasoning.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts).size());
+    const QString count = words == 1 ? TranscriptView::tr("1 word") : TranscriptView::tr("%1 words").arg(words);
+    if (!(m.reasoningMs > 0)) return TranscriptView::tr("Reasoning · %1").arg(count);
+    const double s = m.reasoningMs / 1000;
+    const QString time = s < 0.1   ? TranscriptView::tr("under 0.1 s")
+                         : s < 10  ? TranscriptView::tr("%1 s").arg(s, 0, 'f', 1)
+                         : s < 120 ? TranscriptView::tr("%1 s").arg(qRound(s))
+                                   : TranscriptView::tr("%1 min %2 s").arg(int(s) / 60).arg(int(s) % 60);
+    return TranscriptView::tr("Thought for %1 · %2").arg(time, count);
+}
+
+}  // namespace
 
 void TranscriptView::finishReply(double tokensPerSecond, double firstTokenMs, const QString& modelName)
 {
@@ -274,10 +305,8 @@ void TranscriptView::renderMessage(int index)
         // The reasoning folded into one line above the answer; a click opens it.
         const bool open = m_openReasoning.contains(index);
         const QColor faint = mutedColor(palette());
-        const int words = int(m.reasoning.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts).size());
         cursor.insertHtml(actionLink(QStringLiteral("reasoning"), index,
-                                     (open ? QStringLiteral("▾ ") : QStringLiteral("▸ ")) +
-                                         (words == 1 ? tr("Reasoning · 1 word") : tr("Reasoning · %1 words").arg(words)),
+                                     (open ? QStringLiteral("▾ ") : QStringLiteral("▸ ")) + reasoningFold(m),
                                      faint, open ? tr("Hide the model's reasoning") : tr("Show the model's reasoning")));
         if (open) {
             cursor.insertBlock();

@@ -43,6 +43,8 @@ public:
     // The reply's reasoning, streamed dimmed before its answer; once the reply is finished it
     // folds into one line ("Reasoning · 120 words") that opens and closes it.
     void appendReplyReasoning(const QString& text);
+    // How long the streaming reply reasoned (its fold then says "Thought for 12 s").
+    void setReplyReasoningTime(double milliseconds);
     void finishReply(double tokensPerSecond, double firstTokenMs, const QString& modelName);
     bool isStreaming() const { return m_streaming >= 0; }
     // Whether the view keeps the newest text in sight: true until the user scrolls up, and again

@@ -50,6 +50,10 @@ struct ChatOptions {
     bool json = false;
     std::string endpoint, apiKeyFile, remoteModel;
     OffloadOptions offload;
+    // Thinking, for templates that take it: "" (the template's default), "on", "off"; the effort
+    // ("" default, low, medium, high); the most tokens a reply thinks for (-1: no limit).
+    std::string think, reasoningEffort;
+    int reasoningBudget = -1;
 };
 
 // One reply, local or remote, as the loop sees it.
@@ -140,6 +144,9 @@ int runChat(ChatOptions o)
             r.maxNewTokens = o.tokens;
             r.sampling = o.sampling;
             r.stop = &g_stopReply;
+            if (!o.think.empty()) r.prompt.thinking = o.think == "on";
+            r.prompt.reasoningEffort = o.reasoningEffort;
+            r.reasoningBudget = o.reasoningBudget;
             Turn t;
             r.onPart = onText;
             auto s = conversation->reply(history, r);
@@ -302,6 +309,15 @@ void addChatCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--frequency-penalty", o->sampling.frequencyPenalty, "Subtract this per time a token was seen among the recent ones (0 = off)")
         ->check(CLI::Range(-2.0, 2.0));
     cmd->add_option("--seed", o->seed, "Random seed (default: random)");
+    cmd->add_option("--think", o->think, "A thinking model thinks before it answers (on) or not (off), where its "
+                                         "template takes enable_thinking (default: the template's)")
+        ->check(CLI::IsMember({"on", "off"}));
+    cmd->add_option("--reasoning-effort", o->reasoningEffort, "low, medium or high, where the template takes "
+                                                              "reasoning_effort (gpt-oss)")
+        ->check(CLI::IsMember({"low", "medium", "high"}));
+    cmd->add_option("--reasoning-budget", o->reasoningBudget,
+                    "The most tokens a reply may think for before it answers (0: at once; default -1: no limit)")
+        ->check(CLI::Range(-1, 1 << 20));
     cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per core)")->check(CLI::Range(0, 1024));
     cmd->add_option("-c,--ctx", o->context, "Context length (default: trained, at most 4096)")->check(CLI::Range(0, 1 << 22));
     cmd->add_option("--backend", o->backend, "Compute backend: cpu, cuda, vulkan, auto");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_common.h"
+#include "core/engine/chat_format.h"
 #include "core/formats/gguf_split.h"
 #include "core/model/convert_model.h"
 #include "core/model/llama_model.h"
@@ -24,6 +25,7 @@ struct ConvertCommandOptions {
     std::string shardSize;
     std::string splitMaxSize;
     int splitMaxTensors = 0;
+    std::string chatTemplateFile;
     ModelLoadOptions load;
 };
 
@@ -77,6 +79,14 @@ int runConvert(const ConvertCommandOptions& o)
     }
     if (o.splitMaxTensors < 0) return reportError(makeError(ErrorCode::InvalidArgument, "--split-max-tensors must be > 0"));
     options.splitMaxTensors = o.splitMaxTensors;
+    if (!o.chatTemplateFile.empty()) {
+        auto text = readTextFile(o.chatTemplateFile);
+        if (!text) return reportError(text.error());
+        if (auto parsed = engine::ChatFormat::fromSource(*text, "", ""); !parsed)
+            return reportError(makeError(ErrorCode::InvalidArgument,
+                                         o.chatTemplateFile + ": the chat template does not parse: " + parsed.error().message));
+        options.chatTemplate = std::move(*text);
+    }
     auto model = LlamaModel::load(o.model, o.load);
     if (!model) return reportError(model.error());
     if (Status s = convertModel(**model, o.out, options); !s) return reportError(s.error());
@@ -121,6 +131,9 @@ void addConvertCommand(CLI::App& app, int& exitCode)
                     "GiB, MiB binary). A split model converted without it is joined into one file");
     cmd->add_option("--split-max-tensors", o->splitMaxTensors,
                     "--to gguf: a split GGUF with at most this many tensors per part");
+    cmd->add_option("--chat-template-file", o->chatTemplateFile,
+                    "--to gguf: write this Jinja chat template as the model's tokenizer.chat_template (a fixed "
+                    "or replaced template; - reads standard input)");
     cmd->add_option("--arch", o->load.architecture, "llama2.c checkpoints: the architecture (llama)");
     cmd->add_option("--tokenizer", o->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin")->check(CLI::ExistingFile);
     cmd->callback([o, &exitCode] { exitCode = runConvert(*o); });

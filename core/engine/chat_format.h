@@ -74,6 +74,12 @@ public:
     bool endsTurn(std::string_view tokenText) const;
     // How the template marks a reply's reasoning and tool calls (Plain for a base model).
     ReplyMarkup markup() const { return m_markup; }
+    // Whether the template's text names `variable` ("enable_thinking", "reasoning_effort"): what
+    // a front end may offer to set through PromptOptions.
+    bool mentions(std::string_view variable) const
+    {
+        return chatting() && m_source.find(variable) != std::string::npos;
+    }
 
 private:
     std::shared_ptr<const chat::ChatTemplate> m_template;

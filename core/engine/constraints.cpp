@@ -1,5 +1,6 @@
 #include "core/engine/constraints.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -205,7 +206,63 @@ private:
     const ReplyParser& m_parser;
 };
 
+class ReasoningBudget final : public TokenConstraint {
+public:
+    ReasoningBudget(int budget, std::vector<int32_t> close, std::unique_ptr<TokenConstraint> inner,
+                    const ReplyParser& parser)
+        : m_budget(std::max(0, budget)), m_close(std::move(close)), m_inner(std::move(inner)), m_parser(parser)
+    {
+    }
+
+    bool allows(int32_t token) override
+    {
+        if (closing()) return token == m_close[m_written];
+        return !m_inner || m_inner->allows(token);
+    }
+
+    bool mask(std::span<float> logits) override
+    {
+        if (closing()) {
+            const int32_t only = m_close[m_written];
+            for (size_t t = 0; t < logits.size(); ++t)
+                if (int32_t(t) != only) logits[t] = -std::numeric_limits<float>::infinity();
+            return size_t(only) < logits.size();
+        }
+        return !m_inner || m_inner->mask(logits);
+    }
+
+    void accept(int32_t token) override
+    {
+        if (closing()) {
+            ++m_written;
+            return;
+        }
+        if (m_parser.inThinkTags()) ++m_used;
+        if (m_inner) m_inner->accept(token);
+    }
+
+private:
+    // The budget is spent and the reasoning not yet closed (by the model, or by us).
+    bool closing() const
+    {
+        return m_used >= m_budget && m_written < m_close.size() && (m_written > 0 || m_parser.inThinkTags());
+    }
+
+    int m_budget;
+    int m_used = 0;  // reasoning tokens so far
+    std::vector<int32_t> m_close;
+    size_t m_written = 0;  // of m_close
+    std::unique_ptr<TokenConstraint> m_inner;
+    const ReplyParser& m_parser;
+};
+
 }  // namespace
+
+std::unique_ptr<TokenConstraint> reasoningBudget(int budget, std::vector<int32_t> close,
+                                                 std::unique_ptr<TokenConstraint> inner, const ReplyParser& parser)
+{
+    return std::make_unique<ReasoningBudget>(budget, std::move(close), std::move(inner), parser);
+}
 
 std::unique_ptr<TokenConstraint> answerConstraint(GrammarPtr grammar, std::shared_ptr<const VocabularyBytes> vocabulary,
                                                   const ReplyParser& parser)

@@ -50,4 +50,11 @@ VocabularyBytes vocabularyBytes(const Tokenizer& tokenizer, const ChatFormat& fo
 std::unique_ptr<TokenConstraint> answerConstraint(GrammarPtr grammar, std::shared_ptr<const VocabularyBytes> vocabulary,
                                                   const ReplyParser& parser);
 
+// A reasoning budget: once the reasoning of a ThinkTags reply `parser` reads has had `budget`
+// tokens (0: none), the tokens of `close` (the text that ends it, "\n</think>\n\n") are the only
+// ones allowed until they are all written; then the answer goes on under `inner` (null: free).
+// Inactive for other markups.
+std::unique_ptr<TokenConstraint> reasoningBudget(int budget, std::vector<int32_t> close,
+                                                 std::unique_ptr<TokenConstraint> inner, const ReplyParser& parser);
+
 }  // namespace spillway::engine

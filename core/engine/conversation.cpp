@@ -218,8 +218,12 @@ Result<ReplyStats> Conversation::run(const std::string& text, bool addBos, std::
         if (!m_vocabularyBytes)
             m_vocabularyBytes = std::make_shared<const VocabularyBytes>(vocabularyBytes(m_engine.model().tokenizer(), format));
         constraint = answerConstraint(options.grammar, m_vocabularyBytes, parser);
-        request.constraint = constraint.get();
     }
+    if (options.reasoningBudget >= 0 && markup == ReplyMarkup::ThinkTags)
+        constraint = reasoningBudget(options.reasoningBudget,
+                                     m_engine.model().tokenizer().encodeContinuation("\n</think>\n\n"),
+                                     std::move(constraint), parser);
+    request.constraint = constraint.get();
     if (options.onPrompt) options.onPrompt(text);
     Sampler sampler(m_engine.model().config().vocabSize, options.sampling);
     auto stats = generate(*m_session, sampler, request);

@@ -58,6 +58,10 @@ struct ReplyOptions {
     // Constrained decoding (constraints.h): the answer is a text of this grammar (a thinking
     // model's reasoning before it is free), and the turn ends where the grammar's text is whole.
     GrammarPtr grammar;
+    // The most tokens a ThinkTags reply may reason for (0: it answers at once), after which the
+    // reasoning is closed for it ("\n</think>\n\n") and the answer follows; -1: no limit.
+    // Reasoning in other markups (gpt-oss: its reasoning effort) is not limited.
+    int reasoningBudget = -1;
 };
 
 struct ReplyStats : GenerationStats {

@@ -53,6 +53,8 @@ public:
     // Whether the next token is the answer's (not the reasoning, not Harmony's markup or other
     // channels): where constrained decoding applies.
     bool inAnswer() const;
+    // Whether the next token is a ThinkTags reply's reasoning (a reasoning budget counts it).
+    bool inThinkTags() const { return m_markup == ReplyMarkup::ThinkTags && m_thinking; }
     // Whether a `<think>` may still open the reasoning (a ThinkTags reply that has not begun).
     bool mayOpenThinking() const { return m_markup == ReplyMarkup::ThinkTags && m_atStart && !m_thinking; }
 

@@ -58,7 +58,9 @@ Status writeGguf(const LlamaModel& model, const std::string& out, const ConvertO
 {
     std::vector<gguf::KeyValue> metadata;
     for (const gguf::KeyValue& kv : model.metadata().entries())
-        if (!importOnlyKey(kv.key)) metadata.push_back(kv);
+        if (!importOnlyKey(kv.key) && !(options.chatTemplate && kv.key == "tokenizer.chat_template"))
+            metadata.push_back(kv);
+    if (options.chatTemplate) metadata.push_back({"tokenizer.chat_template", gguf::Value::ofString(*options.chatTemplate)});
     std::vector<gguf::TensorSource> tensors;
     for (const ModelTensor& t : model.tensors()) {
         if (gguf::ggmlFromDtype(t.type) == 0 && t.type != gpu::DType::F32)
@@ -222,6 +224,9 @@ Status convertModel(const LlamaModel& model, const std::string& outPath, const C
     if (split && options.target != ConvertTarget::Gguf)
         return makeError(ErrorCode::InvalidArgument, "a split output (--split-max-size, --split-max-tensors) is a GGUF; "
                                                      "a Hugging Face folder is sharded by --shard-size");
+    if (options.chatTemplate && options.target != ConvertTarget::Gguf)
+        return makeError(ErrorCode::InvalidArgument,
+                         "a chat template is written into a GGUF; a Hugging Face folder keeps it in tokenizer_config.json");
     if (split && !options.overwrite) {
         // Any part of an earlier split under the same name, whatever its count.
         const std::string prefix = splitOutputPrefix(outPath);

@@ -10,6 +10,7 @@
 // the folder is built beside its target and renamed into place.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
@@ -34,6 +35,10 @@ struct ConvertOptions {
     // A split model converted without them is joined into one file.
     uint64_t splitMaxBytes = 0;
     int splitMaxTensors = 0;
+    // GGUF: the chat template written as tokenizer.chat_template, in place of the model's (a
+    // template fixed or replaced by the user, as llama.cpp's gguf_new_metadata --chat-template);
+    // unset: the model's own.
+    std::optional<std::string> chatTemplate;
 };
 
 // The prefix of the parts a split GGUF output `outPath` is written as: "dir/model.gguf" and

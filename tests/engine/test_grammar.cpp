@@ -16,6 +16,7 @@
 #include "core/grammar/grammar.h"
 #include "core/grammar/json_schema.h"
 #include "core/model/llama_model.h"
+#include "core/tokenizer/tokenizer.h"
 #include "gpu/registry.h"
 
 using namespace spillway;
@@ -309,4 +310,56 @@ TEST(Grammar, ARequiredToolCallComes)
     auto harmony = engine::toolCallGrammar({engine::ToolSyntax::Harmony, {}}, tools, "", false);
     ASSERT_FALSE(harmony);
     EXPECT_NE(harmony.error().message.find("harmony"), std::string::npos);
+}
+
+// A reasoning budget: a thinking template's reply reasons for at most that many tokens, then
+// the reasoning is closed for it and the answer follows (stories260K never closes it itself);
+// with a schema the answer after the budget still validates. Budget 0 answers at once; no
+// budget leaves the reasoning open to the token limit.
+TEST(Grammar, AReasoningBudgetClosesTheReasoningAndTheAnswerFollows)
+{
+    const std::string thinking = std::string(kChatML) + "<think>\n{# </think> #}";
+    auto e = openStories(thinking.c_str());
+    ASSERT_TRUE(e);
+    ASSERT_EQ(e->chat().markup(), engine::ReplyMarkup::ThinkTags);
+    engine::Conversation conversation(*e);
+    const std::vector<engine::Message> story{{"user", "Once upon a time"}};
+    const auto tokensOf = [&](const std::string& text) {
+        return e->model().tokenizer().encodeContinuation(text).size();
+    };
+    engine::ReplyOptions o;
+    o.maxNewTokens = 60;
+    o.sampling.temperature = 0;
+    auto open = conversation.reply(story, o);
+    ASSERT_TRUE(open) << open.error().message;
+    EXPECT_EQ(open->content, "");  // never closed
+    EXPECT_FALSE(open->reasoning.empty());
+    for (const int budget : {0, 8, 20}) {
+        o.reasoningBudget = budget;
+        auto r = conversation.reply(story, o);
+        ASSERT_TRUE(r) << r.error().message;
+        EXPECT_FALSE(r->content.empty()) << budget;
+        if (budget == 0) {
+            EXPECT_EQ(r->reasoning.find_first_not_of(" \n"), std::string::npos) << r->reasoning;
+        } else {
+            EXPECT_FALSE(r->reasoning.empty());
+            // The budget's tokens, as far as the text's tokenization can tell (a token may merge
+            // with the next when encoded again).
+            EXPECT_LE(tokensOf(r->reasoning), size_t(budget) + 1) << r->reasoning;
+            EXPECT_GE(tokensOf(r->reasoning), size_t(budget) / 2) << r->reasoning;
+            EXPECT_TRUE(open->reasoning.starts_with(r->reasoning.substr(0, r->reasoning.size() / 2)));
+        }
+    }
+    auto g = engine::jsonGrammar(R"({"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]}},
+                                     "required": ["mood"]})");
+    ASSERT_TRUE(g);
+    o.grammar = *g;
+    o.reasoningBudget = 10;
+    o.maxNewTokens = 100;
+    auto r = conversation.reply(story, o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_FALSE(r->reasoning.empty());
+    const json v = json::parse(r->content, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << r->content;
+    EXPECT_TRUE(v["mood"] == "happy" || v["mood"] == "sad") << r->content;
 }

@@ -3,6 +3,8 @@
 // (ChatController), catalogs, compresses and plans (LibraryController), exactly as the window
 // does through them. The workers live on WorkerThreads' threads, as in the app.
 
+#include <tuple>
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -15,6 +17,7 @@
 #include "core/trace/trace.h"
 #include "ui/chat_controller.h"
 #include "ui/conversation_list_model.h"
+#include "ui/generation_worker.h"
 #include "ui/library_controller.h"
 #include "ui/model_catalog_model.h"
 #include "ui/readable.h"
@@ -29,6 +32,31 @@ using spillway::ui::WorkerThreads;
 namespace {
 
 const QString kModel = QStringLiteral(SPILLWAY_TEST_DATA_DIR "/models/stories260K.gguf");
+
+// A chat controller on the app's workers with a history of its own (a temporary data folder), and
+// the spies most tests read.
+struct ChatRig {
+    QTemporaryDir data;
+    spillway::trace::Recorder recorder{1024};
+    WorkerThreads workers{/*withData=*/true, &recorder, QStringLiteral("cpu")};
+    ChatController chat{workers.generation(), workers.store()};
+    QSignalSpy loaded{&chat, &ChatController::modelLoaded};
+    QSignalSpy failed{&chat, &ChatController::failed};
+    QSignalSpy finished{&chat, &ChatController::replyFinished};
+    QSignalSpy stored{&chat, &ChatController::replyStored};
+    QSignalSpy reset{&chat, &ChatController::messagesReset};
+
+    // Opens the history and loads `model`; the error, or "" once it answers.
+    QString open(const QString& model)
+    {
+        if (!data.isValid()) return QStringLiteral("no temporary folder");
+        chat.openHistory(data.path());
+        chat.loadModel(model);
+        if (!QTest::qWaitFor([&] { return loaded.count() == 1 || failed.count() > 0; }, 30'000))
+            return QStringLiteral("the model did not load within 30 s");
+        return failed.isEmpty() ? QString() : failed.first().first().toString();
+    }
+};
 
 }  // namespace
 
@@ -46,6 +74,7 @@ private slots:
     void numbersAreReadable();
     void continueExtendsACutReply();
     void reasoningIsStoredApartAndComesBack();
+    void thinkingSettingsReachTheTemplateAndReasoningStaysOutOfLaterTurns();
 
 private:
     QTemporaryDir m_cache;  // the probe's cached profile, not the user's
@@ -246,18 +275,10 @@ void TestChatController::numbersAreReadable()
 // lengths gives (greedy), kept as a new version of the reply; the next prompt follows it.
 void TestChatController::continueExtendsACutReply()
 {
-    QTemporaryDir data;
-    QVERIFY(data.isValid());
-    spillway::trace::Recorder recorder(1024);
-    WorkerThreads workers(/*withData=*/true, &recorder, QStringLiteral("cpu"));
-    ChatController chat(workers.generation(), workers.store());
-    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
-    QSignalSpy finished(&chat, &ChatController::replyFinished);
-    QSignalSpy stored(&chat, &ChatController::replyStored);
-    QSignalSpy reset(&chat, &ChatController::messagesReset);
-    chat.openHistory(data.path());
-    chat.loadModel(kModel);
-    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 30'000);
+    ChatRig rig;
+    const QString error = rig.open(kModel);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    auto [data, chat, finished, stored, reset] = std::tie(rig.data, rig.chat, rig.finished, rig.stored, rig.reset);
     chat.setTemperature(0.0);
 
     chat.setMaxTokens(20);  // one reply of 20 tokens, for comparison
@@ -293,25 +314,17 @@ void TestChatController::continueExtendsACutReply()
 // reasoning column) and comes back when the chat is opened again.
 void TestChatController::reasoningIsStoredApartAndComesBack()
 {
-    QTemporaryDir data;
-    QVERIFY(data.isValid());
+    ChatRig rig;
+    auto [data, chat, failed, stored] = std::tie(rig.data, rig.chat, rig.failed, rig.stored);
     const QString model = data.filePath(QStringLiteral("thinking.gguf"));
     // The template opens the thinking; the story model never closes it, so all it writes is reasoning.
     QVERIFY(spillway::testing_support::writeWithChatTemplate(
         kModel.toStdString(), model.toStdString(),
         spillway::testing_support::kChatMlTemplate + "{% if add_generation_prompt %}<think>\n{% endif %}{# </think> #}"));
-    spillway::trace::Recorder recorder(1024);
-    WorkerThreads workers(/*withData=*/true, &recorder, QStringLiteral("cpu"));
-    ChatController chat(workers.generation(), workers.store());
     chat.setTemperature(0.0);
     chat.setMaxTokens(12);
-    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
-    QSignalSpy failed(&chat, &ChatController::failed);
-    QSignalSpy stored(&chat, &ChatController::replyStored);
-    chat.openHistory(data.path());
-    chat.loadModel(model);
-    QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1 || failed.count() > 0, 30'000);
-    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+    const QString error = rig.open(model);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     QVERIFY(chat.send(QStringLiteral("Once upon a time")));
     QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 1, 30'000);
     const qint64 conversation = chat.currentConversation();
@@ -328,6 +341,65 @@ void TestChatController::reasoningIsStoredApartAndComesBack()
     chat.openConversation(conversation);
     QTRY_COMPARE_WITH_TIMEOUT(shown.count(), 1, 5'000);
     QCOMPARE(chat.messages()[1].reasoning, reasoning);
+    QVERIFY(failed.isEmpty());
+}
+
+// Qwen3.5's own template (tests/chat/templates) on the story model: the chat's thinking switch
+// and budget reach it, a timed reply with both reasoning and answer is stored with its time, and
+// the next turn's prompt carries the earlier answer but not its reasoning (the template drops
+// it before the last prompt).
+void TestChatController::thinkingSettingsReachTheTemplateAndReasoningStaysOutOfLaterTurns()
+{
+    ChatRig rig;
+    auto [data, chat, failed, stored] = std::tie(rig.data, rig.chat, rig.failed, rig.stored);
+    QFile source(QStringLiteral(SPILLWAY_TEST_DATA_DIR "/../chat/templates/qwen3.5.jinja"));
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    const QString model = data.filePath(QStringLiteral("qwen35-template.gguf"));
+    QVERIFY(spillway::testing_support::writeWithChatTemplate(kModel.toStdString(), model.toStdString(),
+                                                             source.readAll().toStdString()));
+    QSignalSpy prompts(rig.workers.generation(), &spillway::ui::GenerationWorker::promptPrepared);
+    const QString error = rig.open(model);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    // The template reads enable_thinking and marks reasoning with <think>; no reasoning_effort.
+    QCOMPARE(chat.thinkingOptions(), (spillway::ui::ThinkingOptions{true, false, true}));
+
+    spillway::ui::GenerationSettings settings = chat.settings();
+    settings.temperature = 0;
+    settings.maxTokens = 30;
+    settings.reasoningBudget = 10;
+    chat.setSettings(settings);
+    QVERIFY(chat.send(QStringLiteral("Tell me a story")));
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 1, 30'000);
+    QCOMPARE(int(prompts.count()), 1);
+    QVERIFY2(prompts[0][0].toString().endsWith(QStringLiteral("<|im_start|>assistant\n<think>\n")),
+             qPrintable(prompts[0][0].toString()));
+    const spillway::ui::MessageItem first = chat.messages()[1];
+    QVERIFY2(!first.reasoning.trimmed().isEmpty() && !first.content.trimmed().isEmpty(),
+             qPrintable(first.reasoning + " | " + first.content));
+    QVERIFY(first.reasoningMs > 0);
+    auto rows = storedMessages(data.path(), chat.currentConversation());
+    QCOMPARE(int(rows.size()), 2);
+    QCOMPARE(QString::fromStdString(rows[1].generation.reasoning), first.reasoning);
+    QVERIFY(rows[1].generation.reasoningMs.value_or(0) > 0);
+
+    // The next turn: the earlier answer goes back, its reasoning does not.
+    QVERIFY(chat.send(QStringLiteral("And then?")));
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 2, 30'000);
+    QCOMPARE(int(prompts.count()), 2);
+    const QString second = prompts[1][0].toString();
+    QVERIFY2(second.contains(QStringLiteral("<|im_start|>assistant\n") + first.content.trimmed()), qPrintable(second));
+    QVERIFY2(!second.contains(first.reasoning.trimmed()), qPrintable(second));
+
+    // Thinking off: the template closes an empty thinking block itself; nothing is reasoning.
+    settings.thinking = false;
+    chat.setSettings(settings);
+    QVERIFY(chat.send(QStringLiteral("The end")));
+    QTRY_COMPARE_WITH_TIMEOUT(stored.count(), 3, 30'000);
+    QCOMPARE(int(prompts.count()), 3);
+    QVERIFY2(prompts[2][0].toString().endsWith(QStringLiteral("<|im_start|>assistant\n<think>\n\n</think>\n\n")),
+             qPrintable(prompts[2][0].toString()));
+    QCOMPARE(chat.messages()[5].reasoning, QString());
+    QVERIFY(!chat.messages()[5].content.isEmpty());
     QVERIFY(failed.isEmpty());
 }
 

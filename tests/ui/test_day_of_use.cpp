@@ -10,6 +10,7 @@
 // a base model's reply length, the window kept on screen.
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QClipboard>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -47,6 +48,7 @@
 #include "core/model/llama_model.h"
 #include "core/trace/trace.h"
 #include "storage/chat_db.h"
+#include "ui/generation_panel.h"
 #include "ui/bottleneck_view.h"
 #include "ui/chat_controller.h"
 #include "ui/chat_window.h"
@@ -61,6 +63,9 @@
 using spillway::ui::ChatWindow;
 using spillway::ui::MessageItem;
 using spillway::ui::TranscriptView;
+using spillway::ui::GenerationPanel;
+using spillway::ui::GenerationSettings;
+using spillway::ui::builtInPresets;
 
 namespace {
 
@@ -149,6 +154,7 @@ private slots:
         view.appendReplyReasoning(QStringLiteral("Two and two make four."));
         view.appendReplyText(QStringLiteral("It is 4."));
         QString text = view.toPlainText();
+        QVERIFY2(text.contains(QStringLiteral("Thinking…\nThe user asks")), qPrintable(text));
         QVERIFY2(text.contains(QStringLiteral("Two and two make four.\nIt is 4.")), qPrintable(text));
         view.finishReply(10, 5, QStringLiteral("demo"));
         QCOMPARE(view.messages()[1].reasoning, QStringLiteral("The user asks a sum. Two and two make four."));
@@ -162,10 +168,50 @@ private slots:
         QVERIFY2(text.contains(QStringLiteral("Two and two make four.")), qPrintable(text));
         emit view.anchorClicked(QUrl(QStringLiteral("msg://reasoning/1")));
         QVERIFY(!view.toPlainText().contains(QStringLiteral("make four")));
+        // Timed: "Thought for 12 s" (the worker measures it, the chat database keeps it).
+        view.beginReply(1);
+        view.appendReplyReasoning(QStringLiteral("Two and two make four."));
+        view.setReplyReasoningTime(12'300);
+        view.appendReplyText(QStringLiteral("It is 4."));
+        view.finishReply(10, 5, QStringLiteral("demo"));
+        text = view.toPlainText();
+        QVERIFY2(text.contains(QStringLiteral("Thought for 12 s · 5 words")) && !text.contains(QStringLiteral("Thinking…")),
+                 qPrintable(text));
         QSignalSpy copied(&view, &TranscriptView::copied);
         emit view.anchorClicked(QUrl(QStringLiteral("msg://copy/1")));
         QCOMPARE(copied.count(), 1);
         QCOMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("It is 4."));
+    }
+
+    // The chat's thinking rows: only what the template takes (Qwen3.5: the switch and the budget;
+    // gpt-oss: the effort); the switch off disables the budget; each reaches the settings.
+    void thinkingRowsFollowTheTemplate()
+    {
+        GenerationPanel panel;
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        auto* thinking = panel.findChild<QCheckBox*>("thinking");
+        auto* effort = panel.findChild<QComboBox*>("reasoningEffort");
+        auto* budget = panel.findChild<QSpinBox*>("reasoningBudget");
+        QVERIFY(thinking && effort && budget);
+        QVERIFY(!thinking->isVisible() && !effort->isVisible() && !budget->isVisible());  // a template without
+        panel.setThinkingOptions({true, false, true});
+        QVERIFY(thinking->isVisible() && !effort->isVisible() && budget->isVisible());
+        panel.setThinkingOptions({false, true, false});
+        QVERIFY(!thinking->isVisible() && effort->isVisible() && !budget->isVisible());
+        QSignalSpy changed(&panel, &GenerationPanel::changed);
+        effort->setCurrentIndex(effort->findData(QStringLiteral("high")));
+        QCOMPARE(panel.settings().reasoningEffort, QStringLiteral("high"));
+        budget->setValue(64);
+        thinking->setChecked(false);
+        QVERIFY(!budget->isEnabled());
+        const GenerationSettings s = panel.settings();
+        QVERIFY(!s.thinking);
+        QCOMPARE(s.reasoningBudget, 64);
+        QCOMPARE(int(changed.count()), 3);
+        // They go with the chat, not with a preset.
+        QCOMPARE(GenerationSettings::fromJson(s.toJson()), s);
+        QCOMPARE(builtInPresets()[0].settings.withThinkingOf(s).reasoningEffort, QStringLiteral("high"));
     }
 
     // The transcript shows the newest text while a reply streams, stays where the user scrolled

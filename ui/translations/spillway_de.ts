@@ -1257,6 +1257,58 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <source>0: %1 tokens, as a base model never ends a turn itself (Continue goes on)</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Think before answering</source>
+        <translation>Vor der Antwort nachdenken</translation>
+    </message>
+    <message>
+        <source>The model&apos;s template takes a thinking switch (enable_thinking)</source>
+        <translation>Die Vorlage des Modells kennt einen Denk-Schalter (enable_thinking)</translation>
+    </message>
+    <message>
+        <source>Reasoning effort</source>
+        <translation>Denkaufwand</translation>
+    </message>
+    <message>
+        <source>the model&apos;s default</source>
+        <translation>Vorgabe des Modells</translation>
+    </message>
+    <message>
+        <source>low</source>
+        <translation>niedrig</translation>
+    </message>
+    <message>
+        <source>medium</source>
+        <translation>mittel</translation>
+    </message>
+    <message>
+        <source>high</source>
+        <translation>hoch</translation>
+    </message>
+    <message>
+        <source>How hard the model reasons (its template&apos;s reasoning_effort)</source>
+        <translation>Wie gründlich das Modell nachdenkt (reasoning_effort seiner Vorlage)</translation>
+    </message>
+    <message>
+        <source>Thinking budget</source>
+        <translation>Denkbudget</translation>
+    </message>
+    <message>
+        <source>no limit</source>
+        <translation>unbegrenzt</translation>
+    </message>
+    <message>
+        <source> tokens</source>
+        <translation> Token</translation>
+    </message>
+    <message>
+        <source>The most tokens the model thinks for; then its thinking is closed and it answers (0: it answers at once)</source>
+        <translation>Höchstens so viele Token denkt das Modell nach; dann wird sein Nachdenken beendet und es antwortet (0: sofort)</translation>
+    </message>
+    <message>
+        <source>Thinking</source>
+        <translation>Nachdenken</translation>
+    </message>
 </context>
 <context>
     <name>spillway::ui::GenerationWorker</name>
@@ -1634,14 +1686,6 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
         <translation>Diese Antwort kopieren</translation>
     </message>
     <message>
-        <source>Reasoning · 1 word</source>
-        <translation>Überlegung · 1 Wort</translation>
-    </message>
-    <message>
-        <source>Reasoning · %1 words</source>
-        <translation>Überlegung · %1 Wörter</translation>
-    </message>
-    <message>
         <source>Hide the model&apos;s reasoning</source>
         <translation>Die Überlegung des Modells ausblenden</translation>
     </message>
@@ -1664,6 +1708,38 @@ The header shows each reply&apos;s time to first token and tokens/s over the net
     <message>
         <source>Next version</source>
         <translation>Nächste Version</translation>
+    </message>
+    <message>
+        <source>Thinking…</source>
+        <translation>Denkt nach…</translation>
+    </message>
+    <message>
+        <source>1 word</source>
+        <translation>1 Wort</translation>
+    </message>
+    <message>
+        <source>%1 words</source>
+        <translation>%1 Wörter</translation>
+    </message>
+    <message>
+        <source>Reasoning · %1</source>
+        <translation>Überlegung · %1</translation>
+    </message>
+    <message>
+        <source>under 0.1 s</source>
+        <translation>unter 0,1 s</translation>
+    </message>
+    <message>
+        <source>%1 s</source>
+        <translation>%1 s</translation>
+    </message>
+    <message>
+        <source>%1 min %2 s</source>
+        <translation>%1 min %2 s</translation>
+    </message>
+    <message>
+        <source>Thought for %1 · %2</source>
+        <translation>Nachgedacht: %1 · %2</translation>
     </message>
 </context>
 <context>
