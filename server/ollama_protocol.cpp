@@ -236,18 +236,22 @@ std::unique_ptr<Dialect> ollamaDialect(bool chat, bool chatting, std::string mod
     return std::make_unique<Ollama>(chat, chatting, std::move(model));
 }
 
-std::string ollamaTags(const ModelCard& m)
+std::string ollamaTags(const std::vector<ModelCard>& models)
 {
-    json model = {{"name", m.name}, {"model", m.name}, {"modified_at", timestamp(m.modified)}, {"size", m.bytes},
-                  {"digest", ""}, {"details", details(m)}};
-    return toText(json{{"models", json::array({model})}});
+    json list = json::array();
+    for (const ModelCard& m : models)
+        list.push_back({{"name", m.name}, {"model", m.name}, {"modified_at", timestamp(m.modified)}, {"size", m.bytes},
+                        {"digest", ""}, {"details", details(m)}});
+    return toText(json{{"models", list}});
 }
 
-std::string ollamaPs(const ModelCard& m)
+std::string ollamaPs(const std::vector<ModelCard>& models)
 {
-    json model = {{"name", m.name}, {"model", m.name}, {"size", m.bytes}, {"digest", ""}, {"details", details(m)},
-                  {"expires_at", "0001-01-01T00:00:00Z"}, {"size_vram", 0}, {"context_length", m.contextLength}};
-    return toText(json{{"models", json::array({model})}});
+    json list = json::array();
+    for (const ModelCard& m : models)
+        list.push_back({{"name", m.name}, {"model", m.name}, {"size", m.bytes}, {"digest", ""}, {"details", details(m)},
+                        {"expires_at", "0001-01-01T00:00:00Z"}, {"size_vram", 0}, {"context_length", m.contextLength}});
+    return toText(json{{"models", list}});
 }
 
 std::string ollamaShow(const ModelCard& m)

@@ -15,7 +15,7 @@
 
 namespace spillway::server {
 
-// What the listings say of the served model.
+// What the listings say of a model (the one answering, or one of the library).
 struct ModelCard {
     std::string name;           // as the API names it (ServerOptions::modelId)
     std::string architecture;   // general.architecture
@@ -32,8 +32,8 @@ struct ModelCard {
 // renders the prompt through it unless "raw").
 std::unique_ptr<Dialect> ollamaDialect(bool chat, bool chatting, std::string model);
 
-std::string ollamaTags(const ModelCard& m);
-std::string ollamaPs(const ModelCard& m);
+std::string ollamaTags(const std::vector<ModelCard>& models);
+std::string ollamaPs(const std::vector<ModelCard>& models);
 std::string ollamaShow(const ModelCard& m);
 std::string ollamaVersion();
 std::string ollamaError(const std::string& message);

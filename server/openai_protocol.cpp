@@ -433,10 +433,12 @@ std::string usageChunk(const CompletionRequest& r, const std::string& id, int64_
     return toText(j);
 }
 
-std::string modelsResponse(const std::string& model, int64_t created)
+std::string modelsResponse(const std::vector<std::string>& models, int64_t created)
 {
-    json m = {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "spillway"}};
-    return toText(json{{"object", "list"}, {"data", json::array({m})}});
+    json list = json::array();
+    for (const std::string& id : models)
+        list.push_back({{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "spillway"}});
+    return toText(json{{"object", "list"}, {"data", list}});
 }
 
 namespace {

@@ -93,7 +93,7 @@ std::string completionChunk(const CompletionRequest& r, const std::string& id, i
 std::string usageChunk(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
                        const Usage& usage);
 // GET /v1/models.
-std::string modelsResponse(const std::string& model, int64_t created);
+std::string modelsResponse(const std::vector<std::string>& models, int64_t created);
 
 // Holds back what may be the start of a stop sequence or an unfinished UTF-8 character, so that
 // streamed text never shows a stop sequence or half a character: feed() returns the text that is

@@ -16,6 +16,7 @@
 
 #include <httplib.h>
 #include <netdb.h>
+#include <nlohmann/json.hpp>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -124,10 +125,41 @@ bool peerGone(int fd)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+// Whether a request's model name is the model's (Ollama's clients add ":latest").
+bool sameModel(const std::string& wanted, const std::string& name)
+{
+    return wanted == name || wanted + ":latest" == name || wanted == name + ":latest";
+}
+
+// The "model" a request's body names ("" when none, or not JSON: its parse says so later).
+std::string requestedModel(const std::string& body)
+{
+    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (!j.is_object()) return {};
+    auto it = j.find("model");
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
+LoadedModel::LoadedModel() = default;
+LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
+LoadedModel& LoadedModel::operator=(LoadedModel&& other) noexcept
+{
+    engine.reset();  // the engine before its timeline
+    engine = std::move(other.engine);
+    trace = std::move(other.trace);
+    return *this;
+}
+LoadedModel::~LoadedModel() { engine.reset(); }
+
 struct Server::Impl {
-    engine::Engine& engine;
+    // The model the server owns (handed in, or loaded from the library), declared before the
+    // slots: their conversations go first.
+    LoadedModel owned;
+    engine::Engine* engine;    // the model answering; null while another loads or after a failed load
+    trace::Recorder* trace;    // its timeline (null: none)
+    LibraryModel current;      // its name (and, where known, its file)
     ServerOptions options;
     httplib::Server http;
     engine::Turns ownTurns;
@@ -139,6 +171,8 @@ struct Server::Impl {
     mutable std::mutex slotsMutex;
     std::condition_variable slotFreed;
     std::vector<Slot> slots;
+    int pins = 0;            // requests that hold the model answering (it is not unloaded under them)
+    bool switching = false;  // a request is loading another model of the library
     int waiting = 0;
     uint64_t useCounter = 0;
     std::atomic<uint64_t> idCounter{0};
@@ -153,7 +187,117 @@ struct Server::Impl {
     std::array<double, trace::kLaneCount> laneSeconds{}, laneBytes{};
     std::vector<trace::Span> drained;  // scratch of drainTrace
 
-    Impl(engine::Engine& e, ServerOptions o) : engine(e), options(std::move(o)), turns(options.turns ? *options.turns : ownTurns) {}
+    Impl(engine::Engine* e, LoadedModel model, ServerOptions o)
+        : owned(std::move(model)),
+          engine(e ? e : owned.engine.get()),
+          trace(e ? o.trace : owned.trace.get()),
+          options(std::move(o)),
+          turns(options.turns ? *options.turns : ownTurns)
+    {
+        current.name = options.modelId;
+        if (engine) current.path = engine->model().path();
+        if (e) options.library.reset();  // a model the caller owns cannot be unloaded for another
+    }
+
+    // The model answering from now on (under slotsMutex): its slots' conversations opened on it.
+    void install(LoadedModel model, const LibraryModel& entry)
+    {
+        owned = std::move(model);
+        engine = owned.engine.get();
+        {
+            std::lock_guard m(metricsMutex);
+            trace = owned.trace.get();
+        }
+        current = entry;
+        for (Slot& s : slots) s.conversation = engine->conversation();
+    }
+
+    // Unloads the model answering (under slotsMutex, no request holding it).
+    void unload()
+    {
+        for (Slot& s : slots) {
+            s.conversation.reset();
+            s.history.clear();
+            s.completionText.clear();
+        }
+        {
+            std::lock_guard m(metricsMutex);
+            drainTrace();
+            trace = nullptr;
+        }
+        engine = nullptr;
+        owned = LoadedModel{};
+    }
+
+    std::optional<LibraryModel> inLibrary(const std::string& wanted) const
+    {
+        if (!options.library || !options.library->list) return std::nullopt;
+        for (const LibraryModel& m : options.library->list())
+            if (sameModel(wanted, m.name)) return m;
+        return std::nullopt;
+    }
+
+    // Holds the model a request names for as long as the request runs (loading it first where it
+    // is another of the library's); the error to answer with when it is not known or does not load.
+    struct Pin {
+        Impl* impl;
+        ~Pin() { impl->unpin(); }
+    };
+    std::variant<std::shared_ptr<Pin>, ApiError> pinModel(const std::string& wanted)
+    {
+        std::unique_lock l(slotsMutex);
+        for (;;) {
+            slotFreed.wait(l, [&] { return !switching || stopping.load(); });
+            if (stopping.load()) return ApiError{503, "the server is stopping", "server_error", {}, "overloaded"};
+            if (!options.library || wanted.empty() || (engine && sameModel(wanted, current.name))) break;
+            const std::optional<LibraryModel> entry = inLibrary(wanted);
+            if (!entry) {
+                if (!engine && sameModel(wanted, current.name)) break;  // said below
+                return ApiError{404, "the model '" + wanted + "' is neither loaded nor in the library (GET /v1/models lists them)",
+                                "invalid_request_error", "model", "model_not_found"};
+            }
+            // Another model of the library: once no request holds this one, it goes (its memory
+            // is the next one's), the next comes in, and waiting requests go on with it.
+            switching = true;
+            slotFreed.wait(l, [&] { return pins == 0 || stopping.load(); });
+            const LibraryModel before = current;
+            unload();
+            if (stopping.load()) {
+                switching = false;
+                slotFreed.notify_all();
+                return ApiError{503, "the server is stopping", "server_error", {}, "overloaded"};
+            }
+            l.unlock();
+            std::fprintf(stderr, "spillway: loading %s for a request (%s unloaded)\n", entry->name.c_str(), before.name.c_str());
+            Result<LoadedModel> next = options.library->open(*entry);
+            std::optional<Error> failed;
+            if (!next) {
+                failed = next.error();
+                next = options.library->open(before);  // the model before answers again
+            }
+            l.lock();
+            if (next) install(std::move(*next), failed ? before : *entry);
+            else current = before;
+            switching = false;
+            slotFreed.notify_all();
+            if (failed)
+                return ApiError{500, "the model '" + entry->name + "' did not load: " + failed->message +
+                                         (engine ? " (" + current.name + " answers again)" : ""),
+                                "server_error", "model", {}};
+        }
+        if (!engine)
+            return ApiError{503, "no model is loaded: " + current.name + " could not be loaded again", "server_error", {}, {}};
+        ++pins;
+        return std::shared_ptr<Pin>(new Pin{this});
+    }
+    void unpin()
+    {
+        {
+            std::lock_guard l(slotsMutex);
+            --pins;
+        }
+        slotFreed.notify_all();
+    }
 
     void count(const std::string& endpoint, int status)
     {
@@ -272,6 +416,7 @@ struct Server::Impl {
         reply.stop = &stopping;
         reply.prompt = r.promptOptions;
         reply.grammar = r.grammar;
+        if (r.chat) reply.reasoningBudget = options.reasoningBudget;
         auto send = [&](engine::ReplyPart part, std::string_view piece) {
             if (part == engine::ReplyPart::ToolName || part == engine::ReplyPart::ToolCall) {
                 ToolCallDelta delta;
@@ -353,11 +498,21 @@ struct Server::Impl {
 
     // A completion in `dialect` (OpenAI's chat or completions, Ollama's chat or generate):
     // parsed, run on a slot, written whole or streamed.
-    void handle(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Dialect> dialect,
+    // `makeDialect` gets the name and chat template of the model that answers.
+    using MakeDialect = std::function<std::shared_ptr<Dialect>(const std::string& model, bool chatting)>;
+    void handle(const httplib::Request& req, httplib::Response& res, const MakeDialect& makeDialect,
                 const std::string& endpoint)
     {
         const auto start = Clock::now();
         if (!authorized(req, res, endpoint.c_str())) return;
+        auto pinned = pinModel(requestedModel(req.body));
+        if (auto* e = std::get_if<ApiError>(&pinned)) {
+            sendError(res, *makeDialect({}, false), *e);
+            count(endpoint, e->status);
+            return;
+        }
+        const std::shared_ptr<Pin> pin = std::get<std::shared_ptr<Pin>>(pinned);
+        const std::shared_ptr<Dialect> dialect = makeDialect(current.name, engine->chat().chatting());
         auto parsed = dialect->parse(req.body);
         if (auto* e = std::get_if<ApiError>(&parsed)) {
             sendError(res, *dialect, *e);
@@ -365,7 +520,7 @@ struct Server::Impl {
             return;
         }
         auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
-        if (request->chat && !engine.chat().chatting() && request->messages.back().role != "user") {
+        if (request->chat && !engine->chat().chatting() && request->messages.back().role != "user") {
             sendError(res, *dialect, {400, "this model has no chat template: the last message must be the user's text to continue", "invalid_request_error", "messages", {}});
             count(endpoint, 400);
             return;
@@ -374,8 +529,8 @@ struct Server::Impl {
         // to one in the template's syntax. gpt-oss's calls are not constrained yet: asked, not forced.
         using Choice = CompletionRequest::ToolChoice;
         if ((request->toolChoice == Choice::Required || request->toolChoice == Choice::Function) &&
-            engine.chat().chatting()) {
-            const engine::ToolSet tools = engine.chat().tools(request->promptOptions.tools);
+            engine->chat().chatting()) {
+            const engine::ToolSet tools = engine->chat().tools(request->promptOptions.tools);
             if (tools.syntax != engine::ToolSyntax::Harmony) {
                 auto g = engine::toolCallGrammar(tools, request->promptOptions.tools, request->forcedTool,
                                                  request->parallelToolCalls);
@@ -434,6 +589,7 @@ struct Server::Impl {
             Impl* impl;
             int slot;
             std::shared_ptr<CompletionRequest> request;
+            std::shared_ptr<Pin> pin;  // the model, until the slot is released (members go after ~Held's body)
             bool released = false;
             void release(const engine::Message& reply, bool complete)
             {
@@ -443,7 +599,7 @@ struct Server::Impl {
             }
             ~Held() { release({}, false); }
         };
-        std::shared_ptr<Held> held(new Held{this, slot, request});  // no temporary: its destructor would release
+        std::shared_ptr<Held> held(new Held{this, slot, request, pin});  // no temporary: its destructor would release
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             dialect->streamType(),
@@ -476,12 +632,36 @@ struct Server::Impl {
             });
     }
 
-    // What Ollama's listings say of the model (its template as it is now: the app may set one).
-    ModelCard card() const
+    // What the listings say of the model answering (its template as it is now: the app may set
+    // one), then of the library's others (what the catalog knows: no template until loaded);
+    // `loadedOnly`: the first alone (none while another loads).
+    std::vector<ModelCard> cards(bool loadedOnly)
     {
-        const LlamaModel& m = engine.model();
+        std::vector<ModelCard> out;
+        {
+            std::lock_guard l(slotsMutex);
+            if (engine) out.push_back(loadedCard());
+        }
+        if (loadedOnly || !options.library || !options.library->list) return out;
+        for (const LibraryModel& m : options.library->list()) {
+            if (!out.empty() && sameModel(m.name, out.front().name)) continue;
+            ModelCard c;
+            c.name = m.name;
+            c.architecture = m.architecture;
+            c.bytes = m.bytes;
+            c.parameters = m.parameters;
+            c.modified = m.modified;
+            c.capabilities = {"completion"};
+            out.push_back(std::move(c));
+        }
+        return out;
+    }
+
+    ModelCard loadedCard() const
+    {
+        const LlamaModel& m = engine->model();
         ModelCard c;
-        c.name = options.modelId;
+        c.name = current.name;
         c.architecture = m.config().architecture;
         c.parameters = m.parameterCount();
         c.contextLength = m.config().trainedContext;
@@ -492,7 +672,7 @@ struct Server::Impl {
         }
         for (const auto& [type, bytes] : byType)
             if (c.quantization.empty() || bytes > byType[c.quantization]) c.quantization = type;
-        const engine::ChatFormat& f = engine.chat();
+        const engine::ChatFormat& f = engine->chat();
         c.chatTemplate = f.source();
         c.capabilities = {"completion"};
         if (f.chatting() && engine::templateKnowsTools(f.source())) c.capabilities.push_back("tools");
@@ -503,13 +683,16 @@ struct Server::Impl {
 
     void handleOllama(const httplib::Request& req, httplib::Response& res, bool chat)
     {
-        handle(req, res, ollamaDialect(chat, engine.chat().chatting(), options.modelId), chat ? "api_chat" : "api_generate");
+        handle(req, res, [chat](const std::string& model, bool chatting) { return std::shared_ptr<Dialect>(ollamaDialect(chat, chatting, model)); },
+               chat ? "api_chat" : "api_generate");
     }
 
     void handleCompletion(const httplib::Request& req, httplib::Response& res, bool chat)
     {
-        handle(req, res, openAiDialect(chat, newId(chat ? "chatcmpl" : "cmpl"), unixNow(), options.modelId),
-               chat ? "chat" : "completions");
+        const std::string id = newId(chat ? "chatcmpl" : "cmpl");
+        handle(req, res, [chat, id](const std::string& model, bool) {
+            return std::shared_ptr<Dialect>(openAiDialect(chat, id, unixNow(), model));
+        }, chat ? "chat" : "completions");
     }
 
     void routes()
@@ -524,7 +707,9 @@ struct Server::Impl {
         });
         http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
             if (!authorized(req, res, "models")) return;
-            res.set_content(modelsResponse(options.modelId, created), "application/json");
+            std::vector<std::string> names;
+            for (const ModelCard& c : cards(false)) names.push_back(c.name);
+            res.set_content(modelsResponse(names, created), "application/json");
             count("models", 200);
         });
         http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
@@ -544,18 +729,17 @@ struct Server::Impl {
         for (const char* path : {"/api/tags", "/api/ps"})
             http.Get(path, [this, path](const httplib::Request& req, httplib::Response& res) {
                 if (!authorized(req, res, "api_tags")) return;
-                const ModelCard c = card();
-                res.set_content(std::string(path) == "/api/tags" ? ollamaTags(c) : ollamaPs(c), "application/json");
+                const bool tags = std::string(path) == "/api/tags";
+                const std::vector<ModelCard> c = cards(!tags);
+                res.set_content(tags ? ollamaTags(c) : ollamaPs(c), "application/json");
             });
         http.Post("/api/show", [this](const httplib::Request& req, httplib::Response& res) {
             if (!authorized(req, res, "api_show")) return;
             const std::string name = ollamaShowModel(req.body);
-            if (name != options.modelId && name + ":latest" != options.modelId && name != options.modelId + ":latest") {
-                res.status = 404;
-                res.set_content(ollamaError("model '" + name + "' not found"), "application/json");
-                return;
-            }
-            res.set_content(ollamaShow(card()), "application/json");
+            for (const ModelCard& c : cards(false))
+                if (sameModel(name, c.name)) return res.set_content(ollamaShow(c), "application/json");
+            res.status = 404;
+            res.set_content(ollamaError("model '" + name + "' not found"), "application/json");
         });
         if (!options.cors.empty()) {
             http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
@@ -605,9 +789,9 @@ struct Server::Impl {
     // The engine's spans since the last call into the per-lane totals (under metricsMutex).
     void drainTrace()
     {
-        if (!options.trace) return;
+        if (!trace) return;
         drained.clear();
-        options.trace->drain(drained);
+        trace->drain(drained);
         for (const trace::Span& sp : drained) {
             const size_t lane = static_cast<size_t>(sp.lane);
             if (lane >= trace::kLaneCount || sp.endNs < sp.startNs) continue;
@@ -646,7 +830,7 @@ struct Server::Impl {
              "spillway_decode_tokens_total " + std::to_string(decodeTokens) + "\n");
         std::snprintf(buf, sizeof buf, "spillway_tokens_per_second %.3f\n", lastTokensPerSecond);
         line("spillway_tokens_per_second", "gauge", "Decode speed of the last finished reply.", buf);
-        if (options.trace) {
+        if (trace || options.library) {
             std::string seconds, bytes;
             for (size_t lane = 0; lane < trace::kLaneCount; ++lane) {
                 const std::string label = std::string("{lane=\"") + trace::laneName(trace::Lane(lane)) + "\"}";
@@ -673,10 +857,22 @@ struct Server::Impl {
     }
 };
 
-Server::Server(engine::Engine& engine, ServerOptions options) : m(std::make_unique<Impl>(engine, std::move(options)))
+Server::Server(engine::Engine& engine, ServerOptions options)
+    : m(std::make_unique<Impl>(&engine, LoadedModel{}, std::move(options)))
+{
+    setUp();
+}
+
+Server::Server(LoadedModel model, ServerOptions options)
+    : m(std::make_unique<Impl>(nullptr, std::move(model), std::move(options)))
+{
+    setUp();
+}
+
+void Server::setUp()
 {
     m->slots.resize(size_t(std::max(1, m->options.parallel)));
-    for (Slot& s : m->slots) s.conversation = engine.conversation();
+    for (Slot& s : m->slots) s.conversation = m->engine->conversation();
     const size_t workers = m->slots.size() + size_t(std::max(0, m->options.maxQueue)) + 4;
     m->http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
     m->http.set_payload_max_length(m->options.maxBodyBytes);

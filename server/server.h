@@ -12,10 +12,20 @@
 //
 // Safe by default: a loopback address unless an API key is set (Bearer), bounded bodies, header
 // and idle timeouts (a slow client cannot hold a worker), no CORS unless an origin is named.
+//
+// With a library (ServerOptions::library) the listings (/v1/models, /api/tags) name its models
+// too, and a request that names one of them loads it just in time: the server waits for the
+// replies in progress, unloads the model before (one model at a time, so the next has the
+// memory) and answers with the new one from then on, as LM Studio's JIT loading and Ollama do.
+// A request naming a model that is neither loaded nor in the library is a 404 (model_not_found).
+// A model that fails to load is an error for that request; the model before is loaded again.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -23,6 +33,31 @@ namespace spillway::engine { class Engine; class Turns; }
 namespace spillway::trace { class Recorder; }
 
 namespace spillway::server {
+
+// A model of the library a server may load on request.
+struct LibraryModel {
+    std::string name;          // as the API names it (the file's name)
+    std::string path;          // its file, folder or package
+    std::string architecture;  // as far as the catalog knows
+    uint64_t bytes = 0;
+    uint64_t parameters = 0;
+    int64_t modified = 0;      // unix seconds
+};
+
+// A loaded model: its engine, and the timeline its sessions write to (null: none, no lane metrics).
+struct LoadedModel {
+    std::unique_ptr<trace::Recorder> trace;  // before the engine: it outlives the engine's sessions
+    std::unique_ptr<engine::Engine> engine;
+    LoadedModel();
+    LoadedModel(LoadedModel&&) noexcept;
+    LoadedModel& operator=(LoadedModel&&) noexcept;
+    ~LoadedModel();
+};
+
+struct ModelLibrary {
+    std::function<std::vector<LibraryModel>()> list;              // called for each listing and request
+    std::function<Result<LoadedModel>(const LibraryModel&)> open;  // loads one (minutes, for a big model)
+};
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
@@ -43,6 +78,12 @@ struct ServerOptions {
     // Turns at the engine shared with another front end on it (the desktop app's chat), or null:
     // the server's own. Must outlive the server.
     engine::Turns* turns = nullptr;
+    // The most tokens a chat reply may think for (engine::ReplyOptions::reasoningBudget; 0: it
+    // answers at once), as llama-server's --reasoning-budget; -1: no limit.
+    int reasoningBudget = -1;
+    // Models to load when a request names them (see above); unset: the one engine answers every
+    // request, whatever model it names (as llama-server).
+    std::optional<ModelLibrary> library;
 };
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
@@ -55,6 +96,9 @@ class Server {
 public:
     // The engine must outlive the server.
     Server(engine::Engine& engine, ServerOptions options);
+    // The server owns the model (and may unload it for another of its library); its timeline, if
+    // any, is the server's (options.trace is not used).
+    Server(LoadedModel model, ServerOptions options);
     ~Server();
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
@@ -74,6 +118,7 @@ public:
     std::string metrics() const;
 
 private:
+    void setUp();
     struct Impl;
     std::unique_ptr<Impl> m;
 };

@@ -24,6 +24,9 @@ std::string demoModelPath();
 // -m/--model (default: the demo model), --arch and --tokenizer, for the commands that open one
 // model (chat, serve).
 void addModelOptions(CLI::App* cmd, std::string& model, std::string& architecture, std::string& tokenizerPath);
+// The app's data folder (its library, spillway.db): $XDG_DATA_HOME/spillway, else
+// ~/.local/share/spillway (QStandardPaths' AppDataLocation for the app "spillway").
+std::string appDataFolder();
 
 // An API key from the first line of `path` (trailing spaces and CR dropped), with a warning on
 // stderr when other users can read the file. Io when it cannot be read; InvalidArgument when empty.
@@ -44,5 +47,9 @@ void addSparsityCommand(CLI::App& app, int& exitCode);
 void addServeCommand(CLI::App& app, int& exitCode);
 void addChatCommand(CLI::App& app, int& exitCode);
 void addPullCommands(CLI::App& app, int& exitCode);  // search, pull
+void addLibraryCommand(CLI::App& app, int& exitCode);
+// Puts a model in the app's library (cmd_library.cpp), as the app's Discover view does; a file
+// the engine cannot open stays out, and it says why (false).
+bool addToLibrary(const std::string& file);
 
 }  // namespace spillway::cli

@@ -65,46 +65,6 @@ int runSearch(const SearchCommand& c)
     return ExitOk;
 }
 
-// The app's data folder: $XDG_DATA_HOME/spillway, else ~/.local/share/spillway (QStandardPaths'
-// AppDataLocation for the app "spillway").
-std::string appDataFolder()
-{
-    const char* xdg = std::getenv("XDG_DATA_HOME");
-    const char* home = std::getenv("HOME");
-    const std::string data = xdg && *xdg ? xdg : std::string(home && *home ? home : ".") + "/.local/share";
-    return data + "/spillway";
-}
-
-// Puts a downloaded model in the app's library (its catalog, spillway.db in the data folder), as
-// the app's Discover view does; a file the engine cannot open stays out, and it says why.
-void addToLibrary(const std::string& file)
-{
-    std::error_code ec;
-    const std::string path = fs::weakly_canonical(file, ec).string();
-    auto model = LlamaModel::load(path);
-    if (!model) {
-        std::fprintf(stderr, "not added to the library: %s\n", model.error().message.c_str());
-        return;
-    }
-    auto db = storage::ChatDatabase::open(appDataFolder());
-    if (!db) {
-        std::fprintf(stderr, "not added to the library: %s\n", db.error().message.c_str());
-        return;
-    }
-    auto known = db->modelByPath((*model)->path());
-    if (known && *known) return;
-    storage::ModelRecord r;
-    r.path = (*model)->path();  // a split model's first part, whichever was named
-    r.format = storage::ModelFormat::Gguf;
-    r.architecture = (*model)->config().architecture;
-    r.parameterCount = int64_t((*model)->parameterCount());
-    r.sizeBytes = 0;
-    for (const std::string& part : (*model)->dataFiles()) r.sizeBytes += int64_t(fs::file_size(part, ec));  // every part
-    auto added = db->addModel(r);
-    if (!added) std::fprintf(stderr, "not added to the library: %s\n", added.error().message.c_str());
-    else std::fprintf(stderr, "added to the library (%s/spillway.db)\n", appDataFolder().c_str());
-}
-
 struct PullCommand {
     std::string target;       // REPO[:FILE|:QUANT]
     std::string dir;

@@ -13,6 +13,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "offload.h"
 #include "server/server.h"
+#include "storage/chat_db.h"
 
 namespace spillway::cli {
 
@@ -31,7 +32,29 @@ struct ServeOptions {
     int context = 0;
     std::string backend = "cpu";
     OffloadOptions offload;
+    bool library = false;  // the app's library beside the model, loaded when a request names one
 };
+
+// The models of the app's library (its catalog in the data folder), named by their file's name.
+std::vector<server::LibraryModel> libraryModels()
+{
+    std::vector<server::LibraryModel> out;
+    auto db = storage::ChatDatabase::open(appDataFolder());
+    if (!db) return out;
+    auto models = db->models();
+    if (!models) return out;
+    for (const storage::ModelRecord& r : *models) {
+        server::LibraryModel m;
+        m.path = r.path;
+        m.name = std::filesystem::path(r.path).filename().string();
+        m.architecture = r.architecture;
+        m.bytes = uint64_t(std::max<int64_t>(0, r.sizeBytes));
+        m.parameters = uint64_t(std::max<int64_t>(0, r.parameterCount));
+        m.modified = r.addedMs / 1000;
+        out.push_back(std::move(m));
+    }
+    return out;
+}
 
 int runServe(ServeOptions o)
 {
@@ -60,14 +83,40 @@ int runServe(ServeOptions o)
     }
     if (o.server.modelId.empty()) o.server.modelId = std::filesystem::path(o.model).filename().string();
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-reply is an error on its socket, no more
+    const auto& info = run->engine->device().info();
+    const std::string deviceName = info.name;
+    const bool chatting = run->engine->chat().chatting();
     std::optional<server::Server> serving;
-    serving.emplace(*run->engine, o.server);
+    if (o.library) {
+        // The server owns the model: it unloads it when a request names another of the library,
+        // which loads with the same options.
+        server::ModelLibrary library;
+        library.list = libraryModels;
+        library.open = [o](const server::LibraryModel& m) -> Result<server::LoadedModel> {
+            auto loaded = LlamaModel::load(m.path, o.load);
+            if (!loaded) return loaded.error();
+            auto next = prepareOffload(std::move(*loaded), o.backend, o.threads, o.context, o.offload, true);
+            if (!next) return next.error();
+            server::LoadedModel out;
+            out.trace = std::move(next->recorder);
+            out.engine = std::move(next->engine);
+            return out;
+        };
+        o.server.library = std::move(library);
+        server::LoadedModel first;
+        first.trace = std::move(run->recorder);
+        first.engine = std::move(run->engine);
+        serving.emplace(std::move(first), o.server);
+        std::fprintf(stderr, "spillway-cli: the library's %zu models are listed and load when a request names one (%s/spillway.db)\n",
+                     libraryModels().size(), appDataFolder().c_str());
+    } else {
+        serving.emplace(*run->engine, o.server);
+    }
     auto port = serving->bind();
     if (!port) return reportError(port.error());
-    const auto& info = run->engine->device().info();
     std::fprintf(stderr, "spillway-cli: serving %s on http://%s:%d/v1 (%d slot%s, %s, %s%s)\n", o.server.modelId.c_str(),
-                 o.server.host.c_str(), *port, o.server.parallel, o.server.parallel == 1 ? "" : "s", info.name.c_str(),
-                 run->engine->chat().chatting() ? "chat template" : "no chat template: replies continue the last user message",
+                 o.server.host.c_str(), *port, o.server.parallel, o.server.parallel == 1 ? "" : "s", deviceName.c_str(),
+                 chatting ? "chat template" : "no chat template: replies continue the last user message",
                  o.server.apiKey.empty() ? "" : ", API key required");
     std::printf("%d\n", *port);  // the port alone on stdout, for scripts that asked for port 0
     std::fflush(stdout);
@@ -102,6 +151,10 @@ void addServeCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--chat-template-file", o->chatTemplateFile,
                     "A Jinja chat template to use in place of the model's own (tokenizer.chat_template)")
         ->check(CLI::ExistingFile);
+    cmd->add_option("--reasoning-budget", o->server.reasoningBudget,
+                    "The most tokens a thinking model's reply may think for before it answers (0: it answers "
+                    "at once; default -1: no limit)")
+        ->check(CLI::Range(-1, 1 << 20));
     cmd->add_option("--parallel", o->server.parallel, "Conversation slots (each its own KV cache; default 1)")
         ->check(CLI::Range(1, 64));
     cmd->add_option("--queue", o->server.maxQueue, "Requests that may wait for a slot; more get 503 (default 16)")
@@ -112,6 +165,9 @@ void addServeCommand(CLI::App& app, int& exitCode)
         ->check(CLI::Range(1, 3600));
     cmd->add_option("--cors", o->server.cors, "Allow browser pages from this origin (e.g. http://localhost:3000)");
     cmd->add_option("--alias", o->server.modelId, "The model's name in /v1/models (default: the file name)");
+    cmd->add_flag("--library", o->library,
+                  "List the app's library (its models in the data folder's spillway.db) beside the model, and load "
+                  "one when a request names it (the model before is unloaded first: one at a time)");
     cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per core)")->check(CLI::Range(0, 1024));
     cmd->add_option("-c,--ctx", o->context, "Context length per slot (default: trained, at most 4096)")
         ->check(CLI::Range(0, 1 << 22));

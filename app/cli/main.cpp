@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
@@ -40,6 +41,14 @@ void addModelOptions(CLI::App* cmd, std::string& model, std::string& architectur
     cmd->add_option("--arch", architecture, "llama2.c checkpoints: the architecture the file does not record (llama, relu-llama)");
     cmd->add_option("--tokenizer", tokenizerPath, "llama2.c checkpoints: tokenizer.bin (default: tokenizer.bin or tok<vocab>.bin beside it)")
         ->check(CLI::ExistingFile);
+}
+
+std::string appDataFolder()
+{
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    const char* home = std::getenv("HOME");
+    const std::string data = xdg && *xdg ? xdg : std::string(home && *home ? home : ".") + "/.local/share";
+    return data + "/spillway";
 }
 
 std::string humanBytes(double bytes)
@@ -104,6 +113,7 @@ int main(int argc, char** argv)
     addServeCommand(app, exitCode);
     addChatCommand(app, exitCode);
     addPullCommands(app, exitCode);
+    addLibraryCommand(app, exitCode);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

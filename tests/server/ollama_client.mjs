@@ -1,25 +1,17 @@
 // The official Ollama JavaScript client against spillway-cli serve (test_openai_client.sh starts
 // it on the demo model with Qwen3.5's own chat template): the model listed, chat and generate
 // streamed as NDJSON and whole, `format` with a schema (validated by Ajv), `tools` and a tool's
-// result going back, `think` apart from the answer, show and version.
-// Usage: node ollama_client.mjs HOST MODEL_ID
+// result going back, `think` apart from the answer, show and version; with OTHER_ID (the server
+// serves the app's library: serve --library), the library listed and that model loaded when a
+// chat names it, and a name in neither refused.
+// Usage: node ollama_client.mjs HOST MODEL_ID [OTHER_ID]
 import { Ollama } from 'ollama';
 import Ajv from 'ajv';
+import { check, finish } from './check.mjs';
 
-const [, , host, modelId] = process.argv;
+const [, , host, modelId, otherId] = process.argv;
 const ollama = new Ollama({ host });
 const ajv = new Ajv({ strict: false });
-let passed = 0;
-let failed = 0;
-function check(ok, what, detail = '') {
-  if (ok) {
-    passed++;
-    console.log(`ok   ${what}`);
-  } else {
-    failed++;
-    console.log(`FAIL ${what} ${detail}`);
-  }
-}
 
 const version = await ollama.version();
 check(typeof version.version === 'string', 'version');
@@ -118,5 +110,19 @@ try {
   check(/format/.test(e.message), 'a bad format is refused with a message naming it', `${e}`);
 }
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+if (otherId) {
+  const listed = (await ollama.list()).models.map((m) => m.name);
+  check(listed.includes(modelId) && listed.includes(otherId), '/api/tags lists the library', JSON.stringify(listed));
+  const other = await ollama.chat({ model: otherId, messages: user, options: { temperature: 0, num_predict: 8 }, ...noThink });
+  const loaded = (await ollama.ps()).models.map((m) => m.name);
+  check(other.model === otherId && other.done && other.eval_count === 8 && loaded.length === 1 && loaded[0] === otherId,
+    'a chat naming another model of the library loads it (the one before unloaded)', JSON.stringify({ model: other.model, loaded }));
+  try {
+    await ollama.chat({ model: 'no-such-model', messages: user });
+    check(false, 'a model in neither is refused');
+  } catch (e) {
+    check(/not found|neither/.test(e.message), 'a model neither loaded nor in the library is refused', `${e}`);
+  }
+}
+
+finish();

@@ -4,20 +4,10 @@
 // prompt; the demo model has no chat template, so a chat reply continues the user's message and
 // must be that text too.
 import OpenAI from 'openai';
+import { check, finish } from './check.mjs';
 
 const [, , baseURL, modelId, generated] = process.argv;
 const client = new OpenAI({ baseURL, apiKey: 'not-needed-on-loopback', maxRetries: 0, timeout: 60000 });
-let passed = 0;
-let failed = 0;
-function check(ok, what, detail = '') {
-  if (ok) {
-    passed++;
-    console.log(`ok   ${what}`);
-  } else {
-    failed++;
-    console.log(`FAIL ${what} ${detail}`);
-  }
-}
 
 const prompt = 'Once upon a time';
 const messages = [{ role: 'user', content: prompt }];
@@ -74,5 +64,4 @@ try {
     typeof e.message === 'string', 'a bad request is a 400 with OpenAI\'s error body', `${e}`);
 }
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+finish();

@@ -7,21 +7,11 @@
 // Usage: node openai_tools.mjs BASE_URL MODEL_ID
 import OpenAI from 'openai';
 import Ajv from 'ajv';
+import { check, finish } from './check.mjs';
 
 const [, , baseURL, modelId] = process.argv;
 const client = new OpenAI({ baseURL, apiKey: 'not-needed-on-loopback', maxRetries: 0, timeout: 120000 });
 const ajv = new Ajv({ strict: false });
-let passed = 0;
-let failed = 0;
-function check(ok, what, detail = '') {
-  if (ok) {
-    passed++;
-    console.log(`ok   ${what}`);
-  } else {
-    failed++;
-    console.log(`FAIL ${what} ${detail}`);
-  }
-}
 
 const weather = {
   type: 'object',
@@ -157,5 +147,4 @@ const plain = await client.chat.completions.create({
 check(plain.choices[0].message.content.length > 0 && !plain.choices[0].message.reasoning_content,
   'with enable_thinking false the reply is all answer', JSON.stringify(plain.choices[0].message));
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+finish();

@@ -27,13 +27,17 @@ node "$here/openai_client.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")
 kill "$server" 2>/dev/null || true
 wait "$server" 2>/dev/null || true
 
-# Tools, structured output and reasoning, with Qwen3.5's own chat template on the demo model.
+# Tools, structured output and reasoning, with Qwen3.5's own chat template on the demo model; the
+# app's library (a data folder of the test's own) holds it and a second model, served beside it.
 : >"$work/port"
-"$bin/spillway-cli" serve -m "$model" --port 0 --chat-template-file "$here/../chat/templates/qwen3.5.jinja" \
+export XDG_DATA_HOME=$work/data
+other=$here/../data/models/moe/tiny-mixtral.gguf
+"$bin/spillway-cli" library add "$model" "$other" 2>>"$work/log"
+"$bin/spillway-cli" serve -m "$model" --port 0 --chat-template-file "$here/../chat/templates/qwen3.5.jinja" --library \
   >"$work/port" 2>"$work/log" &
 server=$!
 for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
 port=$(head -1 "$work/port")
 [[ -n $port ]] || { echo "the server did not start:"; cat "$work/log"; exit 1; }
 node "$here/openai_tools.mjs" "http://127.0.0.1:$port/v1" "$(basename "$model")"
-node "$here/ollama_client.mjs" "http://127.0.0.1:$port" "$(basename "$model")"
+node "$here/ollama_client.mjs" "http://127.0.0.1:$port" "$(basename "$model")" "$(basename "$other")"

@@ -400,6 +400,163 @@ TEST(Server, ReasoningComesApartFromTheAnswer)
     }
 }
 
+// A library beside the model (serve --library): both listed; a request naming the other loads it
+// just in time (the one before unloaded first) and is answered by it exactly; a name neither
+// loaded nor listed is a 404; a model that fails to load leaves the one before answering; a
+// reply in progress finishes on its model before another comes in.
+TEST(Server, ALibraryModelLoadsWhenARequestNamesIt)
+{
+    const std::string other = SPILLWAY_TEST_DATA_DIR "/models/moe/tiny-mixtral.gguf";
+    std::atomic<int> opened{0};
+    server::ModelLibrary library;
+    library.list = [&] {
+        return std::vector<server::LibraryModel>{{"stories260K.gguf", kModel, "llama", 1000, 260'000, 1},
+                                                 {"tiny-mixtral.gguf", other, "llama", 2000, 500'000, 2},
+                                                 {"broken.gguf", "/nonexistent/broken.gguf", "llama", 3, 3, 3}};
+    };
+    library.open = [&](const server::LibraryModel& m) -> Result<server::LoadedModel> {
+        ++opened;
+        server::LoadedModel out;
+        out.trace = std::make_unique<trace::Recorder>(1 << 12);
+        auto model = LlamaModel::load(m.path);
+        if (!model) return model.error();
+        out.engine = openEngine(out.trace.get(), m.path);
+        if (!out.engine) return Error{ErrorCode::Internal, "no engine"};
+        return out;
+    };
+    server::ServerOptions o;
+    o.port = 0;
+    o.modelId = "stories260K.gguf";
+    o.library = library;
+    server::LoadedModel first;
+    first.trace = std::make_unique<trace::Recorder>(1 << 12);
+    first.engine = openEngine(first.trace.get());
+    ASSERT_TRUE(first.engine);
+    server::Server s(std::move(first), o);
+    auto port = s.start();
+    ASSERT_TRUE(port) << port.error().message;
+    httplib::Client c("127.0.0.1", *port);
+    c.set_read_timeout(60, 0);
+    auto names = [&](const char* path, const char* list, const char* key) {
+        auto r = c.Get(path);
+        std::vector<std::string> out;
+        EXPECT_TRUE(r && r->status == 200) << path << ": " << (r ? r->body : httplib::to_string(r.error()));
+        if (!r || r->status != 200) return out;
+        const json parsed = json::parse(r->body);
+        for (const json& m : parsed[list]) out.push_back(m[key]);
+        return out;
+    };
+    using Names = std::vector<std::string>;
+    EXPECT_EQ(names("/v1/models", "data", "id"), (Names{"stories260K.gguf", "tiny-mixtral.gguf", "broken.gguf"}));
+    EXPECT_EQ(names("/api/tags", "models", "name"), (Names{"stories260K.gguf", "tiny-mixtral.gguf", "broken.gguf"}));
+    EXPECT_EQ(names("/api/ps", "models", "name"), (Names{"stories260K.gguf"}));
+    auto show = c.Post("/api/show", R"({"model": "tiny-mixtral.gguf"})", "application/json");
+    ASSERT_TRUE(show);
+    EXPECT_EQ(show->status, 200);
+
+    const std::vector<engine::Message> story{{"user", "Once upon a time"}};
+    // tiny-mixtral's random vocabulary writes invalid UTF-8: compared as JSON sends it.
+    auto asSent = [](const std::string& text) {
+        return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+    };
+    auto ask = [&](const std::string& model, int tokens, bool stream) {
+        json body = chatBody("Once upon a time", tokens, stream);
+        body["model"] = model;
+        return c.Post("/v1/chat/completions", body.dump(), "application/json");
+    };
+    auto r = ask("tiny-mixtral.gguf", 12, false);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    json reply = json::parse(r->body);
+    EXPECT_EQ(reply["model"], "tiny-mixtral.gguf");
+    EXPECT_EQ(reply["choices"][0]["message"]["content"], asSent(expectedChat(story, 12, other)));
+    EXPECT_EQ(opened.load(), 1);
+    EXPECT_EQ(names("/api/ps", "models", "name"), (Names{"tiny-mixtral.gguf"}));
+    EXPECT_EQ(names("/v1/models", "data", "id").front(), "tiny-mixtral.gguf");
+
+    // Unknown: 404 in OpenAI's and Ollama's shapes; nothing loads.
+    r = ask("gpt-4o", 4, false);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found") << r->body;
+    auto ollama = c.Post("/api/chat", R"({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}], "stream": false})",
+                         "application/json");
+    ASSERT_TRUE(ollama);
+    EXPECT_EQ(ollama->status, 404);
+    EXPECT_TRUE(json::parse(ollama->body).contains("error")) << ollama->body;
+    EXPECT_EQ(opened.load(), 1);
+
+    // A model that does not load: the error names it, the model before answers again.
+    r = ask("broken.gguf", 4, false);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 500);
+    EXPECT_NE(r->body.find("broken.gguf"), std::string::npos) << r->body;
+    EXPECT_EQ(names("/api/ps", "models", "name"), (Names{"tiny-mixtral.gguf"}));
+    r = ask("", 6, false);  // no model named: the one loaded
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], asSent(expectedChat(story, 6, other)));
+
+    // A long reply on the model loaded while another request names the first: the reply ends
+    // whole on its model, then the first comes back and answers.
+    const int before = opened.load();
+    std::string streamed;
+    std::atomic<bool> streamEnded{false};
+    std::thread longer([&] {
+        httplib::Client c2("127.0.0.1", *port);
+        c2.set_read_timeout(60, 0);
+        json body = chatBody("Once upon a time", 200, false);
+        body["model"] = "tiny-mixtral.gguf";
+        auto whole = c2.Post("/v1/chat/completions", body.dump(), "application/json");
+        streamEnded = true;
+        if (whole && whole->status == 200) {
+            const json j = json::parse(whole->body);
+            streamed = j["choices"][0]["finish_reason"].get<std::string>() + " " + j["usage"]["completion_tokens"].dump();
+        }
+    });
+    bool overlapped = false;  // the long reply is on its slot when the other request comes
+    for (int i = 0; i < 2000 && !overlapped; ++i) {
+        auto h = c.Get("/health");
+        overlapped = h && json::parse(h->body)["slots_processing"] == 1;
+        if (!overlapped) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    r = ask("stories260K.gguf", 8, false);
+    const bool streamWasDone = streamEnded.load();
+    longer.join();
+    EXPECT_TRUE(overlapped);
+    EXPECT_TRUE(streamWasDone);  // the other request waited for it
+    EXPECT_EQ(streamed, "length 200");  // whole: not cut by the other model's load
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], expectedChat(story, 8));
+    EXPECT_EQ(opened.load(), before + 1);
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("spillway_engine_lane_seconds_total"), std::string::npos);
+    s.stop();
+}
+
+// serve --reasoning-budget: a thinking reply reasons for at most that many tokens, then answers
+// (stories260K never closes its thinking itself).
+TEST(Server, AReasoningBudgetEndsTheThinkingAndTheAnswerFollows)
+{
+    server::ServerOptions o;
+    o.reasoningBudget = 6;
+    Served s(o);
+    ASSERT_GT(s.port, 0);
+    auto format = engine::ChatFormat::fromSource(std::string(kTemplate) + "<think>{# </think> #}", "", "");
+    ASSERT_TRUE(format) << format.error().message;
+    s.engine->setChatFormat(*format);
+    auto c = s.client();
+    auto r = c.Post("/v1/chat/completions", chatBody("Once upon a time", 30, false).dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json message = json::parse(r->body)["choices"][0]["message"];
+    ASSERT_TRUE(message.contains("reasoning_content")) << message.dump();
+    EXPECT_FALSE(message["reasoning_content"].get<std::string>().empty());
+    EXPECT_FALSE(message["content"].get<std::string>().empty()) << message.dump();
+}
+
 // A tool round trip over HTTP: tool_choice required gives a call (constrained), whole and as
 // streamed deltas that reassemble to it, with finish_reason tool_calls; the tool's result goes
 // back and the model answers. response_format's schema gives JSON that parses, and a schema
