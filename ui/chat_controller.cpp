@@ -130,9 +130,13 @@ GenerationSettings ChatController::replySettings() const
 void ChatController::saveSettings()
 {
     if (!m_store) return;
-    const QString json = QString::fromUtf8(QJsonDocument(m_settings.toJson()).toJson(QJsonDocument::Compact));
-    if (m_conversation) emit storeWriteSetting(chatSettingsKey(m_conversation), json);
-    emit storeWriteSetting(QString::fromLatin1(kNewChatKey), json);
+    const auto text = [](const GenerationSettings& s) {
+        return QString::fromUtf8(QJsonDocument(s.toJson()).toJson(QJsonDocument::Compact));
+    };
+    if (m_conversation) emit storeWriteSetting(chatSettingsKey(m_conversation), text(m_settings));
+    GenerationSettings next = m_settings;  // the next session's new chat: all but the system prompt
+    next.systemPrompt.clear();
+    emit storeWriteSetting(QString::fromLatin1(kNewChatKey), text(next));
 }
 
 bool ChatController::applyPreset(const QString& name)

@@ -1,7 +1,8 @@
 #pragma once
 // How a chat generates: its system prompt, the reply's length limit and the sampler's settings.
 // Each chat keeps its own (stored as JSON in the settings table, key "chat.<id>.generation"), and
-// the settings set last start the next session's new chat ("ui.newChat.generation");
+// the settings set last (but the system prompt) start the next session's new chat
+// ("ui.newChat.generation");
 // named presets hold the same fields: three built in, more saved by the user ("ui.presets").
 
 #include <QJsonObject>
@@ -63,7 +64,8 @@ QVector<GenerationPreset> builtInPresets();
 // The settings key a chat's settings are stored under.
 QString chatSettingsKey(qint64 conversation);
 inline constexpr const char* kPresetsKey = "ui.presets";
-// The settings set last, in any chat: what a new chat starts with in the next session.
+// The settings set last, in any chat, but the system prompt: what a new chat starts with in the
+// next session.
 inline constexpr const char* kNewChatKey = "ui.newChat.generation";
 
 }  // namespace spillway::ui

@@ -98,7 +98,7 @@ bool addToLibrary(const std::string& file)
         std::fprintf(stderr, "not added to the library: %s\n", added.error().message.c_str());
         return false;
     }
-    std::fprintf(stderr, "added %s to the library (%s/spillway.db)\n", r.path.c_str(), appDataFolder().c_str());
+    std::fprintf(stderr, "added to the library: %s (%s/spillway.db)\n", r.path.c_str(), appDataFolder().c_str());
     return true;
 }
 

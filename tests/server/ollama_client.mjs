@@ -7,7 +7,7 @@
 // Usage: node ollama_client.mjs HOST MODEL_ID [OTHER_ID]
 import { Ollama } from 'ollama';
 import Ajv from 'ajv';
-import { check, finish } from './check.mjs';
+import { check, report } from './check.mjs';
 
 const [, , host, modelId, otherId] = process.argv;
 const ollama = new Ollama({ host });
@@ -125,4 +125,4 @@ if (otherId) {
   }
 }
 
-finish();
+report();

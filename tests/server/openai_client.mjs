@@ -4,7 +4,7 @@
 // prompt; the demo model has no chat template, so a chat reply continues the user's message and
 // must be that text too.
 import OpenAI from 'openai';
-import { check, finish } from './check.mjs';
+import { check, report } from './check.mjs';
 
 const [, , baseURL, modelId, generated] = process.argv;
 const client = new OpenAI({ baseURL, apiKey: 'not-needed-on-loopback', maxRetries: 0, timeout: 60000 });
@@ -64,4 +64,4 @@ try {
     typeof e.message === 'string', 'a bad request is a 400 with OpenAI\'s error body', `${e}`);
 }
 
-finish();
+report();

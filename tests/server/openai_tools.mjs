@@ -7,7 +7,7 @@
 // Usage: node openai_tools.mjs BASE_URL MODEL_ID
 import OpenAI from 'openai';
 import Ajv from 'ajv';
-import { check, finish } from './check.mjs';
+import { check, report } from './check.mjs';
 
 const [, , baseURL, modelId] = process.argv;
 const client = new OpenAI({ baseURL, apiKey: 'not-needed-on-loopback', maxRetries: 0, timeout: 120000 });
@@ -147,4 +147,4 @@ const plain = await client.chat.completions.create({
 check(plain.choices[0].message.content.length > 0 && !plain.choices[0].message.reasoning_content,
   'with enable_thinking false the reply is all answer', JSON.stringify(plain.choices[0].message));
 
-finish();
+report();
