@@ -187,7 +187,7 @@ std::optional<ApiError> readReasoning(const json& body, CompletionRequest& r)
 }
 
 // response_format {type: text | json_object | json_schema {schema, strict}}; the top-level
-// json_schema llama-server takes; its GBNF `grammar` is refused by name.
+// json_schema and the GBNF `grammar` llama-server takes (one of the three at most).
 std::optional<ApiError> readResponseFormat(const json& body, CompletionRequest& r)
 {
     auto compile = [&](const std::string& schema, bool strict, const char* param) -> std::optional<ApiError> {
@@ -196,8 +196,19 @@ std::optional<ApiError> readResponseFormat(const json& body, CompletionRequest& 
         r.grammar = *g;
         return std::nullopt;
     };
-    if (auto it = body.find("grammar"); it != body.end() && !it->is_null())
-        return invalid("grammar", "GBNF grammars are not supported: give a JSON Schema in 'response_format'");
+    auto given = [&](const char* key) { auto it = body.find(key); return it != body.end() && !it->is_null(); };
+    bool formatted = false;  // a response_format other than text
+    if (auto f = body.find("response_format"); f != body.end() && f->is_object())
+        if (auto t = f->find("type"); t != f->end()) formatted = !(t->is_string() && t->get<std::string>() == "text");
+    if (int(given("grammar")) + int(given("json_schema")) + int(formatted) > 1)
+        return invalid("grammar", "give one of 'grammar', 'json_schema' and 'response_format', not more");
+    if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) return invalid("grammar", "'grammar' must be a GBNF grammar's text");
+        auto g = engine::gbnfGrammar(it->get<std::string>());
+        if (!g) return invalid("grammar", g.error().message);
+        r.grammar = *g;
+        return std::nullopt;
+    }
     if (auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) return invalid("json_schema", "'json_schema' must be a JSON Schema object");
         if (auto e = compile(toText(*it), true, "json_schema")) return e;

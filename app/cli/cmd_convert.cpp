@@ -133,7 +133,7 @@ void addConvertCommand(CLI::App& app, int& exitCode)
                     "--to gguf: a split GGUF with at most this many tensors per part");
     cmd->add_option("--chat-template-file", o->chatTemplateFile,
                     "--to gguf: write this Jinja chat template as the model's tokenizer.chat_template (a fixed "
-                    "or replaced template; - reads standard input)");
+                    "or replaced template)");
     cmd->add_option("--arch", o->load.architecture, "llama2.c checkpoints: the architecture (llama)");
     cmd->add_option("--tokenizer", o->load.tokenizerPath, "llama2.c checkpoints: tokenizer.bin")->check(CLI::ExistingFile);
     cmd->callback([o, &exitCode] { exitCode = runConvert(*o); });

@@ -33,6 +33,7 @@ struct GenerateOptions {
     int64_t seed = -1;
     OffloadOptions offload;
     std::string jsonSchemaFile;  // constrain the text to JSON of this schema ("-": any object)
+    std::string grammarFile;     // or to the texts of this GBNF grammar
 };
 
 int runGenerate(const GenerateOptions& o)
@@ -60,6 +61,15 @@ int runGenerate(const GenerateOptions& o)
         }
         auto grammar = engine::jsonGrammar(schema);
         if (!grammar) return reportError(grammar.error());
+        reply.grammar = *grammar;
+    }
+    if (!o.grammarFile.empty()) {
+        if (!o.jsonSchemaFile.empty())
+            return reportError(makeError(ErrorCode::InvalidArgument, "give --json-schema or --grammar-file, not both"));
+        auto text = readTextFile(o.grammarFile);
+        if (!text) return reportError(text.error());
+        auto grammar = engine::gbnfGrammar(*text);
+        if (!grammar) return reportError(Error{grammar.error().code, o.grammarFile + ": " + grammar.error().message});
         reply.grammar = *grammar;
     }
     reply.onToken = [](std::string_view text, int32_t) {
@@ -189,6 +199,8 @@ void addGenerateCommand(CLI::App& app, int& exitCode)
     cmd->add_option("--seed", o->seed, "Random seed (default: random; printed on stderr)");
     cmd->add_option("--json-schema", o->jsonSchemaFile,
                     "Constrain the text to JSON that validates against this JSON Schema file ('-': any JSON object)");
+    cmd->add_option("--grammar-file", o->grammarFile,
+                    "Constrain the text to this GBNF grammar file (llama.cpp's format)");
     cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per core)")
         ->check(CLI::Range(0, 1024));
     cmd->add_option("-c,--ctx", o->context, "Context length (default: trained, at most 4096)")

@@ -7,6 +7,7 @@
 
 #include "core/engine/chat_format.h"
 #include "core/engine/reply_parser.h"
+#include "core/grammar/gbnf.h"
 #include "core/grammar/grammar.h"
 #include "core/grammar/json_schema.h"
 #include "core/runtime/generator.h"
@@ -23,6 +24,13 @@ Result<GrammarPtr> jsonGrammar(std::string_view schemaJson, bool strict)
     grammar::SchemaOptions options;
     options.strict = strict;
     auto g = grammar::jsonSchemaGrammar(schemaJson, options);
+    if (!g) return g.error();
+    return std::make_shared<const Grammar>(std::move(*g));
+}
+
+Result<GrammarPtr> gbnfGrammar(std::string_view text)
+{
+    auto g = grammar::parseGbnf(text);
     if (!g) return g.error();
     return std::make_shared<const Grammar>(std::move(*g));
 }

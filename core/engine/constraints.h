@@ -29,6 +29,10 @@ using GrammarPtr = std::shared_ptr<const grammar::Grammar>;
 // that is not JSON, or (strict) that asks what is not supported, naming it.
 Result<GrammarPtr> jsonGrammar(std::string_view schemaJson, bool strict = true);
 
+// A GBNF grammar's text (llama.cpp's `grammar` field, --grammar-file: core/grammar/gbnf.h);
+// InvalidArgument naming what is wrong and where.
+Result<GrammarPtr> gbnfGrammar(std::string_view text);
+
 // A call of one of the request's functions (of `forced` alone when it is not empty), in the
 // syntax `tools` names (a JSON body for Tag), its arguments by their parameter schemas (what a
 // schema asks that is not supported leaves the value constrained by its type); more than one

@@ -8,6 +8,11 @@ namespace {
 
 constexpr int kMaxDepth = 512;      // nested expansions of one stack in one step
 constexpr size_t kMaxStacks = 4096; // ways a text may go on (a guard against runaway ambiguity)
+// Guards against a grammar whose text nests without end or grows ambiguous (a GBNF grammar is a
+// client's input): a stack deeper than this is not followed, and a step keeps at most this many
+// stack entries in all, so one byte costs a bounded copy and sort whatever the grammar.
+constexpr size_t kMaxStackLength = 1024;
+constexpr size_t kMaxCells = size_t(1) << 14;
 
 void setBit(std::vector<uint64_t>& bits, int32_t t) { bits[size_t(t) >> 6] |= uint64_t(1) << (t & 63); }
 
@@ -43,7 +48,9 @@ std::vector<Grammar::Symbol> Grammar::literal(std::string_view text)
 
 void GrammarState::expand(const Grammar& g, Stack s, std::vector<Stack>& out, int depth)
 {
-    if (depth > kMaxDepth || out.size() > kMaxStacks) return;
+    if (depth > kMaxDepth || out.size() > kMaxStacks || s.size() > kMaxStackLength ||
+        out.size() * s.size() > kMaxCells)
+        return;
     const auto& flat = g.flat();
     for (;;) {
         if (s.empty()) {
@@ -106,13 +113,16 @@ bool GrammarState::advance(const Grammar& g, uint8_t byte)
     std::vector<Stack> out;
     const bool wasLeft = m_leftTop;
     m_leftTop = false;
+    size_t cells = 0, counted = 0;
     for (const Stack& s : m_stacks) {
+        if (cells > kMaxCells) break;
         if (s.empty()) continue;
         const Grammar::Flat& f = g.flat()[s.back()];
         if (!g.byteClass(f.symbol.index).has(byte)) continue;
         Stack n = s;
         n.back() += 1;
         expand(g, std::move(n), out, 0);
+        for (; counted < out.size(); ++counted) cells += out[counted].size();
     }
     if (out.empty() && !m_leftTop) {
         m_leftTop = wasLeft;

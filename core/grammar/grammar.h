@@ -8,6 +8,8 @@
 // Repetition is written as right recursion; a reference in tail position replaces its rule's
 // frame instead of stacking on it, so a long array does not deepen the stacks. Left recursion
 // is not allowed (the builder never writes it).
+// A text that nests deeper than 1024 or grows more than 4096 ways at once (or 16,384 stack
+// entries) is not followed further: such a grammar is a client's mistake or an attack.
 //
 // The mask for a token must not cost a walk over the whole vocabulary at each step. The
 // masker keeps the vocabulary as a byte trie, and for each stack top it has seen, once, the

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -534,6 +535,41 @@ TEST(Server, ALibraryModelLoadsWhenARequestNamesIt)
     ASSERT_TRUE(metrics);
     EXPECT_NE(metrics->body.find("spillway_engine_lane_seconds_total"), std::string::npos);
     s.stop();
+}
+
+// llama-server's `grammar` field: a GBNF grammar the answer follows (chat and completions); a
+// grammar that does not parse is a 400 with its line; with response_format beside it, a 400.
+TEST(Server, AGbnfGrammarConstrainsTheAnswer)
+{
+    Served s;
+    ASSERT_GT(s.port, 0);
+    auto c = s.client();
+    const std::string grammarText = "root ::= \"The \" (\"cat\" | \"dog\") \" is \" [a-z]{2,12} \".\"\n";
+    for (const bool chat : {true, false}) {
+        json body = chat ? chatBody("Once upon a time", 40, false)
+                         : json{{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}};
+        body["grammar"] = grammarText;
+        auto r = c.Post(chat ? "/v1/chat/completions" : "/v1/completions", body.dump(), "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json choice = json::parse(r->body)["choices"][0];
+        const std::string text = chat ? choice["message"]["content"].get<std::string>() : choice["text"].get<std::string>();
+        const std::regex pattern("The (cat|dog) is [a-z]{2,12}\\.");
+        EXPECT_TRUE(std::regex_match(text, pattern)) << text;
+    }
+    json bad = chatBody("Hi", 8, false);
+    bad["grammar"] = "root ::= \"a\" | (\"b\"\n";
+    auto r = c.Post("/v1/chat/completions", bad.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("expected ')'"), std::string::npos) << r->body;
+    json both = chatBody("Hi", 8, false);
+    both["grammar"] = grammarText;
+    both["response_format"] = {{"type", "json_object"}};
+    r = c.Post("/v1/chat/completions", both.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("one of"), std::string::npos) << r->body;
 }
 
 // serve --reasoning-budget: a thinking reply reasons for at most that many tokens, then answers
