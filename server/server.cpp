@@ -505,7 +505,8 @@ struct Server::Impl {
     {
         const auto start = Clock::now();
         if (!authorized(req, res, endpoint.c_str())) return;
-        auto pinned = pinModel(requestedModel(req.body));
+        // Only a server with a library reads the model's name first (a second parse of the body).
+        auto pinned = pinModel(options.library ? requestedModel(req.body) : std::string());
         if (auto* e = std::get_if<ApiError>(&pinned)) {
             sendError(res, *makeDialect({}, false), *e);
             count(endpoint, e->status);
