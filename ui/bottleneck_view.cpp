@@ -562,6 +562,7 @@ bool BottleneckView::event(QEvent* event)
         auto* help = static_cast<QHelpEvent*>(event);
         QString text = spanInfoAt(help->pos());
         if (text.isEmpty()) text = cacheStripInfoAt(help->pos());
+        if (text.isEmpty()) text = laneInfoAt(help->pos());
         if (text.isEmpty()) {
             QToolTip::hideText();
             event->ignore();

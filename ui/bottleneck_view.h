@@ -142,6 +142,9 @@ public:
     // "layer 3 · hit rate 62.5% (5 of 8 chosen experts in a slot) · 0.38 experts missed per token
     // · 1.50 MiB read per token" (the expert cache), for the cell under `pos`, else empty.
     QString cacheStripInfoAt(QPoint pos) const;
+    // "SSD read · busy 60% · 0.58 ms per token measured · 0.06 predicted" for the lane whose
+    // gutter (left of the plot) is under `pos`, else empty: the figures a short lane cannot show.
+    QString laneInfoAt(QPoint pos) const;
     // Chrome trace event JSON of the shown spans (chrome://tracing, Perfetto).
     Status exportChromeTrace(const QString& path) const;
     // The widget as it looks now, as a PNG; written atomically (QSaveFile).

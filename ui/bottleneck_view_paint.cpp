@@ -110,6 +110,24 @@ QColor hitColor(double rate)
 
 }  // namespace
 
+QString BottleneckView::laneInfoAt(QPoint pos) const
+{
+    const QRectF plot = plotRect();
+    if (pos.x() >= plot.left()) return {};
+    for (size_t l = 0; l < trace::kLaneCount; ++l) {
+        const Lane lane = static_cast<Lane>(l);
+        const QRectF r = laneRect(lane);
+        if (pos.y() < r.top() - 2 || pos.y() >= r.bottom() + 2) continue;
+        QString text = tr("%1 · busy %2% · %3 ms per token measured")
+                           .arg(laneLabel(lane))
+                           .arg(std::lround(100 * utilization(lane)))
+                           .arg(measuredMsPerToken(lane), 0, 'f', 2);
+        if (m_lanes[l].predictedMs >= 0) text += tr(" · %1 predicted").arg(m_lanes[l].predictedMs, 0, 'f', 2);
+        return text;
+    }
+    return {};
+}
+
 QString BottleneckView::cacheStripInfoAt(QPoint pos) const
 {
     const QRectF r = cacheStripRect();
@@ -176,7 +194,10 @@ void BottleneckView::paintEvent(QPaintEvent*)
                                    pal.color(QPalette::AlternateBase));
         p.fillRect(QRectF(kMargin, r.top() + 2, 4, r.height() - 4), laneColor(lane));
         const double textLeft = kMargin + 10;
-        const double nameBase = r.center().y() - 2;
+        // Two lines (the name, then the times) where the lane is tall enough; where an expert
+        // strip leaves less room, the name alone, so that no line runs into the next lane's.
+        const bool twoLines = r.height() + 4 >= QFontMetrics(bold).height() + fm.height();
+        const double nameBase = twoLines ? r.center().y() - 2 : r.center().y() + fm.ascent() / 2.0 - 1;
         p.setPen(pal.color(QPalette::Text));
         p.setFont(bold);
         p.drawText(QPointF(textLeft, nameBase), laneLabel(lane));
@@ -187,7 +208,7 @@ void BottleneckView::paintEvent(QPaintEvent*)
         const double predicted = m_lanes[l].predictedMs;
         if (predicted >= 0) times += tr(" · pred %1").arg(predicted, 0, 'f', 2);
         p.setPen(pal.color(QPalette::PlaceholderText));
-        p.drawText(QPointF(textLeft, nameBase + fm.height()), times);
+        if (twoLines) p.drawText(QPointF(textLeft, nameBase + fm.height()), times);
     }
 
     // Time axis and grid, labelled from the first span shown.

@@ -54,6 +54,7 @@ public:
     // The lane table as plain text, a line per lane: "SSD reads: probe 1.20 ms, predicted 1.10 ms,
     // last run 1.15 ms" (the probe's column only once runs calibrated it, the run's once there is one).
     QString lanesText() const;
+    bool hasPlan() const { return m_shown.plan != nullptr; }  // false after showNoPlan
     // The controls' choices as JSON (the compute device, budgets, context, KV and neuron-cache
     // settings, prefetch, threads; not the variant, which belongs to the running model), and
     // back: values the controls do not offer are left as they are. restoreState emits changed()

@@ -621,6 +621,19 @@ void TestBottleneckView::expertCacheStripShowsEachLayersHitRate()
     const QImage image = view.grab().toImage();
     const QColor painted = image.pixelColor(QPoint(int(strip.left() + 1.5 * cell), int(strip.top()) + 2));
     QVERIFY2(painted != view.palette().color(QPalette::Base), "the layer's cell is not painted");
+
+    // As short as the Tuning view's dock: the strip leaves each lane less than two lines, so the
+    // gutter shows the lane's name alone and its figures are in the gutter's tooltip.
+    view.resize(1200, 270);
+    const QRectF ssd = view.laneRect(Lane::SsdRead);
+    QVERIFY(ssd.height() + 4 < 2 * view.fontMetrics().height());
+    const QString lane = view.laneInfoAt(QPoint(20, int(ssd.center().y())));
+    QVERIFY2(lane.startsWith("SSD read · busy " + QString::number(std::lround(100 * view.utilization(Lane::SsdRead))) +
+                             "% · " + QString::number(view.measuredMsPerToken(Lane::SsdRead), 'f', 2) +
+                             " ms per token measured"),
+             qPrintable(lane));
+    QVERIFY(view.laneInfoAt(QPoint(int(ssd.left()) + 10, int(ssd.center().y()))).isEmpty());  // the plot has its own
+    QVERIFY(view.laneInfoAt(QPoint(20, int(view.cacheStripRect().center().y()))).isEmpty());
 }
 
 QTEST_MAIN(TestBottleneckView)

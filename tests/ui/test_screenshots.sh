@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `spillway --screenshot OUT.png --scene welcome|chat|settings|dark|library|tuning|visualizer|remote|experts|discover` renders each scene with real
 # content (the demo model answering, compressing, the engine's trace; for `experts` the tiny
-# Mixtral of tests/data/models/moe with its experts on the SSD; for `discover` the test tree's
+# Mixtral of tests/data/models/moe with its experts on the SSD; `tuning-hybrid` is the tuning
+# scene with the tiny Qwen3.5 mixture of tests/data/models/families, whose plan must name its
+# recurrent state and whose reply must be measured; for `discover` the test tree's
 # Hub in miniature, tests/data/hub, served on loopback by spillway-fixture-hub, its content
 # paced at 300 kB/s so that a download is seen part-way) without a display: each PNG
 # must be written, be a PNG, and be large enough to hold more than an empty window. The scenes
@@ -17,6 +19,7 @@ keep=${2:-}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 moe=$(cd "$(dirname "$0")/../data/models/moe" && pwd)/tiny-mixtral.gguf
+hybrid=$(cd "$(dirname "$0")/../data/models/families" && pwd)/tiny-qwen35moe.gguf
 hubdata=$(cd "$(dirname "$0")/../data/hub" && pwd)
 fixture_hub=${SPILLWAY_FIXTURE_HUB:-$(dirname "$app")/../tests/spillway-fixture-hub}
 [[ -x $fixture_hub ]] || { echo "FAIL: no fixture hub at $fixture_hub (build the target spillway-fixture-hub)"; exit 1; }
@@ -33,7 +36,7 @@ export XDG_CACHE_HOME=$out/cache  # the machine's profile (the probe's test file
 unset SPILLWAY_QUICK_PROBE
 # Each scene at 1200x800; the chat also as a laptop (1366x768) and a desktop (1600x1000) shows it,
 # light and dark (NAME@WxH).
-scenes=(welcome chat settings dark library tuning visualizer remote experts discover
+scenes=(welcome chat settings dark library tuning tuning-hybrid visualizer remote experts discover
         chat@1366x768 dark@1366x768 chat@1600x1000 dark@1600x1000)
 for shot in "${scenes[@]}"; do
   started=$SECONDS
@@ -43,9 +46,15 @@ for shot in "${scenes[@]}"; do
   name=${shot/@/-}
   model=()
   [[ $scene == experts ]] && model=(--model "$moe")
+  [[ $scene == tuning-hybrid ]] && { scene=tuning; model=(--model "$hybrid"); }
   HF_ENDPOINT=$hub_url HF_TOKEN= HF_TOKEN_PATH=$out/no-token \
     "$app" --screenshot "$out/$name.png" --scene "$scene" --size "$size" "${model[@]}" >"$out/$name.log" 2>&1 || {
     echo "FAIL: scene $shot exited with $?"; cat "$out/$name.log"; exit 1; }
+  if [[ $name == tuning-hybrid ]]; then
+    for want in "recurrent state" "last run"; do
+      grep -q "$want" "$out/$name.log" || { echo "FAIL: the hybrid's Tuning view does not say '$want'"; cat "$out/$name.log"; exit 1; }
+    done
+  fi
   scene=$name
   [[ -s $out/$scene.png ]] || { echo "FAIL: no $scene.png"; exit 1; }
   magic=$(head -c 8 "$out/$scene.png" | od -An -tx1 | tr -d ' \n')
