@@ -254,6 +254,11 @@ struct PointwiseArgs {
 //   S = g S;  u = b (v_h - S k);  S += u k^T (each value clamped to +-1e6);  o_h = S q
 // and out_h = rmsnorm(o_h, eps) * normWeight * silu(z_h). All pointers are device memory; the
 // states are read and written in place.
+//
+// n tokens in order (a prompt's batch): token i's inputs and output at the pointers plus
+// i * stride floats. A device may run them in the chunked (matrix) form of the same rule
+// (gpu/cpu/delta_net.cpp): the same outputs and states to float rounding, the clamp applied at
+// each chunk's end instead of each token's (it only ever bounds a state that diverged).
 struct DeltaNetArgs {
     const float* qkv = nullptr;
     const float* z = nullptr;
@@ -269,6 +274,8 @@ struct DeltaNetArgs {
     int kHeads = 0, vHeads = 0, stateDim = 0, headVDim = 0, kernel = 0;
     bool fused = false, tiled = false;
     float eps = 1e-6f;
+    int n = 1;          // tokens
+    size_t stride = 0;  // floats from one token's inputs (and output) to the next's, where n > 1
 };
 
 // The neuron cache's copy (sparse_ffn.cpp): the bundles that arrived in one upload go to their
@@ -404,7 +411,7 @@ public:
     // y[i] += x[i]
     virtual void add(float* y, const float* x, int n) = 0;
     virtual void pointwise(const PointwiseArgs& a) = 0;
-    // One token through a Gated DeltaNet mixer (DeltaNetArgs). Devices whose caps lack deltaNet
+    // a.n tokens through a Gated DeltaNet mixer (DeltaNetArgs). Devices whose caps lack deltaNet
     // do nothing (the engine does not give them such a model).
     virtual void deltaNet(const DeltaNetArgs& a) { (void)a; }
     // The neuron cache's ops (ScatterRowsArgs, RowSumArgs above).

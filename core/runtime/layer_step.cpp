@@ -424,8 +424,9 @@ void LayerStep::splitGatedQuery(const float* projected, float* q, float* gates)
 // A Gated DeltaNet mixer for n tokens (LlamaConfig's ssm* fields; gpu::DeltaNetArgs says the
 // math). Per token, in hb the projection the convolution reads ([q | k | v], or Qwen3-Next's
 // ssm_in with z inside), in hb2 z (unfused), then beta and alpha (or ssm_ba's pairs), then the
-// mixer's output; the state steps token by token in order (a snapshot the recurrent state wants
-// is taken after the token that reaches it), then ssm_out for all and the residual add.
+// mixer's output; the device runs the tokens in order, in one call from one wanted snapshot
+// position to the next (the snapshot is taken after the token that reaches it; a prompt's batch
+// takes the delta rule's chunked form there), then ssm_out for all and the residual add.
 void LayerStep::linearAttention(const LlamaLayerWeights& L, int layer, float* x, int n, int pos)
 {
     const LlamaConfig& c = m_c;
@@ -460,14 +461,19 @@ void LayerStep::linearAttention(const LlamaLayerWeights& L, int layer, float* x,
     a.fused = c.ssmFusedInput;
     a.tiled = c.ssmTiledHeads;
     a.eps = c.normEps;
-    for (int i = 0; i < n; ++i) {
+    a.stride = hidden;
+    for (int i = 0; i < n;) {
+        // Up to the next position a snapshot is wanted at (or the batch's end) in one call.
+        const int end = m_state->nextWanted(pos + i, pos + n) - pos;
         a.qkv = hbOf(i);
         a.z = c.ssmFusedInput ? nullptr : hb2Of(i);
         a.beta = hb2Of(i) + value;
         a.alpha = c.ssmFusedInput ? nullptr : hb2Of(i) + value + heads;
         a.out = outOf(i);
+        a.n = end - i;
         d.deltaNet(a);
-        m_state->tokenDone(layer, pos + i + 1);
+        m_state->tokenDone(layer, pos + end);
+        i = end;
     }
     jobs.clear();
     for (int i = 0; i < n; ++i) jobs.push_back({L.ssmOut, outOf(i), xbOf(i)});

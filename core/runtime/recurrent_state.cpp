@@ -77,6 +77,14 @@ void RecurrentState::tokenDone(int layer, int position)
     }
 }
 
+int RecurrentState::nextWanted(int after, int upTo) const
+{
+    int next = upTo;
+    for (const Snapshot& s : m_pending)
+        if (s.position > after && s.position < next) next = s.position;
+    return next;
+}
+
 void RecurrentState::passRan(int pos, int n, bool ok)
 {
     if (!ok) {

@@ -58,6 +58,9 @@ public:
     // Called by the layer step after linear layer `layer` has run the token at position - 1, and
     // after ring layer `layer` has stored the keys of a batch that holds it.
     void tokenDone(int layer, int position);
+    // The first wanted position in (after, upTo), else upTo: where a batch of a linear layer
+    // stops for a snapshot before it goes on (the layer step runs the tokens between in one go).
+    int nextWanted(int after, int upTo) const;
     bool ringLayer(int layer) const { return m_windowOrdinal.empty() ? false : m_windowOrdinal[size_t(layer)] >= 0; }
     // At the end of a pass that ran without error: the wanted snapshots every linear layer has
     // given are kept; the others stay wanted. After a failed pass: all partial ones dropped.

@@ -4,6 +4,7 @@ set(cpu_backend_test_sources
   ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_conversions.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_matvec.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_ops.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_delta_net.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_device.cpp)
 spillway_test_objects(test_cpu_backend_objects SOURCES ${cpu_backend_test_sources} LIBS spillway_gpu)
 spillway_test(test_cpu_backend LABELS engine
