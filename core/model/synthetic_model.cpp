@@ -26,6 +26,23 @@ SyntheticPreset gptOss(const char* name, int layers, int experts)
     return p;
 }
 
+// Qwen3.5-35B-A3B and -122B-A10B (config.json: head_dim 256 with 2 KV heads, partial rotary
+// 0.25, linear attention of 16 key and 32 / 64 value heads of 128, full attention every 4th
+// layer, 256 experts, 8 used, and a shared one).
+SyntheticPreset qwen35moe(const char* name, int dim, int layers, int heads, int vHeads, int expertFfn)
+{
+    SyntheticPreset p{name, "qwen35moe", dim, layers, heads, 2, expertFfn, 248320, 262144, 10000000.0f, 256, 256, 8};
+    p.linearKHeads = 16;
+    p.linearVHeads = vHeads;
+    p.linearHeadDim = 128;
+    p.convKernel = 4;
+    p.fullAttentionInterval = 4;
+    p.sharedFfn = expertFfn;
+    p.ropeDims = 64;
+    p.ffnNormName = "post_attention_norm";
+    return p;
+}
+
 }  // namespace
 
 const std::vector<SyntheticPreset>& syntheticPresets()
@@ -51,6 +68,9 @@ const std::vector<SyntheticPreset>& syntheticPresets()
         // the experts in MXFP4: make them with --type MXFP4).
         gptOss("gpt-oss-20b", 24, 32),
         gptOss("gpt-oss-120b", 36, 128),
+        // Hybrids: Gated DeltaNet beside gated attention.
+        qwen35moe("qwen3.5-35b-a3b", 2048, 40, 16, 32, 512),
+        qwen35moe("qwen3.5-122b-a10b", 3072, 48, 32, 64, 1024),
     };
     return presets;
 }
@@ -328,7 +348,23 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
     } else {
         w.setFloat32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
         w.setFloat32(arch + ".rope.freq_base", preset->ropeBase);
-        w.setUInt32(arch + ".rope.dimension_count", uint32_t(headDim));
+        w.setUInt32(arch + ".rope.dimension_count", uint32_t(preset->ropeDims > 0 ? preset->ropeDims : headDim));
+    }
+    const bool hybrid = preset->linearVHeads > 0;
+    const int64_t keyDim = int64_t(preset->linearKHeads) * preset->linearHeadDim;
+    const int64_t valueDim = int64_t(preset->linearVHeads) * preset->linearHeadDim;
+    if (hybrid) {
+        // Qwen3.5's sections over the rotated pairs (text, height, width; the text model uses the
+        // first: every pair rotates by the position).
+        w.setInt32Array(arch + ".rope.dimension_sections", {11, 11, 10, 0});
+        w.setUInt32(arch + ".full_attention_interval", uint32_t(preset->fullAttentionInterval));
+        w.setUInt32(arch + ".nextn_predict_layers", 0);
+        w.setUInt32(arch + ".expert_shared_feed_forward_length", uint32_t(preset->sharedFfn));
+        w.setUInt32(arch + ".ssm.conv_kernel", uint32_t(preset->convKernel));
+        w.setUInt32(arch + ".ssm.inner_size", uint32_t(valueDim));
+        w.setUInt32(arch + ".ssm.state_size", uint32_t(preset->linearHeadDim));
+        w.setUInt32(arch + ".ssm.time_step_rank", uint32_t(preset->linearVHeads));
+        w.setUInt32(arch + ".ssm.group_count", uint32_t(preset->linearKHeads));
     }
     if (preset->slidingWindow > 0) w.setUInt32(arch + ".attention.sliding_window", uint32_t(preset->slidingWindow));
     if (preset->yarnFactor > 0.0f) {
@@ -373,10 +409,34 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
         const std::string b = "blk." + std::to_string(l) + ".";
         vector(b + "attn_norm.weight", dim, 1.0f);
         if (opt) vector(b + "attn_norm.bias", dim, 0.0f);
-        matrix(b + "attn_q.weight", qDim, dim);
-        matrix(b + "attn_k.weight", kvDim, dim);
-        matrix(b + "attn_v.weight", kvDim, dim);
-        matrix(b + "attn_output.weight", dim, qDim);
+        if (hybrid && (l + 1) % preset->fullAttentionInterval != 0) {
+            // A Gated DeltaNet mixer: [q | k | v] for the convolution, z, beta and alpha, the
+            // convolution's taps, the gates' parameters (A negative: -exp(A_log)), the output's
+            // norm over a head, ssm_out.
+            const int64_t convDim = 2 * keyDim + valueDim, vHeads = preset->linearVHeads;
+            matrix(b + "attn_qkv.weight", convDim, dim);
+            matrix(b + "attn_gate.weight", valueDim, dim);
+            matrix(b + "ssm_beta.weight", vHeads, dim);
+            matrix(b + "ssm_alpha.weight", vHeads, dim);
+            weights(b + "ssm_conv1d.weight", {preset->convKernel, convDim}, gpu::DType::F32);
+            vector(b + "ssm_dt.bias", vHeads, 0.0f);
+            vector(b + "ssm_a", vHeads, -1.0f);
+            vector(b + "ssm_norm.weight", preset->linearHeadDim, 1.0f);
+            matrix(b + "ssm_out.weight", dim, valueDim);
+        } else if (hybrid) {
+            matrix(b + "attn_q.weight", 2 * qDim, dim);  // q and its output gate, per head
+            matrix(b + "attn_k.weight", kvDim, dim);
+            matrix(b + "attn_v.weight", kvDim, dim);
+            matrix(b + "attn_output.weight", dim, qDim);
+            vector(b + "attn_q_norm.weight", headDim, 1.0f);
+            vector(b + "attn_k_norm.weight", headDim, 1.0f);
+        }
+        if (!hybrid) matrix(b + "attn_q.weight", qDim, dim);
+        if (!hybrid) {
+            matrix(b + "attn_k.weight", kvDim, dim);
+            matrix(b + "attn_v.weight", kvDim, dim);
+            matrix(b + "attn_output.weight", dim, qDim);
+        }
         if (arch == "qwen3moe") {  // RMSNorm of each head of q and k
             vector(b + "attn_q_norm.weight", headDim, 1.0f);
             vector(b + "attn_k_norm.weight", headDim, 1.0f);
@@ -400,6 +460,12 @@ Status writeSyntheticModel(const SyntheticOptions& options, const std::string& p
             stacked(b + "ffn_gate_exps.weight", experts, ffn, dim);
             stacked(b + "ffn_up_exps.weight", experts, ffn, dim);
             stacked(b + "ffn_down_exps.weight", experts, dim, ffn);
+            if (preset->sharedFfn > 0) {  // the shared expert and its gate (one row)
+                weights(b + "ffn_gate_inp_shexp.weight", {dim}, gpu::DType::F32);
+                matrix(b + "ffn_gate_shexp.weight", preset->sharedFfn, dim);
+                matrix(b + "ffn_up_shexp.weight", preset->sharedFfn, dim);
+                matrix(b + "ffn_down_shexp.weight", dim, preset->sharedFfn);
+            }
             if (preset->biases) {  // one row per expert, as the stacks
                 weights(b + "ffn_gate_inp.bias", {experts}, gpu::DType::F32);
                 weights(b + "ffn_gate_exps.bias", {ffn, experts}, gpu::DType::F32);

@@ -14,7 +14,7 @@ namespace spillway {
 
 struct SyntheticPreset {
     std::string name;          // "tinyllama-1.1b"
-    std::string architecture;  // "llama", "opt", "qwen3moe", "olmoe" or "gpt-oss"
+    std::string architecture;  // "llama", "opt", "qwen3moe", "olmoe", "gpt-oss" or "qwen35moe"
     int dim, nLayers, nHeads, nKvHeads, ffnDim, vocabSize, context;
     float ropeBase;
     int headDim = 0;  // 0: dim / nHeads
@@ -28,6 +28,12 @@ struct SyntheticPreset {
     float yarnFactor = 0.0f;
     int yarnOriginalContext = 0;
     const char* ffnNormName = "ffn_norm";
+    // Qwen3.5's hybrids (qwen35moe): Gated DeltaNet layers of linearKHeads key and linearVHeads
+    // value heads of linearHeadDim (a convolution of convKernel taps) and every
+    // fullAttentionInterval-th layer gated full attention (q with its output gate, QK norm,
+    // multi-section RoPE over ropeDims); the routed experts with a shared one of sharedFfn.
+    int linearKHeads = 0, linearVHeads = 0, linearHeadDim = 0, convKernel = 0, fullAttentionInterval = 0;
+    int sharedFfn = 0, ropeDims = 0;
 };
 
 const std::vector<SyntheticPreset>& syntheticPresets();
