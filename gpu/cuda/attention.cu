@@ -9,6 +9,9 @@
 // float scale per (position, kv head) vector). With a.kNew / a.vNew set, a store kernel first
 // writes this step's K and V into the caches at position nPos - 1, converted exactly as the CPU
 // device's storeKvOp does (so both hold the same bits).
+// gpt-oss's parts, as the CPU device's attentionHead: a sliding window (a.window) limits the
+// positions to the last `window` ones, [start, nPos); a ring cache (a.ring) keeps position t at
+// row t % ring; a sink logit per head (a.sinks) joins each softmax's maximum and sum.
 
 #include "gpu/cuda/cuda_common.cuh"
 #include "gpu/cuda/cuda_ops.h"
@@ -33,13 +36,21 @@ __device__ __forceinline__ float cacheValue(const void* cache, size_t i)
 }
 
 // One warp per vector: blockIdx.x the kv head, blockIdx.y 0 for K, 1 for V.
+// The cache row of position t (AttentionArgs::ring), and the first position a query at nPos - 1
+// sees (AttentionArgs::window).
+__device__ __forceinline__ int kvRow(const AttentionArgs& a, int t) { return a.ring > 0 ? t % a.ring : t; }
+__host__ __device__ __forceinline__ int firstVisible(const AttentionArgs& a)
+{
+    return a.window > 0 && a.nPos > a.window ? a.nPos - a.window : 0;
+}
+
 template <KvType T>
 __global__ void __launch_bounds__(kWarp) storeKernel(AttentionArgs a)
 {
     const int h = blockIdx.x, lane = threadIdx.x;
     const bool isV = blockIdx.y == 1;
     const float* x = (isV ? a.vNew : a.kNew) + static_cast<size_t>(h) * a.headDim;
-    const size_t vector = static_cast<size_t>(a.nPos - 1) * a.nKvHeads + h;
+    const size_t vector = static_cast<size_t>(kvRow(a, a.nPos - 1)) * a.nKvHeads + h;
     const size_t first = vector * a.headDim;
     void* cache = const_cast<void*>(isV ? a.vCache : a.kCache);  // writable: kNew / vNew are set
     if constexpr (T == KvType::F32) {
@@ -65,16 +76,17 @@ template <KvType T>
 __global__ void __launch_bounds__(kThreads) scoresKernel(AttentionArgs a)
 {
     const int h = blockIdx.y;
-    const int t = blockIdx.x * kWarps + threadIdx.x / kWarp;
+    const int t = firstVisible(a) + blockIdx.x * kWarps + threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
     if (t >= a.nPos) return;
     const int kvHead = h / (a.nHeads / a.nKvHeads);
     const float* q = a.q + static_cast<size_t>(h) * a.headDim;
-    const size_t first = (static_cast<size_t>(t) * a.nKvHeads + kvHead) * a.headDim;
+    const size_t vector = static_cast<size_t>(kvRow(a, t)) * a.nKvHeads + kvHead;
+    const size_t first = vector * a.headDim;
     float s = 0.0f;
     for (int d = lane; d < a.headDim; d += kWarp) s += q[d] * cacheValue<T>(a.kCache, first + d);
     s = warpSum(s);
-    if constexpr (T == KvType::Q8) s *= a.kScales[static_cast<size_t>(t) * a.nKvHeads + kvHead];
+    if constexpr (T == KvType::Q8) s *= a.kScales[vector];
     if (lane == 0) a.scores[static_cast<size_t>(h) * a.nPos + t] = s * a.scale;
 }
 
@@ -84,17 +96,20 @@ __global__ void __launch_bounds__(kThreads) softmaxKernel(AttentionArgs a)
     __shared__ double sums[kWarps];
     float* scores = a.scores + static_cast<size_t>(blockIdx.x) * a.nPos;
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int start = firstVisible(a);
 
     float m = -INFINITY;
-    for (int t = threadIdx.x; t < a.nPos; t += kThreads) m = fmaxf(m, scores[t]);
+    for (int t = start + threadIdx.x; t < a.nPos; t += kThreads) m = fmaxf(m, scores[t]);
     m = warpMax(m);
     if (lane == 0) maxes[warp] = m;
     __syncthreads();
     m = maxes[0];
     for (int w = 1; w < kWarps; ++w) m = fmaxf(m, maxes[w]);
+    const float sink = a.sinks ? a.sinks[blockIdx.x] : -INFINITY;
+    if (a.sinks) m = fmaxf(m, sink);
 
     double sum = 0.0;
-    for (int t = threadIdx.x; t < a.nPos; t += kThreads) {
+    for (int t = start + threadIdx.x; t < a.nPos; t += kThreads) {
         const float e = expf(scores[t] - m);
         scores[t] = e;
         sum += e;
@@ -104,8 +119,9 @@ __global__ void __launch_bounds__(kThreads) softmaxKernel(AttentionArgs a)
     __syncthreads();
     sum = 0.0;
     for (int w = 0; w < kWarps; ++w) sum += sums[w];
+    if (a.sinks) sum += static_cast<double>(expf(sink - m));  // a logit with no value
     const float inverse = static_cast<float>(1.0 / sum);
-    for (int t = threadIdx.x; t < a.nPos; t += kThreads) scores[t] = scores[t] * inverse;
+    for (int t = start + threadIdx.x; t < a.nPos; t += kThreads) scores[t] = scores[t] * inverse;
 }
 
 template <KvType T>
@@ -121,10 +137,11 @@ __global__ void __launch_bounds__(kThreads) weightedSumKernel(AttentionArgs a)
     const size_t first = static_cast<size_t>(kvHead) * a.headDim + d;
     float acc = 0.0f;
     if (d < a.headDim)
-        for (int t = warp; t < a.nPos; t += kWarps) {
+        for (int t = firstVisible(a) + warp; t < a.nPos; t += kWarps) {
+            const size_t row = static_cast<size_t>(kvRow(a, t));
             float w = p[t];
-            if constexpr (T == KvType::Q8) w *= a.vScales[static_cast<size_t>(t) * a.nKvHeads + kvHead];
-            acc += w * cacheValue<T>(a.vCache, first + t * kvStride);
+            if constexpr (T == KvType::Q8) w *= a.vScales[row * a.nKvHeads + kvHead];
+            acc += w * cacheValue<T>(a.vCache, first + row * kvStride);
         }
     partial[warp][lane] = acc;
     __syncthreads();
@@ -139,7 +156,7 @@ template <KvType T>
 cudaError_t launchTyped(const AttentionArgs& a, cudaStream_t stream)
 {
     if (a.kNew && a.vNew) storeKernel<T><<<dim3(a.nKvHeads, 2), kWarp, 0, stream>>>(a);
-    scoresKernel<T><<<dim3(gridFor(a.nPos, kWarps), a.nHeads), kThreads, 0, stream>>>(a);
+    scoresKernel<T><<<dim3(gridFor(a.nPos - firstVisible(a), kWarps), a.nHeads), kThreads, 0, stream>>>(a);
     softmaxKernel<<<a.nHeads, kThreads, 0, stream>>>(a);
     weightedSumKernel<T><<<dim3(gridFor(a.headDim, kWarp), a.nHeads), kThreads, 0, stream>>>(a);
     return cudaGetLastError();

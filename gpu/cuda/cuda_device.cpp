@@ -115,6 +115,8 @@ std::unique_ptr<CudaDevice> CudaDevice::create(const DeviceOptions& options, std
     info.caps.asyncCopy = true;
     info.caps.pinnedHostMemory = true;
     info.caps.events = true;
+    info.caps.attentionSinks = info.caps.slidingWindow = info.caps.clampedSwiglu = true;
+    info.caps.deltaNet = info.caps.sigmoidGate = true;
     return d;
 }
 
@@ -124,6 +126,7 @@ CudaDevice::~CudaDevice()
     if (m_copy) cudaStreamSynchronize(m_copy);
     if (m_xScratch.data) cudaFree(m_xScratch.data);
     if (m_scoreScratch.data) cudaFree(m_scoreScratch.data);
+    if (m_deltaScratch.data) cudaFree(m_deltaScratch.data);
     if (m_cublas) cublasDestroy(m_cublas);
     if (m_computeMark) cudaEventDestroy(m_computeMark);
     for (cudaEvent_t e : m_marks) cudaEventDestroy(e);
@@ -538,6 +541,22 @@ void CudaDevice::swiglu(const float* gate, const float* up, float* out, int n)
 void CudaDevice::add(float* y, const float* x, int n) { check(launchAdd(y, x, n, m_compute), "add"); }
 
 void CudaDevice::pointwise(const PointwiseArgs& a) { check(launchPointwise(a, m_compute), "pointwise"); }
+
+void CudaDevice::deltaNet(const DeltaNetArgs& a)
+{
+    if (a.n <= 0 || a.kHeads <= 0 || a.vHeads <= 0 || a.vHeads % a.kHeads != 0 || a.stateDim <= 0 || a.headVDim <= 0)
+        return;  // nothing sensible to compute, as on the CPU device
+    if (a.stateDim > kMaxDeltaNetStateDim || a.kernel < 1 || a.kernel > kMaxDeltaNetTaps) {
+        recordError(ErrorCode::UnsupportedModel,
+                    "cuda device: Gated DeltaNet with " + std::to_string(a.stateDim) + " state values per head and " +
+                        std::to_string(a.kernel) + " convolution taps (at most " +
+                        std::to_string(kMaxDeltaNetStateDim) + " and " + std::to_string(kMaxDeltaNetTaps) + ")");
+        return;
+    }
+    auto* prepared = static_cast<float*>(reserve(m_deltaScratch, deltaNetScratchBytes(a), "Gated DeltaNet"));
+    if (!prepared) return;
+    check(launchDeltaNet(a, prepared, m_compute), "deltaNet");
+}
 
 void CudaDevice::layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps)
 {

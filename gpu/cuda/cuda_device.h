@@ -58,6 +58,7 @@ public:
     void swiglu(const float* gate, const float* up, float* out, int n) override;
     void add(float* y, const float* x, int n) override;
     void pointwise(const PointwiseArgs& a) override;
+    void deltaNet(const DeltaNetArgs& a) override;
     void layernorm(const float* x, const float* w, const float* b, float* out, int n, float eps) override;
     void scatterRows(const ScatterRowsArgs& a) override;
     void rowSum(const RowSumArgs& a) override;
@@ -113,6 +114,7 @@ private:
     std::vector<QuantizedXDevice> m_quantized;  // (jobs) of a matvec call; grows only
     Scratch m_xScratch;      // (distinct x of a matvec call) Q8 form: cols int8 + 2 * cols / 32 floats
     Scratch m_scoreScratch;  // (nHeads, nPos) floats when the caller gives no scores
+    Scratch m_deltaScratch;  // deltaNet(): the n tokens' convolved [q | k | v]
     Scratch m_gemmW;         // gemm(): a slab of dequantized weight rows, fp16 (at most kGemmSlabBytes)
     Scratch m_gemmX;         // gemm(): the run's x in fp16 / bf16
 

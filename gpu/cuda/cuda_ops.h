@@ -105,6 +105,13 @@ cudaError_t launchLayernorm(const float* x, const float* weight, const float* bi
 // pointwise.cu
 cudaError_t launchPointwise(const PointwiseArgs& a, cudaStream_t stream);
 
+// delta_net.cu: Device::deltaNet, a.stateDim at most kMaxDeltaNetStateDim and a.kernel in
+// [1, kMaxDeltaNetTaps] (checked by the caller); `prepared` holds deltaNetScratchBytes(a).
+inline constexpr int kMaxDeltaNetStateDim = 256;
+inline constexpr int kMaxDeltaNetTaps = 8;
+size_t deltaNetScratchBytes(const DeltaNetArgs& a);
+cudaError_t launchDeltaNet(const DeltaNetArgs& a, float* prepared, cudaStream_t stream);
+
 // neuron_cache_ops.cu: Device::scatterRows (4-byte aligned rows) and rowSum (F32/F16/BF16 rows
 // aligned to their element, or int8 rows with a scale table); both checked by the caller.
 cudaError_t launchScatterRows(const ScatterRowsArgs& a, cudaStream_t stream);

@@ -31,6 +31,9 @@ __global__ void pointwiseKernel(PointwiseOp op, const float* x, const float* y, 
         out[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(__fmul_rn(-factor, g)))), __fadd_rn(u, 1.0f));
         break;
     }
+    case PointwiseOp::SigmoidMul:
+        out[i] = __fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-y[i]))));
+        break;
     }
 }
 

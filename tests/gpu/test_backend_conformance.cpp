@@ -15,7 +15,8 @@
 // Where no device of the backend is usable every test is skipped with the registry's reason.
 
 // This file: norms, rope, attention, pointwise ops, the neuron cache's ops, timeline marks, memory
-// and copies; test_backend_conformance_matvec.cpp: matvec and getRow of every type, prompt batches.
+// and copies; test_backend_conformance_matvec.cpp: matvec and getRow of every type, prompt batches;
+// test_backend_conformance_families.cpp: the ops of the 2026 families (sinks, windows, DeltaNet).
 
 #include <algorithm>
 #include <chrono>

@@ -32,6 +32,7 @@
 #include "gpu/cpu/cpu_device.h"
 #include "gpu/registry.h"
 #include "../common/cli_run.h"
+#include "../common/llama_references.h"
 #include "../common/reference_texts.h"
 #include "../common/session_logits.h"
 
@@ -641,5 +642,87 @@ TEST(GpuGenerate, MixturesOfExpertsFollowTheCpu)
         ASSERT_EQ(got.size(), resident.size()) << name;
         EXPECT_EQ(0, std::memcmp(got.data(), resident.data(), got.size() * sizeof(float)))
             << name << " experts through the cache: rel L2 " << relativeL2(got, resident);
+    }
+}
+
+// The 2026 families on the device (tests/data/models/families: gpt-oss with sinks and sliding
+// windows in rings; Qwen3.5 / Qwen3.5-MoE / Qwen3-Next with Gated
+// DeltaNet layers and gated attention): the prompt, then the peer's greedy ids fed back, held to
+// ik_llama.cpp's reference as test_families holds the CPU (first logits within 0.02, no parting
+// from its greedy ids away from a tie under 0.005), and to the CPU device's logits one token at a
+// time (1e-4) and in prompt batches (the device's fp16 matrix products: 5e-3); then an edit
+// inside the reply goes back through a snapshot of the recurrent state (downloaded from and
+// uploaded to the device) to the logits of a fresh session (5e-3, the same argmax).
+TEST(GpuGenerate, TheNewFamiliesFollowIkLlamaCppAndTheCpu)
+{
+    skipWithoutDevice();
+    if (IsSkipped()) return;
+    using namespace spillway;
+    auto device = gpu::createDevice(kBackend, {});
+    ASSERT_TRUE(device) << device.error().message;
+    const gpu::DeviceCapabilities& caps = (*device)->info().caps;
+    if (!(caps.attentionSinks && caps.slidingWindow && caps.clampedSwiglu && caps.deltaNet && caps.sigmoidGate))
+        GTEST_SKIP() << "the " << kBackend << " backend lacks ops of these families yet";
+    auto cpu = gpu::createCpuDevice(2);
+    for (const char* name : {"tiny-gpt-oss", "tiny-qwen35moe", "tiny-qwen35", "tiny-qwen3next"}) {
+        SCOPED_TRACE(name);
+        const std::string dir = kData + "/models/families/";
+        auto model = LlamaModel::load(dir + name + ".gguf");
+        ASSERT_TRUE(model) << model.error().message;
+        const size_t vocab = size_t((*model)->config().vocabSize);
+        for (const auto& ref : spillway::testing_support::readLlamaReferences(dir + name + ".reference.json")) {
+            SCOPED_TRACE(ref.prompt);
+            ASSERT_EQ((*model)->tokenizer().encode(ref.prompt, true), ref.promptIds);
+            const int steps = int(ref.greedyIds.size()) - 1;
+            std::vector<float> onCpu;
+            for (int batch : {1, 16}) {
+                SessionOptions o;
+                o.contextLength = 256;
+                o.kvType = gpu::KvType::F16;  // as the reference
+                o.batch = batch;
+                const std::vector<float> got = sessionLogits(**model, **device, o, ref.promptIds, steps, ref.greedyIds);
+                ASSERT_EQ(got.size(), size_t(steps + 1) * vocab) << "batch " << batch;
+                float firstOff = 0.0f;
+                for (size_t i = 0; i < vocab && i < ref.firstLogits.size(); ++i)
+                    firstOff = std::max(firstOff, std::fabs(got[i] - ref.firstLogits[i]));
+                EXPECT_LT(firstOff, 2e-2f) << "batch " << batch;
+                const std::vector<int32_t> ours = greedyTokens(got, vocab);
+                int partings = 0;
+                for (size_t s = 0; s < ref.greedyIds.size(); ++s) {
+                    const float margin = s < ref.margins.size() ? ref.margins[s] : 1.0f;
+                    partings += ours[s] != ref.greedyIds[s] && margin >= 0.005f;
+                }
+                EXPECT_EQ(partings, 0) << "batch " << batch << ": greedy ids part from ik_llama.cpp's";
+                const std::vector<float> want = sessionLogits(**model, *cpu, o, ref.promptIds, steps, ref.greedyIds);
+                const double off = relativeL2(got, want);
+                std::printf("[ INFO     ] %s batch %d: first logits within %.4f of ik_llama.cpp's; rel L2 %.2e to the "
+                            "CPU device\n", name, batch, firstOff, off);
+                EXPECT_LE(off, batch == 1 ? 1e-4 : 5e-3) << "batch " << batch;
+            }
+        }
+        // An edit inside the reply of the last reference: back to a snapshot on the device.
+        const auto refs = spillway::testing_support::readLlamaReferences(dir + name + ".reference.json");
+        std::vector<int32_t> tokens = refs.back().promptIds;
+        tokens.insert(tokens.end(), refs.back().greedyIds.begin(), refs.back().greedyIds.end());
+        const int back = int(tokens.size()) - 5;
+        std::vector<int32_t> edited = tokens;
+        edited[size_t(back)] = (edited[size_t(back)] + 7) % int32_t(vocab);
+        SessionOptions o;
+        o.contextLength = 256;
+        o.stateSnapshotInterval = 16;
+        auto fresh = LlamaSession::create(**model, **device, o);
+        ASSERT_TRUE(fresh) << fresh.error().message;
+        auto expected = (*fresh)->forward(edited, 0);
+        ASSERT_TRUE(expected) << expected.error().message;
+        const std::vector<float> want(*expected, *expected + vocab);
+        auto session = LlamaSession::create(**model, **device, o);
+        ASSERT_TRUE(session) << session.error().message;
+        ASSERT_TRUE((*session)->forward(tokens, 0));
+        auto got = (*session)->forward(std::span(edited).subspan(size_t(back)), back);
+        ASSERT_TRUE(got) << got.error().message;
+        // Both runs are prompt batches on the device, split differently (fp16 matrix products).
+        const std::vector<float> after(*got, *got + vocab);
+        EXPECT_LE(relativeL2(after, want), 5e-3) << "after going back to " << back;
+        EXPECT_EQ(greedyTokens(after, vocab), greedyTokens(want, vocab)) << "after going back to " << back;
     }
 }
