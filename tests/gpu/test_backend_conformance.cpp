@@ -493,15 +493,17 @@ TEST_F(BackendConformance, PointwiseOps)
 {
     for (int n : {1, 129, 4099}) {
         for (PointwiseOp op : {PointwiseOp::ShiftedRelu, PointwiseOp::ShiftedReluGlu, PointwiseOp::SnapToGrid,
-                               PointwiseOp::Scale, PointwiseOp::ScaledAdd, PointwiseOp::ClampedSwiglu}) {
-            const bool clamped = op == PointwiseOp::ClampedSwiglu;
+                               PointwiseOp::Scale, PointwiseOp::ScaledAdd, PointwiseOp::ClampedSwiglu,
+                               PointwiseOp::SigmoidMul}) {
+            const bool clamped = op == PointwiseOp::ClampedSwiglu, gate = op == PointwiseOp::SigmoidMul;
             if (clamped && !gpu().info().caps.clampedSwiglu) continue;  // this backend has no such op yet
+            if (gate && !gpu().info().caps.sigmoidGate) continue;
             const std::vector<float> x = randomFloats(n, rng, -4.0f, 4.0f), y = randomFloats(n, rng, -4.0f, 4.0f);
             std::vector<float> want(n);
             // ClampedSwiglu: gpt-oss's alpha, a limit of 2.5 that clamps about a third of x and y.
             PointwiseArgs a{op, x.data(), y.data(), want.data(), n, 0.25f, 0.05f, -40.0f, clamped ? 2.5f : 30.0f,
                             clamped ? 1.702f : 0.3721f};
-            const double tolerance = clamped ? 1e-5 : 1e-6;  // the device's own exp
+            const double tolerance = clamped || gate ? 1e-5 : 1e-6;  // the device's own exp
             cpu().pointwise(a);
             DeviceData dx(gpu(), x), dy(gpu(), y), out(gpu(), n * sizeof(float));
             poison(gpu(), out.f(), n);
